@@ -1,0 +1,85 @@
+//! The simulator's public face: build a run from a validated scenario, advance it in slices, read
+//! its results as plain column tables. Front ends (the Python package) use only this module.
+
+use std::collections::BTreeMap;
+
+/// A column of a results table.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Column {
+    U64(Vec<u64>),
+    I64(Vec<i64>),
+    F64(Vec<f64>),
+    Str(Vec<String>),
+}
+
+impl Column {
+    pub fn len(&self) -> usize {
+        match self {
+            Column::U64(v) => v.len(),
+            Column::I64(v) => v.len(),
+            Column::F64(v) => v.len(),
+            Column::Str(v) => v.len(),
+        }
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// A table: named columns of equal length, in a fixed order.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Table {
+    pub columns: Vec<(String, Column)>,
+}
+
+impl Table {
+    pub fn push(&mut self, name: &str, col: Column) {
+        debug_assert!(self.columns.first().is_none_or(|(_, c)| c.len() == col.len()));
+        self.columns.push((name.to_string(), col));
+    }
+    pub fn rows(&self) -> usize {
+        self.columns.first().map_or(0, |(_, c)| c.len())
+    }
+    pub fn get(&self, name: &str) -> Option<&Column> {
+        self.columns.iter().find(|(n, _)| n == name).map(|(_, c)| c)
+    }
+}
+
+/// Everything a run measured.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Results {
+    /// Per message: qp, src, dst, opcode, bytes, post_ps, complete_ps.
+    pub messages: Table,
+    /// Per flow: flow id, src, dst, size, start_ps, finish_ps, fct_ps, ideal_fct_ps, slowdown.
+    pub flows: Table,
+    /// Per-flow goodput time series: time_ps, flow, bytes delivered in the interval, gbps.
+    pub throughput: Table,
+    /// Queue-length time series: time_ps, port name, bytes.
+    pub queues: Table,
+    /// Totals: drops, pfc_pauses, ecn_marks, cnps, retransmissions, ...
+    pub counters: BTreeMap<String, u64>,
+    /// Headline figures for summaries (e.g. total goodput, mean FCT, Jain index).
+    pub headline: BTreeMap<String, f64>,
+    /// Run statistics: events, packets, sim_time_ps, ...
+    pub stats: BTreeMap<String, f64>,
+}
+
+/// A scenario the front end handed us was not valid. `path` is the dotted key path
+/// (e.g. `topology.host_link.rate`), `message` says what was expected.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScenarioError {
+    pub path: String,
+    pub message: String,
+}
+
+impl std::fmt::Display for ScenarioError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.path.is_empty() {
+            write!(f, "{}", self.message)
+        } else {
+            write!(f, "{}: {}", self.path, self.message)
+        }
+    }
+}
+
+impl std::error::Error for ScenarioError {}
