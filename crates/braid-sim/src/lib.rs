@@ -1,11 +1,27 @@
 //! braid-sim: a packet-level RoCEv2 datacenter simulator.
 //!
-//! Layers (each knows only those below it): the engine (braid-engine); the network (links,
-//! switches, routing); the RNIC (QPs, CQs, arbiter, QP cache) with its transports; the verbs seam
-//! (braid-verbs) through which applications and middleware drive an RNIC; applications.
+//! Layers (each knows only those below it): the engine (braid-engine); the network description
+//! (braid-topo); the network model (`net`: ports, links, switches; `world`: routing and events);
+//! the RNIC (`nic`, `qp_cache`, `memory`) with its transport (RoCEv2 RC, go-back-N, `dcqcn`);
+//! the verbs seam (braid-verbs) through which applications (`apps`) and middleware drive an RNIC
+//! (`hostverbs`); scenarios, measurement and results on top.
 
 pub mod api;
+pub mod apps;
+pub mod config;
+pub mod dcqcn;
+pub mod hostverbs;
+pub mod measure;
+pub mod memory;
+pub mod net;
+pub mod nic;
+pub mod packet;
+pub mod qp_cache;
+pub mod results;
+pub mod scenario;
 pub mod simulation;
+pub mod world;
 
 pub use api::{Column, Results, ScenarioError, Table};
+pub use scenario::Scenario;
 pub use simulation::{scenario_json_schema, Simulation};

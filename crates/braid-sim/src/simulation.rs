@@ -1,25 +1,286 @@
-//! A run: scenario in, results out. (Being built: this file is replaced by the real world.)
-use crate::api::{Results, ScenarioError};
+//! A run: scenario in, results out.
+
+use crate::api::{Column, Results, ScenarioError, Table};
+use crate::apps::{perf_record, FlowSender, FlowSink, PerfClient, PerfServer, Rendezvous, SendFlow};
+use crate::measure::{FlowLog, FlowRecord, Measure, SharedLog};
+use crate::nic::NicParams;
+use crate::scenario::Scenario;
+use crate::world::{AppSlot, Ev, Role, World};
+use braid_engine::{EventQueue, Handler, Time};
+use braid_verbs::{Middleware, Raw};
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
+use std::rc::Rc;
 
 pub struct Simulation {
-    now: u64,
-    end: u64,
+    world: World,
+    queue: EventQueue<Ev>,
+    log: SharedLog,
+    end: Time,
+    now: Time,
+    finished: bool,
+    seed: u64,
+    wall: std::time::Duration,
+    /// Whether the run ends by itself when its traffic is done (false: runs to `duration`).
+    ends_when_done: bool,
+}
+
+fn err(path: impl Into<String>, message: impl Into<String>) -> ScenarioError {
+    ScenarioError { path: path.into(), message: message.into() }
+}
+
+/// Joins a table's key path with a path relative to it.
+fn join(prefix: &str, rel: &str) -> String {
+    if rel.is_empty() {
+        prefix.to_string()
+    } else if rel.starts_with('[') {
+        format!("{prefix}{rel}")
+    } else {
+        format!("{prefix}.{rel}")
+    }
+}
+
+fn make_stack(names: &[String]) -> Vec<Box<dyn Middleware>> {
+    names
+        .iter()
+        .map(|n| -> Box<dyn Middleware> {
+            match n.as_str() {
+                "raw" => Box::new(Raw),
+                other => unreachable!("validated middleware name {other}"),
+            }
+        })
+        .collect()
 }
 
 impl Simulation {
     /// Builds a run from a scenario given as JSON (the front end parses TOML and applies
     /// overrides). Relative file paths in the scenario resolve against `base_dir`.
-    pub fn from_json(_json: &str, _base_dir: &Path, _seed: Option<u64>) -> Result<Self, ScenarioError> {
-        Err(ScenarioError { path: String::new(), message: "simulator not built yet".into() })
+    pub fn from_json(json: &str, base_dir: &Path, seed: Option<u64>) -> Result<Self, ScenarioError> {
+        let sc = Scenario::from_json(json)?;
+        Self::build(sc, base_dir, seed)
     }
-    pub fn now_ps(&self) -> u64 { self.now }
-    pub fn end_ps(&self) -> u64 { self.end }
+
+    pub fn build(sc: Scenario, base_dir: &Path, seed: Option<u64>) -> Result<Self, ScenarioError> {
+        let seed = seed.unwrap_or(sc.seed);
+        let graph = sc.topology.build(base_dir).map_err(|e| err(join("topology", &e.path), e.message))?;
+        let params = NicParams::new(sc.nic.clone(), sc.transport.clone());
+        let measure = Measure::new(sc.measure.interval.0, sc.measure.messages);
+        let mut world = World::new(&graph, params, sc.switch.clone(), measure, seed).map_err(|m| err("topology", m))?;
+        let n_hosts = world.hosts.len() as u32;
+        if n_hosts == 0 {
+            return Err(err("topology", "the topology has no hosts"));
+        }
+        let names: HashMap<String, u32> = world.nodes.iter().enumerate().map(|(i, n)| (n.name.clone(), i as u32)).collect();
+
+        // Sampled queues.
+        for (i, spec) in sc.measure.queues.iter().enumerate() {
+            let path = format!("measure.queues[{i}]");
+            if spec == "all-fabric" {
+                for (ni, node) in world.nodes.iter().enumerate() {
+                    if let Role::Switch(_) = node.role {
+                        for (pi, p) in node.ports.iter().enumerate() {
+                            if matches!(world.nodes[p.peer_node as usize].role, Role::Switch(_)) {
+                                world.measure.queue_ports.push((ni as u32, pi as u16));
+                                world.measure.queue_names.push(format!("{}:{}", node.name, pi));
+                            }
+                        }
+                    }
+                }
+                continue;
+            }
+            let (node, port) = spec.rsplit_once(':').ok_or_else(|| err(&path, "expected \"node:port\" (e.g. \"tor0:5\") or \"all-fabric\""))?;
+            let ni = names.get(node).copied().or_else(|| node.parse::<u32>().ok().filter(|&x| (x as usize) < world.nodes.len()));
+            let ni = ni.ok_or_else(|| err(&path, format!("no node named {node:?}")))?;
+            let pi: u16 = port.parse().map_err(|_| err(&path, "the port must be a number"))?;
+            if pi as usize >= world.nodes[ni as usize].ports.len() {
+                return Err(err(&path, format!("{node} has {} ports", world.nodes[ni as usize].ports.len())));
+            }
+            world.measure.queue_ports.push((ni, pi));
+            world.measure.queue_names.push(spec.clone());
+        }
+
+        let mut queue = EventQueue::new();
+        world.schedule_link_events(&sc.link_events, &mut queue, &names).map_err(|m| {
+            let (p, msg) = m.split_once(": ").unwrap_or(("link_events", &m));
+            err(p, msg.to_string())
+        })?;
+
+        // Traffic: one flow per transfer, grouped into a sender per source and a sink per
+        // destination host.
+        let log: SharedLog = Rc::new(RefCell::new(FlowLog::default()));
+        let rdv: Rendezvous = Rc::new(RefCell::new(HashMap::new()));
+        let host_rate = world.nodes[world.hosts[0].node as usize].ports[0].rate;
+        let mut senders: BTreeMap<u32, Vec<SendFlow>> = BTreeMap::new();
+        let mut sinks: BTreeMap<u32, Vec<(u32, u32, u64)>> = BTreeMap::new();
+        let mut conn = 0u32;
+        for (i, t) in sc.traffic.iter().enumerate() {
+            let flows = t.generate(n_hosts, host_rate, seed, i as u64, base_dir).map_err(|e| err(join(&format!("traffic[{i}]"), &e.path), e.message))?;
+            for f in flows {
+                if f.src >= n_hosts || f.dst >= n_hosts {
+                    return Err(err(format!("traffic[{i}]"), format!("flow {} -> {} names a host beyond the topology's {n_hosts}", f.src, f.dst)));
+                }
+                if f.src == f.dst {
+                    return Err(err(format!("traffic[{i}]"), format!("flow from host {} to itself", f.src)));
+                }
+                let id = log.borrow_mut().add(FlowRecord {
+                    id: 0,
+                    kind: "flow",
+                    src: f.src,
+                    dst: f.dst,
+                    size: f.size,
+                    start_ps: f.start_ps,
+                    finish_ps: None,
+                    src_qp: None,
+                    bytes_done: 0,
+                    latencies: vec![],
+                });
+                senders.entry(f.src).or_default().push(SendFlow::new(id, conn, f.size, f.start_ps));
+                sinks.entry(f.dst).or_default().push((id, conn, f.size));
+                conn += 1;
+            }
+        }
+        let data_check = sc.nic.data_check;
+        let mut app_no = 0u64;
+        let mut next_base = || {
+            app_no += 1;
+            app_no << 40
+        };
+        let stack_for = |h: u32| -> Vec<Box<dyn Middleware>> {
+            let names = sc.middleware.per_host.get(&h.to_string()).unwrap_or(&sc.middleware.default);
+            make_stack(names)
+        };
+        let mut add_app = |world: &mut World, h: u32, app: Box<dyn braid_verbs::App>| {
+            let idx = world.hosts[h as usize].apps.len() as u32;
+            world.hosts[h as usize].apps.push(AppSlot { app, stack: stack_for(h) });
+            queue.schedule(0, Ev::AppStart { host: h, app: idx });
+        };
+        for (h, flows) in sinks {
+            add_app(&mut world, h, Box::new(FlowSink::new(log.clone(), rdv.clone(), flows, next_base())));
+        }
+        for (h, flows) in senders {
+            add_app(&mut world, h, Box::new(FlowSender::new(log.clone(), rdv.clone(), flows, next_base(), data_check)));
+        }
+        for (i, a) in sc.apps.iter().enumerate() {
+            if !a.enabled {
+                continue;
+            }
+            for (k, v) in [("src", a.src), ("dst", a.dst)] {
+                if v >= n_hosts {
+                    return Err(err(format!("apps[{i}].{k}"), format!("host {v} does not exist (the topology has {n_hosts} hosts)")));
+                }
+            }
+            let flow = log.borrow_mut().add(perf_record(a, a.src, a.dst));
+            let c0 = conn;
+            conn += a.qps;
+            add_app(&mut world, a.dst, Box::new(PerfServer::new(a.clone(), flow, c0, log.clone(), rdv.clone(), next_base())));
+            add_app(&mut world, a.src, Box::new(PerfClient::new(a.clone(), flow, c0, log.clone(), rdv.clone(), next_base())));
+        }
+        if world.measure.interval > 0 {
+            queue.schedule(world.measure.interval, Ev::Sample);
+        }
+        let ends_when_done = log.borrow().unfinished > 0;
+        Ok(Simulation { world, queue, log, end: sc.duration.0, now: 0, finished: false, seed, wall: Default::default(), ends_when_done })
+    }
+
+    pub fn now_ps(&self) -> u64 {
+        self.now
+    }
+    pub fn end_ps(&self) -> u64 {
+        self.end
+    }
+    pub fn seed(&self) -> u64 {
+        self.seed
+    }
+    pub fn is_finished(&self) -> bool {
+        self.finished
+    }
+
     /// Advances to `until_ps` (or the end); returns true once the run is finished.
-    pub fn advance(&mut self, until_ps: u64) -> bool { self.now = until_ps.min(self.end); self.now >= self.end }
-    pub fn is_finished(&self) -> bool { self.now >= self.end }
-    pub fn results(&self) -> Results { Results::default() }
+    pub fn advance(&mut self, until_ps: u64) -> bool {
+        if self.finished {
+            return true;
+        }
+        let t0 = std::time::Instant::now();
+        let until = until_ps.min(self.end);
+        loop {
+            match self.queue.peek_time() {
+                Some(t) if t <= until => {
+                    let (t, ev) = self.queue.pop().expect("peeked");
+                    self.now = t;
+                    self.world.handle(t, ev, &mut self.queue);
+                    if self.ends_when_done && self.log.borrow().unfinished == 0 {
+                        self.finished = true;
+                        break;
+                    }
+                }
+                Some(_) => {
+                    self.now = until;
+                    break;
+                }
+                None => {
+                    self.now = until;
+                    if !self.ends_when_done || until >= self.end {
+                        self.finished = until >= self.end;
+                    }
+                    break;
+                }
+            }
+        }
+        if self.now >= self.end {
+            self.finished = true;
+        }
+        self.wall += t0.elapsed();
+        self.finished
+    }
+
+    /// Runs to the end.
+    pub fn run(&mut self) {
+        while !self.advance(u64::MAX) {}
+    }
+
+    pub fn events(&self) -> u64 {
+        self.queue.events_popped()
+    }
+
+    pub fn world(&self) -> &World {
+        &self.world
+    }
+
+    pub fn flows(&self) -> Vec<FlowRecord> {
+        self.log.borrow().flows.clone()
+    }
+
+    pub fn results(&self) -> Results {
+        crate::results::assemble(&self.world, &self.log.borrow(), self.now, self.queue.events_popped(), self.wall, self.finished)
+    }
 }
 
 /// The scenario schema as JSON Schema text.
-pub fn scenario_json_schema() -> String { "{}".into() }
+pub fn scenario_json_schema() -> String {
+    crate::scenario::json_schema()
+}
+
+impl Column {
+    pub fn u64s(&self) -> &[u64] {
+        match self {
+            Column::U64(v) => v,
+            _ => panic!("not a u64 column"),
+        }
+    }
+    pub fn f64s(&self) -> &[f64] {
+        match self {
+            Column::F64(v) => v,
+            _ => panic!("not an f64 column"),
+        }
+    }
+}
+
+impl Table {
+    pub fn f64(&self, name: &str) -> &[f64] {
+        self.get(name).unwrap_or_else(|| panic!("no column {name}")).f64s()
+    }
+    pub fn u64(&self, name: &str) -> &[u64] {
+        self.get(name).unwrap_or_else(|| panic!("no column {name}")).u64s()
+    }
+}

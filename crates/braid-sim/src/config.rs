@@ -1,0 +1,340 @@
+//! Model parameters as they appear in scenario files: switches, NICs, transports, measurement.
+//! Defaults are the values of the papers the models come from; every one can be set.
+
+use braid_topo::units::{Bytes, Duration, Rate};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+fn yes() -> bool {
+    true
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum Scheduler {
+    /// Strict priority: queue 0 first.
+    #[default]
+    Strict,
+    /// Deficit weighted round robin with per-priority quanta.
+    Dwrr,
+}
+
+/// A RED/ECN marking curve (DCTCP-style step when kmin = kmax).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EcnCurve {
+    pub kmin: Bytes,
+    pub kmax: Bytes,
+    pub pmax: f64,
+}
+
+/// An ECN curve for ports of one link rate (HPCC's KMIN_MAP/KMAX_MAP/PMAX_MAP).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EcnByRate {
+    pub rate: Rate,
+    pub kmin: Bytes,
+    pub kmax: Bytes,
+    pub pmax: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct EcnConfig {
+    pub enabled: bool,
+    /// DCQCN paper (Zhu et al. 2015): Kmin 5 KB, Kmax 200 KB, Pmax 1%.
+    pub kmin: Bytes,
+    pub kmax: Bytes,
+    pub pmax: f64,
+    /// Curves for specific port rates; ports of other rates use kmin/kmax/pmax.
+    pub by_rate: Vec<EcnByRate>,
+}
+
+impl Default for EcnConfig {
+    fn default() -> Self {
+        Self { enabled: true, kmin: Bytes(5_000), kmax: Bytes(200_000), pmax: 0.01, by_rate: vec![] }
+    }
+}
+
+impl EcnConfig {
+    pub fn curve_for(&self, rate_bps: u64) -> EcnCurve {
+        self.by_rate
+            .iter()
+            .find(|c| c.rate.0 == rate_bps)
+            .map(|c| EcnCurve { kmin: c.kmin, kmax: c.kmax, pmax: c.pmax })
+            .unwrap_or(EcnCurve { kmin: self.kmin, kmax: self.kmax, pmax: self.pmax })
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct PfcConfig {
+    pub enabled: bool,
+    /// Static XOFF threshold per ingress queue (when dynamic = false).
+    pub xoff: Bytes,
+    /// Static XON threshold per ingress queue (when dynamic = false).
+    pub xon: Bytes,
+    /// Dynamic threshold (the default, as in switch ASICs and HPCC ns-3):
+    /// XOFF = alpha × (shared pool − shared bytes in use), XON = XOFF − xon_offset.
+    pub dynamic: bool,
+    pub alpha: f64,
+    pub xon_offset: Bytes,
+    /// Reserved per ingress port for bytes still arriving after a PAUSE. Absent = derived from
+    /// the link: 2 × (bandwidth × delay) + 3 maximum-size frames, enough to stay lossless.
+    pub headroom: Option<Bytes>,
+}
+
+impl Default for PfcConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            xoff: Bytes(200_000),
+            xon: Bytes(180_000),
+            dynamic: true,
+            alpha: 0.125,
+            xon_offset: Bytes(2_000),
+            headroom: None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct SwitchConfig {
+    /// Shared buffer per switch.
+    pub buffer: Bytes,
+    /// Priority queues per egress port (1–8).
+    pub priorities: u8,
+    pub scheduler: Scheduler,
+    /// DWRR quantum per priority in bytes (default 1500 each).
+    pub dwrr_quantum: Vec<u32>,
+    /// Priorities protected by PFC; the others are lossy (tail drop).
+    pub lossless: Vec<u8>,
+    /// Mixed with each switch's id to seed its ECMP hash.
+    pub ecmp_seed: u64,
+    pub ecn: EcnConfig,
+    pub pfc: PfcConfig,
+}
+
+impl Default for SwitchConfig {
+    fn default() -> Self {
+        Self {
+            buffer: Bytes(12_000_000),
+            priorities: 8,
+            scheduler: Scheduler::Strict,
+            dwrr_quantum: vec![],
+            lossless: vec![3],
+            ecmp_seed: 0,
+            ecn: EcnConfig::default(),
+            pfc: PfcConfig::default(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum AckPriority {
+    /// ACKs, NAKs and CNPs go in the highest-priority queue (0).
+    #[default]
+    High,
+    /// Control packets share the data priority.
+    Data,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct NicConfig {
+    /// Payload bytes per packet (the RDMA path MTU).
+    pub mtu: u32,
+    /// 1 = ACK every packet; N = one ACK per N packets and at each message end.
+    pub ack_every: u32,
+    pub ack_priority: AckPriority,
+    /// Priority (traffic class) of data packets.
+    pub priority: u8,
+    /// QP-context cache entries (0 = unlimited).
+    pub qp_cache: u32,
+    /// Cost of a QP-context cache miss: a PCIe round trip during which the pipeline stalls.
+    pub qp_cache_miss: Duration,
+    /// Processing time per WQE.
+    pub wqe_time: Duration,
+    /// Messages per second per NIC (0 = unlimited).
+    pub max_msg_rate: f64,
+    /// Messages per second per QP (0 = unlimited).
+    pub max_qp_msg_rate: f64,
+    /// Retransmission timeout.
+    pub rto: Duration,
+    /// Delay before retrying after a receiver-not-ready NAK.
+    pub rnr_delay: Duration,
+    /// Receive-pipeline backlog above which the NIC pauses its upstream port (PFC).
+    pub rx_xoff: Bytes,
+    /// Carry real bytes and verify where they land.
+    pub data_check: bool,
+}
+
+impl Default for NicConfig {
+    fn default() -> Self {
+        Self {
+            mtu: 1000,
+            ack_every: 1,
+            ack_priority: AckPriority::High,
+            priority: 3,
+            qp_cache: 0,
+            qp_cache_miss: Duration(1_000_000),
+            wqe_time: Duration(0),
+            max_msg_rate: 0.0,
+            max_qp_msg_rate: 0.0,
+            rto: Duration(4_000_000_000),
+            rnr_delay: Duration(10_000_000),
+            rx_xoff: Bytes(64_000),
+            data_check: false,
+        }
+    }
+}
+
+/// DCQCN reaction point / notification point parameters (Zhu et al., SIGCOMM'15).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct DcqcnConfig {
+    /// EWMA gain of alpha.
+    pub g: f64,
+    /// Alpha decays every alpha_timer without a CNP.
+    pub alpha_timer: Duration,
+    /// Rate-increase timer T.
+    pub rate_timer: Duration,
+    /// Rate-increase byte counter B (0 disables it; the timer then drives all stages).
+    pub byte_counter: Bytes,
+    /// F: stages of fast recovery before additive increase.
+    pub fast_recovery_steps: u32,
+    pub rate_ai: Rate,
+    pub rate_hai: Rate,
+    pub min_rate: Rate,
+    /// At most one rate decrease per interval.
+    pub rate_decrease_interval: Duration,
+    /// Notification point: at most one CNP per QP per interval.
+    pub cnp_interval: Duration,
+    /// On a decrease, set the target rate to the current rate only if... (HPCC's CLAMP_TARGET_RATE).
+    pub clamp_target_rate: bool,
+    pub initial_alpha: f64,
+}
+
+impl Default for DcqcnConfig {
+    fn default() -> Self {
+        Self {
+            g: 1.0 / 256.0,
+            alpha_timer: Duration(55_000_000),
+            rate_timer: Duration(55_000_000),
+            byte_counter: Bytes(10_000_000),
+            fast_recovery_steps: 5,
+            rate_ai: Rate(40_000_000),
+            rate_hai: Rate(400_000_000),
+            min_rate: Rate(10_000_000),
+            rate_decrease_interval: Duration(50_000_000),
+            cnp_interval: Duration(50_000_000),
+            clamp_target_rate: true,
+            initial_alpha: 1.0,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum TransportKind {
+    /// RoCEv2 RC with go-back-N and DCQCN.
+    #[default]
+    Dcqcn,
+    /// RoCEv2 RC with go-back-N at line rate (no congestion control).
+    None,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct TransportConfig {
+    pub kind: TransportKind,
+    pub dcqcn: DcqcnConfig,
+}
+
+/// A queue to sample: "node:port" (node by name or id) or "all-fabric".
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct MeasureConfig {
+    /// Sampling period of throughput and queue time series (0 = no time series).
+    pub interval: Duration,
+    /// Ports whose egress queue length is sampled: "node:port", or "all-fabric".
+    pub queues: Vec<String>,
+    /// Record one row per message (can be large).
+    pub messages: bool,
+}
+
+impl Default for MeasureConfig {
+    fn default() -> Self {
+        Self { interval: Duration(10_000_000), queues: vec![], messages: true }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LinkEvent {
+    /// One end: node name (e.g. "spine0") or numeric node id as a string.
+    pub a: String,
+    pub b: String,
+    pub down: Duration,
+    /// When the link comes back (never, if absent).
+    pub up: Option<Duration>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct MiddlewareConfig {
+    /// The verbs stack every application gets, top to bottom (names of middleware).
+    pub default: Vec<String>,
+    /// Per-host overrides, keyed by host index.
+    pub per_host: std::collections::BTreeMap<String, Vec<String>>,
+}
+
+impl Default for MiddlewareConfig {
+    fn default() -> Self {
+        Self { default: vec!["raw".into()], per_host: Default::default() }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum AppKind {
+    WriteBw,
+    WriteLat,
+    SendBw,
+    ReadBw,
+}
+
+/// A perftest-like application between two hosts.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AppSpec {
+    pub kind: AppKind,
+    /// Host index of the client (the side that posts).
+    pub src: u32,
+    pub dst: u32,
+    pub size: Bytes,
+    #[serde(default = "one")]
+    pub qps: u32,
+    /// Outstanding work requests per QP.
+    #[serde(default = "sixteen")]
+    pub tx_depth: u32,
+    /// Messages per QP; with neither iterations nor duration, 1000.
+    pub iterations: Option<u64>,
+    pub duration: Option<Duration>,
+    #[serde(default)]
+    pub start: Duration,
+    /// Use signaled completions every `cq_mod` messages (perftest --cq-mod).
+    #[serde(default = "one")]
+    pub cq_mod: u32,
+    #[serde(default = "yes")]
+    pub enabled: bool,
+}
+
+fn one() -> u32 {
+    1
+}
+fn sixteen() -> u32 {
+    16
+}

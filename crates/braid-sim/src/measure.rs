@@ -1,0 +1,125 @@
+//! Measurements: per-message records, the flow log the applications write, and sampled time
+//! series of per-flow goodput and of queue lengths.
+
+use crate::nic::MsgRecord;
+use braid_engine::Time;
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
+
+/// One flow (a traffic-pattern transfer, or one perftest application's whole run).
+#[derive(Debug, Clone)]
+pub struct FlowRecord {
+    pub id: u32,
+    pub kind: &'static str,
+    /// Host indices.
+    pub src: u32,
+    pub dst: u32,
+    pub size: u64,
+    pub start_ps: Time,
+    pub finish_ps: Option<Time>,
+    /// The sending QP (node id, qpn), filled in when the application creates it.
+    pub src_qp: Option<(u32, u32)>,
+    /// Bytes completed so far (perftest apps grow this as they go).
+    pub bytes_done: u64,
+    /// Round-trip samples (write_lat), picoseconds.
+    pub latencies: Vec<Time>,
+}
+
+/// Shared between the applications (which write it) and the run (which reads it).
+#[derive(Default)]
+pub struct FlowLog {
+    pub flows: Vec<FlowRecord>,
+    pub unfinished: usize,
+    /// (host index, qpn) of the data-receiving QP -> flow id, for goodput series.
+    pub rx_qp_flow: HashMap<(u32, u32), u32>,
+}
+
+pub type SharedLog = Rc<RefCell<FlowLog>>;
+
+impl FlowLog {
+    pub fn add(&mut self, mut r: FlowRecord) -> u32 {
+        r.id = self.flows.len() as u32;
+        self.unfinished += 1;
+        self.flows.push(r);
+        self.flows.len() as u32 - 1
+    }
+    pub fn finish(&mut self, id: u32, at: Time) {
+        let f = &mut self.flows[id as usize];
+        if f.finish_ps.is_none() {
+            f.finish_ps = Some(at);
+            self.unfinished -= 1;
+        }
+    }
+}
+
+pub struct Measure {
+    pub interval: Time,
+    pub stopped: bool,
+    pub record_messages: bool,
+    pub messages: Vec<(u32, MsgRecord)>,
+    pub queue_ports: Vec<(u32, u16)>,
+    pub queue_names: Vec<String>,
+    last_rx: HashMap<(u32, u32), u64>,
+    last_sample: Time,
+    /// time, host, qpn, bytes in the interval, interval length
+    pub tput: Vec<(Time, u32, u32, u64, Time)>,
+    /// time, queue index, bytes
+    pub queues: Vec<(Time, u32, u64)>,
+    pub link_changes: Vec<(Time, u32, bool)>,
+    pub cq_events: u64,
+}
+
+impl Measure {
+    pub fn new(interval: Time, record_messages: bool) -> Self {
+        Measure {
+            interval,
+            stopped: false,
+            record_messages,
+            messages: Vec::new(),
+            queue_ports: Vec::new(),
+            queue_names: Vec::new(),
+            last_rx: HashMap::new(),
+            last_sample: 0,
+            tput: Vec::new(),
+            queues: Vec::new(),
+            link_changes: Vec::new(),
+            cq_events: 0,
+        }
+    }
+
+    pub fn message(&mut self, host: u32, m: MsgRecord) {
+        if self.record_messages {
+            self.messages.push((host, m));
+        }
+    }
+
+    pub fn note_cq(&mut self, _host: u32, _cq: u32) {
+        self.cq_events += 1;
+    }
+
+    pub fn link_change(&mut self, now: Time, link: u32, up: bool) {
+        self.link_changes.push((now, link, up));
+    }
+
+    /// Cumulative received bytes per (host, qpn): records the increase since the last sample.
+    pub fn sample_rx(&mut self, now: Time, rx: &[(u32, u32, u64)]) {
+        let dt = now - self.last_sample;
+        self.last_sample = now;
+        if dt == 0 {
+            return;
+        }
+        for &(h, q, bytes) in rx {
+            let prev = self.last_rx.insert((h, q), bytes).unwrap_or(0);
+            if bytes > prev {
+                self.tput.push((now, h, q, bytes - prev, dt));
+            }
+        }
+    }
+
+    pub fn sample_queues(&mut self, now: Time, q: &[(usize, u64)]) {
+        for &(i, b) in q {
+            self.queues.push((now, i as u32, b));
+        }
+    }
+}

@@ -1,0 +1,276 @@
+//! The network: ports (one end of a link: rate, delay, loss, up/down, PFC state, egress queues)
+//! and switches (shared buffer with per-ingress accounting, PFC, RED/ECN at egress, ECMP on the
+//! 5-tuple, strict priority or DWRR between queues).
+
+use crate::config::{EcnCurve, Scheduler, SwitchConfig};
+use crate::packet::{PacketPool, PktId};
+use braid_engine::{RngStream, Time};
+use std::collections::VecDeque;
+
+pub const MAX_PRIO: usize = 8;
+
+/// One end of a link, owned by the node that transmits on it.
+pub struct Port {
+    pub peer_node: u32,
+    pub peer_port: u16,
+    pub link: u32,
+    pub rate: u64,
+    pub delay: Time,
+    pub loss: f64,
+    pub up: bool,
+    pub busy_until: Time,
+    /// A wake-up event is scheduled for this time.
+    pub wake_at: Option<Time>,
+    /// The peer asked us (PFC) to stop sending this priority.
+    pub paused: [bool; MAX_PRIO],
+    // Egress queues (switch ports only; a host's NIC keeps its own queues).
+    pub queues: Vec<VecDeque<PktId>>,
+    pub qbytes: [u64; MAX_PRIO],
+    pub bytes: u64,
+    pub ctrl: VecDeque<PktId>,
+    deficit: [i64; MAX_PRIO],
+    rr: usize,
+    pub ecn: EcnCurve,
+    pub loss_rng: RngStream,
+    pub tx_bytes: u64,
+    pub tx_pkts: u64,
+    /// Time this port spent paused, for reporting.
+    pub pause_started: [Option<Time>; MAX_PRIO],
+    pub paused_ps: u64,
+}
+
+impl Port {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(peer_node: u32, peer_port: u16, link: u32, rate: u64, delay: Time, loss: f64, prios: usize, ecn: EcnCurve, loss_rng: RngStream) -> Self {
+        Port {
+            peer_node,
+            peer_port,
+            link,
+            rate,
+            delay,
+            loss,
+            up: true,
+            busy_until: 0,
+            wake_at: None,
+            paused: [false; MAX_PRIO],
+            queues: (0..prios).map(|_| VecDeque::new()).collect(),
+            qbytes: [0; MAX_PRIO],
+            bytes: 0,
+            ctrl: VecDeque::new(),
+            deficit: [0; MAX_PRIO],
+            rr: 0,
+            ecn,
+            loss_rng,
+            tx_bytes: 0,
+            tx_pkts: 0,
+            pause_started: [None; MAX_PRIO],
+            paused_ps: 0,
+        }
+    }
+
+    pub fn set_paused(&mut self, prio: usize, on: bool, now: Time) {
+        let prio = prio.min(MAX_PRIO - 1);
+        if on && !self.paused[prio] {
+            self.pause_started[prio] = Some(now);
+        } else if !on && self.paused[prio] {
+            if let Some(t) = self.pause_started[prio].take() {
+                self.paused_ps += now - t;
+            }
+        }
+        self.paused[prio] = on;
+    }
+
+    /// Next packet to transmit from the egress queues: PFC frames first, then by the scheduler,
+    /// skipping paused priorities.
+    pub fn dequeue(&mut self, sched: Scheduler, quantum: &[u32], pool: &PacketPool) -> Option<PktId> {
+        if let Some(id) = self.ctrl.pop_front() {
+            return Some(id);
+        }
+        let n = self.queues.len();
+        match sched {
+            Scheduler::Strict => {
+                for p in 0..n {
+                    if !self.paused[p] && !self.queues[p].is_empty() {
+                        return self.take(p, pool);
+                    }
+                }
+                None
+            }
+            Scheduler::Dwrr => {
+                // Deficit round robin: visit queues in turn, topping up each by its quantum.
+                let eligible = (0..n).any(|p| !self.paused[p] && !self.queues[p].is_empty());
+                if !eligible {
+                    return None;
+                }
+                loop {
+                    let p = self.rr;
+                    if !self.paused[p] {
+                        if let Some(&head) = self.queues[p].front() {
+                            let sz = pool.get(head).size as i64;
+                            if self.deficit[p] >= sz {
+                                self.deficit[p] -= sz;
+                                return self.take(p, pool);
+                            }
+                            self.deficit[p] += quantum.get(p).copied().unwrap_or(1500) as i64;
+                            // Stay on this queue until it runs out of deficit.
+                            if self.deficit[p] >= sz {
+                                continue;
+                            }
+                        } else {
+                            self.deficit[p] = 0;
+                        }
+                    }
+                    self.rr = (self.rr + 1) % n;
+                }
+            }
+        }
+    }
+
+    fn take(&mut self, p: usize, pool: &PacketPool) -> Option<PktId> {
+        let id = self.queues[p].pop_front()?;
+        let sz = pool.get(id).size as u64;
+        self.qbytes[p] -= sz;
+        self.bytes -= sz;
+        Some(id)
+    }
+
+    pub fn enqueue(&mut self, id: PktId, prio: usize, size: u64) {
+        let p = prio.min(self.queues.len() - 1);
+        self.queues[p].push_back(id);
+        self.qbytes[p] += size;
+        self.bytes += size;
+    }
+}
+
+/// Switch state beyond its ports.
+///
+/// Buffer model (that of switch ASICs and of HPCC ns-3): the buffer is a shared pool plus a
+/// headroom reserved per ingress port for lossless traffic. A lossless packet goes into the shared
+/// pool while it has room, else into its ingress port's headroom, else it is dropped (a
+/// misconfiguration: the headroom was too small). Lossy packets use the shared pool only. Control
+/// packets (ACK/NAK/CNP) are never dropped for lack of buffer.
+pub struct Switch {
+    pub node: u32,
+    /// Size of the shared pool (buffer minus all headroom).
+    pub shared: u64,
+    pub shared_used: u64,
+    /// Headroom reserved and in use per ingress port (lossless priorities share it).
+    pub headroom: Vec<u64>,
+    pub hdrm_used: Vec<u64>,
+    /// Bytes buffered per (ingress port, priority).
+    pub ingress: Vec<[u64; MAX_PRIO]>,
+    /// Whether we have paused the upstream of (ingress port, priority).
+    pub pause_sent: Vec<[bool; MAX_PRIO]>,
+    pub ecmp_seed: u64,
+    pub ecn_rng: RngStream,
+    /// Per destination host index: ECMP group (index into the world's groups).
+    pub routes: Vec<u32>,
+}
+
+/// Where a buffered packet's bytes are accounted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pool {
+    Shared,
+    Headroom,
+}
+
+impl Switch {
+    /// Current XOFF threshold for an ingress queue.
+    pub fn xoff(&self, cfg: &SwitchConfig) -> u64 {
+        if cfg.pfc.dynamic {
+            let free = self.shared.saturating_sub(self.shared_used);
+            (cfg.pfc.alpha * free as f64) as u64
+        } else {
+            cfg.pfc.xoff.0
+        }
+    }
+    pub fn xon(&self, cfg: &SwitchConfig) -> u64 {
+        if cfg.pfc.dynamic {
+            self.xoff(cfg).saturating_sub(cfg.pfc.xon_offset.0)
+        } else {
+            cfg.pfc.xon.0
+        }
+    }
+
+    /// Admission: where a packet of `size` arriving on `port` goes, or None (dropped).
+    pub fn admit(&self, port: usize, size: u64, lossless: bool, control: bool) -> Option<Pool> {
+        if control || self.shared_used + size <= self.shared {
+            Some(Pool::Shared)
+        } else if lossless && self.hdrm_used[port] + size <= self.headroom[port] {
+            Some(Pool::Headroom)
+        } else {
+            None
+        }
+    }
+
+    pub fn used(&self) -> u64 {
+        self.shared_used + self.hdrm_used.iter().sum::<u64>()
+    }
+}
+
+/// Headroom a lossless ingress port needs so that nothing is lost after it sends PAUSE: the
+/// bytes in flight on the link both ways, plus a frame being sent at each end and the PAUSE.
+pub fn auto_headroom(rate_bps: u64, delay: Time, mtu_frame: u64) -> u64 {
+    let bdp = (rate_bps as u128 * delay as u128 / 8 / braid_engine::time::S as u128) as u64;
+    2 * bdp + 3 * mtu_frame + 64
+}
+
+/// RED marking probability for an egress queue of `q` bytes (DCTCP-style step when kmin = kmax).
+#[inline]
+pub fn red_probability(q: u64, c: &EcnCurve) -> f64 {
+    let (kmin, kmax) = (c.kmin.0, c.kmax.0);
+    if q <= kmin {
+        0.0
+    } else if q > kmax {
+        1.0
+    } else if kmax == kmin {
+        1.0
+    } else {
+        c.pmax * (q - kmin) as f64 / (kmax - kmin) as f64
+    }
+}
+
+/// ECMP hash of the 5-tuple (addresses, ports, UDP), seeded per switch.
+#[inline]
+pub fn ecmp_hash(seed: u64, src: u32, dst: u32, sport: u16, dport: u16) -> u64 {
+    let mut z = seed ^ ((src as u64) << 32 | dst as u64);
+    z = mix(z);
+    z ^= (sport as u64) << 16 | dport as u64 | (17u64 << 40);
+    mix(z)
+}
+
+#[inline]
+fn mix(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use braid_topo::units::Bytes;
+
+    #[test]
+    fn red_curve() {
+        let c = EcnCurve { kmin: Bytes(100), kmax: Bytes(300), pmax: 0.5 };
+        assert_eq!(red_probability(100, &c), 0.0);
+        assert!((red_probability(200, &c) - 0.25).abs() < 1e-12);
+        assert_eq!(red_probability(301, &c), 1.0);
+        let step = EcnCurve { kmin: Bytes(65), kmax: Bytes(65), pmax: 1.0 };
+        assert_eq!(red_probability(65, &step), 0.0);
+        assert_eq!(red_probability(66, &step), 1.0);
+    }
+
+    #[test]
+    fn ecmp_spreads_source_ports_evenly() {
+        let mut counts = [0u32; 4];
+        for sport in 49152..(49152 + 4000) {
+            counts[(ecmp_hash(7, 1, 2, sport, 4791) % 4) as usize] += 1;
+        }
+        for c in counts {
+            assert!((900..1100).contains(&c), "{counts:?}");
+        }
+    }
+}

@@ -1,0 +1,1246 @@
+//! The RNIC: QPs (RC, UC, UD) with send and receive queues, CQs, registered memory, the transmit
+//! arbiter (round-robin between QPs at MTU granularity), the QP-context cache, cross-channel
+//! WAIT/ENABLE work requests, and the RoCEv2 RC transport (PSNs, cumulative ACK/NAK, go-back-N on
+//! NAK and timeout) with DCQCN rate control.
+//!
+//! The NIC never touches the event queue: every call returns its wishes (timers, a transmit kick,
+//! CQ notifications, records) in [`Effects`], which the world carries out.
+
+use crate::config::{AckPriority, NicConfig, TransportConfig, TransportKind};
+use crate::dcqcn::Dcqcn;
+use crate::memory::Memory;
+use crate::packet::*;
+use crate::qp_cache::QpCache;
+use braid_engine::time::{serialization, Time, S};
+use braid_verbs::*;
+use std::collections::VecDeque;
+
+/// Parameters every NIC shares, resolved once from the scenario.
+#[derive(Debug, Clone)]
+pub struct NicParams {
+    pub nic: NicConfig,
+    pub transport: TransportConfig,
+    pub ack_prio: u8,
+}
+
+impl NicParams {
+    pub fn new(nic: NicConfig, transport: TransportConfig) -> Self {
+        let ack_prio = match nic.ack_priority {
+            AckPriority::High => 0,
+            AckPriority::Data => nic.priority,
+        };
+        NicParams { nic, transport, ack_prio }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TimerKind {
+    Rto,
+    Alpha,
+    RateInc,
+}
+
+/// A completed message, for the messages table.
+#[derive(Debug, Clone)]
+pub struct MsgRecord {
+    pub qpn: u32,
+    pub dst: u32,
+    pub op: &'static str,
+    pub bytes: u64,
+    pub post_ps: Time,
+    pub complete_ps: Time,
+    pub wr_id: u64,
+}
+
+/// What a NIC call wants done.
+#[derive(Default)]
+pub struct Effects {
+    pub timers: Vec<(Time, TimerKind, QpNum, u32)>,
+    /// The transmit side may have something new to send.
+    pub kick: bool,
+    pub notify: Vec<CqId>,
+    pub messages: Vec<MsgRecord>,
+    /// The receive backlog crossed the threshold: pause (true) / resume (false) the upstream port.
+    pub rx_pfc: Option<bool>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum QpState {
+    Init,
+    Rts,
+}
+
+#[derive(Debug)]
+struct SendWqe {
+    wr: SendWr,
+    bytes: u64,
+    /// PSN of the first packet; assigned when the WQE first reaches the transmit cursor.
+    first_psn: Option<u32>,
+    npkts: u32,
+    post_ps: Time,
+    /// Earliest start (WQE processing time and message-rate limits).
+    ready_ps: Option<Time>,
+    /// Control WRs: executed. Data WRs: acknowledged (READ: all response data in).
+    done: bool,
+    /// WAIT: the CQ completion count it waits for, fixed when it reaches the cursor.
+    wait_target: Option<u64>,
+    /// READ: response packets received in order.
+    read_got: u32,
+    signaled: bool,
+}
+
+#[derive(Debug)]
+struct RecvWqe {
+    wr: RecvWr,
+}
+
+/// A READ the responder is answering.
+#[derive(Debug)]
+struct ReadJob {
+    first_psn: u32,
+    npkts: u32,
+    next: u32,
+    remote_addr: u64,
+    len: u64,
+}
+
+#[derive(Debug)]
+pub struct Qp {
+    pub qpn: QpNum,
+    pub qp_type: QpType,
+    send_cq: CqId,
+    recv_cq: CqId,
+    sq_sig_all: bool,
+    managed_send: bool,
+    managed_recv: bool,
+    max_send_wr: u32,
+    max_recv_wr: u32,
+    pub prio: u8,
+    state: QpState,
+    pub remote_host: u32,
+    pub remote_qpn: QpNum,
+    pub sport: u16,
+    // --- requester / sender ---
+    sq: VecDeque<SendWqe>,
+    /// Absolute number of WRs retired before sq[0] (for ENABLE counting).
+    sq_base: u64,
+    send_enabled: u64,
+    /// Transmit cursor: sq index and packet within that WQE.
+    cur: usize,
+    cur_pkt: u32,
+    next_psn: u32,
+    snd_una: u32,
+    /// One past the highest PSN ever sent.
+    max_sent: u32,
+    next_tx_ps: Time,
+    next_msg_ps: Time,
+    rnr_until: Time,
+    last_progress: Time,
+    rto_pending: bool,
+    read_rewound: bool,
+    pub cc: Option<Dcqcn>,
+    alpha_gen: u32,
+    rate_gen: u32,
+    cc_timers_on: bool,
+    // --- responder / receiver ---
+    rq: VecDeque<RecvWqe>,
+    recv_enabled: u64,
+    recv_base: u64,
+    epsn: u32,
+    nak_sent: bool,
+    unacked: u32,
+    last_cnp: Option<Time>,
+    /// SEND in progress: bytes placed so far.
+    recv_off: u64,
+    /// UC: discard until the next first packet.
+    uc_discard: bool,
+    reads: VecDeque<ReadJob>,
+    in_active: bool,
+    // --- statistics ---
+    pub rx_bytes: u64,
+    pub tx_bytes: u64,
+    pub retx_pkts: u64,
+    pub timeouts: u64,
+}
+
+impl Qp {
+    fn has_send_work(&self) -> bool {
+        !self.reads.is_empty() || self.cur < self.sq.len()
+    }
+    fn data_prio(&self) -> u8 {
+        self.prio
+    }
+    fn outstanding(&self) -> bool {
+        self.sq.iter().any(|w| !w.done && w.first_psn.is_some())
+    }
+}
+
+#[derive(Debug, Default)]
+struct Cq {
+    entries: VecDeque<WorkCompletion>,
+    depth: u32,
+    /// Completions ever added (WAIT counts against this).
+    total: u64,
+    /// QPs whose send queue waits on this CQ.
+    waiters: Vec<QpNum>,
+    overruns: u64,
+}
+
+/// Counters of one NIC.
+#[derive(Debug, Default, Clone)]
+pub struct NicStats {
+    pub data_pkts: u64,
+    pub retx_pkts: u64,
+    pub timeouts: u64,
+    pub acks: u64,
+    pub naks: u64,
+    pub cnps_sent: u64,
+    pub cnps_recv: u64,
+    pub ooo_drops: u64,
+    pub rnr_naks: u64,
+    pub cache_misses: u64,
+    pub cache_hits: u64,
+    pub access_errors: u64,
+    pub cq_overruns: u64,
+}
+
+pub enum NextTx {
+    Packet(PktId),
+    WaitUntil(Time),
+    Idle,
+}
+
+/// How a QP stands at the transmit arbiter.
+enum Status {
+    Ready,
+    WaitUntil(Time),
+    Blocked,
+}
+
+pub struct Nic {
+    pub host: u32,
+    pub line_rate: u64,
+    qps: Vec<Option<Qp>>,
+    cqs: Vec<Option<Cq>>,
+    pub mem: Memory,
+    ctrl: VecDeque<PktId>,
+    active: VecDeque<QpNum>,
+    cache: QpCache,
+    tx_stall_until: Time,
+    wqe_free_ps: Time,
+    next_msg_ps: Time,
+    /// Receive pipeline (used when the QP cache can miss).
+    rx_busy_until: Time,
+    pub rx_backlog: u64,
+    rx_paused_upstream: bool,
+    pub stats: NicStats,
+    sport_seed: u64,
+    /// Payload bytes of packets in flight when data is checked.
+    pub payloads: std::collections::HashMap<PktId, Vec<u8>>,
+}
+
+impl Nic {
+    pub fn new(host: u32, line_rate: u64, p: &NicParams, sport_seed: u64) -> Self {
+        Nic {
+            host,
+            line_rate,
+            qps: Vec::new(),
+            cqs: Vec::new(),
+            mem: Memory::new(p.nic.data_check),
+            ctrl: VecDeque::new(),
+            active: VecDeque::new(),
+            cache: QpCache::new(p.nic.qp_cache),
+            tx_stall_until: 0,
+            wqe_free_ps: 0,
+            next_msg_ps: 0,
+            rx_busy_until: 0,
+            rx_backlog: 0,
+            rx_paused_upstream: false,
+            stats: NicStats::default(),
+            sport_seed,
+            payloads: Default::default(),
+        }
+    }
+
+    pub fn qp(&self, qpn: QpNum) -> Option<&Qp> {
+        self.qps.get(qpn as usize).and_then(|q| q.as_ref())
+    }
+    pub fn qps(&self) -> impl Iterator<Item = &Qp> {
+        self.qps.iter().flatten()
+    }
+    pub fn cache_uses_rx_pipeline(&self) -> bool {
+        self.cache.enabled()
+    }
+
+    fn qp_mut(&mut self, qpn: QpNum) -> Result<&mut Qp, VerbsError> {
+        self.qps.get_mut(qpn as usize).and_then(|q| q.as_mut()).ok_or(VerbsError::NoSuchQp(qpn))
+    }
+
+    fn activate(&mut self, qpn: QpNum, eff: &mut Effects) {
+        if let Some(Some(q)) = self.qps.get_mut(qpn as usize) {
+            if !q.in_active && q.state == QpState::Rts {
+                q.in_active = true;
+                self.active.push_back(qpn);
+            }
+            eff.kick = true;
+        }
+    }
+
+    // ------------------------------------------------------------------ verbs
+
+    pub fn create_cq(&mut self, depth: u32) -> CqId {
+        self.cqs.push(Some(Cq { depth, ..Default::default() }));
+        (self.cqs.len() - 1) as CqId
+    }
+
+    pub fn destroy_cq(&mut self, cq: CqId) -> Result<(), VerbsError> {
+        if self.qps.iter().flatten().any(|q| q.send_cq == cq || q.recv_cq == cq) {
+            return Err(VerbsError::InvalidState("CQ still attached to a QP"));
+        }
+        let slot = self.cqs.get_mut(cq as usize).ok_or(VerbsError::NoSuchCq(cq))?;
+        slot.take().ok_or(VerbsError::NoSuchCq(cq))?;
+        Ok(())
+    }
+
+    pub fn create_qp(&mut self, init: &QpInit, p: &NicParams) -> Result<QpNum, VerbsError> {
+        for cq in [init.send_cq, init.recv_cq] {
+            if !matches!(self.cqs.get(cq as usize), Some(Some(_))) {
+                return Err(VerbsError::NoSuchCq(cq));
+            }
+        }
+        let qpn = self.qps.len() as QpNum;
+        let cc = match p.transport.kind {
+            TransportKind::Dcqcn if init.qp_type != QpType::Ud => Some(Dcqcn::new(self.line_rate, &p.transport.dcqcn)),
+            _ => None,
+        };
+        // RoCEv2 NICs derive the UDP source port from the QP; here a seeded hash, in 49152..65535.
+        let sport = 0xC000 | (braid_engine::derive_seed(self.sport_seed, "sport", &[self.host as u64, qpn as u64]) & 0x3FFF) as u16;
+        self.qps.push(Some(Qp {
+            qpn,
+            qp_type: init.qp_type,
+            send_cq: init.send_cq,
+            recv_cq: init.recv_cq,
+            sq_sig_all: init.sq_sig_all,
+            managed_send: init.managed_send,
+            managed_recv: init.managed_recv,
+            max_send_wr: init.max_send_wr,
+            max_recv_wr: init.max_recv_wr,
+            prio: init.priority.unwrap_or(p.nic.priority),
+            state: QpState::Init,
+            remote_host: u32::MAX,
+            remote_qpn: 0,
+            sport,
+            sq: VecDeque::new(),
+            sq_base: 0,
+            send_enabled: 0,
+            cur: 0,
+            cur_pkt: 0,
+            next_psn: 0,
+            snd_una: 0,
+            max_sent: 0,
+            next_tx_ps: 0,
+            next_msg_ps: 0,
+            rnr_until: 0,
+            last_progress: 0,
+            rto_pending: false,
+            read_rewound: false,
+            cc,
+            alpha_gen: 0,
+            rate_gen: 0,
+            cc_timers_on: false,
+            rq: VecDeque::new(),
+            recv_enabled: 0,
+            recv_base: 0,
+            epsn: 0,
+            nak_sent: false,
+            unacked: 0,
+            last_cnp: None,
+            recv_off: 0,
+            uc_discard: false,
+            reads: VecDeque::new(),
+            in_active: false,
+            rx_bytes: 0,
+            tx_bytes: 0,
+            retx_pkts: 0,
+            timeouts: 0,
+        }));
+        Ok(qpn)
+    }
+
+    pub fn connect_qp(&mut self, qpn: QpNum, remote: RemoteQp) -> Result<(), VerbsError> {
+        let q = self.qp_mut(qpn)?;
+        if q.qp_type != QpType::Ud {
+            q.remote_host = remote.host;
+            q.remote_qpn = remote.qpn;
+        }
+        if let Some(s) = remote.udp_sport {
+            q.sport = s;
+        }
+        q.state = QpState::Rts;
+        Ok(())
+    }
+
+    pub fn destroy_qp(&mut self, qpn: QpNum, eff: &mut Effects) -> Result<(), VerbsError> {
+        let q = self.qps.get_mut(qpn as usize).and_then(|q| q.take()).ok_or(VerbsError::NoSuchQp(qpn))?;
+        // Outstanding work completes with a flush error, as ibv_destroy_qp after error state would.
+        for w in q.sq.iter().filter(|w| !w.done) {
+            self.push_cqe(q.send_cq, wc(w.wr.wr_id, WcStatus::Flushed, op_of(&w.wr.op), 0, qpn), eff);
+        }
+        for r in &q.rq {
+            self.push_cqe(q.recv_cq, wc(r.wr.wr_id, WcStatus::Flushed, WcOpcode::Recv, 0, qpn), eff);
+        }
+        self.active.retain(|&x| x != qpn);
+        self.cache.forget(qpn);
+        Ok(())
+    }
+
+    pub fn post_send(&mut self, qpn: QpNum, wr: SendWr, now: Time, p: &NicParams, eff: &mut Effects) -> Result<(), VerbsError> {
+        let data_check = p.nic.data_check;
+        let mtu = p.nic.mtu as u64;
+        // Validate before touching the queue, as the driver would.
+        let bytes = wr.len();
+        if !wr.inline {
+            for s in &wr.sg_list {
+                self.mem.check_sge(s)?;
+            }
+        }
+        let q = self.qp_mut(qpn)?;
+        if q.state != QpState::Rts {
+            return Err(VerbsError::InvalidState("QP is not connected"));
+        }
+        if q.sq.len() as u32 >= q.max_send_wr {
+            return Err(VerbsError::QueueFull);
+        }
+        match (q.qp_type, &wr.op) {
+            (QpType::Ud, SendOp::Send | SendOp::SendWithImm(_)) => {
+                if wr.ud_dest.is_none() {
+                    return Err(VerbsError::InvalidWr("UD send needs ud_dest"));
+                }
+                if bytes > mtu {
+                    return Err(VerbsError::InvalidWr("UD message larger than the MTU"));
+                }
+            }
+            (QpType::Ud, op) if op.carries_data() => return Err(VerbsError::InvalidWr("UD QPs only SEND")),
+            (QpType::Uc, SendOp::Read) => return Err(VerbsError::InvalidWr("UC QPs cannot READ")),
+            _ => {}
+        }
+        let npkts = if wr.op.carries_data() { bytes.div_ceil(mtu).max(1) as u32 } else { 0 };
+        let signaled = wr.signaled || q.sq_sig_all;
+        let _ = data_check;
+        q.sq.push_back(SendWqe {
+            wr,
+            bytes,
+            first_psn: None,
+            npkts,
+            post_ps: now,
+            ready_ps: None,
+            done: false,
+            wait_target: None,
+            read_got: 0,
+            signaled,
+        });
+        self.activate(qpn, eff);
+        Ok(())
+    }
+
+    pub fn post_recv(&mut self, qpn: QpNum, wr: RecvWr, eff: &mut Effects) -> Result<(), VerbsError> {
+        for s in &wr.sg_list {
+            self.mem.check_sge(s)?;
+        }
+        let q = self.qp_mut(qpn)?;
+        if q.rq.len() as u32 >= q.max_recv_wr {
+            return Err(VerbsError::QueueFull);
+        }
+        q.rq.push_back(RecvWqe { wr });
+        // A sender held back by receiver-not-ready retries on its own timer; nothing to kick here.
+        let _ = eff;
+        Ok(())
+    }
+
+    pub fn poll_cq(&mut self, cq: CqId, max: usize, out: &mut Vec<WorkCompletion>) -> usize {
+        let Some(Some(c)) = self.cqs.get_mut(cq as usize) else { return 0 };
+        let n = max.min(c.entries.len());
+        out.extend(c.entries.drain(..n));
+        n
+    }
+
+    fn push_cqe(&mut self, cq: CqId, w: WorkCompletion, eff: &mut Effects) {
+        let Some(Some(c)) = self.cqs.get_mut(cq as usize) else { return };
+        if c.entries.len() as u32 >= c.depth && c.depth > 0 {
+            c.overruns += 1;
+            self.stats.cq_overruns += 1;
+        }
+        c.entries.push_back(w);
+        c.total += 1;
+        if !eff.notify.contains(&cq) {
+            eff.notify.push(cq);
+        }
+        // QPs whose WAIT watches this CQ may proceed.
+        if !c.waiters.is_empty() {
+            let waiters = std::mem::take(&mut c.waiters);
+            for q in waiters {
+                self.activate(q, eff);
+            }
+        }
+    }
+
+    // ------------------------------------------------------------------ transmit
+
+    /// The arbiter: the next packet this NIC puts on the wire, if any. `paused[p]` is the PFC
+    /// state of the NIC port for priority p.
+    pub fn next_packet(&mut self, now: Time, paused: &[bool; 8], p: &NicParams, pool: &mut PacketPool, eff: &mut Effects) -> NextTx {
+        // Control packets (ACK, NAK, CNP, PFC) first, unless their priority is paused.
+        if let Some(i) = self.ctrl.iter().position(|&id| {
+            let c = pool.get(id);
+            c.kind == PktKind::Pfc || !paused[c.prio as usize & 7]
+        }) {
+            let id = self.ctrl.remove(i).expect("index from position");
+            return NextTx::Packet(id);
+        }
+        if self.tx_stall_until > now {
+            return NextTx::WaitUntil(self.tx_stall_until);
+        }
+        let mut earliest: Option<Time> = None;
+        for _ in 0..self.active.len() {
+            let Some(qpn) = self.active.pop_front() else { break };
+            match self.status(qpn, now, p, eff) {
+                Status::Blocked => {
+                    if let Some(Some(q)) = self.qps.get_mut(qpn as usize) {
+                        q.in_active = false;
+                    }
+                }
+                Status::WaitUntil(t) => {
+                    self.active.push_back(qpn);
+                    earliest = Some(earliest.map_or(t, |e: Time| e.min(t)));
+                }
+                Status::Ready => {
+                    let prio = self.qps[qpn as usize].as_ref().unwrap().data_prio();
+                    if paused[prio as usize & 7] {
+                        // Resumed by the PFC resume's kick.
+                        self.active.push_back(qpn);
+                        continue;
+                    }
+                    if !self.cache.access(qpn) {
+                        // Fetch the QP context over PCIe; the pipeline stalls meanwhile.
+                        self.stats.cache_misses += 1;
+                        self.active.push_front(qpn);
+                        self.tx_stall_until = now + p.nic.qp_cache_miss.0;
+                        return NextTx::WaitUntil(self.tx_stall_until);
+                    }
+                    self.stats.cache_hits += 1;
+                    let id = self.build_packet(qpn, now, p, pool, eff);
+                    let q = self.qps[qpn as usize].as_mut().unwrap();
+                    if q.has_send_work() {
+                        self.active.push_back(qpn);
+                    } else {
+                        q.in_active = false;
+                    }
+                    return NextTx::Packet(id);
+                }
+            }
+        }
+        match earliest {
+            Some(t) => NextTx::WaitUntil(t),
+            None => NextTx::Idle,
+        }
+    }
+
+    /// Advances a QP's cursor over control WRs (WAIT, ENABLE, NOP) and reports whether it has a
+    /// packet ready now.
+    fn status(&mut self, qpn: QpNum, now: Time, p: &NicParams, eff: &mut Effects) -> Status {
+        loop {
+            let Some(Some(q)) = self.qps.get_mut(qpn as usize) else { return Status::Blocked };
+            if q.state != QpState::Rts {
+                return Status::Blocked;
+            }
+            let rate_gate = q.next_tx_ps.max(q.rnr_until);
+            if !q.reads.is_empty() {
+                return if rate_gate > now { Status::WaitUntil(rate_gate) } else { Status::Ready };
+            }
+            if q.cur >= q.sq.len() {
+                return Status::Blocked;
+            }
+            let abs = q.sq_base + q.cur as u64;
+            if q.managed_send && abs >= q.send_enabled {
+                return Status::Blocked;
+            }
+            let w = &mut q.sq[q.cur];
+            if w.first_psn.is_none() && !w.wr.op.carries_data() {
+                // A control WR at the cursor: execute it (once).
+                if w.done {
+                    q.cur += 1;
+                    continue;
+                }
+                match w.wr.op {
+                    SendOp::Wait { cq, count } => {
+                        let total = match self.cqs.get(cq as usize) {
+                            Some(Some(c)) => c.total,
+                            _ => {
+                                // Waiting on a CQ that does not exist never finishes; complete in error.
+                                w.done = true;
+                                q.cur += 1;
+                                continue;
+                            }
+                        };
+                        let target = *w.wait_target.get_or_insert(total + count as u64);
+                        if total < target {
+                            let c = self.cqs[cq as usize].as_mut().unwrap();
+                            if !c.waiters.contains(&qpn) {
+                                c.waiters.push(qpn);
+                            }
+                            return Status::Blocked;
+                        }
+                        w.done = true;
+                        q.cur += 1;
+                    }
+                    SendOp::SendEnable { qp, count } => {
+                        w.done = true;
+                        q.cur += 1;
+                        if let Ok(t) = self.qp_mut(qp) {
+                            t.send_enabled += count as u64;
+                            self.activate(qp, eff);
+                        }
+                    }
+                    SendOp::RecvEnable { qp, count } => {
+                        w.done = true;
+                        q.cur += 1;
+                        if let Ok(t) = self.qp_mut(qp) {
+                            t.recv_enabled += count as u64;
+                        }
+                    }
+                    _ => {
+                        w.done = true;
+                        q.cur += 1;
+                    }
+                }
+                self.retire(qpn, now, eff);
+                continue;
+            }
+            // A data WR: first time at the cursor it pays WQE processing and message-rate limits.
+            if w.ready_ps.is_none() {
+                let mut t = now.max(self.wqe_free_ps) + p.nic.wqe_time.0;
+                self.wqe_free_ps = t;
+                t = t.max(self.next_msg_ps).max(q.next_msg_ps);
+                if p.nic.max_msg_rate > 0.0 {
+                    self.next_msg_ps = t + (S as f64 / p.nic.max_msg_rate) as Time;
+                }
+                if p.nic.max_qp_msg_rate > 0.0 {
+                    q.next_msg_ps = t + (S as f64 / p.nic.max_qp_msg_rate) as Time;
+                }
+                w.ready_ps = Some(t);
+            }
+            let gate = rate_gate.max(w.ready_ps.unwrap());
+            return if gate > now { Status::WaitUntil(gate) } else { Status::Ready };
+        }
+    }
+
+    /// Builds the next packet of a ready QP and advances its cursor.
+    fn build_packet(&mut self, qpn: QpNum, now: Time, p: &NicParams, pool: &mut PacketPool, eff: &mut Effects) -> PktId {
+        let mtu = p.nic.mtu as u64;
+        let host = self.host;
+        let q = self.qps[qpn as usize].as_mut().unwrap();
+        let mut pk = Packet::control(PktKind::Data, 0);
+        pk.src = host;
+        pk.dst = q.remote_host;
+        pk.sport = q.sport;
+        pk.prio = q.prio;
+        pk.src_qp = qpn;
+        pk.dst_qp = q.remote_qpn;
+        pk.sent_ps = now;
+        let mut payload_bytes: Option<Vec<u8>> = None;
+        if let Some(job) = q.reads.front_mut() {
+            // READ response data.
+            let off = job.next as u64 * mtu;
+            let len = (job.len - off.min(job.len)).min(mtu);
+            pk.op = DataOp::ReadResp;
+            pk.psn = job.first_psn + job.next;
+            pk.payload = len as u32;
+            pk.first = job.next == 0;
+            pk.last = job.next + 1 == job.npkts;
+            pk.addr = job.remote_addr + off;
+            if self.mem.track_data {
+                payload_bytes = Some(self.mem.read(job.remote_addr + off, len).unwrap_or_else(|_| vec![0; len as usize]));
+            }
+            job.next += 1;
+            if job.next == job.npkts {
+                q.reads.pop_front();
+            }
+        } else {
+            let cur = q.cur;
+            let w = &mut q.sq[cur];
+            if w.first_psn.is_none() {
+                w.first_psn = Some(q.next_psn);
+                q.next_psn += w.npkts;
+            }
+            let first_psn = w.first_psn.unwrap();
+            let i = q.cur_pkt;
+            pk.psn = first_psn + i;
+            pk.first = i == 0;
+            let off = i as u64 * mtu;
+            match w.wr.op {
+                SendOp::Read => {
+                    pk.kind = PktKind::ReadReq;
+                    pk.size = READ_REQ_SIZE;
+                    pk.addr = w.wr.remote_addr + off;
+                    pk.msg_len = w.bytes - off.min(w.bytes);
+                    pk.aux = w.npkts - i;
+                    pk.imm = w.wr.rkey;
+                    pk.last = true;
+                    // The request covers the rest of the READ; responses come back on their PSNs.
+                    q.cur += 1;
+                    q.cur_pkt = 0;
+                }
+                _ => {
+                    let len = (w.bytes - off.min(w.bytes)).min(mtu);
+                    pk.op = match w.wr.op {
+                        SendOp::Send | SendOp::SendWithImm(_) => DataOp::Send,
+                        _ => DataOp::Write,
+                    };
+                    pk.payload = len as u32;
+                    pk.last = i + 1 == w.npkts;
+                    pk.msg_len = w.bytes;
+                    pk.addr = match pk.op {
+                        DataOp::Send => off,
+                        _ => w.wr.remote_addr + off,
+                    };
+                    if let SendOp::SendWithImm(v) | SendOp::WriteWithImm(v) = w.wr.op {
+                        pk.has_imm = true;
+                        pk.imm = v;
+                    }
+                    pk.aux = w.wr.rkey;
+                    if let Some(d) = w.wr.ud_dest {
+                        pk.dst = d.host;
+                        pk.dst_qp = d.qpn;
+                    }
+                    if self.mem.track_data {
+                        payload_bytes = Some(self.mem.gather(&w.wr.sg_list, off, len));
+                    }
+                    if pk.last {
+                        q.cur += 1;
+                        q.cur_pkt = 0;
+                        // Unreliable transports complete a send once it is on the wire.
+                        if q.qp_type != QpType::Rc {
+                            w.done = true;
+                        }
+                    } else {
+                        q.cur_pkt += 1;
+                    }
+                }
+            }
+        }
+        if pk.kind == PktKind::Data {
+            pk.size = ROCE_HEADER + pk.payload;
+        }
+        let retx = pk.kind != PktKind::Data || pk.op != DataOp::ReadResp;
+        if retx && pk.psn < q.max_sent {
+            pk.retx = true;
+            q.retx_pkts += 1;
+            self.stats.retx_pkts += 1;
+        }
+        if pk.op != DataOp::ReadResp || pk.kind != PktKind::Data {
+            q.max_sent = q.max_sent.max(pk.psn + 1);
+        }
+        self.stats.data_pkts += 1;
+        q.tx_bytes += pk.payload as u64;
+        // Rate limiting: the next packet may leave once this one would have at the current rate.
+        if let Some(cc) = &mut q.cc {
+            let gap = (pk.size as f64 * 8.0 * S as f64 / cc.rate()) as Time;
+            let line = serialization(pk.size as u64, self.line_rate);
+            q.next_tx_ps = now + gap.max(line);
+            cc.on_sent(pk.size as u64, &p.transport.dcqcn);
+        }
+        // Reliable QPs expecting an answer start their retransmission timer.
+        if q.qp_type == QpType::Rc && !q.rto_pending && pk.op != DataOp::ReadResp {
+            q.rto_pending = true;
+            q.last_progress = now;
+            eff.timers.push((now + p.nic.rto.0, TimerKind::Rto, qpn, 0));
+        }
+        let unreliable_done = q.qp_type != QpType::Rc;
+        let id = pool.alloc(pk);
+        if let Some(b) = payload_bytes {
+            self.payloads.insert(id, b);
+        }
+        if unreliable_done {
+            self.retire(qpn, now, eff);
+        }
+        id
+    }
+
+    /// Completes WQEs at the head of the send queue that are done, in order.
+    fn retire(&mut self, qpn: QpNum, now: Time, eff: &mut Effects) {
+        let host = self.host;
+        let mut cqes = Vec::new();
+        {
+            let Some(Some(q)) = self.qps.get_mut(qpn as usize) else { return };
+            while let Some(w) = q.sq.front() {
+                if !w.done {
+                    break;
+                }
+                let w = q.sq.pop_front().unwrap();
+                q.sq_base += 1;
+                q.cur = q.cur.saturating_sub(1);
+                if w.wr.op.carries_data() {
+                    eff.messages.push(MsgRecord {
+                        qpn,
+                        dst: w.wr.ud_dest.map(|d| d.host).unwrap_or(q.remote_host),
+                        op: op_name(&w.wr.op),
+                        bytes: w.bytes,
+                        post_ps: w.post_ps,
+                        complete_ps: now,
+                        wr_id: w.wr.wr_id,
+                    });
+                }
+                if w.signaled {
+                    cqes.push((q.send_cq, wc(w.wr.wr_id, WcStatus::Success, op_of(&w.wr.op), w.bytes, qpn)));
+                }
+            }
+        }
+        let _ = host;
+        for (cq, c) in cqes {
+            self.push_cqe(cq, c, eff);
+        }
+    }
+
+    // ------------------------------------------------------------------ receive
+
+    /// Whether a packet arriving now must wait for the receive pipeline (QP-cache misses);
+    /// returns the time its processing completes.
+    pub fn rx_admit(&mut self, now: Time, pkt: &Packet, p: &NicParams) -> Time {
+        if !self.cache.enabled() || pkt.kind == PktKind::Pfc {
+            return now;
+        }
+        let start = now.max(self.rx_busy_until);
+        let mut done = start;
+        if !self.cache.access(pkt.dst_qp) {
+            self.stats.cache_misses += 1;
+            done += p.nic.qp_cache_miss.0;
+        } else {
+            self.stats.cache_hits += 1;
+        }
+        self.rx_busy_until = done;
+        done
+    }
+
+    /// Receive-pipeline backlog bookkeeping (bytes waiting for processing) and PFC towards the
+    /// switch when it grows past the threshold.
+    pub fn rx_backlog_change(&mut self, delta: i64, p: &NicParams, eff: &mut Effects) {
+        self.rx_backlog = (self.rx_backlog as i64 + delta).max(0) as u64;
+        let xoff = p.nic.rx_xoff.0;
+        if !self.rx_paused_upstream && self.rx_backlog > xoff {
+            self.rx_paused_upstream = true;
+            eff.rx_pfc = Some(true);
+        } else if self.rx_paused_upstream && self.rx_backlog <= xoff / 2 {
+            self.rx_paused_upstream = false;
+            eff.rx_pfc = Some(false);
+        }
+    }
+
+    /// Queues a control packet (ACK, NAK, CNP, PFC) ahead of data.
+    pub fn push_ctrl(&mut self, id: PktId, eff: &mut Effects) {
+        self.ctrl.push_back(id);
+        eff.kick = true;
+    }
+
+    fn send_ctrl(&mut self, kind: PktKind, to_host: u32, to_qp: QpNum, from_qp: QpNum, psn: u32, sport: u16, now: Time, p: &NicParams, pool: &mut PacketPool, eff: &mut Effects) {
+        let size = match kind {
+            PktKind::Cnp => CNP_SIZE,
+            _ => ACK_SIZE,
+        };
+        let mut pk = Packet::control(kind, size);
+        pk.src = self.host;
+        pk.dst = to_host;
+        pk.dst_qp = to_qp;
+        pk.src_qp = from_qp;
+        pk.psn = psn;
+        pk.sport = sport;
+        pk.prio = p.ack_prio;
+        pk.sent_ps = now;
+        match kind {
+            PktKind::Ack => self.stats.acks += 1,
+            PktKind::Nak => self.stats.naks += 1,
+            PktKind::RnrNak => self.stats.rnr_naks += 1,
+            PktKind::Cnp => self.stats.cnps_sent += 1,
+            _ => {}
+        }
+        let id = pool.alloc(pk);
+        self.push_ctrl(id, eff);
+    }
+
+    /// A packet for this NIC has been through the receive pipeline. Consumes the packet.
+    pub fn receive(&mut self, now: Time, id: PktId, p: &NicParams, pool: &mut PacketPool, eff: &mut Effects) {
+        let pk = pool.get(id).clone();
+        pool.free(id);
+        let payload = self.payloads.remove(&id);
+        match pk.kind {
+            PktKind::Data => self.on_data(now, &pk, payload, p, pool, eff),
+            PktKind::ReadReq => self.on_read_req(now, &pk, p, pool, eff),
+            PktKind::Ack => self.on_ack(now, pk.dst_qp, pk.psn, p, eff),
+            PktKind::Nak => self.on_nak(now, pk.dst_qp, pk.psn, false, p, eff),
+            PktKind::RnrNak => self.on_nak(now, pk.dst_qp, pk.psn, true, p, eff),
+            PktKind::Cnp => self.on_cnp(now, pk.dst_qp, p, eff),
+            PktKind::Pfc => unreachable!("PFC frames are handled by the port"),
+        }
+    }
+
+    fn on_cnp(&mut self, now: Time, qpn: QpNum, p: &NicParams, eff: &mut Effects) {
+        self.stats.cnps_recv += 1;
+        let Ok(q) = self.qp_mut(qpn) else { return };
+        let cfg = &p.transport.dcqcn;
+        let Some(cc) = &mut q.cc else { return };
+        if cc.on_cnp(now, cfg) {
+            // (Re)start the rate-increase timer from this cut; the alpha timer keeps its phase.
+            q.rate_gen += 1;
+            eff.timers.push((now + cfg.rate_timer.0, TimerKind::RateInc, qpn, q.rate_gen));
+            if !q.cc_timers_on {
+                q.cc_timers_on = true;
+                q.alpha_gen += 1;
+                eff.timers.push((now + cfg.alpha_timer.0, TimerKind::Alpha, qpn, q.alpha_gen));
+            }
+            // A slower rate never needs an earlier send; a pending wake stays valid.
+        }
+    }
+
+    pub fn on_timer(&mut self, now: Time, kind: TimerKind, qpn: QpNum, gen: u32, p: &NicParams, eff: &mut Effects) {
+        let Ok(q) = self.qp_mut(qpn) else { return };
+        let cfg = &p.transport.dcqcn;
+        match kind {
+            TimerKind::Alpha => {
+                if gen != q.alpha_gen {
+                    return;
+                }
+                let Some(cc) = &mut q.cc else { return };
+                cc.on_alpha_timer(cfg);
+                if cc.active || cc.alpha > 1e-3 {
+                    eff.timers.push((now + cfg.alpha_timer.0, TimerKind::Alpha, qpn, gen));
+                } else {
+                    q.cc_timers_on = false;
+                }
+            }
+            TimerKind::RateInc => {
+                if gen != q.rate_gen {
+                    return;
+                }
+                let Some(cc) = &mut q.cc else { return };
+                if cc.active {
+                    cc.on_rate_timer(cfg);
+                    eff.timers.push((now + cfg.rate_timer.0, TimerKind::RateInc, qpn, gen));
+                    // A faster rate may allow the next packet earlier than planned.
+                    let rate = cc.rate();
+                    if q.next_tx_ps > now {
+                        let min_next = now + (8.0 * (p.nic.mtu + ROCE_HEADER) as f64 * S as f64 / rate) as Time;
+                        q.next_tx_ps = q.next_tx_ps.min(min_next);
+                    }
+                    eff.kick = true;
+                }
+            }
+            TimerKind::Rto => {
+                if !q.outstanding() {
+                    q.rto_pending = false;
+                    return;
+                }
+                let deadline = q.last_progress + p.nic.rto.0;
+                if now < deadline {
+                    eff.timers.push((deadline, TimerKind::Rto, qpn, 0));
+                    return;
+                }
+                q.timeouts += 1;
+                self.stats.timeouts += 1;
+                let q = self.qp_mut(qpn).unwrap();
+                q.last_progress = now;
+                eff.timers.push((now + p.nic.rto.0, TimerKind::Rto, qpn, 0));
+                let from = first_missing(q);
+                self.rewind(qpn, from, eff);
+            }
+        }
+    }
+
+    fn on_ack(&mut self, now: Time, qpn: QpNum, psn: u32, p: &NicParams, eff: &mut Effects) {
+        let Ok(q) = self.qp_mut(qpn) else { return };
+        if psn > q.snd_una {
+            q.snd_una = psn;
+            q.last_progress = now;
+            let una = q.snd_una;
+            for w in q.sq.iter_mut() {
+                match w.first_psn {
+                    Some(f) if w.wr.op != SendOp::Read && w.wr.op.carries_data() && f + w.npkts <= una => w.done = true,
+                    Some(_) => {}
+                    None if !w.wr.op.carries_data() => {}
+                    None => break,
+                }
+            }
+            self.retire(qpn, now, eff);
+        }
+        let _ = p;
+    }
+
+    fn on_nak(&mut self, now: Time, qpn: QpNum, psn: u32, rnr: bool, p: &NicParams, eff: &mut Effects) {
+        // Everything below the NAK'd PSN arrived.
+        self.on_ack(now, qpn, psn, p, eff);
+        let Ok(q) = self.qp_mut(qpn) else { return };
+        q.last_progress = now;
+        if rnr {
+            q.rnr_until = now + p.nic.rnr_delay.0;
+        }
+        self.rewind(qpn, psn, eff);
+    }
+
+    /// Go-back-N: the next packet sent is `psn` (the receiver holds everything below it).
+    fn rewind(&mut self, qpn: QpNum, psn: u32, eff: &mut Effects) {
+        let Ok(q) = self.qp_mut(qpn) else { return };
+        for (i, w) in q.sq.iter().enumerate() {
+            let Some(f) = w.first_psn else {
+                if w.wr.op.carries_data() {
+                    break;
+                }
+                continue;
+            };
+            if w.done || psn >= f + w.npkts {
+                continue;
+            }
+            // A READ is asked for again from its first missing response.
+            let at = if w.wr.op == SendOp::Read { psn.max(f + w.read_got) } else { psn.max(f) };
+            q.cur = i;
+            q.cur_pkt = at - f;
+            break;
+        }
+        self.activate(qpn, eff);
+    }
+
+    fn on_read_req(&mut self, now: Time, pk: &Packet, p: &NicParams, pool: &mut PacketPool, eff: &mut Effects) {
+        let host = self.host;
+        let ok_access = !self.mem.track_data || self.mem.check_remote(pk.imm, pk.addr, pk.msg_len, false);
+        if !ok_access {
+            self.stats.access_errors += 1;
+        }
+        let Ok(q) = self.qp_mut(pk.dst_qp) else { return };
+        if pk.psn > q.epsn {
+            if !q.nak_sent {
+                q.nak_sent = true;
+                let (h, r, s, e) = (q.remote_host, q.remote_qpn, q.sport, q.epsn);
+                self.stats.ooo_drops += 1;
+                self.send_ctrl(PktKind::Nak, h, r, pk.dst_qp, e, s, now, p, pool, eff);
+            }
+            return;
+        }
+        let npkts = pk.aux;
+        if pk.psn == q.epsn {
+            q.epsn += npkts;
+            q.nak_sent = false;
+        }
+        // A re-request replaces whatever answer was in progress from that PSN on.
+        q.reads.retain(|j| j.first_psn + j.npkts <= pk.psn);
+        q.reads.push_back(ReadJob { first_psn: pk.psn, npkts, next: 0, remote_addr: pk.addr, len: pk.msg_len });
+        let _ = host;
+        let qpn = pk.dst_qp;
+        self.activate(qpn, eff);
+    }
+
+    fn on_data(&mut self, now: Time, pk: &Packet, payload: Option<Vec<u8>>, p: &NicParams, pool: &mut PacketPool, eff: &mut Effects) {
+        let qpn = pk.dst_qp;
+        if pk.op == DataOp::ReadResp {
+            return self.on_read_resp(now, pk, payload, p, pool, eff);
+        }
+        let Ok(q) = self.qp_mut(qpn) else { return };
+        let qp_type = q.qp_type;
+        // ECN: the notification point answers a marked packet with a CNP, at most one per interval.
+        if pk.ce && qp_type != QpType::Ud {
+            let iv = p.transport.dcqcn.cnp_interval.0;
+            if q.last_cnp.is_none_or(|t| now >= t + iv) && p.transport.kind == TransportKind::Dcqcn {
+                q.last_cnp = Some(now);
+                let (h, r, s) = (pk.src, pk.src_qp, q.sport);
+                self.send_ctrl(PktKind::Cnp, h, r, qpn, 0, s, now, p, pool, eff);
+            }
+        }
+        let q = self.qps[qpn as usize].as_mut().unwrap();
+        match qp_type {
+            QpType::Rc => {
+                if pk.psn < q.epsn {
+                    // Duplicate: re-acknowledge so the sender can move on.
+                    let (h, r, s, e) = (q.remote_host, q.remote_qpn, q.sport, q.epsn);
+                    self.send_ctrl(PktKind::Ack, h, r, qpn, e, s, now, p, pool, eff);
+                    return;
+                }
+                if pk.psn > q.epsn {
+                    self.stats.ooo_drops += 1;
+                    if !q.nak_sent {
+                        q.nak_sent = true;
+                        let (h, r, s, e) = (q.remote_host, q.remote_qpn, q.sport, q.epsn);
+                        self.send_ctrl(PktKind::Nak, h, r, qpn, e, s, now, p, pool, eff);
+                    }
+                    return;
+                }
+            }
+            QpType::Uc => {
+                if pk.first {
+                    q.uc_discard = false;
+                    q.recv_off = 0;
+                } else if pk.psn != q.epsn {
+                    q.uc_discard = true;
+                }
+                q.epsn = pk.psn;
+                if q.uc_discard {
+                    q.epsn = pk.psn + 1;
+                    return;
+                }
+            }
+            QpType::Ud => {}
+        }
+        // In sequence: consume a RECV for the first packet of a SEND.
+        let needs_recv = pk.op == DataOp::Send || (pk.has_imm && pk.last);
+        if pk.op == DataOp::Send && pk.first {
+            let enabled = !q.managed_recv || q.recv_base < q.recv_enabled;
+            if q.rq.is_empty() || !enabled {
+                if qp_type == QpType::Rc {
+                    let (h, r, s, e) = (q.remote_host, q.remote_qpn, q.sport, q.epsn);
+                    self.send_ctrl(PktKind::RnrNak, h, r, qpn, e, s, now, p, pool, eff);
+                }
+                return;
+            }
+            q.recv_off = 0;
+        }
+        q.epsn = pk.psn + 1;
+        q.nak_sent = false;
+        q.rx_bytes += pk.payload as u64;
+        // Place the payload.
+        if let Some(bytes) = &payload {
+            match pk.op {
+                DataOp::Send => {
+                    if let Some(r) = q.rq.front() {
+                        let sg = r.wr.sg_list.clone();
+                        let off = q.recv_off;
+                        self.mem.scatter(&sg, off, bytes);
+                    }
+                }
+                _ => {
+                    if self.mem.check_remote(pk.aux, pk.addr, bytes.len() as u64, true) {
+                        let _ = self.mem.write(pk.addr, bytes);
+                    } else {
+                        self.stats.access_errors += 1;
+                    }
+                }
+            }
+        }
+        let q = self.qps[qpn as usize].as_mut().unwrap();
+        if pk.op == DataOp::Send {
+            q.recv_off += pk.payload as u64;
+        }
+        // Completion at the responder.
+        if pk.last && needs_recv {
+            let byte_len = if pk.op == DataOp::Send { q.recv_off } else { pk.msg_len };
+            let capacity: u64 = q.rq.front().map(|r| r.wr.sg_list.iter().map(|s| s.length as u64).sum()).unwrap_or(0);
+            if let Some(r) = q.rq.pop_front() {
+                q.recv_base += 1;
+                let status = if pk.op == DataOp::Send && byte_len > capacity { WcStatus::LocalLengthError } else { WcStatus::Success };
+                let opcode = if pk.has_imm { WcOpcode::RecvWithImm } else { WcOpcode::Recv };
+                let mut c = wc(r.wr.wr_id, status, opcode, byte_len, qpn);
+                c.imm = pk.has_imm.then_some(pk.imm);
+                c.src_host = pk.src;
+                c.src_qp = pk.src_qp;
+                let cq = q.recv_cq;
+                self.push_cqe(cq, c, eff);
+            }
+        }
+        // Acknowledge.
+        let q = self.qps[qpn as usize].as_mut().unwrap();
+        if qp_type == QpType::Rc {
+            q.unacked += 1;
+            if pk.last || q.unacked >= p.nic.ack_every {
+                q.unacked = 0;
+                let (h, r, s, e) = (q.remote_host, q.remote_qpn, q.sport, q.epsn);
+                self.send_ctrl(PktKind::Ack, h, r, qpn, e, s, now, p, pool, eff);
+            }
+        }
+    }
+
+    fn on_read_resp(&mut self, now: Time, pk: &Packet, payload: Option<Vec<u8>>, p: &NicParams, pool: &mut PacketPool, eff: &mut Effects) {
+        let qpn = pk.dst_qp;
+        if pk.ce {
+            let Ok(q) = self.qp_mut(qpn) else { return };
+            let iv = p.transport.dcqcn.cnp_interval.0;
+            if q.last_cnp.is_none_or(|t| now >= t + iv) && p.transport.kind == TransportKind::Dcqcn {
+                q.last_cnp = Some(now);
+                let (h, r, s) = (pk.src, pk.src_qp, q.sport);
+                self.send_ctrl(PktKind::Cnp, h, r, qpn, 0, s, now, p, pool, eff);
+            }
+        }
+        let mtu = p.nic.mtu as u64;
+        let Ok(q) = self.qp_mut(qpn) else { return };
+        // The READ WQE this response belongs to, and whether it is the one expected next.
+        let mut expected = None;
+        for (i, w) in q.sq.iter().enumerate() {
+            if w.wr.op == SendOp::Read && !w.done {
+                if let Some(f) = w.first_psn {
+                    expected = Some((i, f + w.read_got));
+                }
+                break;
+            }
+        }
+        let Some((i, want)) = expected else { return };
+        if pk.psn != want {
+            if pk.psn > want && !q.read_rewound {
+                // A response went missing: ask again from the gap (go-back-N for READ).
+                q.read_rewound = true;
+                self.stats.ooo_drops += 1;
+                self.rewind(qpn, want, eff);
+            }
+            return;
+        }
+        q.read_rewound = false;
+        q.last_progress = now;
+        q.rx_bytes += pk.payload as u64;
+        let w = &mut q.sq[i];
+        let off = w.read_got as u64 * mtu;
+        w.read_got += 1;
+        let sg = w.wr.sg_list.clone();
+        if w.read_got == w.npkts {
+            w.done = true;
+        }
+        q.snd_una = q.snd_una.max(pk.psn + 1);
+        if let Some(b) = payload {
+            self.mem.scatter(&sg, off, &b);
+        }
+        self.retire(qpn, now, eff);
+    }
+}
+
+/// The first PSN not yet known to have arrived (for timeouts).
+fn first_missing(q: &Qp) -> u32 {
+    for w in &q.sq {
+        if w.done || !w.wr.op.carries_data() {
+            continue;
+        }
+        return match w.first_psn {
+            Some(f) if w.wr.op == SendOp::Read => f + w.read_got,
+            Some(f) => f.max(q.snd_una),
+            None => q.snd_una,
+        };
+    }
+    q.snd_una
+}
+
+fn wc(wr_id: u64, status: WcStatus, opcode: WcOpcode, byte_len: u64, qpn: QpNum) -> WorkCompletion {
+    WorkCompletion { wr_id, status, opcode, byte_len, imm: None, qp_num: qpn, src_host: 0, src_qp: 0 }
+}
+
+fn op_of(op: &SendOp) -> WcOpcode {
+    match op {
+        SendOp::Send | SendOp::SendWithImm(_) => WcOpcode::Send,
+        SendOp::Write | SendOp::WriteWithImm(_) => WcOpcode::Write,
+        SendOp::Read => WcOpcode::Read,
+        SendOp::Wait { .. } => WcOpcode::Wait,
+        SendOp::SendEnable { .. } => WcOpcode::SendEnable,
+        SendOp::RecvEnable { .. } => WcOpcode::RecvEnable,
+        SendOp::Nop => WcOpcode::Nop,
+    }
+}
+
+fn op_name(op: &SendOp) -> &'static str {
+    match op {
+        SendOp::Send => "send",
+        SendOp::SendWithImm(_) => "send_imm",
+        SendOp::Write => "write",
+        SendOp::WriteWithImm(_) => "write_imm",
+        SendOp::Read => "read",
+        _ => "control",
+    }
+}

@@ -1,0 +1,160 @@
+//! Packets on the wire and the pool that owns them.
+//!
+//! Packets live in one slab and travel as 32-bit ids, so events stay small and no packet is
+//! copied hop by hop.
+
+/// Wire sizes (bytes) of RoCEv2 framing: Ethernet header 14 + FCS 4, IPv4 20, UDP 8, BTH 12,
+/// ICRC 4. Preamble and inter-frame gap are not counted (as in HPCC ns-3).
+pub const ROCE_HEADER: u32 = 14 + 4 + 20 + 8 + 12 + 4;
+/// ACK/NAK: RoCE header plus the AETH (4).
+pub const ACK_SIZE: u32 = ROCE_HEADER + 4;
+/// CNP: RoCE header plus 16 reserved bytes.
+pub const CNP_SIZE: u32 = ROCE_HEADER + 16;
+/// READ request: RoCE header plus RETH (16).
+pub const READ_REQ_SIZE: u32 = ROCE_HEADER + 16;
+/// A PFC frame is a minimum-size Ethernet frame.
+pub const PFC_SIZE: u32 = 64;
+/// The RoCEv2 UDP destination port.
+pub const ROCE_DPORT: u16 = 4791;
+
+pub type PktId = u32;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PktKind {
+    /// Payload of a SEND / WRITE / READ response.
+    Data,
+    /// READ request (responder turns it into response data).
+    ReadReq,
+    /// Cumulative acknowledgement: every PSN below `psn` arrived.
+    Ack,
+    /// Negative acknowledgement: expected `psn`; resend from there (go-back-N).
+    Nak,
+    /// Receiver not ready (no RECV posted): resend `psn` after a delay.
+    RnrNak,
+    /// DCQCN congestion notification for QP `dst_qp` at the data sender.
+    Cnp,
+    /// PFC pause (`aux` = 1) or resume (`aux` = 0) for priority `prio` — hop-local.
+    Pfc,
+}
+
+/// Operation carried by a data packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DataOp {
+    Send,
+    Write,
+    ReadResp,
+}
+
+#[derive(Debug, Clone)]
+pub struct Packet {
+    pub kind: PktKind,
+    pub op: DataOp,
+    /// Source and destination host node ids.
+    pub src: u32,
+    pub dst: u32,
+    pub sport: u16,
+    pub dport: u16,
+    pub prio: u8,
+    /// ECN Congestion Experienced.
+    pub ce: bool,
+    /// First / last packet of a message.
+    pub first: bool,
+    pub last: bool,
+    /// Retransmitted copy.
+    pub retx: bool,
+    /// Wire size in bytes.
+    pub size: u32,
+    pub payload: u32,
+    pub src_qp: u32,
+    pub dst_qp: u32,
+    pub psn: u32,
+    /// Message-specific: immediate data present (`has_imm`) and value.
+    pub has_imm: bool,
+    pub imm: u32,
+    /// Destination address of this packet's payload (WRITE / READ response) or its offset in the
+    /// message (SEND), and the source address (for data checking).
+    pub addr: u64,
+    pub src_addr: u64,
+    /// Message length (READ request: bytes to read).
+    pub msg_len: u64,
+    /// Generic field: PFC pause on/off.
+    pub aux: u32,
+    /// Ingress port at the switch currently holding the packet (for PFC accounting).
+    pub in_port: u16,
+    /// Its bytes are accounted in the ingress port's PFC headroom (not the shared pool).
+    pub in_hdrm: bool,
+    /// Time the packet left its source NIC.
+    pub sent_ps: u64,
+}
+
+impl Packet {
+    pub fn control(kind: PktKind, size: u32) -> Self {
+        Packet {
+            kind,
+            op: DataOp::Write,
+            src: 0,
+            dst: 0,
+            sport: 0,
+            dport: ROCE_DPORT,
+            prio: 0,
+            ce: false,
+            first: false,
+            last: false,
+            retx: false,
+            size,
+            payload: 0,
+            src_qp: 0,
+            dst_qp: 0,
+            psn: 0,
+            has_imm: false,
+            imm: 0,
+            addr: 0,
+            src_addr: 0,
+            msg_len: 0,
+            aux: 0,
+            in_port: 0,
+            in_hdrm: false,
+            sent_ps: 0,
+        }
+    }
+}
+
+/// Slab of packets with a free list.
+#[derive(Default)]
+pub struct PacketPool {
+    slots: Vec<Packet>,
+    free: Vec<PktId>,
+    live: usize,
+    pub created: u64,
+}
+
+impl PacketPool {
+    #[inline]
+    pub fn alloc(&mut self, p: Packet) -> PktId {
+        self.live += 1;
+        self.created += 1;
+        if let Some(id) = self.free.pop() {
+            self.slots[id as usize] = p;
+            id
+        } else {
+            self.slots.push(p);
+            (self.slots.len() - 1) as PktId
+        }
+    }
+    #[inline]
+    pub fn free(&mut self, id: PktId) {
+        self.live -= 1;
+        self.free.push(id);
+    }
+    #[inline]
+    pub fn get(&self, id: PktId) -> &Packet {
+        &self.slots[id as usize]
+    }
+    #[inline]
+    pub fn get_mut(&mut self, id: PktId) -> &mut Packet {
+        &mut self.slots[id as usize]
+    }
+    pub fn live(&self) -> usize {
+        self.live
+    }
+}

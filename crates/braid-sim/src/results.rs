@@ -1,0 +1,244 @@
+//! Turning a finished (or stopped) world into result tables and headline figures.
+
+use crate::api::{Column, Results};
+use crate::measure::FlowLog;
+use crate::world::World;
+use braid_engine::time::S;
+use braid_engine::Time;
+use std::collections::BTreeMap;
+
+/// Quantile by linear interpolation between order statistics (numpy's default).
+pub fn quantile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let pos = q * (sorted.len() - 1) as f64;
+    let (lo, hi) = (pos.floor() as usize, pos.ceil() as usize);
+    sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - lo as f64)
+}
+
+/// Jain's fairness index of a set of allocations.
+pub fn jain(x: &[f64]) -> f64 {
+    if x.is_empty() {
+        return f64::NAN;
+    }
+    let s: f64 = x.iter().sum();
+    let s2: f64 = x.iter().map(|v| v * v).sum();
+    if s2 == 0.0 {
+        return f64::NAN;
+    }
+    s * s / (x.len() as f64 * s2)
+}
+
+pub fn assemble(world: &World, log: &FlowLog, now: Time, events: u64, wall: std::time::Duration, finished: bool) -> Results {
+    let mut r = Results::default();
+
+    // Flows.
+    let mut fl = FlowCols::default();
+    for f in &log.flows {
+        let sport = f
+            .src_qp
+            .and_then(|(node, qpn)| world.hosts[world.host_index[node as usize] as usize].nic.qp(qpn).map(|q| q.sport))
+            .unwrap_or(0);
+        let path = world.path_of(f.src, f.dst, sport);
+        let fct = f.finish_ps.map(|t| t.saturating_sub(f.start_ps));
+        let is_flow = f.kind == "flow";
+        let ideal = if is_flow { world.ideal_fct(f.src, f.dst, sport, f.size) } else { 0 };
+        let bytes = if is_flow { f.size } else { f.bytes_done };
+        let elapsed = fct.unwrap_or(now.saturating_sub(f.start_ps));
+        fl.id.push(f.id as u64);
+        fl.kind.push(f.kind.to_string());
+        fl.src.push(f.src as u64);
+        fl.dst.push(f.dst as u64);
+        fl.size.push(bytes);
+        fl.start.push(f.start_ps as i64);
+        fl.finish.push(f.finish_ps.map_or(-1, |t| t as i64));
+        fl.fct.push(fct.map_or(-1, |t| t as i64));
+        fl.ideal.push(ideal as i64);
+        fl.slowdown.push(match (fct, is_flow) {
+            (Some(t), true) if ideal > 0 => (t as f64 / ideal as f64).max(1.0),
+            _ => f64::NAN,
+        });
+        fl.goodput.push(if elapsed > 0 { (if is_flow && fct.is_none() { 0 } else { bytes }) as f64 * 8.0 / (elapsed as f64 / S as f64) / 1e9 } else { f64::NAN });
+        fl.sport.push(sport as u64);
+        fl.path.push(path.iter().map(|&n| world.nodes[n as usize].name.as_str()).collect::<Vec<_>>().join(">"));
+        let mut lat: Vec<f64> = f.latencies.iter().map(|&x| x as f64).collect();
+        lat.sort_by(f64::total_cmp);
+        fl.lat_p50.push(quantile(&lat, 0.5));
+        fl.lat_p99.push(quantile(&lat, 0.99));
+    }
+    r.flows.push("flow", Column::U64(fl.id));
+    r.flows.push("kind", Column::Str(fl.kind));
+    r.flows.push("src", Column::U64(fl.src));
+    r.flows.push("dst", Column::U64(fl.dst));
+    r.flows.push("size", Column::U64(fl.size));
+    r.flows.push("start_ps", Column::I64(fl.start));
+    r.flows.push("finish_ps", Column::I64(fl.finish.clone()));
+    r.flows.push("fct_ps", Column::I64(fl.fct.clone()));
+    r.flows.push("ideal_fct_ps", Column::I64(fl.ideal));
+    r.flows.push("slowdown", Column::F64(fl.slowdown.clone()));
+    r.flows.push("goodput_gbps", Column::F64(fl.goodput.clone()));
+    r.flows.push("sport", Column::U64(fl.sport));
+    r.flows.push("path", Column::Str(fl.path));
+    r.flows.push("latency_p50_ps", Column::F64(fl.lat_p50));
+    r.flows.push("latency_p99_ps", Column::F64(fl.lat_p99));
+
+    // Messages.
+    let mut m = MsgCols::default();
+    for (h, rec) in &world.measure.messages {
+        m.host.push(*h as u64);
+        m.qpn.push(rec.qpn as u64);
+        m.dst.push(world.host_index.get(rec.dst as usize).copied().unwrap_or(u32::MAX) as u64);
+        m.op.push(rec.op.to_string());
+        m.bytes.push(rec.bytes);
+        m.post.push(rec.post_ps);
+        m.complete.push(rec.complete_ps);
+        m.wr_id.push(rec.wr_id);
+    }
+    r.messages.push("host", Column::U64(m.host));
+    r.messages.push("qpn", Column::U64(m.qpn));
+    r.messages.push("dst", Column::U64(m.dst));
+    r.messages.push("op", Column::Str(m.op));
+    r.messages.push("bytes", Column::U64(m.bytes));
+    r.messages.push("post_ps", Column::U64(m.post.clone()));
+    r.messages.push("complete_ps", Column::U64(m.complete.clone()));
+    r.messages.push("latency_ps", Column::U64(m.complete.iter().zip(&m.post).map(|(c, p)| c - p).collect()));
+    r.messages.push("wr_id", Column::U64(m.wr_id));
+
+    // Goodput series, per flow.
+    let (mut tt, mut tf, mut tb, mut tg) = (vec![], vec![], vec![], vec![]);
+    for &(t, node, qpn, bytes, dt) in &world.measure.tput {
+        let Some(&flow) = log.rx_qp_flow.get(&(world.hosts[node as usize].node, qpn)) else { continue };
+        tt.push(t);
+        tf.push(flow as u64);
+        tb.push(bytes);
+        tg.push(bytes as f64 * 8.0 / (dt as f64 / S as f64) / 1e9);
+    }
+    r.throughput.push("time_ps", Column::U64(tt));
+    r.throughput.push("flow", Column::U64(tf));
+    r.throughput.push("bytes", Column::U64(tb));
+    r.throughput.push("gbps", Column::F64(tg));
+
+    // Queue series.
+    let (mut qt, mut qn, mut qb) = (vec![], vec![], vec![]);
+    for &(t, i, b) in &world.measure.queues {
+        qt.push(t);
+        qn.push(world.measure.queue_names[i as usize].clone());
+        qb.push(b);
+    }
+    r.queues.push("time_ps", Column::U64(qt));
+    r.queues.push("port", Column::Str(qn));
+    r.queues.push("bytes", Column::U64(qb));
+
+    // Counters.
+    let c = &world.counters;
+    let mut k = BTreeMap::new();
+    k.insert("drops_buffer".into(), c.drops_buffer);
+    k.insert("drops_loss".into(), c.drops_loss);
+    k.insert("drops_link_down".into(), c.drops_link_down);
+    k.insert("drops".into(), c.drops_buffer + c.drops_loss + c.drops_link_down);
+    k.insert("pfc_pauses".into(), c.pfc_pauses);
+    k.insert("pfc_resumes".into(), c.pfc_resumes);
+    k.insert("ecn_marks".into(), c.ecn_marks);
+    k.insert("packets_forwarded".into(), c.packets_forwarded);
+    let mut sum = |name: &str, f: &dyn Fn(&crate::nic::NicStats) -> u64| {
+        k.insert(name.to_string(), world.hosts.iter().map(|h| f(&h.nic.stats)).sum());
+    };
+    sum("data_packets", &|s| s.data_pkts);
+    sum("retransmissions", &|s| s.retx_pkts);
+    sum("timeouts", &|s| s.timeouts);
+    sum("acks", &|s| s.acks);
+    sum("naks", &|s| s.naks);
+    sum("rnr_naks", &|s| s.rnr_naks);
+    sum("cnps", &|s| s.cnps_sent);
+    sum("cnps_received", &|s| s.cnps_recv);
+    sum("out_of_order_drops", &|s| s.ooo_drops);
+    sum("qp_cache_misses", &|s| s.cache_misses);
+    sum("qp_cache_hits", &|s| s.cache_hits);
+    sum("remote_access_errors", &|s| s.access_errors);
+    sum("cq_overruns", &|s| s.cq_overruns);
+    let paused: u64 = world.nodes.iter().flat_map(|n| n.ports.iter()).map(|p| p.paused_ps).sum();
+    k.insert("pfc_paused_ps".into(), paused);
+    r.counters = k;
+
+    // Headline.
+    let mut h = BTreeMap::new();
+    let flows: Vec<usize> = (0..log.flows.len()).filter(|&i| log.flows[i].kind == "flow").collect();
+    let done: Vec<usize> = flows.iter().copied().filter(|&i| fl.fct[i] >= 0).collect();
+    h.insert("flows".into(), flows.len() as f64);
+    h.insert("flows_completed".into(), done.len() as f64);
+    if !done.is_empty() {
+        let mut fct: Vec<f64> = done.iter().map(|&i| fl.fct[i] as f64 / 1e6).collect();
+        fct.sort_by(f64::total_cmp);
+        h.insert("fct_mean_us".into(), fct.iter().sum::<f64>() / fct.len() as f64);
+        h.insert("fct_p50_us".into(), quantile(&fct, 0.5));
+        h.insert("fct_p99_us".into(), quantile(&fct, 0.99));
+        let mut sd: Vec<f64> = done.iter().map(|&i| fl.slowdown[i]).filter(|x| x.is_finite()).collect();
+        sd.sort_by(f64::total_cmp);
+        h.insert("slowdown_mean".into(), sd.iter().sum::<f64>() / sd.len().max(1) as f64);
+        h.insert("slowdown_p50".into(), quantile(&sd, 0.5));
+        h.insert("slowdown_p99".into(), quantile(&sd, 0.99));
+        let gp: Vec<f64> = done.iter().map(|&i| fl.goodput[i]).collect();
+        h.insert("flow_goodput_jain".into(), jain(&gp));
+        h.insert("flow_goodput_sum_gbps".into(), gp.iter().sum());
+    }
+    let apps: Vec<usize> = (0..log.flows.len()).filter(|&i| log.flows[i].kind != "flow").collect();
+    if !apps.is_empty() {
+        let gp: Vec<f64> = apps.iter().map(|&i| fl.goodput[i]).filter(|x| x.is_finite()).collect();
+        h.insert("app_goodput_sum_gbps".into(), gp.iter().sum());
+        h.insert("app_goodput_jain".into(), jain(&gp));
+    }
+    let delivered: u64 = world.hosts.iter().flat_map(|h| h.nic.qps()).map(|q| q.rx_bytes).sum();
+    h.insert("delivered_bytes".into(), delivered as f64);
+    if now > 0 {
+        h.insert("aggregate_goodput_gbps".into(), delivered as f64 * 8.0 / (now as f64 / S as f64) / 1e9);
+    }
+    h.insert("sim_time_ms".into(), now as f64 / 1e9);
+    r.headline = h;
+
+    // Run statistics.
+    let mut s = BTreeMap::new();
+    let wall_s = wall.as_secs_f64();
+    s.insert("events".into(), events as f64);
+    s.insert("packets".into(), world.pool.created as f64);
+    s.insert("sim_time_ps".into(), now as f64);
+    s.insert("wall_s".into(), wall_s);
+    s.insert("events_per_s".into(), if wall_s > 0.0 { events as f64 / wall_s } else { 0.0 });
+    s.insert("sim_s_per_wall_s".into(), if wall_s > 0.0 { now as f64 / S as f64 / wall_s } else { 0.0 });
+    s.insert("finished".into(), finished as u8 as f64);
+    s.insert("hosts".into(), world.hosts.len() as f64);
+    s.insert("switches".into(), world.switches.len() as f64);
+    r.stats = s;
+    r
+}
+
+#[derive(Default)]
+struct FlowCols {
+    id: Vec<u64>,
+    kind: Vec<String>,
+    src: Vec<u64>,
+    dst: Vec<u64>,
+    size: Vec<u64>,
+    start: Vec<i64>,
+    finish: Vec<i64>,
+    fct: Vec<i64>,
+    ideal: Vec<i64>,
+    slowdown: Vec<f64>,
+    goodput: Vec<f64>,
+    sport: Vec<u64>,
+    path: Vec<String>,
+    lat_p50: Vec<f64>,
+    lat_p99: Vec<f64>,
+}
+
+#[derive(Default)]
+struct MsgCols {
+    host: Vec<u64>,
+    qpn: Vec<u64>,
+    dst: Vec<u64>,
+    op: Vec<String>,
+    bytes: Vec<u64>,
+    post: Vec<u64>,
+    complete: Vec<u64>,
+    wr_id: Vec<u64>,
+}

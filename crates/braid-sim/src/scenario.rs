@@ -1,0 +1,192 @@
+//! The scenario file's schema (one serde/JSON-Schema definition), its validation, and building a
+//! world from it.
+
+use crate::api::ScenarioError;
+use crate::config::*;
+use braid_topo::topology::TopologySpec;
+use braid_topo::traffic::TrafficSpec;
+use braid_topo::units::Duration;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// A braid scenario: a topology, the models' parameters, traffic and applications.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    /// Free text.
+    #[serde(default)]
+    pub name: String,
+    /// Default seed (the command line may override it).
+    #[serde(default = "default_seed")]
+    pub seed: u64,
+    /// Simulated-time limit; the run also ends once all traffic and applications are done.
+    pub duration: Duration,
+    pub topology: TopologySpec,
+    #[serde(default)]
+    pub switch: SwitchConfig,
+    #[serde(default)]
+    pub nic: NicConfig,
+    #[serde(default)]
+    pub transport: TransportConfig,
+    #[serde(default)]
+    pub traffic: Vec<TrafficSpec>,
+    #[serde(default)]
+    pub apps: Vec<AppSpec>,
+    #[serde(default)]
+    pub link_events: Vec<LinkEvent>,
+    #[serde(default)]
+    pub measure: MeasureConfig,
+    #[serde(default)]
+    pub middleware: MiddlewareConfig,
+}
+
+fn default_seed() -> u64 {
+    1
+}
+
+fn err(path: impl Into<String>, message: impl Into<String>) -> ScenarioError {
+    ScenarioError { path: path.into(), message: message.into() }
+}
+
+impl Scenario {
+    /// Parses a scenario from JSON, naming the key path of the first error.
+    pub fn from_json(json: &str) -> Result<Scenario, ScenarioError> {
+        let de = &mut serde_json::Deserializer::from_str(json);
+        let s: Scenario = serde_path_to_error::deserialize(de).map_err(|e| {
+            let path = e.path().to_string();
+            let path = if path == "." { String::new() } else { path };
+            err(path, e.into_inner().to_string())
+        })?;
+        s.validate()?;
+        Ok(s)
+    }
+
+    /// Range checks the types cannot express.
+    pub fn validate(&self) -> Result<(), ScenarioError> {
+        if self.duration.0 == 0 {
+            return Err(err("duration", "must be positive, e.g. \"10ms\""));
+        }
+        let sw = &self.switch;
+        if !(1..=8).contains(&sw.priorities) {
+            return Err(err("switch.priorities", "expected 1 to 8 priority queues"));
+        }
+        for (i, p) in sw.lossless.iter().enumerate() {
+            if *p >= sw.priorities {
+                return Err(err(format!("switch.lossless[{i}]"), format!("priority {p} does not exist (switch.priorities = {})", sw.priorities)));
+            }
+        }
+        if sw.scheduler == Scheduler::Dwrr {
+            for (i, q) in sw.dwrr_quantum.iter().enumerate() {
+                if *q == 0 {
+                    return Err(err(format!("switch.dwrr_quantum[{i}]"), "quantum must be at least 1 byte"));
+                }
+            }
+        }
+        if sw.buffer.0 == 0 {
+            return Err(err("switch.buffer", "must be positive, e.g. \"12MB\""));
+        }
+        let check_curve = |path: &str, kmin: u64, kmax: u64, pmax: f64| -> Result<(), ScenarioError> {
+            if !(0.0..=1.0).contains(&pmax) || pmax.is_nan() {
+                return Err(err(format!("{path}.pmax"), "expected a probability between 0 and 1"));
+            }
+            if kmin > kmax {
+                return Err(err(format!("{path}.kmin"), "must not exceed kmax"));
+            }
+            Ok(())
+        };
+        check_curve("switch.ecn", sw.ecn.kmin.0, sw.ecn.kmax.0, sw.ecn.pmax)?;
+        for (i, c) in sw.ecn.by_rate.iter().enumerate() {
+            check_curve(&format!("switch.ecn.by_rate[{i}]"), c.kmin.0, c.kmax.0, c.pmax)?;
+        }
+        let pfc = &sw.pfc;
+        if !pfc.dynamic && pfc.xon.0 > pfc.xoff.0 {
+            return Err(err("switch.pfc.xon", "must not exceed switch.pfc.xoff"));
+        }
+        if !(pfc.alpha > 0.0 && pfc.alpha <= 64.0) {
+            return Err(err("switch.pfc.alpha", "expected a positive factor (e.g. 0.125)"));
+        }
+        let nic = &self.nic;
+        if !(64..=65536).contains(&nic.mtu) {
+            return Err(err("nic.mtu", "expected a payload size between 64 and 65536 bytes"));
+        }
+        if nic.ack_every == 0 {
+            return Err(err("nic.ack_every", "expected at least 1 (1 = ACK every packet)"));
+        }
+        if nic.priority >= sw.priorities {
+            return Err(err("nic.priority", format!("priority {} does not exist (switch.priorities = {})", nic.priority, sw.priorities)));
+        }
+        if nic.rto.0 == 0 {
+            return Err(err("nic.rto", "must be positive, e.g. \"4ms\""));
+        }
+        for (k, v) in [("nic.max_msg_rate", nic.max_msg_rate), ("nic.max_qp_msg_rate", nic.max_qp_msg_rate)] {
+            if !(v >= 0.0 && v.is_finite()) {
+                return Err(err(k, "expected messages per second >= 0 (0 = unlimited)"));
+            }
+        }
+        let d = &self.transport.dcqcn;
+        if !(d.g > 0.0 && d.g <= 1.0) {
+            return Err(err("transport.dcqcn.g", "expected a gain in (0, 1]"));
+        }
+        if !(0.0..=1.0).contains(&d.initial_alpha) {
+            return Err(err("transport.dcqcn.initial_alpha", "expected a value in [0, 1]"));
+        }
+        for (k, v) in [("alpha_timer", d.alpha_timer.0), ("rate_timer", d.rate_timer.0)] {
+            if v == 0 {
+                return Err(err(format!("transport.dcqcn.{k}"), "must be positive, e.g. \"55us\""));
+            }
+        }
+        if d.min_rate.0 == 0 {
+            return Err(err("transport.dcqcn.min_rate", "must be positive, e.g. \"10Mbps\""));
+        }
+        for (i, a) in self.apps.iter().enumerate() {
+            let p = format!("apps[{i}]");
+            if a.src == a.dst {
+                return Err(err(format!("{p}.dst"), "must differ from src"));
+            }
+            if a.qps == 0 {
+                return Err(err(format!("{p}.qps"), "expected at least 1"));
+            }
+            if a.tx_depth == 0 {
+                return Err(err(format!("{p}.tx_depth"), "expected at least 1"));
+            }
+            if a.cq_mod == 0 {
+                return Err(err(format!("{p}.cq_mod"), "expected at least 1"));
+            }
+            if a.iterations == Some(0) {
+                return Err(err(format!("{p}.iterations"), "expected at least 1"));
+            }
+            if a.size.0 > u32::MAX as u64 && a.kind == AppKind::SendBw {
+                return Err(err(format!("{p}.size"), "SEND messages are limited to 4 GiB"));
+            }
+        }
+        for (i, name) in self.middleware.default.iter().enumerate() {
+            check_middleware(&format!("middleware.default[{i}]"), name)?;
+        }
+        for (h, names) in &self.middleware.per_host {
+            if h.parse::<u32>().is_err() {
+                return Err(err(format!("middleware.per_host.{h}"), "keys are host indices, e.g. \"3\""));
+            }
+            for (i, name) in names.iter().enumerate() {
+                check_middleware(&format!("middleware.per_host.{h}[{i}]"), name)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Middleware braid ships (more come with the mechanisms' issues).
+pub const MIDDLEWARE: &[&str] = &["raw"];
+
+fn check_middleware(path: &str, name: &str) -> Result<(), ScenarioError> {
+    if MIDDLEWARE.contains(&name) {
+        Ok(())
+    } else {
+        Err(err(path, format!("unknown middleware {name:?}; available: {}", MIDDLEWARE.join(", "))))
+    }
+}
+
+/// The scenario schema as JSON Schema.
+pub fn json_schema() -> String {
+    let schema = schemars::schema_for!(Scenario);
+    serde_json::to_string_pretty(&schema).expect("schema serialises")
+}
