@@ -164,7 +164,9 @@ impl App for FlowSink {
         for &(flow, conn, size) in &self.flows {
             let qp = v.create_qp(&QpInit::rc(cq)).expect("create QP");
             self.rdv.borrow_mut().insert((conn, SERVER), Endpoint { host: v.local_host(), qpn: qp, addr: self.base + off, rkey: mr.rkey });
-            self.log.borrow_mut().rx_qp_flow.insert((v.local_host(), qp), flow);
+            let mut log = self.log.borrow_mut();
+            log.rx_qp_flow.insert((v.local_host(), qp), flow);
+            log.flows[flow as usize].dst_addr = Some((v.local_host(), self.base + off));
             off += size;
         }
         v.set_timer(v.now(), CONNECT);
@@ -204,7 +206,7 @@ pub struct PerfClient {
     completed: Vec<u64>,
     target: u64,
     deadline: Option<u64>,
-    lat_sent: u64,
+    lat_sent: Vec<u64>,
     done: bool,
 }
 
@@ -230,7 +232,7 @@ impl PerfClient {
             completed: vec![],
             target,
             deadline: None,
-            lat_sent: 0,
+            lat_sent: vec![],
             done: false,
         }
     }
@@ -289,6 +291,7 @@ impl App for PerfClient {
         }
         self.posted = vec![0; n];
         self.completed = vec![0; n];
+        self.lat_sent = vec![0; n];
         v.set_timer(v.now().max(self.spec.start.0), CONNECT);
     }
 
@@ -310,7 +313,7 @@ impl App for PerfClient {
                     if self.spec.kind == AppKind::WriteLat {
                         let len = self.size();
                         let _ = v.post_recv(self.qps[i], RecvWr { wr_id: i as u64, sg_list: sges(self.base, len, self.lkey) });
-                        self.lat_sent = now;
+                        self.lat_sent[i] = now;
                         self.post_one(v, i);
                     } else {
                         let depth = self.spec.tx_depth as u64;
@@ -336,13 +339,13 @@ impl App for PerfClient {
                             {
                                 let mut log = self.log.borrow_mut();
                                 let f = &mut log.flows[self.flow as usize];
-                                f.latencies.push(now - self.lat_sent);
+                                f.latencies.push(now - self.lat_sent[i]);
                                 f.bytes_done += self.size();
                             }
                             if self.may_post(i, now) {
                                 let len = self.size();
                                 let _ = v.post_recv(self.qps[i], RecvWr { wr_id: i as u64, sg_list: sges(self.base, len, self.lkey) });
-                                self.lat_sent = now;
+                                self.lat_sent[i] = now;
                                 self.post_one(v, i);
                             }
                         }
@@ -482,6 +485,7 @@ pub fn perf_record(spec: &AppSpec, src: u32, dst: u32) -> FlowRecord {
         start_ps: spec.start.0,
         finish_ps: None,
         src_qp: None,
+        dst_addr: None,
         bytes_done: 0,
         latencies: vec![],
     }

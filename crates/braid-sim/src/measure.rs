@@ -20,6 +20,8 @@ pub struct FlowRecord {
     pub finish_ps: Option<Time>,
     /// The sending QP (node id, qpn), filled in when the application creates it.
     pub src_qp: Option<(u32, u32)>,
+    /// Where the flow's bytes land (node id, address), for data checking.
+    pub dst_addr: Option<(u32, u64)>,
     /// Bytes completed so far (perftest apps grow this as they go).
     pub bytes_done: u64,
     /// Round-trip samples (write_lat), picoseconds.

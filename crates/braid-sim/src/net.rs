@@ -34,6 +34,8 @@ pub struct Port {
     pub loss_rng: RngStream,
     pub tx_bytes: u64,
     pub tx_pkts: u64,
+    /// PFC frames sent (counted in tx_pkts too).
+    pub tx_pfc: u64,
     /// Time this port spent paused, for reporting.
     pub pause_started: [Option<Time>; MAX_PRIO],
     pub paused_ps: u64,
@@ -63,6 +65,7 @@ impl Port {
             loss_rng,
             tx_bytes: 0,
             tx_pkts: 0,
+            tx_pfc: 0,
             pause_started: [None; MAX_PRIO],
             paused_ps: 0,
         }

@@ -132,6 +132,7 @@ impl Simulation {
                     start_ps: f.start_ps,
                     finish_ps: None,
                     src_qp: None,
+                    dst_addr: None,
                     bytes_done: 0,
                     latencies: vec![],
                 });
@@ -181,6 +182,24 @@ impl Simulation {
         }
         let ends_when_done = log.borrow().unfinished > 0;
         Ok(Simulation { world, queue, log, end: sc.duration.0, now: 0, finished: false, seed, wall: Default::default(), ends_when_done })
+    }
+
+    /// Adds an application of the caller's (any [`braid_verbs::App`]) to a host, with the host's
+    /// configured verbs stack. It starts at time 0, so call this before advancing.
+    pub fn add_app(&mut self, host: u32, app: Box<dyn braid_verbs::App>, stack: Vec<Box<dyn Middleware>>) -> Result<(), String> {
+        if self.now > 0 {
+            return Err("applications must be added before the run starts".into());
+        }
+        let h = self.world.hosts.get_mut(host as usize).ok_or_else(|| format!("no host {host}"))?;
+        let idx = h.apps.len() as u32;
+        h.apps.push(AppSlot { app, stack });
+        self.queue.schedule(0, Ev::AppStart { host, app: idx });
+        Ok(())
+    }
+
+    /// Node id (the verbs address) of a host.
+    pub fn host_address(&self, host: u32) -> u32 {
+        self.world.hosts[host as usize].node
     }
 
     pub fn now_ps(&self) -> u64 {
@@ -249,6 +268,37 @@ impl Simulation {
 
     pub fn flows(&self) -> Vec<FlowRecord> {
         self.log.borrow().flows.clone()
+    }
+
+    /// Conservation and placement: every completed flow's receiving QP accepted exactly its size
+    /// (duplicates are never counted), and with `nic.data_check` its bytes sit at the right address
+    /// of the receiver's memory. Returns the number of bytes verified.
+    pub fn verify_delivery(&self) -> Result<u64, String> {
+        let log = self.log.borrow();
+        let mut rx: HashMap<u32, u64> = HashMap::new();
+        for (&(node, qpn), &flow) in &log.rx_qp_flow {
+            let h = self.world.host_index[node as usize] as usize;
+            let bytes = self.world.hosts[h].nic.qp(qpn).map_or(0, |q| q.rx_bytes);
+            *rx.entry(flow).or_default() += bytes;
+        }
+        let mut checked = 0;
+        for f in log.flows.iter().filter(|f| f.kind == "flow" && f.finish_ps.is_some()) {
+            let got = rx.get(&f.id).copied().unwrap_or(0);
+            if got != f.size {
+                return Err(format!("flow {} ({} -> {}): {} bytes posted, {} accepted by the receiver", f.id, f.src, f.dst, f.size, got));
+            }
+            if self.world.params.nic.data_check {
+                let (node, addr) = f.dst_addr.ok_or_else(|| format!("flow {}: no destination address", f.id))?;
+                let h = self.world.host_index[node as usize] as usize;
+                let mem = self.world.hosts[h].nic.mem.read(addr, f.size).map_err(|e| e.to_string())?;
+                let want = crate::apps::pattern(f.id, f.size as usize);
+                if let Some(i) = mem.iter().zip(&want).position(|(a, b)| a != b) {
+                    return Err(format!("flow {}: byte {} at address {:#x} is {}, expected {}", f.id, i, addr + i as u64, mem[i], want[i]));
+                }
+            }
+            checked += f.size;
+        }
+        Ok(checked)
     }
 
     pub fn results(&self) -> Results {

@@ -401,7 +401,9 @@ impl World {
         let pk = self.pool.get(id);
         let size = pk.size as u64;
         let is_data = pk.kind == PktKind::Data;
+        let is_pfc = pk.kind == PktKind::Pfc;
         let p = &mut self.nodes[node as usize].ports[port as usize];
+        p.tx_pfc += is_pfc as u64;
         let ser = serialization(size, p.rate);
         p.busy_until = now + ser;
         p.tx_bytes += size;

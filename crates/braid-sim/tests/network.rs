@@ -1,0 +1,158 @@
+//! ECMP, determinism and scenario validation.
+
+mod common;
+use braid_sim::Simulation;
+use common::*;
+use serde_json::{json, Value};
+use std::collections::HashMap;
+use std::path::Path;
+
+fn two_tor(hosts_per_tor: u32, paths: u32) -> Value {
+    json!({"kind": "two-tor", "hosts_per_tor": hosts_per_tor, "paths": paths,
+           "host_link": link("40Gbps", "1us"), "fabric_link": link("40Gbps", "1us")})
+}
+
+fn spine_of(path: &str) -> String {
+    path.split('>').find(|n| n.starts_with("spine")).expect("path crosses a spine").to_string()
+}
+
+#[test]
+fn ecmp_spreads_flows_over_equal_paths_and_packets_follow_them() {
+    let n = 32;
+    let fl: Vec<(u32, u32, &str)> = (0..n).map(|i| (i, n + i, "20KB")).collect();
+    let s = json!({"duration": "5ms", "topology": two_tor(n, 4), "traffic": flows(&fl)});
+    let (sim, r) = run(&s);
+    let paths = match r.flows.get("path").unwrap() {
+        braid_sim::Column::Str(v) => v.clone(),
+        _ => unreachable!(),
+    };
+    let mut per_spine: HashMap<String, u64> = HashMap::new();
+    for p in &paths {
+        *per_spine.entry(spine_of(p)).or_default() += 1;
+    }
+    assert_eq!(per_spine.len(), 4, "all four spines carry flows: {per_spine:?}");
+    assert!(per_spine.values().all(|&c| c >= 3), "{per_spine:?}");
+    // The packets really went where the reported paths say: each spine sent towards tor1 exactly
+    // the data packets of its flows (20 per flow). (ACKs come back on the receiver QP's own source
+    // port, so they may cross another spine, as in RoCEv2.)
+    let w = sim.world();
+    let tor1 = w.nodes.iter().position(|x| x.name == "tor1").unwrap() as u32;
+    for (spine, &count) in &per_spine {
+        let node = w.nodes.iter().find(|x| &x.name == spine).unwrap();
+        let p = node.ports.iter().find(|p| p.peer_node == tor1).unwrap();
+        assert_eq!(p.tx_pkts - p.tx_pfc, count * 20, "{spine}");
+    }
+}
+
+#[test]
+fn changing_only_the_source_port_changes_the_path() {
+    let s = json!({"duration": "1ms", "topology": two_tor(1, 8)});
+    let sim = build(&s);
+    let w = sim.world();
+    let base = w.path_of(0, 1, 50000);
+    assert_eq!(base, w.path_of(0, 1, 50000), "the same 5-tuple always takes the same path");
+    let differ = (50001..50033).filter(|&p| w.path_of(0, 1, p) != base).count();
+    assert!(differ > 16, "most other source ports hash elsewhere among 8 paths: {differ}/32");
+}
+
+fn comparable(r: &braid_sim::Results) -> braid_sim::Results {
+    let mut r = r.clone();
+    // Wall-clock figures are the only thing allowed to differ between identical runs.
+    r.stats.retain(|k, _| !matches!(k.as_str(), "wall_s" | "events_per_s" | "sim_s_per_wall_s"));
+    r
+}
+
+fn lossy_scenario() -> Value {
+    let fl: Vec<(u32, u32, &str)> = (0..8).map(|i| (i, 8 + (i + 1) % 8, "300KB")).collect();
+    json!({
+        "duration": "20ms",
+        "topology": {"kind": "two-tor", "hosts_per_tor": 8, "paths": 2,
+                     "host_link": link("40Gbps", "1us"),
+                     "fabric_link": {"rate": "40Gbps", "delay": "1us", "loss": 0.002}},
+        "measure": {"interval": "50us", "queues": ["tor0:8"]},
+        "traffic": flows(&fl),
+    })
+}
+
+#[test]
+fn same_scenario_and_seed_give_identical_results() {
+    let s = lossy_scenario();
+    let (_, a) = run(&s);
+    let (_, b) = run(&s);
+    assert!(a.counters["drops_loss"] > 0 && a.counters["ecn_marks"] > 0, "the scenario exercises randomness");
+    // Debug text, so that NaN (no latency samples) compares equal to itself.
+    assert_eq!(format!("{:?}", comparable(&a)), format!("{:?}", comparable(&b)));
+}
+
+#[test]
+fn different_seeds_differ() {
+    let s = lossy_scenario().to_string();
+    let mut a = Simulation::from_json(&s, Path::new("."), Some(1)).unwrap();
+    let mut b = Simulation::from_json(&s, Path::new("."), Some(2)).unwrap();
+    a.run();
+    b.run();
+    assert_ne!(a.results().flows, b.results().flows);
+}
+
+fn error_of(s: Value) -> (String, String) {
+    match Simulation::from_json(&s.to_string(), Path::new("."), None) {
+        Ok(_) => panic!("accepted: {s}"),
+        Err(e) => (e.path, e.message),
+    }
+}
+
+#[test]
+fn bad_scenarios_name_the_key_and_the_expected_form() {
+    let ok = json!({"duration": "1ms", "topology": dumbbell(1, 1, link("40Gbps", "1us"), link("40Gbps", "1us"))});
+    let with = |f: &dyn Fn(&mut Value)| {
+        let mut s = ok.clone();
+        f(&mut s);
+        error_of(s)
+    };
+    let (p, m) = with(&|s| s["switch"] = json!({"bufer": "1MB"}));
+    assert_eq!(p, "switch.bufer");
+    assert!(m.contains("unknown field") && m.contains("buffer"), "names the expected keys: {m}");
+    let (p, m) = with(&|s| s["switch"] = json!({"ecn": {"pmax": 1.5}}));
+    assert_eq!(p, "switch.ecn.pmax");
+    assert!(m.contains("probability"), "{m}");
+    let (p, _) = with(&|s| s["nic"] = json!({"mtu": 10}));
+    assert_eq!(p, "nic.mtu");
+    let (p, _) = with(&|s| s["transport"] = json!({"kind": "tcp"}));
+    assert_eq!(p, "transport.kind");
+    let (p, _) = with(&|s| s["duration"] = json!(5));
+    assert_eq!(p, "duration");
+    let (p, _) = with(&|s| s["apps"] = json!([{"kind": "write_bw", "src": 0, "dst": 7, "size": "1KB"}]));
+    assert_eq!(p, "apps[0].dst");
+    let (p, m) = with(&|s| s["middleware"] = json!({"default": ["magic"]}));
+    assert_eq!(p, "middleware.default[0]");
+    assert!(m.contains("raw"), "{m}");
+    let (p, _) = with(&|s| s["measure"] = json!({"queues": ["nowhere:1"]}));
+    assert_eq!(p, "measure.queues[0]");
+    let (p, _) = with(&|s| s["link_events"] = json!([{"a": "swL", "b": "h9", "down": "1us"}]));
+    assert_eq!(p, "link_events[0].b");
+    let (p, _) = with(&|s| {
+        s.as_object_mut().unwrap().remove("duration");
+    });
+    assert_eq!(p, "");
+}
+
+#[test]
+fn link_failure_stops_traffic_and_recovery_restores_it() {
+    // One flow across a bottleneck that goes down for 1 ms: nothing is delivered meanwhile, and
+    // go-back-N (RTO) recovers after the link comes back.
+    let s = json!({
+        "duration": "50ms",
+        "topology": dumbbell(1, 1, link("40Gbps", "1us"), link("40Gbps", "1us")),
+        "nic": {"rto": "100us", "data_check": true},
+        "measure": {"interval": "100us"},
+        "link_events": [{"a": "swL", "b": "swR", "down": "1ms", "up": "2ms"}],
+        "traffic": flows(&[(0, 1, "20MB")]),
+    });
+    let (_, r) = run(&s);
+    assert!(r.counters["drops_link_down"] > 0);
+    assert!(r.counters["timeouts"] > 0);
+    let during = mean_gbps(&r, 1, 1_100_000_000, 2_000_000_000)[0];
+    let after = mean_gbps(&r, 1, 2_500_000_000, 3_500_000_000)[0];
+    assert!(during < 0.01, "{during}");
+    assert!(after > 30.0, "{after}");
+}
