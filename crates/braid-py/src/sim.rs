@@ -1,0 +1,172 @@
+//! Python bindings of the simulator: `braid._core.Simulation`, `ScenarioError`, `scenario_schema`.
+//!
+//! Results come back as plain Python objects: a dict per table mapping column names to numpy
+//! arrays (numeric columns, built from one copy of the Rust vector) or lists of str.
+
+use braid_sim::{Column, Results, Table};
+use pyo3::create_exception;
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyList};
+use std::path::PathBuf;
+
+create_exception!(
+    braid._core,
+    ScenarioError,
+    PyValueError,
+    "A scenario is not valid. Attributes: `path` (dotted key path, e.g. \"topology.host_link.rate\"; empty for the whole scenario) and `message` (what was expected)."
+);
+
+/// Builds a Python `ScenarioError` with `path` and `message` attributes.
+pub fn scenario_error(py: Python<'_>, e: &braid_sim::ScenarioError) -> PyErr {
+    let err = ScenarioError::new_err(e.to_string());
+    let value = err.value(py);
+    // Setting attributes on a fresh exception instance cannot fail in practice.
+    let _ = value.setattr("path", e.path.as_str());
+    let _ = value.setattr("message", e.message.as_str());
+    err
+}
+
+/// Lets a `&mut Simulation` cross into `Python::detach`. The closure runs on the calling thread
+/// (detach only releases the GIL) and the class is `unsendable`, so no other thread can reach the
+/// simulation's single-threaded internals meanwhile.
+struct AssertSend<T>(T);
+unsafe impl<T> Send for AssertSend<T> {}
+
+/// One simulation run: build it from a scenario (JSON text), advance it in slices of simulated
+/// time, read its results.
+#[pyclass(module = "braid._core", unsendable)]
+pub struct Simulation {
+    sim: braid_sim::Simulation,
+}
+
+#[pymethods]
+impl Simulation {
+    /// `Simulation(scenario_json, base_dir, seed=None)`; relative file names in the scenario
+    /// resolve against `base_dir`. Raises `ScenarioError` on invalid input.
+    #[new]
+    #[pyo3(signature = (scenario_json, base_dir = ".", seed = None))]
+    fn new(py: Python<'_>, scenario_json: &str, base_dir: &str, seed: Option<u64>) -> PyResult<Self> {
+        let base = PathBuf::from(base_dir);
+        let json = scenario_json.to_owned();
+        let built = {
+            let job = AssertSend((json, base));
+            py.detach(move || {
+                let job = job;
+                AssertSend(braid_sim::Simulation::from_json(&job.0 .0, &job.0 .1, seed))
+            })
+            .0
+        };
+        match built {
+            Ok(sim) => Ok(Simulation { sim }),
+            Err(e) => Err(scenario_error(py, &e)),
+        }
+    }
+
+    /// Current simulated time in picoseconds.
+    fn now_ps(&self) -> u64 {
+        self.sim.now_ps()
+    }
+
+    /// Simulated-time limit (the scenario's duration) in picoseconds.
+    fn end_ps(&self) -> u64 {
+        self.sim.end_ps()
+    }
+
+    /// Advances to `until_ps` (or the end) with the GIL released; returns True once finished.
+    fn advance(&mut self, py: Python<'_>, until_ps: u64) -> bool {
+        let sim = AssertSend(&mut self.sim);
+        py.detach(move || {
+            let sim = sim;
+            sim.0.advance(until_ps)
+        })
+    }
+
+    fn is_finished(&self) -> bool {
+        self.sim.is_finished()
+    }
+
+    /// Everything measured so far, as a dict: "messages", "flows", "throughput", "queues"
+    /// (tables: column name -> numpy array or list of str), "counters" (name -> int),
+    /// "headline" and "stats" (name -> float). With `tables=False` only the last three
+    /// (numpy is then not imported).
+    #[pyo3(signature = (tables = true))]
+    fn results<'py>(&self, py: Python<'py>, tables: bool) -> PyResult<Bound<'py, PyDict>> {
+        let r = {
+            let sim = AssertSend(&self.sim);
+            py.detach(move || {
+                let sim = sim;
+                AssertSend(sim.0.results())
+            })
+            .0
+        };
+        results_to_py(py, &r, tables)
+    }
+
+    fn __repr__(&self) -> String {
+        format!("<braid Simulation at {} ps of {} ps{}>", self.sim.now_ps(), self.sim.end_ps(), if self.sim.is_finished() { ", finished" } else { "" })
+    }
+}
+
+/// The scenario schema as JSON Schema text.
+#[pyfunction]
+pub fn scenario_schema() -> String {
+    braid_sim::scenario_json_schema()
+}
+
+fn numeric<'py, T: Copy>(py: Python<'py>, frombuffer: &Bound<'py, PyAny>, v: &[T], dtype: &str) -> PyResult<Bound<'py, PyAny>> {
+    // SAFETY: T is a plain integer or float type; viewing its storage as bytes is sound.
+    let bytes = unsafe { std::slice::from_raw_parts(v.as_ptr() as *const u8, std::mem::size_of_val(v)) };
+    let buf = PyBytes::new(py, bytes);
+    // The array views the (immutable) bytes object; copy so that callers get a writable array.
+    frombuffer.call1((buf, dtype))?.call_method0("copy")
+}
+
+fn table_to_py<'py>(py: Python<'py>, frombuffer: &Bound<'py, PyAny>, t: &Table) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    for (name, col) in &t.columns {
+        let v: Bound<'py, PyAny> = match col {
+            // Little-endian on every platform braid builds for; "=" is native order.
+            Column::U64(v) => numeric(py, frombuffer, v, "=u8")?,
+            Column::I64(v) => numeric(py, frombuffer, v, "=i8")?,
+            Column::F64(v) => numeric(py, frombuffer, v, "=f8")?,
+            Column::Str(v) => PyList::new(py, v.iter().map(|s| s.as_str()))?.into_any(),
+        };
+        d.set_item(name, v)?;
+    }
+    Ok(d)
+}
+
+pub fn results_to_py<'py>(py: Python<'py>, r: &Results, tables: bool) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    if tables {
+        let frombuffer = py.import("numpy")?.getattr("frombuffer")?;
+        d.set_item("messages", table_to_py(py, &frombuffer, &r.messages)?)?;
+        d.set_item("flows", table_to_py(py, &frombuffer, &r.flows)?)?;
+        d.set_item("throughput", table_to_py(py, &frombuffer, &r.throughput)?)?;
+        d.set_item("queues", table_to_py(py, &frombuffer, &r.queues)?)?;
+    }
+    let counters = PyDict::new(py);
+    for (k, v) in &r.counters {
+        counters.set_item(k, *v)?;
+    }
+    d.set_item("counters", counters)?;
+    let headline = PyDict::new(py);
+    for (k, v) in &r.headline {
+        headline.set_item(k, *v)?;
+    }
+    d.set_item("headline", headline)?;
+    let stats = PyDict::new(py);
+    for (k, v) in &r.stats {
+        stats.set_item(k, *v)?;
+    }
+    d.set_item("stats", stats)?;
+    Ok(d)
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<Simulation>()?;
+    m.add("ScenarioError", m.py().get_type::<ScenarioError>())?;
+    m.add_function(wrap_pyfunction!(scenario_schema, m)?)?;
+    Ok(())
+}

@@ -1,0 +1,210 @@
+"""``braid bench``: fixed scenarios, each run in a fresh child process so that CPU time and peak
+memory (``ru_maxrss`` from ``wait4``) belong to that scenario alone.
+
+The child imports only the core and the scenario reader (no polars, no numpy), builds the run,
+advances it to the end and prints its statistics as JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Iterable, List, Optional
+
+from .scenario import BraidError, load_scenario, packaged_scenario
+
+__all__ = ["run_bench", "find_anchors", "benchmarks"]
+
+
+def find_anchors(explicit: Optional[str] = None) -> Optional[Path]:
+    """The HPCC anchor folder: --anchors, $BRAID_HPCC_ANCHORS, ../shared/anchors/hpcc (from the
+    working directory or the repository) or /work/shared/anchors/hpcc."""
+    cands = []
+    if explicit:
+        p = Path(explicit)
+        if not (p / "topology-fattree-320.txt").exists():
+            raise BraidError("--anchors", f"{explicit}: expected the HPCC anchor folder (with topology-fattree-320.txt)")
+        return p
+    if os.environ.get("BRAID_HPCC_ANCHORS"):
+        cands.append(Path(os.environ["BRAID_HPCC_ANCHORS"]))
+    repo = Path(__file__).resolve().parents[2]
+    cands += [Path.cwd().parent / "shared/anchors/hpcc", repo.parent / "shared/anchors/hpcc", Path("/work/shared/anchors/hpcc")]
+    for c in cands:
+        if (c / "topology-fattree-320.txt").exists():
+            return c
+    return None
+
+
+def _hpcc_dcqcn(anchors: Path, topo: str, flows: str, duration: str) -> dict:
+    """The anchors' HPCC ns-3 configuration (config-dcqcn-*.txt) as a braid scenario: DCQCN
+    (CC_MODE 1) with the config's timers and rates, per-rate ECN maps, 32 MB buffers, dynamic PFC,
+    1000-byte payloads, high-priority ACKs."""
+    return {
+        "name": f"HPCC anchors: {Path(flows).stem}",
+        "seed": 1,
+        "duration": duration,
+        "topology": {"kind": "hpcc", "file": str(anchors / topo)},
+        "traffic": [{"pattern": "hpcc", "file": str(anchors / flows)}],
+        "switch": {
+            "buffer": "32MB",
+            "ecn": {
+                "enabled": True,
+                "kmin": "400KB",
+                "kmax": "1600KB",
+                "pmax": 0.2,
+                "by_rate": [
+                    {"rate": "100Gbps", "kmin": "400KB", "kmax": "1600KB", "pmax": 0.2},
+                    {"rate": "400Gbps", "kmin": "1600KB", "kmax": "6400KB", "pmax": 0.2},
+                ],
+            },
+            "pfc": {"enabled": True, "dynamic": True},
+        },
+        "nic": {"mtu": 1000, "ack_every": 1, "ack_priority": "high"},
+        "transport": {
+            "kind": "dcqcn",
+            "dcqcn": {
+                "g": 0.00390625,
+                "alpha_timer": "1us",
+                "rate_decrease_interval": "4us",
+                "rate_timer": "300us",
+                "fast_recovery_steps": 1,
+                "rate_ai": "20Mbps",
+                "rate_hai": "200Mbps",
+                "min_rate": "1000Mbps",
+                "clamp_target_rate": False,
+            },
+        },
+        "measure": {"interval": "0ns", "messages": False},
+    }
+
+
+def benchmarks(anchors: Optional[Path], quick: bool) -> List[tuple]:
+    """(name, description, scenario dict or path, base_dir)."""
+    out: List[tuple] = [
+        ("two-tor", "demo: two-ToR permutation, 5 x 10 MB, DCQCN", packaged_scenario("two-tor-permutation"), None),
+        ("incast-8to1", "demo: 8:1 incast, 1 MB each, PFC", packaged_scenario("incast"), None),
+    ]
+    if anchors is not None:
+        out.append(
+            ("hpcc-incast", "HPCC anchors 1: star of 65, 2 x 200 MB to one host, DCQCN", _hpcc_dcqcn(anchors, "topology-star-65.txt", "flows-incast-2to1.txt", "4s"), anchors)
+        )
+        if not quick:
+            out.append(
+                (
+                    "hpcc-fattree",
+                    "HPCC anchors 2 (headline): fat-tree 320 hosts, 3,100 web-search flows, DCQCN",
+                    _hpcc_dcqcn(anchors, "topology-fattree-320.txt", "flows-websearch-320h-30pct-5ms.txt", "2.1s"),
+                    anchors,
+                )
+            )
+    return out
+
+
+def _child(spec_file: str) -> None:
+    """Runs one benchmark; prints one JSON line of statistics."""
+    spec = json.loads(Path(spec_file).read_text())
+    from . import _core
+
+    t0 = time.perf_counter()
+    sim = _core.Simulation(spec["json"], spec["base_dir"], None)
+    t_build = time.perf_counter() - t0
+    end = sim.end_ps()
+    while not sim.advance(end):
+        pass
+    wall = time.perf_counter() - t0
+    r = sim.results(tables=False)
+    print(json.dumps({"build_s": t_build, "wall_s": wall, "stats": r["stats"], "headline": r["headline"], "counters": r["counters"]}))
+
+
+def run_one(name: str, source, base_dir: Optional[Path]) -> dict:
+    sc = load_scenario(source, base_dir=base_dir)
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump({"json": sc.to_json(), "base_dir": str(sc.base_dir)}, f)
+        spec = f.name
+    try:
+        with tempfile.TemporaryFile("w+") as fo, tempfile.TemporaryFile("w+") as fe:
+            p = subprocess.Popen([sys.executable, "-m", "braid.bench", "--child", spec], stdout=fo, stderr=fe, text=True)
+            try:
+                _, status, ru = os.wait4(p.pid, 0)
+            except BaseException:
+                p.kill()
+                p.wait()
+                raise
+            p.returncode = os.waitstatus_to_exitcode(status)
+            fo.seek(0)
+            fe.seek(0)
+            stdout, stderr = fo.read(), fe.read()
+    finally:
+        os.unlink(spec)
+    if p.returncode != 0:
+        last = (stderr.strip().splitlines() or ["(no output)"])[-1]
+        return {"name": name, "error": f"exit {p.returncode}: {last}"}
+    data = json.loads(stdout.strip().splitlines()[-1])
+    data["name"] = name
+    data["cpu_s"] = ru.ru_utime + ru.ru_stime
+    data["max_rss_mb"] = ru.ru_maxrss / 1024.0  # KiB on Linux
+    return data
+
+
+def run_bench(only: Iterable[str] = (), quick: bool = False, anchors: Optional[str] = None, json_out: Optional[str] = None) -> List[dict]:
+    from rich.table import Table
+
+    from .show import console, fmt
+
+    anc = find_anchors(anchors)
+    todo = benchmarks(anc, quick)
+    only = list(only)
+    if only:
+        names = {b[0] for b in todo}
+        for o in only:
+            if o not in names:
+                raise BraidError("--only", f"unknown benchmark {o!r}; available: {', '.join(sorted(names))}")
+        todo = [b for b in todo if b[0] in only]
+    c = console()
+    if anc is None:
+        c.print("[dim]HPCC anchors not found (../shared/anchors/hpcc): skipping the HPCC scenarios[/dim]")
+    rows = []
+    for name, desc, source, base in todo:
+        c.print(f"[bold]{name}[/bold]: {desc} ...", end="")
+        r = run_one(name, source, base)
+        r["description"] = desc
+        rows.append(r)
+        c.print(" [red]failed[/red]" if "error" in r else f" {r['cpu_s']:.2f} s CPU")
+    t = Table(title="braid bench", header_style="bold")
+    for col in ("scenario", "events", "events/s", "sim s / wall s", "wall s", "CPU s", "peak RSS MB", "flows done"):
+        t.add_column(col, justify="left" if col == "scenario" else "right")
+    for r in rows:
+        if "error" in r:
+            t.add_row(r["name"], f"[red]{r['error']}[/red]", "", "", "", "", "", "")
+            continue
+        st, h = r["stats"], r["headline"]
+        wall = r["wall_s"]
+        ev = st.get("events", 0)
+        t.add_row(
+            r["name"],
+            fmt(ev),
+            fmt(ev / wall if wall else None),
+            fmt(st.get("sim_time_ps", 0) / 1e12 / wall if wall else None),
+            f"{wall:.2f}",
+            f"{r['cpu_s']:.2f}",
+            f"{r['max_rss_mb']:.0f}",
+            f"{int(h.get('flows_completed', 0))}/{int(h.get('flows', 0))}",
+        )
+    c.print(t)
+    if any(r["name"] == "hpcc-fattree" and "error" not in r for r in rows):
+        c.print("HPCC ns-3 on the fat-tree anchor: 118.8 M events, 220.5 s CPU, 347 MB peak (target: <= 22 s CPU, <= 347 MB).")
+    if json_out:
+        Path(json_out).write_text(json.dumps(rows, indent=2) + "\n")
+    return rows
+
+
+if __name__ == "__main__":  # pragma: no cover - the child side of run_one
+    if len(sys.argv) == 3 and sys.argv[1] == "--child":
+        _child(sys.argv[2])
+    else:
+        sys.exit("usage: python -m braid.bench --child SPEC.json")

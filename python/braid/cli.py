@@ -1,0 +1,192 @@
+"""The ``braid`` command line.
+
+Every user mistake ends with one line ``error: <what>: <expected>`` on stderr and exit code 2;
+Ctrl-C ends with exit code 130 and leaves no half-written results folder.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Optional
+
+import click
+
+from .scenario import BraidError
+
+EXIT_USAGE = 2
+
+
+def _err(msg: str) -> None:
+    click.echo(f"error: {msg}", err=True)
+
+
+class BraidGroup(click.Group):
+    """A click group that turns user mistakes into one-line errors with exit code 2."""
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):  # noqa: D401
+        from ._core import ScenarioError
+
+        try:
+            rv = super().main(args=args, prog_name=prog_name, complete_var=complete_var, standalone_mode=False, **extra)
+        except click.exceptions.Exit as e:  # pragma: no cover - click returns it instead
+            sys.exit(e.exit_code)
+        except click.exceptions.Abort:
+            click.echo("interrupted", err=True)
+            sys.exit(130)
+        except KeyboardInterrupt:
+            click.echo("\ninterrupted", err=True)
+            sys.exit(130)
+        except click.UsageError as e:
+            cmd = e.ctx.command_path if e.ctx is not None else "braid"
+            _err(f"{e.format_message()} (see '{cmd} --help')")
+            sys.exit(EXIT_USAGE)
+        except click.ClickException as e:
+            _err(e.format_message())
+            sys.exit(e.exit_code)
+        except ScenarioError as e:
+            path = getattr(e, "path", "") or "scenario"
+            _err(f"{path}: {getattr(e, 'message', str(e))}")
+            sys.exit(EXIT_USAGE)
+        except BraidError as e:
+            _err(str(e))
+            sys.exit(EXIT_USAGE)
+        if not standalone_mode:
+            return rv
+        sys.exit(rv if isinstance(rv, int) else 0)
+
+
+@click.group(cls=BraidGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="braid", message="braid %(version)s")
+def main() -> None:
+    """braid: multi-tenant, multi-path RDMA for datacenters, and a packet-level RoCEv2 simulator.
+
+    Start with `braid demo`; scenarios are TOML files (see docs/scenario.md, `braid schema`)."""
+
+
+def _seed(value: Optional[str]) -> Optional[int]:
+    if value is None:
+        return None
+    try:
+        s = int(value, 0)
+    except ValueError:
+        raise BraidError("--seed", f"expected a non-negative integer, got {value!r}") from None
+    if not 0 <= s < 2**64:
+        raise BraidError("--seed", f"expected an integer between 0 and 2^64-1, got {value}")
+    return s
+
+
+_set_option = click.option(
+    "--set",
+    "overrides",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help='Override a scenario value, e.g. --set switch.pfc.enabled=false --set \'traffic[0].size="1MB"\' '
+    "(the value is read as TOML, else taken as a string). Repeatable.",
+)
+
+
+def default_out_dir(scenario: str) -> Path:
+    return Path("results") / f"{Path(scenario).stem}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+@main.command()
+@click.argument("scenario")
+@click.option("-o", "--out", "out_dir", metavar="DIR", help="Results folder (default: results/<scenario>-<time>).")
+@click.option("--seed", metavar="N", help="Seed (overrides the scenario's `seed`).")
+@_set_option
+@click.option("--no-progress", is_flag=True, help="No progress bar.")
+@click.option("--no-write", is_flag=True, help="Do not write a results folder.")
+def run(scenario: str, out_dir: Optional[str], seed: Optional[str], overrides: tuple, no_progress: bool, no_write: bool) -> None:
+    """Run SCENARIO (a TOML file) and write its results folder."""
+    from . import api
+    from .show import console, headline_table
+
+    s = _seed(seed)
+    out = None if no_write else Path(out_dir) if out_dir else default_out_dir(scenario)
+    show_progress = not no_progress and console(stderr=True).is_terminal
+    res = api.run(scenario, seed=s, overrides=overrides, out_dir=out, progress=show_progress)
+    c = console()
+    c.print(headline_table(res))
+    if out is not None:
+        c.print(f"results: [bold]{out}[/bold]")
+
+
+@main.command()
+@click.argument("scenario")
+@_set_option
+def validate(scenario: str, overrides: tuple) -> None:
+    """Check SCENARIO completely (schema, values, files, topology) without running it."""
+    from . import api
+
+    sc, sim, seed = api.build(scenario, None, overrides)
+    st = sim.results().get("stats", {})
+    parts = []
+    for key, label in (("hosts", "hosts"), ("switches", "switches")):
+        if key in st:
+            parts.append(f"{int(st[key])} {label}")
+    extra = f" ({', '.join(parts)})" if parts else ""
+    click.echo(f"ok: {sc.name}{extra}, duration {sim.end_ps() / 1e9:g} ms, seed {seed}")
+
+
+@main.command()
+def schema() -> None:
+    """Print the scenario format as JSON Schema (for editors)."""
+    from ._core import scenario_schema
+
+    click.echo(scenario_schema())
+
+
+@main.command()
+@click.option("-o", "--out", "out_dir", default="braid-demo", show_default=True, metavar="DIR", help="Where results and the report go.")
+@click.option("--seed", metavar="N", help="Seed for both parts.")
+def demo(out_dir: str, seed: Optional[str]) -> None:
+    """The tour: ECMP collisions on the MP-RDMA paper's two-ToR testbed, then incast with and
+    without PFC. Prints tables, writes results and a report into DIR."""
+    from .demo import run_demo
+
+    run_demo(Path(out_dir), seed=_seed(seed))
+
+
+@main.command()
+@click.argument("folder", metavar="DIR")
+def report(folder: str) -> None:
+    """Plot a results folder (or a demo folder): PNGs and report.md into DIR."""
+    from .report import make_report
+
+    made = make_report(Path(folder))
+    for p in made:
+        click.echo(str(p))
+
+
+@main.command()
+@click.option("--only", multiple=True, metavar="NAME", help="Run only these benchmarks (repeatable).")
+@click.option("--quick", is_flag=True, help="Skip the long headline scenarios.")
+@click.option("--anchors", metavar="DIR", help="HPCC anchor folder (default: ../shared/anchors/hpcc or /work/shared/anchors/hpcc).")
+@click.option("--json", "json_out", metavar="FILE", help="Also write the figures as JSON.")
+def bench(only: tuple, quick: bool, anchors: Optional[str], json_out: Optional[str]) -> None:
+    """Run fixed scenarios, each in its own process; print events/s, simulated time per
+    wall-second, CPU time and peak memory."""
+    from .bench import run_bench
+
+    run_bench(only=only, quick=quick, anchors=anchors, json_out=json_out)
+
+
+# TODO(front): make these plain imports once braid.hpcc_import and braid.cli_drum exist.
+try:
+    from .hpcc_import import import_hpcc
+
+    main.add_command(import_hpcc, "import-hpcc")
+except ImportError:
+    pass
+try:
+    from .cli_drum import drum
+
+    main.add_command(drum, "drum")
+except ImportError:
+    pass
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

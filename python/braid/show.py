@@ -1,0 +1,84 @@
+"""Terminal presentation helpers (rich)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+_consoles: dict = {}
+
+
+def console(stderr: bool = False) -> Console:
+    if stderr not in _consoles:
+        _consoles[stderr] = Console(stderr=stderr, highlight=False)
+    return _consoles[stderr]
+
+
+def fmt(v: Any, digits: int = 4) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        if math.isnan(v):
+            return "-"
+        if v != 0 and (abs(v) >= 1e7 or abs(v) < 1e-3):
+            return f"{v:.3e}"
+        if v == int(v) and abs(v) < 1e7:
+            return f"{int(v):,}"
+        return f"{v:.{digits}g}"
+    if isinstance(v, int):
+        return f"{v:,}"
+    return str(v)
+
+
+def fmt_ps(ps: Any) -> str:
+    if ps is None or (isinstance(ps, float) and math.isnan(ps)) or ps < 0:
+        return "-"
+    for unit, scale in (("s", 1e12), ("ms", 1e9), ("us", 1e6), ("ns", 1e3)):
+        if ps >= scale:
+            return f"{ps / scale:.4g} {unit}"
+    return f"{ps:.0f} ps"
+
+
+HEADLINE_ORDER = [
+    "flows",
+    "flows_completed",
+    "flow_goodput_sum_gbps",
+    "aggregate_goodput_gbps",
+    "flow_goodput_jain",
+    "app_goodput_sum_gbps",
+    "app_goodput_jain",
+    "fct_mean_us",
+    "fct_p50_us",
+    "fct_p99_us",
+    "slowdown_mean",
+    "slowdown_p50",
+    "slowdown_p99",
+    "delivered_bytes",
+    "sim_time_ms",
+]
+COUNTER_ORDER = ["drops", "pfc_pauses", "ecn_marks", "cnps", "retransmissions", "timeouts", "naks"]
+
+
+def headline_table(res) -> Table:
+    t = Table(title=f"{res.scenario.name} (seed {res.seed})", show_header=True, header_style="bold")
+    t.add_column("metric")
+    t.add_column("value", justify="right")
+    keys = [k for k in HEADLINE_ORDER if k in res.headline] + sorted(k for k in res.headline if k not in HEADLINE_ORDER)
+    for k in keys:
+        t.add_row(k, fmt(res.headline[k]))
+    for k in [k for k in COUNTER_ORDER if k in res.counters]:
+        t.add_row(k, fmt(res.counters[k]))
+    ev = res.stats.get("events")
+    if ev is not None:
+        t.add_row("events", fmt(ev))
+    if res.wall_s > 0:
+        t.add_row("wall time", f"{res.wall_s:.2f} s")
+        if ev:
+            t.add_row("events/s", fmt(ev / res.wall_s))
+    t.add_row("cpu time", f"{res.cpu_s:.2f} s")
+    if not res.finished:
+        t.caption = "[yellow]the run stopped before its traffic finished[/yellow]"
+    return t
