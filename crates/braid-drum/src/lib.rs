@@ -1,1 +1,79 @@
-//! placeholder
+//! DRUM: the RDMA network-utility-maximisation model and its solvers.
+//!
+//! * [`problem`]: the model (weighted alpha-fair WQE utility, CQ utility -beta/z^2, linear
+//!   capacities, top-k active sets, guarantees and the preemption SOC constraint, one- and
+//!   two-sided coupling with a sparse traffic matrix, optional fabric links);
+//! * [`exact`]: the exact per-host solve of the one-sided problem (the reference);
+//! * [`admm`]: Algorithms 1 and 2 of the paper with scaling, residual balancing,
+//!   over-relaxation, Boyd and paper stopping rules and lossy result delivery;
+//! * [`dual`]: the dual bound (duality-gap certificate) and the dual-decomposition baseline;
+//! * [`select`]: the top-k selection step with anti-starvation aging;
+//! * [`gen`]: the paper's random instances.
+//!
+//! See `docs/drum.md` for what is sound and what differs from the paper.
+
+pub mod admm;
+pub mod capacity;
+pub mod dual;
+pub mod exact;
+pub mod gen;
+pub mod host;
+pub mod problem;
+pub mod scalar;
+pub mod scaled;
+pub mod select;
+
+pub use admm::{Admm, AdmmOptions, SolveResult, StopRule, Trace};
+pub use dual::{dual_decomposition, DualOptions};
+pub use exact::solve_exact;
+pub use gen::{generate, GenParams};
+pub use problem::{DrumError, Layout, Links, Problem, Traffic};
+
+/// Solve with ADMM (validates, builds the layout).
+pub fn solve_admm(p: &Problem, opt: AdmmOptions) -> problem::Result<SolveResult> {
+    p.validate()?;
+    check_admm_options(&opt)?;
+    let t0 = std::time::Instant::now();
+    let lay = Layout::build(p);
+    let st = Admm::new(p, &lay, opt);
+    let setup = t0.elapsed().as_secs_f64();
+    let mut r = st.run();
+    r.setup_time = setup;
+    r.method = if p.two_sided { "admm2".into() } else { "admm1".into() };
+    Ok(r)
+}
+
+pub fn check_admm_options(o: &AdmmOptions) -> problem::Result<()> {
+    if !(o.relax >= 1.0 && o.relax < 2.0) {
+        return Err(DrumError::new("relax", format!("over-relaxation must be in [1, 2), got {}", o.relax)));
+    }
+    if !(o.rho.is_finite()) || o.rho < 0.0 {
+        return Err(DrumError::new("rho", format!("must be > 0 (or 0 for automatic), got {}", o.rho)));
+    }
+    if !(o.loss_prob >= 0.0 && o.loss_prob < 1.0) {
+        return Err(DrumError::new("loss", format!("loss probability must be in [0, 1), got {}", o.loss_prob)));
+    }
+    if !(o.eps_abs >= 0.0 && o.eps_rel >= 0.0) {
+        return Err(DrumError::new("eps", "tolerances must be >= 0"));
+    }
+    if !(o.balance_mu > 1.0 && o.balance_tau > 1.0) {
+        return Err(DrumError::new("balance", "residual balancing needs mu > 1 and tau > 1"));
+    }
+    Ok(())
+}
+
+/// Dual decomposition baseline (validates).
+pub fn solve_dual(p: &Problem, opt: &DualOptions) -> problem::Result<SolveResult> {
+    p.validate()?;
+    if !(opt.step > 0.0 && opt.step.is_finite()) {
+        return Err(DrumError::new("step", format!("subgradient step must be > 0, got {}", opt.step)));
+    }
+    let lay = Layout::build(p);
+    Ok(dual_decomposition(p, &lay, opt))
+}
+
+/// Exact one-sided solve (validates).
+pub fn solve_reference(p: &Problem) -> problem::Result<SolveResult> {
+    p.validate()?;
+    solve_exact(p)
+}

@@ -1,0 +1,572 @@
+//! ADMM for DRUM: Algorithm 1 (one-sided, P = diag(a)) and Algorithm 2 (two-sided, the
+//! auxiliary-variable "sharing" decomposition), in one implementation.
+//!
+//! Splitting (scaled form). Every non-zero of the stacked coupling [P; R] is a *pair*
+//! (row e, sender l, coefficient p). ADMM runs on
+//!
+//! ```text
+//!   min  -f(x) - g(z)   s.t.  p x_l = y_{e,l}  for every pair,   z_e = sum_l y_{e,l}
+//! ```
+//! with x in the per-host WQE capacity set and z in the per-host CQE capacity set (link rows:
+//! 0 <= z_e <= L_e). Block 1 is x (separable by host), block 2 is (y, z) (separable by row,
+//! and the y's of a row have a closed form given z_e). With n_e the number of pairs in row e:
+//!
+//! ```text
+//!   x-update: x_l = argmin -f_l(x) + rho/2 sum_{pairs of l} (p x - y + v_e)^2   (Q capacity)
+//!   h      = relax * p x + (1 - relax) y                      (over-relaxation)
+//!   z-update: z = argmin -g(z) + rho/(2 n_e) (z_e - sum_l h - n_e v_e)^2         (C capacity)
+//!   v_e   += (sum_l h - z_e) / n_e ;  y = h + v_old - v_new
+//! ```
+//! The scaled duals of all pairs of a row stay equal, so one v per row suffices, and with
+//! relax = 1 the x-update term equals the paper's `p (x - x^k) + d^k` with
+//! `d^k = (sum_l p x_l^k - z^k + u^k)/n_e` (`u = n_e v`): each host needs only its own data and
+//! the d of the rows it sends to. One-sided, n_e = 1 and it is exactly Algorithm 1.
+
+use crate::host::{cap_solve, cap_solve_soc};
+use crate::problem::{Layout, Problem};
+use crate::scaled::Scaled;
+use rand::{Rng, SeedableRng};
+use rand_xoshiro::Xoshiro256PlusPlus;
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+use std::time::Instant;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum StopRule {
+    /// Boyd et al.: ||r|| <= sqrt(p) eps_abs + eps_rel max(||Ax||, ||y||), same for s.
+    Boyd,
+    /// The paper's rule: ||r|| <= eps_abs * n and ||s|| <= eps_abs * n.
+    Paper,
+    /// Run max_iter iterations (or to the gap target).
+    None,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct AdmmOptions {
+    /// initial penalty in scaled units; <= 0 means automatic
+    pub rho: f64,
+    /// residual balancing (adaptive rho)
+    pub adaptive: bool,
+    pub balance_mu: f64,
+    pub balance_tau: f64,
+    /// over-relaxation in [1, 2)
+    pub relax: f64,
+    /// scale the variables (otherwise the solver sees the raw units, like the paper)
+    pub scaling: bool,
+    pub eps_abs: f64,
+    pub eps_rel: f64,
+    pub stop: StopRule,
+    pub max_iter: usize,
+    pub min_iter: usize,
+    /// probability that a host's x-update result is lost in an iteration
+    pub loss_prob: f64,
+    pub loss_seed: u64,
+    /// compute the objective (and the feasible objective/gap) at every iteration
+    pub trace: bool,
+    /// known optimum f* (user units) for the normalized gap
+    pub reference: Option<f64>,
+    /// stop as soon as the normalized gap (needs `reference`) is below this
+    pub gap_tol: Option<f64>,
+    /// compute the dual bound at the end
+    pub dual_bound: bool,
+}
+
+impl Default for AdmmOptions {
+    fn default() -> Self {
+        AdmmOptions {
+            rho: 0.0,
+            adaptive: true,
+            balance_mu: 10.0,
+            balance_tau: 2.0,
+            relax: 1.0,
+            scaling: true,
+            eps_abs: 1e-6,
+            eps_rel: 1e-6,
+            stop: StopRule::Boyd,
+            max_iter: 5000,
+            min_iter: 1,
+            loss_prob: 0.0,
+            loss_seed: 0,
+            trace: true,
+            reference: None,
+            gap_tol: None,
+            dual_bound: true,
+        }
+    }
+}
+
+/// Per-iteration record.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Trace {
+    /// objective at the iterate (x, z), user units
+    pub objective: Vec<f64>,
+    /// objective at the feasible recovery of x, user units
+    pub objective_feasible: Vec<f64>,
+    /// (f* - feasible objective) / sum w, when a reference is known
+    pub gap: Vec<f64>,
+    pub r_pri: Vec<f64>,
+    pub r_dual: Vec<f64>,
+    pub eps_pri: Vec<f64>,
+    pub eps_dual: Vec<f64>,
+    pub rho: Vec<f64>,
+    /// wall time since the start of the iterations, seconds
+    pub time: Vec<f64>,
+    /// hosts whose result was lost
+    pub lost: Vec<u32>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct SolveResult {
+    pub method: String,
+    /// WQE rates (user units)
+    pub x: Vec<f64>,
+    /// CQE rates from the solver's z iterate (user units; CQ rows)
+    pub z: Vec<f64>,
+    /// feasible allocation recovered from x, and its z = P x
+    pub x_feasible: Vec<f64>,
+    pub z_feasible: Vec<f64>,
+    pub objective: f64,
+    pub objective_feasible: f64,
+    /// upper bound on the optimum from the dual variables (user units)
+    pub dual_bound: Option<f64>,
+    pub iterations: usize,
+    pub converged: bool,
+    pub trace: Trace,
+    pub setup_time: f64,
+    pub solve_time: f64,
+    /// WQE capacity multipliers per host (user units: utility per op/s)
+    pub lambda: Vec<f64>,
+    /// CQE capacity multipliers per host
+    pub mu: Vec<f64>,
+    pub rho_final: f64,
+}
+
+/// Residual accumulators of one iteration (sums of squares).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Sums {
+    pub r2: f64,
+    pub s2: f64,
+    pub ax2: f64,
+    pub y2: f64,
+    pub atv2: f64,
+}
+
+impl Sums {
+    fn add(self, o: Sums) -> Sums {
+        Sums { r2: self.r2 + o.r2, s2: self.s2 + o.s2, ax2: self.ax2 + o.ax2, y2: self.y2 + o.y2, atv2: self.atv2 + o.atv2 }
+    }
+}
+
+pub struct Admm<'a> {
+    pub p: &'a Problem,
+    pub lay: &'a Layout,
+    pub sc: Scaled,
+    pub opt: AdmmOptions,
+    pub rho: f64,
+    pub x: Vec<f64>,
+    pub z: Vec<f64>,
+    pub v: Vec<f64>,
+    pub dv: Vec<f64>,
+    pub y: Vec<f64>,
+    pub h: Vec<f64>,
+    pub hsum: Vec<f64>,
+    pub lam: Vec<f64>,
+    pub mu: Vec<f64>,
+    pub iter: usize,
+}
+
+/// Split a mutable slice into per-host chunks of m.
+fn host_chunks<T: Send>(v: &mut [T], m: usize) -> rayon::slice::ChunksMut<'_, T> {
+    v.par_chunks_mut(m)
+}
+
+impl<'a> Admm<'a> {
+    pub fn new(p: &'a Problem, lay: &'a Layout, opt: AdmmOptions) -> Admm<'a> {
+        let sc = Scaled::new(p, lay, opt.scaling);
+        let nn = p.entries();
+        let rho = if opt.rho > 0.0 { opt.rho } else { auto_rho(&sc, lay) };
+        // start from the equal split of the WQE capacity (feasible w.r.t. Q)
+        let mut x = vec![0.0; nn];
+        for i in 0..p.n {
+            let cnt = (0..p.m).filter(|&j| sc.hi[i * p.m + j] > 0.0).count().max(1);
+            for j in 0..p.m {
+                let k = i * p.m + j;
+                x[k] = if sc.hi[k] > 0.0 { (sc.q[i] / cnt as f64).max(sc.lo[k]) } else { 0.0 };
+            }
+        }
+        let np = lay.pairs();
+        let mut y = vec![0.0; np];
+        for q in 0..np {
+            y[q] = lay.pair_coef[q] * x[lay.sender_of(q)];
+        }
+        let mut st = Admm {
+            p,
+            lay,
+            sc,
+            opt,
+            rho,
+            x,
+            z: vec![0.0; lay.rows],
+            v: vec![0.0; lay.rows],
+            dv: vec![0.0; lay.rows],
+            y,
+            h: vec![0.0; np],
+            hsum: vec![0.0; lay.rows],
+            lam: vec![0.0; p.n],
+            mu: vec![0.0; p.n],
+            iter: 0,
+        };
+        st.h.copy_from_slice(&st.y);
+        st.gather_rows();
+        st.z.copy_from_slice(&st.hsum);
+        st
+    }
+
+    /// x-update for all hosts except the lost ones; computes h for their pairs.
+    pub fn x_step(&mut self, lost: &[bool]) {
+        let (m, rho, relax) = (self.p.m, self.rho, self.opt.relax);
+        let sc = &self.sc;
+        let lay = self.lay;
+        let v = &self.v;
+        let y = &self.y;
+        let h_ptr = SendPtr(self.h.as_mut_ptr());
+        host_chunks(&mut self.x, m).zip(self.lam.par_iter_mut()).enumerate().for_each(|(i, (xs, lam))| {
+            let k0 = i * m;
+            if lost.is_empty() || !lost[i] {
+                // linear coefficient from the pairs of each entry
+                let mut base = vec![0.0; m];
+                for j in 0..m {
+                    let k = k0 + j;
+                    let mut b = 0.0;
+                    for q in lay.send_ptr[k] as usize..lay.send_ptr[k + 1] as usize {
+                        b += lay.pair_coef[q] * (v[lay.pair_row[q] as usize] - y[q]);
+                    }
+                    base[j] = rho * b;
+                }
+                let ent = |j: usize| {
+                    let k = k0 + j;
+                    (sc.w[k], 0.0, rho * lay.sum_p2[k], base[j], sc.lo[k], sc.hi[k])
+                };
+                *lam = if sc.host_soc[i] {
+                    cap_solve_soc(&sc.al, m, ent, &sc.r[k0..k0 + m], sc.q[i], *lam, xs)
+                } else {
+                    cap_solve(&sc.al, m, ent, sc.q[i], *lam, xs)
+                };
+            }
+            // h for the pairs of this host (disjoint ranges per host)
+            let q0 = lay.send_ptr[k0] as usize;
+            let q1 = lay.send_ptr[k0 + m] as usize;
+            for j in 0..m {
+                let k = k0 + j;
+                for q in lay.send_ptr[k] as usize..lay.send_ptr[k + 1] as usize {
+                    let hv = relax * lay.pair_coef[q] * xs[j] + (1.0 - relax) * y[q];
+                    debug_assert!(q >= q0 && q < q1);
+                    // SAFETY: pair ranges of different hosts are disjoint
+                    unsafe { *h_ptr.get().add(q) = hv };
+                }
+            }
+        });
+    }
+
+    /// hsum_e = sum of h over the pairs of row e.
+    pub fn gather_rows(&mut self) {
+        let lay = self.lay;
+        let h = &self.h;
+        if lay.diag {
+            self.hsum.copy_from_slice(h);
+            return;
+        }
+        self.hsum.par_iter_mut().with_min_len(1024).enumerate().for_each(|(r, o)| {
+            let mut s = 0.0;
+            for t in lay.row_ptr[r] as usize..lay.row_ptr[r + 1] as usize {
+                s += h[lay.row_pair[t] as usize];
+            }
+            *o = s;
+        });
+    }
+
+    /// z-update and dual update of all rows.
+    pub fn z_step(&mut self) {
+        let (m, rho) = (self.p.m, self.rho);
+        let nn = self.p.entries();
+        let sc = &self.sc;
+        let lay = self.lay;
+        let hsum = &self.hsum;
+        let (zc, zl) = self.z.split_at_mut(nn);
+        let (vc, vl) = self.v.split_at_mut(nn);
+        let (dc, dl) = self.dv.split_at_mut(nn);
+        host_chunks(zc, m)
+            .zip(host_chunks(vc, m))
+            .zip(host_chunks(dc, m))
+            .zip(self.mu.par_iter_mut())
+            .enumerate()
+            .for_each(|(i, (((zs, vs), ds), mu))| {
+                let k0 = i * m;
+                let ent = |j: usize| {
+                    let r = k0 + j;
+                    let ne = lay.row_len(r) as f64;
+                    let c2 = rho / ne;
+                    let t = hsum[r] + ne * vs[j];
+                    (0.0, 2.0 * sc.beta[r], c2, -c2 * t, 0.0, f64::INFINITY)
+                };
+                *mu = cap_solve(&sc.al, m, ent, sc.c[i], *mu, zs);
+                for j in 0..m {
+                    let r = k0 + j;
+                    let ne = lay.row_len(r) as f64;
+                    let d = (hsum[r] - zs[j]) / ne;
+                    vs[j] += d;
+                    ds[j] = d;
+                }
+            });
+        // link rows
+        zl.par_iter_mut().zip(vl.par_iter_mut()).zip(dl.par_iter_mut()).enumerate().for_each(|(e, ((z, v), d))| {
+            let r = nn + e;
+            let ne = lay.row_len(r) as f64;
+            if ne == 0.0 {
+                *z = 0.0;
+                *d = 0.0;
+                return;
+            }
+            let t = hsum[r] + ne * *v;
+            *z = t.clamp(0.0, sc.link_cap[e]);
+            let dd = (hsum[r] - *z) / ne;
+            *v += dd;
+            *d = dd;
+        });
+    }
+
+    /// y-update and residual sums.
+    pub fn y_step(&mut self) -> Sums {
+        let m = self.p.m;
+        let lay = self.lay;
+        let dv = &self.dv;
+        let v = &self.v;
+        let h = &self.h;
+        let x = &self.x;
+        let rho = self.rho;
+        let y_ptr = SendPtr(self.y.as_mut_ptr());
+        (0..self.p.n)
+            .into_par_iter()
+            .map(|i| {
+                let mut s = Sums::default();
+                for k in i * m..(i + 1) * m {
+                    let mut dual = 0.0;
+                    let mut atv = 0.0;
+                    for q in lay.send_ptr[k] as usize..lay.send_ptr[k + 1] as usize {
+                        let row = lay.pair_row[q] as usize;
+                        let p = lay.pair_coef[q];
+                        // SAFETY: pair ranges of different hosts are disjoint
+                        let yq = unsafe { &mut *y_ptr.get().add(q) };
+                        let ynew = h[q] - dv[row];
+                        let px = p * x[k];
+                        s.r2 += (px - ynew) * (px - ynew);
+                        dual += p * (ynew - *yq);
+                        atv += p * v[row];
+                        s.ax2 += px * px;
+                        s.y2 += ynew * ynew;
+                        *yq = ynew;
+                    }
+                    s.s2 += rho * rho * dual * dual;
+                    s.atv2 += rho * rho * atv * atv;
+                }
+                s
+            })
+            .reduce(Sums::default, Sums::add)
+    }
+
+    /// Feasible recovery: x~ = g + theta (x - g) with theta chosen per host (one-sided) or
+    /// globally (two-sided, links) so that P x~ <= C and R x~ <= L. Scaled units.
+    pub fn recover(&self, x: &[f64]) -> (Vec<f64>, Vec<f64>) {
+        recover(&self.sc, self.lay, x)
+    }
+
+    /// Run to convergence.
+    pub fn run(mut self) -> SolveResult {
+        let t0 = Instant::now();
+        let mut trace = Trace::default();
+        let n = self.p.n;
+        let nn = self.p.entries();
+        let np = self.lay.pairs() as f64;
+        let wsum = self.p.weight_sum().max(1e-300);
+        let mut converged = false;
+        let mut lost = vec![false; if self.opt.loss_prob > 0.0 { n } else { 0 }];
+        let max_iter = self.opt.max_iter.max(1);
+        for k in 1..=max_iter {
+            self.iter = k;
+            if !lost.is_empty() {
+                let mut rng = Xoshiro256PlusPlus::seed_from_u64(self.opt.loss_seed ^ (k as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+                let mut cnt = 0;
+                for l in lost.iter_mut() {
+                    *l = rng.random::<f64>() < self.opt.loss_prob;
+                    cnt += *l as u32;
+                }
+                trace.lost.push(cnt);
+            }
+            self.x_step(&lost);
+            self.gather_rows();
+            self.z_step();
+            let s = self.y_step();
+            let r = s.r2.sqrt();
+            let d = s.s2.sqrt();
+            let (ep, ed) = match self.opt.stop {
+                StopRule::Paper => (self.opt.eps_abs * n as f64, self.opt.eps_abs * n as f64),
+                _ => (
+                    np.sqrt() * self.opt.eps_abs + self.opt.eps_rel * s.ax2.sqrt().max(s.y2.sqrt()),
+                    (nn as f64).sqrt() * self.opt.eps_abs + self.opt.eps_rel * s.atv2.sqrt(),
+                ),
+            };
+            trace.r_pri.push(r);
+            trace.r_dual.push(d);
+            trace.eps_pri.push(ep);
+            trace.eps_dual.push(ed);
+            trace.rho.push(self.rho);
+            let mut gap_ok = false;
+            if self.opt.trace || self.opt.gap_tol.is_some() {
+                let f = self.sc.to_user(self.sc.objective(&self.x, &self.z));
+                let (xf, zf) = self.recover(&self.x);
+                let ff = self.sc.to_user(self.sc.objective(&xf, &zf));
+                trace.objective.push(f);
+                trace.objective_feasible.push(ff);
+                if let Some(fs) = self.opt.reference {
+                    let g = (fs - ff) / wsum;
+                    trace.gap.push(g);
+                    if let Some(tol) = self.opt.gap_tol {
+                        gap_ok = g <= tol;
+                    }
+                }
+            }
+            trace.time.push(t0.elapsed().as_secs_f64());
+            let stop = match self.opt.stop {
+                StopRule::None => false,
+                _ => r <= ep && d <= ed,
+            };
+            if k >= self.opt.min_iter && (stop || gap_ok) {
+                converged = true;
+                break;
+            }
+            // residual balancing on relative residuals
+            if self.opt.adaptive {
+                let rr = r / (s.ax2.sqrt().max(s.y2.sqrt())).max(1e-300);
+                let dd = d / s.atv2.sqrt().max(1e-300);
+                let tau = self.opt.balance_tau;
+                if rr > self.opt.balance_mu * dd {
+                    self.rho *= tau;
+                    self.v.iter_mut().for_each(|v| *v /= tau);
+                } else if dd > self.opt.balance_mu * rr {
+                    self.rho /= tau;
+                    self.v.iter_mut().for_each(|v| *v *= tau);
+                }
+            }
+        }
+        let solve_time = t0.elapsed().as_secs_f64();
+        self.finish("admm", trace, converged, solve_time)
+    }
+
+    fn finish(self, method: &str, trace: Trace, converged: bool, solve_time: f64) -> SolveResult {
+        let sc = &self.sc;
+        let nn = self.p.entries();
+        let (xf, zf) = self.recover(&self.x);
+        let objective = sc.to_user(sc.objective(&self.x, &self.z));
+        let objective_feasible = sc.to_user(sc.objective(&xf, &zf));
+        let dual_bound = if self.opt.dual_bound {
+            let nu: Vec<f64> = self.v.iter().map(|v| self.rho * v).collect();
+            Some(sc.to_user(crate::dual::upper_bound(sc, self.lay, &nu).0))
+        } else {
+            None
+        };
+        let sx = sc.sx;
+        let lf = sc.sf / sx;
+        SolveResult {
+            method: method.to_string(),
+            x: self.x.iter().map(|v| v * sx).collect(),
+            z: self.z[..nn].iter().map(|v| v * sx).collect(),
+            x_feasible: xf.iter().map(|v| v * sx).collect(),
+            z_feasible: zf[..nn].iter().map(|v| v * sx).collect(),
+            objective,
+            objective_feasible,
+            dual_bound,
+            iterations: self.iter,
+            converged,
+            trace,
+            setup_time: 0.0,
+            solve_time,
+            lambda: self.lam.iter().map(|l| l * lf).collect(),
+            mu: self.mu.iter().map(|l| l * lf).collect(),
+            rho_final: self.rho,
+        }
+    }
+}
+
+/// A raw pointer that may be shared across rayon tasks writing disjoint ranges.
+#[derive(Clone, Copy)]
+pub(crate) struct SendPtr<T>(pub *mut T);
+unsafe impl<T> Send for SendPtr<T> {}
+unsafe impl<T> Sync for SendPtr<T> {}
+impl<T> SendPtr<T> {
+    #[inline(always)]
+    pub fn get(self) -> *mut T {
+        self.0
+    }
+}
+
+/// Automatic initial rho (scaled units): the median curvature of the utility at the equal split,
+/// divided by the squared coupling coefficients of the entry.
+pub fn auto_rho(sc: &Scaled, lay: &Layout) -> f64 {
+    let (n, m) = (sc.n, sc.m);
+    let nn = n * m;
+    let stride = (nn / 100_000).max(1);
+    let mut vals = Vec::new();
+    for i in 0..n {
+        let cnt = (0..m).filter(|&j| sc.hi[i * m + j] > 0.0).count().max(1);
+        let x0 = sc.q[i] / cnt as f64;
+        let mut k = i * m;
+        while k < (i + 1) * m {
+            if sc.w[k] > 0.0 && (k % stride == 0) {
+                let curv = sc.al.a * sc.w[k] * sc.al.inv_pow(x0) / x0;
+                vals.push(curv / lay.sum_p2[k].max(1e-300));
+            }
+            k += 1;
+        }
+    }
+    if vals.is_empty() {
+        return 1.0;
+    }
+    let mid = vals.len() / 2;
+    vals.select_nth_unstable_by(mid, |a, b| a.partial_cmp(b).unwrap());
+    vals[mid].clamp(1e-8, 1e8)
+}
+
+/// Feasible recovery (scaled units). Returns (x~, rows = [P; R] x~).
+pub fn recover(sc: &Scaled, lay: &Layout, x: &[f64]) -> (Vec<f64>, Vec<f64>) {
+    let (n, m) = (sc.n, sc.m);
+    let nn = n * m;
+    let pg = lay.row_sums(&sc.lo);
+    let px = lay.row_sums(x);
+    let mut theta = vec![1.0f64; n];
+    let mut global = 1.0f64;
+    for i in 0..n {
+        let (mut a, mut b) = (0.0, 0.0);
+        for r in i * m..(i + 1) * m {
+            a += pg[r];
+            b += px[r] - pg[r];
+        }
+        let t = if a + b > sc.c[i] && b > 0.0 { ((sc.c[i] - a) / b).clamp(0.0, 1.0) } else { 1.0 };
+        theta[i] = t;
+        global = global.min(t);
+    }
+    for (e, &cap) in sc.link_cap.iter().enumerate() {
+        let (a, b) = (pg[nn + e], px[nn + e] - pg[nn + e]);
+        if a + b > cap && b > 0.0 {
+            global = global.min(((cap - a) / b).clamp(0.0, 1.0));
+        }
+    }
+    // also the WQE capacity, which x satisfies up to the search tolerance
+    let xf: Vec<f64> = (0..nn)
+        .map(|k| {
+            let t = if lay.diag { theta[k / m] } else { global };
+            sc.lo[k] + t * (x[k] - sc.lo[k]).max(0.0)
+        })
+        .collect();
+    let rows = lay.row_sums(&xf);
+    (xf, rows)
+}

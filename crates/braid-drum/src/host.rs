@@ -1,0 +1,93 @@
+//! Per-host kernels: one capacity-constrained separable subproblem per host.
+
+use crate::capacity::search;
+use crate::scalar::{solve, Alpha};
+
+/// Per-entry data of a host subproblem: (w, s, c2, c1 at zero price, lo, hi).
+pub type Ent = (f64, f64, f64, f64, f64, f64);
+
+/// Minimise sum_j [-w_j U(x_j) + s_j/(2x_j^2) + c2_j x_j^2/2 + c1_j x_j] subject to
+/// sum_j x_j <= cap and the boxes. Returns the capacity multiplier; x holds the solution (and
+/// is the warm start on entry).
+#[inline]
+pub fn cap_solve<E: Fn(usize) -> Ent>(al: &Alpha, len: usize, ent: E, cap: f64, warm: f64, x: &mut [f64]) -> f64 {
+    search(cap, 0.0, warm, |p| {
+        let mut s = 0.0;
+        let mut d = 0.0;
+        for j in 0..len {
+            let (w, ss, c2, b, lo, hi) = ent(j);
+            let r = solve(al, w, ss, c2, b + p, lo, hi, x[j]);
+            x[j] = r.x;
+            s += r.x;
+            d += r.h;
+        }
+        (s, d)
+    })
+}
+
+fn soc_norm(r: &[f64], x: &[f64]) -> f64 {
+    r.iter().zip(x).map(|(r, x)| (r * x) * (r * x)).sum::<f64>().sqrt()
+}
+
+/// Same with the preemption (SOC) constraint `sum_j x_j + ||r o x||_2 <= cap`.
+///
+/// KKT: `phi_j(x_j) = lam (1 + r_j^2 x_j / t)` with `t = ||r o x||`; for a price `lam` the norm
+/// `t` is the unique fixed point of `t = ||r o x(lam, lam/t)||` (found by bisection in log t),
+/// and `lam` is found by the usual safeguarded search on the usage.
+pub fn cap_solve_soc<E: Fn(usize) -> Ent>(al: &Alpha, len: usize, ent: E, r: &[f64], cap: f64, warm: f64, x: &mut [f64]) -> f64 {
+    let solve_at = |lam: f64, kappa: f64, x: &mut [f64]| -> f64 {
+        let mut d = 0.0;
+        for j in 0..len {
+            let (w, ss, c2, b, lo, hi) = ent(j);
+            let rr = solve(al, w, ss, c2 + kappa * r[j] * r[j], b + lam, lo, hi, x[j]);
+            x[j] = rr.x;
+            d += rr.h;
+        }
+        d
+    };
+    let mut xs = x.to_vec();
+    search(cap, 0.0, warm, |lam| {
+        if lam <= 0.0 {
+            solve_at(0.0, 0.0, x);
+            let u = x.iter().sum::<f64>() + soc_norm(r, x);
+            return (u, 0.0);
+        }
+        // t_hi: norm at kappa = 0
+        solve_at(lam, 0.0, x);
+        let t_hi = soc_norm(r, x);
+        if !(t_hi > 0.0) || !t_hi.is_finite() {
+            let u = x.iter().sum::<f64>() + t_hi;
+            return (u, 0.0);
+        }
+        let mut lo = (t_hi * 1e-14).ln();
+        let mut hi = t_hi.ln();
+        xs.copy_from_slice(x);
+        for _ in 0..64 {
+            let mid = 0.5 * (lo + hi);
+            let t = mid.exp();
+            solve_at(lam, lam / t, &mut xs);
+            let hval = t - soc_norm(r, &xs);
+            if hval > 0.0 {
+                hi = mid;
+            } else {
+                lo = mid;
+            }
+            if hi - lo < 1e-13 {
+                break;
+            }
+        }
+        let t = hi.exp();
+        x.copy_from_slice(&xs);
+        solve_at(lam, lam / t, x);
+        let tn = soc_norm(r, x);
+        let mut d = 0.0;
+        for j in 0..len {
+            let (w, ss, c2, b, lo, hi) = ent(j);
+            let k = lam / t;
+            let rr = solve(al, w, ss, c2 + k * r[j] * r[j], b + lam, lo, hi, x[j]);
+            let f = 1.0 + r[j] * r[j] * x[j] / t.max(1e-300);
+            d += rr.h * f * f;
+        }
+        (x.iter().sum::<f64>() + tn, d)
+    })
+}

@@ -1,0 +1,457 @@
+//! The DRUM model: data, validation and the coupling layout.
+//!
+//! Entries are indexed host-major: entry `k = i*m + j` is application j on host i.
+//!
+//! ```text
+//! maximise   sum_k w_k U_alpha(x_k)  -  sum_k beta_k / z_k^2
+//! s.t.       sum_j x_ij <= Q_i,   sum_j z_ij <= C_i            (per host i)
+//!            g_k <= x_k,  x_k = 0 for inactive k                  (guarantee, top-k selection)
+//!            z = P x                                              (coupling)
+//!            R x <= L                                             (optional fabric links)
+//! ```
+//! One-sided: `P = diag(a)`. Two-sided: `z_ij = a_ij (x_ij + sum_{l != i} B[(l,j), i] x_lj)`:
+//! the receiver's CQEs for traffic from the other hosts plus its own send completions. The self
+//! term is the identity part only; a non-zero `B[(l,j), l]` (host l "sending to itself") is
+//! rejected so that it cannot be counted twice.
+
+use std::fmt;
+
+/// Input errors, each naming the parameter at fault.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DrumError {
+    pub param: String,
+    pub msg: String,
+}
+
+impl DrumError {
+    pub fn new(param: &str, msg: impl Into<String>) -> Self {
+        DrumError { param: param.to_string(), msg: msg.into() }
+    }
+}
+
+impl fmt::Display for DrumError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.param, self.msg)
+    }
+}
+
+impl std::error::Error for DrumError {}
+
+pub type Result<T> = std::result::Result<T, DrumError>;
+
+/// Sparse traffic matrix B: for each sender entry (l, j), the fractions of its WQEs that go to
+/// each destination host i (CSR over sender entries).
+#[derive(Clone, Debug, Default)]
+pub struct Traffic {
+    pub ptr: Vec<u64>,  // len N+1
+    pub dst: Vec<u32>,  // destination host
+    pub frac: Vec<f64>, // fraction
+}
+
+/// Fabric links: capacity and the host pairs whose traffic crosses each link.
+#[derive(Clone, Debug, Default)]
+pub struct Links {
+    pub cap: Vec<f64>,
+    /// (src host, dst host, link) triplets
+    pub paths: Vec<(u32, u32, u32)>,
+    /// cost of one WQE of entry k on a link (e.g. message size when capacities are bytes/s);
+    /// empty means 1.
+    pub size: Vec<f64>,
+}
+
+#[derive(Clone, Debug)]
+pub struct Problem {
+    pub n: usize,
+    pub m: usize,
+    pub alpha: f64,
+    pub beta: f64,
+    pub w: Vec<f64>,
+    pub a: Vec<f64>,
+    pub q_cap: Vec<f64>,
+    pub c_cap: Vec<f64>,
+    /// guaranteed rates (lower bounds); empty = none
+    pub guarantee: Vec<f64>,
+    /// top-k selection result; empty = all active
+    pub active: Vec<bool>,
+    /// preemptible range coefficients r (SOC constraint sum x + ||r o x|| <= Q); empty = none
+    pub preempt: Vec<f64>,
+    pub two_sided: bool,
+    pub traffic: Option<Traffic>,
+    pub links: Option<Links>,
+}
+
+fn check_vec(name: &str, v: &[f64], len: usize, allow_empty: bool) -> Result<()> {
+    if v.is_empty() && allow_empty {
+        return Ok(());
+    }
+    if v.len() != len {
+        return Err(DrumError::new(name, format!("has length {}, expected {}", v.len(), len)));
+    }
+    Ok(())
+}
+
+impl Problem {
+    pub fn entries(&self) -> usize {
+        self.n * self.m
+    }
+    pub fn is_active(&self, k: usize) -> bool {
+        self.active.is_empty() || self.active[k]
+    }
+    pub fn lower(&self, k: usize) -> f64 {
+        if self.guarantee.is_empty() {
+            0.0
+        } else {
+            self.guarantee[k]
+        }
+    }
+    pub fn beta_k(&self, k: usize) -> f64 {
+        if self.is_active(k) {
+            self.beta
+        } else {
+            0.0
+        }
+    }
+    pub fn has_preempt(&self) -> bool {
+        !self.preempt.is_empty() && self.preempt.iter().any(|&r| r > 0.0)
+    }
+
+    /// Check shapes, signs and feasibility of the guarantees.
+    pub fn validate(&self) -> Result<()> {
+        let (n, m) = (self.n, self.m);
+        if n == 0 {
+            return Err(DrumError::new("n", "must be at least 1 host"));
+        }
+        if m == 0 {
+            return Err(DrumError::new("m", "must be at least 1 application per host"));
+        }
+        let nn = n.checked_mul(m).ok_or_else(|| DrumError::new("n*m", "too large"))?;
+        if nn > u32::MAX as usize {
+            return Err(DrumError::new("n*m", "more than 2^32 entries is not supported"));
+        }
+        if !(self.alpha.is_finite() && self.alpha > 0.0) {
+            return Err(DrumError::new("alpha", format!("must be a finite number > 0, got {}", self.alpha)));
+        }
+        if !(self.beta.is_finite() && self.beta >= 0.0) {
+            return Err(DrumError::new("beta", format!("must be a finite number >= 0, got {}", self.beta)));
+        }
+        check_vec("w", &self.w, nn, false)?;
+        check_vec("a", &self.a, nn, false)?;
+        check_vec("Q", &self.q_cap, n, false)?;
+        check_vec("C", &self.c_cap, n, false)?;
+        check_vec("guarantee", &self.guarantee, nn, true)?;
+        check_vec("preempt", &self.preempt, nn, true)?;
+        if !self.active.is_empty() && self.active.len() != nn {
+            return Err(DrumError::new("active", format!("has length {}, expected {}", self.active.len(), nn)));
+        }
+        for (i, &q) in self.q_cap.iter().enumerate() {
+            if !(q.is_finite() && q > 0.0) {
+                return Err(DrumError::new("Q", format!("capacity of host {i} must be finite and > 0, got {q}")));
+            }
+        }
+        for (i, &c) in self.c_cap.iter().enumerate() {
+            if !(c.is_finite() && c > 0.0) {
+                return Err(DrumError::new("C", format!("capacity of host {i} must be finite and > 0, got {c}")));
+            }
+        }
+        for (k, &w) in self.w.iter().enumerate() {
+            if !(w.is_finite() && w > 0.0) {
+                return Err(DrumError::new("w", format!("weight of entry {k} (host {}, app {}) must be finite and > 0, got {w}", k / m, k % m)));
+            }
+        }
+        for (k, &a) in self.a.iter().enumerate() {
+            if !(a.is_finite() && a > 0.0) {
+                return Err(DrumError::new("a", format!("CQEs per WQE of entry {k} (host {}, app {}) must be finite and > 0, got {a}", k / m, k % m)));
+            }
+        }
+        for (k, &r) in self.preempt.iter().enumerate() {
+            if !(r.is_finite() && r >= 0.0) {
+                return Err(DrumError::new("preempt", format!("entry {k} must be finite and >= 0, got {r}")));
+            }
+        }
+        for (k, &g) in self.guarantee.iter().enumerate() {
+            if !(g.is_finite() && g >= 0.0) {
+                return Err(DrumError::new("guarantee", format!("entry {k} must be finite and >= 0, got {g}")));
+            }
+            if g > 0.0 && !self.is_active(k) {
+                return Err(DrumError::new("guarantee", format!("entry {k} (host {}, app {}) has a guarantee but is not active", k / m, k % m)));
+            }
+        }
+        if self.two_sided && self.traffic.is_none() {
+            return Err(DrumError::new("B", "two-sided operations need the traffic matrix B"));
+        }
+        if let Some(t) = &self.traffic {
+            if t.ptr.len() != nn + 1 || *t.ptr.last().unwrap() as usize != t.dst.len() || t.dst.len() != t.frac.len() {
+                return Err(DrumError::new("B", format!("must have shape (n*m, n) = ({nn}, {n})")));
+            }
+            for k in 0..nn {
+                let l = k / m;
+                let mut tot = 0.0;
+                for e in t.ptr[k] as usize..t.ptr[k + 1] as usize {
+                    let i = t.dst[e] as usize;
+                    let f = t.frac[e];
+                    if i >= n {
+                        return Err(DrumError::new("B", format!("destination host {i} out of range (n = {n})")));
+                    }
+                    if !(f.is_finite() && f >= 0.0) {
+                        return Err(DrumError::new("B", format!("fraction B[{k}, {i}] must be finite and >= 0, got {f}")));
+                    }
+                    if i == l && f != 0.0 {
+                        return Err(DrumError::new(
+                            "B",
+                            format!("B[{k}, {l}] = {f}: traffic from host {l} to itself; the self term a x is already counted once in z, so the diagonal of B must be 0"),
+                        ));
+                    }
+                    tot += f;
+                }
+                if tot > 1.0 + 1e-9 {
+                    return Err(DrumError::new("B", format!("row {k} (host {l}, app {}) sums to {tot} > 1: fractions of an application's traffic", k % m)));
+                }
+            }
+        }
+        if let Some(lk) = &self.links {
+            if self.traffic.is_none() {
+                return Err(DrumError::new("links", "link capacities need the traffic matrix B (who sends to whom)"));
+            }
+            for (e, &c) in lk.cap.iter().enumerate() {
+                if !(c.is_finite() && c > 0.0) {
+                    return Err(DrumError::new("link_cap", format!("capacity of link {e} must be finite and > 0, got {c}")));
+                }
+            }
+            for &(s, d, e) in &lk.paths {
+                if s as usize >= n || d as usize >= n || e as usize >= lk.cap.len() {
+                    return Err(DrumError::new("link_paths", format!("triplet ({s}, {d}, {e}) out of range")));
+                }
+            }
+            check_vec("link_size", &lk.size, nn, true)?;
+            for &sz in &lk.size {
+                if !(sz.is_finite() && sz > 0.0) {
+                    return Err(DrumError::new("link_size", "must be finite and > 0"));
+                }
+            }
+        }
+        // guarantees must be feasible: sum g + ||r o g|| <= Q, P g <= C, R g <= L
+        if !self.guarantee.is_empty() {
+            for i in 0..n {
+                let g = &self.guarantee[i * m..(i + 1) * m];
+                let mut s: f64 = g.iter().sum();
+                if self.has_preempt() {
+                    let r = &self.preempt[i * m..(i + 1) * m];
+                    s += g.iter().zip(r).map(|(g, r)| (g * r) * (g * r)).sum::<f64>().sqrt();
+                }
+                if s > self.q_cap[i] {
+                    return Err(DrumError::new(
+                        "guarantee",
+                        format!("infeasible guarantees on host {i}: they need {s} of the WQE capacity Q = {}", self.q_cap[i]),
+                    ));
+                }
+            }
+            let layout = Layout::build(self);
+            let pg = layout.row_sums(&self.guarantee);
+            for i in 0..n {
+                let s: f64 = pg[i * m..(i + 1) * m].iter().sum();
+                if s > self.c_cap[i] {
+                    return Err(DrumError::new(
+                        "guarantee",
+                        format!("infeasible guarantees on host {i}: their CQEs need {s} of the CQE capacity C = {}", self.c_cap[i]),
+                    ));
+                }
+            }
+            if let Some(lk) = &self.links {
+                for (e, &c) in lk.cap.iter().enumerate() {
+                    if pg[nn + e] > c {
+                        return Err(DrumError::new("guarantee", format!("infeasible guarantees: link {e} would carry {} > capacity {c}", pg[nn + e])));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Sum of the weights of the active entries (the normaliser of the gap).
+    pub fn weight_sum(&self) -> f64 {
+        (0..self.entries()).filter(|&k| self.is_active(k)).map(|k| self.w[k]).sum()
+    }
+
+    /// Objective `sum w U(x) - sum beta / z^2` over active entries (x-part) and all CQ rows with
+    /// beta > 0.
+    pub fn objective(&self, x: &[f64], z: &[f64]) -> f64 {
+        use rayon::prelude::*;
+        let al = crate::scalar::Alpha::new(self.alpha);
+        let nn = self.entries();
+        (0..nn)
+            .into_par_iter()
+            .with_min_len(4096)
+            .map(|k| {
+                let mut f = 0.0;
+                if self.is_active(k) {
+                    f += self.w[k] * al.utility(x[k]);
+                    let zk = z[k];
+                    f -= self.beta / (zk * zk);
+                }
+                f
+            })
+            .sum()
+    }
+}
+
+/// The coupling z = P x (and link loads R x) as "pairs": one pair per non-zero of the stacked
+/// matrix [P; R], stored sender-major, with the transposed (row-major) index.
+#[derive(Clone, Debug)]
+pub struct Layout {
+    pub n: usize,
+    pub m: usize,
+    /// number of rows: N CQ rows followed by the link rows
+    pub rows: usize,
+    /// true when P = diag(a) and there are no links: pair k = entry k = row k
+    pub diag: bool,
+    pub send_ptr: Vec<u64>, // len N+1
+    pub pair_row: Vec<u32>,
+    pub pair_coef: Vec<f64>,
+    /// sender entry of each pair (empty when diag)
+    pub pair_sender: Vec<u32>,
+    pub row_ptr: Vec<u64>,  // len rows+1
+    pub row_pair: Vec<u64>, // pair index per row slot
+    /// sum over the pairs of an entry of coef^2
+    pub sum_p2: Vec<f64>,
+    /// link capacities (rows N..)
+    pub link_cap: Vec<f64>,
+}
+
+impl Layout {
+    pub fn build(p: &Problem) -> Layout {
+        let (n, m) = (p.n, p.m);
+        let nn = n * m;
+        let nl = p.links.as_ref().map(|l| l.cap.len()).unwrap_or(0);
+        let rows = nn + nl;
+        let use_b = p.two_sided;
+        let diag = !use_b && p.links.is_none();
+        // link membership: for each (src, dst) the links it crosses
+        let mut pair_links: std::collections::HashMap<(u32, u32), Vec<u32>> = Default::default();
+        if let Some(lk) = &p.links {
+            for &(s, d, e) in &lk.paths {
+                pair_links.entry((s, d)).or_default().push(e);
+            }
+        }
+        let mut send_ptr = Vec::with_capacity(nn + 1);
+        let mut pair_row: Vec<u32> = Vec::with_capacity(nn);
+        let mut pair_coef: Vec<f64> = Vec::with_capacity(nn);
+        send_ptr.push(0u64);
+        let mut link_acc: Vec<(u32, f64)> = Vec::new();
+        for k in 0..nn {
+            let (l, j) = (k / m, k % m);
+            pair_row.push(k as u32);
+            pair_coef.push(p.a[k]);
+            if let Some(t) = &p.traffic {
+                let (s, e) = (t.ptr[k] as usize, t.ptr[k + 1] as usize);
+                if use_b {
+                    for q in s..e {
+                        let i = t.dst[q] as usize;
+                        let f = t.frac[q];
+                        if f > 0.0 && i != l {
+                            let r = i * m + j;
+                            pair_row.push(r as u32);
+                            pair_coef.push(p.a[r] * f);
+                        }
+                    }
+                }
+                if let Some(lk) = &p.links {
+                    link_acc.clear();
+                    let sz = if lk.size.is_empty() { 1.0 } else { lk.size[k] };
+                    for q in s..e {
+                        let i = t.dst[q];
+                        let f = t.frac[q];
+                        if f > 0.0 {
+                            if let Some(ls) = pair_links.get(&(l as u32, i)) {
+                                for &e in ls {
+                                    link_acc.push((e, f * sz));
+                                }
+                            }
+                        }
+                    }
+                    link_acc.sort_by_key(|a| a.0);
+                    let mut idx = 0;
+                    while idx < link_acc.len() {
+                        let e = link_acc[idx].0;
+                        let mut c = 0.0;
+                        while idx < link_acc.len() && link_acc[idx].0 == e {
+                            c += link_acc[idx].1;
+                            idx += 1;
+                        }
+                        pair_row.push((nn + e as usize) as u32);
+                        pair_coef.push(c);
+                    }
+                }
+            }
+            send_ptr.push(pair_row.len() as u64);
+        }
+        // transpose
+        let np = pair_row.len();
+        let mut row_cnt = vec![0u64; rows + 1];
+        for &r in &pair_row {
+            row_cnt[r as usize + 1] += 1;
+        }
+        for r in 0..rows {
+            row_cnt[r + 1] += row_cnt[r];
+        }
+        let row_ptr = row_cnt.clone();
+        let mut fill = row_cnt;
+        let mut row_pair = vec![0u64; np];
+        for q in 0..np {
+            let r = pair_row[q] as usize;
+            row_pair[fill[r] as usize] = q as u64;
+            fill[r] += 1;
+        }
+        let mut sum_p2 = vec![0.0; nn];
+        for k in 0..nn {
+            for q in send_ptr[k] as usize..send_ptr[k + 1] as usize {
+                sum_p2[k] += pair_coef[q] * pair_coef[q];
+            }
+        }
+        let link_cap = p.links.as_ref().map(|l| l.cap.clone()).unwrap_or_default();
+        let mut pair_sender = Vec::new();
+        if !diag {
+            pair_sender.reserve(np);
+            for k in 0..nn {
+                for _ in send_ptr[k]..send_ptr[k + 1] {
+                    pair_sender.push(k as u32);
+                }
+            }
+        }
+        Layout { n, m, rows, diag, send_ptr, pair_row, pair_coef, pair_sender, row_ptr, row_pair, sum_p2, link_cap }
+    }
+
+    pub fn pairs(&self) -> usize {
+        self.pair_row.len()
+    }
+
+    /// Number of pairs in row r.
+    #[inline]
+    pub fn row_len(&self, r: usize) -> usize {
+        (self.row_ptr[r + 1] - self.row_ptr[r]) as usize
+    }
+
+    /// [P; R] x
+    pub fn row_sums(&self, x: &[f64]) -> Vec<f64> {
+        use rayon::prelude::*;
+        let mut out = vec![0.0; self.rows];
+        out.par_iter_mut().with_min_len(4096).enumerate().for_each(|(r, o)| {
+            let mut s = 0.0;
+            for t in self.row_ptr[r] as usize..self.row_ptr[r + 1] as usize {
+                let q = self.row_pair[t] as usize;
+                s += self.pair_coef[q] * x[self.sender_of(q)];
+            }
+            *o = s;
+        });
+        out
+    }
+
+    /// The sender entry of pair q (binary search in send_ptr).
+    #[inline]
+    pub fn sender_of(&self, q: usize) -> usize {
+        if self.diag {
+            q
+        } else {
+            self.pair_sender[q] as usize
+        }
+    }
+}

@@ -1,0 +1,289 @@
+//! The one scalar kernel every solver uses.
+//!
+//! Every per-variable subproblem in DRUM (ADMM x- and z-updates, the exact per-host solve, the
+//! dual-decomposition subproblems and the dual bound) is the minimisation of a strictly convex
+//! one-dimensional function
+//!
+//! ```text
+//!   -w U_alpha(x) + (s/2) x^-2 + (c2/2) x^2 + c1 x     over lo <= x <= hi, x > 0
+//! ```
+//!
+//! whose stationarity condition is `phi(x) = w x^-alpha + s x^-3 - c2 x - c1 = 0`. `phi` is
+//! strictly decreasing and convex on x > 0, so Newton's method started left of the root increases
+//! monotonically to it, a Newton step from the right lands left of it, and the chord through two
+//! bracketing points stays right of it. We keep a rigorous bracket, take Newton steps inside it and
+//! fall back to geometric bisection; closed forms are used where they exist (alpha = 1 with the
+//! cancellation-free root `2w / (b + sqrt(b^2 + 4 c2 w))`, pure powers). Never a general-purpose
+//! solver.
+
+/// Exponent of the alpha-fair utility with fast paths for the common values.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Alpha {
+    pub a: f64,
+    kind: u8, // 0 general, 1 alpha=1, 2 alpha=2, 3 alpha=0.5, 4 alpha=4
+}
+
+impl Alpha {
+    pub fn new(a: f64) -> Self {
+        let kind = if a == 1.0 {
+            1
+        } else if a == 2.0 {
+            2
+        } else if a == 0.5 {
+            3
+        } else if a == 4.0 {
+            4
+        } else {
+            0
+        };
+        Alpha { a, kind }
+    }
+    /// x^-alpha
+    #[inline(always)]
+    pub fn inv_pow(&self, x: f64) -> f64 {
+        match self.kind {
+            1 => 1.0 / x,
+            2 => 1.0 / (x * x),
+            3 => 1.0 / x.sqrt(),
+            4 => {
+                let x2 = x * x;
+                1.0 / (x2 * x2)
+            }
+            _ => x.powf(-self.a),
+        }
+    }
+    /// The alpha-fair utility U_alpha(x) (log for alpha = 1).
+    #[inline]
+    pub fn utility(&self, x: f64) -> f64 {
+        match self.kind {
+            1 => x.ln(),
+            2 => -1.0 / x,
+            3 => 2.0 * x.sqrt(),
+            _ => x.powf(1.0 - self.a) / (1.0 - self.a),
+        }
+    }
+}
+
+/// Result of one scalar solve: the minimiser and its sensitivity `h = -dx/dc1 >= 0`
+/// (zero when a bound is active).
+#[derive(Clone, Copy, Debug)]
+pub struct Root {
+    pub x: f64,
+    pub h: f64,
+}
+
+#[inline(always)]
+fn phi(al: &Alpha, w: f64, s: f64, c2: f64, c1: f64, x: f64) -> (f64, f64) {
+    let mut f = -c2 * x - c1;
+    let mut d = -c2;
+    if w > 0.0 {
+        let t = w * al.inv_pow(x);
+        f += t;
+        d -= al.a * t / x;
+    }
+    if s > 0.0 {
+        let inv = 1.0 / x;
+        let t = s * inv * inv * inv;
+        f += t;
+        d -= 3.0 * t * inv;
+    }
+    (f, d)
+}
+
+#[inline(always)]
+fn clip(x: f64, h: f64, lo: f64, hi: f64) -> Root {
+    if x <= lo {
+        Root { x: lo, h: 0.0 }
+    } else if x >= hi {
+        Root { x: hi, h: 0.0 }
+    } else {
+        Root { x, h }
+    }
+}
+
+/// Minimise `-w U_alpha(x) + (s/2)/x^2 + (c2/2) x^2 + c1 x` over `[lo, hi]` (`hi` may be +inf,
+/// in which case an unbounded problem returns +inf). `guess` (if > 0) warm-starts Newton.
+/// Requires w, s, c2 >= 0 and lo >= 0.
+#[inline]
+pub fn solve(al: &Alpha, w: f64, s: f64, c2: f64, c1: f64, lo: f64, hi: f64, guess: f64) -> Root {
+    if hi <= lo {
+        return Root { x: lo, h: 0.0 };
+    }
+    let has_w = w > 0.0;
+    let has_s = s > 0.0;
+    if !has_w && !has_s {
+        // linear/quadratic: c2 x + c1 = 0
+        if c2 > 0.0 {
+            return clip(-c1 / c2, 1.0 / c2, lo, hi);
+        }
+        return if c1 >= 0.0 { Root { x: lo, h: 0.0 } } else { Root { x: hi, h: 0.0 } };
+    }
+    if c2 <= 0.0 {
+        // pure powers: w x^-alpha + s x^-3 = c1
+        if c1 <= 0.0 {
+            return Root { x: hi, h: 0.0 };
+        }
+        if has_w && !has_s {
+            let x = if al.kind == 1 { w / c1 } else { (w / c1).powf(1.0 / al.a) };
+            let h = x / (al.a * c1);
+            return clip(x, h, lo, hi);
+        }
+        if has_s && !has_w {
+            let x = (s / c1).cbrt();
+            let h = x / (3.0 * c1);
+            return clip(x, h, lo, hi);
+        }
+    } else if has_w && !has_s && al.kind == 1 {
+        // w/x = c2 x + c1, the positive root of c2 x^2 + c1 x - w = 0, cancellation-free
+        let disc = (c1 * c1 + 4.0 * c2 * w).sqrt();
+        let x = if c1 >= 0.0 { 2.0 * w / (c1 + disc) } else { (disc - c1) / (2.0 * c2) };
+        let h = 1.0 / (w / (x * x) + c2);
+        return clip(x, h, lo, hi);
+    }
+    // Rigorous bracket [xl, xu] with phi(xl) >= 0 >= phi(xu).
+    let a = al.a;
+    let mut xl: f64;
+    let mut xu: f64;
+    if c1 <= 0.0 {
+        // here c2 > 0
+        let xb = -c1 / c2;
+        xl = xb;
+        let mut y = 0.0f64;
+        if has_w {
+            xl = xl.max((w / c2).powf(1.0 / (1.0 + a)));
+            y = y.max((2.0 * w / c2).powf(1.0 / (1.0 + a)));
+        }
+        if has_s {
+            xl = xl.max((s / c2).powf(0.25));
+            y = y.max((2.0 * s / c2).powf(0.25));
+        }
+        xu = xb + y;
+    } else {
+        let mut lw = 0.0f64;
+        let mut ls = 0.0f64;
+        let mut ua = f64::INFINITY;
+        let mut ub = 0.0f64;
+        let mut ua_v = 0.0f64;
+        if has_w {
+            let p1 = (w / (2.0 * c1)).powf(1.0 / a);
+            let p2 = if c2 > 0.0 { (w / (2.0 * c2)).powf(1.0 / (1.0 + a)) } else { f64::INFINITY };
+            lw = p1.min(p2);
+            ub = ub.max((2.0 * w / c1).powf(1.0 / a));
+            if c2 > 0.0 {
+                ua_v = ua_v.max((2.0 * w / c2).powf(1.0 / (1.0 + a)));
+            }
+        }
+        if has_s {
+            let p1 = (s / (2.0 * c1)).cbrt();
+            let p2 = if c2 > 0.0 { (s / (2.0 * c2)).powf(0.25) } else { f64::INFINITY };
+            ls = p1.min(p2);
+            ub = ub.max((2.0 * s / c1).cbrt());
+            if c2 > 0.0 {
+                ua_v = ua_v.max((2.0 * s / c2).powf(0.25));
+            }
+        }
+        if c2 > 0.0 {
+            ua = ua_v;
+        }
+        xl = lw.max(ls);
+        xu = ua.min(ub);
+    }
+    if !(xl > 0.0) {
+        xl = f64::MIN_POSITIVE;
+    }
+    if xu < xl {
+        xu = xl;
+    }
+    // Early exit if the root lies outside [lo, hi].
+    if hi < xl {
+        return Root { x: hi, h: 0.0 };
+    }
+    if lo > xu {
+        return Root { x: lo, h: 0.0 };
+    }
+    let mut x = if guess > xl && guess < xu { guess } else { xl };
+    let mut d = -1.0;
+    for _ in 0..200 {
+        let (f, dd) = phi(al, w, s, c2, c1, x);
+        d = dd;
+        if f == 0.0 {
+            break;
+        }
+        if f > 0.0 {
+            xl = x;
+        } else {
+            xu = x;
+        }
+        let mut xn = x - f / d;
+        if !(xn > xl && xn < xu) {
+            xn = if xl > 0.0 { (xl * xu).sqrt() } else { 0.5 * (xl + xu) };
+            if !(xn > xl && xn < xu) {
+                xn = 0.5 * (xl + xu);
+            }
+        }
+        let step = (xn - x).abs();
+        x = xn;
+        if step <= 4.0 * f64::EPSILON * x || xu - xl <= 4.0 * f64::EPSILON * xu {
+            let (_, dd) = phi(al, w, s, c2, c1, x);
+            d = dd;
+            break;
+        }
+    }
+    clip(x, -1.0 / d, lo, hi)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(al: f64, w: f64, s: f64, c2: f64, c1: f64) {
+        let a = Alpha::new(al);
+        let r = solve(&a, w, s, c2, c1, 0.0, f64::INFINITY, -1.0);
+        let (f, _) = phi(&a, w, s, c2, c1, r.x);
+        let scale = c2 * r.x + c1.abs() + w * a.inv_pow(r.x);
+        assert!(f.abs() <= 1e-12 * scale.max(1e-300), "al={al} w={w} s={s} c2={c2} c1={c1} x={} f={f}", r.x);
+    }
+
+    #[test]
+    fn roots_are_accurate() {
+        for &al in &[0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 8.0] {
+            for &w in &[0.0, 1e-6, 1.0, 1e6] {
+                for &s in &[0.0, 1e-8, 1.0, 1e4] {
+                    if w == 0.0 && s == 0.0 {
+                        continue;
+                    }
+                    for &c2 in &[0.0, 1e-6, 1.0, 1e6] {
+                        for &c1 in &[-1e6, -1.0, -1e-6, 0.0, 1e-6, 1.0, 1e6] {
+                            if c2 == 0.0 && c1 <= 0.0 {
+                                continue;
+                            }
+                            check(al, w, s, c2, c1);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn closed_form_matches_newton() {
+        let a1 = Alpha::new(1.0);
+        let a1b = Alpha::new(1.0000000001);
+        for &(w, c2, c1) in &[(1.0, 2.0, 3.0), (2.0, 1e-3, -5.0), (1e-3, 1e3, 1e-2)] {
+            let x1 = solve(&a1, w, 0.0, c2, c1, 0.0, f64::INFINITY, -1.0).x;
+            let x2 = solve(&a1b, w, 0.0, c2, c1, 0.0, f64::INFINITY, -1.0).x;
+            assert!((x1 - x2).abs() <= 1e-8 * x1);
+        }
+    }
+
+    #[test]
+    fn sensitivity_matches_finite_difference() {
+        let a = Alpha::new(2.5);
+        let (w, s, c2, c1) = (1.3, 0.2, 0.7, 0.4);
+        let r = solve(&a, w, s, c2, c1, 0.0, f64::INFINITY, -1.0);
+        let e = 1e-6;
+        let r2 = solve(&a, w, s, c2, c1 + e, 0.0, f64::INFINITY, -1.0);
+        let fd = (r.x - r2.x) / e;
+        assert!((fd - r.h).abs() <= 1e-4 * r.h);
+    }
+}

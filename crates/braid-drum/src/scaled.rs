@@ -1,0 +1,108 @@
+//! Units scaling: the solvers work on a scaled copy of the problem so that convergence does not
+//! depend on the units the rates are given in.
+//!
+//! `x = sx * xh` with `sx` the mean WQE capacity, and the objective is divided by
+//! `sf = mean(w) * sx^(1 - alpha)`, so the scaled weights average 1 and the capacities are O(1).
+//! A problem restated in other units (rates times c, w times c^(alpha-1), beta times c^2) scales to
+//! the same numbers, hence the same iterates.
+
+use crate::problem::{Layout, Problem};
+use crate::scalar::Alpha;
+
+#[derive(Clone, Debug)]
+pub struct Scaled {
+    pub n: usize,
+    pub m: usize,
+    pub al: Alpha,
+    pub sx: f64,
+    pub sf: f64,
+    /// scaled weights (0 for inactive entries)
+    pub w: Vec<f64>,
+    /// scaled beta per CQ row (0 for inactive entries)
+    pub beta: Vec<f64>,
+    pub q: Vec<f64>,
+    pub c: Vec<f64>,
+    pub lo: Vec<f64>,
+    /// upper bound: +inf for active, 0 for inactive
+    pub hi: Vec<f64>,
+    /// preempt coefficients (empty = none)
+    pub r: Vec<f64>,
+    /// per-host flag: host has a preempt (SOC) constraint
+    pub host_soc: Vec<bool>,
+    pub link_cap: Vec<f64>,
+    /// constant added to the user-unit objective: sum_active w log sx for alpha = 1
+    pub obj_const: f64,
+}
+
+impl Scaled {
+    pub fn new(p: &Problem, layout: &Layout, scaling: bool) -> Scaled {
+        let nn = p.entries();
+        let act = |k: usize| p.is_active(k);
+        let (sx, sf) = if scaling {
+            let sx = p.q_cap.iter().sum::<f64>() / p.n as f64;
+            let wsum: f64 = (0..nn).filter(|&k| act(k)).map(|k| p.w[k]).sum();
+            let cnt = (0..nn).filter(|&k| act(k)).count().max(1);
+            let wm = if wsum > 0.0 { wsum / cnt as f64 } else { 1.0 };
+            (sx, wm * sx.powf(1.0 - p.alpha))
+        } else {
+            (1.0, 1.0)
+        };
+        let wf = sx.powf(1.0 - p.alpha) / sf;
+        let bf = 1.0 / (sx * sx * sf);
+        let w: Vec<f64> = (0..nn).map(|k| if act(k) { p.w[k] * wf } else { 0.0 }).collect();
+        let beta: Vec<f64> = (0..nn).map(|k| p.beta_k(k) * bf).collect();
+        let lo: Vec<f64> = if p.guarantee.is_empty() { vec![0.0; nn] } else { p.guarantee.iter().map(|g| g / sx).collect() };
+        let hi: Vec<f64> = (0..nn).map(|k| if act(k) { f64::INFINITY } else { 0.0 }).collect();
+        let r = if p.has_preempt() { p.preempt.clone() } else { Vec::new() };
+        let host_soc = (0..p.n)
+            .map(|i| !r.is_empty() && (0..p.m).any(|j| r[i * p.m + j] > 0.0 && act(i * p.m + j)))
+            .collect();
+        let obj_const = if p.alpha == 1.0 && scaling {
+            (0..nn).filter(|&k| act(k)).map(|k| p.w[k]).sum::<f64>() * sx.ln()
+        } else {
+            0.0
+        };
+        Scaled {
+            n: p.n,
+            m: p.m,
+            al: Alpha::new(p.alpha),
+            sx,
+            sf,
+            w,
+            beta,
+            q: p.q_cap.iter().map(|q| q / sx).collect(),
+            c: p.c_cap.iter().map(|c| c / sx).collect(),
+            lo,
+            hi,
+            r,
+            host_soc,
+            link_cap: layout.link_cap.iter().map(|c| c / sx).collect(),
+            obj_const,
+        }
+    }
+
+    /// Scaled objective sum w U(x) - sum beta / z^2 (x over entries, z over CQ rows).
+    pub fn objective(&self, x: &[f64], z: &[f64]) -> f64 {
+        use rayon::prelude::*;
+        let nn = self.n * self.m;
+        (0..nn)
+            .into_par_iter()
+            .with_min_len(4096)
+            .map(|k| {
+                let mut f = 0.0;
+                if self.w[k] > 0.0 {
+                    f += self.w[k] * self.al.utility(x[k]);
+                }
+                if self.beta[k] > 0.0 {
+                    f -= self.beta[k] / (z[k] * z[k]);
+                }
+                f
+            })
+            .sum()
+    }
+
+    /// Convert a scaled objective to user units.
+    pub fn to_user(&self, f: f64) -> f64 {
+        self.sf * f + self.obj_const
+    }
+}
