@@ -3,3 +3,16 @@
 //! Units with human forms ("40Gbps", "1us", "64KB"), topology specifications and the graphs
 //! they build, traffic specifications and the flow lists they generate, and readers for the HPCC
 //! ns-3 simulator's topology and flow files.
+
+pub mod cdf;
+#[doc(hidden)]
+pub mod tagged;
+pub mod hpcc;
+pub mod topology;
+pub mod traffic;
+pub mod units;
+
+pub use cdf::Cdf;
+pub use topology::{Graph, LinkDesc, LinkSpec, NodeDesc, NodeKind, SpecError, TopologySpec};
+pub use traffic::{FlowDesc, TrafficSpec};
+pub use units::{Bytes, Duration, Rate};
