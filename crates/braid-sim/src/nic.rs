@@ -262,6 +262,12 @@ impl Nic {
         }
     }
 
+    /// Whether the transmit side might have something to send (control packets or active QPs).
+    #[inline]
+    pub fn has_pending(&self) -> bool {
+        !self.ctrl.is_empty() || !self.active.is_empty()
+    }
+
     pub fn qp(&self, qpn: QpNum) -> Option<&Qp> {
         self.qps.get(qpn as usize).and_then(|q| q.as_ref())
     }
@@ -870,7 +876,7 @@ impl Nic {
     pub fn receive(&mut self, now: Time, id: PktId, p: &NicParams, pool: &mut PacketPool, eff: &mut Effects) {
         let pk = pool.get(id).clone();
         pool.free(id);
-        let payload = self.payloads.remove(&id);
+        let payload = if self.mem.track_data { self.payloads.remove(&id) } else { None };
         match pk.kind {
             PktKind::Data => self.on_data(now, &pk, payload, p, pool, eff),
             PktKind::ReadReq => self.on_read_req(now, &pk, p, pool, eff),

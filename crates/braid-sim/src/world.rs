@@ -421,7 +421,7 @@ impl World {
         }
         // Come back when this transmission ends, if anything may follow.
         let more = match self.nodes[node as usize].role {
-            Role::Host(_) => true,
+            Role::Host(h) => self.hosts[h as usize].nic.has_pending(),
             Role::Switch(_) => {
                 let p = &self.nodes[node as usize].ports[port as usize];
                 !p.ctrl.is_empty() || p.bytes > 0
@@ -433,8 +433,10 @@ impl World {
     }
 
     fn drop_packet(&mut self, id: PktId) {
-        if let Some(h) = self.host_of(self.pool.get(id).src) {
-            self.hosts[h].nic.payloads.remove(&id);
+        if self.params.nic.data_check {
+            if let Some(h) = self.host_of(self.pool.get(id).src) {
+                self.hosts[h].nic.payloads.remove(&id);
+            }
         }
         self.pool.free(id);
     }
@@ -504,10 +506,13 @@ impl World {
     }
 
     fn nic_receive(&mut self, now: Time, h: u32, id: PktId, q: &mut EventQueue<Ev>) {
-        let pk = self.pool.get(id);
-        let src_host = self.host_of(pk.src);
         // Data checking: the payload travels in the sender NIC's side table.
-        let payload = src_host.and_then(|s| self.hosts[s].nic.payloads.remove(&id));
+        let payload = if self.params.nic.data_check {
+            let src_host = self.host_of(self.pool.get(id).src);
+            src_host.and_then(|s| self.hosts[s].nic.payloads.remove(&id))
+        } else {
+            None
+        };
         let mut eff = Effects::default();
         let host = &mut self.hosts[h as usize];
         if let Some(b) = payload {
