@@ -29,9 +29,11 @@ use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 use std::time::Instant;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum StopRule {
     /// Boyd et al.: ||r|| <= sqrt(p) eps_abs + eps_rel max(||Ax||, ||y||), same for s.
     Boyd,
@@ -42,6 +44,7 @@ pub enum StopRule {
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct AdmmOptions {
     /// initial penalty in scaled units; <= 0 means automatic
     pub rho: f64,
@@ -157,9 +160,9 @@ impl Sums {
     }
 }
 
-pub struct Admm<'a> {
-    pub p: &'a Problem,
-    pub lay: &'a Layout,
+pub struct Admm {
+    pub p: Arc<Problem>,
+    pub lay: Arc<Layout>,
     pub sc: Scaled,
     pub opt: AdmmOptions,
     pub rho: f64,
@@ -180,11 +183,11 @@ fn host_chunks<T: Send>(v: &mut [T], m: usize) -> rayon::slice::ChunksMut<'_, T>
     v.par_chunks_mut(m)
 }
 
-impl<'a> Admm<'a> {
-    pub fn new(p: &'a Problem, lay: &'a Layout, opt: AdmmOptions) -> Admm<'a> {
-        let sc = Scaled::new(p, lay, opt.scaling);
+impl Admm {
+    pub fn new(p: Arc<Problem>, lay: Arc<Layout>, opt: AdmmOptions) -> Admm {
+        let sc = Scaled::new(&p, &lay, opt.scaling);
         let nn = p.entries();
-        let rho = if opt.rho > 0.0 { opt.rho } else { auto_rho(&sc, lay) };
+        let rho = if opt.rho > 0.0 { opt.rho } else { auto_rho(&sc, &lay) };
         // start from the equal split of the WQE capacity (feasible w.r.t. Q)
         let mut x = vec![0.0; nn];
         for i in 0..p.n {
@@ -199,6 +202,8 @@ impl<'a> Admm<'a> {
         for q in 0..np {
             y[q] = lay.pair_coef[q] * x[lay.sender_of(q)];
         }
+        let rows = lay.rows;
+        let n = p.n;
         let mut st = Admm {
             p,
             lay,
@@ -206,14 +211,14 @@ impl<'a> Admm<'a> {
             opt,
             rho,
             x,
-            z: vec![0.0; lay.rows],
-            v: vec![0.0; lay.rows],
-            dv: vec![0.0; lay.rows],
+            z: vec![0.0; rows],
+            v: vec![0.0; rows],
+            dv: vec![0.0; rows],
             y,
             h: vec![0.0; np],
-            hsum: vec![0.0; lay.rows],
-            lam: vec![0.0; p.n],
-            mu: vec![0.0; p.n],
+            hsum: vec![0.0; rows],
+            lam: vec![0.0; n],
+            mu: vec![0.0; n],
             iter: 0,
         };
         st.h.copy_from_slice(&st.y);
@@ -224,13 +229,20 @@ impl<'a> Admm<'a> {
 
     /// x-update for all hosts except the lost ones; computes h for their pairs.
     pub fn x_step(&mut self, lost: &[bool]) {
+        let n = self.p.n;
+        self.x_step_range(lost, 0, n)
+    }
+
+    /// x-update of hosts h0..h1 (skipping the lost ones); computes h for their pairs.
+    pub fn x_step_range(&mut self, lost: &[bool], h0: usize, h1: usize) {
         let (m, rho, relax) = (self.p.m, self.rho, self.opt.relax);
         let sc = &self.sc;
-        let lay = self.lay;
+        let lay = &*self.lay;
         let v = &self.v;
         let y = &self.y;
         let h_ptr = SendPtr(self.h.as_mut_ptr());
-        host_chunks(&mut self.x, m).zip(self.lam.par_iter_mut()).enumerate().for_each(|(i, (xs, lam))| {
+        host_chunks(&mut self.x[h0 * m..h1 * m], m).zip(self.lam[h0..h1].par_iter_mut()).enumerate().for_each(|(ii, (xs, lam))| {
+            let i = h0 + ii;
             let k0 = i * m;
             if lost.is_empty() || !lost[i] {
                 // linear coefficient from the pairs of each entry
@@ -270,7 +282,7 @@ impl<'a> Admm<'a> {
 
     /// hsum_e = sum of h over the pairs of row e.
     pub fn gather_rows(&mut self) {
-        let lay = self.lay;
+        let lay = &*self.lay;
         let h = &self.h;
         if lay.diag {
             self.hsum.copy_from_slice(h);
@@ -287,20 +299,28 @@ impl<'a> Admm<'a> {
 
     /// z-update and dual update of all rows.
     pub fn z_step(&mut self) {
+        let n = self.p.n;
+        self.z_step_range(0, n, true)
+    }
+
+    /// z-update and dual update of the CQ rows of hosts h0..h1 (and of the link rows if asked).
+    pub fn z_step_range(&mut self, h0: usize, h1: usize, links: bool) {
         let (m, rho) = (self.p.m, self.rho);
         let nn = self.p.entries();
         let sc = &self.sc;
-        let lay = self.lay;
+        let lay = &*self.lay;
         let hsum = &self.hsum;
         let (zc, zl) = self.z.split_at_mut(nn);
         let (vc, vl) = self.v.split_at_mut(nn);
         let (dc, dl) = self.dv.split_at_mut(nn);
-        host_chunks(zc, m)
-            .zip(host_chunks(vc, m))
-            .zip(host_chunks(dc, m))
-            .zip(self.mu.par_iter_mut())
+        let (a, b) = (h0 * m, h1 * m);
+        host_chunks(&mut zc[a..b], m)
+            .zip(host_chunks(&mut vc[a..b], m))
+            .zip(host_chunks(&mut dc[a..b], m))
+            .zip(self.mu[h0..h1].par_iter_mut())
             .enumerate()
-            .for_each(|(i, (((zs, vs), ds), mu))| {
+            .for_each(|(ii, (((zs, vs), ds), mu))| {
+                let i = h0 + ii;
                 let k0 = i * m;
                 let ent = |j: usize| {
                     let r = k0 + j;
@@ -318,6 +338,9 @@ impl<'a> Admm<'a> {
                     ds[j] = d;
                 }
             });
+        if !links {
+            return;
+        }
         // link rows
         zl.par_iter_mut().zip(vl.par_iter_mut()).zip(dl.par_iter_mut()).enumerate().for_each(|(e, ((z, v), d))| {
             let r = nn + e;
@@ -337,15 +360,21 @@ impl<'a> Admm<'a> {
 
     /// y-update and residual sums.
     pub fn y_step(&mut self) -> Sums {
+        let n = self.p.n;
+        self.y_step_range(0, n)
+    }
+
+    /// y-update of the pairs of hosts h0..h1 and their residual sums.
+    pub fn y_step_range(&mut self, h0: usize, h1: usize) -> Sums {
         let m = self.p.m;
-        let lay = self.lay;
+        let lay = &*self.lay;
         let dv = &self.dv;
         let v = &self.v;
         let h = &self.h;
         let x = &self.x;
         let rho = self.rho;
         let y_ptr = SendPtr(self.y.as_mut_ptr());
-        (0..self.p.n)
+        (h0..h1)
             .into_par_iter()
             .map(|i| {
                 let mut s = Sums::default();
@@ -377,44 +406,84 @@ impl<'a> Admm<'a> {
     /// Feasible recovery: x~ = g + theta (x - g) with theta chosen per host (one-sided) or
     /// globally (two-sided, links) so that P x~ <= C and R x~ <= L. Scaled units.
     pub fn recover(&self, x: &[f64]) -> (Vec<f64>, Vec<f64>) {
-        recover(&self.sc, self.lay, x)
+        recover(&self.sc, &self.lay, x)
+    }
+
+    /// Partial row sums of h over the pairs of hosts h0..h1 (for sharded runs).
+    pub fn partial_rows(&self, h0: usize, h1: usize) -> Vec<f64> {
+        let m = self.p.m;
+        let lay = &*self.lay;
+        let mut out = vec![0.0; lay.rows];
+        let (q0, q1) = (lay.send_ptr[h0 * m] as usize, lay.send_ptr[h1 * m] as usize);
+        for q in q0..q1 {
+            out[lay.pair_row[q] as usize] += self.h[q];
+        }
+        out
+    }
+
+    /// Which hosts lose their result in iteration k (the same on every rank).
+    pub fn lost_mask(&self, k: usize) -> Vec<bool> {
+        if self.opt.loss_prob <= 0.0 {
+            return Vec::new();
+        }
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(self.opt.loss_seed ^ (k as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        (0..self.p.n).map(|_| rng.random::<f64>() < self.opt.loss_prob).collect()
+    }
+
+    /// Residual norms and tolerances from the sums: (r, s, eps_pri, eps_dual).
+    pub fn tolerances(&self, s: &Sums) -> (f64, f64, f64, f64) {
+        let n = self.p.n as f64;
+        let nn = self.p.entries() as f64;
+        let np = self.lay.pairs() as f64;
+        let r = s.r2.sqrt();
+        let d = s.s2.sqrt();
+        let (ep, ed) = match self.opt.stop {
+            StopRule::Paper => (self.opt.eps_abs * n, self.opt.eps_abs * n),
+            _ => (
+                np.sqrt() * self.opt.eps_abs + self.opt.eps_rel * s.ax2.sqrt().max(s.y2.sqrt()),
+                nn.sqrt() * self.opt.eps_abs + self.opt.eps_rel * s.atv2.sqrt(),
+            ),
+        };
+        (r, d, ep, ed)
+    }
+
+    /// Residual balancing (adaptive rho) on relative residuals; rescales the scaled duals.
+    pub fn adapt(&mut self, s: &Sums) {
+        if !self.opt.adaptive {
+            return;
+        }
+        let r = s.r2.sqrt();
+        let d = s.s2.sqrt();
+        let rr = r / (s.ax2.sqrt().max(s.y2.sqrt())).max(1e-300);
+        let dd = d / s.atv2.sqrt().max(1e-300);
+        let tau = self.opt.balance_tau;
+        if rr > self.opt.balance_mu * dd {
+            self.rho *= tau;
+            self.v.iter_mut().for_each(|v| *v /= tau);
+        } else if dd > self.opt.balance_mu * rr {
+            self.rho /= tau;
+            self.v.iter_mut().for_each(|v| *v *= tau);
+        }
     }
 
     /// Run to convergence.
     pub fn run(mut self) -> SolveResult {
         let t0 = Instant::now();
         let mut trace = Trace::default();
-        let n = self.p.n;
-        let nn = self.p.entries();
-        let np = self.lay.pairs() as f64;
         let wsum = self.p.weight_sum().max(1e-300);
         let mut converged = false;
-        let mut lost = vec![false; if self.opt.loss_prob > 0.0 { n } else { 0 }];
         let max_iter = self.opt.max_iter.max(1);
         for k in 1..=max_iter {
             self.iter = k;
+            let lost = self.lost_mask(k);
             if !lost.is_empty() {
-                let mut rng = Xoshiro256PlusPlus::seed_from_u64(self.opt.loss_seed ^ (k as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
-                let mut cnt = 0;
-                for l in lost.iter_mut() {
-                    *l = rng.random::<f64>() < self.opt.loss_prob;
-                    cnt += *l as u32;
-                }
-                trace.lost.push(cnt);
+                trace.lost.push(lost.iter().filter(|&&l| l).count() as u32);
             }
             self.x_step(&lost);
             self.gather_rows();
             self.z_step();
             let s = self.y_step();
-            let r = s.r2.sqrt();
-            let d = s.s2.sqrt();
-            let (ep, ed) = match self.opt.stop {
-                StopRule::Paper => (self.opt.eps_abs * n as f64, self.opt.eps_abs * n as f64),
-                _ => (
-                    np.sqrt() * self.opt.eps_abs + self.opt.eps_rel * s.ax2.sqrt().max(s.y2.sqrt()),
-                    (nn as f64).sqrt() * self.opt.eps_abs + self.opt.eps_rel * s.atv2.sqrt(),
-                ),
-            };
+            let (r, d, ep, ed) = self.tolerances(&s);
             trace.r_pri.push(r);
             trace.r_dual.push(d);
             trace.eps_pri.push(ep);
@@ -444,25 +513,13 @@ impl<'a> Admm<'a> {
                 converged = true;
                 break;
             }
-            // residual balancing on relative residuals
-            if self.opt.adaptive {
-                let rr = r / (s.ax2.sqrt().max(s.y2.sqrt())).max(1e-300);
-                let dd = d / s.atv2.sqrt().max(1e-300);
-                let tau = self.opt.balance_tau;
-                if rr > self.opt.balance_mu * dd {
-                    self.rho *= tau;
-                    self.v.iter_mut().for_each(|v| *v /= tau);
-                } else if dd > self.opt.balance_mu * rr {
-                    self.rho /= tau;
-                    self.v.iter_mut().for_each(|v| *v *= tau);
-                }
-            }
+            self.adapt(&s);
         }
         let solve_time = t0.elapsed().as_secs_f64();
         self.finish("admm", trace, converged, solve_time)
     }
 
-    fn finish(self, method: &str, trace: Trace, converged: bool, solve_time: f64) -> SolveResult {
+    pub fn finish(self, method: &str, trace: Trace, converged: bool, solve_time: f64) -> SolveResult {
         let sc = &self.sc;
         let nn = self.p.entries();
         let (xf, zf) = self.recover(&self.x);
@@ -470,7 +527,7 @@ impl<'a> Admm<'a> {
         let objective_feasible = sc.to_user(sc.objective(&xf, &zf));
         let dual_bound = if self.opt.dual_bound {
             let nu: Vec<f64> = self.v.iter().map(|v| self.rho * v).collect();
-            Some(sc.to_user(crate::dual::upper_bound(sc, self.lay, &nu).0))
+            Some(sc.to_user(crate::dual::upper_bound(sc, &self.lay, &nu).0))
         } else {
             None
         };

@@ -101,7 +101,8 @@ pub fn upper_bound(sc: &Scaled, lay: &Layout, nu: &[f64]) -> (f64, Vec<f64>, Vec
     (xpart + zpart + lpart, x, z)
 }
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct DualOptions {
     /// step size constant: step_k = step / sqrt(k) (scaled units), the paper's 1e-3
     pub step: f64,

@@ -31,11 +31,16 @@ pub use problem::{DrumError, Layout, Links, Problem, Traffic};
 
 /// Solve with ADMM (validates, builds the layout).
 pub fn solve_admm(p: &Problem, opt: AdmmOptions) -> problem::Result<SolveResult> {
+    solve_admm_arc(std::sync::Arc::new(p.clone()), opt)
+}
+
+/// Solve with ADMM without copying the problem.
+pub fn solve_admm_arc(p: std::sync::Arc<Problem>, opt: AdmmOptions) -> problem::Result<SolveResult> {
     p.validate()?;
     check_admm_options(&opt)?;
     let t0 = std::time::Instant::now();
-    let lay = Layout::build(p);
-    let st = Admm::new(p, &lay, opt);
+    let lay = std::sync::Arc::new(Layout::build(&p));
+    let st = Admm::new(p.clone(), lay, opt);
     let setup = t0.elapsed().as_secs_f64();
     let mut r = st.run();
     r.setup_time = setup;

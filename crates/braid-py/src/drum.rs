@@ -1,0 +1,488 @@
+//! Python bindings of the DRUM solver: `braid._core.DrumProblem`, `DrumAdmm` (step-level access
+//! for the MPI runner), `drum_solve`, `drum_select_topk` and the `DrumError` exception.
+//!
+//! Arrays cross the boundary as `bytes` in native byte order (numpy `tobytes()` /
+//! `frombuffer`): one copy, no numpy C-API dependency.
+
+use braid_drum as bd;
+use pyo3::create_exception;
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict};
+use std::sync::Arc;
+
+create_exception!(
+    braid._core,
+    DrumError,
+    PyValueError,
+    "Invalid DRUM input. Attributes: `param` (the parameter at fault) and `message`."
+);
+
+fn derr(py: Python<'_>, e: &bd::DrumError) -> PyErr {
+    let err = DrumError::new_err(e.to_string());
+    let value = err.value(py);
+    let _ = value.setattr("param", e.param.as_str());
+    let _ = value.setattr("message", e.msg.as_str());
+    err
+}
+
+fn perr(py: Python<'_>, param: &str, msg: impl Into<String>) -> PyErr {
+    derr(py, &bd::DrumError::new(param, msg))
+}
+
+fn f64s(py: Python<'_>, b: &[u8], name: &str) -> PyResult<Vec<f64>> {
+    if b.len() % 8 != 0 {
+        return Err(perr(py, name, "byte length is not a multiple of 8 (expected float64)"));
+    }
+    Ok(b.chunks_exact(8).map(|c| f64::from_ne_bytes(c.try_into().unwrap())).collect())
+}
+
+fn u32s(py: Python<'_>, b: &[u8], name: &str) -> PyResult<Vec<u32>> {
+    if b.len() % 4 != 0 {
+        return Err(perr(py, name, "byte length is not a multiple of 4 (expected uint32)"));
+    }
+    Ok(b.chunks_exact(4).map(|c| u32::from_ne_bytes(c.try_into().unwrap())).collect())
+}
+
+fn u64s(py: Python<'_>, b: &[u8], name: &str) -> PyResult<Vec<u64>> {
+    if b.len() % 8 != 0 {
+        return Err(perr(py, name, "byte length is not a multiple of 8 (expected uint64)"));
+    }
+    Ok(b.chunks_exact(8).map(|c| u64::from_ne_bytes(c.try_into().unwrap())).collect())
+}
+
+fn fbytes<'py>(py: Python<'py>, v: &[f64]) -> Bound<'py, PyBytes> {
+    // SAFETY: f64 has no padding; the byte view lives only for the copy
+    let s = unsafe { std::slice::from_raw_parts(v.as_ptr() as *const u8, std::mem::size_of_val(v)) };
+    PyBytes::new(py, s)
+}
+
+fn ubytes<'py>(py: Python<'py>, v: &[u32]) -> Bound<'py, PyBytes> {
+    let s = unsafe { std::slice::from_raw_parts(v.as_ptr() as *const u8, std::mem::size_of_val(v)) };
+    PyBytes::new(py, s)
+}
+
+fn u64bytes<'py>(py: Python<'py>, v: &[u64]) -> Bound<'py, PyBytes> {
+    let s = unsafe { std::slice::from_raw_parts(v.as_ptr() as *const u8, std::mem::size_of_val(v)) };
+    PyBytes::new(py, s)
+}
+
+struct AssertSend<T>(T);
+unsafe impl<T> Send for AssertSend<T> {}
+
+/// A validated DRUM problem instance (immutable).
+#[pyclass(module = "braid._core", frozen)]
+pub struct DrumProblem {
+    p: Arc<bd::Problem>,
+}
+
+#[pymethods]
+impl DrumProblem {
+    /// The paper's random instance from generator parameters (JSON of `GenParams` fields).
+    #[staticmethod]
+    fn generate(py: Python<'_>, params_json: &str) -> PyResult<Self> {
+        let g: bd::GenParams = serde_json::from_str(params_json).map_err(|e| perr(py, "generator", e.to_string()))?;
+        if g.n == 0 || g.m == 0 {
+            return Err(perr(py, if g.n == 0 { "n" } else { "m" }, "must be at least 1"));
+        }
+        if g.two_sided && g.n < 2 {
+            return Err(perr(py, "n", "two-sided instances need at least 2 hosts"));
+        }
+        if g.q_range.0 <= 0.0 || g.q_range.1 < g.q_range.0 || g.c_range.0 <= 0.0 || g.c_range.1 < g.c_range.0 {
+            return Err(perr(py, "capacity ranges", "need 0 < low <= high"));
+        }
+        if g.w_range.0 <= 0.0 || g.w_range.1 < g.w_range.0 {
+            return Err(perr(py, "w_range", "need 0 < low <= high"));
+        }
+        if g.units <= 0.0 || !g.units.is_finite() {
+            return Err(perr(py, "units", "must be > 0"));
+        }
+        if let Some(k) = g.k {
+            if k == 0 {
+                return Err(perr(py, "k", "must be at least 1"));
+            }
+        }
+        let p = py.detach(move || bd::generate(&g));
+        p.validate().map_err(|e| derr(py, &e))?;
+        Ok(DrumProblem { p: Arc::new(p) })
+    }
+
+    /// Build from arrays (bytes, native order). `b_ptr/b_dst/b_frac`: CSR of B over the sender
+    /// entries (uint64, uint32, float64); `link_paths`: uint32 triplets (src, dst, link).
+    #[staticmethod]
+    #[pyo3(signature = (n, m, alpha, beta, w, a, q, c, guarantee=None, active=None, preempt=None, two_sided=false, b_ptr=None, b_dst=None, b_frac=None, link_cap=None, link_paths=None, link_size=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn from_arrays(
+        py: Python<'_>,
+        n: usize,
+        m: usize,
+        alpha: f64,
+        beta: f64,
+        w: &[u8],
+        a: &[u8],
+        q: &[u8],
+        c: &[u8],
+        guarantee: Option<&[u8]>,
+        active: Option<&[u8]>,
+        preempt: Option<&[u8]>,
+        two_sided: bool,
+        b_ptr: Option<&[u8]>,
+        b_dst: Option<&[u8]>,
+        b_frac: Option<&[u8]>,
+        link_cap: Option<&[u8]>,
+        link_paths: Option<&[u8]>,
+        link_size: Option<&[u8]>,
+    ) -> PyResult<Self> {
+        let traffic = match (b_ptr, b_dst, b_frac) {
+            (Some(p), Some(d), Some(f)) => Some(bd::Traffic { ptr: u64s(py, p, "B")?, dst: u32s(py, d, "B")?, frac: f64s(py, f, "B")? }),
+            (None, None, None) => None,
+            _ => return Err(perr(py, "B", "needs all of b_ptr, b_dst, b_frac")),
+        };
+        let links = match link_cap {
+            Some(cap) => {
+                let t = u32s(py, link_paths.unwrap_or(&[]), "link_paths")?;
+                if t.len() % 3 != 0 {
+                    return Err(perr(py, "link_paths", "must be (src, dst, link) triplets"));
+                }
+                Some(bd::Links {
+                    cap: f64s(py, cap, "link_cap")?,
+                    paths: t.chunks_exact(3).map(|c| (c[0], c[1], c[2])).collect(),
+                    size: match link_size {
+                        Some(s) => f64s(py, s, "link_size")?,
+                        None => vec![],
+                    },
+                })
+            }
+            None => None,
+        };
+        let p = bd::Problem {
+            n,
+            m,
+            alpha,
+            beta,
+            w: f64s(py, w, "w")?,
+            a: f64s(py, a, "a")?,
+            q_cap: f64s(py, q, "Q")?,
+            c_cap: f64s(py, c, "C")?,
+            guarantee: match guarantee {
+                Some(g) => f64s(py, g, "guarantee")?,
+                None => vec![],
+            },
+            active: match active {
+                Some(b) => b.iter().map(|&v| v != 0).collect(),
+                None => vec![],
+            },
+            preempt: match preempt {
+                Some(r) => f64s(py, r, "preempt")?,
+                None => vec![],
+            },
+            two_sided,
+            traffic,
+            links,
+        };
+        p.validate().map_err(|e| derr(py, &e))?;
+        Ok(DrumProblem { p: Arc::new(p) })
+    }
+
+    /// Copy with another active set (bytes of uint8, one per entry) and/or guarantees.
+    #[pyo3(signature = (active=None, guarantee=None, preempt=None))]
+    fn with_sets(&self, py: Python<'_>, active: Option<&[u8]>, guarantee: Option<&[u8]>, preempt: Option<&[u8]>) -> PyResult<Self> {
+        let mut p = (*self.p).clone();
+        if let Some(b) = active {
+            p.active = b.iter().map(|&v| v != 0).collect();
+        }
+        if let Some(g) = guarantee {
+            p.guarantee = f64s(py, g, "guarantee")?;
+        }
+        if let Some(r) = preempt {
+            p.preempt = f64s(py, r, "preempt")?;
+        }
+        p.validate().map_err(|e| derr(py, &e))?;
+        Ok(DrumProblem { p: Arc::new(p) })
+    }
+
+    #[getter]
+    fn n(&self) -> usize {
+        self.p.n
+    }
+    #[getter]
+    fn m(&self) -> usize {
+        self.p.m
+    }
+    #[getter]
+    fn alpha(&self) -> f64 {
+        self.p.alpha
+    }
+    #[getter]
+    fn beta(&self) -> f64 {
+        self.p.beta
+    }
+    #[getter]
+    fn two_sided(&self) -> bool {
+        self.p.two_sided
+    }
+    #[getter]
+    fn has_links(&self) -> bool {
+        self.p.links.is_some()
+    }
+    #[getter]
+    fn has_preempt(&self) -> bool {
+        self.p.has_preempt()
+    }
+    fn weight_sum(&self) -> f64 {
+        self.p.weight_sum()
+    }
+
+    /// Objective sum w U(x) - beta sum 1/z^2 (user units) at (x, z) given as float64 bytes.
+    fn objective(&self, py: Python<'_>, x: &[u8], z: &[u8]) -> PyResult<f64> {
+        let x = f64s(py, x, "x")?;
+        let z = f64s(py, z, "z")?;
+        let nn = self.p.entries();
+        if x.len() != nn || z.len() != nn {
+            return Err(perr(py, "x", format!("x and z need {nn} entries")));
+        }
+        Ok(self.p.objective(&x, &z))
+    }
+
+    /// z = P x (CQ rows) and link loads (user units).
+    fn coupling(&self, py: Python<'_>, x: &[u8]) -> PyResult<Py<PyBytes>> {
+        let x = f64s(py, x, "x")?;
+        if x.len() != self.p.entries() {
+            return Err(perr(py, "x", "wrong length"));
+        }
+        let lay = bd::Layout::build(&self.p);
+        let mut r = lay.row_sums(&x);
+        // link rows are normalised inside the layout only by their raw coefficients: none here
+        r.truncate(lay.rows);
+        Ok(fbytes(py, &r).unbind())
+    }
+
+    /// The arrays of the problem as bytes: w, a, Q, C, guarantee, active (uint8), preempt,
+    /// b_ptr (uint64), b_dst (uint32), b_frac.
+    fn arrays<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new(py);
+        let p = &self.p;
+        d.set_item("w", fbytes(py, &p.w))?;
+        d.set_item("a", fbytes(py, &p.a))?;
+        d.set_item("Q", fbytes(py, &p.q_cap))?;
+        d.set_item("C", fbytes(py, &p.c_cap))?;
+        d.set_item("guarantee", fbytes(py, &p.guarantee))?;
+        let act: Vec<u8> = if p.active.is_empty() { vec![1; p.entries()] } else { p.active.iter().map(|&b| b as u8).collect() };
+        d.set_item("active", PyBytes::new(py, &act))?;
+        d.set_item("preempt", fbytes(py, &p.preempt))?;
+        if let Some(t) = &p.traffic {
+            d.set_item("b_ptr", u64bytes(py, &t.ptr))?;
+            d.set_item("b_dst", ubytes(py, &t.dst))?;
+            d.set_item("b_frac", fbytes(py, &t.frac))?;
+        }
+        if let Some(l) = &p.links {
+            d.set_item("link_cap", fbytes(py, &l.cap))?;
+            let flat: Vec<u32> = l.paths.iter().flat_map(|&(a, b, c)| [a, b, c]).collect();
+            d.set_item("link_paths", ubytes(py, &flat))?;
+            d.set_item("link_size", fbytes(py, &l.size))?;
+        }
+        Ok(d)
+    }
+}
+
+fn result_dict<'py>(py: Python<'py>, r: &bd::SolveResult) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("method", &r.method)?;
+    d.set_item("x", fbytes(py, &r.x))?;
+    d.set_item("z", fbytes(py, &r.z))?;
+    d.set_item("x_feasible", fbytes(py, &r.x_feasible))?;
+    d.set_item("z_feasible", fbytes(py, &r.z_feasible))?;
+    d.set_item("objective", r.objective)?;
+    d.set_item("objective_feasible", r.objective_feasible)?;
+    d.set_item("dual_bound", r.dual_bound)?;
+    d.set_item("iterations", r.iterations)?;
+    d.set_item("converged", r.converged)?;
+    d.set_item("setup_time", r.setup_time)?;
+    d.set_item("solve_time", r.solve_time)?;
+    d.set_item("lambda", fbytes(py, &r.lambda))?;
+    d.set_item("mu", fbytes(py, &r.mu))?;
+    d.set_item("rho_final", r.rho_final)?;
+    let t = PyDict::new(py);
+    let tr = &r.trace;
+    for (name, v) in [
+        ("objective", &tr.objective),
+        ("objective_feasible", &tr.objective_feasible),
+        ("gap", &tr.gap),
+        ("r_pri", &tr.r_pri),
+        ("r_dual", &tr.r_dual),
+        ("eps_pri", &tr.eps_pri),
+        ("eps_dual", &tr.eps_dual),
+        ("rho", &tr.rho),
+        ("time", &tr.time),
+    ] {
+        t.set_item(name, fbytes(py, v))?;
+    }
+    t.set_item("lost", ubytes(py, &tr.lost))?;
+    d.set_item("trace", t)?;
+    Ok(d)
+}
+
+/// Solve. `method`: "admm" (Algorithm 1 one-sided, 2 two-sided), "exact" (one-sided reference),
+/// "dual" (dual-decomposition subgradient baseline). `options_json`: solver options (JSON).
+#[pyfunction]
+#[pyo3(signature = (problem, method, options_json = "{}"))]
+fn drum_solve<'py>(py: Python<'py>, problem: &DrumProblem, method: &str, options_json: &str) -> PyResult<Bound<'py, PyDict>> {
+    let p = problem.p.clone();
+    let res = match method {
+        "admm" => {
+            let o: bd::AdmmOptions = serde_json::from_str(options_json).map_err(|e| perr(py, "options", e.to_string()))?;
+            py.detach(move || bd::solve_admm_arc(p, o))
+        }
+        "exact" => py.detach(move || bd::solve_reference(&p)),
+        "dual" => {
+            let o: bd::DualOptions = serde_json::from_str(options_json).map_err(|e| perr(py, "options", e.to_string()))?;
+            py.detach(move || bd::solve_dual(&p, &o))
+        }
+        other => return Err(perr(py, "method", format!("unknown method {other:?}; expected admm, exact or dual"))),
+    };
+    let r = res.map_err(|e| derr(py, &e))?;
+    result_dict(py, &r)
+}
+
+/// Top-k selection with aging. scores: float64 bytes, age: uint32 bytes (one per entry).
+/// Returns (active uint8 bytes, new age uint32 bytes).
+#[pyfunction]
+fn drum_select_topk<'py>(py: Python<'py>, n: usize, m: usize, k: usize, scores: &[u8], age: &[u8], max_wait: u32) -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyBytes>)> {
+    let s = f64s(py, scores, "scores")?;
+    let mut a = u32s(py, age, "age")?;
+    if s.len() != n * m || a.len() != n * m {
+        return Err(perr(py, "scores", format!("scores and age need n*m = {} entries", n * m)));
+    }
+    if k == 0 {
+        return Err(perr(py, "k", "must be at least 1"));
+    }
+    let act = bd::select::select_topk(n, m, k, &s, &mut a, max_wait);
+    let ab: Vec<u8> = act.iter().map(|&b| b as u8).collect();
+    Ok((PyBytes::new(py, &ab), ubytes(py, &a)))
+}
+
+/// Step-level ADMM state for sharded (MPI) runs: every rank holds one, calls the steps on its own
+/// range of hosts and exchanges the row vectors between the steps.
+#[pyclass(module = "braid._core", unsendable)]
+pub struct DrumAdmm {
+    st: Option<bd::Admm>,
+}
+
+impl DrumAdmm {
+    fn st(&mut self) -> &mut bd::Admm {
+        self.st.as_mut().expect("DrumAdmm already finished")
+    }
+}
+
+#[pymethods]
+impl DrumAdmm {
+    #[new]
+    #[pyo3(signature = (problem, options_json = "{}"))]
+    fn new(py: Python<'_>, problem: &DrumProblem, options_json: &str) -> PyResult<Self> {
+        let o: bd::AdmmOptions = serde_json::from_str(options_json).map_err(|e| perr(py, "options", e.to_string()))?;
+        bd::check_admm_options(&o).map_err(|e| derr(py, &e))?;
+        let lay = Arc::new(bd::Layout::build(&problem.p));
+        Ok(DrumAdmm { st: Some(bd::Admm::new(problem.p.clone(), lay, o)) })
+    }
+    #[getter]
+    fn rho(&mut self) -> f64 {
+        self.st().rho
+    }
+    #[getter]
+    fn rows(&mut self) -> usize {
+        self.st().lay.rows
+    }
+    fn lost_mask<'py>(&mut self, py: Python<'py>, k: usize) -> Bound<'py, PyBytes> {
+        let l: Vec<u8> = self.st().lost_mask(k).iter().map(|&b| b as u8).collect();
+        PyBytes::new(py, &l)
+    }
+    fn x_step(&mut self, py: Python<'_>, lost: &[u8], h0: usize, h1: usize) {
+        let lost: Vec<bool> = lost.iter().map(|&b| b != 0).collect();
+        let st = AssertSend(self.st());
+        py.detach(move || {
+            let st = st;
+            st.0.x_step_range(&lost, h0, h1)
+        });
+    }
+    fn partial_rows<'py>(&mut self, py: Python<'py>, h0: usize, h1: usize) -> Bound<'py, PyBytes> {
+        let v = self.st().partial_rows(h0, h1);
+        fbytes(py, &v)
+    }
+    /// Set a full state vector: "hsum", "z", "v", "dv", "x".
+    fn set(&mut self, py: Python<'_>, name: &str, data: &[u8]) -> PyResult<()> {
+        let v = f64s(py, data, name)?;
+        let st = self.st();
+        let dst = match name {
+            "hsum" => &mut st.hsum,
+            "z" => &mut st.z,
+            "v" => &mut st.v,
+            "dv" => &mut st.dv,
+            "x" => &mut st.x,
+            _ => return Err(perr(py, "name", format!("unknown state vector {name}"))),
+        };
+        if dst.len() != v.len() {
+            return Err(perr(py, name, "wrong length"));
+        }
+        dst.copy_from_slice(&v);
+        Ok(())
+    }
+    /// Get a state vector: "hsum", "z", "v", "dv", "x".
+    fn get<'py>(&mut self, py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyBytes>> {
+        let st = self.st();
+        let v = match name {
+            "hsum" => &st.hsum,
+            "z" => &st.z,
+            "v" => &st.v,
+            "dv" => &st.dv,
+            "x" => &st.x,
+            _ => return Err(perr(py, "name", format!("unknown state vector {name}"))),
+        };
+        Ok(fbytes(py, v))
+    }
+    fn z_step(&mut self, py: Python<'_>, h0: usize, h1: usize, links: bool) {
+        let st = AssertSend(self.st());
+        py.detach(move || {
+            let st = st;
+            st.0.z_step_range(h0, h1, links)
+        });
+    }
+    /// Returns the residual sums (r2, s2, ax2, y2, atv2) of hosts h0..h1.
+    fn y_step(&mut self, py: Python<'_>, h0: usize, h1: usize) -> (f64, f64, f64, f64, f64) {
+        let st = AssertSend(self.st());
+        let s = py.detach(move || {
+            let st = st;
+            st.0.y_step_range(h0, h1)
+        });
+        (s.r2, s.s2, s.ax2, s.y2, s.atv2)
+    }
+    /// (r, s, eps_pri, eps_dual) from the global sums.
+    fn tolerances(&mut self, sums: (f64, f64, f64, f64, f64)) -> (f64, f64, f64, f64) {
+        let s = bd::admm::Sums { r2: sums.0, s2: sums.1, ax2: sums.2, y2: sums.3, atv2: sums.4 };
+        self.st().tolerances(&s)
+    }
+    fn adapt(&mut self, sums: (f64, f64, f64, f64, f64)) {
+        let s = bd::admm::Sums { r2: sums.0, s2: sums.1, ax2: sums.2, y2: sums.3, atv2: sums.4 };
+        self.st().adapt(&s)
+    }
+    /// Scaled objective contribution of hosts h0..h1, in user units (without the constant).
+    fn objective(&mut self) -> f64 {
+        let st = self.st();
+        st.sc.to_user(st.sc.objective(&st.x, &st.z))
+    }
+    /// Finish (needs the full x, z, v) and return the result dict (trace left empty).
+    fn finish<'py>(&mut self, py: Python<'py>, iterations: usize, converged: bool, solve_time: f64) -> PyResult<Bound<'py, PyDict>> {
+        let mut st = self.st.take().ok_or_else(|| perr(py, "DrumAdmm", "already finished"))?;
+        st.iter = iterations;
+        let r = st.finish("admm-mpi", bd::Trace::default(), converged, solve_time);
+        result_dict(py, &r)
+    }
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("DrumError", m.py().get_type::<DrumError>())?;
+    m.add_class::<DrumProblem>()?;
+    m.add_class::<DrumAdmm>()?;
+    m.add_function(wrap_pyfunction!(drum_solve, m)?)?;
+    m.add_function(wrap_pyfunction!(drum_select_topk, m)?)?;
+    Ok(())
+}
