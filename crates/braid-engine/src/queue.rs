@@ -54,6 +54,8 @@ pub struct EventQueue<E> {
     buckets: Vec<Vec<Entry<E>>>,
     /// One bit per bucket: non-empty.
     occupied: Vec<u64>,
+    /// One bit per word of `occupied`: that word is non-zero (so a scan skips 4096 buckets a bit).
+    summary: Vec<u64>,
     /// Absolute index (time >> GRAN_SHIFT) of the bucket being drained.
     cur: u64,
     /// The current bucket's events, sorted descending so the next one pops off the end.
@@ -76,6 +78,7 @@ impl<E> EventQueue<E> {
         Self {
             buckets: (0..NB).map(|_| Vec::new()).collect(),
             occupied: vec![0; (NB / 64) as usize],
+            summary: vec![0; (NB / 64 / 64) as usize],
             cur: 0,
             active: Vec::new(),
             far: BinaryHeap::new(),
@@ -127,7 +130,7 @@ impl<E> EventQueue<E> {
         } else if b < self.cur + NB {
             let slot = (b & MASK) as usize;
             self.buckets[slot].push(e);
-            self.occupied[slot >> 6] |= 1 << (slot & 63);
+            self.mark(slot);
         } else {
             self.far.push(Reverse(Far(e)));
         }
@@ -176,6 +179,9 @@ impl<E> EventQueue<E> {
         if wheel_next == Some(b) {
             std::mem::swap(&mut self.active, &mut self.buckets[slot]);
             self.occupied[slot >> 6] &= !(1 << (slot & 63));
+            if self.occupied[slot >> 6] == 0 {
+                self.summary[slot >> 12] &= !(1 << ((slot >> 6) & 63));
+            }
         }
         while let Some(Reverse(Far(e))) = self.far.peek() {
             if e.time >> GRAN_SHIFT != b {
@@ -194,36 +200,55 @@ impl<E> EventQueue<E> {
             let Reverse(Far(e)) = self.far.pop().unwrap();
             let s = (fb & MASK) as usize;
             self.buckets[s].push(e);
-            self.occupied[s >> 6] |= 1 << (s & 63);
+            self.mark(s);
         }
         self.active.sort_unstable_by(|a, b| b.key().cmp(&a.key()));
         !self.active.is_empty()
     }
 
+    #[inline]
+    fn mark(&mut self, slot: usize) {
+        self.occupied[slot >> 6] |= 1 << (slot & 63);
+        self.summary[slot >> 12] |= 1 << ((slot >> 6) & 63);
+    }
+
+    /// First set bit at or after `from` in the occupancy bitmap (not wrapping), using the summary
+    /// level to skip empty words.
+    fn first_from(&self, from: usize) -> Option<usize> {
+        if from >= NB as usize {
+            return None;
+        }
+        let (w, b) = (from >> 6, from & 63);
+        let bits = self.occupied[w] & (!0u64 << b);
+        if bits != 0 {
+            return Some((w << 6) + bits.trailing_zeros() as usize);
+        }
+        // Words after w, via the summary.
+        let next_w = w + 1;
+        let (mut sw, sb) = (next_w >> 6, next_w & 63);
+        if sw >= self.summary.len() {
+            return None;
+        }
+        let mut sbits = self.summary[sw] & (!0u64).checked_shl(sb as u32).unwrap_or(0);
+        loop {
+            if sbits != 0 {
+                let word = (sw << 6) + sbits.trailing_zeros() as usize;
+                let bits = self.occupied[word];
+                debug_assert!(bits != 0);
+                return Some((word << 6) + bits.trailing_zeros() as usize);
+            }
+            sw += 1;
+            if sw >= self.summary.len() {
+                return None;
+            }
+            sbits = self.summary[sw];
+        }
+    }
+
     /// Absolute index of the first occupied wheel bucket at or after `cur` (circularly).
     fn next_occupied(&self) -> Option<u64> {
         let start = (self.cur & MASK) as usize;
-        let words = self.occupied.len();
-        let (w0, bit0) = (start >> 6, start & 63);
-        // The first word, masked to bits >= bit0.
-        let first = self.occupied[w0] & (!0u64 << bit0);
-        if first != 0 {
-            let slot = (w0 << 6) + first.trailing_zeros() as usize;
-            return Some(self.abs_of(slot));
-        }
-        for i in 1..=words {
-            let w = (w0 + i) % words;
-            let mut bits = self.occupied[w];
-            if i == words {
-                // Wrapped back to the first word: only bits below bit0.
-                bits &= (1u64 << bit0).wrapping_sub(1);
-            }
-            if bits != 0 {
-                let slot = (w << 6) + bits.trailing_zeros() as usize;
-                return Some(self.abs_of(slot));
-            }
-        }
-        None
+        self.first_from(start).or_else(|| self.first_from(0).filter(|&s| s < start)).map(|s| self.abs_of(s))
     }
 
     #[inline]

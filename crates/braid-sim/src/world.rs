@@ -88,6 +88,8 @@ pub struct World {
     /// Completions to deliver to applications after the current event.
     pending_notify: Vec<(u32, u32)>,
     pub seed: u64,
+    /// Bit p set: priority p is lossless (PFC enabled and listed).
+    lossless_mask: u8,
 }
 
 impl World {
@@ -181,7 +183,11 @@ impl World {
             measure,
             pending_notify: Vec::new(),
             seed,
+            lossless_mask: 0,
         };
+        if w.sw.pfc.enabled {
+            w.lossless_mask = w.sw.lossless.iter().fold(0u8, |m, &p| m | (1 << (p & 7)));
+        }
         w.build_routes()?;
         Ok(w)
     }
@@ -531,7 +537,7 @@ impl World {
         };
         let size = pk.size as u64;
         let prio = (pk.prio as usize).min(MAX_PRIO - 1);
-        let lossless = self.sw.pfc.enabled && self.sw.lossless.contains(&(prio as u8));
+        let lossless = self.lossless_mask & (1 << prio) != 0;
         let control = matches!(pk.kind, PktKind::Ack | PktKind::Nak | PktKind::RnrNak | PktKind::Cnp);
         let sw = &mut self.switches[s];
         let Some(pool) = sw.admit(in_port as usize, size, lossless, control) else {
