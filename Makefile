@@ -1,21 +1,31 @@
 # The quick start: `make demo` (set up, then run the main job) and `make test` (set up, then run
 # every test, Rust and Python). Both create ./.venv on first use and need only python3 and cargo.
+#
+# Setup is re-done only when the Rust sources, Cargo files or pyproject.toml change; Python sources
+# are installed editable and need no reinstall. The extension is built in release mode by maturin
+# (the simulator needs it); `cargo test` keeps its own, lighter profile (see Cargo.toml).
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+RUST_SRC := Cargo.toml Cargo.lock $(shell find crates -name '*.rs' -o -name Cargo.toml 2>/dev/null)
 
 .PHONY: demo test setup setup-test rust-test py-test bench clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
-	$(BIN)/pip install --upgrade pip
+	$(BIN)/python -m pip install --quiet --upgrade pip
 
-# Builds the Rust core in release mode (the simulator needs it) and installs the package editable.
-setup: $(BIN)/python
-	$(BIN)/pip install -e .
+$(VENV)/.installed: $(BIN)/python pyproject.toml $(RUST_SRC)
+	$(BIN)/python -m pip install -e .
+	touch $@
 
-setup-test: $(BIN)/python
-	$(BIN)/pip install -e '.[test]'
+$(VENV)/.installed-test: $(BIN)/python pyproject.toml $(RUST_SRC)
+	$(BIN)/python -m pip install -e '.[test]'
+	touch $@ $(VENV)/.installed
+
+setup: $(VENV)/.installed
+
+setup-test: $(VENV)/.installed-test
 
 demo: setup
 	$(BIN)/braid demo
@@ -23,6 +33,7 @@ demo: setup
 rust-test:
 	cargo test --workspace --exclude braid-py
 
+# pytest exits with 5 when it collects no tests: that is not a failure; anything else is.
 py-test: setup-test
 	$(BIN)/python -m pytest -q tests; rc=$$?; if [ $$rc -eq 5 ]; then echo "no Python tests collected"; exit 0; fi; exit $$rc
 
@@ -32,4 +43,4 @@ bench: setup
 	$(BIN)/braid bench
 
 clean:
-	rm -rf $(VENV) target
+	rm -rf $(VENV) target braid-demo

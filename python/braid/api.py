@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterable, Mapping, Optional, Union
 import polars as pl
 
 from . import _core
-from .scenario import BraidError, Scenario, load_scenario
+from .scenario import BraidError, Scenario, load_scenario, refine_error
 
 __all__ = ["RunResult", "run", "build", "validate", "ScenarioError"]
 
@@ -74,7 +74,13 @@ def build(scenario: Union[str, Path, Mapping, Scenario], seed: Optional[int] = N
     Returns (Scenario, _core.Simulation, effective seed)."""
     seed = _check_seed(seed)
     sc = load_scenario(scenario, overrides)
-    sim = _core.Simulation(sc.to_json(), str(sc.base_dir), seed)
+    try:
+        sim = _core.Simulation(sc.to_json(), str(sc.base_dir), seed)
+    except _core.ScenarioError as e:
+        path, message = refine_error(sc.data, getattr(e, "path", ""), getattr(e, "message", str(e)))
+        e.path, e.message = path, message
+        e.args = (f"{path}: {message}" if path else message,)
+        raise
     eff = seed if seed is not None else int(sc.data.get("seed", 1))
     return sc, sim, eff
 

@@ -285,3 +285,63 @@ def packaged_scenario(name: str) -> Path:
     if not p.exists():
         raise BraidError(name, "no such packaged scenario")
     return p
+
+
+# --- making the core's errors precise --------------------------------------------------------
+
+_JSON_POS = re.compile(r"\s+at line \d+ column \d+$")
+_UNKNOWN = re.compile(r"^unknown field `([^`]+)`")
+_GOT = re.compile(r"\bgot (.+)$")
+
+
+def _split_path(path: str) -> list:
+    out: list = []
+    for part in re.findall(r"[^.\[\]]+|\[\d+\]", path or ""):
+        out.append(int(part[1:-1]) if part.startswith("[") else part)
+    return out
+
+
+def _lookup(data: Any, parts: list) -> Any:
+    cur = data
+    for p in parts:
+        if isinstance(p, int) and isinstance(cur, list) and 0 <= p < len(cur):
+            cur = cur[p]
+        elif isinstance(p, str) and isinstance(cur, dict) and p in cur:
+            cur = cur[p]
+        else:
+            return None
+    return cur
+
+
+def _leaves(v: Any, parts: list) -> Iterable[tuple]:
+    if isinstance(v, dict):
+        for k, x in v.items():
+            yield from _leaves(x, parts + [k])
+    elif isinstance(v, list):
+        for i, x in enumerate(v):
+            yield from _leaves(x, parts + [i])
+    else:
+        yield parts, v
+
+
+def refine_error(data: dict, path: str, message: str) -> tuple:
+    """Sharpens a core error on ``data``: drops the JSON position serde appends, and where the
+    path stops at a table that holds the culprit (tagged tables such as ``topology`` and
+    ``traffic[i]`` report only their own path) extends it to the key itself."""
+    message = _JSON_POS.sub("", message or "")
+    parts = _split_path(path)
+    node = _lookup(data, parts)
+    if isinstance(node, (dict, list)):
+        m = _UNKNOWN.match(message)
+        if m and isinstance(node, dict) and m.group(1) in node:
+            return _fmt_path(parts + [m.group(1)]), message
+        m = _GOT.search(message)
+        if m:
+            try:
+                bad = json.loads(m.group(1))
+            except ValueError:
+                bad = m.group(1)
+            hits = [p for p, v in _leaves(node, parts) if v == bad and type(v) is type(bad)]
+            if len(hits) == 1:
+                return _fmt_path(hits[0]), message
+    return path, message
