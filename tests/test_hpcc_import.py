@@ -61,6 +61,8 @@ def _core_build(scenario: dict, base_dir: Path) -> None:
         return
     finally:
         sys.path.pop(0)
+    if "default_loss" not in _core.scenario_schema():
+        pytest.skip("the compiled core predates this importer (rebuild it: maturin develop)")
     _core.Simulation(json.dumps(scenario), str(base_dir), 1)
 
 
@@ -115,7 +117,7 @@ def test_fattree_websearch_anchor(tmp_path: Path) -> None:
     ]
     assert sw["pfc"]["dynamic"] is True
     assert "link_events" not in doc
-    assert "loss" not in doc["topology"]
+    assert "default_loss" not in doc["topology"]
     # Ignored keys are listed with reasons, on stderr.
     for key in ("TRACE_FILE", "FCT_OUTPUT_FILE", "QLEN_MON_FILE", "U_TARGET", "DCTCP_RATE_AI", "L2_BACK_TO_ZERO",
                 "L2_CHUNK_SIZE", "HAS_WIN", "VAR_WIN", "GLOBAL_T", "PINT_PROB", "ENABLE_TRACE"):
@@ -159,7 +161,7 @@ def test_small_config(tmp_path: Path) -> None:
     assert r.exit_code == 0, r.stderr
     doc = tomllib.loads(out.read_text())
     assert doc["duration"] == "2.005s"
-    assert doc["topology"]["loss"] == 0.001
+    assert doc["topology"]["default_loss"] == 0.001
     assert (out.parent / doc["topology"]["file"]).resolve() == (DATA / "mix" / "topo-star4.txt").resolve()
     assert doc["nic"] == {"mtu": 1024, "ack_every": 4, "ack_priority": "data", "priority": 3}
     assert doc["switch"]["buffer"] == "12MiB"

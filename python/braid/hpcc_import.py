@@ -418,10 +418,11 @@ def convert(
         if loss > 1:
             raise HpccImportError(f"{_where(cpath, e)}: expected an error rate between 0 and 1, got {e.values[0]}")
         if loss > 0:
-            topo["loss"] = float(loss)
-            notes.append(f"ERROR_RATE_PER_LINK {e.values[0]} → topology.loss = {float(loss)} on every link (replaces the file's per-link error rates)")
-        else:
-            notes.append("ERROR_RATE_PER_LINK 0 → links keep the topology file's error_rate column")
+            topo["default_loss"] = float(loss)
+            notes.append(
+                f"ERROR_RATE_PER_LINK {e.values[0]} → topology.default_loss: the loss rate of links whose error_rate in the "
+                "topology file is 0 (as HPCC's third.cc; links with their own error_rate keep it)"
+            )
     scen["topology"] = topo
 
     # ---- switch
@@ -499,7 +500,16 @@ def convert(
         pfc["dynamic"] = _flag(cpath, e)
         if pfc["dynamic"]:
             pfc["alpha"] = 0.125
-            notes.append("USE_DYNAMIC_PFC_THRESHOLD 1 → switch.pfc.dynamic = true, alpha = 1/8 (HPCC's pfc_a_shift 3)")
+            nic_rate = min(info.link_rates) if info.link_rates else 0
+            faster = sorted({r for r in info.link_rates if r > nic_rate})
+            msg = "USE_DYNAMIC_PFC_THRESHOLD 1 → switch.pfc.dynamic = true, alpha = 1/8 (HPCC's pfc_a_shift 3)"
+            if faster:
+                msg = (
+                    "approximated: " + msg + "; HPCC doubles alpha per doubling of a port's rate over the NIC rate "
+                    f"(e.g. {fmt_rate(faster[-1])} ports: 1/{8 >> min(3, (faster[-1] // max(nic_rate, 1)).bit_length() - 1)}); "
+                    "braid uses one alpha for every port"
+                )
+            notes.append(msg)
     sw["pfc"] = pfc
     scen["switch"] = sw
 

@@ -267,11 +267,12 @@ pub enum TopologySpec {
     Edges { nodes: NodesSpec, switches: Vec<NodeRef>, links: Vec<EdgeSpec> },
     /// An HPCC ns-3 topology file (line 1 `nodes switches links`, line 2 the switch ids, then
     /// `src dst rate delay error_rate`), relative to the scenario's directory. Node ids are kept;
-    /// names are `n{id}`. `loss`, when given, replaces every link's error rate.
+    /// names are `n{id}`. `default_loss` is the loss rate of links whose error_rate in the file is
+    /// 0 (HPCC's ERROR_RATE_PER_LINK: ns-3 gives those links this error model).
     Hpcc {
         file: String,
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        loss: Option<f64>,
+        default_loss: Option<f64>,
     },
 }
 }
@@ -487,14 +488,16 @@ impl TopologySpec {
                     return Err(SpecError::new("switches", "every node is a switch; a topology needs hosts"));
                 }
             }
-            TopologySpec::Hpcc { file, loss } => {
+            TopologySpec::Hpcc { file, default_loss } => {
+                if let Some(p) = default_loss {
+                    if !(0.0..=1.0).contains(p) {
+                        return Err(SpecError::new("default_loss", "expected a loss probability between 0 and 1"));
+                    }
+                }
                 let path = resolve(base_dir, file);
                 g = crate::hpcc::read_topology(&path).map_err(|e| SpecError::new("file", e))?;
-                if let Some(p) = loss {
-                    if !(0.0..=1.0).contains(p) {
-                        return Err(SpecError::new("loss", "expected a loss probability between 0 and 1"));
-                    }
-                    for l in &mut g.links {
+                if let Some(p) = default_loss {
+                    for l in g.links.iter_mut().filter(|l| l.loss == 0.0) {
                         l.loss = *p;
                     }
                 }
@@ -671,6 +674,21 @@ mod tests {
         bl.loss = 1.5;
         let t = TopologySpec::Dumbbell { left: 1, right: 1, host_link: link("1Gbps", "1us"), bottleneck: bl };
         assert_eq!(t.build(Path::new(".")).unwrap_err().path, "bottleneck.loss");
+    }
+
+    #[test]
+    fn hpcc_default_loss_fills_lossless_links() {
+        let dir = std::env::temp_dir().join(format!("braid-topo-loss-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("t.txt"), "3 1 2\n0\n0 1 10Gbps 1us 0.05\n0 2 10Gbps 1us 0\n").unwrap();
+        let g = TopologySpec::Hpcc { file: "t.txt".into(), default_loss: Some(0.01) }.build(&dir).unwrap();
+        assert_eq!((g.links[0].loss, g.links[1].loss), (0.05, 0.01));
+        let e = TopologySpec::Hpcc { file: "t.txt".into(), default_loss: Some(2.0) }.build(&dir).unwrap_err();
+        assert_eq!(e.path, "default_loss");
+        let e = TopologySpec::Hpcc { file: "missing.txt".into(), default_loss: None }.build(&dir).unwrap_err();
+        assert_eq!(e.path, "file");
+        assert!(e.message.contains("missing.txt"), "{}", e.message);
+        std::fs::remove_dir_all(&dir).ok();
     }
 
     #[test]

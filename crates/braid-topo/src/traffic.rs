@@ -331,7 +331,7 @@ impl TrafficSpec {
                 }
                 let dist = Cdf::load(cdf, base_dir).map_err(|m| e("cdf", m))?;
                 let mean_size = dist.mean();
-                if !(mean_size > 0.0) {
+                if mean_size <= 0.0 {
                     return Err(e("cdf", "the distribution's mean size is zero"));
                 }
                 if duration.is_none() && flows.is_none() {
@@ -646,7 +646,7 @@ mod tests {
         // Star: switch 0, hosts 1..4 (hosts are NOT the lowest ids).
         std::fs::write(dir.join("topo.txt"), "5 1 4\n0\n0 1 100Gbps 1us 0\n0 2 100Gbps 1us 0\n0 3 100Gbps 1us 0\n0 4 100Gbps 1us 0\n").unwrap();
         std::fs::write(dir.join("flow.txt"), "2\n2 1 3 100 200000000 2\n3 1 3 100 200000000 2\n").unwrap();
-        let g = TopologySpec::Hpcc { file: "topo.txt".into(), loss: None }.build(&dir).unwrap();
+        let g = TopologySpec::Hpcc { file: "topo.txt".into(), default_loss: None }.build(&dir).unwrap();
         let t = TrafficSpec::Hpcc { file: "flow.txt".into(), topology: None };
         let f = t.generate_on(&g, 1, 0, &dir).unwrap();
         assert_eq!((f[0].src, f[0].dst, f[1].src), (1, 0, 2));

@@ -198,8 +198,9 @@ fn split_unit<'a>(s: &'a str, units: &[(&str, u128)]) -> Option<(&'a str, u128)>
     let mut best: Option<(&str, u128)> = None;
     for &(u, scale) in units {
         if let Some(num) = s.strip_suffix(u) {
-            if best.is_none_or(|(n, _)| num.len() < n.len()) {
-                best = Some((num, scale));
+            match best {
+                Some((n, _)) if n.len() <= num.len() => {}
+                _ => best = Some((num, scale)),
             }
         }
     }
@@ -298,6 +299,7 @@ impl fmt::Display for Duration {
 }
 
 impl fmt::Display for Bytes {
+    #[allow(clippy::manual_is_multiple_of)] // is_multiple_of needs Rust 1.87; the workspace supports 1.80
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let v = self.0;
         // Prefer an integer in decimal units, then an integer in binary units, else exact decimal.

@@ -25,7 +25,7 @@ fn anchors() -> Option<PathBuf> {
 #[test]
 fn fat_tree_320_and_websearch_flows() {
     let Some(dir) = anchors() else { return };
-    let topo = TopologySpec::Hpcc { file: "topology-fattree-320.txt".into(), loss: None };
+    let topo = TopologySpec::Hpcc { file: "topology-fattree-320.txt".into(), default_loss: None };
     let g = topo.build(&dir).unwrap();
     assert_eq!(g.nodes.len(), 376);
     assert_eq!(g.n_hosts(), 320);
@@ -58,7 +58,7 @@ fn fat_tree_320_and_websearch_flows() {
 #[test]
 fn star_65_incast() {
     let Some(dir) = anchors() else { return };
-    let g = TopologySpec::Hpcc { file: "topology-star-65.txt".into(), loss: None }.build(&dir).unwrap();
+    let g = TopologySpec::Hpcc { file: "topology-star-65.txt".into(), default_loss: None }.build(&dir).unwrap();
     assert_eq!((g.nodes.len(), g.n_hosts(), g.n_switches(), g.links.len()), (66, 65, 1, 65));
     assert_eq!(g.nodes[0].kind, NodeKind::Switch);
     assert_eq!(g.node_by_name("n0"), Some(0));
