@@ -3,7 +3,6 @@ good input runs and writes a results folder."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -223,8 +222,7 @@ def test_bench_unknown_name():
     assert_user_error(invoke("bench", "--only", "nope"), "--only", "unknown benchmark")
 
 
-@pytest.mark.parametrize("module, command", [("braid.hpcc_import", "import-hpcc"), ("braid.cli_drum", "drum")])
-def test_extension_commands_registered(module, command):
-    if importlib.util.find_spec(module) is None:
-        pytest.skip(f"{module} not written yet")
+@pytest.mark.parametrize("command", ["import-hpcc", "drum"])
+def test_extension_commands_registered(command):
     assert command in main.commands
+    assert invoke(command, "--help").exit_code == 0

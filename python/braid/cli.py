@@ -173,19 +173,11 @@ def bench(only: tuple, quick: bool, anchors: Optional[str], json_out: Optional[s
     run_bench(only=only, quick=quick, anchors=anchors, json_out=json_out)
 
 
-# TODO(front): make these plain imports once braid.hpcc_import and braid.cli_drum exist.
-try:
-    from .hpcc_import import import_hpcc
+from .cli_drum import drum  # noqa: E402
+from .hpcc_import import import_hpcc  # noqa: E402
 
-    main.add_command(import_hpcc, "import-hpcc")
-except ImportError:
-    pass
-try:
-    from .cli_drum import drum
-
-    main.add_command(drum, "drum")
-except ImportError:
-    pass
+main.add_command(import_hpcc, "import-hpcc")
+main.add_command(drum, "drum")
 
 
 if __name__ == "__main__":  # pragma: no cover
