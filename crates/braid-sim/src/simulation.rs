@@ -110,12 +110,11 @@ impl Simulation {
         // destination host.
         let log: SharedLog = Rc::new(RefCell::new(FlowLog::default()));
         let rdv: Rendezvous = Rc::new(RefCell::new(HashMap::new()));
-        let host_rate = world.nodes[world.hosts[0].node as usize].ports[0].rate;
         let mut senders: BTreeMap<u32, Vec<SendFlow>> = BTreeMap::new();
         let mut sinks: BTreeMap<u32, Vec<(u32, u32, u64)>> = BTreeMap::new();
         let mut conn = 0u32;
         for (i, t) in sc.traffic.iter().enumerate() {
-            let flows = t.generate(n_hosts, host_rate, seed, i as u64, base_dir).map_err(|e| err(join(&format!("traffic[{i}]"), &e.path), e.message))?;
+            let flows = t.generate_on(&graph, seed, i as u64, base_dir).map_err(|e| err(join(&format!("traffic[{i}]"), &e.path), e.message))?;
             for f in flows {
                 if f.src >= n_hosts || f.dst >= n_hosts {
                     return Err(err(format!("traffic[{i}]"), format!("flow {} -> {} names a host beyond the topology's {n_hosts}", f.src, f.dst)));
