@@ -408,7 +408,7 @@ impl DrumAdmm {
         let v = self.st().partial_rows(h0, h1);
         fbytes(py, &v)
     }
-    /// Set a full state vector: "hsum", "z", "v", "dv", "x".
+    /// Set a full state vector: "hsum", "z", "v", "dv", "x", "lam", "mu".
     fn set(&mut self, py: Python<'_>, name: &str, data: &[u8]) -> PyResult<()> {
         let v = f64s(py, data, name)?;
         let st = self.st();
@@ -418,6 +418,8 @@ impl DrumAdmm {
             "v" => &mut st.v,
             "dv" => &mut st.dv,
             "x" => &mut st.x,
+            "lam" => &mut st.lam,
+            "mu" => &mut st.mu,
             _ => return Err(perr(py, "name", format!("unknown state vector {name}"))),
         };
         if dst.len() != v.len() {
@@ -435,6 +437,8 @@ impl DrumAdmm {
             "v" => &st.v,
             "dv" => &st.dv,
             "x" => &st.x,
+            "lam" => &st.lam,
+            "mu" => &st.mu,
             _ => return Err(perr(py, "name", format!("unknown state vector {name}"))),
         };
         Ok(fbytes(py, v))
