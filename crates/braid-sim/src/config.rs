@@ -338,3 +338,15 @@ fn one() -> u32 {
 fn sixteen() -> u32 {
     16
 }
+
+/// A static route: at switch `node`, traffic to the listed destination hosts leaves through
+/// `next_hops` (neighbour node names or ids; more than one = ECMP among them), replacing the
+/// shortest-path ECMP group.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StaticRoute {
+    pub node: String,
+    /// Destination host indices; absent = every host.
+    pub dst: Option<Vec<u32>>,
+    pub next_hops: Vec<String>,
+}

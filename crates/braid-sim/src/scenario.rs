@@ -34,6 +34,9 @@ pub struct Scenario {
     pub apps: Vec<AppSpec>,
     #[serde(default)]
     pub link_events: Vec<LinkEvent>,
+    /// Static routes overriding shortest-path ECMP at chosen switches.
+    #[serde(default)]
+    pub routes: Vec<StaticRoute>,
     #[serde(default)]
     pub measure: MeasureConfig,
     #[serde(default)]

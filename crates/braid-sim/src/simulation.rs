@@ -100,6 +100,7 @@ impl Simulation {
             world.measure.queue_names.push(spec.clone());
         }
 
+        world.install_routes(&sc.routes, &names).map_err(|(p, m)| err(p, m))?;
         let mut queue = EventQueue::new();
         world.schedule_link_events(&sc.link_events, &mut queue, &names).map_err(|m| {
             let (p, msg) = m.split_once(": ").unwrap_or(("link_events", &m));

@@ -247,6 +247,45 @@ impl World {
         Ok(())
     }
 
+    /// Installs static routes (after the shortest-path ones). Errors name the key path.
+    pub fn install_routes(&mut self, routes: &[crate::config::StaticRoute], names: &HashMap<String, u32>) -> Result<(), (String, String)> {
+        let mut interned: HashMap<Vec<u16>, u32> = self.groups.iter().enumerate().map(|(i, g)| (g.clone(), i as u32)).collect();
+        for (i, r) in routes.iter().enumerate() {
+            let at = |k: &str| format!("routes[{i}].{k}");
+            let node = resolve_node(&r.node, names).ok_or_else(|| (at("node"), format!("no node named {:?}", r.node)))?;
+            let Role::Switch(s) = self.nodes[node as usize].role else {
+                return Err((at("node"), format!("{:?} is a host; only switches route", r.node)));
+            };
+            if r.next_hops.is_empty() {
+                return Err((at("next_hops"), "expected at least one neighbour".into()));
+            }
+            let mut ports = Vec::new();
+            for (j, h) in r.next_hops.iter().enumerate() {
+                let n = resolve_node(h, names).ok_or_else(|| (format!("routes[{i}].next_hops[{j}]"), format!("no node named {h:?}")))?;
+                let p = self.nodes[node as usize]
+                    .ports
+                    .iter()
+                    .position(|p| p.peer_node == n)
+                    .ok_or_else(|| (format!("routes[{i}].next_hops[{j}]"), format!("{h:?} is not a neighbour of {:?}", r.node)))?;
+                ports.push(p as u16);
+            }
+            let next = self.groups.len() as u32;
+            let gid = *interned.entry(ports.clone()).or_insert_with(|| {
+                self.groups.push(ports);
+                next
+            });
+            let n_hosts = self.hosts.len() as u32;
+            let dsts: Vec<u32> = r.dst.clone().unwrap_or_else(|| (0..n_hosts).collect());
+            for (j, &d) in dsts.iter().enumerate() {
+                if d >= n_hosts {
+                    return Err((format!("routes[{i}].dst[{j}]"), format!("host {d} does not exist (the topology has {n_hosts} hosts)")));
+                }
+                self.switches[s as usize].routes[d as usize] = gid;
+            }
+        }
+        Ok(())
+    }
+
     /// The egress port a switch uses for a packet.
     #[inline]
     fn route(&self, sw: usize, pk: &Packet) -> Option<u16> {

@@ -156,3 +156,22 @@ fn link_failure_stops_traffic_and_recovery_restores_it() {
     assert!(during < 0.01, "{during}");
     assert!(after > 30.0, "{after}");
 }
+
+#[test]
+fn static_routes_override_ecmp() {
+    // Pin every flow from tor0 through spine2: ECMP would have spread them.
+    let n = 8;
+    let fl: Vec<(u32, u32, &str)> = (0..n).map(|i| (i, n + i, "10KB")).collect();
+    let s = json!({"duration": "5ms", "topology": two_tor(n, 4), "traffic": flows(&fl),
+                   "routes": [{"node": "tor0", "next_hops": ["spine2"], "dst": (n..2 * n).collect::<Vec<u32>>()}]});
+    let (_, r) = run(&s);
+    match r.flows.get("path").unwrap() {
+        braid_sim::Column::Str(v) => assert!(v.iter().all(|p| spine_of(p) == "spine2"), "{v:?}"),
+        _ => unreachable!(),
+    }
+    let mut bad = s.clone();
+    bad["routes"][0]["next_hops"] = json!(["tor1"]);
+    let (p, m) = error_of(bad);
+    assert_eq!(p, "routes[0].next_hops[0]");
+    assert!(m.contains("not a neighbour"), "{m}");
+}
