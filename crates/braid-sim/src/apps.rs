@@ -56,13 +56,14 @@ pub struct SendFlow {
     pub conn: u32,
     pub size: u64,
     pub start: u64,
+    pub priority: u8,
     qp: QpNum,
     addr: u64,
 }
 
 impl SendFlow {
-    pub fn new(flow: u32, conn: u32, size: u64, start: u64) -> Self {
-        SendFlow { flow, conn, size, start, qp: 0, addr: 0 }
+    pub fn new(flow: u32, conn: u32, size: u64, start: u64, priority: u8) -> Self {
+        SendFlow { flow, conn, size, start, priority, qp: 0, addr: 0 }
     }
 }
 
@@ -92,7 +93,7 @@ impl App for FlowSender {
         self.lkey = mr.lkey;
         let mut off = 0;
         for f in &mut self.flows {
-            f.qp = v.create_qp(&QpInit::rc(self.cq)).expect("create QP");
+            f.qp = v.create_qp(&QpInit { priority: Some(f.priority), ..QpInit::rc(self.cq) }).expect("create QP");
             f.addr = self.base + off;
             if self.data_check {
                 v.write_local(f.addr, &pattern(f.flow, f.size as usize)).expect("fill buffer");

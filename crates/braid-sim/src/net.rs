@@ -30,6 +30,8 @@ pub struct Port {
     pub ctrl: VecDeque<PktId>,
     deficit: [i64; MAX_PRIO],
     rr: usize,
+    /// The queue at `rr` has had its quantum for this visit.
+    visited: bool,
     pub ecn: EcnCurve,
     pub loss_rng: RngStream,
     pub tx_bytes: u64,
@@ -61,6 +63,7 @@ impl Port {
             ctrl: VecDeque::new(),
             deficit: [0; MAX_PRIO],
             rr: 0,
+            visited: false,
             ecn,
             loss_rng,
             tx_bytes: 0,
@@ -100,7 +103,9 @@ impl Port {
                 None
             }
             Scheduler::Dwrr => {
-                // Deficit round robin: visit queues in turn, topping up each by its quantum.
+                // Deficit round robin (Shreedhar & Varghese): each visit to a backlogged queue adds
+                // its quantum once; it sends while its deficit covers the head packet, then the
+                // turn passes on. An emptied queue forfeits its deficit.
                 let eligible = (0..n).any(|p| !self.paused[p] && !self.queues[p].is_empty());
                 if !eligible {
                     return None;
@@ -109,21 +114,21 @@ impl Port {
                     let p = self.rr;
                     if !self.paused[p] {
                         if let Some(&head) = self.queues[p].front() {
+                            if !self.visited {
+                                self.deficit[p] += quantum.get(p).copied().unwrap_or(1500) as i64;
+                                self.visited = true;
+                            }
                             let sz = pool.get(head).size as i64;
                             if self.deficit[p] >= sz {
                                 self.deficit[p] -= sz;
                                 return self.take(p, pool);
-                            }
-                            self.deficit[p] += quantum.get(p).copied().unwrap_or(1500) as i64;
-                            // Stay on this queue until it runs out of deficit.
-                            if self.deficit[p] >= sz {
-                                continue;
                             }
                         } else {
                             self.deficit[p] = 0;
                         }
                     }
                     self.rr = (self.rr + 1) % n;
+                    self.visited = false;
                 }
             }
         }

@@ -120,6 +120,9 @@ impl Simulation {
                 if f.src >= n_hosts || f.dst >= n_hosts {
                     return Err(err(format!("traffic[{i}]"), format!("flow {} -> {} names a host beyond the topology's {n_hosts}", f.src, f.dst)));
                 }
+                if f.priority >= sc.switch.priorities {
+                    return Err(err(format!("traffic[{i}].priority"), format!("priority {} does not exist (switch.priorities = {})", f.priority, sc.switch.priorities)));
+                }
                 if f.src == f.dst {
                     return Err(err(format!("traffic[{i}]"), format!("flow from host {} to itself", f.src)));
                 }
@@ -136,7 +139,7 @@ impl Simulation {
                     bytes_done: 0,
                     latencies: vec![],
                 });
-                senders.entry(f.src).or_default().push(SendFlow::new(id, conn, f.size, f.start_ps));
+                senders.entry(f.src).or_default().push(SendFlow::new(id, conn, f.size, f.start_ps, f.priority));
                 sinks.entry(f.dst).or_default().push((id, conn, f.size));
                 conn += 1;
             }

@@ -157,3 +157,38 @@ fn qp_cache_thrashing_collapses_throughput() {
     assert!(below > 35.0, "{below}");
     assert!(above < 0.8 * below, "throughput should fall past the cache size: {below} -> {above}");
 }
+
+/// Two line-rate senders of different priorities share one 40G egress; PFC keeps it lossless.
+fn two_classes(sched: &str) -> braid_sim::Results {
+    let s = json!({
+        "duration": "3ms",
+        "topology": dumbbell(2, 1, link("40Gbps", "1us"), link("400Gbps", "1us")),
+        "switch": {"scheduler": sched, "dwrr_quantum": [1500, 1062, 3186, 1500, 1500, 1500, 1500, 1500], "lossless": [1, 2]},
+        "transport": {"kind": "none"},
+        "measure": {"interval": "100us"},
+        "traffic": [{"pattern": "flows", "flows": [
+            {"src": 0, "dst": 2, "size": "100MB", "priority": 1},
+            {"src": 1, "dst": 2, "size": "100MB", "priority": 2}]}],
+    });
+    run(&s).1
+}
+
+#[test]
+fn dwrr_shares_an_egress_by_quantum() {
+    let r = two_classes("dwrr");
+    assert_eq!(r.counters["drops"], 0);
+    let g = mean_gbps(&r, 2, 1_000_000_000, 3_000_000_000);
+    let total = 40.0 * 1000.0 / 1062.0;
+    // Quanta of one and three 1062-byte frames: a 1:3 split of the link.
+    assert!((g[0] - total / 4.0).abs() < 0.03 * total, "{g:?}");
+    assert!((g[1] - 3.0 * total / 4.0).abs() < 0.03 * total, "{g:?}");
+}
+
+#[test]
+fn strict_priority_serves_the_higher_class_first() {
+    let r = two_classes("strict");
+    let g = mean_gbps(&r, 2, 1_000_000_000, 3_000_000_000);
+    let total = 40.0 * 1000.0 / 1062.0;
+    assert!(g[0] > 0.97 * total, "{g:?}");
+    assert!(g[1] < 0.03 * total, "{g:?}");
+}
