@@ -245,3 +245,107 @@ fn bad_work_requests_are_rejected_at_post_time() {
     sim.run();
     assert_eq!(s.borrow().client_host, 1, "the app ran");
 }
+
+/// UD and UC: unreliable transports complete sends once on the wire; UD delivers datagrams with
+/// the sender's address, UC carries one-sided WRITEs without acknowledgements.
+#[test]
+fn ud_datagrams_and_uc_writes() {
+    #[derive(Default)]
+    struct St {
+        ud_server: Option<(u32, QpNum)>,
+        uc_server: Option<(u32, QpNum, MemoryRegion)>,
+        uc_client: Option<(u32, QpNum)>,
+        server_wcs: Vec<WorkCompletion>,
+        client_wcs: Vec<WorkCompletion>,
+        data: Vec<u8>,
+    }
+    type T = Rc<RefCell<St>>;
+    struct Srv(T, Option<(QpNum, QpNum)>);
+    impl App for Srv {
+        fn start(&mut self, v: &mut dyn Verbs) {
+            let cq = v.create_cq(64).unwrap();
+            let mr = v.reg_mr(0x1000, 4096, Access::ALL).unwrap();
+            let ud = v.create_qp(&QpInit { qp_type: QpType::Ud, ..QpInit::rc(cq) }).unwrap();
+            v.connect_qp(ud, RemoteQp { host: 0, qpn: 0, udp_sport: None }).unwrap();
+            for i in 0..3 {
+                v.post_recv(ud, RecvWr { wr_id: i, sg_list: vec![Sge { addr: 0x1000, length: 512, lkey: mr.lkey }] }).unwrap();
+            }
+            let uc = v.create_qp(&QpInit { qp_type: QpType::Uc, ..QpInit::rc(cq) }).unwrap();
+            let mut s = self.0.borrow_mut();
+            s.ud_server = Some((v.local_host(), ud));
+            s.uc_server = Some((v.local_host(), uc, mr));
+            self.1 = Some((ud, uc));
+            v.set_timer(v.now(), 1);
+        }
+        fn on_event(&mut self, v: &mut dyn Verbs, ev: Event) {
+            match ev {
+                Event::Timer(1) => {
+                    let (h, q) = self.0.borrow().uc_client.unwrap();
+                    v.connect_qp(self.1.unwrap().1, RemoteQp { host: h, qpn: q, udp_sport: None }).unwrap();
+                }
+                Event::Timer(2) => {
+                    let d = v.read_local(0x1800, 4).unwrap();
+                    self.0.borrow_mut().data = d;
+                }
+                Event::Completion(cq) => {
+                    let mut out = Vec::new();
+                    v.poll_cq(cq, 64, &mut out);
+                    self.0.borrow_mut().server_wcs.extend(out);
+                    v.set_timer(v.now() + 1_000_000, 2);
+                }
+                _ => {}
+            }
+        }
+    }
+    struct Cli(T);
+    impl App for Cli {
+        fn start(&mut self, v: &mut dyn Verbs) {
+            let cq = v.create_cq(64).unwrap();
+            let mr = v.reg_mr(0x9000, 4096, Access::ALL).unwrap();
+            v.write_local(0x9000, &[1, 2, 3, 4]).unwrap();
+            let ud = v.create_qp(&QpInit { qp_type: QpType::Ud, sq_sig_all: true, ..QpInit::rc(cq) }).unwrap();
+            let uc = v.create_qp(&QpInit { qp_type: QpType::Uc, sq_sig_all: true, ..QpInit::rc(cq) }).unwrap();
+            self.0.borrow_mut().uc_client = Some((v.local_host(), uc));
+            v.connect_qp(ud, RemoteQp { host: 0, qpn: 0, udp_sport: None }).unwrap();
+            let (dh, dq) = self.0.borrow().ud_server.unwrap();
+            for i in 0..2u64 {
+                let mut wr = SendWr::new(i, SendOp::Send, vec![Sge { addr: 0x9000, length: 100, lkey: mr.lkey }]);
+                wr.ud_dest = Some(RemoteQp { host: dh, qpn: dq, udp_sport: None });
+                v.post_send(ud, wr).unwrap();
+            }
+            // A datagram larger than the MTU is refused at post time.
+            let mut big = SendWr::new(9, SendOp::Send, vec![Sge { addr: 0x9000, length: 2000, lkey: mr.lkey }]);
+            big.ud_dest = Some(RemoteQp { host: dh, qpn: dq, udp_sport: None });
+            assert!(v.post_send(ud, big).is_err());
+            let (sh, sq, smr) = self.0.borrow().uc_server.unwrap();
+            v.connect_qp(uc, RemoteQp { host: sh, qpn: sq, udp_sport: None }).unwrap();
+            let mut w = SendWr::new(5, SendOp::Write, vec![Sge { addr: 0x9000, length: 4, lkey: mr.lkey }]);
+            w.remote_addr = 0x1800;
+            w.rkey = smr.rkey;
+            v.post_send(uc, w).unwrap();
+            // READ is not a UC operation.
+            assert!(v.post_send(uc, SendWr::new(6, SendOp::Read, vec![])).is_err());
+        }
+        fn on_event(&mut self, v: &mut dyn Verbs, ev: Event) {
+            if let Event::Completion(cq) = ev {
+                let mut out = Vec::new();
+                v.poll_cq(cq, 64, &mut out);
+                self.0.borrow_mut().client_wcs.extend(out);
+            }
+        }
+    }
+    let st: T = Default::default();
+    let scenario = json!({"duration": "1ms", "nic": {"data_check": true},
+                          "topology": dumbbell(1, 1, link("40Gbps", "1us"), link("40Gbps", "1us"))});
+    let mut sim = build(&scenario);
+    sim.add_app(1, Box::new(Srv(st.clone(), None)), vec![]).unwrap();
+    sim.add_app(0, Box::new(Cli(st.clone())), vec![]).unwrap();
+    sim.run();
+    let s = st.borrow();
+    let recvs: Vec<_> = s.server_wcs.iter().filter(|w| w.opcode == WcOpcode::Recv).collect();
+    assert_eq!(recvs.len(), 2, "{:?}", s.server_wcs);
+    assert!(recvs.iter().all(|w| w.byte_len == 100 && w.src_host == sim.host_address(0)));
+    assert_eq!(s.client_wcs.len(), 3, "two datagrams and one UC WRITE completed: {:?}", s.client_wcs);
+    assert_eq!(s.data, vec![1, 2, 3, 4], "the UC WRITE landed");
+    assert_eq!(sim.results().counters["acks"], 0, "unreliable transports send no ACKs");
+}
