@@ -95,11 +95,14 @@ def validate(scenario: Union[str, Path, Mapping, Scenario], overrides: Iterable[
 def _rich_progress(label: str) -> tuple:
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from .show import console
+
     prog = Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
         TextColumn("{task.fields[sim]}"),
         TimeElapsedColumn(),
+        console=console(stderr=True),
         transient=False,
     )
     task = prog.add_task(label, total=1.0, sim="")

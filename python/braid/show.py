@@ -23,10 +23,10 @@ def fmt(v: Any, digits: int = 4) -> str:
     if isinstance(v, float):
         if math.isnan(v):
             return "-"
-        if v != 0 and (abs(v) >= 1e7 or abs(v) < 1e-3):
+        if abs(v) >= 1e15 or (v != 0 and abs(v) < 1e-3):
             return f"{v:.3e}"
-        if v == int(v) and abs(v) < 1e7:
-            return f"{int(v):,}"
+        if abs(v) >= 1000 or v == int(v):
+            return f"{v:,.0f}"
         return f"{v:.{digits}g}"
     if isinstance(v, int):
         return f"{v:,}"
