@@ -15,6 +15,9 @@ pub struct Port {
     pub peer_port: u16,
     pub link: u32,
     pub rate: u64,
+    /// Picoseconds per byte when that is a whole number (every common rate), so serialization
+    /// is a multiplication; 0 = use the exact division.
+    ps_per_byte: u64,
     pub delay: Time,
     pub loss: f64,
     pub up: bool,
@@ -51,6 +54,7 @@ impl Port {
             peer_port,
             link,
             rate,
+            ps_per_byte: if (8 * braid_engine::time::S) % rate == 0 { 8 * braid_engine::time::S / rate } else { 0 },
             delay,
             loss,
             up: true,
@@ -71,6 +75,16 @@ impl Port {
             tx_pfc: 0,
             pause_started: [None; MAX_PRIO],
             paused_ps: 0,
+        }
+    }
+
+    /// Time to transmit `bytes` on this port (rounded up to the picosecond).
+    #[inline]
+    pub fn serialization(&self, bytes: u64) -> Time {
+        if self.ps_per_byte != 0 {
+            bytes * self.ps_per_byte
+        } else {
+            braid_engine::time::serialization(bytes, self.rate)
         }
     }
 

@@ -207,6 +207,9 @@ pub fn assemble(world: &World, log: &FlowLog, now: Time, events: u64, wall: std:
     s.insert("sim_s_per_wall_s".into(), if wall_s > 0.0 { now as f64 / S as f64 / wall_s } else { 0.0 });
     s.insert("finished".into(), finished as u8 as f64);
     s.insert("hosts".into(), world.hosts.len() as f64);
+    for (k, n) in crate::world::Ev::KINDS.iter().zip(world.ev_counts) {
+        s.insert(format!("events_{k}"), n as f64);
+    }
     s.insert("switches".into(), world.switches.len() as f64);
     r.stats = s;
     r

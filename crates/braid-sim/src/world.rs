@@ -90,6 +90,8 @@ pub struct World {
     pub seed: u64,
     /// Bit p set: priority p is lossless (PFC enabled and listed).
     lossless_mask: u8,
+    /// Events handled, by kind (see [`Ev::KINDS`]).
+    pub ev_counts: [u64; 8],
 }
 
 impl World {
@@ -184,6 +186,7 @@ impl World {
             pending_notify: Vec::new(),
             seed,
             lossless_mask: 0,
+            ev_counts: [0; 8],
         };
         if w.sw.pfc.enabled {
             w.lossless_mask = w.sw.lossless.iter().fold(0u8, |m, &p| m | (1 << (p & 7)));
@@ -449,7 +452,7 @@ impl World {
         let is_pfc = pk.kind == PktKind::Pfc;
         let p = &mut self.nodes[node as usize].ports[port as usize];
         p.tx_pfc += is_pfc as u64;
-        let ser = serialization(size, p.rate);
+        let ser = p.serialization(size);
         p.busy_until = now + ser;
         p.tx_bytes += size;
         p.tx_pkts += 1;
@@ -584,6 +587,24 @@ impl World {
             self.drop_packet(id);
             return;
         };
+        // Fast path: an idle egress with nothing queued sends the packet at once. The buffer would
+        // hold it for no time, so nothing changes but the work (unless it would trip XOFF, which
+        // the full path handles).
+        let egress = &self.nodes[node as usize].ports[out as usize];
+        let q_prio = prio.min(egress.queues.len() - 1);
+        let would_pause = lossless && sw.ingress[in_port as usize][prio] + size > sw.xoff(&self.sw);
+        if egress.busy_until <= now && egress.bytes == 0 && egress.ctrl.is_empty() && !egress.paused[q_prio] && !would_pause {
+            self.counters.packets_forwarded += 1;
+            if self.sw.ecn.enabled && !self.pool.get(id).ce {
+                let pr = red_probability(size, &egress.ecn);
+                if pr > 0.0 && (pr >= 1.0 || sw.ecn_rng.uniform() < pr) {
+                    self.pool.get_mut(id).ce = true;
+                    self.counters.ecn_marks += 1;
+                }
+            }
+            self.put_on_wire(now, node, out, id, q);
+            return;
+        }
         match pool {
             Pool::Shared => sw.shared_used += size,
             Pool::Headroom => sw.hdrm_used[in_port as usize] += size,
@@ -697,8 +718,25 @@ fn resolve_node(s: &str, names: &HashMap<String, u32>) -> Option<u32> {
     names.get(s).copied().or_else(|| s.parse().ok().filter(|&id: &u32| names.values().any(|&v| v == id)))
 }
 
+impl Ev {
+    pub const KINDS: [&'static str; 8] = ["arrive", "port_wake", "nic_rx", "timer", "app_timer", "app_start", "link_state", "sample"];
+    fn kind(&self) -> usize {
+        match self {
+            Ev::Arrive { .. } => 0,
+            Ev::PortWake { .. } => 1,
+            Ev::NicRx { .. } => 2,
+            Ev::Timer { .. } => 3,
+            Ev::AppTimer { .. } => 4,
+            Ev::AppStart { .. } => 5,
+            Ev::LinkState { .. } => 6,
+            Ev::Sample => 7,
+        }
+    }
+}
+
 impl Handler<Ev> for World {
     fn handle(&mut self, now: Time, ev: Ev, q: &mut EventQueue<Ev>) {
+        self.ev_counts[ev.kind()] += 1;
         match ev {
             Ev::Arrive { node, port, pkt } => self.arrive(now, node, port, pkt, q),
             Ev::PortWake { node, port } => {
