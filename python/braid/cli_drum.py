@@ -53,7 +53,7 @@ def drum():
 @click.option("--method", type=click.Choice(["admm", "exact", "dual"]), default="admm", show_default=True)
 @click.option("--rho", type=float, default=None, callback=_positive, help="initial penalty (scaled units; default automatic)")
 @click.option("--rho-policy", type=click.Choice(["adaptive", "fixed", "paper"]), default="adaptive", show_default=True)
-@click.option("--relax", type=float, default=1.0, show_default=True, help="over-relaxation in [1, 2)")
+@click.option("--relax", type=float, default=1.6, show_default=True, help="over-relaxation in [1, 2)")
 @click.option("--loss", type=float, default=0.0, show_default=True, help="probability a host's result is lost per iteration")
 @click.option("--stop", type=click.Choice(["boyd", "paper", "none"]), default="boyd", show_default=True)
 @click.option("--eps-abs", type=float, default=1e-6, show_default=True)

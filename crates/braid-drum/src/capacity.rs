@@ -16,35 +16,65 @@ pub const CAP_RTOL: f64 = 1e-13;
 /// return the last call to `eval` was made at the returned p.
 pub fn search<F: FnMut(f64) -> Eval>(cap: f64, p_min: f64, p_warm: f64, mut eval: F) -> f64 {
     let tol = CAP_RTOL * cap.abs().max(1e-300);
-    let (s0, d0) = eval(p_min);
-    if s0 <= cap + tol {
-        return p_min;
-    }
-    let mut lo = p_min; // S(lo) > cap
+    let mut lo = p_min; // S(lo) > cap once `lo_checked`
     let mut hi = f64::INFINITY; // S(hi) <= cap
     let mut p;
-    let (mut s, mut d) = (s0, d0);
-    // first trial point: warm start if useful, else Newton from p_min
+    let (mut s, mut d);
+    let mut last_p;
     if p_warm > p_min && p_warm.is_finite() {
+        // warm start: evaluate there first, p_min only if the Newton step goes below it
         p = p_warm;
-    } else if s.is_finite() && d > 0.0 {
-        p = p_min + (s - cap) / d;
-    } else {
-        p = if p_min > 0.0 { 2.0 * p_min } else { 1.0 };
-    }
-    let mut last_p = p_min;
-    for _ in 0..300 {
-        if !(p > lo && p < hi) {
-            p = if hi.is_finite() { 0.5 * (lo + hi) } else if lo > 0.0 { 2.0 * lo } else { 1.0 };
-        }
         let e = eval(p);
         s = e.0;
         d = e.1;
         last_p = p;
-        if (s - cap).abs() <= tol {
-            if s <= cap + tol {
-                return p;
+        if (s - cap).abs() <= tol && s <= cap + tol {
+            return p;
+        }
+        if s > cap {
+            lo = p;
+        } else {
+            hi = p;
+            let pn = if s.is_finite() && d > 0.0 { p + (s - cap) / d } else { f64::NAN };
+            if !(pn > p_min) {
+                let e0 = eval(p_min);
+                last_p = p_min;
+                if e0.0 <= cap + tol {
+                    return p_min;
+                }
+                s = e0.0;
+                d = e0.1;
+                p = p_min;
             }
+        }
+    } else {
+        let e = eval(p_min);
+        s = e.0;
+        d = e.1;
+        last_p = p_min;
+        if s <= cap + tol {
+            return p_min;
+        }
+        p = p_min;
+    }
+    for _ in 0..300 {
+        // next trial point
+        let pn = if s.is_finite() && d > 0.0 { p + (s - cap) / d } else { f64::NAN };
+        p = if pn.is_finite() && pn > lo && pn < hi {
+            pn
+        } else if hi.is_finite() {
+            0.5 * (lo + hi)
+        } else if lo > 0.0 {
+            4.0 * lo
+        } else {
+            1.0
+        };
+        let e = eval(p);
+        s = e.0;
+        d = e.1;
+        last_p = p;
+        if (s - cap).abs() <= tol && s <= cap + tol {
+            return p;
         }
         if s > cap {
             lo = p;
@@ -53,14 +83,6 @@ pub fn search<F: FnMut(f64) -> Eval>(cap: f64, p_min: f64, p_warm: f64, mut eval
         }
         if hi.is_finite() && hi - lo <= 4.0 * f64::EPSILON * hi.abs() {
             break;
-        }
-        let pn = if s.is_finite() && d > 0.0 { p + (s - cap) / d } else { f64::NAN };
-        if pn.is_finite() && pn > lo && pn < hi {
-            p = pn;
-        } else if hi.is_finite() {
-            p = 0.5 * (lo + hi);
-        } else {
-            p = if lo > 0.0 { 4.0 * lo } else { 1.0 };
         }
     }
     // make sure the returned point is feasible

@@ -39,7 +39,9 @@ impl Scaled {
         let nn = p.entries();
         let act = |k: usize| p.is_active(k);
         let (sx, sf) = if scaling {
-            let sx = p.q_cap.iter().sum::<f64>() / p.n as f64;
+            // the mean equal share of the WQE capacity: per-entry rates are O(1)
+            let cnt_act = (0..nn).filter(|&k| act(k)).count().max(1) as f64;
+            let sx = p.q_cap.iter().sum::<f64>() / cnt_act;
             let wsum: f64 = (0..nn).filter(|&k| act(k)).map(|k| p.w[k]).sum();
             let cnt = (0..nn).filter(|&k| act(k)).count().max(1);
             let wm = if wsum > 0.0 { wsum / cnt as f64 } else { 1.0 };

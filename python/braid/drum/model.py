@@ -403,7 +403,7 @@ def admm_options(
     *,
     rho: Optional[float] = None,
     rho_policy: str = "adaptive",
-    relax: float = 1.0,
+    relax: float = 1.6,
     scaling: Optional[bool] = None,
     eps_abs: float = 1e-6,
     eps_rel: float = 1e-6,
