@@ -20,6 +20,7 @@ pub mod qp_cache;
 pub mod results;
 pub mod scenario;
 pub mod simulation;
+pub mod transport;
 pub mod world;
 
 pub use api::{Column, Results, ScenarioError, Table};

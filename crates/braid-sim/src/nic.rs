@@ -7,11 +7,13 @@
 //! CQ notifications, records) in [`Effects`], which the world carries out.
 
 use crate::config::{AckPriority, NicConfig, TransportConfig, TransportKind};
-use crate::dcqcn::Dcqcn;
 use crate::memory::Memory;
+use crate::transport::rc::{RcConfig, RcTransport};
+use crate::transport::{DataInfo, Feedback, Plan, Reply, RxClass, Transport, TxFx};
+pub use crate::transport::TimerKind;
 use crate::packet::*;
 use crate::qp_cache::QpCache;
-use braid_engine::time::{serialization, Time, S};
+use braid_engine::time::{Time, S};
 use braid_verbs::*;
 use std::collections::VecDeque;
 
@@ -31,13 +33,6 @@ impl NicParams {
         };
         NicParams { nic, transport, ack_prio }
     }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TimerKind {
-    Rto,
-    Alpha,
-    RateInc,
 }
 
 /// A completed message, for the messages table.
@@ -125,53 +120,46 @@ pub struct Qp {
     /// Absolute number of WRs retired before sq[0] (for ENABLE counting).
     sq_base: u64,
     send_enabled: u64,
-    /// Transmit cursor: sq index and packet within that WQE.
+    /// New-data cursor: the first WQE not yet fully sent once, and the packet within it.
+    /// (Retransmissions are located by PSN; the transport decides which PSN goes next.)
     cur: usize,
     cur_pkt: u32,
+    /// The PSN the next new packet takes.
     next_psn: u32,
-    snd_una: u32,
-    /// One past the highest PSN ever sent.
-    max_sent: u32,
-    next_tx_ps: Time,
     next_msg_ps: Time,
-    rnr_until: Time,
-    last_progress: Time,
-    rto_pending: bool,
     read_rewound: bool,
-    pub cc: Option<Dcqcn>,
-    alpha_gen: u32,
-    rate_gen: u32,
-    cc_timers_on: bool,
+    /// Reliability and congestion control.
+    pub t: Box<dyn Transport>,
     // --- responder / receiver ---
     rq: VecDeque<RecvWqe>,
     recv_enabled: u64,
     recv_base: u64,
-    epsn: u32,
-    nak_sent: bool,
-    unacked: u32,
-    last_cnp: Option<Time>,
+    /// UC sequencing: the next PSN expected, and whether the current message is being discarded.
+    uc_epsn: u32,
+    uc_discard: bool,
     /// SEND in progress: bytes placed so far.
     recv_off: u64,
-    /// UC: discard until the next first packet.
-    uc_discard: bool,
     reads: VecDeque<ReadJob>,
     in_active: bool,
     // --- statistics ---
     pub rx_bytes: u64,
     pub tx_bytes: u64,
     pub retx_pkts: u64,
-    pub timeouts: u64,
 }
 
 impl Qp {
-    fn has_send_work(&self) -> bool {
-        !self.reads.is_empty() || self.cur < self.sq.len()
+    /// The PSN of the next packet never sent: the cursor's position.
+    fn cursor_psn(&self) -> u32 {
+        match self.sq.get(self.cur).and_then(|w| w.first_psn) {
+            Some(f) => f + self.cur_pkt,
+            None => self.next_psn,
+        }
     }
     fn data_prio(&self) -> u8 {
         self.prio
     }
-    fn outstanding(&self) -> bool {
-        self.sq.iter().any(|w| !w.done && w.first_psn.is_some())
+    pub fn timeouts(&self) -> u64 {
+        self.t.timeouts()
     }
 }
 
@@ -212,7 +200,8 @@ pub enum NextTx {
 
 /// How a QP stands at the transmit arbiter.
 enum Status {
-    Ready,
+    /// Ready to send this PSN on this source port (None: a READ response).
+    Ready(Option<(u32, u16)>),
     WaitUntil(Time),
     Blocked,
 }
@@ -315,12 +304,9 @@ impl Nic {
             }
         }
         let qpn = self.qps.len() as QpNum;
-        let cc = match p.transport.kind {
-            TransportKind::Dcqcn if init.qp_type != QpType::Ud => Some(Dcqcn::new(self.line_rate, &p.transport.dcqcn)),
-            _ => None,
-        };
         // RoCEv2 NICs derive the UDP source port from the QP; here a seeded hash, in 49152..65535.
         let sport = 0xC000 | (braid_engine::derive_seed(self.sport_seed, "sport", &[self.host as u64, qpn as u64]) & 0x3FFF) as u16;
+        let t = self.make_transport(init.qp_type, sport, p);
         self.qps.push(Some(Qp {
             qpn,
             qp_type: init.qp_type,
@@ -342,35 +328,50 @@ impl Nic {
             cur: 0,
             cur_pkt: 0,
             next_psn: 0,
-            snd_una: 0,
-            max_sent: 0,
-            next_tx_ps: 0,
             next_msg_ps: 0,
-            rnr_until: 0,
-            last_progress: 0,
-            rto_pending: false,
             read_rewound: false,
-            cc,
-            alpha_gen: 0,
-            rate_gen: 0,
-            cc_timers_on: false,
+            t,
             rq: VecDeque::new(),
             recv_enabled: 0,
             recv_base: 0,
-            epsn: 0,
-            nak_sent: false,
-            unacked: 0,
-            last_cnp: None,
-            recv_off: 0,
+            uc_epsn: 0,
             uc_discard: false,
+            recv_off: 0,
             reads: VecDeque::new(),
             in_active: false,
             rx_bytes: 0,
             tx_bytes: 0,
             retx_pkts: 0,
-            timeouts: 0,
         }));
         Ok(qpn)
+    }
+
+    /// The transport a new QP runs (per the scenario's `transport.kind`).
+    fn make_transport(&self, qp_type: QpType, sport: u16, p: &NicParams) -> Box<dyn Transport> {
+        let dcqcn = match p.transport.kind {
+            TransportKind::Dcqcn if qp_type != QpType::Ud => Some(p.transport.dcqcn.clone()),
+            _ => None,
+        };
+        Box::new(RcTransport::new(RcConfig {
+            reliable: qp_type == QpType::Rc,
+            sport,
+            line_rate: self.line_rate,
+            mtu: p.nic.mtu,
+            rto: p.nic.rto.0,
+            rnr_delay: p.nic.rnr_delay.0,
+            ack_every: p.nic.ack_every,
+            dcqcn,
+        }))
+    }
+
+    /// Carries out what a transport asked for.
+    fn transport_fx(&mut self, qpn: QpNum, fx: TxFx, eff: &mut Effects) {
+        for (t, kind, gen) in fx.timers {
+            eff.timers.push((t, kind, qpn, gen));
+        }
+        if fx.kick {
+            self.activate(qpn, eff);
+        }
     }
 
     pub fn connect_qp(&mut self, qpn: QpNum, remote: RemoteQp) -> Result<(), VerbsError> {
@@ -381,6 +382,7 @@ impl Nic {
         }
         if let Some(s) = remote.udp_sport {
             q.sport = s;
+            q.t.set_sport(s);
         }
         q.state = QpState::Rts;
         Ok(())
@@ -519,7 +521,7 @@ impl Nic {
                     self.active.push_back(qpn);
                     earliest = Some(earliest.map_or(t, |e: Time| e.min(t)));
                 }
-                Status::Ready => {
+                Status::Ready(psn) => {
                     let prio = self.qps[qpn as usize].as_ref().unwrap().data_prio();
                     if paused[prio as usize & 7] {
                         // Resumed by the PFC resume's kick.
@@ -534,13 +536,9 @@ impl Nic {
                         return NextTx::WaitUntil(self.tx_stall_until);
                     }
                     self.stats.cache_hits += 1;
-                    let id = self.build_packet(qpn, now, p, pool, eff);
-                    let q = self.qps[qpn as usize].as_mut().unwrap();
-                    if q.has_send_work() {
-                        self.active.push_back(qpn);
-                    } else {
-                        q.in_active = false;
-                    }
+                    let id = self.build_packet(qpn, psn, now, p, pool, eff);
+                    // It stays in the rotation; the next look drops it if it has nothing more.
+                    self.active.push_back(qpn);
                     return NextTx::Packet(id);
                 }
             }
@@ -551,97 +549,123 @@ impl Nic {
         }
     }
 
-    /// Advances a QP's cursor over control WRs (WAIT, ENABLE, NOP) and reports whether it has a
-    /// packet ready now.
+    /// Advances a QP's new-data cursor over control WRs (WAIT, ENABLE, NOP), then asks its
+    /// transport what may go out now.
     fn status(&mut self, qpn: QpNum, now: Time, p: &NicParams, eff: &mut Effects) -> Status {
         loop {
             let Some(Some(q)) = self.qps.get_mut(qpn as usize) else { return Status::Blocked };
             if q.state != QpState::Rts {
                 return Status::Blocked;
             }
-            let rate_gate = q.next_tx_ps.max(q.rnr_until);
             if !q.reads.is_empty() {
-                return if rate_gate > now { Status::WaitUntil(rate_gate) } else { Status::Ready };
+                // Answering READs comes first; only the rate limits it.
+                let gate = q.t.response_gate();
+                return if gate > now { Status::WaitUntil(gate) } else { Status::Ready(None) };
             }
-            if q.cur >= q.sq.len() {
-                return Status::Blocked;
-            }
-            let abs = q.sq_base + q.cur as u64;
-            if q.managed_send && abs >= q.send_enabled {
-                return Status::Blocked;
-            }
-            let w = &mut q.sq[q.cur];
-            if w.first_psn.is_none() && !w.wr.op.carries_data() {
-                // A control WR at the cursor: execute it (once).
-                if w.done {
-                    q.cur += 1;
-                    continue;
-                }
-                match w.wr.op {
-                    SendOp::Wait { cq, count } => {
-                        let total = match self.cqs.get(cq as usize) {
-                            Some(Some(c)) => c.total,
-                            _ => {
-                                // Waiting on a CQ that does not exist never finishes; complete in error.
-                                w.done = true;
-                                q.cur += 1;
-                                continue;
-                            }
-                        };
-                        let target = *w.wait_target.get_or_insert(total + count as u64);
-                        if total < target {
-                            let c = self.cqs[cq as usize].as_mut().unwrap();
-                            if !c.waiters.contains(&qpn) {
-                                c.waiters.push(qpn);
-                            }
-                            return Status::Blocked;
+            // Is there new data at the cursor, and from when may it start?
+            let mut new_at: Option<Time> = None;
+            let enabled = !(q.managed_send && q.sq_base + q.cur as u64 >= q.send_enabled);
+            if q.cur < q.sq.len() && enabled {
+                let w = &mut q.sq[q.cur];
+                if w.first_psn.is_none() && !w.wr.op.carries_data() {
+                    if self.execute_control(qpn, now, eff) {
+                        continue;
+                    }
+                    // Blocked on a WAIT: only retransmissions may go.
+                    let q = self.qps[qpn as usize].as_mut().unwrap();
+                    let next_new = q.cursor_psn();
+                    return match q.t.plan(now, next_new, false) {
+                        Plan::Send { psn, sport } => Status::Ready(Some((psn, sport))),
+                        Plan::Wait(t) => Status::WaitUntil(t),
+                        Plan::Blocked => Status::Blocked,
+                    };
+                } else {
+                    // First time at the cursor: WQE processing time and message-rate limits.
+                    if w.ready_ps.is_none() && w.first_psn.is_none() {
+                        let mut t = now.max(self.wqe_free_ps) + p.nic.wqe_time.0;
+                        self.wqe_free_ps = t;
+                        t = t.max(self.next_msg_ps).max(q.next_msg_ps);
+                        if p.nic.max_msg_rate > 0.0 {
+                            self.next_msg_ps = t + (S as f64 / p.nic.max_msg_rate) as Time;
                         }
-                        w.done = true;
-                        q.cur += 1;
-                    }
-                    SendOp::SendEnable { qp, count } => {
-                        w.done = true;
-                        q.cur += 1;
-                        if let Ok(t) = self.qp_mut(qp) {
-                            t.send_enabled += count as u64;
-                            self.activate(qp, eff);
+                        if p.nic.max_qp_msg_rate > 0.0 {
+                            q.next_msg_ps = t + (S as f64 / p.nic.max_qp_msg_rate) as Time;
                         }
+                        w.ready_ps = Some(t);
                     }
-                    SendOp::RecvEnable { qp, count } => {
-                        w.done = true;
-                        q.cur += 1;
-                        if let Ok(t) = self.qp_mut(qp) {
-                            t.recv_enabled += count as u64;
-                        }
-                    }
-                    _ => {
-                        w.done = true;
-                        q.cur += 1;
-                    }
+                    new_at = Some(w.ready_ps.unwrap_or(now));
                 }
-                self.retire(qpn, now, eff);
-                continue;
             }
-            // A data WR: first time at the cursor it pays WQE processing and message-rate limits.
-            if w.ready_ps.is_none() {
-                let mut t = now.max(self.wqe_free_ps) + p.nic.wqe_time.0;
-                self.wqe_free_ps = t;
-                t = t.max(self.next_msg_ps).max(q.next_msg_ps);
-                if p.nic.max_msg_rate > 0.0 {
-                    self.next_msg_ps = t + (S as f64 / p.nic.max_msg_rate) as Time;
-                }
-                if p.nic.max_qp_msg_rate > 0.0 {
-                    q.next_msg_ps = t + (S as f64 / p.nic.max_qp_msg_rate) as Time;
-                }
-                w.ready_ps = Some(t);
-            }
-            let gate = rate_gate.max(w.ready_ps.unwrap());
-            return if gate > now { Status::WaitUntil(gate) } else { Status::Ready };
+            let have_new = new_at.is_some_and(|t| t <= now);
+            let next_new = q.cursor_psn();
+            return match q.t.plan(now, next_new, have_new) {
+                Plan::Send { psn, sport } => Status::Ready(Some((psn, sport))),
+                Plan::Wait(t) => Status::WaitUntil(t),
+                Plan::Blocked => match new_at {
+                    Some(t) if t > now => Status::WaitUntil(t),
+                    _ => Status::Blocked,
+                },
+            };
         }
     }
 
-    /// Builds the next packet of a ready QP and advances its cursor.
-    fn build_packet(&mut self, qpn: QpNum, now: Time, p: &NicParams, pool: &mut PacketPool, eff: &mut Effects) -> PktId {
+    /// Executes the control WR at a QP's cursor (once). Returns false if it blocks (WAIT).
+    fn execute_control(&mut self, qpn: QpNum, now: Time, eff: &mut Effects) -> bool {
+        let q = self.qps[qpn as usize].as_mut().unwrap();
+        let w = &mut q.sq[q.cur];
+        if w.done {
+            q.cur += 1;
+            return true;
+        }
+        match w.wr.op {
+            SendOp::Wait { cq, count } => {
+                let total = match self.cqs.get(cq as usize) {
+                    Some(Some(c)) => c.total,
+                    _ => {
+                        // Waiting on a CQ that does not exist never finishes; treat it as done.
+                        w.done = true;
+                        q.cur += 1;
+                        return true;
+                    }
+                };
+                let target = *w.wait_target.get_or_insert(total + count as u64);
+                if total < target {
+                    let c = self.cqs[cq as usize].as_mut().unwrap();
+                    if !c.waiters.contains(&qpn) {
+                        c.waiters.push(qpn);
+                    }
+                    return false;
+                }
+                w.done = true;
+                q.cur += 1;
+            }
+            SendOp::SendEnable { qp, count } => {
+                w.done = true;
+                q.cur += 1;
+                if let Ok(t) = self.qp_mut(qp) {
+                    t.send_enabled += count as u64;
+                    self.activate(qp, eff);
+                }
+            }
+            SendOp::RecvEnable { qp, count } => {
+                w.done = true;
+                q.cur += 1;
+                if let Ok(t) = self.qp_mut(qp) {
+                    t.recv_enabled += count as u64;
+                }
+            }
+            _ => {
+                w.done = true;
+                q.cur += 1;
+            }
+        }
+        self.retire(qpn, now, eff);
+        true
+    }
+
+    /// Builds the packet a ready QP sends: a READ response (`plan` None), or the packet of PSN
+    /// `psn` on source port `sport` — new data at the cursor, or a retransmission located by PSN.
+    fn build_packet(&mut self, qpn: QpNum, plan: Option<(u32, u16)>, now: Time, p: &NicParams, pool: &mut PacketPool, eff: &mut Effects) -> PktId {
         let mtu = p.nic.mtu as u64;
         let host = self.host;
         let q = self.qps[qpn as usize].as_mut().unwrap();
@@ -654,8 +678,10 @@ impl Nic {
         pk.dst_qp = q.remote_qpn;
         pk.sent_ps = now;
         let mut payload_bytes: Option<Vec<u8>> = None;
-        if let Some(job) = q.reads.front_mut() {
+        let mut fx = TxFx::default();
+        let Some((psn, sport)) = plan else {
             // READ response data.
+            let job = q.reads.front_mut().expect("a response is pending");
             let off = job.next as u64 * mtu;
             let len = (job.len - off.min(job.len)).min(mtu);
             pk.op = DataOp::ReadResp;
@@ -664,6 +690,7 @@ impl Nic {
             pk.first = job.next == 0;
             pk.last = job.next + 1 == job.npkts;
             pk.addr = job.remote_addr + off;
+            pk.size = ROCE_HEADER + pk.payload;
             if self.mem.track_data {
                 payload_bytes = Some(self.mem.read(job.remote_addr + off, len).unwrap_or_else(|_| vec![0; len as usize]));
             }
@@ -671,56 +698,87 @@ impl Nic {
             if job.next == job.npkts {
                 q.reads.pop_front();
             }
-        } else {
-            let cur = q.cur;
-            let w = &mut q.sq[cur];
+            q.t.on_response_sent(now, pk.size);
+            self.stats.data_pkts += 1;
+            q.tx_bytes += pk.payload as u64;
+            let id = pool.alloc(pk);
+            if let Some(b) = payload_bytes {
+                self.payloads.insert(id, b);
+            }
+            return id;
+        };
+        pk.sport = sport;
+        // Which WQE and which of its packets.
+        let new = psn >= q.cursor_psn();
+        let (i, k) = if new {
+            let w = &mut q.sq[q.cur];
             if w.first_psn.is_none() {
                 w.first_psn = Some(q.next_psn);
                 q.next_psn += w.npkts;
             }
-            let first_psn = w.first_psn.unwrap();
-            let i = q.cur_pkt;
-            pk.psn = first_psn + i;
-            pk.first = i == 0;
-            let off = i as u64 * mtu;
-            match w.wr.op {
-                SendOp::Read => {
-                    pk.kind = PktKind::ReadReq;
-                    pk.size = READ_REQ_SIZE;
-                    pk.addr = w.wr.remote_addr + off;
-                    pk.msg_len = w.bytes - off.min(w.bytes);
-                    pk.aux = w.npkts - i;
-                    pk.imm = w.wr.rkey;
-                    pk.last = true;
-                    // The request covers the rest of the READ; responses come back on their PSNs.
+            (q.cur, q.cur_pkt)
+        } else {
+            let i = q
+                .sq
+                .iter()
+                .position(|w| w.first_psn.is_some_and(|f| psn >= f && psn < f + w.npkts))
+                .expect("a retransmitted PSN belongs to an outstanding WQE");
+            let w = &q.sq[i];
+            let f = w.first_psn.unwrap();
+            // A READ is asked for again from its first missing response.
+            let k = if w.wr.op == SendOp::Read { (psn - f).max(w.read_got) } else { psn - f };
+            (i, k)
+        };
+        let w = &mut q.sq[i];
+        let first_psn = w.first_psn.unwrap();
+        pk.psn = first_psn + k;
+        pk.first = k == 0;
+        let off = k as u64 * mtu;
+        let npsn;
+        match w.wr.op {
+            SendOp::Read => {
+                pk.kind = PktKind::ReadReq;
+                pk.size = READ_REQ_SIZE;
+                pk.addr = w.wr.remote_addr + off;
+                pk.msg_len = w.bytes - off.min(w.bytes);
+                pk.aux = w.npkts - k;
+                pk.imm = w.wr.rkey;
+                pk.last = true;
+                // The request covers the rest of the READ; responses come back on their PSNs.
+                npsn = first_psn + w.npkts - psn;
+                if new {
                     q.cur += 1;
                     q.cur_pkt = 0;
                 }
-                _ => {
-                    let len = (w.bytes - off.min(w.bytes)).min(mtu);
-                    pk.op = match w.wr.op {
-                        SendOp::Send | SendOp::SendWithImm(_) => DataOp::Send,
-                        _ => DataOp::Write,
-                    };
-                    pk.payload = len as u32;
-                    pk.last = i + 1 == w.npkts;
-                    pk.msg_len = w.bytes;
-                    pk.addr = match pk.op {
-                        DataOp::Send => off,
-                        _ => w.wr.remote_addr + off,
-                    };
-                    if let SendOp::SendWithImm(v) | SendOp::WriteWithImm(v) = w.wr.op {
-                        pk.has_imm = true;
-                        pk.imm = v;
-                    }
-                    pk.aux = w.wr.rkey;
-                    if let Some(d) = w.wr.ud_dest {
-                        pk.dst = d.host;
-                        pk.dst_qp = d.qpn;
-                    }
-                    if self.mem.track_data {
-                        payload_bytes = Some(self.mem.gather(&w.wr.sg_list, off, len));
-                    }
+            }
+            _ => {
+                let len = (w.bytes - off.min(w.bytes)).min(mtu);
+                pk.op = match w.wr.op {
+                    SendOp::Send | SendOp::SendWithImm(_) => DataOp::Send,
+                    _ => DataOp::Write,
+                };
+                pk.payload = len as u32;
+                pk.size = ROCE_HEADER + pk.payload;
+                pk.last = k + 1 == w.npkts;
+                pk.msg_len = w.bytes;
+                pk.addr = match pk.op {
+                    DataOp::Send => off,
+                    _ => w.wr.remote_addr + off,
+                };
+                if let SendOp::SendWithImm(v) | SendOp::WriteWithImm(v) = w.wr.op {
+                    pk.has_imm = true;
+                    pk.imm = v;
+                }
+                pk.aux = w.wr.rkey;
+                if let Some(d) = w.wr.ud_dest {
+                    pk.dst = d.host;
+                    pk.dst_qp = d.qpn;
+                }
+                if self.mem.track_data {
+                    payload_bytes = Some(self.mem.gather(&w.wr.sg_list, off, len));
+                }
+                npsn = 1;
+                if new {
                     if pk.last {
                         q.cur += 1;
                         q.cur_pkt = 0;
@@ -734,39 +792,21 @@ impl Nic {
                 }
             }
         }
-        if pk.kind == PktKind::Data {
-            pk.size = ROCE_HEADER + pk.payload;
-        }
-        let retx = pk.kind != PktKind::Data || pk.op != DataOp::ReadResp;
-        if retx && pk.psn < q.max_sent {
+        if !new {
             pk.retx = true;
             q.retx_pkts += 1;
             self.stats.retx_pkts += 1;
         }
-        if pk.op != DataOp::ReadResp || pk.kind != PktKind::Data {
-            q.max_sent = q.max_sent.max(pk.psn + 1);
-        }
         self.stats.data_pkts += 1;
         q.tx_bytes += pk.payload as u64;
-        // Rate limiting: the next packet may leave once this one would have at the current rate.
-        if let Some(cc) = &mut q.cc {
-            let gap = (pk.size as f64 * 8.0 * S as f64 / cc.rate()) as Time;
-            let line = serialization(pk.size as u64, self.line_rate);
-            q.next_tx_ps = now + gap.max(line);
-            cc.on_sent(pk.size as u64, &p.transport.dcqcn);
-        }
-        // Reliable QPs expecting an answer start their retransmission timer.
-        if q.qp_type == QpType::Rc && !q.rto_pending && pk.op != DataOp::ReadResp {
-            q.rto_pending = true;
-            q.last_progress = now;
-            eff.timers.push((now + p.nic.rto.0, TimerKind::Rto, qpn, 0));
-        }
-        let unreliable_done = q.qp_type != QpType::Rc;
+        let reliable = q.qp_type == QpType::Rc;
+        q.t.on_sent(now, psn, npsn, pk.size, reliable, &mut fx);
         let id = pool.alloc(pk);
         if let Some(b) = payload_bytes {
             self.payloads.insert(id, b);
         }
-        if unreliable_done {
+        self.transport_fx(qpn, fx, eff);
+        if !reliable {
             self.retire(qpn, now, eff);
         }
         id
@@ -847,7 +887,8 @@ impl Nic {
         eff.kick = true;
     }
 
-    fn send_ctrl(&mut self, kind: PktKind, to_host: u32, to_qp: QpNum, from_qp: QpNum, psn: u32, sport: u16, now: Time, p: &NicParams, pool: &mut PacketPool, eff: &mut Effects) {
+    #[allow(clippy::too_many_arguments)]
+    fn send_ctrl(&mut self, kind: PktKind, to_host: u32, to_qp: QpNum, from_qp: QpNum, psn: u32, sport: u16, now: Time, p: &NicParams, pool: &mut PacketPool, eff: &mut Effects) -> PktId {
         let size = match kind {
             PktKind::Cnp => CNP_SIZE,
             _ => ACK_SIZE,
@@ -870,6 +911,7 @@ impl Nic {
         }
         let id = pool.alloc(pk);
         self.push_ctrl(id, eff);
+        id
     }
 
     /// A packet for this NIC has been through the receive pipeline. Consumes the packet.
@@ -877,237 +919,147 @@ impl Nic {
         let pk = pool.get(id).clone();
         pool.free(id);
         let payload = if self.mem.track_data { self.payloads.remove(&id) } else { None };
-        match pk.kind {
-            PktKind::Data => self.on_data(now, &pk, payload, p, pool, eff),
-            PktKind::ReadReq => self.on_read_req(now, &pk, p, pool, eff),
-            PktKind::Ack => self.on_ack(now, pk.dst_qp, pk.psn, p, eff),
-            PktKind::Nak => self.on_nak(now, pk.dst_qp, pk.psn, false, p, eff),
-            PktKind::RnrNak => self.on_nak(now, pk.dst_qp, pk.psn, true, p, eff),
-            PktKind::Cnp => self.on_cnp(now, pk.dst_qp, p, eff),
+        let qpn = pk.dst_qp;
+        let fb = match pk.kind {
+            PktKind::Data => return self.on_data(now, &pk, payload, p, pool, eff),
+            PktKind::ReadReq => return self.on_read_req(now, &pk, p, pool, eff),
+            PktKind::Ack => Feedback::Ack {
+                cum: pk.psn,
+                sack: (pk.sack != u32::MAX).then_some(pk.sack),
+                echo_sport: pk.echo_sport,
+                ece: pk.ece,
+            },
+            PktKind::Nak => Feedback::Nak { expected: pk.psn },
+            PktKind::RnrNak => Feedback::RnrNak { psn: pk.psn },
+            PktKind::Cnp => {
+                self.stats.cnps_recv += 1;
+                Feedback::Cnp
+            }
             PktKind::Pfc => unreachable!("PFC frames are handled by the port"),
-        }
+        };
+        self.feedback(now, qpn, fb, eff);
     }
 
-    fn on_cnp(&mut self, now: Time, qpn: QpNum, p: &NicParams, eff: &mut Effects) {
-        self.stats.cnps_recv += 1;
+    /// Hands feedback to a QP's transport, then completes what it acknowledged.
+    fn feedback(&mut self, now: Time, qpn: QpNum, fb: Feedback, eff: &mut Effects) {
         let Ok(q) = self.qp_mut(qpn) else { return };
-        let cfg = &p.transport.dcqcn;
-        let Some(cc) = &mut q.cc else { return };
-        if cc.on_cnp(now, cfg) {
-            // (Re)start the rate-increase timer from this cut; the alpha timer keeps its phase.
-            q.rate_gen += 1;
-            eff.timers.push((now + cfg.rate_timer.0, TimerKind::RateInc, qpn, q.rate_gen));
-            if !q.cc_timers_on {
-                q.cc_timers_on = true;
-                q.alpha_gen += 1;
-                eff.timers.push((now + cfg.alpha_timer.0, TimerKind::Alpha, qpn, q.alpha_gen));
-            }
-            // A slower rate never needs an earlier send; a pending wake stays valid.
-        }
-    }
-
-    pub fn on_timer(&mut self, now: Time, kind: TimerKind, qpn: QpNum, gen: u32, p: &NicParams, eff: &mut Effects) {
-        let Ok(q) = self.qp_mut(qpn) else { return };
-        let cfg = &p.transport.dcqcn;
-        match kind {
-            TimerKind::Alpha => {
-                if gen != q.alpha_gen {
-                    return;
-                }
-                let Some(cc) = &mut q.cc else { return };
-                cc.on_alpha_timer(cfg);
-                if cc.active || cc.alpha > 1e-3 {
-                    eff.timers.push((now + cfg.alpha_timer.0, TimerKind::Alpha, qpn, gen));
-                } else {
-                    q.cc_timers_on = false;
-                }
-            }
-            TimerKind::RateInc => {
-                if gen != q.rate_gen {
-                    return;
-                }
-                let Some(cc) = &mut q.cc else { return };
-                if cc.active {
-                    cc.on_rate_timer(cfg);
-                    eff.timers.push((now + cfg.rate_timer.0, TimerKind::RateInc, qpn, gen));
-                    // A faster rate may allow the next packet earlier than planned.
-                    let rate = cc.rate();
-                    if q.next_tx_ps > now {
-                        let min_next = now + (8.0 * (p.nic.mtu + ROCE_HEADER) as f64 * S as f64 / rate) as Time;
-                        q.next_tx_ps = q.next_tx_ps.min(min_next);
-                    }
-                    eff.kick = true;
-                }
-            }
-            TimerKind::Rto => {
-                if !q.outstanding() {
-                    q.rto_pending = false;
-                    return;
-                }
-                let deadline = q.last_progress + p.nic.rto.0;
-                if now < deadline {
-                    eff.timers.push((deadline, TimerKind::Rto, qpn, 0));
-                    return;
-                }
-                q.timeouts += 1;
-                self.stats.timeouts += 1;
-                let q = self.qp_mut(qpn).unwrap();
-                q.last_progress = now;
-                eff.timers.push((now + p.nic.rto.0, TimerKind::Rto, qpn, 0));
-                let from = first_missing(q);
-                self.rewind(qpn, from, eff);
+        let mut fx = TxFx::default();
+        q.t.on_feedback(now, fb, &mut fx);
+        let acked = q.t.acked();
+        for w in q.sq.iter_mut() {
+            match w.first_psn {
+                Some(f) if w.wr.op != SendOp::Read && w.wr.op.carries_data() && f + w.npkts <= acked => w.done = true,
+                Some(_) => {}
+                None if !w.wr.op.carries_data() => {}
+                None => break,
             }
         }
+        self.transport_fx(qpn, fx, eff);
+        self.retire(qpn, now, eff);
     }
 
-    fn on_ack(&mut self, now: Time, qpn: QpNum, psn: u32, p: &NicParams, eff: &mut Effects) {
+    pub fn on_timer(&mut self, now: Time, kind: TimerKind, qpn: QpNum, gen: u32, _p: &NicParams, eff: &mut Effects) {
         let Ok(q) = self.qp_mut(qpn) else { return };
-        if psn > q.snd_una {
-            q.snd_una = psn;
-            q.last_progress = now;
-            let una = q.snd_una;
-            for w in q.sq.iter_mut() {
-                match w.first_psn {
-                    Some(f) if w.wr.op != SendOp::Read && w.wr.op.carries_data() && f + w.npkts <= una => w.done = true,
-                    Some(_) => {}
-                    None if !w.wr.op.carries_data() => {}
-                    None => break,
-                }
-            }
-            self.retire(qpn, now, eff);
-        }
-        let _ = p;
+        let from = first_missing(q);
+        let before = q.t.timeouts();
+        let mut fx = TxFx::default();
+        q.t.on_timer(now, kind, gen, from, &mut fx);
+        self.stats.timeouts += q.t.timeouts() - before;
+        self.transport_fx(qpn, fx, eff);
     }
 
-    fn on_nak(&mut self, now: Time, qpn: QpNum, psn: u32, rnr: bool, p: &NicParams, eff: &mut Effects) {
-        // Everything below the NAK'd PSN arrived.
-        self.on_ack(now, qpn, psn, p, eff);
-        let Ok(q) = self.qp_mut(qpn) else { return };
-        q.last_progress = now;
-        if rnr {
-            q.rnr_until = now + p.nic.rnr_delay.0;
-        }
-        self.rewind(qpn, psn, eff);
-    }
-
-    /// Go-back-N: the next packet sent is `psn` (the receiver holds everything below it).
-    fn rewind(&mut self, qpn: QpNum, psn: u32, eff: &mut Effects) {
-        let Ok(q) = self.qp_mut(qpn) else { return };
-        for (i, w) in q.sq.iter().enumerate() {
-            let Some(f) = w.first_psn else {
-                if w.wr.op.carries_data() {
-                    break;
-                }
-                continue;
+    /// Sends what a receiving transport replied (ACK, NAK, CNP) back to the sender of `pk`.
+    fn send_replies(&mut self, now: Time, pk: &Packet, replies: &mut Vec<Reply>, p: &NicParams, pool: &mut PacketPool, eff: &mut Effects) {
+        let qpn = pk.dst_qp;
+        let sport = self.qp(qpn).map_or(pk.sport, |q| q.sport);
+        for r in replies.drain(..) {
+            let (kind, psn) = match r {
+                Reply::Ack { cum, .. } => (PktKind::Ack, cum),
+                Reply::Nak { expected } => (PktKind::Nak, expected),
+                Reply::RnrNak { psn } => (PktKind::RnrNak, psn),
+                Reply::Cnp => (PktKind::Cnp, 0),
             };
-            if w.done || psn >= f + w.npkts {
-                continue;
+            let id = self.send_ctrl(kind, pk.src, pk.src_qp, qpn, psn, sport, now, p, pool, eff);
+            if let Reply::Ack { sack, echo_sport, ece, .. } = r {
+                let a = pool.get_mut(id);
+                a.sack = sack.unwrap_or(u32::MAX);
+                a.echo_sport = echo_sport;
+                a.ece = ece;
             }
-            // A READ is asked for again from its first missing response.
-            let at = if w.wr.op == SendOp::Read { psn.max(f + w.read_got) } else { psn.max(f) };
-            q.cur = i;
-            q.cur_pkt = at - f;
-            break;
         }
-        self.activate(qpn, eff);
     }
 
     fn on_read_req(&mut self, now: Time, pk: &Packet, p: &NicParams, pool: &mut PacketPool, eff: &mut Effects) {
-        let host = self.host;
         let ok_access = !self.mem.track_data || self.mem.check_remote(pk.imm, pk.addr, pk.msg_len, false);
         if !ok_access {
             self.stats.access_errors += 1;
         }
         let Ok(q) = self.qp_mut(pk.dst_qp) else { return };
-        if pk.psn > q.epsn {
-            if !q.nak_sent {
-                q.nak_sent = true;
-                let (h, r, s, e) = (q.remote_host, q.remote_qpn, q.sport, q.epsn);
-                self.stats.ooo_drops += 1;
-                self.send_ctrl(PktKind::Nak, h, r, pk.dst_qp, e, s, now, p, pool, eff);
-            }
-            return;
+        let mut replies = Vec::new();
+        let class = q.t.on_read_request(now, pk.psn, pk.aux, &mut replies);
+        if class == RxClass::Accept {
+            // A re-request replaces whatever answer was in progress from that PSN on.
+            q.reads.retain(|j| j.first_psn + j.npkts <= pk.psn);
+            q.reads.push_back(ReadJob { first_psn: pk.psn, npkts: pk.aux, next: 0, remote_addr: pk.addr, len: pk.msg_len });
+            self.activate(pk.dst_qp, eff);
+        } else {
+            self.stats.ooo_drops += 1;
         }
-        let npkts = pk.aux;
-        if pk.psn == q.epsn {
-            q.epsn += npkts;
-            q.nak_sent = false;
-        }
-        // A re-request replaces whatever answer was in progress from that PSN on.
-        q.reads.retain(|j| j.first_psn + j.npkts <= pk.psn);
-        q.reads.push_back(ReadJob { first_psn: pk.psn, npkts, next: 0, remote_addr: pk.addr, len: pk.msg_len });
-        let _ = host;
-        let qpn = pk.dst_qp;
-        self.activate(qpn, eff);
+        self.send_replies(now, pk, &mut replies, p, pool, eff);
     }
 
     fn on_data(&mut self, now: Time, pk: &Packet, payload: Option<Vec<u8>>, p: &NicParams, pool: &mut PacketPool, eff: &mut Effects) {
         let qpn = pk.dst_qp;
-        if pk.op == DataOp::ReadResp {
-            return self.on_read_resp(now, pk, payload, p, pool, eff);
-        }
+        let info = DataInfo { psn: pk.psn, first: pk.first, last: pk.last, ce: pk.ce, sport: pk.sport, read_response: pk.op == DataOp::ReadResp };
         let Ok(q) = self.qp_mut(qpn) else { return };
         let qp_type = q.qp_type;
-        // ECN: the notification point answers a marked packet with a CNP, at most one per interval.
-        if pk.ce && qp_type != QpType::Ud {
-            let iv = p.transport.dcqcn.cnp_interval.0;
-            if q.last_cnp.is_none_or(|t| now >= t + iv) && p.transport.kind == TransportKind::Dcqcn {
-                q.last_cnp = Some(now);
-                let (h, r, s) = (pk.src, pk.src_qp, q.sport);
-                self.send_ctrl(PktKind::Cnp, h, r, qpn, 0, s, now, p, pool, eff);
-            }
+        let mut replies = Vec::new();
+        let class = if qp_type == QpType::Ud { RxClass::Accept } else { q.t.on_data(now, info, &mut replies) };
+        if pk.op == DataOp::ReadResp {
+            self.send_replies(now, pk, &mut replies, p, pool, eff);
+            return self.on_read_resp(now, pk, payload, p, eff);
         }
+        match class {
+            RxClass::Duplicate => {}
+            RxClass::Drop => self.stats.ooo_drops += 1,
+            RxClass::Accept => self.accept_data(now, pk, info, payload, &mut replies, eff),
+        }
+        self.send_replies(now, pk, &mut replies, p, pool, eff);
+    }
+
+    /// Places an in-sequence data packet, completes its message at the responder, and lets the
+    /// transport acknowledge it.
+    fn accept_data(&mut self, now: Time, pk: &Packet, info: DataInfo, payload: Option<Vec<u8>>, replies: &mut Vec<Reply>, eff: &mut Effects) {
+        let qpn = pk.dst_qp;
         let q = self.qps[qpn as usize].as_mut().unwrap();
-        match qp_type {
-            QpType::Rc => {
-                if pk.psn < q.epsn {
-                    // Duplicate: re-acknowledge so the sender can move on.
-                    let (h, r, s, e) = (q.remote_host, q.remote_qpn, q.sport, q.epsn);
-                    self.send_ctrl(PktKind::Ack, h, r, qpn, e, s, now, p, pool, eff);
-                    return;
-                }
-                if pk.psn > q.epsn {
-                    self.stats.ooo_drops += 1;
-                    if !q.nak_sent {
-                        q.nak_sent = true;
-                        let (h, r, s, e) = (q.remote_host, q.remote_qpn, q.sport, q.epsn);
-                        self.send_ctrl(PktKind::Nak, h, r, qpn, e, s, now, p, pool, eff);
-                    }
-                    return;
-                }
+        let qp_type = q.qp_type;
+        if qp_type == QpType::Uc {
+            // UC: a gap loses the rest of its message; the next first packet starts afresh.
+            if pk.first {
+                q.uc_discard = false;
+                q.recv_off = 0;
+            } else if pk.psn != q.uc_epsn {
+                q.uc_discard = true;
             }
-            QpType::Uc => {
-                if pk.first {
-                    q.uc_discard = false;
-                    q.recv_off = 0;
-                } else if pk.psn != q.epsn {
-                    q.uc_discard = true;
-                }
-                q.epsn = pk.psn;
-                if q.uc_discard {
-                    q.epsn = pk.psn + 1;
-                    return;
-                }
+            q.uc_epsn = pk.psn + 1;
+            if q.uc_discard {
+                return;
             }
-            QpType::Ud => {}
         }
-        // In sequence: consume a RECV for the first packet of a SEND.
+        // The first packet of a SEND needs a posted (and, if managed, enabled) RECV.
         let needs_recv = pk.op == DataOp::Send || (pk.has_imm && pk.last);
         if pk.op == DataOp::Send && pk.first {
             let enabled = !q.managed_recv || q.recv_base < q.recv_enabled;
             if q.rq.is_empty() || !enabled {
                 if qp_type == QpType::Rc {
-                    let (h, r, s, e) = (q.remote_host, q.remote_qpn, q.sport, q.epsn);
-                    self.send_ctrl(PktKind::RnrNak, h, r, qpn, e, s, now, p, pool, eff);
+                    // Receiver not ready: the sender retries this PSN after a delay.
+                    replies.push(Reply::RnrNak { psn: q.t.expected() });
                 }
                 return;
             }
             q.recv_off = 0;
         }
-        q.epsn = pk.psn + 1;
-        q.nak_sent = false;
         q.rx_bytes += pk.payload as u64;
-        // Place the payload.
         if let Some(bytes) = &payload {
             match pk.op {
                 DataOp::Send => {
@@ -1130,7 +1082,6 @@ impl Nic {
         if pk.op == DataOp::Send {
             q.recv_off += pk.payload as u64;
         }
-        // Completion at the responder.
         if pk.last && needs_recv {
             let byte_len = if pk.op == DataOp::Send { q.recv_off } else { pk.msg_len };
             let capacity: u64 = q.rq.front().map(|r| r.wr.sg_list.iter().map(|s| s.length as u64).sum()).unwrap_or(0);
@@ -1146,32 +1097,16 @@ impl Nic {
                 self.push_cqe(cq, c, eff);
             }
         }
-        // Acknowledge.
         let q = self.qps[qpn as usize].as_mut().unwrap();
-        if qp_type == QpType::Rc {
-            q.unacked += 1;
-            if pk.last || q.unacked >= p.nic.ack_every {
-                q.unacked = 0;
-                let (h, r, s, e) = (q.remote_host, q.remote_qpn, q.sport, q.epsn);
-                self.send_ctrl(PktKind::Ack, h, r, qpn, e, s, now, p, pool, eff);
-            }
-        }
+        q.t.on_accepted(now, info, replies);
     }
 
-    fn on_read_resp(&mut self, now: Time, pk: &Packet, payload: Option<Vec<u8>>, p: &NicParams, pool: &mut PacketPool, eff: &mut Effects) {
+    /// A READ response at the requester: in order, it is placed and acknowledges its PSN; a gap
+    /// makes the requester ask again from the missing PSN (once per gap).
+    fn on_read_resp(&mut self, now: Time, pk: &Packet, payload: Option<Vec<u8>>, p: &NicParams, eff: &mut Effects) {
         let qpn = pk.dst_qp;
-        if pk.ce {
-            let Ok(q) = self.qp_mut(qpn) else { return };
-            let iv = p.transport.dcqcn.cnp_interval.0;
-            if q.last_cnp.is_none_or(|t| now >= t + iv) && p.transport.kind == TransportKind::Dcqcn {
-                q.last_cnp = Some(now);
-                let (h, r, s) = (pk.src, pk.src_qp, q.sport);
-                self.send_ctrl(PktKind::Cnp, h, r, qpn, 0, s, now, p, pool, eff);
-            }
-        }
         let mtu = p.nic.mtu as u64;
-        let Ok(q) = self.qp_mut(qpn) else { return };
-        // The READ WQE this response belongs to, and whether it is the one expected next.
+        let Some(Some(q)) = self.qps.get_mut(qpn as usize) else { return };
         let mut expected = None;
         for (i, w) in q.sq.iter().enumerate() {
             if w.wr.op == SendOp::Read && !w.done {
@@ -1182,17 +1117,17 @@ impl Nic {
             }
         }
         let Some((i, want)) = expected else { return };
+        let mut fx = TxFx::default();
         if pk.psn != want {
             if pk.psn > want && !q.read_rewound {
-                // A response went missing: ask again from the gap (go-back-N for READ).
                 q.read_rewound = true;
                 self.stats.ooo_drops += 1;
-                self.rewind(qpn, want, eff);
+                q.t.resend_from(now, want, &mut fx);
+                self.transport_fx(qpn, fx, eff);
             }
             return;
         }
         q.read_rewound = false;
-        q.last_progress = now;
         q.rx_bytes += pk.payload as u64;
         let w = &mut q.sq[i];
         let off = w.read_got as u64 * mtu;
@@ -1201,27 +1136,28 @@ impl Nic {
         if w.read_got == w.npkts {
             w.done = true;
         }
-        q.snd_una = q.snd_una.max(pk.psn + 1);
         if let Some(b) = payload {
             self.mem.scatter(&sg, off, &b);
         }
-        self.retire(qpn, now, eff);
+        // The response acknowledges its own PSN (and everything before it).
+        self.feedback(now, qpn, Feedback::Ack { cum: pk.psn + 1, sack: Some(pk.psn), echo_sport: pk.sport, ece: pk.ce }, eff);
     }
 }
 
-/// The first PSN not yet known to have arrived (for timeouts).
+/// The first PSN not yet known to have arrived (what a timeout goes back to).
 fn first_missing(q: &Qp) -> u32 {
+    let acked = q.t.acked();
     for w in &q.sq {
         if w.done || !w.wr.op.carries_data() {
             continue;
         }
         return match w.first_psn {
             Some(f) if w.wr.op == SendOp::Read => f + w.read_got,
-            Some(f) => f.max(q.snd_una),
-            None => q.snd_una,
+            Some(f) => f.max(acked),
+            None => acked,
         };
     }
-    q.snd_una
+    acked
 }
 
 fn wc(wr_id: u64, status: WcStatus, opcode: WcOpcode, byte_len: u64, qpn: QpNum) -> WorkCompletion {

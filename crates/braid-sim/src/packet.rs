@@ -77,8 +77,14 @@ pub struct Packet {
     pub src_addr: u64,
     /// Message length (READ request: bytes to read).
     pub msg_len: u64,
-    /// Generic field: PFC pause on/off.
+    /// Generic field: PFC pause on/off, READ request length in PSNs, rkey of a WRITE.
     pub aux: u32,
+    /// ACKs: the PSN that triggered this ACK (selective acknowledgement; u32::MAX = none), the
+    /// source port of that data packet (echoed so a multipath sender knows its path) and its ECN
+    /// mark (ECN-Echo).
+    pub sack: u32,
+    pub echo_sport: u16,
+    pub ece: bool,
     /// Ingress port at the switch currently holding the packet (for PFC accounting).
     pub in_port: u16,
     /// Its bytes are accounted in the ingress port's PFC headroom (not the shared pool).
@@ -112,6 +118,9 @@ impl Packet {
             src_addr: 0,
             msg_len: 0,
             aux: 0,
+            sack: u32::MAX,
+            echo_sport: 0,
+            ece: false,
             in_port: 0,
             in_hdrm: false,
             sent_ps: 0,

@@ -1,0 +1,150 @@
+//! Transports: the per-QP reliability and congestion-control state machines, behind one
+//! interface.
+//!
+//! The NIC owns everything a transport does not decide: work queues, memory, data placement,
+//! completions, the arbiter between QPs. A transport decides, for its QP,
+//! - as a sender: which PSN goes out next, on which UDP source port, and when ([`Transport::plan`],
+//!   [`Transport::on_sent`]); how receiver feedback moves the acknowledged point and triggers
+//!   retransmission ([`Transport::on_feedback`]); what its own timers do ([`Transport::on_timer`]);
+//! - as a receiver: how an arriving data packet is classified and what is sent back
+//!   ([`Transport::on_data`]).
+//!
+//! Transports are sans-IO: they never see the event queue or other QPs. Timers they want come
+//! back through [`TxFx`]; packets they want sent are returned as [`Reply`] values.
+//!
+//! The RoCEv2 reliable connection (go-back-N) with DCQCN is [`rc::RcTransport`]. A multipath
+//! transport (MP-RDMA) chooses a source port per packet in `plan`, reads the echoed fields of
+//! per-packet ACKs ([`Feedback::Ack`] carries `sack`, `echo_sport` and `ece`) and keeps a receive
+//! bitmap in `on_data`; switches and the engine need nothing new, since ECMP already hashes every
+//! packet's own source port.
+
+pub mod rc;
+
+use braid_engine::Time;
+
+/// What the sender may do now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Plan {
+    /// Send the packet with this PSN (new data if it equals the NIC's next new PSN, else a
+    /// retransmission) with this UDP source port.
+    Send { psn: u32, sport: u16 },
+    /// Nothing before this time (rate limiting, backoff).
+    Wait(Time),
+    /// Nothing until feedback, new work or a timer.
+    Blocked,
+}
+
+/// Feedback from the receiver (or, for READ, from the responses themselves).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Feedback {
+    /// Every PSN below `cum` arrived. `sack` is the PSN that triggered this ACK (if the ACK is
+    /// per packet), `echo_sport` the source port it came on, `ece` whether it was ECN-marked.
+    Ack { cum: u32, sack: Option<u32>, echo_sport: u16, ece: bool },
+    /// Sequence error: the receiver expects `expected`; resend from there.
+    Nak { expected: u32 },
+    /// Receiver not ready for `psn` (no RECV posted): resend it later.
+    RnrNak { psn: u32 },
+    /// A congestion notification (DCQCN).
+    Cnp,
+}
+
+/// Timers a transport runs, with a generation to ignore stale ones.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TimerKind {
+    Rto,
+    Alpha,
+    RateInc,
+}
+
+/// What a transport wants done after a call.
+#[derive(Debug, Default)]
+pub struct TxFx {
+    pub timers: Vec<(Time, TimerKind, u32)>,
+    /// The QP may have something to send (or send sooner).
+    pub kick: bool,
+}
+
+/// How a receiver answers one data packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RxClass {
+    /// Accept it (place its data); the NIC may still refuse a SEND without a posted RECV.
+    Accept,
+    /// Already received: drop it.
+    Duplicate,
+    /// Cannot be accepted now (out of order for go-back-N, beyond the bitmap for MP-RDMA).
+    Drop,
+}
+
+/// A control packet the receiver side wants sent back to the sender.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reply {
+    Ack { cum: u32, sack: Option<u32>, echo_sport: u16, ece: bool },
+    Nak { expected: u32 },
+    /// Receiver not ready (no RECV posted for a SEND): retry `psn` later. Sent by the NIC.
+    RnrNak { psn: u32 },
+    Cnp,
+}
+
+/// Facts about an arriving data packet a transport needs.
+#[derive(Debug, Clone, Copy)]
+pub struct DataInfo {
+    pub psn: u32,
+    pub first: bool,
+    pub last: bool,
+    pub ce: bool,
+    pub sport: u16,
+    /// A READ response (the requester's side of a READ).
+    pub read_response: bool,
+}
+
+/// The per-QP transport state machine.
+pub trait Transport: std::fmt::Debug {
+    // ---- sender ----
+
+    /// The connection's UDP source port, fixed when it is connected (a multipath transport may
+    /// take it as its first virtual path).
+    fn set_sport(&mut self, sport: u16);
+
+    /// What to send next. `next_new` is the PSN the next new packet would take and `have_new`
+    /// whether the send queue has one ready.
+    fn plan(&mut self, now: Time, next_new: u32, have_new: bool) -> Plan;
+    /// Earliest time a READ response (this QP acting as responder) may leave.
+    fn response_gate(&self) -> Time;
+    /// A packet covering `npsn` PSNs from `psn` went out (`npsn` > 1 for a READ request),
+    /// `wire` bytes long; `reliable` if an answer is expected.
+    fn on_sent(&mut self, now: Time, psn: u32, npsn: u32, wire: u32, reliable: bool, fx: &mut TxFx);
+    /// A READ response left (rate accounting only).
+    fn on_response_sent(&mut self, now: Time, wire: u32);
+    fn on_feedback(&mut self, now: Time, fb: Feedback, fx: &mut TxFx);
+    /// A timer fired. `first_missing` is the first PSN the NIC still waits for (what a timeout
+    /// goes back to).
+    fn on_timer(&mut self, now: Time, kind: TimerKind, gen: u32, first_missing: u32, fx: &mut TxFx);
+    /// Every PSN below this is acknowledged.
+    fn acked(&self) -> u32;
+    /// A READ response is missing: ask again from `psn` (go-back-N for READ).
+    fn resend_from(&mut self, now: Time, psn: u32, fx: &mut TxFx);
+
+    // ---- receiver ----
+
+    /// Classifies an arriving data packet; replies (ACK, NAK, CNP) are appended to `out`.
+    /// `Accept` is provisional: the NIC calls [`Transport::on_accepted`] once it took the data.
+    fn on_data(&mut self, now: Time, d: DataInfo, out: &mut Vec<Reply>) -> RxClass;
+    /// The NIC placed an accepted packet; the transport acknowledges per its policy.
+    fn on_accepted(&mut self, now: Time, d: DataInfo, out: &mut Vec<Reply>);
+    /// A READ request covering `npsn` PSNs from `psn` reached this (responder) side: `Accept`
+    /// to answer it (new, or a repeat after a lost response), `Drop` if it came early.
+    fn on_read_request(&mut self, now: Time, psn: u32, npsn: u32, out: &mut Vec<Reply>) -> RxClass;
+    /// The PSN the receiver expects next (for RNR NAKs and duplicate ACKs).
+    fn expected(&self) -> u32;
+
+    // ---- introspection ----
+
+    /// Current sending rate in bit/s (for reporting), if rate-controlled.
+    fn rate_bps(&self) -> Option<f64> {
+        None
+    }
+    /// Retransmission timeouts so far.
+    fn timeouts(&self) -> u64 {
+        0
+    }
+}

@@ -1,0 +1,288 @@
+//! RoCEv2 reliable connection: PSNs, cumulative ACK (per packet or coalesced), NAK on a
+//! sequence error, go-back-N on NAK and on retransmission timeout, receiver-not-ready retries,
+//! and DCQCN rate control (reaction point here, notification point on the receive side).
+//! Unreliable connections (UC) use the same state for rate control only.
+
+use super::{DataInfo, Feedback, Plan, Reply, RxClass, TimerKind, Transport, TxFx};
+use crate::config::DcqcnConfig;
+use crate::dcqcn::Dcqcn;
+use crate::packet::ROCE_HEADER;
+use braid_engine::time::{serialization, Time, S};
+
+/// Settings an RC transport takes from the scenario.
+#[derive(Debug, Clone)]
+pub struct RcConfig {
+    pub reliable: bool,
+    pub sport: u16,
+    pub line_rate: u64,
+    pub mtu: u32,
+    pub rto: Time,
+    pub rnr_delay: Time,
+    pub ack_every: u32,
+    /// DCQCN parameters, or None for line rate without congestion control.
+    pub dcqcn: Option<DcqcnConfig>,
+}
+
+#[derive(Debug)]
+pub struct RcTransport {
+    cfg: RcConfig,
+    // sender
+    snd_una: u32,
+    snd_nxt: u32,
+    max_sent: u32,
+    next_tx_ps: Time,
+    rnr_until: Time,
+    last_progress: Time,
+    rto_pending: bool,
+    cc: Option<Dcqcn>,
+    alpha_gen: u32,
+    rate_gen: u32,
+    cc_timers_on: bool,
+    timeouts: u64,
+    // receiver
+    epsn: u32,
+    nak_sent: bool,
+    unacked: u32,
+    last_cnp: Option<Time>,
+}
+
+impl RcTransport {
+    pub fn new(cfg: RcConfig) -> Self {
+        let cc = cfg.dcqcn.as_ref().map(|d| Dcqcn::new(cfg.line_rate, d));
+        RcTransport {
+            cfg,
+            snd_una: 0,
+            snd_nxt: 0,
+            max_sent: 0,
+            next_tx_ps: 0,
+            rnr_until: 0,
+            last_progress: 0,
+            rto_pending: false,
+            cc,
+            alpha_gen: 0,
+            rate_gen: 0,
+            cc_timers_on: false,
+            timeouts: 0,
+            epsn: 0,
+            nak_sent: false,
+            unacked: 0,
+            last_cnp: None,
+        }
+    }
+
+    /// Paces the next packet: it may leave once this one would have at the current rate.
+    fn pace(&mut self, now: Time, wire: u32) {
+        if let (Some(cc), Some(d)) = (&mut self.cc, &self.cfg.dcqcn) {
+            let gap = (wire as f64 * 8.0 * S as f64 / cc.rate()) as Time;
+            let line = serialization(wire as u64, self.cfg.line_rate);
+            self.next_tx_ps = now + gap.max(line);
+            cc.on_sent(wire as u64, d);
+        }
+    }
+
+    fn ack_point(&mut self, now: Time, cum: u32) {
+        if cum > self.snd_una {
+            self.snd_una = cum;
+            self.last_progress = now;
+        }
+        self.snd_nxt = self.snd_nxt.max(self.snd_una);
+    }
+}
+
+impl Transport for RcTransport {
+    fn set_sport(&mut self, sport: u16) {
+        self.cfg.sport = sport;
+    }
+
+    fn plan(&mut self, now: Time, next_new: u32, have_new: bool) -> Plan {
+        let psn = if self.snd_nxt < next_new {
+            // Going back: resend what follows the receiver's expectation.
+            self.snd_nxt
+        } else if have_new {
+            next_new
+        } else {
+            return Plan::Blocked;
+        };
+        let gate = self.next_tx_ps.max(self.rnr_until);
+        if gate > now {
+            Plan::Wait(gate)
+        } else {
+            Plan::Send { psn, sport: self.cfg.sport }
+        }
+    }
+
+    fn response_gate(&self) -> Time {
+        self.next_tx_ps
+    }
+
+    fn on_sent(&mut self, now: Time, psn: u32, npsn: u32, wire: u32, reliable: bool, fx: &mut TxFx) {
+        self.snd_nxt = psn + npsn;
+        self.max_sent = self.max_sent.max(psn + npsn);
+        self.pace(now, wire);
+        if reliable && self.cfg.reliable && !self.rto_pending {
+            self.rto_pending = true;
+            self.last_progress = now;
+            fx.timers.push((now + self.cfg.rto, TimerKind::Rto, 0));
+        }
+    }
+
+    fn on_response_sent(&mut self, now: Time, wire: u32) {
+        self.pace(now, wire);
+    }
+
+    fn on_feedback(&mut self, now: Time, fb: Feedback, fx: &mut TxFx) {
+        match fb {
+            Feedback::Ack { cum, .. } => self.ack_point(now, cum),
+            Feedback::Nak { expected } | Feedback::RnrNak { psn: expected } => {
+                // Everything below the expected PSN arrived; go back to it.
+                self.ack_point(now, expected);
+                self.last_progress = now;
+                self.snd_nxt = expected;
+                if matches!(fb, Feedback::RnrNak { .. }) {
+                    self.rnr_until = now + self.cfg.rnr_delay;
+                }
+                fx.kick = true;
+            }
+            Feedback::Cnp => {
+                let (Some(cc), Some(d)) = (&mut self.cc, &self.cfg.dcqcn) else { return };
+                if cc.on_cnp(now, d) {
+                    // (Re)start the rate-increase timer from this cut; the alpha timer keeps its
+                    // phase. A slower rate never needs an earlier send, so no kick.
+                    self.rate_gen += 1;
+                    fx.timers.push((now + d.rate_timer.0, TimerKind::RateInc, self.rate_gen));
+                    if !self.cc_timers_on {
+                        self.cc_timers_on = true;
+                        self.alpha_gen += 1;
+                        fx.timers.push((now + d.alpha_timer.0, TimerKind::Alpha, self.alpha_gen));
+                    }
+                }
+            }
+        }
+    }
+
+    fn on_timer(&mut self, now: Time, kind: TimerKind, gen: u32, first_missing: u32, fx: &mut TxFx) {
+        match kind {
+            TimerKind::Alpha => {
+                let (Some(cc), Some(d)) = (&mut self.cc, &self.cfg.dcqcn) else { return };
+                if gen != self.alpha_gen {
+                    return;
+                }
+                cc.on_alpha_timer(d);
+                if cc.active || cc.alpha > 1e-3 {
+                    fx.timers.push((now + d.alpha_timer.0, TimerKind::Alpha, gen));
+                } else {
+                    self.cc_timers_on = false;
+                }
+            }
+            TimerKind::RateInc => {
+                let (Some(cc), Some(d)) = (&mut self.cc, &self.cfg.dcqcn) else { return };
+                if gen != self.rate_gen || !cc.active {
+                    return;
+                }
+                cc.on_rate_timer(d);
+                fx.timers.push((now + d.rate_timer.0, TimerKind::RateInc, gen));
+                // A faster rate may allow the next packet earlier than planned.
+                let min_next = now + (8.0 * (self.cfg.mtu + ROCE_HEADER) as f64 * S as f64 / cc.rate()) as Time;
+                if self.next_tx_ps > min_next {
+                    self.next_tx_ps = min_next;
+                }
+                fx.kick = true;
+            }
+            TimerKind::Rto => {
+                if self.snd_una >= self.max_sent && first_missing >= self.max_sent {
+                    self.rto_pending = false;
+                    return;
+                }
+                let deadline = self.last_progress + self.cfg.rto;
+                if now < deadline {
+                    fx.timers.push((deadline, TimerKind::Rto, 0));
+                    return;
+                }
+                self.timeouts += 1;
+                self.last_progress = now;
+                fx.timers.push((now + self.cfg.rto, TimerKind::Rto, 0));
+                self.snd_nxt = first_missing;
+                fx.kick = true;
+            }
+        }
+    }
+
+    fn acked(&self) -> u32 {
+        self.snd_una
+    }
+
+    fn resend_from(&mut self, now: Time, psn: u32, fx: &mut TxFx) {
+        self.last_progress = now;
+        self.snd_nxt = psn;
+        fx.kick = true;
+    }
+
+    fn on_data(&mut self, now: Time, d: DataInfo, out: &mut Vec<Reply>) -> RxClass {
+        // Notification point: answer a marked packet with a CNP, at most one per interval.
+        if d.ce {
+            if let Some(dc) = &self.cfg.dcqcn {
+                if self.last_cnp.is_none_or(|t| now >= t + dc.cnp_interval.0) {
+                    self.last_cnp = Some(now);
+                    out.push(Reply::Cnp);
+                }
+            }
+        }
+        if !self.cfg.reliable || d.read_response {
+            // UC sequencing and READ responses are the NIC's (they carry message state).
+            return RxClass::Accept;
+        }
+        if d.psn < self.epsn {
+            // Duplicate: re-acknowledge so the sender can move on.
+            out.push(Reply::Ack { cum: self.epsn, sack: Some(d.psn), echo_sport: d.sport, ece: d.ce });
+            return RxClass::Duplicate;
+        }
+        if d.psn > self.epsn {
+            if !self.nak_sent {
+                self.nak_sent = true;
+                out.push(Reply::Nak { expected: self.epsn });
+            }
+            return RxClass::Drop;
+        }
+        RxClass::Accept
+    }
+
+    fn on_accepted(&mut self, _now: Time, d: DataInfo, out: &mut Vec<Reply>) {
+        if !self.cfg.reliable || d.read_response {
+            return;
+        }
+        self.epsn = d.psn + 1;
+        self.nak_sent = false;
+        self.unacked += 1;
+        if d.last || self.unacked >= self.cfg.ack_every {
+            self.unacked = 0;
+            out.push(Reply::Ack { cum: self.epsn, sack: Some(d.psn), echo_sport: d.sport, ece: d.ce });
+        }
+    }
+
+    fn on_read_request(&mut self, _now: Time, psn: u32, npsn: u32, out: &mut Vec<Reply>) -> RxClass {
+        if psn > self.epsn {
+            if !self.nak_sent {
+                self.nak_sent = true;
+                out.push(Reply::Nak { expected: self.epsn });
+            }
+            return RxClass::Drop;
+        }
+        if psn == self.epsn {
+            self.epsn += npsn;
+            self.nak_sent = false;
+        }
+        RxClass::Accept
+    }
+
+    fn expected(&self) -> u32 {
+        self.epsn
+    }
+
+    fn rate_bps(&self) -> Option<f64> {
+        self.cc.as_ref().map(|c| c.rate())
+    }
+
+    fn timeouts(&self) -> u64 {
+        self.timeouts
+    }
+}
