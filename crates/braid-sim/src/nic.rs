@@ -226,6 +226,8 @@ pub struct Nic {
     sport_seed: u64,
     /// Payload bytes of packets in flight when data is checked.
     pub payloads: std::collections::HashMap<PktId, Vec<u8>>,
+    /// Builds transports for new QPs instead of the scenario's kind (library users, tests).
+    pub transport_factory: Option<crate::transport::TransportFactory>,
 }
 
 impl Nic {
@@ -248,6 +250,7 @@ impl Nic {
             stats: NicStats::default(),
             sport_seed,
             payloads: Default::default(),
+            transport_factory: None,
         }
     }
 
@@ -306,7 +309,7 @@ impl Nic {
         let qpn = self.qps.len() as QpNum;
         // RoCEv2 NICs derive the UDP source port from the QP; here a seeded hash, in 49152..65535.
         let sport = 0xC000 | (braid_engine::derive_seed(self.sport_seed, "sport", &[self.host as u64, qpn as u64]) & 0x3FFF) as u16;
-        let t = self.make_transport(init.qp_type, sport, p);
+        let t = self.make_transport(init.qp_type, qpn, sport, p);
         self.qps.push(Some(Qp {
             qpn,
             qp_type: init.qp_type,
@@ -347,12 +350,12 @@ impl Nic {
     }
 
     /// The transport a new QP runs (per the scenario's `transport.kind`).
-    fn make_transport(&self, qp_type: QpType, sport: u16, p: &NicParams) -> Box<dyn Transport> {
+    fn make_transport(&self, qp_type: QpType, qpn: QpNum, sport: u16, p: &NicParams) -> Box<dyn Transport> {
         let dcqcn = match p.transport.kind {
             TransportKind::Dcqcn if qp_type != QpType::Ud => Some(p.transport.dcqcn.clone()),
             _ => None,
         };
-        Box::new(RcTransport::new(RcConfig {
+        let rc = RcConfig {
             reliable: qp_type == QpType::Rc,
             sport,
             line_rate: self.line_rate,
@@ -361,7 +364,11 @@ impl Nic {
             rnr_delay: p.nic.rnr_delay.0,
             ack_every: p.nic.ack_every,
             dcqcn,
-        }))
+        };
+        match &self.transport_factory {
+            Some(f) => f(&crate::transport::TransportCtx { rc, host: self.host, qpn }),
+            None => Box::new(RcTransport::new(rc)),
+        }
     }
 
     /// Carries out what a transport asked for.

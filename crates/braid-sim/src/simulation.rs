@@ -200,6 +200,17 @@ impl Simulation {
         Ok(())
     }
 
+    /// Builds the transport of every QP created from now on (on one host, or all), instead of
+    /// the scenario's `transport.kind`. For library users and tests of new transports; call it
+    /// before advancing (applications create their QPs when they start, at time 0).
+    pub fn set_transport_factory(&mut self, host: Option<u32>, f: crate::transport::TransportFactory) {
+        for (i, h) in self.world.hosts.iter_mut().enumerate() {
+            if host.is_none_or(|x| x as usize == i) {
+                h.nic.transport_factory = Some(f.clone());
+            }
+        }
+    }
+
     /// Node id (the verbs address) of a host.
     pub fn host_address(&self, host: u32) -> u32 {
         self.world.hosts[host as usize].node

@@ -22,6 +22,19 @@ pub mod rc;
 
 use braid_engine::Time;
 
+/// What a transport is built from when a QP is created.
+#[derive(Debug, Clone)]
+pub struct TransportCtx {
+    /// The RC settings the scenario implies for this QP (a custom transport may wrap an
+    /// [`rc::RcTransport`] built from them).
+    pub rc: rc::RcConfig,
+    pub host: u32,
+    pub qpn: u32,
+}
+
+/// Builds the transport of each new QP; installed with `Simulation::set_transport_factory`.
+pub type TransportFactory = std::rc::Rc<dyn Fn(&TransportCtx) -> Box<dyn Transport>>;
+
 /// What the sender may do now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Plan {
