@@ -4,9 +4,9 @@
 use rand::{Rng, RngCore, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
-/// SplitMix64 finaliser: a good 64-bit mixer for seed derivation.
+/// SplitMix64 finaliser: a good 64-bit mixer (seed derivation, hashing).
 #[inline]
-fn mix(mut z: u64) -> u64 {
+pub fn mix64(mut z: u64) -> u64 {
     z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
@@ -21,9 +21,9 @@ pub fn derive_seed(master: u64, name: &str, indices: &[u64]) -> u64 {
         h ^= b as u64;
         h = h.wrapping_mul(0x0000_0100_0000_01B3);
     }
-    let mut s = mix(master ^ mix(h));
+    let mut s = mix64(master ^ mix64(h));
     for &i in indices {
-        s = mix(s ^ mix(i.wrapping_add(0x632B_E59B_D9B4_E019)));
+        s = mix64(s ^ mix64(i.wrapping_add(0x632B_E59B_D9B4_E019)));
     }
     s
 }

@@ -255,19 +255,12 @@ pub fn red_probability(q: u64, c: &EcnCurve) -> f64 {
 /// ECMP hash of the 5-tuple (addresses, ports, UDP), seeded per switch.
 #[inline]
 pub fn ecmp_hash(seed: u64, src: u32, dst: u32, sport: u16, dport: u16) -> u64 {
-    let mut z = seed ^ ((src as u64) << 32 | dst as u64);
-    z = mix(z);
+    use braid_engine::rng::mix64;
+    let mut z = mix64(seed ^ ((src as u64) << 32 | dst as u64));
     z ^= (sport as u64) << 16 | dport as u64 | (17u64 << 40);
-    mix(z)
+    mix64(z)
 }
 
-#[inline]
-fn mix(mut z: u64) -> u64 {
-    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
 
 #[cfg(test)]
 mod tests {
