@@ -192,3 +192,32 @@ fn strict_priority_serves_the_higher_class_first() {
     assert!(g[0] > 0.97 * total, "{g:?}");
     assert!(g[1] < 0.03 * total, "{g:?}");
 }
+
+/// Messages per second of a small-message write_bw under the NIC's limits.
+fn msg_rate(nic: serde_json::Value) -> f64 {
+    let s = json!({
+        "duration": "20ms",
+        "topology": dumbbell(1, 1, link("100Gbps", "1us"), link("100Gbps", "1us")),
+        "nic": nic,
+        "transport": {"kind": "none"},
+        "apps": [{"kind": "write_bw", "src": 0, "dst": 1, "size": "64B", "qps": 4, "tx_depth": 16, "iterations": 500}],
+    });
+    let (_, r) = run(&s);
+    let fct = ints(&r.flows, "fct_ps")[0] as f64 / 1e12;
+    4.0 * 500.0 / fct
+}
+
+#[test]
+fn message_rate_limits_and_wqe_time_cap_small_messages() {
+    let free = msg_rate(json!({}));
+    assert!(free > 5e6, "unlimited: {free} msg/s");
+    // 1 Mmsg/s per NIC, whatever the number of QPs.
+    let nic = msg_rate(json!({"max_msg_rate": 1e6}));
+    assert!((nic - 1e6).abs() / 1e6 < 0.02, "{nic}");
+    // 0.5 Mmsg/s per QP, four QPs.
+    let qp = msg_rate(json!({"max_qp_msg_rate": 5e5}));
+    assert!((qp - 2e6).abs() / 2e6 < 0.02, "{qp}");
+    // 1 µs of WQE processing each, serialized in the NIC: 1 Mmsg/s.
+    let wqe = msg_rate(json!({"wqe_time": "1us"}));
+    assert!((wqe - 1e6).abs() / 1e6 < 0.02, "{wqe}");
+}
