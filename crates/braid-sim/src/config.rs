@@ -330,6 +330,8 @@ pub struct AppSpec {
     pub cq_mod: u32,
     #[serde(default = "yes")]
     pub enabled: bool,
+    /// This tenant's verbs stack, top to bottom (default: its host's stack from `[middleware]`).
+    pub middleware: Option<Vec<String>>,
 }
 
 fn one() -> u32 {

@@ -158,6 +158,9 @@ impl Scenario {
             if a.iterations == Some(0) {
                 return Err(err(format!("{p}.iterations"), "expected at least 1"));
             }
+            for (j, name) in a.middleware.iter().flatten().enumerate() {
+                check_middleware(&format!("{p}.middleware[{j}]"), name)?;
+            }
             if a.size.0 > u32::MAX as u64 && a.kind == AppKind::SendBw {
                 return Err(err(format!("{p}.size"), "SEND messages are limited to 4 GiB"));
             }

@@ -154,16 +154,19 @@ impl Simulation {
             let names = sc.middleware.per_host.get(&h.to_string()).unwrap_or(&sc.middleware.default);
             make_stack(names)
         };
-        let mut add_app = |world: &mut World, h: u32, app: Box<dyn braid_verbs::App>| {
+        // Each application is a tenant with its own stack: its own `middleware` list, else its
+        // host's.
+        let mut add_app = |world: &mut World, h: u32, app: Box<dyn braid_verbs::App>, own: Option<&Vec<String>>| {
             let idx = world.hosts[h as usize].apps.len() as u32;
-            world.hosts[h as usize].apps.push(AppSlot { app, stack: stack_for(h) });
+            let stack = own.map(|n| make_stack(n)).unwrap_or_else(|| stack_for(h));
+            world.hosts[h as usize].apps.push(AppSlot { app, stack });
             queue.schedule(0, Ev::AppStart { host: h, app: idx });
         };
         for (h, flows) in sinks {
-            add_app(&mut world, h, Box::new(FlowSink::new(log.clone(), rdv.clone(), flows, next_base())));
+            add_app(&mut world, h, Box::new(FlowSink::new(log.clone(), rdv.clone(), flows, next_base())), None);
         }
         for (h, flows) in senders {
-            add_app(&mut world, h, Box::new(FlowSender::new(log.clone(), rdv.clone(), flows, next_base(), data_check)));
+            add_app(&mut world, h, Box::new(FlowSender::new(log.clone(), rdv.clone(), flows, next_base(), data_check)), None);
         }
         for (i, a) in sc.apps.iter().enumerate() {
             if !a.enabled {
@@ -177,8 +180,8 @@ impl Simulation {
             let flow = log.borrow_mut().add(perf_record(a, a.src, a.dst));
             let c0 = conn;
             conn += a.qps;
-            add_app(&mut world, a.dst, Box::new(PerfServer::new(a.clone(), flow, c0, log.clone(), rdv.clone(), next_base())));
-            add_app(&mut world, a.src, Box::new(PerfClient::new(a.clone(), flow, c0, log.clone(), rdv.clone(), next_base())));
+            add_app(&mut world, a.dst, Box::new(PerfServer::new(a.clone(), flow, c0, log.clone(), rdv.clone(), next_base())), a.middleware.as_ref());
+            add_app(&mut world, a.src, Box::new(PerfClient::new(a.clone(), flow, c0, log.clone(), rdv.clone(), next_base())), a.middleware.as_ref());
         }
         if world.measure.interval > 0 {
             queue.schedule(world.measure.interval, Ev::Sample);
@@ -209,6 +212,11 @@ impl Simulation {
                 h.nic.transport_factory = Some(f.clone());
             }
         }
+    }
+
+    /// Names of the middleware in each application's stack, top to bottom, per host.
+    pub fn stacks(&self) -> Vec<Vec<Vec<&'static str>>> {
+        self.world.hosts.iter().map(|h| h.apps.iter().map(|a| a.stack.iter().map(|m| m.name()).collect()).collect()).collect()
     }
 
     /// Node id (the verbs address) of a host.

@@ -221,3 +221,19 @@ fn message_rate_limits_and_wqe_time_cap_small_messages() {
     let wqe = msg_rate(json!({"wqe_time": "1us"}));
     assert!((wqe - 1e6).abs() / 1e6 < 0.02, "{wqe}");
 }
+
+#[test]
+fn coalesced_acks_one_per_n_packets_and_at_message_end() {
+    for (every, want) in [(1u64, 100u64), (8, 13), (100, 1)] {
+        let s = json!({
+            "duration": "5ms",
+            "topology": dumbbell(1, 1, link("40Gbps", "1us"), link("40Gbps", "1us")),
+            "nic": {"ack_every": every, "data_check": true},
+            "traffic": flows(&[(0, 1, "100KB")]),
+        });
+        let (_, r) = run(&s);
+        // 100 packets: ⌊100/every⌋ ACKs plus one for the message's last packet if not counted.
+        assert_eq!(r.counters["acks"], want, "ack_every = {every}");
+        assert_eq!(r.headline["flows_completed"], 1.0);
+    }
+}

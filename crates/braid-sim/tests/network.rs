@@ -175,3 +175,25 @@ fn static_routes_override_ecmp() {
     assert_eq!(p, "routes[0].next_hops[0]");
     assert!(m.contains("not a neighbour"), "{m}");
 }
+
+#[test]
+fn verbs_stacks_are_chosen_per_host_and_per_tenant() {
+    let s = json!({
+        "duration": "1ms",
+        "topology": dumbbell(2, 1, link("40Gbps", "1us"), link("40Gbps", "1us")),
+        "middleware": {"default": ["raw"], "per_host": {"1": ["raw", "raw"]}},
+        "apps": [
+            {"kind": "write_bw", "src": 0, "dst": 2, "size": "1KB", "iterations": 10},
+            {"kind": "write_bw", "src": 1, "dst": 2, "size": "1KB", "iterations": 10, "middleware": []},
+            {"kind": "write_bw", "src": 1, "dst": 2, "size": "1KB", "iterations": 10},
+        ],
+    });
+    let sim = build(&s);
+    let st = sim.stacks();
+    assert_eq!(st[0], vec![vec!["raw"]], "host 0: the default stack");
+    // Host 1 runs two tenants: one with its own (empty) stack, one with the host's.
+    assert_eq!(st[1], vec![Vec::<&str>::new(), vec!["raw", "raw"]]);
+    let mut bad = s.clone();
+    bad["apps"][1]["middleware"] = json!(["nope"]);
+    assert_eq!(error_of(bad).0, "apps[1].middleware[0]");
+}

@@ -349,3 +349,78 @@ fn ud_datagrams_and_uc_writes() {
     assert_eq!(s.data, vec![1, 2, 3, 4], "the UC WRITE landed");
     assert_eq!(sim.results().counters["acks"], 0, "unreliable transports send no ACKs");
 }
+
+/// RECV_ENABLE: a managed receive queue holds its posted RECVs back (the SEND meets
+/// receiver-not-ready) until another queue of the same host enables them.
+#[test]
+fn recv_enable_releases_a_managed_receive_queue() {
+    #[derive(Default)]
+    struct St {
+        srv: Option<(u32, QpNum)>,
+        cli: Option<(u32, QpNum)>,
+        recv_at: Option<u64>,
+        enabled_at: Option<u64>,
+    }
+    type T = Rc<RefCell<St>>;
+    struct Srv(T, QpNum, QpNum);
+    impl App for Srv {
+        fn start(&mut self, v: &mut dyn Verbs) {
+            let cq = v.create_cq(64).unwrap();
+            let mr = v.reg_mr(0x1000, 4096, Access::ALL).unwrap();
+            self.1 = v.create_qp(&QpInit { managed_recv: true, ..QpInit::rc(cq) }).unwrap();
+            v.post_recv(self.1, RecvWr { wr_id: 1, sg_list: vec![Sge { addr: 0x1000, length: 512, lkey: mr.lkey }] }).unwrap();
+            // A helper QP (connected to itself, as cross-channel QPs often are) posts the ENABLE.
+            self.2 = v.create_qp(&QpInit::rc(cq)).unwrap();
+            v.connect_qp(self.2, RemoteQp { host: v.local_host(), qpn: self.2, udp_sport: None }).unwrap();
+            self.0.borrow_mut().srv = Some((v.local_host(), self.1));
+            v.set_timer(v.now(), 1);
+            v.set_timer(50_000_000, 2);
+        }
+        fn on_event(&mut self, v: &mut dyn Verbs, ev: Event) {
+            match ev {
+                Event::Timer(1) => {
+                    let (h, q) = self.0.borrow().cli.unwrap();
+                    v.connect_qp(self.1, RemoteQp { host: h, qpn: q, udp_sport: None }).unwrap();
+                }
+                Event::Timer(2) => {
+                    // At 50 µs: enable one RECV.
+                    v.post_send(self.2, SendWr::new(9, SendOp::RecvEnable { qp: self.1, count: 1 }, vec![])).unwrap();
+                    self.0.borrow_mut().enabled_at = Some(v.now());
+                }
+                Event::Completion(cq) => {
+                    let mut out = Vec::new();
+                    v.poll_cq(cq, 16, &mut out);
+                    for w in out {
+                        if w.opcode == WcOpcode::Recv {
+                            self.0.borrow_mut().recv_at = Some(v.now());
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    struct Cli(T);
+    impl App for Cli {
+        fn start(&mut self, v: &mut dyn Verbs) {
+            let cq = v.create_cq(64).unwrap();
+            let mr = v.reg_mr(0x9000, 4096, Access::ALL).unwrap();
+            let qp = v.create_qp(&QpInit::rc(cq)).unwrap();
+            self.0.borrow_mut().cli = Some((v.local_host(), qp));
+            let (h, sq) = self.0.borrow().srv.unwrap();
+            v.connect_qp(qp, RemoteQp { host: h, qpn: sq, udp_sport: None }).unwrap();
+            v.post_send(qp, SendWr::new(1, SendOp::Send, vec![Sge { addr: 0x9000, length: 100, lkey: mr.lkey }])).unwrap();
+        }
+        fn on_event(&mut self, _: &mut dyn Verbs, _: Event) {}
+    }
+    let st: T = Default::default();
+    let scenario = json!({"duration": "1ms", "topology": dumbbell(1, 1, link("40Gbps", "1us"), link("40Gbps", "1us"))});
+    let mut sim = build(&scenario);
+    sim.add_app(1, Box::new(Srv(st.clone(), 0, 0)), vec![]).unwrap();
+    sim.add_app(0, Box::new(Cli(st.clone())), vec![]).unwrap();
+    sim.run();
+    let s = st.borrow();
+    let (recv, enabled) = (s.recv_at.expect("the SEND was received"), s.enabled_at.unwrap());
+    assert!(recv > enabled, "received at {recv} before RECV_ENABLE at {enabled}");
+    assert!(sim.results().counters["rnr_naks"] > 0, "the SEND met a not-ready receiver first");
+}
