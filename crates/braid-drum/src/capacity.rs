@@ -10,7 +10,7 @@
 pub type Eval = (f64, f64);
 
 /// Relative tolerance on the capacity.
-pub const CAP_RTOL: f64 = 1e-13;
+pub const CAP_RTOL: f64 = 1e-11;
 
 /// Find the multiplier. `eval(p)` must compute the x_j(p) (keeping them as a side effect); on
 /// return the last call to `eval` was made at the returned p.

@@ -146,6 +146,10 @@ pub fn solve(al: &Alpha, w: f64, s: f64, c2: f64, c1: f64, lo: f64, hi: f64, gue
     let mut lb = 0.0f64;
     let mut ub = f64::INFINITY;
     let mut have_bounds = false;
+    if c1 < 0.0 && c2 > 0.0 {
+        // the linear root -c1/c2 is a rigorous left point (phi there is the positive power terms)
+        lb = -c1 / c2;
+    }
     let mut x = if guess > 0.0 && guess.is_finite() {
         guess
     } else {
@@ -168,7 +172,12 @@ pub fn solve(al: &Alpha, w: f64, s: f64, c2: f64, c1: f64, lo: f64, hi: f64, gue
             ub = ub.min(x);
         }
         let mut xn = x - f / d;
-        if !(xn > lb && xn < ub) {
+        if xn <= lb && lb > 0.0 && x > lb {
+            // a Newton step from the right undershot the best known left point: restart there
+            // (Newton from the left is monotone)
+            xn = lb;
+        }
+        if !(xn >= lb && xn < ub) || (xn == lb && x == lb) {
             if !have_bounds {
                 let (l, u) = bounds(al, w, s, c2, c1);
                 lb = lb.max(l);
@@ -185,11 +194,10 @@ pub fn solve(al: &Alpha, w: f64, s: f64, c2: f64, c1: f64, lo: f64, hi: f64, gue
         let step = (xn - x).abs();
         let newton = xn == x - f / d;
         x = xn;
-        // Newton converges quadratically: after a step of relative size 1e-8 the error is
-        // ~1e-16, so stop there instead of chasing rounding noise.
-        if (newton && step <= 1e-8 * x) || (ub.is_finite() && ub - lb <= 4.0 * f64::EPSILON * ub) {
-            let (_, dd) = phi(al, w, s, c2, c1, x);
-            d = dd;
+        // Newton converges quadratically: after a step of relative size 1e-7 the error is
+        // ~1e-14, so stop there instead of chasing rounding noise.
+        if (newton && step <= 1e-7 * x) || (ub.is_finite() && ub - lb <= 4.0 * f64::EPSILON * ub) {
+            // (the slope at the previous point is accurate enough for the sensitivity h)
             break;
         }
     }

@@ -1,0 +1,167 @@
+"""DRUM solver benchmark (not a test): time per ADMM iteration, iterations and wall time to a
+normalized gap of 1e-4 (and to the paper's 99.5%), peak memory, and the ratio to CVXPY (ECOS,
+Clarabel) where CVXPY can solve the instance.
+
+    python benches/drum_bench.py                 # paper sizes up to n=1e4, m=500
+    python benches/drum_bench.py --large         # adds n=1e4, m=5000 (5e7 variables per vector)
+    python benches/drum_bench.py --cvxpy         # adds CVXPY ECOS/Clarabel at n<=1000, m=50
+    python benches/drum_bench.py --out bench.json
+
+Each case runs in a fresh process so that its peak RSS is its own. Threads: RAYON_NUM_THREADS.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+
+SIZES = [(100, 50), (1000, 50), (1000, 500), (10000, 500)]
+LARGE = [(10000, 5000)]
+
+
+def cvx_time(n, m, op, seed, solver):
+    import cvxpy as cp
+    import numpy as np
+    import scipy.sparse as sp
+
+    from braid import drum as D
+
+    p = D.Problem.random(n, m, two_sided=op == "two", seed=seed)
+    arr = p.arrays()
+    N = n * m
+    a = arr["a"].ravel()
+    rows, cols, vals = list(range(N)), list(range(N)), list(a)
+    if op == "two":
+        ptr, dst, frac = arr["B"]
+        for s in range(N):
+            l, j = divmod(s, m)
+            for q in range(int(ptr[s]), int(ptr[s + 1])):
+                i = int(dst[q])
+                r = i * m + j
+                rows.append(r)
+                cols.append(s)
+                vals.append(a[r] * frac[q])
+    P = sp.csr_matrix((vals, (rows, cols)), shape=(N, N))
+    x = cp.Variable(N)
+    z = P @ x
+    obj = arr["w"].ravel() @ cp.log(x) - p.beta * cp.sum(cp.power(z, -2))
+    S = sp.kron(sp.eye(n), np.ones((1, m)))
+    cons = [S @ x <= arr["Q"], S @ z <= arr["C"]]
+    prob = cp.Problem(cp.Maximize(obj), cons)
+    t = time.perf_counter()
+    prob.solve(solver=solver)
+    return time.perf_counter() - t, prob.value, prob.status
+
+
+def run_case(n, m, op, seed, iters_timing):
+    from braid import drum as D
+
+    out = {"n": n, "m": m, "op": op, "variables": n * m}
+    t = time.perf_counter()
+    p = D.Problem.random(n, m, two_sided=op == "two", seed=seed)
+    out["generate_s"] = time.perf_counter() - t
+    # reference optimum
+    t = time.perf_counter()
+    if op == "one":
+        ref = D.solve(p, "exact")
+        fstar = ref.objective
+        out["exact_s"] = time.perf_counter() - t
+        out["exact_duality_gap"] = ref.duality_gap
+        out["reference"] = "exact per-host solve"
+    elif n * m <= 5e5:
+        ref = D.solve(p, "admm", eps_abs=1e-9, eps_rel=1e-9, max_iter=20000, trace=False)
+        fstar = ref.dual_bound  # an upper bound: gaps below are upper bounds on the true gap
+        out["reference"] = "dual bound of a tight ADMM run (gap is an upper bound)"
+        out["reference_s"] = time.perf_counter() - t
+    else:
+        fstar = None
+        out["reference"] = None
+    # time per iteration, no trace
+    r = D.solve(p, "admm", stop="none", max_iter=iters_timing, trace=False, dual_bound=False)
+    out["setup_s"] = r.setup_time
+    out["s_per_iter"] = r.solve_time / r.iterations
+    out["ns_per_var_iter"] = 1e9 * r.solve_time / r.iterations / (n * m)
+    if fstar is not None:
+        r = D.solve(p, "admm", reference=fstar, gap_tol=1e-4, max_iter=3000)
+        out["iters_to_gap_1e-4"] = r.iterations_to(1e-4)
+        if fstar > 0:
+            of = r.trace_arrays["objective_feasible"]
+            hit = [i for i, v in enumerate(of) if v >= 0.995 * fstar]
+            out["iters_to_99.5pct"] = hit[0] + 1 if hit else None
+        # equal split (the weak baseline of the "99.5%" measure)
+        arr = p.arrays()
+        xe = (arr["Q"] / arr["active"].sum(axis=1))[:, None] * arr["active"]
+        ze = p.coupling(xe)
+        theta = min(1.0, float((arr["C"] / ze.sum(axis=1)).min()))
+        xe = xe * theta
+        out["equal_split_gap"] = (fstar - p.objective(xe)) / p.weight_sum
+        if out["iters_to_gap_1e-4"]:
+            out["s_to_gap_1e-4"] = out["iters_to_gap_1e-4"] * out["s_per_iter"]
+    out["peak_rss_gb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--large", action="store_true")
+    ap.add_argument("--cvxpy", action="store_true")
+    ap.add_argument("--ops", default="one,two")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--iters", type=int, default=10, help="iterations for the per-iteration timing")
+    ap.add_argument("--case", nargs=3, metavar=("N", "M", "OP"), help=argparse.SUPPRESS)
+    ap.add_argument("--cvx-case", nargs=4, metavar=("N", "M", "OP", "SOLVER"), help=argparse.SUPPRESS)
+    ap.add_argument("--out", default=None)
+    a = ap.parse_args()
+    if a.case:
+        print(json.dumps(run_case(int(a.case[0]), int(a.case[1]), a.case[2], a.seed, a.iters)))
+        return
+    if a.cvx_case:
+        t, v, st = cvx_time(int(a.cvx_case[0]), int(a.cvx_case[1]), a.cvx_case[2], a.seed, a.cvx_case[3])
+        print(json.dumps({"time_s": t, "value": v, "status": st}))
+        return
+    results = []
+    sizes = SIZES + (LARGE if a.large else [])
+    for op in a.ops.split(","):
+        for n, m in sizes:
+            cmd = [sys.executable, __file__, "--case", str(n), str(m), op, "--seed", str(a.seed),
+                   "--iters", str(a.iters if n * m < 1e7 else 3)]
+            p = subprocess.run(cmd, capture_output=True, text=True)
+            if p.returncode != 0:
+                res = {"n": n, "m": m, "op": op, "error": p.stderr.strip().splitlines()[-1:]}
+            else:
+                res = json.loads(p.stdout.strip().splitlines()[-1])
+            if a.cvxpy and n <= 1000 and m <= 50:
+                for solver in ("ECOS", "CLARABEL"):
+                    q = subprocess.run([sys.executable, __file__, "--cvx-case", str(n), str(m), op, solver,
+                                        "--seed", str(a.seed)], capture_output=True, text=True)
+                    if q.returncode == 0:
+                        c = json.loads(q.stdout.strip().splitlines()[-1])
+                        res[f"cvxpy_{solver.lower()}_s"] = c["time_s"]
+                        if res.get("s_to_gap_1e-4"):
+                            res[f"ratio_{solver.lower()}"] = c["time_s"] / res["s_to_gap_1e-4"]
+                    else:
+                        res[f"cvxpy_{solver.lower()}_error"] = q.stderr.strip().splitlines()[-1:]
+            results.append(res)
+            print(json.dumps(res), flush=True)
+    print()
+    print("| op | n | m | vars | ms/iter | ns/var/iter | iters to 1e-4 | s to 1e-4 | iters to 99.5% | "
+          "equal-split gap | exact s | ECOS s | Clarabel s | ECOS ratio | peak GB |")
+    print("|" + "---|" * 15)
+    f = lambda v, fmt="{:.3g}": "-" if v is None else fmt.format(v)  # noqa: E731
+    for r in results:
+        print(f"| {r['op']} | {r['n']} | {r['m']} | {r['n'] * r['m']:.0e} | {f(r.get('s_per_iter') and 1e3 * r['s_per_iter'])} "
+              f"| {f(r.get('ns_per_var_iter'))} | {f(r.get('iters_to_gap_1e-4'), '{}')} | {f(r.get('s_to_gap_1e-4'))} "
+              f"| {f(r.get('iters_to_99.5pct'), '{}')} | {f(r.get('equal_split_gap'))} | {f(r.get('exact_s'))} "
+              f"| {f(r.get('cvxpy_ecos_s'))} | {f(r.get('cvxpy_clarabel_s'))} | {f(r.get('ratio_ecos'))} | {f(r.get('peak_rss_gb'))} |")
+    if a.out:
+        with open(a.out, "w") as fh:
+            json.dump({"threads": os.environ.get("RAYON_NUM_THREADS", "default"), "results": results}, fh, indent=1)
+
+
+if __name__ == "__main__":
+    main()
