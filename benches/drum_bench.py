@@ -116,6 +116,9 @@ def main():
     ap.add_argument("--case", nargs=3, metavar=("N", "M", "OP"), help=argparse.SUPPRESS)
     ap.add_argument("--cvx-case", nargs=4, metavar=("N", "M", "OP", "SOLVER"), help=argparse.SUPPRESS)
     ap.add_argument("--out", default=None)
+    ap.add_argument("--cvx-timeout", type=float, default=600)
+    ap.add_argument("--cvx-two-max-n", type=int, default=100,
+                    help="largest n for CVXPY on two-sided instances (n=1000 takes minutes)")
     a = ap.parse_args()
     if a.case:
         print(json.dumps(run_case(int(a.case[0]), int(a.case[1]), a.case[2], a.seed, a.iters)))
@@ -135,10 +138,15 @@ def main():
                 res = {"n": n, "m": m, "op": op, "error": p.stderr.strip().splitlines()[-1:]}
             else:
                 res = json.loads(p.stdout.strip().splitlines()[-1])
-            if a.cvxpy and n <= 1000 and m <= 50:
+            if a.cvxpy and m <= 50 and n <= (1000 if op == "one" else a.cvx_two_max_n):
                 for solver in ("ECOS", "CLARABEL"):
-                    q = subprocess.run([sys.executable, __file__, "--cvx-case", str(n), str(m), op, solver,
-                                        "--seed", str(a.seed)], capture_output=True, text=True)
+                    try:
+                        q = subprocess.run([sys.executable, __file__, "--cvx-case", str(n), str(m), op, solver,
+                                            "--seed", str(a.seed)], capture_output=True, text=True,
+                                           timeout=a.cvx_timeout)
+                    except subprocess.TimeoutExpired:
+                        res[f"cvxpy_{solver.lower()}_s"] = f">{a.cvx_timeout}"
+                        continue
                     if q.returncode == 0:
                         c = json.loads(q.stdout.strip().splitlines()[-1])
                         res[f"cvxpy_{solver.lower()}_s"] = c["time_s"]
@@ -152,7 +160,7 @@ def main():
     print("| op | n | m | vars | ms/iter | ns/var/iter | iters to 1e-4 | s to 1e-4 | iters to 99.5% | "
           "equal-split gap | exact s | ECOS s | Clarabel s | ECOS ratio | peak GB |")
     print("|" + "---|" * 15)
-    f = lambda v, fmt="{:.3g}": "-" if v is None else fmt.format(v)  # noqa: E731
+    f = lambda v, fmt="{:.3g}": "-" if v is None else (v if isinstance(v, str) else fmt.format(v))  # noqa: E731
     for r in results:
         print(f"| {r['op']} | {r['n']} | {r['m']} | {r['n'] * r['m']:.0e} | {f(r.get('s_per_iter') and 1e3 * r['s_per_iter'])} "
               f"| {f(r.get('ns_per_var_iter'))} | {f(r.get('iters_to_gap_1e-4'), '{}')} | {f(r.get('s_to_gap_1e-4'))} "

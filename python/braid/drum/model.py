@@ -416,6 +416,7 @@ def admm_options(
     reference: Optional[float] = None,
     gap_tol: Optional[float] = None,
     dual_bound: bool = True,
+    row_scaling: bool = True,
 ) -> dict:
     """Validated ADMM options. ``rho_policy``: "adaptive" (residual balancing from ``rho`` or
     the automatic start), "fixed" (``rho`` or automatic, never changed), "paper" (no scaling,
@@ -446,6 +447,7 @@ def admm_options(
         min_iter=int(min_iter), loss_prob=float(loss), loss_seed=int(loss_seed), trace=bool(trace),
         reference=None if reference is None else float(reference),
         gap_tol=None if gap_tol is None else float(gap_tol), dual_bound=bool(dual_bound),
+        row_scaling=bool(row_scaling),
     )
 
 

@@ -1,0 +1,68 @@
+"""`braid drum solve` / `braid drum plot`: summary, trace file, plots, and exit code 2 on bad input."""
+
+from __future__ import annotations
+
+import polars as pl
+import pytest
+from click.testing import CliRunner
+
+from braid.cli_drum import drum
+
+
+def run(*args):
+    return CliRunner().invoke(drum, list(args))
+
+
+def test_solve_writes_trace_and_plots(tmp_path):
+    t1 = tmp_path / "one.parquet"
+    r = run("solve", "--n", "20", "--m", "10", "--out", str(t1))
+    assert r.exit_code == 0, r.output
+    assert "normalized gap" in r.output and "iterations" in r.output
+    df = pl.read_parquet(t1)
+    assert {"iteration", "objective", "objective_feasible", "gap", "r_pri", "r_dual", "rho", "time"} <= set(df.columns)
+    t2 = tmp_path / "two.csv"
+    t3 = tmp_path / "two-lossy.csv"
+    assert run("solve", "--n", "20", "--m", "10", "--op", "two", "--out", str(t2)).exit_code == 0
+    r = run("solve", "--n", "20", "--m", "10", "--op", "two", "--loss", "0.1", "--out", str(t3))
+    assert r.exit_code == 0, r.output
+    for kind, traces in (("convergence", [t1]), ("fault", [t2, t3]), ("gap", [t1, t2])):
+        out = tmp_path / f"{kind}.png"
+        r = run("plot", *map(str, traces), "--kind", kind, "--out", str(out))
+        assert r.exit_code == 0, r.output
+        assert out.stat().st_size > 1000
+
+
+def test_methods(tmp_path):
+    for method in ("exact", "dual"):
+        r = run("solve", "--n", "10", "--m", "5", "--method", method, "--max-iter", "50",
+                "--out", str(tmp_path / f"{method}.parquet"))
+        assert r.exit_code == 0, r.output
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--alpha", "0"], "--alpha"),
+    (["--beta", "-1"], "--beta"),
+    (["--relax", "2.5"], "--relax"),
+    (["--loss", "1.0"], "--loss"),
+    (["--rho", "-3"], "--rho"),
+    (["--n", "0"], "--n"),
+    (["--op", "two", "--method", "exact"], "--method"),
+    (["--out", "trace.txt"], "--out"),
+    (["--units", "-1"], "--units"),
+])
+def test_bad_input_exit_2(args, needle):
+    r = run("solve", "--n", "5", "--m", "3", *args)
+    assert r.exit_code == 2, r.output
+    assert needle in r.output
+    assert "Traceback" not in r.output
+
+
+def test_plot_bad_trace(tmp_path):
+    bad = tmp_path / "bad.parquet"
+    bad.write_text("not parquet")
+    r = run("plot", str(bad))
+    assert r.exit_code == 2 and "TRACES" in r.output
+    ok = tmp_path / "ok.parquet"
+    assert run("solve", "--n", "5", "--m", "3", "--no-reference", "--out", str(ok)).exit_code == 0
+    r = run("plot", str(ok), "--kind", "fault")
+    assert r.exit_code == 2 and "gap" in r.output
