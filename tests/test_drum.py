@@ -336,3 +336,16 @@ def test_bad_options():
         D.solve(p, "simplex")
     with pytest.raises(D.DrumInputError):
         D.solve(D.Problem.random(4, 2, two_sided=True), "exact")
+
+
+def test_topk_utility_rule_and_two_sided_selection():
+    p = D.Problem.random(6, 12, seed=3)
+    res = D.rounds(p, 4, n_rounds=3, rule="utility")
+    for active, r in res:
+        assert np.all(active.sum(axis=1) == 4) and r.converged
+    q = D.Problem.random(8, 12, seed=3, k=5, two_sided=True)
+    assert np.all(q.arrays()["active"].sum(axis=1) == 5)
+    fstar = cvx_optimum(q)
+    r = D.solve(q, "admm")
+    assert abs(gap(q, fstar, r.objective_feasible)) <= GAP
+    assert_feasible(q, r.x_feasible)
