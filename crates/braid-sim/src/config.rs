@@ -244,6 +244,65 @@ pub enum TransportKind {
     Dcqcn,
     /// RoCEv2 RC with go-back-N at line rate (no congestion control).
     None,
+    /// MP-RDMA (Lu et al., NSDI'18): one connection over many virtual paths (UDP source ports),
+    /// multi-path ACK clocking, OOO-aware path selection, a bounded receive bitmap.
+    MpRdma,
+}
+
+/// MP-RDMA parameters (NSDI'18 §3 and §5). Defaults are the paper's testbed values.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct MpRdmaConfig {
+    /// Initial window in packets, spread over this many random virtual paths. Absent = one
+    /// bandwidth-delay product (§5: "the initial window is set to be one BDP"), from `bdp`.
+    pub iw: Option<u32>,
+    /// The BDP used when `iw` is absent (testbed: ~60 KB for a 12 us cross-ToR RTT at 40G).
+    pub bdp: Bytes,
+    /// Δ: the out-of-order level the path selection allows (snd_ool = snd_ooh − Δ). 0 = no OOO
+    /// control (the paper's Δ = ∞).
+    pub delta: u32,
+    /// L: slots in the receive bitmap; a packet at or beyond rcv_nxt + L is dropped and NACKed.
+    pub bitmap: u32,
+    /// p: probability, once per RTT, that a clocked packet probes a new random virtual path.
+    pub probe_p: f64,
+    /// Burst control: at most this many packets clocked out by one ACK.
+    pub max_per_ack: u32,
+    /// Burst timer, as a fraction of the smoothed RTT (the rest is sent on random VPs then).
+    pub burst_rtt_frac: f64,
+    /// Restart from IW after this many RTTs idle.
+    pub restart_rtts: f64,
+    /// Synchronise: α in Δt = α·Δ / (cwnd / RTT).
+    pub alpha: f64,
+    /// "Use it or lose it": an ACK that could clock a packet but finds no data shrinks cwnd by one.
+    pub path_window_reduction: bool,
+    /// Early retransmission of unacknowledged packets when there is no new data (FUSO).
+    pub early_retx: bool,
+    /// RTT assumed before the first sample.
+    pub initial_rtt: Duration,
+    /// Lowest and highest UDP source port a virtual path may take.
+    pub vp_min: u16,
+    pub vp_max: u16,
+}
+
+impl Default for MpRdmaConfig {
+    fn default() -> Self {
+        Self {
+            iw: None,
+            bdp: Bytes(60_000),
+            delta: 32,
+            bitmap: 64,
+            probe_p: 0.01,
+            max_per_ack: 2,
+            burst_rtt_frac: 0.5,
+            restart_rtts: 3.0,
+            alpha: 1.0,
+            path_window_reduction: true,
+            early_retx: true,
+            initial_rtt: Duration(12_000_000),
+            vp_min: 49152,
+            vp_max: 65535,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema, Default)]
@@ -251,6 +310,7 @@ pub enum TransportKind {
 pub struct TransportConfig {
     pub kind: TransportKind,
     pub dcqcn: DcqcnConfig,
+    pub mp_rdma: MpRdmaConfig,
 }
 
 /// A queue to sample: "node:port" (node by name or id) or "all-fabric".

@@ -8,6 +8,7 @@
 
 use crate::config::{AckPriority, NicConfig, TransportConfig, TransportKind};
 use crate::memory::Memory;
+use crate::transport::mp_rdma::{MpRdmaParams, MpRdmaTransport};
 use crate::transport::rc::{RcConfig, RcTransport};
 use crate::transport::{DataInfo, Feedback, Plan, Reply, RxClass, Transport, TxFx};
 pub use crate::transport::TimerKind;
@@ -82,11 +83,23 @@ struct SendWqe {
     /// READ: response packets received in order.
     read_got: u32,
     signaled: bool,
+    /// MP-RDMA: message sequence number (among messages that consume a RECV).
+    msn: u32,
 }
 
 #[derive(Debug)]
 struct RecvWqe {
     wr: RecvWr,
+}
+
+/// A message awaiting its in-order completion at an MP-RDMA receiver.
+#[derive(Debug)]
+struct PendingRecv {
+    byte_len: u64,
+    send: bool,
+    imm: Option<u32>,
+    src_host: u32,
+    src_qp: u32,
 }
 
 /// A READ the responder is answering.
@@ -141,6 +154,11 @@ pub struct Qp {
     recv_off: u64,
     reads: VecDeque<ReadJob>,
     in_active: bool,
+    /// MP-RDMA sender: MSN of the next message that consumes a RECV.
+    send_msn: u32,
+    /// MP-RDMA receiver: messages whose tail arrived and that complete (in order) once the
+    /// transport's rcv_nxt passes their tail PSN.
+    rx_pending: std::collections::BTreeMap<u32, PendingRecv>,
     // --- statistics ---
     pub rx_bytes: u64,
     pub tx_bytes: u64,
@@ -342,6 +360,8 @@ impl Nic {
             recv_off: 0,
             reads: VecDeque::new(),
             in_active: false,
+            send_msn: 0,
+            rx_pending: Default::default(),
             rx_bytes: 0,
             tx_bytes: 0,
             retx_pkts: 0,
@@ -367,6 +387,16 @@ impl Nic {
         };
         match &self.transport_factory {
             Some(f) => f(&crate::transport::TransportCtx { rc, host: self.host, qpn }),
+            None if p.transport.kind == TransportKind::MpRdma && qp_type == QpType::Rc => Box::new(MpRdmaTransport::new(MpRdmaParams {
+                cfg: p.transport.mp_rdma.clone(),
+                mtu: p.nic.mtu,
+                rto: p.nic.rto.0,
+                rnr_delay: p.nic.rnr_delay.0,
+                sport,
+                seed: self.sport_seed,
+                host: self.host,
+                qpn,
+            })),
             None => Box::new(RcTransport::new(rc)),
         }
     }
@@ -453,6 +483,7 @@ impl Nic {
             wait_target: None,
             read_got: 0,
             signaled,
+            msn: 0,
         });
         self.activate(qpn, eff);
         Ok(())
@@ -722,6 +753,10 @@ impl Nic {
             if w.first_psn.is_none() {
                 w.first_psn = Some(q.next_psn);
                 q.next_psn += w.npkts;
+                w.msn = q.send_msn;
+                if matches!(w.wr.op, SendOp::Send | SendOp::SendWithImm(_) | SendOp::WriteWithImm(_)) {
+                    q.send_msn += 1;
+                }
             }
             (q.cur, q.cur_pkt)
         } else {
@@ -739,6 +774,7 @@ impl Nic {
         let w = &mut q.sq[i];
         let first_psn = w.first_psn.unwrap();
         pk.psn = first_psn + k;
+        pk.msn = w.msn;
         pk.first = k == 0;
         let off = k as u64 * mtu;
         let npsn;
@@ -935,6 +971,7 @@ impl Nic {
                 sack: (pk.sack != u32::MAX).then_some(pk.sack),
                 echo_sport: pk.echo_sport,
                 ece: pk.ece,
+                retx: pk.retx,
             },
             PktKind::Nak => Feedback::Nak { expected: pk.psn },
             PktKind::RnrNak => Feedback::RnrNak { psn: pk.psn },
@@ -987,11 +1024,12 @@ impl Nic {
                 Reply::Cnp => (PktKind::Cnp, 0),
             };
             let id = self.send_ctrl(kind, pk.src, pk.src_qp, qpn, psn, sport, now, p, pool, eff);
-            if let Reply::Ack { sack, echo_sport, ece, .. } = r {
+            if let Reply::Ack { sack, echo_sport, ece, retx, .. } = r {
                 let a = pool.get_mut(id);
                 a.sack = sack.unwrap_or(u32::MAX);
                 a.echo_sport = echo_sport;
                 a.ece = ece;
+                a.retx = retx;
             }
         }
     }
@@ -1017,7 +1055,8 @@ impl Nic {
 
     fn on_data(&mut self, now: Time, pk: &Packet, payload: Option<Vec<u8>>, p: &NicParams, pool: &mut PacketPool, eff: &mut Effects) {
         let qpn = pk.dst_qp;
-        let info = DataInfo { psn: pk.psn, first: pk.first, last: pk.last, ce: pk.ce, sport: pk.sport, read_response: pk.op == DataOp::ReadResp };
+        let completion = pk.last && (pk.op == DataOp::Send || pk.has_imm);
+        let info = DataInfo { psn: pk.psn, first: pk.first, last: pk.last, ce: pk.ce, sport: pk.sport, read_response: pk.op == DataOp::ReadResp, retx: pk.retx, completion };
         let Ok(q) = self.qp_mut(qpn) else { return };
         let qp_type = q.qp_type;
         let mut replies = Vec::new();
@@ -1040,6 +1079,9 @@ impl Nic {
         let qpn = pk.dst_qp;
         let q = self.qps[qpn as usize].as_mut().unwrap();
         let qp_type = q.qp_type;
+        if qp_type == QpType::Rc && q.t.out_of_order() {
+            return self.accept_data_ooo(now, pk, info, payload, replies, eff);
+        }
         if qp_type == QpType::Uc {
             // UC: a gap loses the rest of its message; the next first packet starts afresh.
             if pk.first {
@@ -1108,6 +1150,77 @@ impl Nic {
         q.t.on_accepted(now, info, replies);
     }
 
+    /// Places a packet a multipath receiver accepted, possibly out of order (MP-RDMA §3.1): WRITE
+    /// data goes to its address, SEND data to the RECV its MSN names at the offset it carries
+    /// (iPSN × MTU). Messages complete in order, once the transport's rcv_nxt passes their tail.
+    fn accept_data_ooo(&mut self, now: Time, pk: &Packet, info: DataInfo, payload: Option<Vec<u8>>, replies: &mut Vec<Reply>, eff: &mut Effects) {
+        let qpn = pk.dst_qp;
+        let q = self.qps[qpn as usize].as_mut().unwrap();
+        let needs_recv = pk.op == DataOp::Send || (pk.has_imm && pk.last);
+        let mut sg = None;
+        if needs_recv {
+            // The RECV of message `msn`: the receive queue's head belongs to MSN recv_base.
+            let idx = (pk.msn as u64).checked_sub(q.recv_base);
+            let r = idx.and_then(|i| {
+                let enabled = !q.managed_recv || q.recv_base + i < q.recv_enabled;
+                q.rq.get(i as usize).filter(|_| enabled)
+            });
+            match r {
+                Some(r) => sg = Some(r.wr.sg_list.clone()),
+                None => {
+                    replies.push(Reply::RnrNak { psn: pk.psn });
+                    return;
+                }
+            }
+        }
+        q.rx_bytes += pk.payload as u64;
+        if let Some(bytes) = &payload {
+            match pk.op {
+                DataOp::Send => {
+                    if let Some(sg) = &sg {
+                        self.mem.scatter(sg, pk.addr, bytes);
+                    }
+                }
+                _ => {
+                    if self.mem.check_remote(pk.aux, pk.addr, bytes.len() as u64, true) {
+                        let _ = self.mem.write(pk.addr, bytes);
+                    } else {
+                        self.stats.access_errors += 1;
+                    }
+                }
+            }
+        }
+        let q = self.qps[qpn as usize].as_mut().unwrap();
+        if pk.last && needs_recv {
+            q.rx_pending.insert(
+                pk.psn,
+                PendingRecv { byte_len: pk.msg_len, send: pk.op == DataOp::Send, imm: pk.has_imm.then_some(pk.imm), src_host: pk.src, src_qp: pk.src_qp },
+            );
+        }
+        q.t.on_accepted(now, info, replies);
+        let upto = q.t.expected();
+        let mut cqes = Vec::new();
+        while let Some(e) = q.rx_pending.first_entry() {
+            if *e.key() >= upto {
+                break;
+            }
+            let m = e.remove();
+            let Some(r) = q.rq.pop_front() else { break };
+            q.recv_base += 1;
+            let capacity: u64 = r.wr.sg_list.iter().map(|s| s.length as u64).sum();
+            let status = if m.send && m.byte_len > capacity { WcStatus::LocalLengthError } else { WcStatus::Success };
+            let opcode = if m.imm.is_some() { WcOpcode::RecvWithImm } else { WcOpcode::Recv };
+            let mut c = wc(r.wr.wr_id, status, opcode, m.byte_len, qpn);
+            c.imm = m.imm;
+            c.src_host = m.src_host;
+            c.src_qp = m.src_qp;
+            cqes.push((q.recv_cq, c));
+        }
+        for (cq, c) in cqes {
+            self.push_cqe(cq, c, eff);
+        }
+    }
+
     /// A READ response at the requester: in order, it is placed and acknowledges its PSN; a gap
     /// makes the requester ask again from the missing PSN (once per gap).
     fn on_read_resp(&mut self, now: Time, pk: &Packet, payload: Option<Vec<u8>>, p: &NicParams, eff: &mut Effects) {
@@ -1147,7 +1260,7 @@ impl Nic {
             self.mem.scatter(&sg, off, &b);
         }
         // The response acknowledges its own PSN (and everything before it).
-        self.feedback(now, qpn, Feedback::Ack { cum: pk.psn + 1, sack: Some(pk.psn), echo_sport: pk.sport, ece: pk.ce }, eff);
+        self.feedback(now, qpn, Feedback::Ack { cum: pk.psn + 1, sack: Some(pk.psn), echo_sport: pk.sport, ece: pk.ce, retx: pk.retx }, eff);
     }
 }
 

@@ -85,6 +85,9 @@ pub struct Packet {
     pub sack: u32,
     pub echo_sport: u16,
     pub ece: bool,
+    /// MP-RDMA: message sequence number of a data packet (counts the messages that consume a
+    /// RECV: SEND, WRITE with immediate), so the receiver finds its RECV out of order (Fig. 3).
+    pub msn: u32,
     /// Ingress port at the switch currently holding the packet (for PFC accounting).
     pub in_port: u16,
     /// Its bytes are accounted in the ingress port's PFC headroom (not the shared pool).
@@ -121,6 +124,7 @@ impl Packet {
             sack: u32::MAX,
             echo_sport: 0,
             ece: false,
+            msn: 0,
             in_port: 0,
             in_hdrm: false,
             sent_ps: 0,

@@ -141,6 +141,28 @@ impl Scenario {
         if d.min_rate.0 == 0 {
             return Err(err("transport.dcqcn.min_rate", "must be positive, e.g. \"10Mbps\""));
         }
+        let m = &self.transport.mp_rdma;
+        if m.bitmap == 0 || m.bitmap > 4096 {
+            return Err(err("transport.mp_rdma.bitmap", "expected 1..=4096 slots"));
+        }
+        if m.delta > m.bitmap {
+            return Err(err("transport.mp_rdma.delta", "must not exceed the bitmap length L (0 = no OOO control)"));
+        }
+        if m.iw == Some(0) || (m.iw.is_none() && m.bdp.0 == 0) {
+            return Err(err("transport.mp_rdma.iw", "expected at least 1 packet"));
+        }
+        if !(0.0..=1.0).contains(&m.probe_p) {
+            return Err(err("transport.mp_rdma.probe_p", "expected a probability in [0, 1]"));
+        }
+        if m.max_per_ack == 0 {
+            return Err(err("transport.mp_rdma.max_per_ack", "expected at least 1"));
+        }
+        if !(m.burst_rtt_frac > 0.0 && m.burst_rtt_frac.is_finite()) || !(m.restart_rtts > 0.0 && m.restart_rtts.is_finite()) || !(m.alpha >= 0.0 && m.alpha.is_finite()) {
+            return Err(err("transport.mp_rdma", "burst_rtt_frac and restart_rtts must be positive, alpha >= 0"));
+        }
+        if m.vp_min > m.vp_max || m.initial_rtt.0 == 0 {
+            return Err(err("transport.mp_rdma.vp_min", "expected vp_min <= vp_max and a positive initial_rtt"));
+        }
         for (i, a) in self.apps.iter().enumerate() {
             let p = format!("apps[{i}]");
             if a.src == a.dst {

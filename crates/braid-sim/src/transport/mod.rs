@@ -18,6 +18,7 @@
 //! bitmap in `on_data`; switches and the engine need nothing new, since ECMP already hashes every
 //! packet's own source port.
 
+pub mod mp_rdma;
 pub mod rc;
 
 use braid_engine::Time;
@@ -52,7 +53,8 @@ pub enum Plan {
 pub enum Feedback {
     /// Every PSN below `cum` arrived. `sack` is the PSN that triggered this ACK (if the ACK is
     /// per packet), `echo_sport` the source port it came on, `ece` whether it was ECN-marked.
-    Ack { cum: u32, sack: Option<u32>, echo_sport: u16, ece: bool },
+    /// `retx` echoes the ReTx bit of the data packet (MP-RDMA, Fig. 3).
+    Ack { cum: u32, sack: Option<u32>, echo_sport: u16, ece: bool, retx: bool },
     /// Sequence error: the receiver expects `expected`; resend from there.
     Nak { expected: u32 },
     /// Receiver not ready for `psn` (no RECV posted): resend it later.
@@ -67,6 +69,8 @@ pub enum TimerKind {
     Rto,
     Alpha,
     RateInc,
+    /// MP-RDMA burst timer (sends the rest of a burst on random virtual paths).
+    Burst,
 }
 
 /// What a transport wants done after a call.
@@ -91,7 +95,7 @@ pub enum RxClass {
 /// A control packet the receiver side wants sent back to the sender.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Reply {
-    Ack { cum: u32, sack: Option<u32>, echo_sport: u16, ece: bool },
+    Ack { cum: u32, sack: Option<u32>, echo_sport: u16, ece: bool, retx: bool },
     Nak { expected: u32 },
     /// Receiver not ready (no RECV posted for a SEND): retry `psn` later. Sent by the NIC.
     RnrNak { psn: u32 },
@@ -108,6 +112,11 @@ pub struct DataInfo {
     pub sport: u16,
     /// A READ response (the requester's side of a READ).
     pub read_response: bool,
+    /// A retransmitted copy (the ReTx bit).
+    pub retx: bool,
+    /// The tail of a message that needs a completion at the receiver (SEND, WRITE with
+    /// immediate): MP-RDMA's "Tail with completion" slot state.
+    pub completion: bool,
 }
 
 /// The per-QP transport state machine.
@@ -159,5 +168,14 @@ pub trait Transport: std::fmt::Debug {
     /// Retransmission timeouts so far.
     fn timeouts(&self) -> u64 {
         0
+    }
+    /// Whether the receiver accepts packets out of order (MP-RDMA's bitmap): the NIC then places
+    /// data directly and completes messages once `expected()` passes their tail.
+    fn out_of_order(&self) -> bool {
+        false
+    }
+    /// Transport-specific counters for reporting (name, value).
+    fn counters(&self) -> Vec<(&'static str, f64)> {
+        Vec::new()
     }
 }

@@ -204,6 +204,7 @@ impl Transport for RcTransport {
                 self.snd_nxt = first_missing;
                 fx.kick = true;
             }
+            TimerKind::Burst => {}
         }
     }
 
@@ -233,7 +234,7 @@ impl Transport for RcTransport {
         }
         if d.psn < self.epsn {
             // Duplicate: re-acknowledge so the sender can move on.
-            out.push(Reply::Ack { cum: self.epsn, sack: Some(d.psn), echo_sport: d.sport, ece: d.ce });
+            out.push(Reply::Ack { cum: self.epsn, sack: Some(d.psn), echo_sport: d.sport, ece: d.ce, retx: d.retx });
             return RxClass::Duplicate;
         }
         if d.psn > self.epsn {
@@ -255,7 +256,7 @@ impl Transport for RcTransport {
         self.unacked += 1;
         if d.last || self.unacked >= self.cfg.ack_every {
             self.unacked = 0;
-            out.push(Reply::Ack { cum: self.epsn, sack: Some(d.psn), echo_sport: d.sport, ece: d.ce });
+            out.push(Reply::Ack { cum: self.epsn, sack: Some(d.psn), echo_sport: d.sport, ece: d.ce, retx: d.retx });
         }
     }
 
