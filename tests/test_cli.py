@@ -213,7 +213,7 @@ def test_demo(tmp_path):
 def test_bench_quick(tmp_path):
     res = invoke("bench", "--quick", "--only", "incast-8to1", "--json", tmp_path / "b.json")
     assert res.exit_code == 0, res.output
-    rows = json.loads((tmp_path / "b.json").read_text())
+    rows = json.loads((tmp_path / "b.json").read_text())["scenarios"]
     assert rows[0]["name"] == "incast-8to1"
     assert rows[0]["cpu_s"] > 0 and rows[0]["max_rss_mb"] > 0 and rows[0]["stats"]["events"] > 0
 

@@ -3,22 +3,29 @@ memory (``ru_maxrss`` from ``wait4``) belong to that scenario alone.
 
 The child imports only the core and the scenario reader (no polars, no numpy), builds the run,
 advances it to the end and prints its statistics as JSON.
+
+The scale series (fat-trees of k = 8, 16, 24 at a fixed per-host load, and k = 16 with 1x, 2x, 4x
+the flows) show how memory grows with hosts and with flows: a least-squares line through each
+series gives memory per host and per flow, with the R² of the fit.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
+import resource
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Iterable, List, Optional
+from typing import Dict, Iterable, List, Optional, Sequence
 
 from .scenario import BraidError, load_scenario, packaged_scenario
 
-__all__ = ["run_bench", "find_anchors", "benchmarks"]
+__all__ = ["run_bench", "find_anchors", "benchmarks", "scale_benchmarks", "scale_fits", "fit_line", "SCALE_SERIES"]
 
 
 def find_anchors(explicit: Optional[str] = None) -> Optional[Path]:
@@ -53,8 +60,53 @@ def _hpcc_dcqcn(anchors: Path, config: str, topo: str, flows: str) -> dict:
     return sc
 
 
-def benchmarks(anchors: Optional[Path], quick: bool) -> List[tuple]:
-    """(name, description, scenario dict or path, base_dir)."""
+#: The scale series: which benchmarks each memory fit runs through, and its x variable.
+SCALE_SERIES: Dict[str, List[str]] = {
+    "hosts": ["ft-k8", "ft-k16", "ft-k24"],
+    "flows": ["ft-k16", "ft-k16-2x", "ft-k16-4x"],
+}
+SCALE_LOAD = 0.3
+SCALE_WINDOW_US = 200.0
+SCALE_DRAIN_US = 100.0
+
+
+def _fat_tree(k: int, window_us: float, drain_us: float, load: float = SCALE_LOAD) -> dict:
+    """A 3-tier fat-tree (k³/4 hosts; 100G host links, 400G fabric links, 1 µs) with DCQCN
+    defaults and Poisson web-search arrivals at `load` of each host link for `window_us`; the run
+    stops `drain_us` after the last arrival (or earlier, once every flow is done)."""
+    return {
+        "name": f"scale: fat-tree k={k}, web-search at {load:g} load, {window_us:g} us of arrivals",
+        "duration": f"{window_us + drain_us:g}us",
+        "topology": {
+            "kind": "fat-tree",
+            "k": k,
+            "host_link": {"rate": "100Gbps", "delay": "1us"},
+            "fabric_link": {"rate": "400Gbps", "delay": "1us"},
+        },
+        "transport": {"kind": "dcqcn"},
+        "traffic": [{"pattern": "poisson", "load": load, "cdf": "web-search", "duration": f"{window_us:g}us"}],
+        "measure": {"interval": "0us", "messages": False},
+    }
+
+
+def scale_benchmarks(window_us: float = SCALE_WINDOW_US, drain_us: float = SCALE_DRAIN_US) -> List[tuple]:
+    """The scale series, as (name, description, scenario dict, base_dir). Hosts: k = 8, 16, 24 for
+    `window_us` of arrivals at 0.3 load (flows grow with hosts). Flows: k = 16 with 2x and 4x the
+    arrival window (so 2x and 4x the flows at the same load and topology)."""
+    out = []
+    for k in (8, 16, 24):
+        out.append((f"ft-k{k}", f"scale: fat-tree k={k} ({k ** 3 // 4:,} hosts), {window_us:g} us of arrivals", _fat_tree(k, window_us, drain_us), None))
+    for m in (2, 4):
+        w = window_us * m
+        out.append((f"ft-k16-{m}x", f"scale: fat-tree k=16 (1,024 hosts), {w:g} us of arrivals ({m}x the flows)", _fat_tree(16, w, drain_us), None))
+    return out
+
+
+def benchmarks(anchors: Optional[Path], quick: bool, scale_only: bool = False, window_us: float = SCALE_WINDOW_US) -> List[tuple]:
+    """(name, description, scenario dict or path, base_dir). `quick` leaves out the long ones (the
+    HPCC fat-tree and the scale series); `scale_only` runs just the scale series."""
+    if scale_only:
+        return scale_benchmarks(window_us)
     out: List[tuple] = [
         ("two-tor", "demo: two-ToR permutation, 5 x 10 MB, DCQCN", packaged_scenario("two-tor-permutation"), None),
         ("incast-8to1", "demo: 8:1 incast, 1 MB each, PFC", packaged_scenario("incast"), None),
@@ -72,6 +124,8 @@ def benchmarks(anchors: Optional[Path], quick: bool) -> List[tuple]:
                     anchors,
                 )
             )
+    if not quick:
+        out += scale_benchmarks(window_us)
     return out
 
 
@@ -80,15 +134,34 @@ def _child(spec_file: str) -> None:
     spec = json.loads(Path(spec_file).read_text())
     from . import _core
 
+    def rss_mb() -> float:
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # KiB on Linux
+
+    base_rss = rss_mb()
     t0 = time.perf_counter()
     sim = _core.Simulation(spec["json"], spec["base_dir"], None)
     t_build = time.perf_counter() - t0
+    build_rss = rss_mb()
     end = sim.end_ps()
     while not sim.advance(end):
         pass
     wall = time.perf_counter() - t0
     r = sim.results(tables=False)
-    print(json.dumps({"build_s": t_build, "wall_s": wall, "stats": r["stats"], "headline": r["headline"], "counters": r["counters"]}))
+    print(
+        json.dumps(
+            {
+                "build_s": t_build,
+                "wall_s": wall,
+                # Peak RSS of the child before building (interpreter and extension) and once built
+                # (topology, routes, NICs, generated flows), before any event runs.
+                "base_rss_mb": base_rss,
+                "build_rss_mb": build_rss,
+                "stats": r["stats"],
+                "headline": r["headline"],
+                "counters": r["counters"],
+            }
+        )
+    )
 
 
 def run_one(name: str, source, base_dir: Optional[Path]) -> dict:
@@ -121,13 +194,107 @@ def run_one(name: str, source, base_dir: Optional[Path]) -> dict:
     return data
 
 
-def run_bench(only: Iterable[str] = (), quick: bool = False, anchors: Optional[str] = None, json_out: Optional[str] = None) -> List[dict]:
+def fit_line(xs: Sequence[float], ys: Sequence[float]) -> tuple:
+    """Least-squares line y = slope * x + intercept; returns (slope, intercept, R²). R² is NaN
+    when y does not vary (nothing to explain) and the slope is NaN when x does not."""
+    n = len(xs)
+    if n < 2 or n != len(ys):
+        raise ValueError("fit_line needs two or more (x, y) pairs")
+    mx, my = sum(xs) / n, sum(ys) / n
+    sxx = sum((x - mx) ** 2 for x in xs)
+    if sxx == 0:
+        return float("nan"), float("nan"), float("nan")
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx
+    icpt = my - slope * mx
+    ss_tot = sum((y - my) ** 2 for y in ys)
+    ss_res = sum((y - (slope * x + icpt)) ** 2 for x, y in zip(xs, ys))
+    r2 = 1.0 - ss_res / ss_tot if ss_tot > 0 else float("nan")
+    return slope, icpt, r2
+
+
+def _x_of(r: dict, var: str) -> float:
+    return float(r["stats"]["hosts"]) if var == "hosts" else float(r["headline"]["flows"])
+
+
+def scale_fits(rows: Iterable[dict]) -> List[dict]:
+    """Memory against hosts and against flows over each complete scale series (every scenario of
+    the series ran without error): least-squares slopes of the peak RSS and of the RSS once the
+    run is built (before any event), in MB per host or per flow, with intercepts and R²."""
+    by = {r["name"]: r for r in rows if "error" not in r}
+    out = []
+    for var, names in SCALE_SERIES.items():
+        if not all(n in by for n in names):
+            continue
+        pts = [(_x_of(by[n], var), by[n]["max_rss_mb"], by[n].get("build_rss_mb", float("nan"))) for n in names]
+        xs = [p[0] for p in pts]
+        peak = fit_line(xs, [p[1] for p in pts])
+        build = fit_line(xs, [p[2] for p in pts])
+        out.append(
+            {
+                "series": var,
+                "scenarios": names,
+                "x": xs,
+                "peak_rss_mb": [p[1] for p in pts],
+                "build_rss_mb": [p[2] for p in pts],
+                "peak_mb_per_unit": peak[0],
+                "peak_intercept_mb": peak[1],
+                "peak_r2": peak[2],
+                "build_mb_per_unit": build[0],
+                "build_intercept_mb": build[1],
+                "build_r2": build[2],
+            }
+        )
+    return out
+
+
+_MEDIAN_KEYS = ("build_s", "wall_s", "cpu_s", "max_rss_mb", "base_rss_mb", "build_rss_mb")
+
+
+def run_repeated(name: str, source, base_dir: Optional[Path], repeat: int) -> dict:
+    """`run_one` `repeat` times; times and memory are the medians (events are deterministic)."""
+    runs = [run_one(name, source, base_dir) for _ in range(max(1, repeat))]
+    bad = [r for r in runs if "error" in r]
+    if bad:
+        return bad[0]
+    r = dict(runs[0])
+    if len(runs) > 1:
+        for k in _MEDIAN_KEYS:
+            if all(k in x for x in runs):
+                r[k] = statistics.median(x[k] for x in runs)
+        r["repeat"] = len(runs)
+        r["runs"] = [{k: x[k] for k in _MEDIAN_KEYS if k in x} for x in runs]
+    return r
+
+
+def _mb(v: float) -> str:
+    return "-" if math.isnan(v) else f"{v:.0f}"
+
+
+def _r2(v: float) -> str:
+    return "-" if math.isnan(v) else f"{v:.4f}"
+
+
+def run_bench(
+    only: Iterable[str] = (),
+    quick: bool = False,
+    anchors: Optional[str] = None,
+    json_out: Optional[str] = None,
+    scale: bool = False,
+    repeat: int = 1,
+    window_us: float = SCALE_WINDOW_US,
+) -> dict:
+    """Runs the benchmarks (`scale`: only the scale series) and prints their tables. Returns
+    {"scenarios": [one dict per benchmark], "fits": scale_fits(...)}, which --json also writes."""
     from rich.table import Table
 
     from .show import console, fmt
 
-    anc = find_anchors(anchors)
-    todo = benchmarks(anc, quick)
+    if repeat < 1:
+        raise BraidError("--repeat", f"expected at least 1 run per scenario, got {repeat}")
+    if not window_us > 0:
+        raise BraidError("window", f"expected a positive arrival window in microseconds, got {window_us}")
+    anc = None if scale else find_anchors(anchors)
+    todo = benchmarks(anc, quick, scale_only=scale, window_us=window_us)
     only = list(only)
     if only:
         names = {b[0] for b in todo}
@@ -136,41 +303,84 @@ def run_bench(only: Iterable[str] = (), quick: bool = False, anchors: Optional[s
                 raise BraidError("--only", f"unknown benchmark {o!r}; available: {', '.join(sorted(names))}")
         todo = [b for b in todo if b[0] in only]
     c = console()
-    if anc is None:
+    if anc is None and not scale:
         c.print("[dim]HPCC anchors not found (../shared/anchors/hpcc): skipping the HPCC scenarios[/dim]")
     rows = []
     for name, desc, source, base in todo:
         c.print(f"[bold]{name}[/bold]: {desc} ...", end="")
-        r = run_one(name, source, base)
+        r = run_repeated(name, source, base, repeat)
         r["description"] = desc
+        if name.startswith("ft-k"):
+            r["series"] = [s for s, names in SCALE_SERIES.items() if name in names]
         rows.append(r)
-        c.print(" [red]failed[/red]" if "error" in r else f" {r['cpu_s']:.2f} s CPU")
-    t = Table(title="braid bench", header_style="bold")
-    for col in ("scenario", "events", "Mev/s", "sim/wall", "wall s", "CPU s", "RSS MB", "flows"):
-        t.add_column(col, justify="left" if col == "scenario" else "right", no_wrap=True)
-    for r in rows:
-        if "error" in r:
-            t.add_row(r["name"], f"[red]{r['error']}[/red]", "", "", "", "", "", "")
-            continue
-        st, h = r["stats"], r["headline"]
-        wall = r["wall_s"]
-        ev = st.get("events", 0)
-        t.add_row(
-            r["name"],
-            f"{ev / 1e6:.2f} M",
-            f"{ev / wall / 1e6:.2f}" if wall else "-",
-            f"{st.get('sim_time_ps', 0) / 1e12 / wall:.3g}" if wall else "-",
-            f"{wall:.2f}",
-            f"{r['cpu_s']:.2f}",
-            f"{r['max_rss_mb']:.0f}",
-            f"{int(h.get('flows_completed', 0))}/{int(h.get('flows', 0))}",
-        )
-    c.print(t)
-    if any(r["name"] == "hpcc-fattree" and "error" not in r for r in rows):
-        c.print("HPCC ns-3 on the fat-tree anchor: 118.8 M events, 220.5 s CPU, 347 MB peak (target: <= 22 s CPU, <= 347 MB).")
+        med = f" (median of {repeat})" if repeat > 1 else ""
+        c.print(" [red]failed[/red]" if "error" in r else f" {r['cpu_s']:.2f} s CPU{med}")
+    main_rows = [r for r in rows if "series" not in r]
+    scale_rows = [r for r in rows if "series" in r]
+    if main_rows:
+        t = Table(title="braid bench", header_style="bold")
+        for col in ("scenario", "events", "Mev/s", "sim/wall", "wall s", "CPU s", "RSS MB", "flows"):
+            t.add_column(col, justify="left" if col == "scenario" else "right", no_wrap=True)
+        for r in main_rows:
+            if "error" in r:
+                t.add_row(r["name"], f"[red]{r['error']}[/red]", "", "", "", "", "", "")
+                continue
+            st, h = r["stats"], r["headline"]
+            wall = r["wall_s"]
+            ev = st.get("events", 0)
+            t.add_row(
+                r["name"],
+                f"{ev / 1e6:.2f} M",
+                f"{ev / wall / 1e6:.2f}" if wall else "-",
+                f"{st.get('sim_time_ps', 0) / 1e12 / wall:.3g}" if wall else "-",
+                f"{wall:.2f}",
+                f"{r['cpu_s']:.2f}",
+                f"{r['max_rss_mb']:.0f}",
+                f"{int(h.get('flows_completed', 0))}/{int(h.get('flows', 0))}",
+            )
+        c.print(t)
+        if any(r["name"] == "hpcc-fattree" and "error" not in r for r in rows):
+            c.print("HPCC ns-3 on the fat-tree anchor: 118.8 M events, 220.5 s CPU, 347 MB peak (target: <= 22 s CPU, <= 347 MB).")
+    fits = scale_fits(rows)
+    if scale_rows:
+        t = Table(title="braid bench: scale (fat-tree, 100G/400G, DCQCN, web-search at 0.3 load)", header_style="bold")
+        for col in ("scenario", "hosts", "flows", "Mev", "Mev/s", "CPU s", "built MB", "peak MB"):
+            t.add_column(col, justify="left" if col == "scenario" else "right", no_wrap=True)
+        for r in scale_rows:
+            if "error" in r:
+                t.add_row(r["name"], f"[red]{r['error']}[/red]", "", "", "", "", "", "")
+                continue
+            st, h = r["stats"], r["headline"]
+            cpu = r["cpu_s"]
+            ev = st.get("events", 0)
+            t.add_row(
+                r["name"],
+                f"{int(st.get('hosts', 0)):,}",
+                f"{int(h.get('flows_completed', 0))}/{int(h.get('flows', 0))}",
+                f"{ev / 1e6:.2f}",
+                f"{ev / cpu / 1e6:.2f}" if cpu else "-",
+                f"{r['cpu_s']:.2f}",
+                _mb(r.get("build_rss_mb", float("nan"))),
+                _mb(r["max_rss_mb"]),
+            )
+        c.print(t)
+        base = [r["base_rss_mb"] for r in scale_rows if "base_rss_mb" in r]
+        if base:
+            c.print(
+                f"[dim]Mev: million events; Mev/s: per CPU second of the child (build included). Built / peak MB: its RSS once the run is built / at the peak; "
+                f"the interpreter and extension alone take {statistics.median(base):.0f} MB.[/dim]"
+            )
+        for f in fits:
+            unit = "host" if f["series"] == "hosts" else "flow"
+            c.print(
+                f"memory per {unit} ({', '.join(f['scenarios'])}): peak {f['peak_mb_per_unit'] * 1024:.1f} KB/{unit} "
+                f"(+ {fmt(f['peak_intercept_mb'], 3)} MB, R² = {_r2(f['peak_r2'])}); "
+                f"built {f['build_mb_per_unit'] * 1024:.1f} KB/{unit} (+ {fmt(f['build_intercept_mb'], 3)} MB, R² = {_r2(f['build_r2'])})"
+            )
+    out = {"scenarios": rows, "fits": fits}
     if json_out:
-        Path(json_out).write_text(json.dumps(rows, indent=2) + "\n")
-    return rows
+        Path(json_out).write_text(json.dumps(out, indent=2) + "\n")
+    return out
 
 
 if __name__ == "__main__":  # pragma: no cover - the child side of run_one

@@ -1,0 +1,100 @@
+"""`braid bench`'s scale series: the smallest point runs through the bench code path (child
+process, wait4) and reports sane fields; the memory fits are exact on exact lines. No timing
+assertions."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from click.testing import CliRunner
+
+import braid
+from braid.bench import SCALE_SERIES, benchmarks, fit_line, run_bench, scale_benchmarks, scale_fits
+from braid.cli import main
+
+
+def test_scale_scenarios_are_valid_and_named_in_series():
+    todo = scale_benchmarks()
+    names = [b[0] for b in todo]
+    assert names == ["ft-k8", "ft-k16", "ft-k24", "ft-k16-2x", "ft-k16-4x"]
+    for series in SCALE_SERIES.values():
+        assert set(series) <= set(names)
+    for _, _, sc, _ in todo:
+        s = braid.validate(sc)  # schema, ranges and topology, without running
+        assert s.data["topology"]["kind"] == "fat-tree"
+        assert s.data["measure"] == {"interval": "0us", "messages": False}
+    # The flows series keeps the topology and the load and stretches the arrival window.
+    by = {b[0]: b[2] for b in todo}
+    assert by["ft-k16-4x"]["topology"] == by["ft-k16"]["topology"]
+    assert by["ft-k16-4x"]["traffic"][0]["duration"] == "800us"
+    # --scale runs exactly the scale series; --quick leaves it out.
+    assert [b[0] for b in benchmarks(None, quick=False, scale_only=True)] == names
+    assert not {b[0] for b in benchmarks(None, quick=True)} & set(names)
+
+
+def test_smallest_scale_point_runs_through_bench(tmp_path):
+    out = run_bench(only=["ft-k8"], scale=True, window_us=10.0, json_out=str(tmp_path / "b.json"))
+    assert json.loads((tmp_path / "b.json").read_text()) == json.loads(json.dumps(out))
+    (r,) = out["scenarios"]
+    assert "error" not in r, r.get("error")
+    assert r["name"] == "ft-k8" and r["series"] == ["hosts"]
+    st, h = r["stats"], r["headline"]
+    assert st["hosts"] == 128 and st["switches"] == 80
+    assert h["flows"] > 0 and 0 <= h["flows_completed"] <= h["flows"]
+    assert st["events"] > 0 and st["sim_time_ps"] <= 110e6
+    assert r["cpu_s"] > 0 and r["wall_s"] > 0
+    assert 0 < r["base_rss_mb"] <= r["build_rss_mb"] <= r["max_rss_mb"] < 4096
+    # One point is no series: no fit.
+    assert out["fits"] == []
+
+
+def test_scale_option_rejects_unknown_name():
+    res = CliRunner().invoke(main, ["bench", "--scale", "--only", "two-tor"])
+    assert res.exit_code == 2
+    assert "--only" in res.stderr and "ft-k8" in res.stderr
+
+
+def test_fit_line_exact_and_degenerate():
+    slope, icpt, r2 = fit_line([1, 2, 3], [5, 7, 9])
+    assert slope == pytest.approx(2) and icpt == pytest.approx(3) and r2 == pytest.approx(1)
+    slope, icpt, r2 = fit_line([1, 2, 3, 4], [1, 3, 2, 4])
+    assert slope == pytest.approx(0.8) and 0 < r2 < 1
+    assert math.isnan(fit_line([1, 2], [3, 3])[2])
+    assert math.isnan(fit_line([2, 2], [1, 3])[0])
+
+
+def _row(name, hosts, flows, peak, built):
+    return {
+        "name": name,
+        "stats": {"hosts": float(hosts)},
+        "headline": {"flows": float(flows)},
+        "max_rss_mb": peak,
+        "build_rss_mb": built,
+    }
+
+
+def test_scale_fits_per_host_and_per_flow():
+    # Peak = 20 MB + 0.05 MB per host; flows series: 100 MB + 0.01 MB per flow.
+    rows = [
+        _row("ft-k8", 128, 50, 20 + 0.05 * 128, 20),
+        _row("ft-k16", 1024, 400, 20 + 0.05 * 1024, 30),
+        _row("ft-k24", 3456, 1500, 20 + 0.05 * 3456, 60),
+    ]
+    fits = {f["series"]: f for f in scale_fits(rows)}
+    assert set(fits) == {"hosts"}  # the flows series is incomplete
+    assert fits["hosts"]["peak_mb_per_unit"] == pytest.approx(0.05)
+    assert fits["hosts"]["peak_intercept_mb"] == pytest.approx(20)
+    assert fits["hosts"]["peak_r2"] == pytest.approx(1)
+    assert fits["hosts"]["x"] == [128, 1024, 3456]
+    rows[1] = _row("ft-k16", 1024, 400, 104, 30)
+    rows += [_row("ft-k16-2x", 1024, 800, 108, 30), _row("ft-k16-4x", 1024, 1600, 116, 31)]
+    fits = {f["series"]: f for f in scale_fits(rows)}
+    assert fits["flows"]["peak_mb_per_unit"] == pytest.approx(0.01)
+    assert fits["flows"]["peak_intercept_mb"] == pytest.approx(100)
+    assert fits["flows"]["peak_r2"] == pytest.approx(1)
+    assert 0 < fits["flows"]["build_r2"] <= 1
+    # A failed point drops its series.
+    rows[-1] = {"name": "ft-k16-4x", "error": "exit 1: boom"}
+    assert {f["series"] for f in scale_fits(rows)} == {"hosts"}
