@@ -61,6 +61,9 @@ pub struct EventQueue<E> {
     /// The current bucket's events, sorted descending so the next one pops off the end.
     active: Vec<Entry<E>>,
     far: BinaryHeap<Reverse<Far<E>>>,
+    /// Emptied bucket vectors, reused by the next buckets to fill: empty buckets hold no memory,
+    /// so the wheel's footprint follows the pending events, not the busiest moment so far.
+    spare: Vec<Vec<Entry<E>>>,
     now: Time,
     seq: u64,
     len: usize,
@@ -82,6 +85,7 @@ impl<E> EventQueue<E> {
             cur: 0,
             active: Vec::new(),
             far: BinaryHeap::new(),
+            spare: Vec::new(),
             now: 0,
             seq: 0,
             len: 0,
@@ -129,6 +133,11 @@ impl<E> EventQueue<E> {
             self.active.insert(pos, e);
         } else if b < self.cur + NB {
             let slot = (b & MASK) as usize;
+            if self.buckets[slot].capacity() == 0 {
+                if let Some(v) = self.spare.pop() {
+                    self.buckets[slot] = v;
+                }
+            }
             self.buckets[slot].push(e);
             self.mark(slot);
         } else {
@@ -178,6 +187,10 @@ impl<E> EventQueue<E> {
         let slot = (b & MASK) as usize;
         if wheel_next == Some(b) {
             std::mem::swap(&mut self.active, &mut self.buckets[slot]);
+            let v = std::mem::take(&mut self.buckets[slot]);
+            if v.capacity() > 0 {
+                self.spare.push(v);
+            }
             self.occupied[slot >> 6] &= !(1 << (slot & 63));
             if self.occupied[slot >> 6] == 0 {
                 self.summary[slot >> 12] &= !(1 << ((slot >> 6) & 63));
@@ -199,6 +212,11 @@ impl<E> EventQueue<E> {
             }
             let Reverse(Far(e)) = self.far.pop().unwrap();
             let s = (fb & MASK) as usize;
+            if self.buckets[s].capacity() == 0 {
+                if let Some(v) = self.spare.pop() {
+                    self.buckets[s] = v;
+                }
+            }
             self.buckets[s].push(e);
             self.mark(s);
         }
