@@ -277,6 +277,11 @@ pub struct MpRdmaConfig {
     pub path_window_reduction: bool,
     /// Early retransmission of unacknowledged packets when there is no new data (FUSO).
     pub early_retx: bool,
+    /// braid's addition (not in the paper): grow cwnd only while the window limits sending,
+    /// i.e. not while more than `max_per_ack` allowed packets wait for the NIC (the NIC's line
+    /// rate, not the window, is the limit then; cf. TCP's congestion-window validation,
+    /// RFC 7661). Without it a lone flow with no ECN marks grows cwnd without bound.
+    pub cwnd_validation: bool,
     /// RTT assumed before the first sample.
     pub initial_rtt: Duration,
     /// Lowest and highest UDP source port a virtual path may take.
@@ -298,6 +303,7 @@ impl Default for MpRdmaConfig {
             alpha: 1.0,
             path_window_reduction: true,
             early_retx: true,
+            cwnd_validation: true,
             initial_rtt: Duration(12_000_000),
             vp_min: 49152,
             vp_max: 65535,

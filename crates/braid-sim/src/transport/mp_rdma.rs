@@ -92,6 +92,9 @@ pub struct MpRdmaTransport {
     pub snd_retx: u32,
     /// A single retransmission asked for outside the recovery walk (a repeated NACK).
     retx_one: Option<u32>,
+    /// The last retransmission of the receiver's first hole (snd_una) and when it left: a NACK
+    /// for that PSN within an RTT of it is not acted on again.
+    hole_retx: Option<(u32, Time)>,
     early_ptr: u32,
     /// Packets allowed but not sent yet, each with the VP it goes to.
     credits: VecDeque<u16>,
@@ -106,6 +109,8 @@ pub struct MpRdmaTransport {
     rttvar: f64,
     rtt_seq: Option<(u32, Time)>,
     started: bool,
+    /// The cumulative point moved (a held clock in recovery may go now).
+    window_moved: bool,
     last_activity: Time,
     rnr_until: Time,
     rto_pending: bool,
@@ -146,6 +151,7 @@ impl MpRdmaTransport {
             recovery: 0,
             snd_retx: 0,
             retx_one: None,
+            hole_retx: None,
             early_ptr: 0,
             credits: VecDeque::new(),
             planned: None,
@@ -158,6 +164,7 @@ impl MpRdmaTransport {
             rttvar: srtt / 2.0,
             rtt_seq: None,
             started: false,
+            window_moved: false,
             last_activity: 0,
             rnr_until: 0,
             rto_pending: false,
@@ -233,6 +240,7 @@ impl MpRdmaTransport {
 
     fn ack_point(&mut self, now: Time, cum: u32) {
         if cum > self.snd_una {
+            self.window_moved = true;
             self.inflate = (self.inflate - (cum - self.snd_una) as f64).max(0.0);
             self.snd_una = cum;
             self.last_progress = now;
@@ -270,17 +278,20 @@ impl MpRdmaTransport {
         }
     }
 
-    fn enter_recovery(&mut self, from: u32) {
+    fn enter_recovery(&mut self, now: Time, from: u32) {
+        if let Some((h, t)) = self.hole_retx {
+            if h == from && ((now - t) as f64) < self.srtt * 1.5 {
+                // Its retransmission is on its way.
+                return;
+            }
+        }
         if !self.in_recovery {
+            // The hole goes first; [from + 1, from + L) most likely arrived; what was sent at or
+            // beyond from + L was dropped by the receiver's bitmap: the walk resends it.
             self.in_recovery = true;
             self.stats.recoveries += 1;
             self.recovery = self.snd_nxt;
-            self.snd_retx = from.max(self.snd_una);
-        } else if from < self.snd_retx {
-            // Already walked past it (its retransmission may be lost): resend that one PSN.
-            self.retx_one = Some(from);
-        } else {
-            self.snd_retx = from;
+            self.snd_retx = from.max(self.snd_una) + self.bitmap.len() as u32;
         }
     }
 
@@ -288,6 +299,129 @@ impl MpRdmaTransport {
     fn slot(&mut self, psn: u32) -> &mut Slot {
         let l = self.bitmap.len();
         &mut self.bitmap[psn as usize % l]
+    }
+
+
+    fn feedback(&mut self, now: Time, fb: Feedback, fx: &mut TxFx) {
+        match fb {
+            Feedback::Ack { cum, sack, echo_sport, ece, retx } => {
+                self.stats.acks += 1;
+                self.last_activity = now;
+                // Congestion control, per ACK.
+                if ece {
+                    self.stats.ecn_acks += 1;
+                    self.shrink(0.5);
+                } else if !self.p.cfg.cwnd_validation || self.credits.len() < self.p.cfg.max_per_ack as usize {
+                    self.cwnd += 1.0 / self.cwnd;
+                }
+                self.inflate += 1.0;
+                self.ack_point(now, cum);
+                let mut clock = true;
+                if let (Some(s), false) = (sack, retx) {
+                    self.rtt_sample(now, s);
+                    let delta = self.p.cfg.delta;
+                    if delta > 0 && self.snd_ooh1 > delta && s < self.snd_ooh1 - 1 - delta {
+                        // A slow path: prune it (one window unit less, no clock on its VP).
+                        self.stats.ooo_pruned += 1;
+                        self.shrink(1.0);
+                        clock = false;
+                    }
+                    self.snd_ooh1 = self.snd_ooh1.max(s + 1);
+                }
+                self.inflate = self.inflate.min(self.outstanding());
+                if clock {
+                    let n = self.free_window();
+                    if n > 0 {
+                        let k = n.min(self.p.cfg.max_per_ack as i64);
+                        for _ in 0..k {
+                            self.credits.push_back(echo_sport);
+                        }
+                        if n > k {
+                            self.arm_burst(now, fx);
+                        }
+                        fx.kick = true;
+                    }
+                }
+            }
+            Feedback::Nak { expected } => {
+                // A packet beyond the receiver's bitmap was dropped; `expected` is the hole
+                // holding the window back. The dropped packet stays outstanding (no inflate):
+                // its retransmission's ACK will return its credit, on a path that works.
+                self.stats.nacks += 1;
+                self.ack_point(now, expected);
+                self.enter_recovery(now, expected);
+                // The ACKs that follow clock the retransmissions onto their (good) paths; the
+                // NACK only starts one itself when nothing else is allowed (it echoes no VP).
+                if self.credits.is_empty() {
+                    let vp = self.random_vp();
+                    self.credits.push_back(vp);
+                }
+                fx.kick = true;
+            }
+            Feedback::RnrNak { psn } => {
+                self.ack_point(now, psn);
+                self.last_progress = now;
+                self.rnr_until = now + self.p.rnr_delay;
+                self.hole_retx = None;
+                self.enter_recovery(now, psn);
+                if self.credits.is_empty() {
+                    let vp = self.random_vp();
+                    self.credits.push_back(vp);
+                }
+                fx.kick = true;
+            }
+            Feedback::Cnp => {}
+        }
+    }
+
+    fn timer(&mut self, now: Time, kind: TimerKind, gen: u32, first_missing: u32, fx: &mut TxFx) {
+        match kind {
+            TimerKind::Burst => {
+                if gen != self.burst_gen {
+                    return;
+                }
+                self.burst_armed = false;
+                let n = self.free_window();
+                for _ in 0..n.max(0) {
+                    let vp = self.random_vp();
+                    self.credits.push_back(vp);
+                    self.stats.burst_timer_pkts += 1;
+                }
+                if n > 0 {
+                    fx.kick = true;
+                }
+            }
+            TimerKind::Rto => {
+                if self.snd_una >= self.snd_nxt {
+                    self.rto_pending = false;
+                    return;
+                }
+                let deadline = self.last_progress + self.p.rto;
+                if now < deadline {
+                    fx.timers.push((deadline, TimerKind::Rto, 0));
+                    return;
+                }
+                // Last resort: retransmit everything unacknowledged, clocked from IW random VPs.
+                self.timeouts += 1;
+                self.last_progress = now;
+                fx.timers.push((now + self.p.rto, TimerKind::Rto, 0));
+                self.in_recovery = true;
+                self.stats.recoveries += 1;
+                self.recovery = self.snd_nxt;
+                self.snd_retx = first_missing.max(self.snd_una);
+                self.retx_one = None;
+                self.hole_retx = None;
+                self.inflate = 0.0;
+                self.credits.clear();
+                let n = self.cwnd.min(self.iw).max(1.0) as u32;
+                for _ in 0..n {
+                    let vp = self.random_vp();
+                    self.credits.push_back(vp);
+                }
+                fx.kick = true;
+            }
+            TimerKind::Alpha | TimerKind::RateInc => {}
+        }
     }
 }
 
@@ -321,10 +455,29 @@ impl Transport for MpRdmaTransport {
         }
         loop {
             let Some(&vp) = self.credits.front() else { return Plan::Blocked };
-            let (psn, pick) = if let Some(r) = self.retx_one.filter(|&r| r >= self.snd_una) {
+            // Recovery (§3.5). The receiver's window is stuck at snd_una, its first hole:
+            // - the hole is retransmitted first (again if an RTT and a half passed without the
+            //   cumulative point moving: its retransmission was lost too, and since nothing
+            //   beyond the window goes out, no NACK will say so);
+            // - then the walk from snd_retx to `recovery` (what was sent beyond the window before
+            //   the NACK came back was dropped), never at or beyond snd_una + L;
+            // - then new data below snd_una + L; otherwise the clock waits for snd_una to move.
+            let (psn, pick) = if self.in_recovery {
+                let una = self.snd_una;
+                let limit = una + self.bitmap.len() as u32;
+                let fresh = match self.hole_retx {
+                    Some((h, t)) if h == una && ((now - t) as f64) < self.srtt * 1.5 => Some(t),
+                    _ => None,
+                };
+                let walk = self.snd_retx.max(una + 1);
+                match fresh {
+                    None => (una, Pick::One),
+                    Some(_) if walk < self.recovery.min(limit) => (walk, Pick::Recovery),
+                    Some(_) if have_new && next_new < limit && walk >= self.recovery => (next_new, Pick::New),
+                    Some(t) => return Plan::Wait(t + (self.srtt * 1.5).ceil() as Time + 1),
+                }
+            } else if let Some(r) = self.retx_one.filter(|&r| r >= self.snd_una) {
                 (r, Pick::One)
-            } else if self.in_recovery && self.snd_retx.max(self.snd_una) < self.recovery {
-                (self.snd_retx.max(self.snd_una), Pick::Recovery)
             } else if have_new {
                 (next_new, Pick::New)
             } else if self.p.cfg.early_retx && self.early_ptr.max(self.snd_una) < self.snd_nxt {
@@ -378,6 +531,14 @@ impl Transport for MpRdmaTransport {
                 self.retx_one = None;
                 self.stats.retx += 1;
             }
+            Pick::Early => {}
+        }
+
+        if pick != Pick::New && psn == self.snd_una {
+            self.hole_retx = Some((psn, now));
+        }
+        match pick {
+            Pick::New | Pick::Recovery | Pick::One => {}
             Pick::Early => {
                 self.early_ptr = psn + npsn;
                 self.stats.early_retx += 1;
@@ -392,120 +553,15 @@ impl Transport for MpRdmaTransport {
     fn on_response_sent(&mut self, _now: Time, _wire: u32) {}
 
     fn on_feedback(&mut self, now: Time, fb: Feedback, fx: &mut TxFx) {
-        match fb {
-            Feedback::Ack { cum, sack, echo_sport, ece, retx } => {
-                self.stats.acks += 1;
-                self.last_activity = now;
-                // Congestion control, per ACK.
-                if ece {
-                    self.stats.ecn_acks += 1;
-                    self.shrink(0.5);
-                } else {
-                    self.cwnd += 1.0 / self.cwnd;
-                }
-                self.inflate += 1.0;
-                self.ack_point(now, cum);
-                let mut clock = true;
-                if let (Some(s), false) = (sack, retx) {
-                    self.rtt_sample(now, s);
-                    let delta = self.p.cfg.delta;
-                    if delta > 0 && self.snd_ooh1 > delta && s < self.snd_ooh1 - 1 - delta {
-                        // A slow path: prune it (one window unit less, no clock on its VP).
-                        self.stats.ooo_pruned += 1;
-                        self.shrink(1.0);
-                        clock = false;
-                    }
-                    self.snd_ooh1 = self.snd_ooh1.max(s + 1);
-                }
-                self.inflate = self.inflate.min(self.outstanding());
-                if clock {
-                    let n = self.free_window();
-                    if n > 0 {
-                        let k = n.min(self.p.cfg.max_per_ack as i64);
-                        for _ in 0..k {
-                            self.credits.push_back(echo_sport);
-                        }
-                        if n > k {
-                            self.arm_burst(now, fx);
-                        }
-                        fx.kick = true;
-                    }
-                }
-            }
-            Feedback::Nak { expected } => {
-                self.stats.nacks += 1;
-                self.ack_point(now, expected);
-                self.last_progress = now;
-                self.enter_recovery(expected);
-                if self.credits.is_empty() {
-                    // The NACK itself clocks the first retransmission (on a random VP).
-                    let vp = self.random_vp();
-                    self.credits.push_back(vp);
-                }
-                fx.kick = true;
-            }
-            Feedback::RnrNak { psn } => {
-                self.ack_point(now, psn);
-                self.last_progress = now;
-                self.rnr_until = now + self.p.rnr_delay;
-                self.enter_recovery(psn);
-                if self.credits.is_empty() {
-                    let vp = self.random_vp();
-                    self.credits.push_back(vp);
-                }
-                fx.kick = true;
-            }
-            Feedback::Cnp => {}
+        self.window_moved = false;
+        self.feedback(now, fb, fx);
+        if self.window_moved && !self.credits.is_empty() {
+            fx.kick = true;
         }
     }
 
     fn on_timer(&mut self, now: Time, kind: TimerKind, gen: u32, first_missing: u32, fx: &mut TxFx) {
-        match kind {
-            TimerKind::Burst => {
-                if gen != self.burst_gen {
-                    return;
-                }
-                self.burst_armed = false;
-                let n = self.free_window();
-                for _ in 0..n.max(0) {
-                    let vp = self.random_vp();
-                    self.credits.push_back(vp);
-                    self.stats.burst_timer_pkts += 1;
-                }
-                if n > 0 {
-                    fx.kick = true;
-                }
-            }
-            TimerKind::Rto => {
-                if self.snd_una >= self.snd_nxt {
-                    self.rto_pending = false;
-                    return;
-                }
-                let deadline = self.last_progress + self.p.rto;
-                if now < deadline {
-                    fx.timers.push((deadline, TimerKind::Rto, 0));
-                    return;
-                }
-                // Last resort: retransmit everything unacknowledged, clocked from IW random VPs.
-                self.timeouts += 1;
-                self.last_progress = now;
-                fx.timers.push((now + self.p.rto, TimerKind::Rto, 0));
-                self.in_recovery = true;
-                self.stats.recoveries += 1;
-                self.recovery = self.snd_nxt;
-                self.snd_retx = first_missing.max(self.snd_una);
-                self.retx_one = None;
-                self.inflate = 0.0;
-                self.credits.clear();
-                let n = self.cwnd.min(self.iw).max(1.0) as u32;
-                for _ in 0..n {
-                    let vp = self.random_vp();
-                    self.credits.push_back(vp);
-                }
-                fx.kick = true;
-            }
-            TimerKind::Alpha | TimerKind::RateInc => {}
-        }
+        self.timer(now, kind, gen, first_missing, fx)
     }
 
     fn acked(&self) -> u32 {
@@ -515,7 +571,8 @@ impl Transport for MpRdmaTransport {
     fn resend_from(&mut self, now: Time, psn: u32, fx: &mut TxFx) {
         // A READ response is missing: ask again from there.
         self.last_progress = now;
-        self.enter_recovery(psn);
+        self.hole_retx = None;
+        self.enter_recovery(now, psn);
         if self.credits.is_empty() {
             let vp = self.random_vp();
             self.credits.push_back(vp);
@@ -527,6 +584,7 @@ impl Transport for MpRdmaTransport {
         if d.read_response {
             return RxClass::Accept;
         }
+
         let l = self.bitmap.len() as u32;
         let dup = d.psn < self.rcv_nxt || (d.psn - self.rcv_nxt < l && *self.slot(d.psn) != Slot::Empty);
         if dup {
@@ -534,12 +592,10 @@ impl Transport for MpRdmaTransport {
             return RxClass::Duplicate;
         }
         if d.psn - self.rcv_nxt >= l {
-            // Beyond the bitmap: drop, and NACK the PSN that holds the window back.
+            // Beyond the bitmap: drop, and NACK the PSN that holds the window back (every such
+            // drop: the sender ignores repeats while that PSN's retransmission is in flight).
             self.stats.bitmap_drops += 1;
-            if self.nak_sent_for != Some(self.rcv_nxt) {
-                self.nak_sent_for = Some(self.rcv_nxt);
-                out.push(Reply::Nak { expected: self.rcv_nxt });
-            }
+            out.push(Reply::Nak { expected: self.rcv_nxt });
             return RxClass::Drop;
         }
         RxClass::Accept
@@ -606,6 +662,15 @@ impl Transport for MpRdmaTransport {
         let s = &self.stats;
         vec![
             ("cwnd", self.cwnd),
+            ("inflate", self.inflate),
+            ("snd_una", self.snd_una as f64),
+            ("snd_nxt", self.snd_nxt as f64),
+            ("in_recovery", self.in_recovery as u8 as f64),
+            ("recovery", self.recovery as f64),
+            ("snd_retx", self.snd_retx as f64),
+            ("credits", self.credits.len() as f64),
+            ("srtt_us", self.srtt / 1e6),
+            ("rcv_nxt", self.rcv_nxt as f64),
             ("acks", s.acks as f64),
             ("ecn_acks", s.ecn_acks as f64),
             ("ooo_pruned", s.ooo_pruned as f64),
@@ -621,5 +686,187 @@ impl Transport for MpRdmaTransport {
             ("max_ood", s.max_ood as f64),
             ("vps_used", self.vps_used.len() as f64),
         ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use braid_engine::time::US;
+
+    fn t(cfg: MpRdmaConfig) -> MpRdmaTransport {
+        MpRdmaTransport::new(MpRdmaParams { cfg, mtu: 1000, rto: 1_000 * US, rnr_delay: 10 * US, sport: 50000, seed: 7, host: 0, qpn: 0 })
+    }
+
+    /// Sends everything the transport allows now (new data always available); returns (psn, vp).
+    fn drain(m: &mut MpRdmaTransport, now: Time, next: &mut u32) -> Vec<(u32, u16)> {
+        let mut out = vec![];
+        let mut fx = TxFx::default();
+        while let Plan::Send { psn, sport } = m.plan(now, *next, true) {
+            m.on_sent(now, psn, 1, 1058, true, &mut fx);
+            if psn == *next {
+                *next += 1;
+            }
+            out.push((psn, sport));
+        }
+        out
+    }
+
+    fn ack(m: &mut MpRdmaTransport, now: Time, cum: u32, sack: u32, vp: u16, ece: bool) -> TxFx {
+        let mut fx = TxFx::default();
+        m.on_feedback(now, Feedback::Ack { cum, sack: Some(sack), echo_sport: vp, ece, retx: false }, &mut fx);
+        fx
+    }
+
+    #[test]
+    fn initial_window_goes_to_iw_random_vps() {
+        let mut m = t(MpRdmaConfig { iw: Some(16), ..Default::default() });
+        let mut next = 0;
+        let sent = drain(&mut m, 0, &mut next);
+        assert_eq!(sent.len(), 16);
+        let vps: std::collections::BTreeSet<u16> = sent.iter().map(|x| x.1).collect();
+        assert!(vps.len() >= 14, "IW packets on IW random VPs: {vps:?}");
+    }
+
+    #[test]
+    fn an_ack_clocks_its_packets_onto_its_own_vp() {
+        let mut m = t(MpRdmaConfig { iw: Some(8), probe_p: 0.0, ..Default::default() });
+        let mut next = 0;
+        let sent = drain(&mut m, 0, &mut next);
+        // Each in-order ACK clocks one packet (and a second when cwnd grows past an integer) onto
+        // the VP it echoes.
+        for (i, &(psn, vp)) in sent.iter().enumerate() {
+            let now = 10 * US + i as Time;
+            ack(&mut m, now, psn + 1, psn, vp, false);
+            let out = drain(&mut m, now, &mut next);
+            assert!(!out.is_empty() && out.len() <= 2, "one ACK clocks one or two packets: {out:?}");
+            assert!(out.iter().all(|&(_, v)| v == vp), "clocked onto the ACK's VP {vp}: {out:?}");
+        }
+        // cwnd grew by about 1/cwnd per ACK: 8 ACKs ≈ +1.
+        assert!((m.cwnd - 9.0).abs() < 0.1, "cwnd {}", m.cwnd);
+    }
+
+    #[test]
+    fn ecn_acks_shrink_the_window_by_half_a_packet_and_clock_less() {
+        let mut m = t(MpRdmaConfig { iw: Some(8), probe_p: 0.0, ..Default::default() });
+        let mut next = 0;
+        let sent = drain(&mut m, 0, &mut next);
+        let mut clocked = 0;
+        for &(psn, vp) in &sent {
+            ack(&mut m, 10 * US, psn + 1, psn, vp, true);
+            clocked += drain(&mut m, 10 * US, &mut next).len();
+        }
+        assert!((m.cwnd - 4.0).abs() < 1e-9, "8 ECN ACKs: 8 - 8/2 = 4, got {}", m.cwnd);
+        assert_eq!(clocked, 4, "the window shrank by 4, so 4 of 8 ACKs clocked a packet");
+    }
+
+    #[test]
+    fn an_ack_far_behind_the_highest_sack_prunes_its_path() {
+        let mut m = t(MpRdmaConfig { iw: Some(64), delta: 16, probe_p: 0.0, ..Default::default() });
+        let mut next = 0;
+        let sent = drain(&mut m, 0, &mut next);
+        // The fast path delivered PSN 40 first (cum stays 0: 0..39 outstanding).
+        let (_, fast) = sent[40];
+        ack(&mut m, 10 * US, 0, 40, fast, false);
+        let c0 = m.cwnd;
+        let before = drain(&mut m, 10 * US, &mut next);
+        assert!(before.iter().all(|x| x.1 == fast));
+        // PSN 10 arrives late on its own (slow) VP: 10 < snd_ool = 40 − 16. No clock, cwnd − 1.
+        let (_, slow) = sent[10];
+        ack(&mut m, 20 * US, 0, 10, slow, false);
+        assert!(drain(&mut m, 20 * US, &mut next).is_empty(), "a pruned ACK clocks nothing");
+        assert!(m.cwnd < c0, "pruned: cwnd {} < {c0}", m.cwnd);
+        assert_eq!(m.stats.ooo_pruned, 1);
+        // PSN 30 (30 ≥ 24) is within Δ and clocks normally.
+        let (_, mid) = sent[30];
+        ack(&mut m, 21 * US, 0, 30, mid, false);
+        let out = drain(&mut m, 21 * US, &mut next);
+        assert!(!out.is_empty() && out.iter().all(|x| x.1 == mid), "{out:?}");
+        // A retransmission's ACK is exempt, however low its SACK.
+        let mut fx = TxFx::default();
+        m.on_feedback(22 * US, Feedback::Ack { cum: 0, sack: Some(1), echo_sport: slow, ece: false, retx: true }, &mut fx);
+        assert_eq!(m.stats.ooo_pruned, 1);
+    }
+
+    #[test]
+    fn receiver_drops_beyond_the_bitmap_and_nacks_the_hole() {
+        let mut m = t(MpRdmaConfig { bitmap: 64, ..Default::default() });
+        let d = |psn| DataInfo { psn, first: true, last: true, ce: false, sport: 1, read_response: false, retx: false, completion: false };
+        let mut out = vec![];
+        // PSN 0 is lost; 1..=63 fit in the bitmap.
+        for psn in 1..64 {
+            assert_eq!(m.on_data(0, d(psn), &mut out), RxClass::Accept);
+            m.on_accepted(0, d(psn), &mut out);
+        }
+        assert!(out.iter().all(|r| matches!(r, Reply::Ack { cum: 0, .. })));
+        out.clear();
+        assert_eq!(m.on_data(0, d(64), &mut out), RxClass::Drop);
+        assert_eq!(m.on_data(0, d(65), &mut out), RxClass::Drop);
+        assert_eq!(out, vec![Reply::Nak { expected: 0 }; 2], "each drop NACKs the hole");
+        // The retransmission fills the hole: the cumulative point jumps to 64.
+        out.clear();
+        let mut r = d(0);
+        r.retx = true;
+        assert_eq!(m.on_data(0, r, &mut out), RxClass::Accept);
+        m.on_accepted(0, r, &mut out);
+        assert_eq!(out, vec![Reply::Ack { cum: 64, sack: Some(0), echo_sport: 1, ece: false, retx: true }]);
+        assert_eq!(m.on_data(0, d(5), &mut out), RxClass::Duplicate);
+    }
+
+    #[test]
+    fn a_nack_starts_recovery_and_acks_clock_retransmissions() {
+        let mut m = t(MpRdmaConfig { iw: Some(8), probe_p: 0.0, ..Default::default() });
+        let mut next = 0;
+        let sent = drain(&mut m, 0, &mut next);
+        let mut fx = TxFx::default();
+        m.on_feedback(5 * US, Feedback::Nak { expected: 2 }, &mut fx);
+        assert!(m.in_recovery && m.recovery == 8 && m.snd_una == 2);
+        let out = drain(&mut m, 5 * US, &mut next);
+        assert_eq!(out.iter().map(|x| x.0).collect::<Vec<_>>(), vec![2], "the NACK clocks the first retransmission");
+        ack(&mut m, 6 * US, 3, 2, sent[3].1, false);
+        let out = drain(&mut m, 6 * US, &mut next);
+        assert_eq!(out[0].0, 3, "in recovery an ACK clocks a retransmission, not new data: {out:?}");
+        ack(&mut m, 7 * US, 8, 7, sent[7].1, false);
+        assert!(!m.in_recovery, "snd_una reached `recovery`");
+    }
+
+    #[test]
+    fn burst_control_sends_at_most_two_per_ack_and_the_rest_on_the_timer() {
+        let mut m = t(MpRdmaConfig { iw: Some(8), probe_p: 0.0, ..Default::default() });
+        let mut next = 0;
+        let sent = drain(&mut m, 0, &mut next);
+        // One ACK acknowledges all 8 (a cumulative jump): 8+ packets allowed, 2 go now.
+        let fx = ack(&mut m, 10 * US, 8, 7, sent[7].1, false);
+        let out = drain(&mut m, 10 * US, &mut next);
+        assert_eq!(out.len(), 2);
+        let (at, kind, gen) = fx.timers.iter().copied().find(|x| x.1 == TimerKind::Burst).expect("burst timer armed");
+        assert_eq!(at, 10 * US + m.srtt() / 2);
+        let mut fx = TxFx::default();
+        m.on_timer(at, kind, gen, 0, &mut fx);
+        let out = drain(&mut m, at, &mut next);
+        assert!(out.len() >= 6, "the rest leave on the burst timer: {out:?}");
+        let vps: std::collections::BTreeSet<u16> = out.iter().map(|x| x.1).collect();
+        assert!(vps.len() >= 4, "on random VPs: {vps:?}");
+    }
+
+    #[test]
+    fn no_new_data_retransmits_early_then_loses_the_window() {
+        let mut m = t(MpRdmaConfig { iw: Some(4), probe_p: 0.0, ..Default::default() });
+        let mut next = 0;
+        let sent = drain(&mut m, 0, &mut next);
+        // PSN 3 was delivered, 0..2 are outstanding; no new data: early retransmissions of 0, 1.
+        ack(&mut m, 10 * US, 0, 3, sent[3].1, false);
+        let mut fx = TxFx::default();
+        let mut got = vec![];
+        while let Plan::Send { psn, .. } = m.plan(10 * US, 4, false) {
+            m.on_sent(10 * US, psn, 1, 1058, true, &mut fx);
+            got.push(psn);
+        }
+        assert_eq!(got, vec![0], "one clock, one early retransmission of the oldest unacknowledged PSN");
+        // Everything acknowledged, nothing to send: the clock is lost and cwnd shrinks by one.
+        let c = m.cwnd;
+        ack(&mut m, 11 * US, 4, 0, sent[0].1, false);
+        assert_eq!(m.plan(11 * US, 4, false), Plan::Blocked);
+        assert!(m.cwnd < c, "use it or lose it");
     }
 }
