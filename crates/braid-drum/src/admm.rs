@@ -159,7 +159,13 @@ pub struct Sums {
 
 impl Sums {
     fn add(self, o: Sums) -> Sums {
-        Sums { r2: self.r2 + o.r2, s2: self.s2 + o.s2, ax2: self.ax2 + o.ax2, y2: self.y2 + o.y2, atv2: self.atv2 + o.atv2 }
+        Sums {
+            r2: self.r2 + o.r2,
+            s2: self.s2 + o.s2,
+            ax2: self.ax2 + o.ax2,
+            y2: self.y2 + o.y2,
+            atv2: self.atv2 + o.atv2,
+        }
     }
 }
 
@@ -202,15 +208,26 @@ impl Admm {
         let rho0 = if lay.diag { rho0 } else { 3.0 * rho0 };
         let rho = if opt.rho > 0.0 { opt.rho } else { rho0 };
         let rp2: Vec<f64> = (0..nn)
-            .map(|k| (lay.send_ptr[k] as usize..lay.send_ptr[k + 1] as usize).map(|q| rs[lay.pair_row[q] as usize] * lay.pair_coef[q] * lay.pair_coef[q]).sum())
+            .map(|k| {
+                (lay.send_ptr[k] as usize..lay.send_ptr[k + 1] as usize)
+                    .map(|q| rs[lay.pair_row[q] as usize] * lay.pair_coef[q] * lay.pair_coef[q])
+                    .sum()
+            })
             .collect();
         // start from the equal split of the WQE capacity (feasible w.r.t. Q)
         let mut x = vec![0.0; nn];
         for i in 0..p.n {
-            let cnt = (0..p.m).filter(|&j| sc.hi[i * p.m + j] > 0.0).count().max(1);
+            let cnt = (0..p.m)
+                .filter(|&j| sc.hi[i * p.m + j] > 0.0)
+                .count()
+                .max(1);
             for j in 0..p.m {
                 let k = i * p.m + j;
-                x[k] = if sc.hi[k] > 0.0 { (sc.q[i] / cnt as f64).max(sc.lo[k]) } else { 0.0 };
+                x[k] = if sc.hi[k] > 0.0 {
+                    (sc.q[i] / cnt as f64).max(sc.lo[k])
+                } else {
+                    0.0
+                };
             }
         }
         let np = lay.pairs();
@@ -261,44 +278,47 @@ impl Admm {
         let rs = &self.rs;
         let rp2 = &self.rp2;
         let h_ptr = SendPtr(self.h.as_mut_ptr());
-        host_chunks(&mut self.x[h0 * m..h1 * m], m).zip(self.lam[h0..h1].par_iter_mut()).enumerate().for_each(|(ii, (xs, lam))| {
-            let i = h0 + ii;
-            let k0 = i * m;
-            if lost.is_empty() || !lost[i] {
-                // linear coefficient from the pairs of each entry
-                let mut base = vec![0.0; m];
+        host_chunks(&mut self.x[h0 * m..h1 * m], m)
+            .zip(self.lam[h0..h1].par_iter_mut())
+            .enumerate()
+            .for_each(|(ii, (xs, lam))| {
+                let i = h0 + ii;
+                let k0 = i * m;
+                if lost.is_empty() || !lost[i] {
+                    // linear coefficient from the pairs of each entry
+                    let mut base = vec![0.0; m];
+                    for j in 0..m {
+                        let k = k0 + j;
+                        let mut b = 0.0;
+                        for q in lay.send_ptr[k] as usize..lay.send_ptr[k + 1] as usize {
+                            let row = lay.pair_row[q] as usize;
+                            b += rs[row] * lay.pair_coef[q] * (v[row] - y[q]);
+                        }
+                        base[j] = rho * b;
+                    }
+                    let ent = |j: usize| {
+                        let k = k0 + j;
+                        (sc.w[k], 0.0, rho * rp2[k], base[j], sc.lo[k], sc.hi[k])
+                    };
+                    *lam = if sc.host_soc[i] {
+                        cap_solve_soc(&sc.al, m, ent, &sc.r[k0..k0 + m], sc.q[i], *lam, xs)
+                    } else {
+                        cap_solve(&sc.al, m, ent, sc.q[i], *lam, xs)
+                    };
+                }
+                // h for the pairs of this host (disjoint ranges per host)
+                let q0 = lay.send_ptr[k0] as usize;
+                let q1 = lay.send_ptr[k0 + m] as usize;
                 for j in 0..m {
                     let k = k0 + j;
-                    let mut b = 0.0;
                     for q in lay.send_ptr[k] as usize..lay.send_ptr[k + 1] as usize {
-                        let row = lay.pair_row[q] as usize;
-                        b += rs[row] * lay.pair_coef[q] * (v[row] - y[q]);
+                        let hv = relax * lay.pair_coef[q] * xs[j] + (1.0 - relax) * y[q];
+                        debug_assert!(q >= q0 && q < q1);
+                        // SAFETY: pair ranges of different hosts are disjoint
+                        unsafe { *h_ptr.get().add(q) = hv };
                     }
-                    base[j] = rho * b;
                 }
-                let ent = |j: usize| {
-                    let k = k0 + j;
-                    (sc.w[k], 0.0, rho * rp2[k], base[j], sc.lo[k], sc.hi[k])
-                };
-                *lam = if sc.host_soc[i] {
-                    cap_solve_soc(&sc.al, m, ent, &sc.r[k0..k0 + m], sc.q[i], *lam, xs)
-                } else {
-                    cap_solve(&sc.al, m, ent, sc.q[i], *lam, xs)
-                };
-            }
-            // h for the pairs of this host (disjoint ranges per host)
-            let q0 = lay.send_ptr[k0] as usize;
-            let q1 = lay.send_ptr[k0 + m] as usize;
-            for j in 0..m {
-                let k = k0 + j;
-                for q in lay.send_ptr[k] as usize..lay.send_ptr[k + 1] as usize {
-                    let hv = relax * lay.pair_coef[q] * xs[j] + (1.0 - relax) * y[q];
-                    debug_assert!(q >= q0 && q < q1);
-                    // SAFETY: pair ranges of different hosts are disjoint
-                    unsafe { *h_ptr.get().add(q) = hv };
-                }
-            }
-        });
+            });
     }
 
     /// hsum_e = sum of h over the pairs of row e.
@@ -309,13 +329,17 @@ impl Admm {
             self.hsum.copy_from_slice(h);
             return;
         }
-        self.hsum.par_iter_mut().with_min_len(1024).enumerate().for_each(|(r, o)| {
-            let mut s = 0.0;
-            for t in lay.row_ptr[r] as usize..lay.row_ptr[r + 1] as usize {
-                s += h[lay.row_pair[t] as usize];
-            }
-            *o = s;
-        });
+        self.hsum
+            .par_iter_mut()
+            .with_min_len(1024)
+            .enumerate()
+            .for_each(|(r, o)| {
+                let mut s = 0.0;
+                for t in lay.row_ptr[r] as usize..lay.row_ptr[r + 1] as usize {
+                    s += h[lay.row_pair[t] as usize];
+                }
+                *o = s;
+            });
     }
 
     /// z-update and dual update of all rows.
@@ -364,20 +388,24 @@ impl Admm {
             return;
         }
         // link rows
-        zl.par_iter_mut().zip(vl.par_iter_mut()).zip(dl.par_iter_mut()).enumerate().for_each(|(e, ((z, v), d))| {
-            let r = nn + e;
-            let ne = lay.row_len(r) as f64;
-            if ne == 0.0 {
-                *z = 0.0;
-                *d = 0.0;
-                return;
-            }
-            let t = hsum[r] + ne * *v;
-            *z = t.clamp(0.0, sc.link_cap[e]);
-            let dd = (hsum[r] - *z) / ne;
-            *v += dd;
-            *d = dd;
-        });
+        zl.par_iter_mut()
+            .zip(vl.par_iter_mut())
+            .zip(dl.par_iter_mut())
+            .enumerate()
+            .for_each(|(e, ((z, v), d))| {
+                let r = nn + e;
+                let ne = lay.row_len(r) as f64;
+                if ne == 0.0 {
+                    *z = 0.0;
+                    *d = 0.0;
+                    return;
+                }
+                let t = hsum[r] + ne * *v;
+                *z = t.clamp(0.0, sc.link_cap[e]);
+                let dd = (hsum[r] - *z) / ne;
+                *v += dd;
+                *d = dd;
+            });
     }
 
     /// y-update and residual sums.
@@ -449,8 +477,12 @@ impl Admm {
         if self.opt.loss_prob <= 0.0 {
             return Vec::new();
         }
-        let mut rng = Xoshiro256PlusPlus::seed_from_u64(self.opt.loss_seed ^ (k as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
-        (0..self.p.n).map(|_| rng.random::<f64>() < self.opt.loss_prob).collect()
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(
+            self.opt.loss_seed ^ (k as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+        );
+        (0..self.p.n)
+            .map(|_| rng.random::<f64>() < self.opt.loss_prob)
+            .collect()
     }
 
     /// Residual norms and tolerances from the sums: (r, s, eps_pri, eps_dual).
@@ -542,14 +574,25 @@ impl Admm {
         self.finish("admm", trace, converged, solve_time)
     }
 
-    pub fn finish(self, method: &str, trace: Trace, converged: bool, solve_time: f64) -> SolveResult {
+    pub fn finish(
+        self,
+        method: &str,
+        trace: Trace,
+        converged: bool,
+        solve_time: f64,
+    ) -> SolveResult {
         let sc = &self.sc;
         let nn = self.p.entries();
         let (xf, zf) = self.recover(&self.x);
         let objective = sc.to_user(sc.objective(&self.x, &self.z));
         let objective_feasible = sc.to_user(sc.objective(&xf, &zf));
         let dual_bound = if self.opt.dual_bound {
-            let nu: Vec<f64> = self.v.iter().zip(&self.rs).map(|(v, r)| self.rho * r * v).collect();
+            let nu: Vec<f64> = self
+                .v
+                .iter()
+                .zip(&self.rs)
+                .map(|(v, r)| self.rho * r * v)
+                .collect();
             Some(sc.to_user(crate::dual::upper_bound(sc, &self.lay, &nu).0))
         } else {
             None
@@ -608,7 +651,12 @@ pub fn auto_rho(sc: &Scaled, lay: &Layout, row_scaling: bool) -> (f64, Vec<f64>)
         }
     }
     let stride = (nn / 100_000).max(1);
-    let mut vals: Vec<f64> = curv[..nn].iter().step_by(stride).copied().filter(|c| c.is_finite()).collect();
+    let mut vals: Vec<f64> = curv[..nn]
+        .iter()
+        .step_by(stride)
+        .copied()
+        .filter(|c| c.is_finite())
+        .collect();
     let rho = if vals.is_empty() {
         1.0
     } else {
@@ -618,7 +666,13 @@ pub fn auto_rho(sc: &Scaled, lay: &Layout, row_scaling: bool) -> (f64, Vec<f64>)
     };
     let rs = curv
         .iter()
-        .map(|&c| if row_scaling && c.is_finite() { (c / rho).clamp(1e-3, 1e3) } else { 1.0 })
+        .map(|&c| {
+            if row_scaling && c.is_finite() {
+                (c / rho).clamp(1e-3, 1e3)
+            } else {
+                1.0
+            }
+        })
         .collect();
     (rho, rs)
 }
@@ -637,7 +691,11 @@ pub fn recover(sc: &Scaled, lay: &Layout, x: &[f64]) -> (Vec<f64>, Vec<f64>) {
             a += pg[r];
             b += px[r] - pg[r];
         }
-        let t = if a + b > sc.c[i] && b > 0.0 { ((sc.c[i] - a) / b).clamp(0.0, 1.0) } else { 1.0 };
+        let t = if a + b > sc.c[i] && b > 0.0 {
+            ((sc.c[i] - a) / b).clamp(0.0, 1.0)
+        } else {
+            1.0
+        };
         theta[i] = t;
         global = global.min(t);
     }

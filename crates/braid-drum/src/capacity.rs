@@ -35,7 +35,11 @@ pub fn search<F: FnMut(f64) -> Eval>(cap: f64, p_min: f64, p_warm: f64, mut eval
             lo = p;
         } else {
             hi = p;
-            let pn = if s.is_finite() && d > 0.0 { p + (s - cap) / d } else { f64::NAN };
+            let pn = if s.is_finite() && d > 0.0 {
+                p + (s - cap) / d
+            } else {
+                f64::NAN
+            };
             if !(pn > p_min) {
                 let e0 = eval(p_min);
                 last_p = p_min;
@@ -59,7 +63,11 @@ pub fn search<F: FnMut(f64) -> Eval>(cap: f64, p_min: f64, p_warm: f64, mut eval
     }
     for _ in 0..300 {
         // next trial point
-        let pn = if s.is_finite() && d > 0.0 { p + (s - cap) / d } else { f64::NAN };
+        let pn = if s.is_finite() && d > 0.0 {
+            p + (s - cap) / d
+        } else {
+            f64::NAN
+        };
         p = if pn.is_finite() && pn > lo && pn < hi {
             pn
         } else if hi.is_finite() {

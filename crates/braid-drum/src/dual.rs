@@ -115,7 +115,14 @@ pub struct DualOptions {
 
 impl Default for DualOptions {
     fn default() -> Self {
-        DualOptions { step: 1e-3, max_iter: 1000, scaling: true, trace: true, reference: None, gap_tol: None }
+        DualOptions {
+            step: 1e-3,
+            max_iter: 1000,
+            scaling: true,
+            trace: true,
+            reference: None,
+            gap_tol: None,
+        }
     }
 }
 

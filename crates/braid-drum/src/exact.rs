@@ -13,20 +13,29 @@
 use crate::admm::{SolveResult, Trace};
 use crate::capacity::search;
 use crate::problem::{DrumError, Layout, Problem, Result};
-use crate::scaled::Scaled;
 use crate::scalar::solve;
+use crate::scaled::Scaled;
 use rayon::prelude::*;
 use std::time::Instant;
 
 pub fn solve_exact(p: &Problem) -> Result<SolveResult> {
     if p.two_sided {
-        return Err(DrumError::new("method", "the exact per-host solver is for one-sided operations; use admm for two-sided"));
+        return Err(DrumError::new(
+            "method",
+            "the exact per-host solver is for one-sided operations; use admm for two-sided",
+        ));
     }
     if p.links.is_some() {
-        return Err(DrumError::new("method", "the exact per-host solver does not handle fabric links (they couple hosts); use admm"));
+        return Err(DrumError::new(
+            "method",
+            "the exact per-host solver does not handle fabric links (they couple hosts); use admm",
+        ));
     }
     if p.has_preempt() {
-        return Err(DrumError::new("method", "the exact per-host solver does not handle the preemption (SOC) constraint; use admm"));
+        return Err(DrumError::new(
+            "method",
+            "the exact per-host solver does not handle the preemption (SOC) constraint; use admm",
+        ));
     }
     let t0 = Instant::now();
     let lay = Layout::build(p);
@@ -37,11 +46,15 @@ pub fn solve_exact(p: &Problem) -> Result<SolveResult> {
     let mut lam = vec![0.0; n];
     let mut mu = vec![0.0; n];
     let a = &p.a;
-    x.par_chunks_mut(m).zip(lam.par_iter_mut()).zip(mu.par_iter_mut()).enumerate().for_each(|(i, ((xs, l), u))| {
-        let (lv, uv) = solve_host(&sc, a, i, xs);
-        *l = lv;
-        *u = uv;
-    });
+    x.par_chunks_mut(m)
+        .zip(lam.par_iter_mut())
+        .zip(mu.par_iter_mut())
+        .enumerate()
+        .for_each(|(i, ((xs, l), u))| {
+            let (lv, uv) = solve_host(&sc, a, i, xs);
+            *l = lv;
+            *u = uv;
+        });
     let z: Vec<f64> = (0..nn).map(|k| a[k] * x[k]).collect();
     let fs = sc.objective(&x, &z);
     // dual function value at (lam, mu): L(x*) since x* maximises the Lagrangian
@@ -84,7 +97,9 @@ pub fn solve_host(sc: &Scaled, a: &[f64], i: usize, xs: &mut [f64]) -> (f64, f64
     let al = sc.al;
     let mut mu_last = 0.0f64;
     // per-entry data
-    let s: Vec<f64> = (0..m).map(|j| 2.0 * sc.beta[k0 + j] / (a[k0 + j] * a[k0 + j])).collect();
+    let s: Vec<f64> = (0..m)
+        .map(|j| 2.0 * sc.beta[k0 + j] / (a[k0 + j] * a[k0 + j]))
+        .collect();
     let mut mu_warm = 0.0;
     let lam = {
         let mut eval_outer = |lam: f64| -> (f64, f64) {
@@ -97,7 +112,16 @@ pub fn solve_host(sc: &Scaled, a: &[f64], i: usize, xs: &mut [f64]) -> (f64, f64
                 for j in 0..m {
                     let k = k0 + j;
                     let aj = a[k];
-                    let r = solve(&al, sc.w[k], s[j], 0.0, lam + mu * aj, sc.lo[k], sc.hi[k], xs[j]);
+                    let r = solve(
+                        &al,
+                        sc.w[k],
+                        s[j],
+                        0.0,
+                        lam + mu * aj,
+                        sc.lo[k],
+                        sc.hi[k],
+                        xs[j],
+                    );
                     xs[j] = r.x;
                     sz += aj * r.x;
                     d += aj * aj * r.h;
@@ -110,7 +134,11 @@ pub fn solve_host(sc: &Scaled, a: &[f64], i: usize, xs: &mut [f64]) -> (f64, f64
             mu_warm = mu;
             mu_last = mu;
             let sx: f64 = xs.iter().sum();
-            let dd = if mu > 0.0 && acc[2] > 0.0 { acc[0] - acc[1] * acc[1] / acc[2] } else { acc[0] };
+            let dd = if mu > 0.0 && acc[2] > 0.0 {
+                acc[0] - acc[1] * acc[1] / acc[2]
+            } else {
+                acc[0]
+            };
             (sx, dd.max(0.0))
         };
         search(sc.q[i], 0.0, 0.0, &mut eval_outer)

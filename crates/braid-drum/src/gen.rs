@@ -70,11 +70,16 @@ struct HostDraw {
 
 pub fn generate(g: &GenParams) -> Problem {
     let (n, m) = (g.n, g.m);
-    let fan = if g.two_sided { g.fanout.min(n.saturating_sub(1)) } else { 0 };
+    let fan = if g.two_sided {
+        g.fanout.min(n.saturating_sub(1))
+    } else {
+        0
+    };
     let draws: Vec<HostDraw> = (0..n)
         .into_par_iter()
         .map(|i| {
-            let mut rng = Xoshiro256PlusPlus::seed_from_u64(splitmix(g.seed ^ splitmix(i as u64 + 1)));
+            let mut rng =
+                Xoshiro256PlusPlus::seed_from_u64(splitmix(g.seed ^ splitmix(i as u64 + 1)));
             let q = g.units * rng.random_range(g.q_range.0..=g.q_range.1);
             let c = g.units * rng.random_range(g.c_range.0..=g.c_range.1);
             let mut w = Vec::with_capacity(m);
@@ -104,7 +109,14 @@ pub fn generate(g: &GenParams) -> Problem {
                     }
                 }
             }
-            HostDraw { q, c, w, a, dst, frac }
+            HostDraw {
+                q,
+                c,
+                w,
+                a,
+                dst,
+                frac,
+            }
         })
         .collect();
     let nn = n * m;
@@ -124,7 +136,11 @@ pub fn generate(g: &GenParams) -> Problem {
         traffic: None,
         links: None,
     };
-    let mut tr = Traffic { ptr: Vec::with_capacity(if fan > 0 { nn + 1 } else { 0 }), dst: vec![], frac: vec![] };
+    let mut tr = Traffic {
+        ptr: Vec::with_capacity(if fan > 0 { nn + 1 } else { 0 }),
+        dst: vec![],
+        frac: vec![],
+    };
     if fan > 0 {
         tr.ptr.push(0);
     }

@@ -10,7 +10,14 @@ pub type Ent = (f64, f64, f64, f64, f64, f64);
 /// sum_j x_j <= cap and the boxes. Returns the capacity multiplier; x holds the solution (and
 /// is the warm start on entry).
 #[inline]
-pub fn cap_solve<E: Fn(usize) -> Ent>(al: &Alpha, len: usize, ent: E, cap: f64, warm: f64, x: &mut [f64]) -> f64 {
+pub fn cap_solve<E: Fn(usize) -> Ent>(
+    al: &Alpha,
+    len: usize,
+    ent: E,
+    cap: f64,
+    warm: f64,
+    x: &mut [f64],
+) -> f64 {
     search(cap, 0.0, warm, |p| {
         let mut s = 0.0;
         let mut d = 0.0;
@@ -26,7 +33,11 @@ pub fn cap_solve<E: Fn(usize) -> Ent>(al: &Alpha, len: usize, ent: E, cap: f64, 
 }
 
 fn soc_norm(r: &[f64], x: &[f64]) -> f64 {
-    r.iter().zip(x).map(|(r, x)| (r * x) * (r * x)).sum::<f64>().sqrt()
+    r.iter()
+        .zip(x)
+        .map(|(r, x)| (r * x) * (r * x))
+        .sum::<f64>()
+        .sqrt()
 }
 
 /// Same with the preemption (SOC) constraint `sum_j x_j + ||r o x||_2 <= cap`.
@@ -34,7 +45,15 @@ fn soc_norm(r: &[f64], x: &[f64]) -> f64 {
 /// KKT: `phi_j(x_j) = lam (1 + r_j^2 x_j / t)` with `t = ||r o x||`; for a price `lam` the norm
 /// `t` is the unique fixed point of `t = ||r o x(lam, lam/t)||` (found by bisection in log t),
 /// and `lam` is found by the usual safeguarded search on the usage.
-pub fn cap_solve_soc<E: Fn(usize) -> Ent>(al: &Alpha, len: usize, ent: E, r: &[f64], cap: f64, warm: f64, x: &mut [f64]) -> f64 {
+pub fn cap_solve_soc<E: Fn(usize) -> Ent>(
+    al: &Alpha,
+    len: usize,
+    ent: E,
+    r: &[f64],
+    cap: f64,
+    warm: f64,
+    x: &mut [f64],
+) -> f64 {
     let solve_at = |lam: f64, kappa: f64, x: &mut [f64]| -> f64 {
         let mut d = 0.0;
         for j in 0..len {

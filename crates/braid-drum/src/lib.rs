@@ -35,7 +35,10 @@ pub fn solve_admm(p: &Problem, opt: AdmmOptions) -> problem::Result<SolveResult>
 }
 
 /// Solve with ADMM without copying the problem.
-pub fn solve_admm_arc(p: std::sync::Arc<Problem>, opt: AdmmOptions) -> problem::Result<SolveResult> {
+pub fn solve_admm_arc(
+    p: std::sync::Arc<Problem>,
+    opt: AdmmOptions,
+) -> problem::Result<SolveResult> {
     p.validate()?;
     check_admm_options(&opt)?;
     let t0 = std::time::Instant::now();
@@ -44,25 +47,41 @@ pub fn solve_admm_arc(p: std::sync::Arc<Problem>, opt: AdmmOptions) -> problem::
     let setup = t0.elapsed().as_secs_f64();
     let mut r = st.run();
     r.setup_time = setup;
-    r.method = if p.two_sided { "admm2".into() } else { "admm1".into() };
+    r.method = if p.two_sided {
+        "admm2".into()
+    } else {
+        "admm1".into()
+    };
     Ok(r)
 }
 
 pub fn check_admm_options(o: &AdmmOptions) -> problem::Result<()> {
     if !(o.relax >= 1.0 && o.relax < 2.0) {
-        return Err(DrumError::new("relax", format!("over-relaxation must be in [1, 2), got {}", o.relax)));
+        return Err(DrumError::new(
+            "relax",
+            format!("over-relaxation must be in [1, 2), got {}", o.relax),
+        ));
     }
     if !(o.rho.is_finite()) || o.rho < 0.0 {
-        return Err(DrumError::new("rho", format!("must be > 0 (or 0 for automatic), got {}", o.rho)));
+        return Err(DrumError::new(
+            "rho",
+            format!("must be > 0 (or 0 for automatic), got {}", o.rho),
+        ));
     }
     if !(o.loss_prob >= 0.0 && o.loss_prob < 1.0) {
-        return Err(DrumError::new("loss", format!("loss probability must be in [0, 1), got {}", o.loss_prob)));
+        return Err(DrumError::new(
+            "loss",
+            format!("loss probability must be in [0, 1), got {}", o.loss_prob),
+        ));
     }
     if !(o.eps_abs >= 0.0 && o.eps_rel >= 0.0) {
         return Err(DrumError::new("eps", "tolerances must be >= 0"));
     }
     if !(o.balance_mu > 1.0 && o.balance_tau > 1.0) {
-        return Err(DrumError::new("balance", "residual balancing needs mu > 1 and tau > 1"));
+        return Err(DrumError::new(
+            "balance",
+            "residual balancing needs mu > 1 and tau > 1",
+        ));
     }
     Ok(())
 }
@@ -71,7 +90,10 @@ pub fn check_admm_options(o: &AdmmOptions) -> problem::Result<()> {
 pub fn solve_dual(p: &Problem, opt: &DualOptions) -> problem::Result<SolveResult> {
     p.validate()?;
     if !(opt.step > 0.0 && opt.step.is_finite()) {
-        return Err(DrumError::new("step", format!("subgradient step must be > 0, got {}", opt.step)));
+        return Err(DrumError::new(
+            "step",
+            format!("subgradient step must be > 0, got {}", opt.step),
+        ));
     }
     let lay = Layout::build(p);
     Ok(dual_decomposition(p, &lay, opt))

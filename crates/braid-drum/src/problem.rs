@@ -25,7 +25,10 @@ pub struct DrumError {
 
 impl DrumError {
     pub fn new(param: &str, msg: impl Into<String>) -> Self {
-        DrumError { param: param.to_string(), msg: msg.into() }
+        DrumError {
+            param: param.to_string(),
+            msg: msg.into(),
+        }
     }
 }
 
@@ -85,7 +88,10 @@ fn check_vec(name: &str, v: &[f64], len: usize, allow_empty: bool) -> Result<()>
         return Ok(());
     }
     if v.len() != len {
-        return Err(DrumError::new(name, format!("has length {}, expected {}", v.len(), len)));
+        return Err(DrumError::new(
+            name,
+            format!("has length {}, expected {}", v.len(), len),
+        ));
     }
     Ok(())
 }
@@ -122,17 +128,31 @@ impl Problem {
             return Err(DrumError::new("n", "must be at least 1 host"));
         }
         if m == 0 {
-            return Err(DrumError::new("m", "must be at least 1 application per host"));
+            return Err(DrumError::new(
+                "m",
+                "must be at least 1 application per host",
+            ));
         }
-        let nn = n.checked_mul(m).ok_or_else(|| DrumError::new("n*m", "too large"))?;
+        let nn = n
+            .checked_mul(m)
+            .ok_or_else(|| DrumError::new("n*m", "too large"))?;
         if nn > u32::MAX as usize {
-            return Err(DrumError::new("n*m", "more than 2^32 entries is not supported"));
+            return Err(DrumError::new(
+                "n*m",
+                "more than 2^32 entries is not supported",
+            ));
         }
         if !(self.alpha.is_finite() && self.alpha > 0.0) {
-            return Err(DrumError::new("alpha", format!("must be a finite number > 0, got {}", self.alpha)));
+            return Err(DrumError::new(
+                "alpha",
+                format!("must be a finite number > 0, got {}", self.alpha),
+            ));
         }
         if !(self.beta.is_finite() && self.beta >= 0.0) {
-            return Err(DrumError::new("beta", format!("must be a finite number >= 0, got {}", self.beta)));
+            return Err(DrumError::new(
+                "beta",
+                format!("must be a finite number >= 0, got {}", self.beta),
+            ));
         }
         check_vec("w", &self.w, nn, false)?;
         check_vec("a", &self.a, nn, false)?;
@@ -141,21 +161,37 @@ impl Problem {
         check_vec("guarantee", &self.guarantee, nn, true)?;
         check_vec("preempt", &self.preempt, nn, true)?;
         if !self.active.is_empty() && self.active.len() != nn {
-            return Err(DrumError::new("active", format!("has length {}, expected {}", self.active.len(), nn)));
+            return Err(DrumError::new(
+                "active",
+                format!("has length {}, expected {}", self.active.len(), nn),
+            ));
         }
         for (i, &q) in self.q_cap.iter().enumerate() {
             if !(q.is_finite() && q > 0.0) {
-                return Err(DrumError::new("Q", format!("capacity of host {i} must be finite and > 0, got {q}")));
+                return Err(DrumError::new(
+                    "Q",
+                    format!("capacity of host {i} must be finite and > 0, got {q}"),
+                ));
             }
         }
         for (i, &c) in self.c_cap.iter().enumerate() {
             if !(c.is_finite() && c > 0.0) {
-                return Err(DrumError::new("C", format!("capacity of host {i} must be finite and > 0, got {c}")));
+                return Err(DrumError::new(
+                    "C",
+                    format!("capacity of host {i} must be finite and > 0, got {c}"),
+                ));
             }
         }
         for (k, &w) in self.w.iter().enumerate() {
             if !(w.is_finite() && w > 0.0) {
-                return Err(DrumError::new("w", format!("weight of entry {k} (host {}, app {}) must be finite and > 0, got {w}", k / m, k % m)));
+                return Err(DrumError::new(
+                    "w",
+                    format!(
+                        "weight of entry {k} (host {}, app {}) must be finite and > 0, got {w}",
+                        k / m,
+                        k % m
+                    ),
+                ));
             }
         }
         for (k, &a) in self.a.iter().enumerate() {
@@ -165,23 +201,45 @@ impl Problem {
         }
         for (k, &r) in self.preempt.iter().enumerate() {
             if !(r.is_finite() && r >= 0.0) {
-                return Err(DrumError::new("preempt", format!("entry {k} must be finite and >= 0, got {r}")));
+                return Err(DrumError::new(
+                    "preempt",
+                    format!("entry {k} must be finite and >= 0, got {r}"),
+                ));
             }
         }
         for (k, &g) in self.guarantee.iter().enumerate() {
             if !(g.is_finite() && g >= 0.0) {
-                return Err(DrumError::new("guarantee", format!("entry {k} must be finite and >= 0, got {g}")));
+                return Err(DrumError::new(
+                    "guarantee",
+                    format!("entry {k} must be finite and >= 0, got {g}"),
+                ));
             }
             if g > 0.0 && !self.is_active(k) {
-                return Err(DrumError::new("guarantee", format!("entry {k} (host {}, app {}) has a guarantee but is not active", k / m, k % m)));
+                return Err(DrumError::new(
+                    "guarantee",
+                    format!(
+                        "entry {k} (host {}, app {}) has a guarantee but is not active",
+                        k / m,
+                        k % m
+                    ),
+                ));
             }
         }
         if self.two_sided && self.traffic.is_none() {
-            return Err(DrumError::new("B", "two-sided operations need the traffic matrix B"));
+            return Err(DrumError::new(
+                "B",
+                "two-sided operations need the traffic matrix B",
+            ));
         }
         if let Some(t) = &self.traffic {
-            if t.ptr.len() != nn + 1 || *t.ptr.last().unwrap() as usize != t.dst.len() || t.dst.len() != t.frac.len() {
-                return Err(DrumError::new("B", format!("must have shape (n*m, n) = ({nn}, {n})")));
+            if t.ptr.len() != nn + 1
+                || *t.ptr.last().unwrap() as usize != t.dst.len()
+                || t.dst.len() != t.frac.len()
+            {
+                return Err(DrumError::new(
+                    "B",
+                    format!("must have shape (n*m, n) = ({nn}, {n})"),
+                ));
             }
             for k in 0..nn {
                 let l = k / m;
@@ -190,10 +248,16 @@ impl Problem {
                     let i = t.dst[e] as usize;
                     let f = t.frac[e];
                     if i >= n {
-                        return Err(DrumError::new("B", format!("destination host {i} out of range (n = {n})")));
+                        return Err(DrumError::new(
+                            "B",
+                            format!("destination host {i} out of range (n = {n})"),
+                        ));
                     }
                     if !(f.is_finite() && f >= 0.0) {
-                        return Err(DrumError::new("B", format!("fraction B[{k}, {i}] must be finite and >= 0, got {f}")));
+                        return Err(DrumError::new(
+                            "B",
+                            format!("fraction B[{k}, {i}] must be finite and >= 0, got {f}"),
+                        ));
                     }
                     if i == l && f != 0.0 {
                         return Err(DrumError::new(
@@ -210,16 +274,25 @@ impl Problem {
         }
         if let Some(lk) = &self.links {
             if self.traffic.is_none() {
-                return Err(DrumError::new("links", "link capacities need the traffic matrix B (who sends to whom)"));
+                return Err(DrumError::new(
+                    "links",
+                    "link capacities need the traffic matrix B (who sends to whom)",
+                ));
             }
             for (e, &c) in lk.cap.iter().enumerate() {
                 if !(c.is_finite() && c > 0.0) {
-                    return Err(DrumError::new("link_cap", format!("capacity of link {e} must be finite and > 0, got {c}")));
+                    return Err(DrumError::new(
+                        "link_cap",
+                        format!("capacity of link {e} must be finite and > 0, got {c}"),
+                    ));
                 }
             }
             for &(s, d, e) in &lk.paths {
                 if s as usize >= n || d as usize >= n || e as usize >= lk.cap.len() {
-                    return Err(DrumError::new("link_paths", format!("triplet ({s}, {d}, {e}) out of range")));
+                    return Err(DrumError::new(
+                        "link_paths",
+                        format!("triplet ({s}, {d}, {e}) out of range"),
+                    ));
                 }
             }
             check_vec("link_size", &lk.size, nn, true)?;
@@ -236,7 +309,12 @@ impl Problem {
                 let mut s: f64 = g.iter().sum();
                 if self.has_preempt() {
                     let r = &self.preempt[i * m..(i + 1) * m];
-                    s += g.iter().zip(r).map(|(g, r)| (g * r) * (g * r)).sum::<f64>().sqrt();
+                    s += g
+                        .iter()
+                        .zip(r)
+                        .map(|(g, r)| (g * r) * (g * r))
+                        .sum::<f64>()
+                        .sqrt();
                 }
                 if s > self.q_cap[i] {
                     return Err(DrumError::new(
@@ -259,7 +337,13 @@ impl Problem {
             if let Some(lk) = &self.links {
                 for (e, &c) in lk.cap.iter().enumerate() {
                     if pg[nn + e] > c {
-                        return Err(DrumError::new("guarantee", format!("infeasible guarantees: link {e} would carry {} > capacity {c}", pg[nn + e])));
+                        return Err(DrumError::new(
+                            "guarantee",
+                            format!(
+                                "infeasible guarantees: link {e} would carry {} > capacity {c}",
+                                pg[nn + e]
+                            ),
+                        ));
                     }
                 }
             }
@@ -269,7 +353,10 @@ impl Problem {
 
     /// Sum of the weights of the active entries (the normaliser of the gap).
     pub fn weight_sum(&self) -> f64 {
-        (0..self.entries()).filter(|&k| self.is_active(k)).map(|k| self.w[k]).sum()
+        (0..self.entries())
+            .filter(|&k| self.is_active(k))
+            .map(|k| self.w[k])
+            .sum()
     }
 
     /// Objective `sum w U(x) - sum beta / z^2` over active entries (x-part) and all CQ rows with
@@ -417,7 +504,20 @@ impl Layout {
                 }
             }
         }
-        Layout { n, m, rows, diag, send_ptr, pair_row, pair_coef, pair_sender, row_ptr, row_pair, sum_p2, link_cap }
+        Layout {
+            n,
+            m,
+            rows,
+            diag,
+            send_ptr,
+            pair_row,
+            pair_coef,
+            pair_sender,
+            row_ptr,
+            row_pair,
+            sum_p2,
+            link_cap,
+        }
     }
 
     pub fn pairs(&self) -> usize {
@@ -434,14 +534,17 @@ impl Layout {
     pub fn row_sums(&self, x: &[f64]) -> Vec<f64> {
         use rayon::prelude::*;
         let mut out = vec![0.0; self.rows];
-        out.par_iter_mut().with_min_len(4096).enumerate().for_each(|(r, o)| {
-            let mut s = 0.0;
-            for t in self.row_ptr[r] as usize..self.row_ptr[r + 1] as usize {
-                let q = self.row_pair[t] as usize;
-                s += self.pair_coef[q] * x[self.sender_of(q)];
-            }
-            *o = s;
-        });
+        out.par_iter_mut()
+            .with_min_len(4096)
+            .enumerate()
+            .for_each(|(r, o)| {
+                let mut s = 0.0;
+                for t in self.row_ptr[r] as usize..self.row_ptr[r + 1] as usize {
+                    let q = self.row_pair[t] as usize;
+                    s += self.pair_coef[q] * x[self.sender_of(q)];
+                }
+                *o = s;
+            });
         out
     }
 

@@ -116,7 +116,11 @@ pub fn solve(al: &Alpha, w: f64, s: f64, c2: f64, c1: f64, lo: f64, hi: f64, gue
         if c2 > 0.0 {
             return clip(-c1 / c2, 1.0 / c2, lo, hi);
         }
-        return if c1 >= 0.0 { Root { x: lo, h: 0.0 } } else { Root { x: hi, h: 0.0 } };
+        return if c1 >= 0.0 {
+            Root { x: lo, h: 0.0 }
+        } else {
+            Root { x: hi, h: 0.0 }
+        };
     }
     if c2 <= 0.0 {
         // pure powers: w x^-alpha + s x^-3 = c1
@@ -124,7 +128,11 @@ pub fn solve(al: &Alpha, w: f64, s: f64, c2: f64, c1: f64, lo: f64, hi: f64, gue
             return Root { x: hi, h: 0.0 };
         }
         if has_w && !has_s {
-            let x = if al.kind == 1 { w / c1 } else { (w / c1).powf(1.0 / al.a) };
+            let x = if al.kind == 1 {
+                w / c1
+            } else {
+                (w / c1).powf(1.0 / al.a)
+            };
             let h = x / (al.a * c1);
             return clip(x, h, lo, hi);
         }
@@ -136,7 +144,11 @@ pub fn solve(al: &Alpha, w: f64, s: f64, c2: f64, c1: f64, lo: f64, hi: f64, gue
     } else if has_w && !has_s && al.kind == 1 {
         // w/x = c2 x + c1, the positive root of c2 x^2 + c1 x - w = 0, cancellation-free
         let disc = (c1 * c1 + 4.0 * c2 * w).sqrt();
-        let x = if c1 >= 0.0 { 2.0 * w / (c1 + disc) } else { (disc - c1) / (2.0 * c2) };
+        let x = if c1 >= 0.0 {
+            2.0 * w / (c1 + disc)
+        } else {
+            (disc - c1) / (2.0 * c2)
+        };
         let h = 1.0 / (w / (x * x) + c2);
         return clip(x, h, lo, hi);
     }
@@ -185,7 +197,11 @@ pub fn solve(al: &Alpha, w: f64, s: f64, c2: f64, c1: f64, lo: f64, hi: f64, gue
                 have_bounds = true;
             }
             if !(xn > lb && xn < ub) {
-                xn = if lb > 0.0 && ub.is_finite() { (lb * ub).sqrt() } else { 0.5 * (lb + ub) };
+                xn = if lb > 0.0 && ub.is_finite() {
+                    (lb * ub).sqrt()
+                } else {
+                    0.5 * (lb + ub)
+                };
                 if !(xn > lb && xn < ub) {
                     xn = 0.5 * (lb + ub);
                 }
@@ -233,7 +249,11 @@ fn bounds(al: &Alpha, w: f64, s: f64, c2: f64, c1: f64) -> (f64, f64) {
         let mut ua_v = 0.0f64;
         if has_w {
             let p1 = (w / (2.0 * c1)).powf(1.0 / a);
-            let p2 = if c2 > 0.0 { (w / (2.0 * c2)).powf(1.0 / (1.0 + a)) } else { f64::INFINITY };
+            let p2 = if c2 > 0.0 {
+                (w / (2.0 * c2)).powf(1.0 / (1.0 + a))
+            } else {
+                f64::INFINITY
+            };
             lw = p1.min(p2);
             ub = ub.max((2.0 * w / c1).powf(1.0 / a));
             if c2 > 0.0 {
@@ -242,7 +262,11 @@ fn bounds(al: &Alpha, w: f64, s: f64, c2: f64, c1: f64) -> (f64, f64) {
         }
         if has_s {
             let p1 = (s / (2.0 * c1)).cbrt();
-            let p2 = if c2 > 0.0 { (s / (2.0 * c2)).powf(0.25) } else { f64::INFINITY };
+            let p2 = if c2 > 0.0 {
+                (s / (2.0 * c2)).powf(0.25)
+            } else {
+                f64::INFINITY
+            };
             ls = p1.min(p2);
             ub = ub.max((2.0 * s / c1).cbrt());
             if c2 > 0.0 {
@@ -273,7 +297,11 @@ mod tests {
         let r = solve(&a, w, s, c2, c1, 0.0, f64::INFINITY, -1.0);
         let (f, _) = phi(&a, w, s, c2, c1, r.x);
         let scale = c2 * r.x + c1.abs() + w * a.inv_pow(r.x);
-        assert!(f.abs() <= 1e-12 * scale.max(1e-300), "al={al} w={w} s={s} c2={c2} c1={c1} x={} f={f}", r.x);
+        assert!(
+            f.abs() <= 1e-12 * scale.max(1e-300),
+            "al={al} w={w} s={s} c2={c2} c1={c1} x={} f={f}",
+            r.x
+        );
     }
 
     #[test]

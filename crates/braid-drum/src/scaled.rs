@@ -51,11 +51,23 @@ impl Scaled {
         };
         let wf = sx.powf(1.0 - p.alpha) / sf;
         let bf = 1.0 / (sx * sx * sf);
-        let w: Vec<f64> = (0..nn).map(|k| if act(k) { p.w[k] * wf } else { 0.0 }).collect();
+        let w: Vec<f64> = (0..nn)
+            .map(|k| if act(k) { p.w[k] * wf } else { 0.0 })
+            .collect();
         let beta: Vec<f64> = (0..nn).map(|k| p.beta_k(k) * bf).collect();
-        let lo: Vec<f64> = if p.guarantee.is_empty() { vec![0.0; nn] } else { p.guarantee.iter().map(|g| g / sx).collect() };
-        let hi: Vec<f64> = (0..nn).map(|k| if act(k) { f64::INFINITY } else { 0.0 }).collect();
-        let r = if p.has_preempt() { p.preempt.clone() } else { Vec::new() };
+        let lo: Vec<f64> = if p.guarantee.is_empty() {
+            vec![0.0; nn]
+        } else {
+            p.guarantee.iter().map(|g| g / sx).collect()
+        };
+        let hi: Vec<f64> = (0..nn)
+            .map(|k| if act(k) { f64::INFINITY } else { 0.0 })
+            .collect();
+        let r = if p.has_preempt() {
+            p.preempt.clone()
+        } else {
+            Vec::new()
+        };
         let host_soc = (0..p.n)
             .map(|i| !r.is_empty() && (0..p.m).any(|j| r[i * p.m + j] > 0.0 && act(i * p.m + j)))
             .collect();

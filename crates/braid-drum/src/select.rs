@@ -17,7 +17,14 @@
 
 /// Select the active set. `scores` and `age` are per entry (host-major, m per host); `age` is
 /// updated in place (0 for the selected, +1 for the others).
-pub fn select_topk(n: usize, m: usize, k: usize, scores: &[f64], age: &mut [u32], max_wait: u32) -> Vec<bool> {
+pub fn select_topk(
+    n: usize,
+    m: usize,
+    k: usize,
+    scores: &[f64],
+    age: &mut [u32],
+    max_wait: u32,
+) -> Vec<bool> {
     let mut active = vec![false; n * m];
     let k = k.min(m);
     let mut idx: Vec<usize> = Vec::with_capacity(m);
@@ -35,7 +42,10 @@ pub fn select_topk(n: usize, m: usize, k: usize, scores: &[f64], age: &mut [u32]
         let left = k - forced.len();
         if left > 0 && !rest.is_empty() {
             let cmp = |a: &usize, b: &usize| {
-                scores[k0 + *b].partial_cmp(&scores[k0 + *a]).unwrap_or(std::cmp::Ordering::Equal).then(a.cmp(b))
+                scores[k0 + *b]
+                    .partial_cmp(&scores[k0 + *a])
+                    .unwrap_or(std::cmp::Ordering::Equal)
+                    .then(a.cmp(b))
             };
             if left < rest.len() {
                 rest.select_nth_unstable_by(left - 1, cmp);

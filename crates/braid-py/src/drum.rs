@@ -32,38 +32,59 @@ fn perr(py: Python<'_>, param: &str, msg: impl Into<String>) -> PyErr {
 
 fn f64s(py: Python<'_>, b: &[u8], name: &str) -> PyResult<Vec<f64>> {
     if b.len() % 8 != 0 {
-        return Err(perr(py, name, "byte length is not a multiple of 8 (expected float64)"));
+        return Err(perr(
+            py,
+            name,
+            "byte length is not a multiple of 8 (expected float64)",
+        ));
     }
-    Ok(b.chunks_exact(8).map(|c| f64::from_ne_bytes(c.try_into().unwrap())).collect())
+    Ok(b.chunks_exact(8)
+        .map(|c| f64::from_ne_bytes(c.try_into().unwrap()))
+        .collect())
 }
 
 fn u32s(py: Python<'_>, b: &[u8], name: &str) -> PyResult<Vec<u32>> {
     if b.len() % 4 != 0 {
-        return Err(perr(py, name, "byte length is not a multiple of 4 (expected uint32)"));
+        return Err(perr(
+            py,
+            name,
+            "byte length is not a multiple of 4 (expected uint32)",
+        ));
     }
-    Ok(b.chunks_exact(4).map(|c| u32::from_ne_bytes(c.try_into().unwrap())).collect())
+    Ok(b.chunks_exact(4)
+        .map(|c| u32::from_ne_bytes(c.try_into().unwrap()))
+        .collect())
 }
 
 fn u64s(py: Python<'_>, b: &[u8], name: &str) -> PyResult<Vec<u64>> {
     if b.len() % 8 != 0 {
-        return Err(perr(py, name, "byte length is not a multiple of 8 (expected uint64)"));
+        return Err(perr(
+            py,
+            name,
+            "byte length is not a multiple of 8 (expected uint64)",
+        ));
     }
-    Ok(b.chunks_exact(8).map(|c| u64::from_ne_bytes(c.try_into().unwrap())).collect())
+    Ok(b.chunks_exact(8)
+        .map(|c| u64::from_ne_bytes(c.try_into().unwrap()))
+        .collect())
 }
 
 fn fbytes<'py>(py: Python<'py>, v: &[f64]) -> Bound<'py, PyBytes> {
     // SAFETY: f64 has no padding; the byte view lives only for the copy
-    let s = unsafe { std::slice::from_raw_parts(v.as_ptr() as *const u8, std::mem::size_of_val(v)) };
+    let s =
+        unsafe { std::slice::from_raw_parts(v.as_ptr() as *const u8, std::mem::size_of_val(v)) };
     PyBytes::new(py, s)
 }
 
 fn ubytes<'py>(py: Python<'py>, v: &[u32]) -> Bound<'py, PyBytes> {
-    let s = unsafe { std::slice::from_raw_parts(v.as_ptr() as *const u8, std::mem::size_of_val(v)) };
+    let s =
+        unsafe { std::slice::from_raw_parts(v.as_ptr() as *const u8, std::mem::size_of_val(v)) };
     PyBytes::new(py, s)
 }
 
 fn u64bytes<'py>(py: Python<'py>, v: &[u64]) -> Bound<'py, PyBytes> {
-    let s = unsafe { std::slice::from_raw_parts(v.as_ptr() as *const u8, std::mem::size_of_val(v)) };
+    let s =
+        unsafe { std::slice::from_raw_parts(v.as_ptr() as *const u8, std::mem::size_of_val(v)) };
     PyBytes::new(py, s)
 }
 
@@ -81,14 +102,23 @@ impl DrumProblem {
     /// The paper's random instance from generator parameters (JSON of `GenParams` fields).
     #[staticmethod]
     fn generate(py: Python<'_>, params_json: &str) -> PyResult<Self> {
-        let g: bd::GenParams = serde_json::from_str(params_json).map_err(|e| perr(py, "generator", e.to_string()))?;
+        let g: bd::GenParams =
+            serde_json::from_str(params_json).map_err(|e| perr(py, "generator", e.to_string()))?;
         if g.n == 0 || g.m == 0 {
-            return Err(perr(py, if g.n == 0 { "n" } else { "m" }, "must be at least 1"));
+            return Err(perr(
+                py,
+                if g.n == 0 { "n" } else { "m" },
+                "must be at least 1",
+            ));
         }
         if g.two_sided && g.n < 2 {
             return Err(perr(py, "n", "two-sided instances need at least 2 hosts"));
         }
-        if g.q_range.0 <= 0.0 || g.q_range.1 < g.q_range.0 || g.c_range.0 <= 0.0 || g.c_range.1 < g.c_range.0 {
+        if g.q_range.0 <= 0.0
+            || g.q_range.1 < g.q_range.0
+            || g.c_range.0 <= 0.0
+            || g.c_range.1 < g.c_range.0
+        {
             return Err(perr(py, "capacity ranges", "need 0 < low <= high"));
         }
         if g.w_range.0 <= 0.0 || g.w_range.1 < g.w_range.0 {
@@ -134,7 +164,11 @@ impl DrumProblem {
         link_size: Option<&[u8]>,
     ) -> PyResult<Self> {
         let traffic = match (b_ptr, b_dst, b_frac) {
-            (Some(p), Some(d), Some(f)) => Some(bd::Traffic { ptr: u64s(py, p, "B")?, dst: u32s(py, d, "B")?, frac: f64s(py, f, "B")? }),
+            (Some(p), Some(d), Some(f)) => Some(bd::Traffic {
+                ptr: u64s(py, p, "B")?,
+                dst: u32s(py, d, "B")?,
+                frac: f64s(py, f, "B")?,
+            }),
             (None, None, None) => None,
             _ => return Err(perr(py, "B", "needs all of b_ptr, b_dst, b_frac")),
         };
@@ -186,7 +220,13 @@ impl DrumProblem {
 
     /// Copy with another active set (bytes of uint8, one per entry) and/or guarantees.
     #[pyo3(signature = (active=None, guarantee=None, preempt=None))]
-    fn with_sets(&self, py: Python<'_>, active: Option<&[u8]>, guarantee: Option<&[u8]>, preempt: Option<&[u8]>) -> PyResult<Self> {
+    fn with_sets(
+        &self,
+        py: Python<'_>,
+        active: Option<&[u8]>,
+        guarantee: Option<&[u8]>,
+        preempt: Option<&[u8]>,
+    ) -> PyResult<Self> {
         let mut p = (*self.p).clone();
         if let Some(b) = active {
             p.active = b.iter().map(|&v| v != 0).collect();
@@ -267,7 +307,11 @@ impl DrumProblem {
         d.set_item("Q", fbytes(py, &p.q_cap))?;
         d.set_item("C", fbytes(py, &p.c_cap))?;
         d.set_item("guarantee", fbytes(py, &p.guarantee))?;
-        let act: Vec<u8> = if p.active.is_empty() { vec![1; p.entries()] } else { p.active.iter().map(|&b| b as u8).collect() };
+        let act: Vec<u8> = if p.active.is_empty() {
+            vec![1; p.entries()]
+        } else {
+            p.active.iter().map(|&b| b as u8).collect()
+        };
         d.set_item("active", PyBytes::new(py, &act))?;
         d.set_item("preempt", fbytes(py, &p.preempt))?;
         if let Some(t) = &p.traffic {
@@ -326,19 +370,32 @@ fn result_dict<'py>(py: Python<'py>, r: &bd::SolveResult) -> PyResult<Bound<'py,
 /// "dual" (dual-decomposition subgradient baseline). `options_json`: solver options (JSON).
 #[pyfunction]
 #[pyo3(signature = (problem, method, options_json = "{}"))]
-fn drum_solve<'py>(py: Python<'py>, problem: &DrumProblem, method: &str, options_json: &str) -> PyResult<Bound<'py, PyDict>> {
+fn drum_solve<'py>(
+    py: Python<'py>,
+    problem: &DrumProblem,
+    method: &str,
+    options_json: &str,
+) -> PyResult<Bound<'py, PyDict>> {
     let p = problem.p.clone();
     let res = match method {
         "admm" => {
-            let o: bd::AdmmOptions = serde_json::from_str(options_json).map_err(|e| perr(py, "options", e.to_string()))?;
+            let o: bd::AdmmOptions = serde_json::from_str(options_json)
+                .map_err(|e| perr(py, "options", e.to_string()))?;
             py.detach(move || bd::solve_admm_arc(p, o))
         }
         "exact" => py.detach(move || bd::solve_reference(&p)),
         "dual" => {
-            let o: bd::DualOptions = serde_json::from_str(options_json).map_err(|e| perr(py, "options", e.to_string()))?;
+            let o: bd::DualOptions = serde_json::from_str(options_json)
+                .map_err(|e| perr(py, "options", e.to_string()))?;
             py.detach(move || bd::solve_dual(&p, &o))
         }
-        other => return Err(perr(py, "method", format!("unknown method {other:?}; expected admm, exact or dual"))),
+        other => {
+            return Err(perr(
+                py,
+                "method",
+                format!("unknown method {other:?}; expected admm, exact or dual"),
+            ))
+        }
     };
     let r = res.map_err(|e| derr(py, &e))?;
     result_dict(py, &r)
@@ -347,11 +404,23 @@ fn drum_solve<'py>(py: Python<'py>, problem: &DrumProblem, method: &str, options
 /// Top-k selection with aging. scores: float64 bytes, age: uint32 bytes (one per entry).
 /// Returns (active uint8 bytes, new age uint32 bytes).
 #[pyfunction]
-fn drum_select_topk<'py>(py: Python<'py>, n: usize, m: usize, k: usize, scores: &[u8], age: &[u8], max_wait: u32) -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyBytes>)> {
+fn drum_select_topk<'py>(
+    py: Python<'py>,
+    n: usize,
+    m: usize,
+    k: usize,
+    scores: &[u8],
+    age: &[u8],
+    max_wait: u32,
+) -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyBytes>)> {
     let s = f64s(py, scores, "scores")?;
     let mut a = u32s(py, age, "age")?;
     if s.len() != n * m || a.len() != n * m {
-        return Err(perr(py, "scores", format!("scores and age need n*m = {} entries", n * m)));
+        return Err(perr(
+            py,
+            "scores",
+            format!("scores and age need n*m = {} entries", n * m),
+        ));
     }
     if k == 0 {
         return Err(perr(py, "k", "must be at least 1"));
@@ -379,10 +448,13 @@ impl DrumAdmm {
     #[new]
     #[pyo3(signature = (problem, options_json = "{}"))]
     fn new(py: Python<'_>, problem: &DrumProblem, options_json: &str) -> PyResult<Self> {
-        let o: bd::AdmmOptions = serde_json::from_str(options_json).map_err(|e| perr(py, "options", e.to_string()))?;
+        let o: bd::AdmmOptions =
+            serde_json::from_str(options_json).map_err(|e| perr(py, "options", e.to_string()))?;
         bd::check_admm_options(&o).map_err(|e| derr(py, &e))?;
         let lay = Arc::new(bd::Layout::build(&problem.p));
-        Ok(DrumAdmm { st: Some(bd::Admm::new(problem.p.clone(), lay, o)) })
+        Ok(DrumAdmm {
+            st: Some(bd::Admm::new(problem.p.clone(), lay, o)),
+        })
     }
     #[getter]
     fn rho(&mut self) -> f64 {
@@ -461,11 +533,23 @@ impl DrumAdmm {
     }
     /// (r, s, eps_pri, eps_dual) from the global sums.
     fn tolerances(&mut self, sums: (f64, f64, f64, f64, f64)) -> (f64, f64, f64, f64) {
-        let s = bd::admm::Sums { r2: sums.0, s2: sums.1, ax2: sums.2, y2: sums.3, atv2: sums.4 };
+        let s = bd::admm::Sums {
+            r2: sums.0,
+            s2: sums.1,
+            ax2: sums.2,
+            y2: sums.3,
+            atv2: sums.4,
+        };
         self.st().tolerances(&s)
     }
     fn adapt(&mut self, sums: (f64, f64, f64, f64, f64)) {
-        let s = bd::admm::Sums { r2: sums.0, s2: sums.1, ax2: sums.2, y2: sums.3, atv2: sums.4 };
+        let s = bd::admm::Sums {
+            r2: sums.0,
+            s2: sums.1,
+            ax2: sums.2,
+            y2: sums.3,
+            atv2: sums.4,
+        };
         self.st().adapt(&s)
     }
     /// Scaled objective contribution of hosts h0..h1, in user units (without the constant).
@@ -474,8 +558,17 @@ impl DrumAdmm {
         st.sc.to_user(st.sc.objective(&st.x, &st.z))
     }
     /// Finish (needs the full x, z, v) and return the result dict (trace left empty).
-    fn finish<'py>(&mut self, py: Python<'py>, iterations: usize, converged: bool, solve_time: f64) -> PyResult<Bound<'py, PyDict>> {
-        let mut st = self.st.take().ok_or_else(|| perr(py, "DrumAdmm", "already finished"))?;
+    fn finish<'py>(
+        &mut self,
+        py: Python<'py>,
+        iterations: usize,
+        converged: bool,
+        solve_time: f64,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let mut st = self
+            .st
+            .take()
+            .ok_or_else(|| perr(py, "DrumAdmm", "already finished"))?;
         st.iter = iterations;
         let r = st.finish("admm-mpi", bd::Trace::default(), converged, solve_time);
         result_dict(py, &r)
