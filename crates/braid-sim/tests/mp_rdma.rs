@@ -258,3 +258,15 @@ fn lossy_paths_mp_rdma_keeps_goodput_where_dcqcn_collapses() {
     eprintln!("mp-rdma {m:.1} dcqcn {d:.1}");
     assert!(m > 10.0 && m > 5.0 * d, "mp-rdma {m:.1} vs dcqcn {d:.1}");
 }
+
+/// Validates a scenario given as JSON in $SCENARIO_JSON (the experiment TOML files, converted).
+#[test]
+#[ignore]
+fn validate_scenario_json() {
+    let p = std::env::var("SCENARIO_JSON").expect("SCENARIO_JSON");
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap();
+    let mut s = v.clone();
+    s["duration"] = json!("200us");
+    let (_sim, r) = run(&s);
+    eprintln!("ok: {} flows", ints(&r.flows, "flow").len());
+}
