@@ -100,29 +100,6 @@ fn explore_lossy() {
     }
 }
 
-#[test]
-#[ignore]
-fn explore_debug() {
-    let loss: f64 = std::env::var("LOSS").map(|x| x.parse().unwrap()).unwrap_or(0.05);
-    let s = lossy_paths("mp-rdma", loss, 2, "6ms");
-    let mut sim = build(&s);
-    sim.run();
-    let r = sim.results();
-    let w = sim.world();
-    let tor1 = w.nodes.iter().position(|n| n.name == "tor1").unwrap() as u32;
-    for n in w.nodes.iter().filter(|n| n.name.starts_with("spine")) {
-        let p = n.ports.iter().find(|p| p.peer_node == tor1).unwrap();
-        eprintln!("{} -> tor1: {} pkts", n.name, p.tx_pkts);
-    }
-    eprintln!("{:?}", senders(&sim));
-    eprintln!("max ood {}", receivers_max_ood(&sim));
-    eprintln!("timeouts {}", sim.world().hosts.iter().map(|h| h.nic.stats.timeouts).sum::<u64>());
-    let t = r.throughput.u64("time_ps");
-    let b = r.throughput.u64("bytes");
-    eprintln!("{:?}", t.iter().zip(b.iter()).map(|(t, b)| (t / 1_000_000, b * 8 / 100_000)).collect::<Vec<_>>());
-    let _ = w;
-}
-
 /// §5.1.2 testbed permutation: two ToRs × 5 hosts, 4 spines, all 40G; host i → host 5 + i.
 fn permutation(kind: &str, seed: u64, dur: &str) -> Value {
     json!({
