@@ -41,6 +41,8 @@ pub struct Port {
     pub tx_pkts: u64,
     /// PFC frames sent (counted in tx_pkts too).
     pub tx_pfc: u64,
+    /// Packets this port's egress marked CE (RED/ECN), for per-port marking ratios.
+    pub ecn_marks: u64,
     /// Time this port spent paused, for reporting.
     pub pause_started: [Option<Time>; MAX_PRIO],
     pub paused_ps: u64,
@@ -73,6 +75,7 @@ impl Port {
             tx_bytes: 0,
             tx_pkts: 0,
             tx_pfc: 0,
+            ecn_marks: 0,
             pause_started: [None; MAX_PRIO],
             paused_ps: 0,
         }

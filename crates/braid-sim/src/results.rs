@@ -159,6 +159,16 @@ pub fn assemble(world: &World, log: &FlowLog, now: Time, events: u64, wall: std:
     sum("cq_overruns", &|s| s.cq_overruns);
     let paused: u64 = world.nodes.iter().flat_map(|n| n.ports.iter()).map(|p| p.paused_ps).sum();
     k.insert("pfc_paused_ps".into(), paused);
+    // Per-port ECN marks and packets sent, for every switch port that marked anything
+    // ("ecn_marks:<node>:<port>", "tx_pkts:<node>:<port>"; marking ratio = the first / the second).
+    for n in &world.nodes {
+        for (pi, p) in n.ports.iter().enumerate() {
+            if p.ecn_marks > 0 {
+                k.insert(format!("ecn_marks:{}:{}", n.name, pi), p.ecn_marks);
+                k.insert(format!("tx_pkts:{}:{}", n.name, pi), p.tx_pkts);
+            }
+        }
+    }
     r.counters = k;
 
     // Headline.

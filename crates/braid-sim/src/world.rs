@@ -420,6 +420,7 @@ impl World {
                         let sw = &mut self.switches[s as usize];
                         if pr > 0.0 && (pr >= 1.0 || sw.ecn_rng.uniform() < pr) {
                             pk.ce = true;
+                            p.ecn_marks += 1;
                             self.counters.ecn_marks += 1;
                         }
                     }
@@ -599,6 +600,7 @@ impl World {
                 let pr = red_probability(size, &egress.ecn);
                 if pr > 0.0 && (pr >= 1.0 || sw.ecn_rng.uniform() < pr) {
                     self.pool.get_mut(id).ce = true;
+                    self.nodes[node as usize].ports[out as usize].ecn_marks += 1;
                     self.counters.ecn_marks += 1;
                 }
             }
