@@ -22,7 +22,7 @@
 //! `d^k = (sum_l p x_l^k - z^k + u^k)/n_e` (`u = n_e v`): each host needs only its own data and
 //! the d of the rows it sends to. One-sided, n_e = 1 and it is exactly Algorithm 1.
 
-use crate::host::{cap_solve, cap_solve_soc};
+use crate::host::{cap_solve, cap_solve_cq, cap_solve_log, cap_solve_soc};
 use crate::problem::{Layout, Problem};
 use crate::scaled::Scaled;
 use rand::{Rng, SeedableRng};
@@ -302,6 +302,20 @@ impl Admm {
                     };
                     *lam = if sc.host_soc[i] {
                         cap_solve_soc(&sc.al, m, ent, &sc.r[k0..k0 + m], sc.q[i], *lam, xs)
+                    } else if sc.al.a == 1.0 {
+                        let r = k0..k0 + m;
+                        cap_solve_log(
+                            &sc.al,
+                            &sc.w[r.clone()],
+                            rho,
+                            &rp2[r.clone()],
+                            &base,
+                            &sc.lo[r.clone()],
+                            &sc.hi[r],
+                            sc.q[i],
+                            *lam,
+                            xs,
+                        )
                     } else {
                         cap_solve(&sc.al, m, ent, sc.q[i], *lam, xs)
                     };
@@ -373,9 +387,9 @@ impl Admm {
                     let ne = lay.row_len(r) as f64;
                     let c2 = rho * rs[r] / ne;
                     let t = hsum[r] + ne * vs[j];
-                    (0.0, 2.0 * sc.beta[r], c2, -c2 * t, 0.0, f64::INFINITY)
+                    (2.0 * sc.beta[r], c2, -c2 * t)
                 };
-                *mu = cap_solve(&sc.al, m, ent, sc.c[i], *mu, zs);
+                *mu = cap_solve_cq(m, ent, sc.c[i], *mu, zs);
                 for j in 0..m {
                     let r = k0 + j;
                     let ne = lay.row_len(r) as f64;

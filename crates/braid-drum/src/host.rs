@@ -1,7 +1,7 @@
 //! Per-host kernels: one capacity-constrained separable subproblem per host.
 
 use crate::capacity::search;
-use crate::scalar::{solve, Alpha};
+use crate::scalar::{cq_lanes, cq_slow, log_root, solve, Alpha, Root, LANES};
 
 /// Per-entry data of a host subproblem: (w, s, c2, c1 at zero price, lo, hi).
 pub type Ent = (f64, f64, f64, f64, f64, f64);
@@ -27,6 +27,85 @@ pub fn cap_solve<E: Fn(usize) -> Ent>(
             x[j] = r.x;
             s += r.x;
             d += r.h;
+        }
+        (s, d)
+    })
+}
+
+/// `cap_solve` for alpha = 1 without the CQ term (the one-sided and two-sided x-update):
+/// entries as slices, `c2_j = c2s * c2v_j`, linear coefficient `base_j + p`; the closed form per
+/// entry (entries with `w = 0` or `c2 = 0` take the general kernel).
+#[allow(clippy::too_many_arguments)]
+#[inline]
+pub fn cap_solve_log(
+    al: &Alpha,
+    w: &[f64],
+    c2s: f64,
+    c2v: &[f64],
+    base: &[f64],
+    lo: &[f64],
+    hi: &[f64],
+    cap: f64,
+    warm: f64,
+    x: &mut [f64],
+) -> f64 {
+    let len = x.len();
+    let (w, c2v, base, lo, hi) = (&w[..len], &c2v[..len], &base[..len], &lo[..len], &hi[..len]);
+    search(cap, 0.0, warm, |p| {
+        let mut s = 0.0;
+        let mut d = 0.0;
+        for j in 0..len {
+            let c2 = c2s * c2v[j];
+            let r = if w[j] > 0.0 && c2 > 0.0 {
+                log_root(w[j], c2, base[j] + p, lo[j], hi[j])
+            } else {
+                solve(al, w[j], 0.0, c2, base[j] + p, lo[j], hi[j], x[j])
+            };
+            x[j] = r.x;
+            s += r.x;
+            d += r.h;
+        }
+        (s, d)
+    })
+}
+
+/// `cap_solve` for the CQ subproblem (`w = 0`, no box): `ent(j) = (s, c2, c1 at zero price)`.
+#[inline]
+pub fn cap_solve_cq<E: Fn(usize) -> (f64, f64, f64)>(
+    len: usize,
+    ent: E,
+    cap: f64,
+    warm: f64,
+    x: &mut [f64],
+) -> f64 {
+    search(cap, 0.0, warm, |p| {
+        let mut s = 0.0;
+        let mut d = 0.0;
+        let mut j0 = 0;
+        while j0 < len {
+            let nl = (len - j0).min(LANES);
+            // padding lanes get harmless data (s = c2 = guess = 1, c1 = 0)
+            let (mut ss, mut c2, mut c1, mut g) =
+                ([1.0; LANES], [1.0; LANES], [0.0; LANES], [1.0; LANES]);
+            for l in 0..nl {
+                let e = ent(j0 + l);
+                ss[l] = e.0;
+                c2[l] = e.1;
+                c1[l] = e.2 + p;
+                g[l] = x[j0 + l];
+            }
+            let (xr, hr, ok) = cq_lanes(&ss, &c2, &c1, &g);
+            for l in 0..nl {
+                let r = if ok[l] {
+                    Root { x: xr[l], h: hr[l] }
+                } else {
+                    cq_slow(ss[l], c2[l], c1[l], if xr[l] > 0.0 { xr[l] } else { g[l] })
+                };
+                x[j0 + l] = r.x;
+                s += r.x;
+                d += r.h;
+            }
+            j0 += LANES;
         }
         (s, d)
     })

@@ -20,7 +20,7 @@
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Alpha {
     pub a: f64,
-    kind: u8, // 0 general, 1 alpha=1, 2 alpha=2, 3 alpha=0.5, 4 alpha=4
+    pub(crate) kind: u8, // 0 general, 1 alpha=1, 2 alpha=2, 3 alpha=0.5, 4 alpha=4
 }
 
 impl Alpha {
@@ -220,6 +220,110 @@ pub fn solve(al: &Alpha, w: f64, s: f64, c2: f64, c1: f64, lo: f64, hi: f64, gue
     clip(x, -1.0 / d, lo, hi)
 }
 
+/// Fast path of `solve` for the CQ subproblem (`w = 0`, `s > 0`, `c2 > 0`, no box):
+/// `s x^-3 = c2 x + c1`. A fixed number of branch-free Newton steps from the warm start (or the
+/// linear root `-c1/c2`, a rigorous left point), so consecutive entries overlap in the pipeline;
+/// if the last step is not below the same 1e-7 relative threshold as `solve`, `solve` finishes
+/// from there. Same root to rounding.
+/// Lanes processed together by the fast paths (independent chains fill the divider pipeline).
+pub const LANES: usize = 8;
+
+#[inline(always)]
+fn fmax(a: f64, b: f64) -> f64 {
+    if a > b {
+        a
+    } else {
+        b
+    }
+}
+
+/// Fast path of `solve` for the CQ subproblem (`w = 0`, `s > 0`, `c2 > 0`, no box), on LANES
+/// entries at once: `s x^-3 = c2 x + c1`. Three branch-free Halley steps (phi'' is cheap here)
+/// from the warm start, kept right of the linear root `-c1/c2` (a rigorous left point) and of
+/// x/4. Returns ok[l] = false where the data are outside the fast path or the last step was not
+/// below the 1e-7 relative threshold of `solve` (the caller then uses `solve` from `x`).
+#[inline(always)]
+pub fn cq_lanes(
+    s: &[f64; LANES],
+    c2: &[f64; LANES],
+    c1: &[f64; LANES],
+    guess: &[f64; LANES],
+) -> ([f64; LANES], [f64; LANES], [bool; LANES]) {
+    let mut x = [0.0; LANES];
+    let mut lin = [0.0; LANES];
+    let mut ok = [true; LANES];
+    for l in 0..LANES {
+        lin[l] = -c1[l] / c2[l];
+        let g = guess[l];
+        let x0 = if g > 0.0 && g < f64::INFINITY {
+            fmax(g, lin[l])
+        } else {
+            lin[l]
+        };
+        ok[l] = s[l] > 0.0 && c2[l] > 0.0 && x0 > 0.0 && x0 < f64::INFINITY;
+        x[l] = if ok[l] { x0 } else { 1.0 };
+    }
+    let mut step = [0.0; LANES];
+    let mut d = [0.0; LANES];
+    for _ in 0..3 {
+        for l in 0..LANES {
+            let xl = x[l];
+            let inv = 1.0 / xl;
+            let t = s[l] * inv * inv * inv;
+            let f = t - c2[l] * xl - c1[l];
+            let t1 = 3.0 * t * inv;
+            let dl = -c2[l] - t1;
+            let dd = 4.0 * t1 * inv; // phi''
+            let xn = fmax(
+                fmax(xl - 2.0 * f * dl / (2.0 * dl * dl - f * dd), lin[l]),
+                0.25 * xl,
+            );
+            step[l] = (xn - xl).abs();
+            d[l] = dl;
+            x[l] = xn;
+        }
+    }
+    let mut h = [0.0; LANES];
+    for l in 0..LANES {
+        h[l] = -1.0 / d[l];
+        ok[l] = ok[l] && step[l] <= 1e-7 * x[l];
+    }
+    (x, h, ok)
+}
+
+/// The general-kernel fallback of `cq_lanes`.
+#[inline(never)]
+pub fn cq_slow(s: f64, c2: f64, c1: f64, guess: f64) -> Root {
+    const K1: Alpha = Alpha { a: 1.0, kind: 1 };
+    solve(&K1, 0.0, s, c2, c1, 0.0, f64::INFINITY, guess)
+}
+
+/// Fast path of `solve` for alpha = 1 without the CQ term (`w > 0`, `s = 0`, `c2 > 0`): the
+/// cancellation-free closed form with `h = x / sqrt(c1^2 + 4 c2 w)` (= 1/(w/x^2 + c2)).
+#[inline(always)]
+pub fn log_root(w: f64, c2: f64, c1: f64, lo: f64, hi: f64) -> Root {
+    let disc = (c1 * c1 + 4.0 * c2 * w).sqrt();
+    let x = if c1 >= 0.0 {
+        2.0 * w / (c1 + disc)
+    } else {
+        (disc - c1) / (2.0 * c2)
+    };
+    let h = x / disc;
+    // branch-free clip to the box (h = 0 on an active bound)
+    let inside = x > lo && x < hi;
+    let xc = if x <= lo || hi <= lo {
+        lo
+    } else if x >= hi {
+        hi
+    } else {
+        x
+    };
+    Root {
+        x: xc,
+        h: if inside { h } else { 0.0 },
+    }
+}
+
 /// Rigorous bracket [xl, xu] with phi(xl) >= 0 >= phi(xu) (requires a root to exist).
 fn bounds(al: &Alpha, w: f64, s: f64, c2: f64, c1: f64) -> (f64, f64) {
     let a = al.a;
@@ -319,6 +423,71 @@ mod tests {
                             }
                             check(al, w, s, c2, c1);
                         }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn fast_paths_match_general_kernel() {
+        let k1 = Alpha::new(1.0);
+        let vals = [1e-8, 1e-3, 0.3, 1.0, 7.0, 1e3];
+        let c1s = [-1e3, -3.0, -1e-3, 0.0, 1e-3, 3.0, 1e3];
+        let mut cases = Vec::new();
+        for &s in &vals {
+            for &c2 in &vals {
+                for &c1 in &c1s {
+                    for &g in &[-1.0, 1e-6, 0.5, 2.0, 1e6] {
+                        cases.push((s, c2, c1, g));
+                    }
+                }
+            }
+        }
+        for ch in cases.chunks(LANES) {
+            let mut a = [[1.0; LANES], [1.0; LANES], [0.0; LANES], [1.0; LANES]];
+            for (l, c) in ch.iter().enumerate() {
+                a[0][l] = c.0;
+                a[1][l] = c.1;
+                a[2][l] = c.2;
+                a[3][l] = c.3;
+            }
+            let (x, h, ok) = cq_lanes(&a[0], &a[1], &a[2], &a[3]);
+            for (l, &(s, c2, c1, g)) in ch.iter().enumerate() {
+                let r = solve(&k1, 0.0, s, c2, c1, 0.0, f64::INFINITY, g);
+                let f = if ok[l] {
+                    Root { x: x[l], h: h[l] }
+                } else {
+                    cq_slow(s, c2, c1, g)
+                };
+                assert!(
+                    (f.x - r.x).abs() <= 1e-12 * r.x,
+                    "s={s} c2={c2} c1={c1} {} {}",
+                    f.x,
+                    r.x
+                );
+                assert!(
+                    (f.h - r.h).abs() <= 1e-6 * r.h,
+                    "s={s} c2={c2} c1={c1} {} {}",
+                    f.h,
+                    r.h
+                );
+            }
+        }
+        for &w in &vals {
+            for &c2 in &vals {
+                for &c1 in &c1s {
+                    for &(lo, hi) in &[(0.0, f64::INFINITY), (0.1, 2.0), (1.0, 1.0)] {
+                        let r = solve(&k1, w, 0.0, c2, c1, lo, hi, -1.0);
+                        let f = log_root(w, c2, c1, lo, hi);
+                        assert!(
+                            (f.x - r.x).abs() <= 1e-13 * r.x.max(1e-300),
+                            "{w} {c2} {c1}"
+                        );
+                        assert!(
+                            (f.h - r.h).abs() <= 1e-12 * r.h.max(1e-300),
+                            "{w} {c2} {c1}"
+                        );
                     }
                 }
             }
