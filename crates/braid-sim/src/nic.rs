@@ -1023,6 +1023,15 @@ impl Nic {
                 Reply::RnrNak { psn } => (PktKind::RnrNak, psn),
                 Reply::Cnp => (PktKind::Cnp, 0),
             };
+            // MP-RDMA replies travel on the VP of the data packet they answer (the ACK echoes
+            // it), so ACKs and NACKs are spread over the paths like the data: on the QP's own
+            // port, the failure of that one path would cut every ACK of the connection.
+            let mp = p.transport.kind == TransportKind::MpRdma;
+            let sport = match r {
+                Reply::Ack { sack: Some(_), echo_sport, .. } => echo_sport,
+                Reply::Nak { .. } if mp => pk.sport,
+                _ => sport,
+            };
             let id = self.send_ctrl(kind, pk.src, pk.src_qp, qpn, psn, sport, now, p, pool, eff);
             if let Reply::Ack { sack, echo_sport, ece, retx, .. } = r {
                 let a = pool.get_mut(id);

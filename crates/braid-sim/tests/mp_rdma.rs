@@ -380,3 +380,118 @@ fn ecn_marking_ratios_converge_across_paths() {
     assert!(b.gbps > 180.0, "all four paths full: {:.1} Gbps, pkts {:?}", b.gbps, b.pkts);
     assert_eq!(b.nacks, 0.0);
 }
+
+// ------------------------------------------------------------------ path failure (Fig. 11b)
+
+/// §5.1.1 / Fig. 11(b) path failure and recovery: h0 — tor0 — spine0..3 — tor1 — h1, hosts on 40G,
+/// each path 10G (as in the paper); one connection h0 → h1. The tor0–spine_k link (k = 1, 2, 3) goes
+/// down at k × `phase` and comes back at (3 + k) × `phase`: the paper's ~60 s steps (down at
+/// 60/120/180 s, up at 250/310/370 s) become `phase` (10 ms). A down link drops silently in both
+/// directions (ACKs too; ACKs return on the echoed VP, hashed independently of the data's path).
+fn path_failure(seed: u64, phase_us: u64) -> Value {
+    let mut links = vec![json!({"a": "h0", "b": "tor0", "rate": "40Gbps", "delay": "1us"}),
+                         json!({"a": "h1", "b": "tor1", "rate": "40Gbps", "delay": "1us"})];
+    for s in 0..4 {
+        links.push(json!({"a": "tor0", "b": format!("spine{s}"), "rate": "10Gbps", "delay": "1us"}));
+        links.push(json!({"a": format!("spine{s}"), "b": "tor1", "rate": "10Gbps", "delay": "1us"}));
+    }
+    let events: Vec<Value> = (1..=3u64)
+        .map(|k| json!({"a": "tor0", "b": format!("spine{k}"), "down": format!("{}us", k * phase_us), "up": format!("{}us", (3 + k) * phase_us)}))
+        .collect();
+    json!({
+        "seed": seed,
+        "duration": format!("{}us", 8 * phase_us),
+        "topology": {"kind": "edges", "nodes": ["h0", "h1", "tor0", "tor1", "spine0", "spine1", "spine2", "spine3"],
+                      "switches": ["tor0", "tor1", "spine0", "spine1", "spine2", "spine3"], "links": links},
+        "transport": {"kind": "mp-rdma"},
+        "switch": {"ecn": {"kmin": "20KB", "kmax": "20KB", "pmax": 1.0}},
+        "link_events": events,
+        "traffic": flows(&[(0, 1, "10GB")]),
+        "measure": {"interval": "100us", "messages": false},
+    })
+}
+
+/// Per-slot packets on tor0 → spine0..3 and goodput (Gbps), slots of `slot_us`.
+fn run_failure(seed: u64, phase_us: u64, slot_us: u64) -> (Vec<[u64; 4]>, Vec<f64>, BTreeMap<&'static str, f64>) {
+    let s = path_failure(seed, phase_us);
+    let mut sim = build(&s);
+    let tor0 = sim.world().nodes.iter().position(|n| n.name == "tor0").unwrap();
+    let ports: Vec<usize> = (0..4)
+        .map(|k| {
+            let sp = sim.world().nodes.iter().position(|n| n.name == format!("spine{k}")).unwrap() as u32;
+            sim.world().nodes[tor0].ports.iter().position(|p| p.peer_node == sp).unwrap()
+        })
+        .collect();
+    let end = 8 * phase_us;
+    let mut prev = [0u64; 4];
+    let mut slots = vec![];
+    let mut t = 0;
+    while t < end {
+        t += slot_us;
+        sim.advance(t * 1_000_000);
+        let mut cur = [0u64; 4];
+        for k in 0..4 {
+            cur[k] = sim.world().nodes[tor0].ports[ports[k]].tx_pkts;
+        }
+        slots.push([cur[0] - prev[0], cur[1] - prev[1], cur[2] - prev[2], cur[3] - prev[3]]);
+        prev = cur;
+    }
+    sim.run();
+    sim.verify_delivery().unwrap();
+    let r = sim.results();
+    let g: Vec<f64> = (0..end / slot_us).map(|i| mean_gbps(&r, 1, i * slot_us * 1_000_000, (i + 1) * slot_us * 1_000_000)[0]).collect();
+    (slots, g, senders(&sim)[0].clone())
+}
+
+#[test]
+#[ignore]
+fn explore_path_failure() {
+    let phase = 10_000;
+    let slot = 1000;
+    for seed in 1..=4 {
+        let (slots, g, c) = run_failure(seed, phase, slot);
+        if seed == 1 {
+            for (i, (s, g)) in slots.iter().zip(&g).enumerate() {
+                eprintln!("{:>5} us: pkts {:?} goodput {:.1}", (i as u64 + 1) * slot, s, g);
+            }
+            eprintln!("{c:?}");
+        }
+        let per = (phase / slot) as usize;
+        for ph in 0..8 {
+            let r = ph * per..(ph + 1) * per;
+            let gp = g[r.clone()].iter().sum::<f64>() / per as f64;
+            let late: Vec<u64> = (0..4).map(|k| slots[ph * per + per / 2..(ph + 1) * per].iter().map(|s| s[k]).sum()).collect();
+            // First slot (ms into the phase) at which each path carries > 50% of its rate.
+            let first: Vec<Option<usize>> = (0..4).map(|k| slots[r.clone()].iter().position(|s| s[k] > 590)).collect();
+            eprintln!("seed {seed} phase {ph}: goodput {gp:.1} Gbps, late-half pkts {late:?}, first >50% slot {first:?}, hole_timer {}", c["hole_timer"]);
+        }
+    }
+}
+
+/// Fig. 11(b) in milliseconds (10 ms per step instead of ~60 s): a failed path loses its load at
+/// once (no ACK comes back from it), the connection keeps going on the healthy paths, and restored
+/// paths are found again (probing, burst timer) and carry their full share.
+#[test]
+fn failed_paths_lose_their_load_and_restored_paths_are_used_again() {
+    let (phase, slot) = (10_000, 1000);
+    let (slots, g, c) = run_failure(2, phase, slot);
+    let per = (phase / slot) as usize;
+    let late = |ph: usize, k: usize| -> u64 { slots[ph * per + per / 2..(ph + 1) * per].iter().map(|s| s[k]).sum() };
+    let gp = |ph: usize| -> f64 { g[ph * per..(ph + 1) * per].iter().sum::<f64>() / per as f64 };
+    // A 10G path carries ~1177 packets per ms; the late half of a phase is 5 ms (~5885 packets).
+    eprintln!("{c:?}");
+    for ph in 0..8 {
+        eprintln!("phase {ph}: goodput {:.1}, late-half pkts {:?}", gp(ph), (0..4).map(|k| late(ph, k)).collect::<Vec<_>>());
+    }
+    assert!(gp(0) > 35.0, "all four paths used before the failures");
+    // spine1 down: no data on it after the first half of the phase (only random-VP tries), and
+    // the connection keeps most of the three healthy paths.
+    assert!(late(1, 1) < 200, "failed path still loaded: {}", late(1, 1));
+    assert!(gp(1) > 18.0, "one path down: {:.1} Gbps", gp(1));
+    // All four up again (spine3 back at 60 ms): spine1 and spine2 (back at 40 and 50 ms) carry
+    // their full share again.
+    for k in 1..=2 {
+        assert!(late(7, k) > 5000, "restored path {k} not used again: {}", late(7, k));
+    }
+    assert!(gp(7) > 28.0, "after restoration: {:.1} Gbps", gp(7));
+}

@@ -71,6 +71,8 @@ pub enum TimerKind {
     RateInc,
     /// MP-RDMA burst timer (sends the rest of a burst on random virtual paths).
     Burst,
+    /// MP-RDMA: the retransmitted hole may be lost with no ACK left to clock another try.
+    Hole,
 }
 
 /// What a transport wants done after a call.

@@ -68,6 +68,8 @@ pub struct MpStats {
     pub burst_timer_pkts: u64,
     pub window_reductions: u64,
     pub restarts: u64,
+    /// Hole retransmissions granted by the hole timer (no ACK left to clock them).
+    pub hole_timer: u64,
     /// Receiver: packets dropped beyond the bitmap, and the out-of-order degree seen.
     pub bitmap_drops: u64,
     pub max_ood: u32,
@@ -420,6 +422,17 @@ impl MpRdmaTransport {
                 }
                 fx.kick = true;
             }
+            TimerKind::Hole => {
+                // The hole `gen` is still the hole, its retransmission is stale and nothing is
+                // allowed to send: grant one packet on a random VP (plan() resends the hole).
+                let stale = matches!(self.hole_retx, Some((h, t)) if h == gen && ((now - t) as f64) >= self.srtt * 1.5);
+                if self.in_recovery && gen == self.snd_una && stale && self.credits.is_empty() {
+                    let vp = self.random_vp();
+                    self.credits.push_back(vp);
+                    self.stats.hole_timer += 1;
+                    fx.kick = true;
+                }
+            }
             TimerKind::Alpha | TimerKind::RateInc => {}
         }
     }
@@ -536,6 +549,10 @@ impl Transport for MpRdmaTransport {
 
         if pick != Pick::New && psn == self.snd_una {
             self.hole_retx = Some((psn, now));
+            // If this retransmission (or its ACK) is lost when the window is full of packets the
+            // receiver dropped beyond its bitmap, no ACK comes back to clock another try: check
+            // again after 1.5 srtt (a failed path otherwise stalls the flow until RTO).
+            fx.timers.push((now + (self.srtt * 1.5).ceil() as Time + 1, TimerKind::Hole, psn));
         }
         match pick {
             Pick::New | Pick::Recovery | Pick::One => {}
@@ -682,6 +699,7 @@ impl Transport for MpRdmaTransport {
             ("burst_timer_pkts", s.burst_timer_pkts as f64),
             ("window_reductions", s.window_reductions as f64),
             ("restarts", s.restarts as f64),
+            ("hole_timer", s.hole_timer as f64),
             ("bitmap_drops", s.bitmap_drops as f64),
             ("max_ood", s.max_ood as f64),
             ("vps_used", self.vps_used.len() as f64),

@@ -204,7 +204,7 @@ impl Transport for RcTransport {
                 self.snd_nxt = first_missing;
                 fx.kick = true;
             }
-            TimerKind::Burst => {}
+            TimerKind::Burst | TimerKind::Hole => {}
         }
     }
 
