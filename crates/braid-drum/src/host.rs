@@ -1,7 +1,7 @@
 //! Per-host kernels: one capacity-constrained separable subproblem per host.
 
-use crate::capacity::search;
-use crate::scalar::{cq_lanes, cq_slow, log_root, solve, Alpha, Root, LANES};
+use crate::capacity::{search, search2};
+use crate::scalar::{cq_lanes, cq_slow, log_root2, solve, Alpha, Root, LANES};
 
 /// Per-entry data of a host subproblem: (w, s, c2, c1 at zero price, lo, hi).
 pub type Ent = (f64, f64, f64, f64, f64, f64);
@@ -51,21 +51,29 @@ pub fn cap_solve_log(
 ) -> f64 {
     let len = x.len();
     let (w, c2v, base, lo, hi) = (&w[..len], &c2v[..len], &base[..len], &lo[..len], &hi[..len]);
-    search(cap, 0.0, warm, |p| {
+    search2(cap, 0.0, warm, |p| {
         let mut s = 0.0;
         let mut d = 0.0;
+        let mut dd = 0.0;
+        let mut exact = true;
         for j in 0..len {
             let c2 = c2s * c2v[j];
-            let r = if w[j] > 0.0 && c2 > 0.0 {
-                log_root(w[j], c2, base[j] + p, lo[j], hi[j])
+            let (r, c) = if w[j] > 0.0 && c2 > 0.0 {
+                log_root2(w[j], c2, base[j] + p, lo[j], hi[j])
             } else {
-                solve(al, w[j], 0.0, c2, base[j] + p, lo[j], hi[j], x[j])
+                exact = false;
+                (
+                    solve(al, w[j], 0.0, c2, base[j] + p, lo[j], hi[j], x[j]),
+                    0.0,
+                )
             };
             x[j] = r.x;
             s += r.x;
             d += r.h;
+            dd += c;
         }
-        (s, d)
+        // the curvature is only known when every entry took the closed form
+        (s, d, if exact { dd } else { 0.0 })
     })
 }
 

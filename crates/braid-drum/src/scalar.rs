@@ -302,13 +302,20 @@ pub fn cq_slow(s: f64, c2: f64, c1: f64, guess: f64) -> Root {
 /// cancellation-free closed form with `h = x / sqrt(c1^2 + 4 c2 w)` (= 1/(w/x^2 + c2)).
 #[inline(always)]
 pub fn log_root(w: f64, c2: f64, c1: f64, lo: f64, hi: f64) -> Root {
+    log_root2(w, c2, c1, lo, hi).0
+}
+
+/// `log_root` and the curvature `d2x/dc1^2 = 2w / disc^3` (`disc + c1 = 2w/x`), 0 on a bound.
+#[inline(always)]
+pub fn log_root2(w: f64, c2: f64, c1: f64, lo: f64, hi: f64) -> (Root, f64) {
     let disc = (c1 * c1 + 4.0 * c2 * w).sqrt();
     let x = if c1 >= 0.0 {
         2.0 * w / (c1 + disc)
     } else {
         (disc - c1) / (2.0 * c2)
     };
-    let h = x / disc;
+    let inv = 1.0 / disc;
+    let h = x * inv;
     // branch-free clip to the box (h = 0 on an active bound)
     let inside = x > lo && x < hi;
     let xc = if x <= lo || hi <= lo {
@@ -318,10 +325,17 @@ pub fn log_root(w: f64, c2: f64, c1: f64, lo: f64, hi: f64) -> Root {
     } else {
         x
     };
-    Root {
-        x: xc,
-        h: if inside { h } else { 0.0 },
-    }
+    (
+        Root {
+            x: xc,
+            h: if inside { h } else { 0.0 },
+        },
+        if inside {
+            2.0 * w * inv * inv * inv
+        } else {
+            0.0
+        },
+    )
 }
 
 /// Rigorous bracket [xl, xu] with phi(xl) >= 0 >= phi(xu) (requires a root to exist).
