@@ -412,8 +412,9 @@ fn path_failure(seed: u64, phase_us: u64) -> Value {
 }
 
 /// Per-slot packets on tor0 → spine0..3 and goodput (Gbps), slots of `slot_us`.
-fn run_failure(seed: u64, phase_us: u64, slot_us: u64) -> (Vec<[u64; 4]>, Vec<f64>, BTreeMap<&'static str, f64>) {
-    let s = path_failure(seed, phase_us);
+fn run_failure(seed: u64, phase_us: u64, slot_us: u64, tweak: &dyn Fn(&mut Value)) -> (Vec<[u64; 4]>, Vec<f64>, BTreeMap<&'static str, f64>) {
+    let mut s = path_failure(seed, phase_us);
+    tweak(&mut s);
     let mut sim = build(&s);
     let tor0 = sim.world().nodes.iter().position(|n| n.name == "tor0").unwrap();
     let ports: Vec<usize> = (0..4)
@@ -446,10 +447,24 @@ fn run_failure(seed: u64, phase_us: u64, slot_us: u64) -> (Vec<[u64; 4]>, Vec<f6
 #[test]
 #[ignore]
 fn explore_path_failure() {
+    // Exploration knobs (docs/mp-rdma.md, path failure): ACKS_ON_SPINE0=1 returns every ACK over
+    // spine0 (never fails), isolating the data paths; RTO=<time> sets nic.rto; MAX_PER_ACK=<n>
+    // loosens burst control (fewer burst-timer packets on random VPs).
+    let tweak = |s: &mut Value| {
+        if std::env::var("ACKS_ON_SPINE0").is_ok() {
+            s["routes"] = json!([{"node": "tor1", "dst": [0], "next_hops": ["spine0"]}]);
+        }
+        if let Ok(r) = std::env::var("RTO") {
+            s["nic"] = json!({"rto": r});
+        }
+        if let Ok(m) = std::env::var("MAX_PER_ACK") {
+            s["transport"]["mp_rdma"] = json!({"max_per_ack": m.parse::<u32>().unwrap()});
+        }
+    };
     let phase = 10_000;
     let slot = 1000;
     for seed in 1..=4 {
-        let (slots, g, c) = run_failure(seed, phase, slot);
+        let (slots, g, c) = run_failure(seed, phase, slot, &tweak);
         if seed == 1 {
             for (i, (s, g)) in slots.iter().zip(&g).enumerate() {
                 eprintln!("{:>5} us: pkts {:?} goodput {:.1}", (i as u64 + 1) * slot, s, g);
@@ -463,7 +478,7 @@ fn explore_path_failure() {
             let late: Vec<u64> = (0..4).map(|k| slots[ph * per + per / 2..(ph + 1) * per].iter().map(|s| s[k]).sum()).collect();
             // First slot (ms into the phase) at which each path carries > 50% of its rate.
             let first: Vec<Option<usize>> = (0..4).map(|k| slots[r.clone()].iter().position(|s| s[k] > 590)).collect();
-            eprintln!("seed {seed} phase {ph}: goodput {gp:.1} Gbps, late-half pkts {late:?}, first >50% slot {first:?}, hole_timer {}", c["hole_timer"]);
+            eprintln!("seed {seed} phase {ph}: goodput {gp:.1} Gbps, late-half pkts {late:?}, first >50% slot {first:?}, hole_timer {} burst {} probes {} recoveries {}", c["hole_timer"], c["burst_timer_pkts"], c["probes"], c["recoveries"]);
         }
     }
 }
@@ -474,7 +489,7 @@ fn explore_path_failure() {
 #[test]
 fn failed_paths_lose_their_load_and_restored_paths_are_used_again() {
     let (phase, slot) = (10_000, 1000);
-    let (slots, g, c) = run_failure(2, phase, slot);
+    let (slots, g, c) = run_failure(2, phase, slot, &|_| {});
     let per = (phase / slot) as usize;
     let late = |ph: usize, k: usize| -> u64 { slots[ph * per + per / 2..(ph + 1) * per].iter().map(|s| s[k]).sum() };
     let gp = |ph: usize| -> f64 { g[ph * per..(ph + 1) * per].iter().sum::<f64>() / per as f64 };
@@ -494,4 +509,20 @@ fn failed_paths_lose_their_load_and_restored_paths_are_used_again() {
         assert!(late(7, k) > 5000, "restored path {k} not used again: {}", late(7, k));
     }
     assert!(gp(7) > 28.0, "after restoration: {:.1} Gbps", gp(7));
+}
+
+#[test]
+#[ignore]
+fn explore_path_failure_state() {
+    let seed = std::env::var("SEED").map(|s| s.parse().unwrap()).unwrap_or(1);
+    let mut sim = build(&path_failure(seed, 10_000));
+    let mut t = 30_000u64;
+    while t <= 36_000 {
+        sim.advance(t * 1_000_000);
+        let c = senders(&sim)[0].clone();
+        let k = ["cwnd", "inflate", "snd_una", "snd_nxt", "recovery", "in_recovery", "snd_retx", "credits", "nacks", "recoveries", "retx", "early_retx", "hole_timer", "burst_timer_pkts", "acks", "ecn_acks", "ooo_pruned", "window_reductions", "restarts", "srtt_us"];
+        let v: Vec<String> = k.iter().map(|k| format!("{k}={:.1}", c[k])).collect();
+        eprintln!("{t}: {} to={}", v.join(" "), sim.world().hosts[0].nic.stats.timeouts);
+        t += 500;
+    }
 }
