@@ -849,6 +849,39 @@ mod tests {
     }
 
     #[test]
+    fn a_lost_hole_retransmission_is_resent_by_the_hole_timer() {
+        let mut m = t(MpRdmaConfig { iw: Some(8), probe_p: 0.0, ..Default::default() });
+        let mut next = 0;
+        drain(&mut m, 0, &mut next);
+        let mut fx = TxFx::default();
+        m.on_feedback(5 * US, Feedback::Nak { expected: 2 }, &mut fx);
+        // The NACK clocks the hole; its send arms the hole timer.
+        let Plan::Send { psn, .. } = m.plan(5 * US, next, true) else { panic!("the hole goes first") };
+        assert_eq!(psn, 2);
+        let mut fx = TxFx::default();
+        m.on_sent(5 * US, psn, 1, 1058, true, &mut fx);
+        let (at, kind, gen) = fx.timers.iter().copied().find(|x| x.1 == TimerKind::Hole).expect("hole timer armed");
+        assert_eq!((kind, gen), (TimerKind::Hole, 2));
+        assert!(m.credits() == 0 && matches!(m.plan(5 * US, next, true), Plan::Blocked), "nothing else may go");
+        // Neither the retransmission nor its ACK came back: the timer grants one packet, the hole.
+        let mut fx = TxFx::default();
+        m.on_timer(at, TimerKind::Hole, gen, 0, &mut fx);
+        assert!(fx.kick && m.credits() == 1);
+        assert!(matches!(m.plan(at, next, true), Plan::Send { psn: 2, .. }));
+        // Once the hole is filled a late timer does nothing.
+        let mut m2 = t(MpRdmaConfig { iw: Some(8), probe_p: 0.0, ..Default::default() });
+        let mut next2 = 0;
+        let sent = drain(&mut m2, 0, &mut next2);
+        m2.on_feedback(5 * US, Feedback::Nak { expected: 2 }, &mut TxFx::default());
+        drain(&mut m2, 5 * US, &mut next2);
+        ack(&mut m2, 6 * US, 8, 2, sent[2].1, false);
+        let before = m2.credits();
+        let mut fx = TxFx::default();
+        m2.on_timer(at, TimerKind::Hole, 2, 0, &mut fx);
+        assert_eq!(m2.credits(), before);
+    }
+
+    #[test]
     fn burst_control_sends_at_most_two_per_ack_and_the_rest_on_the_timer() {
         let mut m = t(MpRdmaConfig { iw: Some(8), probe_p: 0.0, ..Default::default() });
         let mut next = 0;
