@@ -52,29 +52,72 @@ pub fn cap_solve_log(
     let len = x.len();
     let (w, c2v, base, lo, hi) = (&w[..len], &c2v[..len], &base[..len], &lo[..len], &hi[..len]);
     search2(cap, 0.0, warm, |p| {
-        let mut s = 0.0;
-        let mut d = 0.0;
-        let mut dd = 0.0;
-        let mut exact = true;
-        for j in 0..len {
-            let c2 = c2s * c2v[j];
-            let (r, c) = if w[j] > 0.0 && c2 > 0.0 {
-                log_root2(w[j], c2, base[j] + p, lo[j], hi[j])
-            } else {
-                exact = false;
-                (
-                    solve(al, w[j], 0.0, c2, base[j] + p, lo[j], hi[j], x[j]),
-                    0.0,
-                )
-            };
-            x[j] = r.x;
-            s += r.x;
-            d += r.h;
-            dd += c;
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::is_x86_feature_detected!("avx2") {
+                // SAFETY: the feature was detected at run time
+                return unsafe { log_pass_avx2(al, w, c2s, c2v, base, lo, hi, p, x) };
+            }
         }
-        // the curvature is only known when every entry took the closed form
-        (s, d, if exact { dd } else { 0.0 })
+        log_pass(al, w, c2s, c2v, base, lo, hi, p, x)
     })
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn log_pass_avx2(
+    al: &Alpha,
+    w: &[f64],
+    c2s: f64,
+    c2v: &[f64],
+    base: &[f64],
+    lo: &[f64],
+    hi: &[f64],
+    p: f64,
+    x: &mut [f64],
+) -> (f64, f64, f64) {
+    log_pass(al, w, c2s, c2v, base, lo, hi, p, x)
+}
+
+/// One evaluation of the usage at price p: (sum x, sum h, sum d2x/dp2 or 0 if unknown).
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn log_pass(
+    al: &Alpha,
+    w: &[f64],
+    c2s: f64,
+    c2v: &[f64],
+    base: &[f64],
+    lo: &[f64],
+    hi: &[f64],
+    p: f64,
+    x: &mut [f64],
+) -> (f64, f64, f64) {
+    let len = x.len();
+    let (w, c2v, base, lo, hi) = (&w[..len], &c2v[..len], &base[..len], &lo[..len], &hi[..len]);
+    let mut s = 0.0;
+    let mut d = 0.0;
+    let mut dd = 0.0;
+    let mut exact = true;
+    for j in 0..len {
+        let c2 = c2s * c2v[j];
+        let (r, c) = if w[j] > 0.0 && c2 > 0.0 {
+            log_root2(w[j], c2, base[j] + p, lo[j], hi[j])
+        } else {
+            exact = false;
+            (
+                solve(al, w[j], 0.0, c2, base[j] + p, lo[j], hi[j], x[j]),
+                0.0,
+            )
+        };
+        x[j] = r.x;
+        s += r.x;
+        d += r.h;
+        dd += c;
+    }
+    // the curvature is only known when every entry took the closed form
+    (s, d, if exact { dd } else { 0.0 })
 }
 
 /// `cap_solve` for the CQ subproblem (`w = 0`, no box): `ent(j) = (s, c2, c1 at zero price)`.
@@ -86,37 +129,76 @@ pub fn cap_solve_cq<E: Fn(usize) -> (f64, f64, f64)>(
     warm: f64,
     x: &mut [f64],
 ) -> f64 {
-    search(cap, 0.0, warm, |p| {
-        let mut s = 0.0;
-        let mut d = 0.0;
-        let mut j0 = 0;
-        while j0 < len {
-            let nl = (len - j0).min(LANES);
-            // padding lanes get harmless data (s = c2 = guess = 1, c1 = 0)
-            let (mut ss, mut c2, mut c1, mut g) =
-                ([1.0; LANES], [1.0; LANES], [0.0; LANES], [1.0; LANES]);
-            for l in 0..nl {
-                let e = ent(j0 + l);
-                ss[l] = e.0;
-                c2[l] = e.1;
-                c1[l] = e.2 + p;
-                g[l] = x[j0 + l];
-            }
-            let (xr, hr, ok) = cq_lanes(&ss, &c2, &c1, &g);
-            for l in 0..nl {
-                let r = if ok[l] {
-                    Root { x: xr[l], h: hr[l] }
-                } else {
-                    cq_slow(ss[l], c2[l], c1[l], if xr[l] > 0.0 { xr[l] } else { g[l] })
-                };
-                x[j0 + l] = r.x;
-                s += r.x;
-                d += r.h;
-            }
-            j0 += LANES;
+    search(cap, 0.0, warm, |p| cq_pass_dispatch(len, &ent, p, x))
+}
+
+/// One evaluation of the CQ usage at price p: (sum x, sum h). With AVX2 available at run time
+/// the same code is compiled for it (4-wide lanes; no FMA contraction, so results are
+/// bit-identical to the baseline build).
+#[inline(always)]
+fn cq_pass_dispatch<E: Fn(usize) -> (f64, f64, f64)>(
+    len: usize,
+    ent: &E,
+    p: f64,
+    x: &mut [f64],
+) -> (f64, f64) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::is_x86_feature_detected!("avx2") {
+            // SAFETY: the feature was detected at run time
+            return unsafe { cq_pass_avx2(len, ent, p, x) };
         }
-        (s, d)
-    })
+    }
+    cq_pass(len, ent, p, x)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn cq_pass_avx2<E: Fn(usize) -> (f64, f64, f64)>(
+    len: usize,
+    ent: &E,
+    p: f64,
+    x: &mut [f64],
+) -> (f64, f64) {
+    cq_pass(len, ent, p, x)
+}
+
+#[inline(always)]
+fn cq_pass<E: Fn(usize) -> (f64, f64, f64)>(
+    len: usize,
+    ent: &E,
+    p: f64,
+    x: &mut [f64],
+) -> (f64, f64) {
+    let mut s = 0.0;
+    let mut d = 0.0;
+    let mut j0 = 0;
+    while j0 < len {
+        let nl = (len - j0).min(LANES);
+        // padding lanes get harmless data (s = c2 = guess = 1, c1 = 0)
+        let (mut ss, mut c2, mut c1, mut g) =
+            ([1.0; LANES], [1.0; LANES], [0.0; LANES], [1.0; LANES]);
+        for l in 0..nl {
+            let e = ent(j0 + l);
+            ss[l] = e.0;
+            c2[l] = e.1;
+            c1[l] = e.2 + p;
+            g[l] = x[j0 + l];
+        }
+        let (xr, hr, ok) = cq_lanes(&ss, &c2, &c1, &g);
+        for l in 0..nl {
+            let r = if ok[l] {
+                Root { x: xr[l], h: hr[l] }
+            } else {
+                cq_slow(ss[l], c2[l], c1[l], if xr[l] > 0.0 { xr[l] } else { g[l] })
+            };
+            x[j0 + l] = r.x;
+            s += r.x;
+            d += r.h;
+        }
+        j0 += LANES;
+    }
+    (s, d)
 }
 
 fn soc_norm(r: &[f64], x: &[f64]) -> f64 {

@@ -295,6 +295,31 @@ pub fn cq_lanes(
 #[inline(never)]
 pub fn cq_slow(s: f64, c2: f64, c1: f64, guess: f64) -> Root {
     const K1: Alpha = Alpha { a: 1.0, kind: 1 };
+    if s > 0.0 && c2 > 0.0 && guess > 0.0 && guess < f64::INFINITY {
+        // more of the same safeguarded Halley steps, then the general kernel
+        let lin = -c1 / c2;
+        let mut x = fmax(guess, lin);
+        for _ in 0..30 {
+            let inv = 1.0 / x;
+            let t = s * inv * inv * inv;
+            let f = t - c2 * x - c1;
+            let t1 = 3.0 * t * inv;
+            let d = -c2 - t1;
+            let dd = 4.0 * t1 * inv;
+            let xn = fmax(
+                fmax(x - 2.0 * f * d / (2.0 * d * d - f * dd), lin),
+                0.25 * x,
+            );
+            let step = (xn - x).abs();
+            x = xn;
+            if !(x > 0.0 && x < f64::INFINITY) {
+                break;
+            }
+            if step <= 1e-7 * x {
+                return Root { x, h: -1.0 / d };
+            }
+        }
+    }
     solve(&K1, 0.0, s, c2, c1, 0.0, f64::INFINITY, guess)
 }
 
