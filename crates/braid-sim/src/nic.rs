@@ -1026,9 +1026,10 @@ impl Nic {
             // MP-RDMA replies travel on the VP of the data packet they answer (the ACK echoes
             // it), so ACKs and NACKs are spread over the paths like the data: on the QP's own
             // port, the failure of that one path would cut every ACK of the connection.
+            // RoCEv2 RC replies keep the responder QP's own source port, as real NICs do.
             let mp = p.transport.kind == TransportKind::MpRdma;
             let sport = match r {
-                Reply::Ack { sack: Some(_), echo_sport, .. } => echo_sport,
+                Reply::Ack { sack: Some(_), echo_sport, .. } if mp => echo_sport,
                 Reply::Nak { .. } if mp => pk.sport,
                 _ => sport,
             };
