@@ -289,6 +289,11 @@ impl Admm {
                     let mut base = vec![0.0; m];
                     for j in 0..m {
                         let k = k0 + j;
+                        if lay.diag {
+                            // one-sided: pair k = entry k = row k
+                            base[j] = rho * (rs[k] * lay.pair_coef[k] * (v[k] - y[k]));
+                            continue;
+                        }
                         let mut b = 0.0;
                         for q in lay.send_ptr[k] as usize..lay.send_ptr[k + 1] as usize {
                             let row = lay.pair_row[q] as usize;
@@ -323,6 +328,15 @@ impl Admm {
                 // h for the pairs of this host (disjoint ranges per host)
                 let q0 = lay.send_ptr[k0] as usize;
                 let q1 = lay.send_ptr[k0 + m] as usize;
+                if lay.diag {
+                    for j in 0..m {
+                        let k = k0 + j;
+                        let hv = relax * lay.pair_coef[k] * xs[j] + (1.0 - relax) * y[k];
+                        // SAFETY: pair ranges of different hosts are disjoint
+                        unsafe { *h_ptr.get().add(k) = hv };
+                    }
+                    return;
+                }
                 for j in 0..m {
                     let k = k0 + j;
                     for q in lay.send_ptr[k] as usize..lay.send_ptr[k + 1] as usize {
@@ -382,9 +396,11 @@ impl Admm {
             .for_each(|(ii, (((zs, vs), ds), mu))| {
                 let i = h0 + ii;
                 let k0 = i * m;
+                // one-sided: every row has one pair (and row_ptr need not be read)
+                let diag = lay.diag;
                 let ent = |j: usize| {
                     let r = k0 + j;
-                    let ne = lay.row_len(r) as f64;
+                    let ne = if diag { 1.0 } else { lay.row_len(r) as f64 };
                     let c2 = rho * rs[r] / ne;
                     let t = hsum[r] + ne * vs[j];
                     (2.0 * sc.beta[r], c2, -c2 * t)
@@ -392,7 +408,7 @@ impl Admm {
                 *mu = cap_solve_cq(m, ent, sc.c[i], *mu, zs);
                 for j in 0..m {
                     let r = k0 + j;
-                    let ne = lay.row_len(r) as f64;
+                    let ne = if diag { 1.0 } else { lay.row_len(r) as f64 };
                     let d = (hsum[r] - zs[j]) / ne;
                     vs[j] += d;
                     ds[j] = d;
