@@ -438,6 +438,56 @@ impl Admm {
             });
     }
 
+    /// One-sided (`lay.diag`) z-, dual- and y-updates fused into one pass per host, reading h in
+    /// place of the row sums (one pair per row). Same arithmetic as `gather_rows`, `z_step`,
+    /// `y_step` (the residual sums are added in another order); leaves `hsum` and `dv` stale,
+    /// so it is only used by `run`.
+    pub fn zy_step_diag(&mut self) -> Sums {
+        let (m, rho) = (self.p.m, self.rho);
+        let nn = self.p.entries();
+        let sc = &self.sc;
+        let lay = &*self.lay;
+        debug_assert!(lay.diag && lay.rows == nn);
+        let h = &self.h;
+        let x = &self.x;
+        let rs = &self.rs;
+        let coef = &lay.pair_coef;
+        host_chunks(&mut self.z[..nn], m)
+            .zip(host_chunks(&mut self.v[..nn], m))
+            .zip(host_chunks(&mut self.y[..nn], m))
+            .zip(self.mu.par_iter_mut())
+            .enumerate()
+            .map(|(i, (((zs, vs), ys), mu))| {
+                let k0 = i * m;
+                let ent = |j: usize| {
+                    let r = k0 + j;
+                    let c2 = rho * rs[r];
+                    let t = h[r] + vs[j];
+                    (2.0 * sc.beta[r], c2, -c2 * t)
+                };
+                *mu = cap_solve_cq(m, ent, sc.c[i], *mu, zs);
+                let mut s = Sums::default();
+                for j in 0..m {
+                    let k = k0 + j;
+                    let d = h[k] - zs[j];
+                    vs[j] += d;
+                    let p = coef[k];
+                    let ynew = h[k] - d;
+                    let px = p * x[k];
+                    s.r2 += (px - ynew) * (px - ynew);
+                    let dual = rs[k] * p * (ynew - ys[j]);
+                    let atv = rs[k] * p * vs[j];
+                    s.ax2 += px * px;
+                    s.y2 += ynew * ynew;
+                    ys[j] = ynew;
+                    s.s2 += rho * rho * dual * dual;
+                    s.atv2 += rho * rho * atv * atv;
+                }
+                s
+            })
+            .reduce(Sums::default, Sums::add)
+    }
+
     /// y-update and residual sums.
     pub fn y_step(&mut self) -> Sums {
         let n = self.p.n;
@@ -565,9 +615,13 @@ impl Admm {
                 trace.lost.push(lost.iter().filter(|&&l| l).count() as u32);
             }
             self.x_step(&lost);
-            self.gather_rows();
-            self.z_step();
-            let s = self.y_step();
+            let s = if self.lay.diag {
+                self.zy_step_diag()
+            } else {
+                self.gather_rows();
+                self.z_step();
+                self.y_step()
+            };
             let (r, d, ep, ed) = self.tolerances(&s);
             trace.r_pri.push(r);
             trace.r_dual.push(d);
