@@ -69,7 +69,7 @@ def one_flow_dir(tmp_path: Path) -> Path:
 
 def test_registry_lists_the_mp_rdma_experiments_and_their_files_validate():
     reg = registry()
-    for id in ("mp-rdma/testbed-permutation", "mp-rdma/lossy-paths", "mp-rdma/ecn-balance", "mp-rdma/path-failure"):
+    for id in ("mp-rdma/testbed-permutation", "mp-rdma/lossy-paths", "mp-rdma/ecn-balance", "mp-rdma/path-failure", "drum/admm-convergence"):
         assert id in reg
     folder = experiments_dir()
     from braid.api import build
@@ -82,7 +82,8 @@ def test_registry_lists_the_mp_rdma_experiments_and_their_files_validate():
             assert runs, e.id
             for r in runs:
                 # Every run's scenario exists and its overrides are valid (built, not run).
-                build(folder / r.scenario, r.seed, list(r.overrides))
+                if r.scenario is not None:
+                    build(folder / r.scenario, r.seed, list(r.overrides))
 
 
 def test_goodput_metric_matches_line_rate_minus_headers(one_flow_dir):

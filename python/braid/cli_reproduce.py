@@ -85,7 +85,7 @@ def reproduce(ids: tuple, list_only: bool, full: bool, include_slow: bool, jobs:
         for k, n in enumerate(notes, 1):
             c.print(f"  [dim]({k}) {n}[/dim]")
         where = f"; discussed in {e.doc}" if e.doc else ""
-        c.print(f"  [dim]{o.runs} runs, {o.wall_s:.1f} s of simulation{where}[/dim]\n")
+        c.print(f"  [dim]{o.runs} runs, {o.wall_s:.1f} s of compute{where}[/dim]\n")
     c.print(f"{total - bad} of {total} quantities reproduce the paper's shape")
     if skipped:
         c.print(f"[dim]not run (slow; name them or use --all): {', '.join(skipped)}[/dim]")

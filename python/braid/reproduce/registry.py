@@ -16,22 +16,25 @@ from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 # The modules that define experiments (imported on first use of the registry).
-MODULES = ("braid.reproduce.mp_rdma",)
+MODULES = ("braid.reproduce.mp_rdma", "braid.reproduce.drum")
 
 
 @dataclass(frozen=True)
 class Run:
-    """One simulation of an experiment's sweep.
+    """One run of an experiment's sweep: a simulation, or a computation that is not one.
 
-    ``measure`` must be a module-level function (runs execute in worker processes, and the
-    function travels there by name); it takes a :class:`braid.api.RunResult` and returns a dict of
-    plain numbers or lists of numbers."""
+    A simulation names a scenario file of the experiments folder, its overrides and seed, and
+    ``measure``, which takes the :class:`braid.api.RunResult` and returns a dict of plain numbers
+    or lists of numbers. A computation (``scenario=None``, e.g. a solver run) calls
+    ``measure(seed, *args)`` instead. Either way ``measure`` must be a module-level function:
+    runs execute in worker processes, and the function travels there by name."""
 
     label: str
-    scenario: str
+    scenario: Optional[str]
     seed: int
     measure: Callable[..., dict]
     overrides: Tuple[str, ...] = ()
+    args: Tuple = ()
 
 
 @dataclass

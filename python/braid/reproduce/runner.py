@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import multiprocessing
+import time
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,7 +33,13 @@ def experiments_dir() -> Path:
 
 
 def _run_one(run: Run, folder: str) -> dict:
-    """Worker: one simulation, measured where it ran."""
+    """Worker: one simulation (or computation), measured where it ran."""
+    if run.scenario is None:
+        t = time.perf_counter()
+        m = dict(run.measure(run.seed, *run.args))
+        m["_wall_s"] = time.perf_counter() - t
+        m["_seed"] = run.seed
+        return m
     from ..api import run as simulate
 
     res = simulate(Path(folder) / run.scenario, seed=run.seed, overrides=list(run.overrides))
@@ -64,7 +71,7 @@ def execute(
     plan = [(e, e.runs(full)) for e in experiments]
     for e, runs in plan:
         for r in runs:
-            if not (folder / r.scenario).is_file():
+            if r.scenario is not None and not (folder / r.scenario).is_file():
                 raise BraidError(f"reproduce {e.id}", f"scenario file {folder / r.scenario} is missing")
     flat = [(i, j, r) for i, (_, runs) in enumerate(plan) for j, r in enumerate(runs)]
     results: Dict[tuple, dict] = {}
