@@ -1,0 +1,355 @@
+//! MP-RDMA (NSDI'18) per-host / per-tenant transports and the deep-dive experiments of §5.2.2–5.2.4
+//! and §3.5 (PFC, connection restart): `experiments/mp-rdma/{path-selection,fairness,incast,
+//! pfc-some-paths,pfc-all-paths}.toml`.
+
+mod common;
+use common::*;
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+
+// ------------------------------------------------------------------ bit-identical fingerprints
+
+/// A hash of everything a run measured except wall-clock statistics: identical scenarios and seeds
+/// must give identical fingerprints across code changes that claim not to alter behaviour.
+fn fingerprint(s: &Value) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let (_sim, r) = run(s);
+    let text = format!("{:?} {:?} {:?} {:?} {:?} {:?} {:?}", r.messages, r.flows, r.throughput, r.queues, r.counters, r.headline, r.stats.get("events"));
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    text.hash(&mut h);
+    h.finish()
+}
+
+fn fingerprint_scenarios() -> Vec<(&'static str, Value)> {
+    let two_tor = json!({"kind": "two-tor", "hosts_per_tor": 5, "paths": 4,
+                         "host_link": link("40Gbps", "1us"), "fabric_link": link("40Gbps", "1us")});
+    let ecn = json!({"ecn": {"kmin": "20KB", "kmax": "20KB", "pmax": 1.0}});
+    let perm = |kind: &str| {
+        json!({"seed": 3, "duration": "1ms", "topology": two_tor, "transport": {"kind": kind}, "switch": ecn,
+               "traffic": [{"pattern": "permutation", "size": "100MB", "cross": true}],
+               "measure": {"interval": "50us", "messages": false}})
+    };
+    // Several traffic tables and applications on shared hosts (sender/sink grouping, QP numbers,
+    // rendezvous order all matter).
+    let mixed = |kind: &str| {
+        json!({"seed": 5, "duration": "600us", "topology": two_tor, "transport": {"kind": kind}, "switch": ecn,
+               "traffic": [{"pattern": "incast", "senders": [0, 1, 2, 6], "receiver": 7, "size": "300KB"},
+                           {"pattern": "flows", "flows": [{"src": 0, "dst": 5, "size": "2MB"}, {"src": 7, "dst": 1, "size": "1MB", "start": "50us"}]},
+                           {"pattern": "permutation", "size": "200KB", "start": "100us"}],
+               "apps": [{"kind": "write_bw", "src": 3, "dst": 8, "size": "64KB", "duration": "400us"},
+                        {"kind": "send_bw", "src": 9, "dst": 4, "size": "16KB", "iterations": 40, "qps": 2},
+                        {"kind": "read_bw", "src": 2, "dst": 6, "size": "32KB", "iterations": 20}],
+               "measure": {"interval": "20us"}})
+    };
+    vec![("perm-dcqcn", perm("dcqcn")), ("perm-mp", perm("mp-rdma")), ("mixed-dcqcn", mixed("dcqcn")), ("mixed-mp", mixed("mp-rdma")), ("mixed-none", mixed("none"))]
+}
+
+/// Prints the fingerprints (run once on the code before a change, once after, and compare).
+#[test]
+#[ignore]
+fn print_fingerprints() {
+    for (name, s) in fingerprint_scenarios() {
+        println!("fingerprint {name} {:016x}", fingerprint(&s));
+    }
+}
+
+// ------------------------------------------------------------------ per-host / per-tenant transports
+
+fn two_tor_40g() -> Value {
+    json!({"kind": "two-tor", "hosts_per_tor": 5, "paths": 4, "host_link": link("40Gbps", "1us"), "fabric_link": link("40Gbps", "1us")})
+}
+
+/// What a QP runs, told from its behaviour: MP-RDMA accepts out of order; DCQCN is
+/// rate-controlled; `none` is neither.
+fn kind_of(q: &braid_sim::nic::Qp) -> &'static str {
+    if q.t.out_of_order() {
+        "mp-rdma"
+    } else if q.t.rate_bps().is_some() {
+        "dcqcn"
+    } else {
+        "none"
+    }
+}
+
+/// (sender kind, receiver kind) of every flow, by flow id.
+fn flow_kinds(sim: &braid_sim::Simulation) -> Vec<(&'static str, &'static str)> {
+    let w = sim.world();
+    sim.flows()
+        .iter()
+        .filter(|f| f.kind == "flow")
+        .map(|f| {
+            let (node, qpn) = f.src_qp.expect("sender QP");
+            let tx = kind_of(w.hosts[w.host_index[node as usize] as usize].nic.qp(qpn).unwrap());
+            // The receiving QP: the one on the destination host connected to this sender.
+            let rx = w.hosts[f.dst as usize].nic.qps().find(|q| (q.remote_host, q.remote_qpn) == (node, qpn)).map_or("?", kind_of);
+            (tx, rx)
+        })
+        .collect()
+}
+
+/// `transport.per_host` sets the transport of the connections a host initiates; the receiving
+/// QP runs the same one. Hosts 0 and 1 run DCQCN under a global MP-RDMA; a flow *into* host 0
+/// (from host 9) stays MP-RDMA.
+#[test]
+fn per_host_transport_applies_to_the_connections_a_host_initiates() {
+    let s = json!({
+        "duration": "2ms", "topology": two_tor_40g(),
+        "transport": {"kind": "mp-rdma", "per_host": {"0": {"kind": "dcqcn"}, "1": {"kind": "dcqcn"}}},
+        "switch": {"ecn": {"kmin": "20KB", "kmax": "20KB", "pmax": 1.0}},
+        "traffic": flows(&[(0, 5, "1MB"), (1, 6, "1MB"), (2, 7, "1MB"), (3, 8, "1MB"), (9, 0, "1MB")]),
+    });
+    let (sim, r) = run(&s);
+    assert!(ints(&r.flows, "fct_ps").iter().all(|&f| f > 0), "every flow finished");
+    let k = flow_kinds(&sim);
+    assert_eq!(k, vec![("dcqcn", "dcqcn"), ("dcqcn", "dcqcn"), ("mp-rdma", "mp-rdma"), ("mp-rdma", "mp-rdma"), ("mp-rdma", "mp-rdma")]);
+}
+
+/// A tenant's own `transport` (on `[[apps]]` and `[[traffic]]`) layers over its host's and the
+/// global one: here an SP-RDMA tenant (MP-RDMA with one VP), a line-rate tenant and a default
+/// DCQCN tenant share hosts.
+#[test]
+fn tenant_transport_overrides_layer_over_host_and_global() {
+    let s = json!({
+        // 30 ms: the DCQCN flow from host 0 is cut hard by the line-rate flow beside it and
+        // recovers at DCQCN's additive pace (it finishes after ~3.2 ms).
+        "duration": "30ms", "topology": two_tor_40g(),
+        "transport": {"kind": "dcqcn", "per_host": {"2": {"kind": "mp-rdma"}}},
+        "switch": {"ecn": {"kmin": "20KB", "kmax": "20KB", "pmax": 1.0}},
+        "traffic": [
+            {"pattern": "flows", "flows": [{"src": 0, "dst": 5, "size": "1MB"}], "transport": {"kind": "none"}},
+            {"pattern": "flows", "flows": [{"src": 0, "dst": 6, "size": "1MB"}]},
+            {"pattern": "flows", "flows": [{"src": 2, "dst": 7, "size": "1MB"}], "transport": {"mp_rdma": {"vp_min": 50000, "vp_max": 50000}}},
+            {"pattern": "flows", "flows": [{"src": 2, "dst": 8, "size": "1MB"}]},
+        ],
+        "apps": [{"kind": "write_bw", "src": 1, "dst": 9, "size": "64KB", "iterations": 20,
+                  "transport": {"kind": "mp-rdma", "mp_rdma": {"vp_min": 50001, "vp_max": 50002}}}],
+    });
+    let (sim, r) = run(&s);
+    eprintln!("fct {:?}", ints(&r.flows, "fct_ps"));
+    assert!(sim.flows().iter().all(|f| f.finish_ps.is_some()), "every flow and the application finished");
+    let k = flow_kinds(&sim);
+    assert_eq!(&k[..], &[("none", "none"), ("dcqcn", "dcqcn"), ("mp-rdma", "mp-rdma"), ("mp-rdma", "mp-rdma")]);
+    // The VP ranges: the SP-RDMA flow used one UDP source port, the default MP-RDMA flow many,
+    // the application's QP two.
+    let w = sim.world();
+    let vps = |host: usize| -> Vec<f64> {
+        let mut v: Vec<f64> = w.hosts[host].nic.qps().filter(|q| q.tx_bytes > 0).map(|q| q.t.counters().into_iter().find(|c| c.0 == "vps_used").map_or(-1.0, |c| c.1)).collect();
+        v.sort_by(f64::total_cmp);
+        v
+    };
+    let h2 = vps(2);
+    assert_eq!(h2[0], 1.0, "SP-RDMA tenant on one VP: {h2:?}");
+    assert!(h2[1] >= 8.0, "default MP-RDMA tenant on many VPs: {h2:?}");
+    assert_eq!(vps(1), vec![2.0], "application tenant on its two VPs");
+}
+
+/// Bad overrides are refused with the key path of the offending key.
+#[test]
+fn transport_override_errors_name_the_key_path() {
+    let base = json!({"duration": "1ms", "topology": two_tor_40g(), "traffic": flows(&[(0, 5, "1MB")]),
+                      "apps": [{"kind": "write_bw", "src": 1, "dst": 6, "size": "4KB"}]});
+    let cases: Vec<(Value, &str, &str)> = vec![
+        (json!({"transport": {"per_host": {"3": {"kind": "tcp"}}}}), "transport.per_host.3.kind", "unknown variant"),
+        (json!({"transport": {"per_host": {"x": {}}}}), "transport.per_host.x", "host indices"),
+        (json!({"transport": {"per_host": {"99": {}}}}), "transport.per_host.99", "does not exist"),
+        (json!({"transport": {"per_host": {"3": {"mp_rdma": {"delta": 100}}}}}), "transport.per_host.3.mp_rdma.delta", "bitmap"),
+        (json!({"transport": {"per_host": {"3": {"speed": 1}}}}), "transport.per_host.3.speed", "unknown field"),
+        (json!({"apps": [{"kind": "write_bw", "src": 1, "dst": 6, "size": "4KB", "transport": {"mp_rdma": {"bogus": 1}}}]}), "apps[0].transport.mp_rdma.bogus", "unknown field"),
+        (json!({"apps": [{"kind": "write_bw", "src": 1, "dst": 6, "size": "4KB", "transport": {"mp_rdma": {"bitmap": 0}}}]}), "apps[0].transport.mp_rdma.bitmap", "slots"),
+        (json!({"apps": [{"kind": "write_bw", "src": 1, "dst": 6, "size": "4KB", "transport": {"dcqcn": {"rate_ai": 5}}}]}), "apps[0].transport.dcqcn.rate_ai", "ambiguous"),
+        (json!({"traffic": [{"pattern": "flows", "flows": [], "transport": {"mp_rdma": {"vp_min": "x"}}}]}), "traffic[0].transport.mp_rdma.vp_min", "invalid type"),
+        (json!({"traffic": [{"transport": {"foo": 1}, "pattern": "flows", "flows": []}]}), "traffic[0].transport.foo", "unknown field"),
+        (json!({"traffic": [{"pattern": "incast", "senders": 2, "receiver": 0, "size": "1XB", "transport": {}}]}), "traffic[0].size", ""),
+        (json!({"traffic": [{"pattern": "flows", "flows": [], "transport": {}, "bogus": 1}]}), "traffic[0]", "unknown field `bogus`"),
+    ];
+    for (patch, path, msg) in cases {
+        let mut s = base.clone();
+        for (k, v) in patch.as_object().unwrap() {
+            s[k] = v.clone();
+        }
+        let e = match braid_sim::Simulation::from_json(&s.to_string(), std::path::Path::new("."), None) {
+            Err(e) => e,
+            Ok(_) => panic!("accepted: {patch}"),
+        };
+        assert_eq!(e.path, path, "{patch}: {e}");
+        assert!(e.message.contains(msg), "{patch}: {e}");
+    }
+    // The schema describes the new keys (editors complete them).
+    let schema = braid_sim::scenario_json_schema();
+    assert!(schema.contains("per_host") && schema.contains("TransportOverride"), "schema");
+    let v: Value = serde_json::from_str(&schema).unwrap();
+    let te = &v["$defs"]["TrafficEntry"];
+    assert!(te.to_string().contains("\"transport\""), "traffic entries list `transport`: {te}");
+}
+
+// ------------------------------------------------------------------ helpers
+
+fn node_id(sim: &braid_sim::Simulation, name: &str) -> usize {
+    sim.world().nodes.iter().position(|n| n.name == name).unwrap_or_else(|| panic!("no node {name}"))
+}
+
+/// The port of node `a` that faces node `b`.
+fn port_to(sim: &braid_sim::Simulation, a: &str, b: &str) -> (usize, usize) {
+    let (na, nb) = (node_id(sim, a), node_id(sim, b) as u32);
+    (na, sim.world().nodes[na].ports.iter().position(|p| p.peer_node == nb).unwrap_or_else(|| panic!("{a} has no port to {b}")))
+}
+
+fn port<'a>(sim: &'a braid_sim::Simulation, p: (usize, usize)) -> &'a braid_sim::net::Port {
+    &sim.world().nodes[p.0].ports[p.1]
+}
+
+/// Payload bytes a flow's sending QP has transmitted (retransmissions included).
+fn flow_tx_payload(sim: &braid_sim::Simulation, flow: usize) -> u64 {
+    let f = &sim.flows()[flow];
+    let (node, qpn) = f.src_qp.expect("sender QP");
+    let w = sim.world();
+    w.hosts[w.host_index[node as usize] as usize].nic.qp(qpn).map_or(0, |q| q.tx_bytes)
+}
+
+/// Transport counters of a flow's sending QP.
+fn flow_counters(sim: &braid_sim::Simulation, flow: usize) -> BTreeMap<&'static str, f64> {
+    let f = &sim.flows()[flow];
+    let (node, qpn) = f.src_qp.expect("sender QP");
+    let w = sim.world();
+    w.hosts[w.host_index[node as usize] as usize].nic.qp(qpn).map(|q| q.t.counters().into_iter().collect()).unwrap_or_default()
+}
+
+fn gbps(bytes: u64, ps: u64) -> f64 {
+    bytes as f64 * 8.0 / (ps as f64 / 1e12) / 1e9
+}
+
+/// Jain's fairness index (Σx)² / (n Σx²).
+fn jain(x: &[f64]) -> f64 {
+    let s: f64 = x.iter().sum();
+    let s2: f64 = x.iter().map(|v| v * v).sum();
+    s * s / (x.len() as f64 * s2)
+}
+
+/// Goodput ceiling of a link: payload / (payload + RoCEv2 framing) of full 1000-byte packets.
+fn payload_share() -> f64 {
+    1000.0 / 1062.0
+}
+
+/// h0, h1 under tor0; h2, h3 under tor1; tor0 — spine0..3 — tor1 with `fabric` links, hosts on
+/// 40G, 1 µs per link.
+fn four_path_edges(fabric: &str) -> Value {
+    let mut links = vec![];
+    for (h, t) in [("h0", "tor0"), ("h1", "tor0"), ("h2", "tor1"), ("h3", "tor1")] {
+        links.push(json!({"a": h, "b": t, "rate": "40Gbps", "delay": "1us"}));
+    }
+    for s in 0..4 {
+        links.push(json!({"a": "tor0", "b": format!("spine{s}"), "rate": fabric, "delay": "1us"}));
+        links.push(json!({"a": format!("spine{s}"), "b": "tor1", "rate": fabric, "delay": "1us"}));
+    }
+    json!({"kind": "edges", "nodes": ["h0", "h1", "h2", "h3", "tor0", "tor1", "spine0", "spine1", "spine2", "spine3"],
+           "switches": ["tor0", "tor1", "spine0", "spine1", "spine2", "spine3"], "links": links})
+}
+
+// ------------------------------------------------------------------ Fig. 15: congestion-aware path selection
+
+/// §5.2.2 / Fig. 15 (`experiments/mp-rdma/path-selection.toml`): one MP-RDMA connection h0 → h2
+/// over four 10G paths; at `join_us` an SP-RDMA flow h1 → h3 (an MP-RDMA tenant with one VP,
+/// pinned to path 4 = spine3 by a static route at tor0) congests path 4.
+fn path_selection(seed: u64, join_us: u64, end_us: u64) -> Value {
+    json!({
+        "seed": seed, "duration": format!("{end_us}us"),
+        "topology": four_path_edges("10Gbps"),
+        "transport": {"kind": "mp-rdma"},
+        "switch": {"ecn": {"kmin": "20KB", "kmax": "20KB", "pmax": 1.0}},
+        "traffic": [
+            {"pattern": "flows", "flows": [{"src": 0, "dst": 2, "size": "10GB"}]},
+            {"pattern": "flows", "flows": [{"src": 1, "dst": 3, "size": "10GB", "start": format!("{join_us}us")}],
+             "transport": {"mp_rdma": {"vp_min": 50000, "vp_max": 50000}}},
+        ],
+        "routes": [{"node": "tor0", "dst": [3], "next_hops": ["spine3"]}],
+        "measure": {"interval": "100us", "messages": false},
+    })
+}
+
+/// Per slot: the MP-RDMA connection's wire rate (Gbps) on each of the four paths, and the SP-RDMA
+/// flow's wire rate. Path k's MP share is tor0 → spine_k's transmitted bytes, less (path 4) the
+/// SP-RDMA flow's packets (payload + 62 bytes of framing each).
+fn run_path_selection(seed: u64, join_us: u64, end_us: u64, slot_us: u64) -> (Vec<[f64; 4]>, Vec<f64>, BTreeMap<&'static str, f64>) {
+    let mut sim = build(&path_selection(seed, join_us, end_us));
+    let ports: Vec<(usize, usize)> = (0..4).map(|k| port_to(&sim, "tor0", &format!("spine{k}"))).collect();
+    let (mut prev, mut prev_sp) = ([0u64; 4], 0u64);
+    let (mut mp, mut sp) = (vec![], vec![]);
+    let slot = slot_us * 1_000_000;
+    let mut t = 0;
+    while t < end_us * 1_000_000 {
+        t += slot;
+        sim.advance(t);
+        let cur: Vec<u64> = ports.iter().map(|&p| port(&sim, p).tx_bytes).collect();
+        let sp_now = flow_tx_payload(&sim, 1);
+        let sp_wire = ((sp_now - prev_sp) as f64 / payload_share()) as u64;
+        let mut row = [0.0; 4];
+        for k in 0..4 {
+            let b = cur[k] - prev[k];
+            row[k] = gbps(if k == 3 { b.saturating_sub(sp_wire) } else { b }, slot);
+            prev[k] = cur[k];
+        }
+        mp.push(row);
+        sp.push(gbps(sp_wire, slot));
+        prev_sp = sp_now;
+    }
+    let c = flow_counters(&sim, 0);
+    (mp, sp, c)
+}
+
+fn mean_rows(rows: &[[f64; 4]]) -> [f64; 4] {
+    let mut m = [0.0; 4];
+    for r in rows {
+        for k in 0..4 {
+            m[k] += r[k] / rows.len() as f64;
+        }
+    }
+    m
+}
+
+/// Fig. 15 in milliseconds: before the SP-RDMA flow joins, each path carries ~10G of MP-RDMA;
+/// after, MP-RDMA's load on path 4 falls near zero while paths 1–3 stay ~10G.
+#[test]
+fn path_selection_moves_load_off_the_congested_path() {
+    let (join, end, slot) = (5000, 7000, 250);
+    let (mp, sp, c) = run_path_selection(1, join, end, slot);
+    let per_ms = (1000 / slot) as usize;
+    let before = mean_rows(&mp[2 * per_ms..5 * per_ms]);
+    let after = mean_rows(&mp[6 * per_ms..7 * per_ms]);
+    let sp_after: f64 = sp[6 * per_ms..7 * per_ms].iter().sum::<f64>() / per_ms as f64;
+    eprintln!("before {before:.2?} after {after:.2?} sp {sp_after:.2} {c:?}");
+    for k in 0..4 {
+        assert!(before[k] > 9.0, "path {k} before the join: {:.2} Gbps of 10", before[k]);
+    }
+    for k in 0..3 {
+        assert!(after[k] > 9.0, "untouched path {k} after the join: {:.2} Gbps of 10", after[k]);
+    }
+    assert!(after[3] < 1.5, "MP-RDMA still on the congested path 4: {:.2} Gbps", after[3]);
+    assert!(sp_after > 8.0, "SP-RDMA gets path 4: {sp_after:.2} Gbps");
+}
+
+#[test]
+#[ignore]
+fn explore_path_selection() {
+    // JOIN_US moves the SP-RDMA flow's start (default 5 ms; the run lasts join + 5 ms).
+    let join: u64 = std::env::var("JOIN_US").map_or(5000, |v| v.parse().unwrap());
+    let (end, slot) = (join + 5000, 100);
+    for seed in 1..=4 {
+        let (mp, sp, c) = run_path_selection(seed, join, end, slot);
+        let per_ms = (1000 / slot) as usize;
+        if seed == 1 {
+            let j = (join / slot) as usize;
+            for (i, r) in mp.iter().enumerate().filter(|(i, _)| i % 5 == 4 || (*i + 2 >= j && *i < j + 10)) {
+                eprintln!("{:>6} us: MP per path {:5.2?} SP {:5.2}", (i + 1) as u64 * slot, r, sp[i]);
+            }
+        }
+        let jm = (join / 1000) as usize;
+        let before = mean_rows(&mp[jm.min(2) * per_ms..jm * per_ms]);
+        let after = mean_rows(&mp[(jm + 2) * per_ms..(jm + 5) * per_ms]);
+        let sp_after: f64 = sp[(jm + 2) * per_ms..].iter().sum::<f64>() / sp[(jm + 2) * per_ms..].len() as f64;
+        // First slot after the join from which MP-RDMA's path-4 rate stays below 1 Gbps.
+        let j = (join / slot) as usize;
+        let settle = (j..mp.len()).find(|&i| mp[i..].iter().all(|r| r[3] < 1.0)).map(|i| (i - j) as u64 * slot);
+        eprintln!("seed {seed}: MP per path before (2 ms to the join) {before:.2?}, after (join + 2..5 ms) {after:.2?}, SP after {sp_after:.2}, path 4 < 1G for good after {settle:?} us; pruned {} ecn_acks {} probes {}",
+                  c["ooo_pruned"], c["ecn_acks"], c["probes"]);
+    }
+}
