@@ -486,3 +486,218 @@ fn explore_fairness() {
         }
     }
 }
+
+// ------------------------------------------------------------------ Fig. 17: incast
+
+/// §5.2.4 / Fig. 17 (`experiments/mp-rdma/incast.toml`): the testbed (two ToRs × 5 hosts, four
+/// spines, 40G everywhere); `n` senders (the lowest-numbered hosts other than the receiver, h5)
+/// each send `size` to h5 at once (the paper: the receiver fetches 1 Gb from each of n random
+/// hosts; the data's direction is the same).
+fn incast(kind: &str, seed: u64, n: u32, size: &str) -> Value {
+    json!({
+        "seed": seed, "duration": "100ms",
+        "topology": two_tor_40g(),
+        "transport": {"kind": kind},
+        "switch": {"ecn": {"kmin": "20KB", "kmax": "20KB", "pmax": 1.0}},
+        "traffic": [{"pattern": "incast", "senders": n, "receiver": 5, "size": size}],
+        "measure": {"interval": "0us", "messages": false},
+    })
+}
+
+/// Total goodput (Gbps) at the receiver: all bytes over the time from the first start to the last
+/// finish; plus drops and PFC pauses.
+fn run_incast(kind: &str, seed: u64, n: u32, size: &str) -> (f64, u64, u64) {
+    let mut s = incast(kind, seed, n, size);
+    // Exploration knob: ECN_<KIND>='{...}' replaces the switch ECN curve for that transport
+    // (e.g. ECN_DCQCN='{"kmin":"5KB","kmax":"200KB","pmax":0.01}', DCQCN's own recommendation).
+    if let Ok(e) = std::env::var(format!("ECN_{}", kind.replace('-', "_").to_uppercase())) {
+        s["switch"]["ecn"] = serde_json::from_str(&e).expect("a JSON table");
+    }
+    let (sim, r) = run(&s);
+    let flows = sim.flows();
+    assert!(flows.iter().all(|f| f.finish_ps.is_some()), "{kind} n={n}: unfinished flows");
+    let start = flows.iter().map(|f| f.start_ps).min().unwrap();
+    let end = flows.iter().map(|f| f.finish_ps.unwrap()).max().unwrap();
+    let bytes: u64 = flows.iter().map(|f| f.size).sum();
+    let drops = r.counters.get("drops_buffer").copied().unwrap_or(0);
+    let pauses = r.counters.get("pfc_pauses").copied().unwrap_or(0);
+    (gbps(bytes, end - start), drops, pauses)
+}
+
+/// Fig. 17 with 2 MB per sender: MP-RDMA's total goodput stays near the receiver link's goodput
+/// ceiling (37.66 Gbps; the paper: ~37.65) whatever the incast degree, with no loss.
+#[test]
+fn incast_goodput_stays_near_line_rate() {
+    let ceiling = 40.0 * payload_share();
+    for n in [1, 3, 9] {
+        let (g, drops, pauses) = run_incast("mp-rdma", 1, n, "2MB");
+        eprintln!("n={n}: {g:.2} Gbps, drops {drops}, pauses {pauses}");
+        assert_eq!(drops, 0);
+        // The initial window (one BDP per sender) and the last packet's round trip cost a few µs
+        // of the ~0.4–3.8 ms transfer.
+        assert!(g > 0.95 * ceiling, "n={n}: {g:.2} of {ceiling:.2} Gbps");
+    }
+}
+
+#[test]
+#[ignore]
+fn explore_incast() {
+    let size = std::env::var("SIZE").unwrap_or_else(|_| "4MB".into());
+    let seeds: u64 = std::env::var("SEEDS").map_or(3, |v| v.parse().unwrap());
+    let kinds: Vec<String> = std::env::var("KINDS").map_or(vec!["mp-rdma".into(), "dcqcn".into()], |v| v.split(',').map(String::from).collect());
+    for kind in &kinds {
+        let kind = kind.as_str();
+        let mut line = vec![];
+        for n in 1..=9 {
+            let runs: Vec<(f64, u64, u64)> = (1..=seeds).map(|s| run_incast(kind, s, n, &size)).collect();
+            let mean = runs.iter().map(|r| r.0).sum::<f64>() / runs.len() as f64;
+            let (lo, hi) = runs.iter().fold((f64::MAX, 0.0f64), |(a, b), r| (a.min(r.0), b.max(r.0)));
+            let drops: u64 = runs.iter().map(|r| r.1).sum();
+            let pauses: u64 = runs.iter().map(|r| r.2).sum();
+            line.push(format!("n={n} {mean:.2} ({lo:.2}-{hi:.2}) drops {drops} pauses {pauses}"));
+        }
+        eprintln!("{kind} ({size} per sender, seeds 1-{seeds}): {}", line.join(" | "));
+    }
+}
+
+// ------------------------------------------------------------------ §3.5: interaction with PFC
+
+/// Time (ps) a port has spent paused by PFC so far, the current pause included.
+fn paused_ps(sim: &braid_sim::Simulation, p: (usize, usize)) -> u64 {
+    let pt = port(sim, p);
+    pt.paused_ps + pt.pause_started.iter().flatten().map(|&t| sim.now_ps() - t).sum::<u64>()
+}
+
+fn edges(hosts: &[(&str, &str)], leaves: &[&str], spines: usize, host_rate: &str, fabric: &str) -> Value {
+    let mut links = vec![];
+    for (h, l) in hosts {
+        links.push(json!({"a": h, "b": l, "rate": host_rate, "delay": "1us"}));
+    }
+    for l in leaves {
+        for s in 0..spines {
+            links.push(json!({"a": l, "b": format!("spine{s}"), "rate": fabric, "delay": "1us"}));
+        }
+    }
+    let mut nodes: Vec<String> = hosts.iter().map(|h| h.0.to_string()).collect();
+    let mut switches: Vec<String> = leaves.iter().map(|l| l.to_string()).collect();
+    switches.extend((0..spines).map(|s| format!("spine{s}")));
+    nodes.extend(switches.iter().cloned());
+    json!({"kind": "edges", "nodes": nodes, "switches": switches, "links": links})
+}
+
+/// §3.5 "only a subset of paths paused" (`experiments/mp-rdma/pfc-some-paths.toml`): MP-RDMA h0
+/// (leaf0) → h2 (leaf1) over four 10G paths. From `burst_us`, two line-rate tenants (transport
+/// `none`, no congestion control) h1 (leaf0) → h3 and h5 (leaf2) → h4, both pinned to spine3 by
+/// static routes, push 2 × 10G into spine3 → leaf1 (10G): spine3 PFC-pauses leaf0's port, and
+/// MP-RDMA's packets on path 4 wait behind the paused line-rate tenant's at leaf0.
+fn pfc_some_paths(seed: u64, burst_us: u64, mp_size: &str, burst_size: &str) -> Value {
+    let hosts = [("h0", "leaf0"), ("h1", "leaf0"), ("h2", "leaf1"), ("h3", "leaf1"), ("h4", "leaf1"), ("h5", "leaf2")];
+    json!({
+        "seed": seed, "duration": "100ms",
+        "topology": edges(&hosts, &["leaf0", "leaf1", "leaf2"], 4, "40Gbps", "10Gbps"),
+        "transport": {"kind": "mp-rdma"},
+        "switch": {"ecn": {"kmin": "20KB", "kmax": "20KB", "pmax": 1.0}},
+        "traffic": [
+            {"pattern": "flows", "flows": [{"src": 0, "dst": 2, "size": mp_size}]},
+            {"pattern": "flows", "flows": [{"src": 1, "dst": 3, "size": burst_size, "start": format!("{burst_us}us")},
+                                           {"src": 5, "dst": 4, "size": burst_size, "start": format!("{burst_us}us")}],
+             "transport": {"kind": "none"}},
+        ],
+        "routes": [{"node": "leaf0", "dst": [3], "next_hops": ["spine3"]}, {"node": "leaf2", "dst": [4], "next_hops": ["spine3"]}],
+        "measure": {"interval": "100us", "messages": false},
+    })
+}
+
+struct SomePaths {
+    /// Per slot: MP-RDMA's rate (Gbps, wire) on leaf0 → spine0..3.
+    mp: Vec<[f64; 4]>,
+    /// Time leaf0's port to spine3 spent paused (µs), h0's NIC port paused (µs).
+    path4_paused_us: f64,
+    h0_paused_us: f64,
+    mp_fct_us: f64,
+    drops: u64,
+    /// Retransmission timeouts at the MP-RDMA sender's NIC.
+    timeouts: u64,
+    counters: BTreeMap<&'static str, f64>,
+}
+
+fn run_pfc_some_paths(seed: u64, burst_us: u64, slot_us: u64) -> SomePaths {
+    let mut sim = build(&pfc_some_paths(seed, burst_us, "30MB", "4MB"));
+    let ports: Vec<(usize, usize)> = (0..4).map(|k| port_to(&sim, "leaf0", &format!("spine{k}"))).collect();
+    let slot = slot_us * 1_000_000;
+    let (mut prev, mut prev_a) = ([0u64; 4], 0u64);
+    let mut mp = vec![];
+    while !sim.is_finished() {
+        let t = sim.now_ps() + slot;
+        sim.advance(t);
+        let a = flow_tx_payload(&sim, 1);
+        let a_wire = ((a - prev_a) as f64 / payload_share()) as u64;
+        let mut row = [0.0; 4];
+        for k in 0..4 {
+            let cur = port(&sim, ports[k]).tx_bytes;
+            let b = cur - prev[k];
+            row[k] = gbps(if k == 3 { b.saturating_sub(a_wire) } else { b }, slot);
+            prev[k] = cur;
+        }
+        prev_a = a;
+        mp.push(row);
+    }
+    sim.verify_delivery().unwrap_or_else(|e| panic!("conservation violated: {e}"));
+    let h0 = (node_id(&sim, "h0"), 0);
+    let r = sim.results();
+    let f = &sim.flows()[0];
+    SomePaths {
+        mp,
+        path4_paused_us: paused_ps(&sim, ports[3]) as f64 / 1e6,
+        h0_paused_us: paused_ps(&sim, h0) as f64 / 1e6,
+        mp_fct_us: (f.finish_ps.expect("MP-RDMA flow finished") - f.start_ps) as f64 / 1e6,
+        drops: r.counters.get("drops_buffer").copied().unwrap_or(0) + r.counters.get("drops_loss").copied().unwrap_or(0),
+        timeouts: sim.world().hosts[0].nic.stats.timeouts,
+        counters: flow_counters(&sim, 0),
+    }
+}
+
+/// §3.5: a path PFC pauses is eliminated at once by the OOO-aware path selection (its ACKs come
+/// back too late) while MP-RDMA keeps sending on the other paths; its sender is never paused,
+/// nothing is lost, no RTO fires, every byte arrives once. (What braid shows beyond the paper's
+/// sentence: packets already stranded on the paused path are holes that overflow the 64-slot
+/// bitmap, so the other paths lose part of their load during the burst; docs/mp-rdma.md.)
+#[test]
+fn pfc_pausing_one_path_moves_mp_rdma_off_it() {
+    let (burst, slot) = (2000, 250);
+    let s = run_pfc_some_paths(1, burst, slot);
+    let per_ms = (1000 / slot) as usize;
+    let before = mean_rows(&s.mp[per_ms..2 * per_ms]);
+    // The burst's first 750 µs.
+    let early = mean_rows(&s.mp[2 * per_ms..2 * per_ms + 3]);
+    eprintln!("before {before:.2?} early burst {early:.2?} path-4 paused {:.0} us, h0 paused {:.0} us, fct {:.0} us, drops {} {:?}",
+              s.path4_paused_us, s.h0_paused_us, s.mp_fct_us, s.drops, s.counters);
+    assert_eq!(s.drops, 0, "lossless");
+    assert_eq!(s.timeouts, 0, "no RTO");
+    assert!(s.path4_paused_us > 500.0, "spine3 paused leaf0's port: {:.0} us", s.path4_paused_us);
+    assert_eq!(s.h0_paused_us, 0.0, "the MP-RDMA sender itself is never paused");
+    for k in 0..4 {
+        assert!(before[k] > 9.0, "path {k} before the burst: {:.2}", before[k]);
+    }
+    assert!(early[3] < 0.5, "paused path 4 still carries {:.2} Gbps of MP-RDMA", early[3]);
+    assert!(early[..3].iter().sum::<f64>() > 15.0, "MP-RDMA keeps sending on the unpaused paths: {early:.2?}");
+    assert!(s.counters["ooo_pruned"] > 0.0, "eliminated by the OOO-aware path selection");
+}
+
+#[test]
+#[ignore]
+fn explore_pfc_some_paths() {
+    let (burst, slot) = (2000, 250);
+    for seed in 1..=4 {
+        let s = run_pfc_some_paths(seed, burst, slot);
+        if seed == 1 && std::env::var("SERIES").is_ok() {
+            for (i, r) in s.mp.iter().enumerate() {
+                eprintln!("{:>6} us: MP per path {:5.2?}", (i + 1) as u64 * slot, r);
+            }
+        }
+        let per_ms = (1000 / slot) as usize;
+        eprintln!("seed {seed}: before {:.2?} burst's first 750 us {:.2?} whole burst (2-8 ms) {:.2?}; path-4 paused {:.0} us, h0 paused {:.0} us, MP fct {:.0} us, drops {}, pruned {}, ecn_acks {}, timeouts {}",
+                  mean_rows(&s.mp[per_ms..2 * per_ms]), mean_rows(&s.mp[2 * per_ms..2 * per_ms + 3]), mean_rows(&s.mp[2 * per_ms..8 * per_ms]), s.path4_paused_us, s.h0_paused_us, s.mp_fct_us, s.drops,
+                  s.counters["ooo_pruned"], s.counters["ecn_acks"], s.timeouts);
+    }
+}
