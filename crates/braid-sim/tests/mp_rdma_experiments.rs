@@ -701,3 +701,121 @@ fn explore_pfc_some_paths() {
                   s.counters["ooo_pruned"], s.counters["ecn_acks"], s.timeouts);
     }
 }
+
+/// §3.5 "PFC pauses all transmission paths" (`experiments/mp-rdma/pfc-all-paths.toml`): MP-RDMA
+/// h0 (leaf0) → h1 (leaf1), all links 40G. At `burst_us` four hosts under leaf2 (h3..h6) send
+/// two line-rate flows each (transport `none`) to h2, h1's neighbour under leaf1: leaf1 → h2 is
+/// offered 320G, leaf1 PFC-pauses the spines, and MP-RDMA's packets wait in every spine behind the
+/// incast's (head-of-line blocking on the lossless priority).
+fn pfc_all_paths(seed: u64, burst_us: u64, mp_size: &str, burst_size: &str) -> Value {
+    let hosts = [("h0", "leaf0"), ("h1", "leaf1"), ("h2", "leaf1"), ("h3", "leaf2"), ("h4", "leaf2"), ("h5", "leaf2"), ("h6", "leaf2")];
+    let per: u32 = std::env::var("PER_SENDER").map_or(4, |v| v.parse().unwrap());
+    let burst: Vec<Value> = (3..7).flat_map(|s| (0..per).map(move |_| s)).map(|s| json!({"src": s, "dst": 2, "size": burst_size, "start": format!("{burst_us}us")})).collect();
+    json!({
+        "seed": seed, "duration": "100ms",
+        "topology": edges(&hosts, &["leaf0", "leaf1", "leaf2"], 4, "40Gbps", "40Gbps"),
+        "transport": {"kind": "mp-rdma"},
+        "switch": {"ecn": {"kmin": "20KB", "kmax": "20KB", "pmax": 1.0},
+                   "pfc": serde_json::from_str::<Value>(&std::env::var("PFC").unwrap_or_else(|_| "{}".into())).unwrap()},
+        "traffic": [
+            {"pattern": "flows", "flows": [{"src": 0, "dst": 1, "size": mp_size}]},
+            {"pattern": "flows", "flows": burst, "transport": {"kind": "none"}},
+        ],
+        "measure": {"interval": "100us", "messages": false},
+    })
+}
+
+struct AllPaths {
+    /// Per slot: MP-RDMA goodput (Gbps) at h1, and what its sender transmitted (Gbps, payload).
+    goodput: Vec<f64>,
+    sent: Vec<f64>,
+    /// Per slot: how many of the four spine → leaf1 ports were paused at the slot's end.
+    paused_paths: Vec<usize>,
+    /// Time each spine → leaf1 port spent paused (µs).
+    spine_paused_us: Vec<f64>,
+    h0_paused_us: f64,
+    /// When the last incast flow finished (µs).
+    burst_end_us: f64,
+    drops: u64,
+    timeouts: u64,
+    counters: BTreeMap<&'static str, f64>,
+}
+
+fn run_pfc_all_paths(seed: u64, burst_us: u64, slot_us: u64) -> AllPaths {
+    let bsize = std::env::var("BURST_SIZE").unwrap_or_else(|_| "512KB".into());
+    let mut sim = build(&pfc_all_paths(seed, burst_us, "30MB", &bsize));
+    let spines: Vec<(usize, usize)> = (0..4).map(|k| port_to(&sim, &format!("spine{k}"), "leaf1")).collect();
+    let slot = slot_us * 1_000_000;
+    let (mut prev_rx, mut prev_tx) = (0u64, 0u64);
+    let (mut goodput, mut sent, mut paused_paths) = (vec![], vec![], vec![]);
+    while !sim.is_finished() {
+        let t = sim.now_ps() + slot;
+        sim.advance(t);
+        let rx: u64 = sim.world().hosts[1].nic.qps().map(|q| q.rx_bytes).sum();
+        let tx = flow_tx_payload(&sim, 0);
+        goodput.push(gbps(rx - prev_rx, slot));
+        sent.push(gbps(tx - prev_tx, slot));
+        paused_paths.push(spines.iter().filter(|&&p| port(&sim, p).paused.iter().any(|&x| x)).count());
+        (prev_rx, prev_tx) = (rx, tx);
+    }
+    sim.verify_delivery().unwrap_or_else(|e| panic!("conservation violated: {e}"));
+    let flows = sim.flows();
+    assert!(flows.iter().all(|f| f.finish_ps.is_some()), "every flow finished");
+    let r = sim.results();
+    AllPaths {
+        goodput,
+        sent,
+        paused_paths,
+        spine_paused_us: spines.iter().map(|&p| paused_ps(&sim, p) as f64 / 1e6).collect(),
+        h0_paused_us: paused_ps(&sim, (node_id(&sim, "h0"), 0)) as f64 / 1e6,
+        burst_end_us: flows[1..].iter().map(|f| f.finish_ps.unwrap()).max().unwrap() as f64 / 1e6,
+        drops: r.counters.get("drops_buffer").copied().unwrap_or(0) + r.counters.get("drops_loss").copied().unwrap_or(0),
+        timeouts: sim.world().hosts[0].nic.stats.timeouts,
+        counters: flow_counters(&sim, 0),
+    }
+}
+
+/// §3.5: when PFC pauses every path, MP-RDMA stops sending (no ACK comes back; its own port is
+/// never paused) and, when the pauses end, ACK clocking restarts by itself: no RTO, no loss, full
+/// rate again.
+#[test]
+fn pfc_pausing_all_paths_stops_mp_rdma_until_resume() {
+    let (burst, slot) = (2000, 100);
+    let s = run_pfc_all_paths(1, burst, slot);
+    let line = 40.0 * payload_share();
+    let all_paused: Vec<usize> = (0..s.sent.len()).filter(|&i| s.paused_paths[i] == 4).collect();
+    eprintln!("slots with all four paths paused {all_paused:?}, spine->leaf1 paused {:.0?} us, incast over at {:.0} us, timeouts {}, drops {}",
+              s.spine_paused_us, s.burst_end_us, s.timeouts, s.drops);
+    assert!(!all_paused.is_empty(), "PFC paused all four spine -> leaf1 ports at once");
+    // The slot that ended with every path paused, or the next one: MP-RDMA sent next to nothing.
+    let min_sent = all_paused.iter().map(|&i| s.sent[i].min(s.sent.get(i + 1).copied().unwrap_or(f64::MAX))).fold(f64::MAX, f64::min);
+    assert!(min_sent < 0.1 * line, "MP-RDMA kept sending while all paths were paused: {min_sent:.2} Gbps");
+    assert_eq!(s.h0_paused_us, 0.0, "the sender's own port is never paused: it stops for lack of ACKs");
+    let mean = |a: usize, b: usize| s.goodput[a..b].iter().sum::<f64>() / (b - a) as f64;
+    assert!(mean(10, 20) > 0.98 * line, "before the incast: {:.2}", mean(10, 20));
+    let end = (s.burst_end_us / slot as f64).ceil() as usize;
+    let after = mean(end + 5, end + 15);
+    assert!(after > 0.97 * line, "ACK clocking restarted: {after:.2} Gbps 0.5-1.5 ms after the incast");
+    assert_eq!(s.timeouts, 0, "no RTO: the ACK clock restarted by itself");
+    assert_eq!(s.drops, 0, "lossless");
+}
+
+#[test]
+#[ignore]
+fn explore_pfc_all_paths() {
+    let (burst, slot) = (2000, 100);
+    for seed in 1..=4 {
+        let s = run_pfc_all_paths(seed, burst, slot);
+        if seed == 1 && std::env::var("SERIES").is_ok() {
+            for i in 0..s.goodput.len() {
+                eprintln!("{:>6} us: MP goodput {:5.2} sent {:5.2} spine->leaf1 ports paused {}", (i + 1) as u64 * slot, s.goodput[i], s.sent[i], s.paused_paths[i]);
+            }
+        }
+        let all: Vec<usize> = (0..s.sent.len()).filter(|&i| s.paused_paths[i] == 4).collect();
+        let min_sent = all.iter().map(|&i| s.sent[i].min(s.sent.get(i + 1).copied().unwrap_or(f64::MAX))).fold(f64::NAN, f64::min);
+        let end = (s.burst_end_us / slot as f64).ceil() as usize;
+        let after = s.goodput[end + 5..end + 15].iter().sum::<f64>() / 10.0;
+        eprintln!("seed {seed}: spine->leaf1 paused {:.0?} us, slots ending with all 4 paused {}, MP sent in/after them (min) {min_sent:.2} Gbps, incast over at {:.0} us, goodput 0.5-1.5 ms later {after:.2}, h0 paused {:.0} us, drops {}, timeouts {}, recoveries {}, nacks {}",
+                  s.spine_paused_us, all.len(), s.burst_end_us, s.h0_paused_us, s.drops, s.timeouts, s.counters["recoveries"], s.counters["nacks"]);
+    }
+}
