@@ -970,3 +970,38 @@ fn idle_connection_restarts_from_the_initial_window() {
     assert_eq!(at["cwnd"], before["cwnd"], "kept the window it had");
     assert!(at["cwnd"] < 60.0, "which use-it-or-lose-it shrank at the end of the first WRITE: {}", at["cwnd"]);
 }
+
+// ------------------------------------------------------------------ the scenario files
+
+/// The experiment files are the tests' scenarios: each TOML file in `experiments/mp-rdma/`
+/// (converted to JSON in $SCENARIO_DIR as <name>.json, e.g. with Python's tomllib) parses to the
+/// same scenario as the test's builder, up to name, duration and measurement settings.
+#[test]
+#[ignore]
+fn scenario_files_match_the_tests() {
+    let dir = std::env::var("SCENARIO_DIR").expect("SCENARIO_DIR: the TOML files converted to JSON");
+    let cases: Vec<(&str, Value)> = vec![
+        ("path-selection", path_selection(1, 5000, 10000)),
+        ("fairness", fairness("mp-rdma", 1, 2000)),
+        ("incast", incast("mp-rdma", 1, 9, "4MB")),
+        ("pfc-some-paths", pfc_some_paths(1, 2000, "30MB", "4MB")),
+        ("pfc-all-paths", pfc_all_paths(1, 2000, "30MB", "512KB")),
+    ];
+    let norm = |v: &Value| -> Value {
+        let sc = braid_sim::Scenario::from_json(&v.to_string()).unwrap_or_else(|e| panic!("{e}"));
+        let mut x = serde_json::to_value(&sc).unwrap();
+        for k in ["name", "duration", "measure"] {
+            x.as_object_mut().unwrap().remove(k);
+        }
+        x
+    };
+    for (name, built) in cases {
+        let file: Value = serde_json::from_str(&std::fs::read_to_string(format!("{dir}/{name}.json")).unwrap()).unwrap();
+        assert_eq!(norm(&file), norm(&built), "{name}.toml differs from the test's scenario");
+        // And it runs (briefly).
+        let mut short = file.clone();
+        short["duration"] = json!("300us");
+        run(&short);
+        eprintln!("{name}: same as the test's scenario, runs");
+    }
+}
