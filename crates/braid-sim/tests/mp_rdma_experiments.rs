@@ -454,8 +454,8 @@ fn explore_fairness() {
     let phase: u64 = std::env::var("PHASE_US").map_or(1000, |v| v.parse().unwrap());
     let slot = 50;
     for kind in &kinds {
-        // One ToR: no ECMP choice, and with the testbed's step marking (Pmax = 1) no random draw
-        // either, so seeds give identical runs; SEEDS=n runs more anyway.
+        // One ToR: no ECMP choice, so seeds only change RED's random marks (with the testbed's
+        // step, Pmax = 1, they give identical runs). SEEDS=n runs n of them.
         let seeds: u64 = std::env::var("SEEDS").map_or(1, |v| v.parse().unwrap());
         for seed in 1..=seeds {
             let rows = run_fairness(kind, seed, phase, slot);
