@@ -143,6 +143,21 @@ fn tenant_transport_overrides_layer_over_host_and_global() {
     assert_eq!(vps(1), vec![2.0], "application tenant on its two VPs");
 }
 
+/// Overrides that resolve to the scenario's own transport change nothing: same tenants' grouping,
+/// same QPs, bit-identical results.
+#[test]
+fn overrides_equal_to_the_default_change_nothing() {
+    for (name, base) in fingerprint_scenarios().into_iter().filter(|(n, _)| n.starts_with("mixed")) {
+        let kind = base["transport"]["kind"].clone();
+        let mut s = base.clone();
+        s["transport"]["per_host"] = json!({"0": {}, "3": {"kind": kind}});
+        s["traffic"][0]["transport"] = json!({});
+        s["traffic"][1]["transport"] = json!({"mp_rdma": {"delta": 32}, "dcqcn": {"g": 0.00390625}});
+        s["apps"][1]["transport"] = json!({"kind": kind});
+        assert_eq!(fingerprint(&s), fingerprint(&base), "{name}");
+    }
+}
+
 /// Bad overrides are refused with the key path of the offending key.
 #[test]
 fn transport_override_errors_name_the_key_path() {
