@@ -154,7 +154,9 @@ impl Simulation {
         let log: SharedLog = Rc::new(RefCell::new(FlowLog::default()));
         let rdv: Rendezvous = Rc::new(RefCell::new(HashMap::new()));
         let mut senders: BTreeMap<(u32, usize), Vec<SendFlow>> = BTreeMap::new();
-        let mut sinks: BTreeMap<(u32, usize), Vec<(u32, u32, u64)>> = BTreeMap::new();
+        // Per (destination host, transport): (flow id, connection id, size) of each flow.
+        type Sinks = BTreeMap<(u32, usize), Vec<(u32, u32, u64)>>;
+        let mut sinks: Sinks = BTreeMap::new();
         let mut conn = 0u32;
         for (i, t) in sc.traffic.iter().enumerate() {
             let flows = t.spec.generate_on(&graph, seed, i as u64, base_dir).map_err(|e| err(join(&format!("traffic[{i}]"), &e.path), e.message))?;

@@ -209,7 +209,7 @@ fn port_to(sim: &braid_sim::Simulation, a: &str, b: &str) -> (usize, usize) {
     (na, sim.world().nodes[na].ports.iter().position(|p| p.peer_node == nb).unwrap_or_else(|| panic!("{a} has no port to {b}")))
 }
 
-fn port<'a>(sim: &'a braid_sim::Simulation, p: (usize, usize)) -> &'a braid_sim::net::Port {
+fn port(sim: &braid_sim::Simulation, p: (usize, usize)) -> &braid_sim::net::Port {
     &sim.world().nodes[p.0].ports[p.1]
 }
 
@@ -332,11 +332,11 @@ fn path_selection_moves_load_off_the_congested_path() {
     let after = mean_rows(&mp[6 * per_ms..7 * per_ms]);
     let sp_after: f64 = sp[6 * per_ms..7 * per_ms].iter().sum::<f64>() / per_ms as f64;
     eprintln!("before {before:.2?} after {after:.2?} sp {sp_after:.2} {c:?}");
-    for k in 0..4 {
-        assert!(before[k] > 9.0, "path {k} before the join: {:.2} Gbps of 10", before[k]);
+    for (k, b) in before.iter().enumerate() {
+        assert!(*b > 9.0, "path {k} before the join: {b:.2} Gbps of 10");
     }
-    for k in 0..3 {
-        assert!(after[k] > 9.0, "untouched path {k} after the join: {:.2} Gbps of 10", after[k]);
+    for (k, a) in after.iter().enumerate().take(3) {
+        assert!(*a > 9.0, "untouched path {k} after the join: {a:.2} Gbps of 10");
     }
     assert!(after[3] < 1.5, "MP-RDMA still on the congested path 4: {:.2} Gbps", after[3]);
     assert!(sp_after > 8.0, "SP-RDMA gets path 4: {sp_after:.2} Gbps");
@@ -691,8 +691,8 @@ fn pfc_pausing_one_path_moves_mp_rdma_off_it() {
     assert_eq!(s.timeouts, 0, "no RTO");
     assert!(s.path4_paused_us > 500.0, "spine3 paused leaf0's port: {:.0} us", s.path4_paused_us);
     assert_eq!(s.h0_paused_us, 0.0, "the MP-RDMA sender itself is never paused");
-    for k in 0..4 {
-        assert!(before[k] > 9.0, "path {k} before the burst: {:.2}", before[k]);
+    for (k, b) in before.iter().enumerate() {
+        assert!(*b > 9.0, "path {k} before the burst: {b:.2}");
     }
     assert!(early[3] < 0.5, "paused path 4 still carries {:.2} Gbps of MP-RDMA", early[3]);
     // Not stalled: it keeps sending on the unpaused paths, though well below their 30G (10–12
