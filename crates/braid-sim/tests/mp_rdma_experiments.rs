@@ -445,8 +445,9 @@ fn fairness_phases(rows: &[[f64; 8]], phase_us: u64, slot_us: u64) -> Vec<(usize
 
 /// Fig. 16 in milliseconds: with n connections sharing one 40G link, each gets ~1/n of the goodput
 /// ceiling (40G × 1000/1062 = 37.66 Gbps); Jain's index over each phase's last millisecond is
-/// ≥ 0.98 (paper, over 30 s phases: 0.996–0.999) and every connection is within 30% of its share
-/// (a newcomer, started from a full initial window, keeps up to ~28% more for over a millisecond).
+/// ≥ 0.98 (paper, over 30 s phases: 0.996–0.999; braid seeds 1–3: ≥ 0.985) and every connection
+/// is within 35% of its share (seeds 1–3: at most 28%, 22%, 18% off; the largest excess is a
+/// newcomer's, started from a full initial window).
 #[test]
 fn fairness_each_connection_gets_a_fair_share() {
     let (phase, slot) = (2000, 100);
@@ -457,7 +458,7 @@ fn fairness_each_connection_gets_a_fair_share() {
         assert!(total > 0.97 * ceiling, "phase {ph}: link not full: {total:.2} of {ceiling:.2} Gbps");
         assert!(j >= 0.98, "phase {ph} (n = {n}): Jain {j:.4}: {g:.2?}");
         for x in &g {
-            assert!((x - ceiling / n as f64).abs() < 0.3 * ceiling / n as f64, "phase {ph}: {x:.2} vs fair share {:.2}", ceiling / n as f64);
+            assert!((x - ceiling / n as f64).abs() < 0.35 * ceiling / n as f64, "phase {ph}: {x:.2} vs fair share {:.2}", ceiling / n as f64);
         }
     }
 }
