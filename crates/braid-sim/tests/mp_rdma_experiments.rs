@@ -722,12 +722,14 @@ fn explore_pfc_some_paths() {
 
 /// §3.5 "PFC pauses all transmission paths" (`experiments/mp-rdma/pfc-all-paths.toml`): MP-RDMA
 /// h0 (leaf0) → h1 (leaf1), all links 40G. At `burst_us` four hosts under leaf2 (h3..h6) send
-/// two line-rate flows each (transport `none`) to h2, h1's neighbour under leaf1: leaf1 → h2 is
-/// offered 320G, leaf1 PFC-pauses the spines, and MP-RDMA's packets wait in every spine behind the
+/// eight line-rate flows each (transport `none`) to h2, h1's neighbour under leaf1: leaf1 → h2 is
+/// offered 160G, leaf1 PFC-pauses the spines, and MP-RDMA's packets wait in every spine behind the
 /// incast's (head-of-line blocking on the lossless priority).
 fn pfc_all_paths(seed: u64, burst_us: u64, mp_size: &str, burst_size: &str) -> Value {
     let hosts = [("h0", "leaf0"), ("h1", "leaf1"), ("h2", "leaf1"), ("h3", "leaf2"), ("h4", "leaf2"), ("h5", "leaf2"), ("h6", "leaf2")];
-    let per: u32 = std::env::var("PER_SENDER").map_or(4, |v| v.parse().unwrap());
+    // Flows per sender: 8 x 4 spread over the 4 spines by ECMP so that, for seeds 1-4, every
+    // spine carries some (with 4 per sender, seeds 2 and 4 left one spine unpaused).
+    let per: u32 = std::env::var("PER_SENDER").map_or(8, |v| v.parse().unwrap());
     let burst: Vec<Value> = (3..7).flat_map(|s| (0..per).map(move |_| s)).map(|s| json!({"src": s, "dst": 2, "size": burst_size, "start": format!("{burst_us}us")})).collect();
     json!({
         "seed": seed, "duration": "100ms",
