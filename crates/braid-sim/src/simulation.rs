@@ -181,7 +181,7 @@ impl Simulation {
             let c0 = conn;
             conn += a.qps;
             add_app(&mut world, a.dst, Box::new(PerfServer::new(a.clone(), flow, c0, log.clone(), rdv.clone(), next_base())), a.middleware.as_ref());
-            add_app(&mut world, a.src, Box::new(PerfClient::new(a.clone(), flow, c0, log.clone(), rdv.clone(), next_base())), a.middleware.as_ref());
+            add_app(&mut world, a.src, Box::new(PerfClient::new(a.clone(), flow, c0, log.clone(), rdv.clone(), next_base(), seed, i as u64)), a.middleware.as_ref());
         }
         if world.measure.interval > 0 {
             queue.schedule(world.measure.interval, Ev::Sample);
