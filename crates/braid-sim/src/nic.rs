@@ -989,7 +989,7 @@ impl Nic {
                 ece: pk.ece,
                 retx: pk.retx,
             },
-            PktKind::Nak if pk.sack != u32::MAX => Feedback::SyncNak { expected: pk.psn, psn: pk.sack },
+            PktKind::Nak if pk.sack != u32::MAX => Feedback::SyncNak { expected: pk.psn, psn: pk.sack, echo_sport: pk.sport },
             PktKind::Nak => Feedback::Nak { expected: pk.psn },
             PktKind::RnrNak => Feedback::RnrNak { psn: pk.psn },
             PktKind::Cnp => {

@@ -59,8 +59,9 @@ pub enum Feedback {
     /// Sequence error: the receiver expects `expected`; resend from there.
     Nak { expected: u32 },
     /// MP-RDMA synchronise (§3.4): packet `psn` of a synchronise message arrived while an earlier
-    /// message was incomplete (`expected` is the receiver's first hole) and was dropped unplaced.
-    SyncNak { expected: u32, psn: u32 },
+    /// message was incomplete (`expected` is the receiver's first hole) and was dropped unplaced;
+    /// `echo_sport` is the source port (virtual path) it came on.
+    SyncNak { expected: u32, psn: u32, echo_sport: u16 },
     /// Receiver not ready for `psn` (no RECV posted): resend it later.
     RnrNak { psn: u32 },
     /// A congestion notification (DCQCN).

@@ -361,18 +361,33 @@ impl MpRdmaTransport {
                 }
             }
             Feedback::Nak { expected } | Feedback::SyncNak { expected, .. } => {
-                if let Feedback::SyncNak { psn, .. } = fb {
-                    // A synchronise packet came early and was dropped: resend it once the hole
-                    // is filled. The hole itself is recovered as for any NACK: if it was lost,
-                    // nothing else would report it (dropped packets never fill the bitmap).
-                    self.sync.on_nak(expected, psn);
-                }
                 // A packet beyond the receiver's bitmap was dropped; `expected` is the hole
                 // holding the window back. The dropped packet stays outstanding (no inflate):
                 // its retransmission's ACK will return its credit, on a path that works.
                 self.stats.nacks += 1;
                 self.ack_point(now, expected);
                 self.enter_recovery(now, expected);
+                if let Feedback::SyncNak { psn, echo_sport, .. } = fb {
+                    // A synchronise packet came early and was dropped: resend it once the hole
+                    // is filled. The hole itself is recovered as for any NACK (above): if it was
+                    // lost, nothing else would report it (dropped packets never fill the bitmap).
+                    self.sync.on_nak(expected, psn);
+                    // Unlike a packet dropped beyond the bitmap (reported once per hole), every
+                    // dropped synchronise packet is reported, and it has left the network: count
+                    // it as an ACK does (inflate, clock its VP). Otherwise a window full of
+                    // dropped synchronise packets leaves no ACK to clock their resend.
+                    self.inflate = (self.inflate + 1.0).min(self.outstanding());
+                    let n = self.free_window();
+                    if n > 0 {
+                        let k = n.min(self.p.cfg.max_per_ack as i64);
+                        for _ in 0..k {
+                            self.credits.push_back(echo_sport);
+                        }
+                        if n > k {
+                            self.arm_burst(now, fx);
+                        }
+                    }
+                }
                 // The ACKs that follow clock the retransmissions onto their (good) paths; the
                 // NACK only starts one itself when nothing else is allowed (it echoes no VP).
                 if self.credits.is_empty() {
@@ -1121,8 +1136,8 @@ mod tests {
         drain(&mut m, 0, &mut next);
         // PSNs 10..=15 are a synchronise message; the receiver waits for PSN 3 and dropped 10, 11.
         let mut fx = TxFx::default();
-        m.on_feedback(20 * US, Feedback::SyncNak { expected: 3, psn: 10 }, &mut fx);
-        m.on_feedback(20 * US, Feedback::SyncNak { expected: 3, psn: 11 }, &mut fx);
+        m.on_feedback(20 * US, Feedback::SyncNak { expected: 3, psn: 10, echo_sport: 5 }, &mut fx);
+        m.on_feedback(20 * US, Feedback::SyncNak { expected: 3, psn: 11, echo_sport: 5 }, &mut fx);
         assert!(fx.kick && m.in_recovery);
         let Plan::Send { psn, .. } = m.plan(20 * US, 16, true) else { panic!("the hole goes first") };
         assert_eq!(psn, 3);

@@ -154,10 +154,16 @@ impl SyncSender {
     /// The receiver dropped synchronise packet `psn` while waiting for `expected`.
     pub fn on_nak(&mut self, expected: u32, psn: u32) {
         self.stats.nacks += 1;
-        self.resend = Some(match self.resend {
-            None => Resend { after: expected, next: psn, end: psn + 1 },
-            Some(r) => Resend { after: r.after.max(expected), next: r.next.min(psn), end: r.end.max(psn + 1) },
-        });
+        let (next, end) = match self.resend {
+            None => (psn, psn + 1),
+            Some(r) => (r.next.min(psn), r.end.max(psn + 1)),
+        };
+        // The receiver's hole gates the resend, unless it is itself a dropped synchronise packet
+        // (an earlier synchronise message dropped in turn): the resend fills it. Gating on it
+        // would resend one packet per round trip.
+        let prev = self.resend.map(|r| r.after);
+        let after = if (next..end).contains(&expected) { prev.unwrap_or(expected.saturating_sub(1)) } else { prev.unwrap_or(0).max(expected) };
+        self.resend = Some(Resend { after, next, end });
     }
 
     /// The next dropped synchronise packet to resend, if it may go now: once snd_una passed the
@@ -258,5 +264,19 @@ mod tests {
         s.resent(103);
         assert_eq!(s.resend_next(102, 154), None, "done");
         assert_eq!((s.stats.nacks, s.stats.retx), (3, 4));
+    }
+
+    #[test]
+    fn a_hole_that_is_itself_a_dropped_sync_packet_does_not_gate_the_resend() {
+        let mut s = SyncSender::new(SyncMode::Delay, 1.0, 32);
+        // Message A from 100 was dropped waiting for 90; message B from 132 was then dropped
+        // waiting for 100 (A's first packet, itself dropped).
+        s.on_nak(90, 100);
+        s.on_nak(100, 132);
+        assert_eq!(s.resend_next(90, 200), None, "PSN 90 is not acknowledged yet");
+        // Once 90 is, A and B go back to back (not one per round trip as 100 becomes the hole).
+        assert_eq!(s.resend_next(100, 200), Some(100));
+        s.resent(100);
+        assert_eq!(s.resend_next(100, 200), Some(101));
     }
 }
