@@ -656,32 +656,46 @@ fn sum_counters(sim: &braid_sim::Simulation) -> BTreeMap<&'static str, f64> {
 #[test]
 fn sync_messages_never_update_memory_early_under_reordering_and_loss() {
     // Paths of 1/3/6 µs (and a 10G one) reorder; 2% loss on three of them (data and ACKs). Half
-    // of 80 WRITEs of 32 KB are synchronise. The NIC audits every placement of a synchronise
-    // packet (nic.data_check): every PSN before its message must have been placed already.
+    // of 80 WRITEs of 32 KB and of 40 SENDs of 20 KB are synchronise. The NIC audits every
+    // placement of a synchronise packet (nic.data_check): every PSN before its message must have
+    // been placed already.
     let paths = [("40Gbps", "1us", 0.0), ("40Gbps", "3us", 0.02), ("40Gbps", "6us", 0.02), ("10Gbps", "2us", 0.02)];
-    for alpha in [0.0, 1.0] {
+    for (name, mp) in [("alpha 0", json!({"alpha": 0.0})), ("alpha 1", json!({"alpha": 1.0})), ("stop-wait", json!({"sync_mode": "stop-wait"}))] {
         let mut s = four_paths(&paths, "mp-rdma", json!({
-            "apps": [{"kind": "write_bw", "src": 0, "dst": 1, "size": "32KB", "iterations": 80, "sync_ratio": 0.5}],
+            "apps": [{"kind": "write_bw", "src": 0, "dst": 1, "size": "32KB", "iterations": 80, "sync_ratio": 0.5},
+                     {"kind": "send_bw", "src": 0, "dst": 1, "size": "20KB", "iterations": 40, "sync_ratio": 0.5}],
         }));
         s.as_object_mut().unwrap().remove("routes");
         s["nic"]["rto"] = json!("200us");
-        s["transport"]["mp_rdma"] = json!({"alpha": alpha});
-        let (sim, r) = run(&s);
+        s["transport"]["mp_rdma"] = mp;
+        let (sim, _) = run(&s);
         let c = sum_counters(&sim);
         let st = &sim.world().hosts[1].nic.stats;
-        eprintln!("alpha {alpha}: sync sent {} early {} nacks {} retx {} | placed {} placed early {} | recoveries {}", c["sync_sent"], c["sync_early"], c["sync_nacks"], c["sync_retx"], st.sync_placed, st.sync_placed_early, c["recoveries"]);
-        let f = &sim.flows()[0];
-        assert!(f.finish_ps.is_some() && f.bytes_done == 80 * 32_000, "every message completed: {} bytes", f.bytes_done);
-        let _ = r;
-        assert!(c["sync_sent"] >= 25.0, "about half of 80 messages are synchronise: {}", c["sync_sent"]);
-        assert_eq!(st.sync_placed_early, 0, "a synchronise packet updated memory before an earlier message was complete");
-        assert!(st.sync_placed as f64 >= c["sync_sent"] * 32.0, "every synchronise packet was placed (and audited): {}", st.sync_placed);
-        if alpha == 0.0 {
+        eprintln!("{name}: sync sent {} early {} nacks {} retx {} probes {} | placed {} placed early {} | recoveries {}", c["sync_sent"], c["sync_early"], c["sync_nacks"], c["sync_retx"], c["sync_probes"], st.sync_placed, st.sync_placed_early, c["recoveries"]);
+        let f = sim.flows();
+        assert!(f[0].finish_ps.is_some() && f[0].bytes_done == 80 * 32_000, "{name}: every WRITE completed: {} bytes", f[0].bytes_done);
+        assert!(f[1].finish_ps.is_some() && f[1].bytes_done == 40 * 20_000, "{name}: every SEND completed: {} bytes", f[1].bytes_done);
+        assert!(c["sync_sent"] >= 40.0, "{name}: about half of 120 messages are synchronise: {}", c["sync_sent"]);
+        assert_eq!(st.sync_placed_early, 0, "{name}: a synchronise packet updated memory before an earlier message was complete");
+        assert!(st.sync_placed as f64 >= c["sync_sent"] * 20.0, "{name}: every synchronise packet was placed (and audited): {}", st.sync_placed);
+        match name {
             // Sent without delay they do overtake earlier messages: the receiver's rule is what
             // keeps memory in order here.
-            assert!(c["sync_early"] > 0.0 && c["sync_nacks"] > 0.0, "α = 0 under reordering: some synchronise messages arrive early");
+            "alpha 0" => assert!(c["sync_early"] > 0.0 && c["sync_nacks"] > 0.0, "α = 0 under reordering: some synchronise messages arrive early"),
+            // Everything before was acknowledged, i.e. received: none can be early.
+            "stop-wait" => assert_eq!(c["sync_early"], 0.0, "stop-wait never sends a synchronise message early"),
+            _ => {}
         }
     }
+}
+
+#[test]
+fn sync_runs_are_deterministic() {
+    let s = sync_permutation("mp-rdma", "32KB", 0.5, json!({}), 7, "1ms");
+    let a = run_sync(&s, 200, 1000);
+    let b = run_sync(&s, 200, 1000);
+    assert_eq!(format!("{a:?}"), format!("{b:?}"));
+    assert!(a.sent > 0.0);
 }
 
 #[test]
@@ -697,6 +711,7 @@ fn alpha_one_gives_no_out_of_order_sync_on_the_testbed_permutation() {
         eprintln!("{size}: alpha 1: {one:?}\n{size}: alpha 0: {zero:?}");
         assert!(one.sent > 50.0, "{size}: synchronise messages were sent: {}", one.sent);
         assert_eq!(one.early, 0.0, "{size}: α = 1.0 gives no out-of-order synchronise");
+        assert!(one.gbps.iter().chain(&zero.gbps).all(|&g| g > 15.0), "{size}: every connection keeps going: {:?} / {:?}", one.gbps, zero.gbps);
         assert!(zero.early > 0.2 * zero.sent, "{size}: α = 0: {} of {} early", zero.early, zero.sent);
         assert!(zero.placed > 0 && zero.placed_early == 0, "{size}: α = 0: early ones are dropped, never placed: {zero:?}");
     }
