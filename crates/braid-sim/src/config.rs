@@ -249,6 +249,17 @@ pub enum TransportKind {
     MpRdma,
 }
 
+/// How MP-RDMA holds a synchronise message back (NSDI'18 §3.4, §5.2.5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum SyncMode {
+    /// Send it Δt = α·Δ / (cwnd / RTT) after the last packet of its predecessors was sent.
+    #[default]
+    Delay,
+    /// Send it once every earlier message is acknowledged.
+    StopWait,
+}
+
 /// MP-RDMA parameters (NSDI'18 §3 and §5). Defaults are the paper's testbed values.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
@@ -271,8 +282,14 @@ pub struct MpRdmaConfig {
     pub burst_rtt_frac: f64,
     /// Restart from IW after this many RTTs idle.
     pub restart_rtts: f64,
-    /// Synchronise: α in Δt = α·Δ / (cwnd / RTT).
+    /// Synchronise (§3.4): α in Δt = α·Δ / (cwnd / RTT), the time a synchronise message is held
+    /// after the last packet of its predecessors left (`sync_mode = "delay"`).
     pub alpha: f64,
+    /// How a synchronise message (a WR with `fence` set) is held back at the sender: `"delay"`
+    /// (the paper's MP-RDMA: Δt after its predecessors were sent; with `delta = 0` there is no
+    /// OOO bound to derive Δt from, so it waits until they are acknowledged) or `"stop-wait"`
+    /// (the paper's MP-RDMA (Stop-Wait), §5.2.5: until every earlier message is acknowledged).
+    pub sync_mode: SyncMode,
     /// "Use it or lose it": an ACK that could clock a packet but finds no data shrinks cwnd by one.
     pub path_window_reduction: bool,
     /// Early retransmission of unacknowledged packets when there is no new data (FUSO).
@@ -301,6 +318,7 @@ impl Default for MpRdmaConfig {
             burst_rtt_frac: 0.5,
             restart_rtts: 3.0,
             alpha: 1.0,
+            sync_mode: SyncMode::Delay,
             path_window_reduction: true,
             early_retx: true,
             cwnd_validation: true,
@@ -468,6 +486,10 @@ pub struct AppSpec {
     /// This tenant's transport: a partial `[transport]` table over its `src` host's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transport: Option<TransportOverride>,
+    /// Fraction of the messages (write_bw, send_bw) posted with the synchronise flag
+    /// (`SendWr::fence`, MP-RDMA §3.4), drawn per message from the run's seed. 0 = none.
+    #[serde(default)]
+    pub sync_ratio: f64,
 }
 
 fn one() -> u32 {

@@ -166,6 +166,12 @@ impl Scenario {
             for (j, name) in a.middleware.iter().flatten().enumerate() {
                 check_middleware(&format!("{p}.middleware[{j}]"), name)?;
             }
+            if !(0.0..=1.0).contains(&a.sync_ratio) {
+                return Err(err(format!("{p}.sync_ratio"), "expected a fraction of messages between 0 and 1 (e.g. 0.2)"));
+            }
+            if a.sync_ratio > 0.0 && !matches!(a.kind, AppKind::WriteBw | AppKind::SendBw) {
+                return Err(err(format!("{p}.sync_ratio"), "only write_bw and send_bw post streams of messages to flag"));
+            }
             if a.size.0 > u32::MAX as u64 && a.kind == AppKind::SendBw {
                 return Err(err(format!("{p}.size"), "SEND messages are limited to 4 GiB"));
             }

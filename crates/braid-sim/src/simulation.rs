@@ -236,7 +236,7 @@ impl Simulation {
             conn += a.qps;
             let tr = transports.index(&sc, Some(a.src), a.transport.as_ref(), &format!("apps[{i}].transport"))?;
             add_app(&mut world, a.dst, Box::new(PerfServer::new(a.clone(), flow, c0, log.clone(), rdv.clone(), next_base())), a.middleware.as_ref(), transports.params(tr));
-            add_app(&mut world, a.src, Box::new(PerfClient::new(a.clone(), flow, c0, log.clone(), rdv.clone(), next_base())), a.middleware.as_ref(), transports.params(tr));
+            add_app(&mut world, a.src, Box::new(PerfClient::new(a.clone(), flow, c0, log.clone(), rdv.clone(), next_base(), seed, i as u64)), a.middleware.as_ref(), transports.params(tr));
         }
         if world.measure.interval > 0 {
             queue.schedule(world.measure.interval, Ev::Sample);
