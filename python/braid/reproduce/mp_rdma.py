@@ -171,3 +171,125 @@ def _failure(m: Dict[str, List[dict]]) -> List[Row]:
         g = [r["phase"][k] for r in runs]
         rows.append(Row(f"{a}–{b} ms, {up} of 4 paths up (Gbps)", f"healthy paths full ({ideal:.1f})", spread(g), mean(g) > 0.8 * ideal))
     return rows
+
+
+# ---------------------------------------------------------------- §5.2.2 path selection
+
+
+def _measure_path_selection(res) -> dict:
+    # flow 0: the MP-RDMA connection over 4 × 10G paths; flow 1: the single-path ("SP-RDMA")
+    # tenant pinned to path 4 from 5 ms.
+    before = flow_goodput_gbps(res, 2.0, 5.0)
+    after = flow_goodput_gbps(res, 7.0, 10.0)
+    return {"mp_before": before[0], "mp_after": after[0], "sp_after": after[1]}
+
+
+def _path_selection_runs(full: bool) -> List[Run]:
+    return [Run("mp-rdma", "mp-rdma/path-selection.toml", s, _measure_path_selection) for s in _seeds(full, 2, 4)]
+
+
+@experiment(
+    "mp-rdma/path-selection",
+    "MP-RDMA §5.2.2, Fig. 15",
+    "one connection over 4 × 10G paths; a single-path flow joins on path 4",
+    _path_selection_runs,
+    doc=DOC + " (Fig. 15)",
+)
+def _path_selection(m: Dict[str, List[dict]]) -> List[Row]:
+    runs = m["mp-rdma"]
+    path = LINE_40G / 4
+    before = [r["mp_before"] for r in runs]
+    after = [r["mp_after"] for r in runs]
+    sp = [r["sp_after"] for r in runs]
+    # With SP-RDMA filling path 4, MP-RDMA keeps paths 1-3 (3 × 9.4) only if it left path 4.
+    return [
+        Row("MP-RDMA before the single-path flow (Gbps)", f"~10 per path ({4 * path:.1f})", spread(before), mean(before) > 0.95 * 4 * path),
+        Row("MP-RDMA after: paths 1-3 (Gbps)", f"~10 each, path 4 ~0 ({3 * path:.1f})", spread(after), abs(mean(after) / (3 * path) - 1) < 0.05, "path 4 is full of the single-path flow; MP-RDMA's rate is what paths 1-3 carry"),
+        Row("single-path flow on path 4 (Gbps)", f"path 4's rate ({path:.1f})", spread(sp), mean(sp) > 0.9 * path),
+    ]
+
+
+# ---------------------------------------------------------------- §5.2.3 fairness
+
+# experiments/mp-rdma/fairness.toml: connection i starts at 2i ms and runs 16 ms, so 1..8 and then
+# 7..1 connections are active in 2 ms phases; each phase is measured over its second half.
+FAIR_STEP_MS, FAIR_LEN_MS, FAIR_CONNS = 2.0, 16.0, 8
+
+
+def _measure_fairness(res) -> dict:
+    phases = []
+    for k in range(2 * FAIR_CONNS - 1):
+        a, b = k * FAIR_STEP_MS, (k + 1) * FAIR_STEP_MS
+        g = flow_goodput_gbps(res, (a + b) / 2, b)
+        active = [i for i in range(FAIR_CONNS) if i * FAIR_STEP_MS <= a and a < i * FAIR_STEP_MS + FAIR_LEN_MS]
+        phases.append([g[i] for i in active])
+    return {"phases": phases}
+
+
+def _fairness_runs(full: bool) -> List[Run]:
+    return [Run("mp-rdma", "mp-rdma/fairness.toml", s, _measure_fairness) for s in _seeds(full, 1, 3)]
+
+
+@experiment(
+    "mp-rdma/fairness",
+    "MP-RDMA §5.2.3, Fig. 16",
+    "8 connections join one by one on a 40G bottleneck, then leave one by one",
+    _fairness_runs,
+    doc=DOC + " (Fig. 16)",
+)
+def _fairness(m: Dict[str, List[dict]]) -> List[Row]:
+    from .metrics import jain
+
+    jains, worst, totals = [], 0.0, []
+    for r in m["mp-rdma"]:
+        for shares in r["phases"]:
+            n = len(shares)
+            jains.append(jain(shares))
+            totals.append(sum(shares))
+            worst = max(worst, max(abs(s / (LINE_40G / n) - 1) for s in shares))
+    return [
+        Row("Jain index, 1-8 connections", "0.996–0.999", f"{min(jains):.3f}–{max(jains):.3f}", min(jains) > 0.98, "phases of 2 ms (the paper: 30 s), standard RED (see the scenario file)"),
+        Row("each connection vs 40/n", "~40/n Gbps", f"within {worst:.0%}", None),
+        Row("bottleneck goodput (Gbps)", f"full ({LINE_40G})", f"{min(totals):.1f}–{max(totals):.1f}", min(totals) > 0.95 * LINE_40G),
+    ]
+
+
+# ---------------------------------------------------------------- §5.2.4 incast
+
+
+def _measure_incast(res) -> dict:
+    f = res.flows
+    start, end = f["start_ps"].min(), f["finish_ps"].max()
+    done = bool((f["finish_ps"] >= 0).all())
+    return {"gbps": f["size"].sum() * 8 / ((end - start) / 1e12) / 1e9 if done else float("nan")}
+
+
+INCAST_QUICK, INCAST_FULL = (1, 3, 5, 9), tuple(range(1, 10))
+
+
+def _incast_runs(full: bool) -> List[Run]:
+    return [
+        Run(f"{kind} {n}", "mp-rdma/incast.toml", s, _measure_incast, (f"traffic[0].senders={n}", f"transport.kind={kind}"))
+        for kind in ("mp-rdma", "dcqcn")
+        for n in (INCAST_FULL if full else INCAST_QUICK)
+        for s in _seeds(full, 1, 5)
+    ]
+
+
+@experiment(
+    "mp-rdma/incast",
+    "MP-RDMA §5.2.4, Fig. 17",
+    "a receiver fetches 4 MB from each of N = 1..9 senders at once",
+    _incast_runs,
+    doc=DOC + " (Fig. 17)",
+)
+def _incast(m: Dict[str, List[dict]]) -> List[Row]:
+    ns = sorted({int(k.split()[1]) for k in m})
+    mp = {n: mean(r["gbps"] for r in m[f"mp-rdma {n}"]) for n in ns}
+    dc = {n: mean(r["gbps"] for r in m[f"dcqcn {n}"]) for n in ns}
+    gain = mean(mp[n] / dc[n] - 1 for n in ns)
+    return [
+        Row(f"MP-RDMA total goodput, N = {ns[0]}..{ns[-1]} (Gbps)", "~37.65, stable", f"{min(mp.values()):.1f}–{max(mp.values()):.1f}", min(mp.values()) > 0.95 * LINE_40G),
+        Row(f"DCQCN total goodput, N = {ns[0]}..{ns[-1]} (Gbps)", "near-optimal", f"{min(dc.values()):.1f}–{max(dc.values()):.1f}", min(dc.values()) > 0.9 * LINE_40G, "braid's DCQCN (published parameters) recovers slowly from incast"),
+        Row("MP-RDMA over DCQCN (mean over N)", "~+3%", f"{gain:+.1%}", -0.02 <= gain <= 0.1, "braid's DCQCN (published parameters) recovers slowly from incast"),
+    ]
