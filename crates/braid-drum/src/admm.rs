@@ -189,6 +189,19 @@ pub struct Admm {
     pub rs: Vec<f64>,
     /// per entry: sum over its pairs of rs_row * p^2
     pub rp2: Vec<f64>,
+    /// the whole instance's sizes (this state may hold one shard's hosts)
+    pub glob: Global,
+}
+
+/// Sizes of the whole instance and where this state's hosts start in it: the stopping rule
+/// and the lost-result draws are defined on the whole instance.
+#[derive(Clone, Copy, Debug)]
+pub struct Global {
+    pub n: usize,
+    pub entries: usize,
+    pub pairs: usize,
+    /// global index of this state's first host
+    pub host0: usize,
 }
 
 /// Split a mutable slice into per-host chunks of m.
@@ -199,10 +212,37 @@ fn host_chunks<T: Send>(v: &mut [T], m: usize) -> rayon::slice::ChunksMut<'_, T>
 impl Admm {
     pub fn new(p: Arc<Problem>, lay: Arc<Layout>, opt: AdmmOptions) -> Admm {
         let sc = Scaled::new(&p, &lay, opt.scaling);
+        let curv = curvature(&sc, &lay);
+        let rho0 = median_rho(&sample_curvature(&curv[..p.entries()], 0, p.entries()));
+        let rs = row_scales(&curv, rho0, opt.row_scaling && lay.diag);
+        let glob = Global {
+            n: p.n,
+            entries: p.entries(),
+            pairs: lay.pairs(),
+            host0: 0,
+        };
+        let mut st = Admm::from_parts(p, lay, sc, opt, rho0, rs, glob);
+        st.gather_rows();
+        st.z.copy_from_slice(&st.hsum);
+        st
+    }
+
+    /// The state before the first row sums: x at the equal split, y = h = p x. `rho0` is the
+    /// automatic penalty (median curvature), `rs` the row scales. The caller gathers the rows
+    /// and sets z to them (a shard first adds the other ranks' partial sums).
+    pub fn from_parts(
+        p: Arc<Problem>,
+        lay: Arc<Layout>,
+        sc: Scaled,
+        opt: AdmmOptions,
+        rho0: f64,
+        rs: Vec<f64>,
+        glob: Global,
+    ) -> Admm {
         let nn = p.entries();
-        // Row scaling helps one-sided problems a lot (measured 2-4x fewer iterations) but hurts
-        // two-sided ones, whose shared rows mix senders of very different curvature: off there.
-        let (rho0, rs) = auto_rho(&sc, &lay, opt.row_scaling && lay.diag);
+        // Row scaling (rs) helps one-sided problems a lot (measured 2-4x fewer iterations) but
+        // hurts two-sided ones, whose shared rows mix senders of very different curvature: the
+        // callers turn it off there.
         // two-sided: the shared rows see n_e senders; 3x the one-sided heuristic was best on the
         // paper's instances (alpha 0.5-2; measured in docs/drum.md)
         let rho0 = if lay.diag { rho0 } else { 3.0 * rho0 };
@@ -237,7 +277,9 @@ impl Admm {
         }
         let rows = lay.rows;
         let n = p.n;
-        let mut st = Admm {
+        let mut h = vec![0.0; np];
+        h.copy_from_slice(&y);
+        Admm {
             p,
             lay,
             sc,
@@ -248,18 +290,15 @@ impl Admm {
             v: vec![0.0; rows],
             dv: vec![0.0; rows],
             y,
-            h: vec![0.0; np],
+            h,
             hsum: vec![0.0; rows],
             lam: vec![0.0; n],
             mu: vec![0.0; n],
             iter: 0,
             rs,
             rp2,
-        };
-        st.h.copy_from_slice(&st.y);
-        st.gather_rows();
-        st.z.copy_from_slice(&st.hsum);
-        st
+            glob,
+        }
     }
 
     /// x-update for all hosts except the lost ones; computes h for their pairs.
@@ -400,7 +439,7 @@ impl Admm {
                 let diag = lay.diag;
                 let ent = |j: usize| {
                     let r = k0 + j;
-                    let ne = if diag { 1.0 } else { lay.row_len(r) as f64 };
+                    let ne = if diag { 1.0 } else { lay.senders(r) as f64 };
                     let c2 = rho * rs[r] / ne;
                     let t = hsum[r] + ne * vs[j];
                     (2.0 * sc.beta[r], c2, -c2 * t)
@@ -408,7 +447,7 @@ impl Admm {
                 *mu = cap_solve_cq(m, ent, sc.c[i], *mu, zs);
                 for j in 0..m {
                     let r = k0 + j;
-                    let ne = if diag { 1.0 } else { lay.row_len(r) as f64 };
+                    let ne = if diag { 1.0 } else { lay.senders(r) as f64 };
                     let d = (hsum[r] - zs[j]) / ne;
                     vs[j] += d;
                     ds[j] = d;
@@ -540,19 +579,8 @@ impl Admm {
         recover(&self.sc, &self.lay, x)
     }
 
-    /// Partial row sums of h over the pairs of hosts h0..h1 (for sharded runs).
-    pub fn partial_rows(&self, h0: usize, h1: usize) -> Vec<f64> {
-        let m = self.p.m;
-        let lay = &*self.lay;
-        let mut out = vec![0.0; lay.rows];
-        let (q0, q1) = (lay.send_ptr[h0 * m] as usize, lay.send_ptr[h1 * m] as usize);
-        for q in q0..q1 {
-            out[lay.pair_row[q] as usize] += self.h[q];
-        }
-        out
-    }
-
-    /// Which hosts lose their result in iteration k (the same on every rank).
+    /// Which of this state's hosts lose their result in iteration k: one draw per host of the
+    /// whole instance (so a shard's hosts get the draws they get in the local solve).
     pub fn lost_mask(&self, k: usize) -> Vec<bool> {
         if self.opt.loss_prob <= 0.0 {
             return Vec::new();
@@ -560,16 +588,18 @@ impl Admm {
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(
             self.opt.loss_seed ^ (k as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15),
         );
-        (0..self.p.n)
+        let h0 = self.glob.host0;
+        (0..h0 + self.p.n)
             .map(|_| rng.random::<f64>() < self.opt.loss_prob)
+            .skip(h0)
             .collect()
     }
 
     /// Residual norms and tolerances from the sums: (r, s, eps_pri, eps_dual).
     pub fn tolerances(&self, s: &Sums) -> (f64, f64, f64, f64) {
-        let n = self.p.n as f64;
-        let nn = self.p.entries() as f64;
-        let np = self.lay.pairs() as f64;
+        let n = self.glob.n as f64;
+        let nn = self.glob.entries as f64;
+        let np = self.glob.pairs as f64;
         let r = s.r2.sqrt();
         let d = s.s2.sqrt();
         let (ep, ed) = match self.opt.stop {
@@ -716,13 +746,12 @@ impl<T> SendPtr<T> {
     }
 }
 
-/// Automatic penalty (scaled units): per CQ row, the curvature of its own entry's utility at the
-/// equal split divided by a^2 (the curvature seen in z); rho is their median and, with row
-/// scaling, rs_e = curvature_e / rho (diagonal preconditioning, clamped to [1e-3, 1e3]).
-/// Link rows get 1.
-pub fn auto_rho(sc: &Scaled, lay: &Layout, row_scaling: bool) -> (f64, Vec<f64>) {
+/// Automatic penalty (scaled units), in three steps so that a shard can take the median over
+/// the whole instance: per CQ row, the curvature of its own entry's utility at the equal split
+/// divided by the sum of its squared coefficients (the curvature seen in z; NaN for link rows
+/// and inactive entries) ...
+pub fn curvature(sc: &Scaled, lay: &Layout) -> Vec<f64> {
     let (n, m) = (sc.n, sc.m);
-    let nn = n * m;
     let mut curv = vec![f64::NAN; lay.rows];
     for i in 0..n {
         let cnt = (0..m).filter(|&j| sc.hi[i * m + j] > 0.0).count().max(1);
@@ -734,22 +763,36 @@ pub fn auto_rho(sc: &Scaled, lay: &Layout, row_scaling: bool) -> (f64, Vec<f64>)
             }
         }
     }
-    let stride = (nn / 100_000).max(1);
-    let mut vals: Vec<f64> = curv[..nn]
-        .iter()
+    curv
+}
+
+/// ... sampled every `(nn_total / 100000).max(1)`-th entry of the whole instance (`curv` holds
+/// the CQ rows of entries `k0..k0+len`) ...
+pub fn sample_curvature(curv: &[f64], k0: usize, nn_total: usize) -> Vec<f64> {
+    let stride = (nn_total / 100_000).max(1);
+    let first = (stride - k0 % stride) % stride;
+    curv.iter()
+        .skip(first)
         .step_by(stride)
         .copied()
         .filter(|c| c.is_finite())
-        .collect();
-    let rho = if vals.is_empty() {
-        1.0
-    } else {
-        let mid = vals.len() / 2;
-        vals.select_nth_unstable_by(mid, |a, b| a.partial_cmp(b).unwrap());
-        vals[mid].clamp(1e-12, 1e12)
-    };
-    let rs = curv
-        .iter()
+        .collect()
+}
+
+/// ... rho is the median of the sample, and with row scaling rs_e = curvature_e / rho (diagonal
+/// preconditioning, clamped to [1e-3, 1e3]). Link rows get 1.
+pub fn median_rho(sample: &[f64]) -> f64 {
+    if sample.is_empty() {
+        return 1.0;
+    }
+    let mut vals = sample.to_vec();
+    let mid = vals.len() / 2;
+    vals.select_nth_unstable_by(mid, |a, b| a.partial_cmp(b).unwrap());
+    vals[mid].clamp(1e-12, 1e12)
+}
+
+pub fn row_scales(curv: &[f64], rho: f64, row_scaling: bool) -> Vec<f64> {
+    curv.iter()
         .map(|&c| {
             if row_scaling && c.is_finite() {
                 (c / rho).clamp(1e-3, 1e3)
@@ -757,16 +800,30 @@ pub fn auto_rho(sc: &Scaled, lay: &Layout, row_scaling: bool) -> (f64, Vec<f64>)
                 1.0
             }
         })
-        .collect();
-    (rho, rs)
+        .collect()
 }
 
 /// Feasible recovery (scaled units). Returns (x~, rows = [P; R] x~).
 pub fn recover(sc: &Scaled, lay: &Layout, x: &[f64]) -> (Vec<f64>, Vec<f64>) {
-    let (n, m) = (sc.n, sc.m);
-    let nn = n * m;
+    let nn = sc.n * sc.m;
     let pg = lay.row_sums(&sc.lo);
     let px = lay.row_sums(x);
+    let (theta, mut global) = recover_theta(sc, &pg, &px);
+    for (e, &cap) in sc.link_cap.iter().enumerate() {
+        let (a, b) = (pg[nn + e], px[nn + e] - pg[nn + e]);
+        if a + b > cap && b > 0.0 {
+            global = global.min(((cap - a) / b).clamp(0.0, 1.0));
+        }
+    }
+    let xf = recover_apply(sc, lay.diag, &theta, global, x);
+    let rows = lay.row_sums(&xf);
+    (xf, rows)
+}
+
+/// Per host, the largest theta in [0, 1] with g + theta (P x - g) within the CQE capacity (from
+/// the CQ row sums `pg` = P g and `px` = P x of the hosts of `sc`), and their minimum.
+pub fn recover_theta(sc: &Scaled, pg: &[f64], px: &[f64]) -> (Vec<f64>, f64) {
+    let (n, m) = (sc.n, sc.m);
     let mut theta = vec![1.0f64; n];
     let mut global = 1.0f64;
     for i in 0..n {
@@ -783,19 +840,17 @@ pub fn recover(sc: &Scaled, lay: &Layout, x: &[f64]) -> (Vec<f64>, Vec<f64>) {
         theta[i] = t;
         global = global.min(t);
     }
-    for (e, &cap) in sc.link_cap.iter().enumerate() {
-        let (a, b) = (pg[nn + e], px[nn + e] - pg[nn + e]);
-        if a + b > cap && b > 0.0 {
-            global = global.min(((cap - a) / b).clamp(0.0, 1.0));
-        }
-    }
+    (theta, global)
+}
+
+/// x~ = g + theta (x - g): per host when the hosts are uncoupled (`diag`), else one global theta.
+pub fn recover_apply(sc: &Scaled, diag: bool, theta: &[f64], global: f64, x: &[f64]) -> Vec<f64> {
+    let m = sc.m;
     // also the WQE capacity, which x satisfies up to the search tolerance
-    let xf: Vec<f64> = (0..nn)
+    (0..sc.n * m)
         .map(|k| {
-            let t = if lay.diag { theta[k / m] } else { global };
+            let t = if diag { theta[k / m] } else { global };
             sc.lo[k] + t * (x[k] - sc.lo[k]).max(0.0)
         })
-        .collect();
-    let rows = lay.row_sums(&xf);
-    (xf, rows)
+        .collect()
 }
