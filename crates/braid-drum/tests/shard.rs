@@ -220,3 +220,22 @@ fn coupled_guarantee_error_is_collective() {
         assert!(er.msg.contains("host 5"), "{}", er.msg);
     }
 }
+
+/// More ranks than hosts: the ranks without hosts take part in the collectives and hold nothing.
+#[test]
+fn ranks_without_hosts() {
+    for two in [false, true] {
+        let g = gen(5, 4, two, 7);
+        let local = solve_admm(&generate(&g), opts(0.0)).unwrap();
+        let pieces = split(5, 8)
+            .into_iter()
+            .map(|(a, b)| Piece::generate(&g, a, b))
+            .collect();
+        let res = run_ranks(pieces, opts(0.0));
+        let (x, r0) = joined(&res);
+        assert_eq!(r0.iterations, local.iterations);
+        for (a, b) in x.iter().zip(&local.x) {
+            assert!((a - b).abs() <= 1e-12 * b.abs(), "{a} vs {b}");
+        }
+    }
+}

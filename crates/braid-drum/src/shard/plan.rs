@@ -26,6 +26,9 @@ pub struct Plan {
 }
 
 pub struct Exchange {
+    /// false when no rank exchanges (one-sided): then nobody enters the neighbour collective.
+    /// Otherwise every rank does, also one without neighbours (the collective is over all).
+    collective: bool,
     /// neighbour ranks (sorted): owners of our ghost rows and holders of our rows as ghosts
     pub nbrs: Vec<usize>,
     /// neighbours below our rank come first in `nbrs`: their partial sums precede ours
@@ -51,6 +54,7 @@ impl Exchange {
     /// No neighbours (one-sided, or one rank).
     pub fn none(own: usize) -> Exchange {
         Exchange {
+            collective: false,
             nbrs: Vec::new(),
             lower: 0,
             own,
@@ -73,7 +77,7 @@ impl Exchange {
     /// `rows` holds this rank's partial sums over its own rows then its ghost rows; on return
     /// the own rows hold the sums over all ranks' pairs.
     pub fn combine(&mut self, rows: &mut [f64], comm: &mut dyn Comm) -> CommResult<()> {
-        if self.nbrs.is_empty() {
+        if !self.collective {
             return Ok(());
         }
         let own = self.own;
@@ -107,7 +111,7 @@ impl Exchange {
         ghost_vals: &mut [f64],
         comm: &mut dyn Comm,
     ) -> CommResult<()> {
-        if self.nbrs.is_empty() {
+        if !self.collective {
             return Ok(());
         }
         for (b, &r) in self.send_buf.iter_mut().zip(&self.recv_rows) {
@@ -248,6 +252,7 @@ pub fn two_sided(piece: &Piece, starts: &[usize], comm: &mut dyn Comm) -> CommRe
     }
     let nrecv = recv_rows.len();
     let ex = Exchange {
+        collective: true,
         nbrs,
         lower,
         own: nn,
