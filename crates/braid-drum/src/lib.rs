@@ -19,6 +19,7 @@ pub mod capacity;
 pub mod comm;
 pub mod dual;
 pub mod exact;
+pub mod footprint;
 pub mod gen;
 pub mod host;
 pub mod piece;

@@ -742,6 +742,7 @@ fn drum_solve_sharded<'py>(
     d.set_item("rho_final", r.rho_final)?;
     d.set_item("neighbors", r.neighbors.clone())?;
     d.set_item("values_sent", r.values_sent)?;
+    d.set_item("state_bytes", r.state_bytes)?;
     let t = PyDict::new(py);
     let tr = &r.trace;
     for (name, v) in [

@@ -272,6 +272,8 @@ class ShardResult:
     #: (partial sums forward, dual steps back)
     neighbors: list
     values_sent: tuple
+    #: bytes of this rank's problem data, layout, scaled copy and iterates
+    state_bytes: int = 0
     trace_arrays: dict = field(repr=False, default_factory=dict)
 
 
@@ -290,7 +292,8 @@ def _shard_result(d: dict, m: int) -> ShardResult:
         objective_feasible=d["objective_feasible"], dual_bound=d["dual_bound"],
         weight_sum=d["weight_sum"], iterations=d["iterations"], converged=d["converged"],
         setup_time=d["setup_time"], solve_time=d["solve_time"], rho_final=d["rho_final"],
-        neighbors=list(d["neighbors"]), values_sent=tuple(d["values_sent"]), trace_arrays=tr,
+        neighbors=list(d["neighbors"]), values_sent=tuple(d["values_sent"]),
+        state_bytes=d["state_bytes"], trace_arrays=tr,
     )
 
 
@@ -400,13 +403,14 @@ def main(argv=None) -> int:
             line.update(iterations=local.iterations, converged=local.converged,
                         neighbors=local.neighbors, values_sent_per_iter=local.values_sent,
                         bytes_sent_per_iter=8 * sum(local.values_sent),
+                        state_mb=local.state_bytes / 2**20,
                         setup_s=local.setup_time, solve_s=local.solve_time,
                         s_per_iter=local.solve_time / max(local.iterations, 1),
                         objective_feasible=local.objective_feasible)
-        for rk in range(comm.Get_size()):
-            if rk == comm.Get_rank():
-                print(json.dumps(line), flush=True)
-            comm.Barrier()
+        lines = comm.gather(line, root=0)
+        if lines is not None:
+            for ln in lines:
+                print(json.dumps(ln), flush=True)
     if isinstance(r, Result):
         s = r.summary()
         if not a.stats:

@@ -57,6 +57,8 @@ pub struct ShardResult {
     /// neighbour ranks, and the values this rank sends per iteration (forward, backward)
     pub neighbors: Vec<usize>,
     pub values_sent: (usize, usize),
+    /// bytes of this rank's problem, layout, scaled copy and iterates ([`crate::footprint`])
+    pub state_bytes: usize,
 }
 
 /// The error of the lowest failing rank, on every rank (so that no rank waits in a collective
@@ -301,6 +303,7 @@ pub fn solve_sharded(piece: &Piece, opt: AdmmOptions, comm: &mut dyn Comm) -> Re
         st.adapt(&s);
     }
     let solve_time = t0.elapsed().as_secs_f64();
+    let state_bytes = crate::footprint::admm(&st);
 
     // feasible recovery (one theta per host one-sided, one global theta two-sided), objectives
     // and the dual bound: partial sums over the own hosts, added across ranks
@@ -349,5 +352,6 @@ pub fn solve_sharded(piece: &Piece, opt: AdmmOptions, comm: &mut dyn Comm) -> Re
         rho_final: st.rho,
         neighbors: ex.nbrs.clone(),
         values_sent: ex.values_per_iteration(),
+        state_bytes,
     })
 }
