@@ -255,10 +255,11 @@ pub fn solve_sharded(piece: &Piece, opt: AdmmOptions, comm: &mut dyn Comm) -> Re
     for k in 1..=opt.max_iter.max(1) {
         st.iter = k;
         let lost = st.lost_mask(k);
-        st.x_step(&lost);
         let s = if lay.diag {
+            st.x_step_fused(&lost);
             st.zy_step_diag()
         } else {
+            st.x_step(&lost);
             st.gather_rows();
             ex.combine(&mut st.hsum, comm)?;
             st.z_step_range(0, p.n, false);
