@@ -239,3 +239,25 @@ fn ranks_without_hosts() {
         }
     }
 }
+
+/// Each rank holds its hosts' data and state only: at 2 ranks a rank holds about half of what
+/// one rank holding everything does (plus the ghost rows, two-sided).
+#[test]
+fn memory_per_rank_falls_with_the_ranks() {
+    for (two, bound) in [(false, 0.52), (true, 0.65)] {
+        let g = gen(60, 20, two, 3);
+        let one = run_ranks(vec![Piece::generate(&g, 0, 60)], opts(0.0));
+        let whole = one[0].as_ref().unwrap().state_bytes as f64;
+        let res = run_ranks(
+            vec![Piece::generate(&g, 0, 30), Piece::generate(&g, 30, 60)],
+            opts(0.0),
+        );
+        for r in &res {
+            let frac = r.as_ref().unwrap().state_bytes as f64 / whole;
+            assert!(
+                frac < bound,
+                "two-sided {two}: a rank holds {frac:.3} of the whole"
+            );
+        }
+    }
+}
