@@ -234,6 +234,9 @@ fn ranks_without_hosts() {
         let res = run_ranks(pieces, opts(0.0));
         let (x, r0) = joined(&res);
         assert_eq!(r0.iterations, local.iterations);
+        if !two {
+            assert_eq!(x, local.x);
+        }
         for (a, b) in x.iter().zip(&local.x) {
             assert!((a - b).abs() <= 1e-12 * b.abs(), "{a} vs {b}");
         }
