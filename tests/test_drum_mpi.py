@@ -47,7 +47,8 @@ def run_cli(tmp_path, ranks, *args):
 
 
 @pytest.mark.parametrize("op,loss,ranks", [("one", 0.0, 2), ("two", 0.0, 2), ("two", 0.1, 2),
-                                           ("two", 0.0, 3), ("one", 0.0, 3)])
+                                           ("two", 0.0, 1), ("two", 0.0, 3), ("one", 0.0, 3),
+                                           ("two", 0.1, 4)])
 def test_sharded_equals_local(tmp_path, op, loss, ranks):
     n, m, seed = 37, 12, 5
     z, s = run_cli(tmp_path, ranks, "--n", str(n), "--m", str(m), "--op", op, "--seed", str(seed),
