@@ -122,6 +122,12 @@ def _collective(comm, build):
     return out
 
 
+#: the element types of a piece's arrays (``DrumPiece.arrays``)
+_DTYPES = dict(w=np.float64, a=np.float64, Q=np.float64, C=np.float64, guarantee=np.float64,
+               preempt=np.float64, active=np.uint8, b_ptr=np.uint64, b_dst=np.uint32,
+               b_frac=np.float64)
+
+
 def _block(n: int, rank: int, size: int) -> tuple:
     return rank * n // size, (rank + 1) * n // size
 
@@ -212,16 +218,27 @@ class Shard:
                     for s in range(size)]
 
         pieces = _collective(comm, cut if rank == root else (lambda: None))
+        # arrays travel as typed buffers (no pickle: its messages are limited to 2 GB), each
+        # after a small pickled header with the shapes
         if rank == root:
-            meta = [dict(n=pc.n, h0=pc.h0, m=pc.m, alpha=pc.alpha, beta=pc.beta,
-                         two_sided=pc.two_sided) for pc in pieces]
-            msgs = [None if s == root else (meta[s], pieces[s].arrays()) for s in range(size)]
-        else:
-            msgs = None
-        got = comm.scatter(msgs, root=root)
-        if rank == root:
+            for s in range(size):
+                if s == root:
+                    continue
+                pc = pieces[s]
+                d = {k: np.frombuffer(v, dtype=_DTYPES[k]) for k, v in pc.arrays().items()
+                     if k in _DTYPES}
+                meta = dict(n=pc.n, h0=pc.h0, m=pc.m, alpha=pc.alpha, beta=pc.beta,
+                            two_sided=pc.two_sided, lens={k: len(v) for k, v in d.items()})
+                comm.send(meta, dest=s, tag=71)
+                for k in sorted(d):
+                    comm.Send(np.ascontiguousarray(d[k]), dest=s, tag=72)
             return cls(pieces[root], comm)
-        meta, d = got
+        meta = comm.recv(source=root, tag=71)
+        d = {}
+        for k in sorted(meta["lens"]):
+            buf = np.empty(meta["lens"][k], dtype=_DTYPES[k])
+            comm.Recv(buf, source=root, tag=72)
+            d[k] = buf.tobytes()
         kw = {k: d[k] for k in ("guarantee", "preempt") if d.get(k)}
         if "b_ptr" in d:
             kw.update(b_ptr=d["b_ptr"], b_dst=d["b_dst"], b_frac=d["b_frac"])
