@@ -101,6 +101,9 @@ impl Scenario {
         for (i, c) in sw.ecn.by_rate.iter().enumerate() {
             check_curve(&format!("switch.ecn.by_rate[{i}]"), c.kmin.0, c.kmax.0, c.pmax)?;
         }
+        for (i, c) in sw.ecn.by_port.iter().enumerate() {
+            check_curve(&format!("switch.ecn.by_port[{i}]"), c.kmin.0, c.kmax.0, c.pmax)?;
+        }
         let pfc = &sw.pfc;
         if !pfc.dynamic && pfc.xon.0 > pfc.xoff.0 {
             return Err(err("switch.pfc.xon", "must not exceed switch.pfc.xoff"));
@@ -142,8 +145,10 @@ impl Scenario {
             return Err(err("transport.dcqcn.min_rate", "must be positive, e.g. \"10Mbps\""));
         }
         let m = &self.transport.mp_rdma;
-        if m.bitmap == 0 || m.bitmap > 4096 {
-            return Err(err("transport.mp_rdma.bitmap", "expected 1..=4096 slots"));
+        // Up to 2^16 slots: enough for an "infinite" bitmap in the paper's worst case (99.9th
+        // OOD of 5324 with a 1G path and no OOO control, §5.2.1).
+        if m.bitmap == 0 || m.bitmap > 65536 {
+            return Err(err("transport.mp_rdma.bitmap", "expected 1..=65536 slots"));
         }
         if m.delta > m.bitmap {
             return Err(err("transport.mp_rdma.delta", "must not exceed the bitmap length L (0 = no OOO control)"));

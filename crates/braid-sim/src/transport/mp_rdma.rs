@@ -73,7 +73,8 @@ pub struct MpStats {
     /// Receiver: packets dropped beyond the bitmap, and the out-of-order degree seen.
     pub bitmap_drops: u64,
     pub max_ood: u32,
-    /// Out-of-order degree of every accepted packet (psn − rcv_nxt), capped at the last bucket.
+    /// Out-of-order degree of every accepted packet (psn − rcv_nxt): entry d counts packets d
+    /// ahead. L entries, exact: a packet L or more ahead is dropped, never accepted.
     pub ood_hist: Vec<u64>,
 }
 
@@ -176,7 +177,7 @@ impl MpRdmaTransport {
             rcv_nxt: 0,
             bitmap: vec![Slot::Empty; l],
             nak_sent_for: None,
-            stats: MpStats { ood_hist: vec![0; l.max(64) * 2 + 1], ..Default::default() },
+            stats: MpStats { ood_hist: vec![0; l.max(1)], ..Default::default() },
             p,
         }
     }
@@ -704,6 +705,33 @@ impl Transport for MpRdmaTransport {
             ("max_ood", s.max_ood as f64),
             ("vps_used", self.vps_used.len() as f64),
         ]
+    }
+
+    fn kind(&self) -> &'static str {
+        "mp-rdma"
+    }
+
+    fn totals(&self) -> Vec<(&'static str, u64)> {
+        let s = &self.stats;
+        vec![
+            ("acks", s.acks),
+            ("ecn_acks", s.ecn_acks),
+            ("ooo_pruned", s.ooo_pruned),
+            ("nacks", s.nacks),
+            ("recoveries", s.recoveries),
+            ("retx", s.retx),
+            ("early_retx", s.early_retx),
+            ("probes", s.probes),
+            ("burst_timer_pkts", s.burst_timer_pkts),
+            ("window_reductions", s.window_reductions),
+            ("restarts", s.restarts),
+            ("hole_timer", s.hole_timer),
+            ("bitmap_drops", s.bitmap_drops),
+        ]
+    }
+
+    fn ood_histogram(&self) -> Option<&[u64]> {
+        Some(&self.stats.ood_hist)
     }
 }
 
