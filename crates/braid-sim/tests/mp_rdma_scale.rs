@@ -256,8 +256,8 @@ fn describe(g: &[f64]) -> String {
 #[test]
 #[ignore]
 fn explore_large_permutation() {
-    let dur: u64 = std::env::var("DUR_US").ok().and_then(|v| v.parse().ok()).unwrap_or(5000);
-    let from: u64 = std::env::var("FROM_US").ok().and_then(|v| v.parse().ok()).unwrap_or(2000);
+    let dur: u64 = std::env::var("DUR_US").ok().and_then(|v| v.parse().ok()).unwrap_or(20000);
+    let from: u64 = std::env::var("FROM_US").ok().and_then(|v| v.parse().ok()).unwrap_or(10000);
     let seeds: u64 = std::env::var("SEEDS").ok().and_then(|v| v.parse().ok()).unwrap_or(3);
     let d = format!("{dur}us");
     let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
@@ -453,9 +453,11 @@ fn ooo_control_keeps_throughput_with_a_64_slot_bitmap() {
 
 // ------------------------------------------------------------------ cheap large-scale checks
 
-/// §5.1.2 (2) at 1 ms (steady within 0.5 ms for MP-RDMA): every MP-RDMA connection near the
-/// 40G line rate (paper: minimum 32.95 Gbps), DCQCN's ECMP collisions leave many flows < 15 Gbps
-/// and the mean well below MP-RDMA's (paper +34.78%; braid +59–66% at 1–5 ms, seeds 1–3).
+/// §5.1.2 (2) at 1 ms (MP-RDMA is steady within 0.5 ms): every MP-RDMA connection near the 40G
+/// line rate (paper: minimum 32.95 Gbps) and the mean well above what a perfectly fair single-path
+/// transport could get on its ECMP paths (the max-min fair shares, computed here; braid's DCQCN
+/// reaches them at 10–20 ms: paper +34.78% over DCQCN, braid +41.6% over DCQCN, +41.5% over the
+/// fair shares). At 1 ms DCQCN is still climbing back from its start-up cuts, below its shares.
 #[test]
 fn large_permutation_mp_rdma_beats_ecmp_collisions() {
     let (m, rm, _, _) = perm_goodputs(&large_permutation("mp-rdma", false, 1, "1ms"), 500, 1000);
@@ -464,11 +466,12 @@ fn large_permutation_mp_rdma_beats_ecmp_collisions() {
     assert_eq!(m.len(), 160);
     let (mm, mmin, _, _) = stats(&m);
     let (dm, _, _, _) = stats(&d);
+    let (fm, _, _, _) = stats(&fair);
     // 40G at 1500 B of payload per 1562 B frame is 38.41 Gbps.
     assert!(mmin > 32.95, "paper's minimum 32.95 Gbps; braid {mmin:.2}");
     assert!(mm > 0.97 * 38.41, "mean {mm:.2} of 38.41");
-    assert!(d.iter().filter(|&&g| g < 15.0).count() >= 16, "many DCQCN flows < 15 Gbps: {}", describe(&d));
-    assert!(mm > 1.25 * dm, "paper +34.78%; braid {:+.1}%", (mm / dm - 1.0) * 100.0);
+    assert!(mm > 1.3 * fm, "paper +34.78% over DCQCN; braid {:+.1}% over the ECMP max-min fair shares", (mm / fm - 1.0) * 100.0);
+    assert!(dm < 1.02 * fm, "DCQCN mean {dm:.2} is not above the fair shares' {fm:.2}");
     assert_eq!(rm.counters["mp_rdma_nacks"], 0);
 }
 
