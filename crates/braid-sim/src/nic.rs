@@ -1027,7 +1027,8 @@ impl Nic {
             // it), so ACKs and NACKs are spread over the paths like the data: on the QP's own
             // port, the failure of that one path would cut every ACK of the connection.
             // RoCEv2 RC replies keep the responder QP's own source port, as real NICs do.
-            let mp = p.transport.kind == TransportKind::MpRdma;
+            // Per QP, not per scenario: tenants may run different transports.
+            let mp = self.qp(qpn).is_some_and(|q| q.t.out_of_order());
             let sport = match r {
                 Reply::Ack { sack: Some(_), echo_sport, .. } if mp => echo_sport,
                 Reply::Nak { .. } if mp => pk.sport,

@@ -318,10 +318,14 @@ impl MpRdmaTransport {
                     self.cwnd += 1.0 / self.cwnd;
                 }
                 self.inflate += 1.0;
+                // Sample before moving the cumulative point: an in-order ACK of the timed PSN
+                // also moves cum past it, which ack_point takes as "its own SACK never came".
+                if let (Some(s), false) = (sack, retx) {
+                    self.rtt_sample(now, s);
+                }
                 self.ack_point(now, cum);
                 let mut clock = true;
                 if let (Some(s), false) = (sack, retx) {
-                    self.rtt_sample(now, s);
                     let delta = self.p.cfg.delta;
                     if delta > 0 && self.snd_ooh1 > delta && s < self.snd_ooh1 - 1 - delta {
                         // A slow path: prune it (one window unit less, no clock on its VP).
