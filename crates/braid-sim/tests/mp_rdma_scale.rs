@@ -440,7 +440,7 @@ fn ooo_control_cuts_the_tail_ood_on_a_degraded_path() {
 }
 
 /// §5.2.1 (b), ECN mis-config with L = 64: OOO control keeps the optimum (paper: optimal; braid
-/// 0.998), without it bitmap overflows cost throughput (paper −25.1%; braid −68%, see docs).
+/// 0.998), without it bitmap overflows cost throughput (paper −25.1%; braid −69%, see docs).
 #[test]
 fn ooo_control_keeps_throughput_with_a_64_slot_bitmap() {
     let ctl = ooo_run("ooo-ecn-misconfig.toml", 32, 64, 1, 1500, 500);
