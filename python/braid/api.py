@@ -30,7 +30,11 @@ Progress = Callable[[int, int], None]
 
 @dataclass
 class RunResult:
-    """One run's results: the four tables as polars DataFrames, totals and figures as dicts."""
+    """One run's results: the tables as polars DataFrames, totals and figures as dicts.
+
+    ``transport`` has one row per QP: its transport kind, bytes, the transport's counters and,
+    for MP-RDMA, the out-of-order degree percentiles (docs/mp-rdma.md, "Counters in the
+    results")."""
 
     scenario: Scenario
     seed: int
@@ -46,6 +50,7 @@ class RunResult:
     finished: bool
     out_dir: Optional[Path] = None
     summary: dict = field(default_factory=dict)
+    transport: pl.DataFrame = field(default_factory=pl.DataFrame)
 
     def __repr__(self) -> str:
         return (
@@ -190,6 +195,7 @@ def collect(sc: Scenario, sim: Any, seed: int, wall: float, cpu: float) -> RunRe
         flows=_table(raw["flows"]),
         throughput=_table(raw["throughput"]),
         queues=_table(raw["queues"]),
+        transport=_table(raw["transport"]),
         counters=dict(raw["counters"]),
         headline=dict(raw["headline"]),
         stats=stats,

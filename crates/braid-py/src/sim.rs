@@ -86,8 +86,8 @@ impl Simulation {
         self.sim.is_finished()
     }
 
-    /// Everything measured so far, as a dict: "messages", "flows", "throughput", "queues"
-    /// (tables: column name -> numpy array or list of str), "counters" (name -> int),
+    /// Everything measured so far, as a dict: "messages", "flows", "throughput", "queues",
+    /// "transport" (tables: column name -> numpy array or list of str), "counters" (name -> int),
     /// "headline" and "stats" (name -> float). With `tables=False` only the last three
     /// (numpy is then not imported).
     #[pyo3(signature = (tables = true))]
@@ -145,6 +145,7 @@ pub fn results_to_py<'py>(py: Python<'py>, r: &Results, tables: bool) -> PyResul
         d.set_item("flows", table_to_py(py, &frombuffer, &r.flows)?)?;
         d.set_item("throughput", table_to_py(py, &frombuffer, &r.throughput)?)?;
         d.set_item("queues", table_to_py(py, &frombuffer, &r.queues)?)?;
+        d.set_item("transport", table_to_py(py, &frombuffer, &r.transport)?)?;
     }
     let counters = PyDict::new(py);
     for (k, v) in &r.counters {

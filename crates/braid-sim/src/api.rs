@@ -56,6 +56,9 @@ pub struct Results {
     pub throughput: Table,
     /// Queue-length time series: time_ps, port name, bytes.
     pub queues: Table,
+    /// Per QP: host, qpn, transport kind, bytes, the transport's counters and (MP-RDMA) the
+    /// out-of-order degree percentiles (`transport_report`).
+    pub transport: Table,
     /// Totals: drops, pfc_pauses, ecn_marks, cnps, retransmissions, ...
     pub counters: BTreeMap<String, u64>,
     /// Headline figures for summaries (e.g. total goodput, mean FCT, Jain index).

@@ -38,6 +38,21 @@ pub struct EcnByRate {
     pub pmax: f64,
 }
 
+/// An ECN curve for one switch egress port: the port of `node` whose link leads to `peer` (every
+/// such port, if the two are joined by parallel links). Overrides `by_rate` and the default; e.g.
+/// the MP-RDMA paper's mis-configured path (§5.2.1).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EcnByPort {
+    /// The switch whose egress queue marks (name or numeric node id).
+    pub node: String,
+    /// The neighbour that port leads to.
+    pub peer: String,
+    pub kmin: Bytes,
+    pub kmax: Bytes,
+    pub pmax: f64,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct EcnConfig {
@@ -48,11 +63,13 @@ pub struct EcnConfig {
     pub pmax: f64,
     /// Curves for specific port rates; ports of other rates use kmin/kmax/pmax.
     pub by_rate: Vec<EcnByRate>,
+    /// Curves for single egress ports (applied after `by_rate`).
+    pub by_port: Vec<EcnByPort>,
 }
 
 impl Default for EcnConfig {
     fn default() -> Self {
-        Self { enabled: true, kmin: Bytes(5_000), kmax: Bytes(200_000), pmax: 0.01, by_rate: vec![] }
+        Self { enabled: true, kmin: Bytes(5_000), kmax: Bytes(200_000), pmax: 0.01, by_rate: vec![], by_port: vec![] }
     }
 }
 

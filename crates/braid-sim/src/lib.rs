@@ -21,6 +21,7 @@ pub mod results;
 pub mod scenario;
 pub mod simulation;
 pub mod transport;
+pub mod transport_report;
 pub mod world;
 
 pub use api::{Column, Results, ScenarioError, Table};

@@ -169,7 +169,9 @@ pub fn assemble(world: &World, log: &FlowLog, now: Time, events: u64, wall: std:
             }
         }
     }
+    crate::transport_report::add_counters(world, &mut k);
     r.counters = k;
+    r.transport = crate::transport_report::table(world);
 
     // Headline.
     let mut h = BTreeMap::new();

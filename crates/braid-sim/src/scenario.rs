@@ -103,6 +103,9 @@ impl Scenario {
         for (i, c) in sw.ecn.by_rate.iter().enumerate() {
             check_curve(&format!("switch.ecn.by_rate[{i}]"), c.kmin.0, c.kmax.0, c.pmax)?;
         }
+        for (i, c) in sw.ecn.by_port.iter().enumerate() {
+            check_curve(&format!("switch.ecn.by_port[{i}]"), c.kmin.0, c.kmax.0, c.pmax)?;
+        }
         let pfc = &sw.pfc;
         if !pfc.dynamic && pfc.xon.0 > pfc.xoff.0 {
             return Err(err("switch.pfc.xon", "must not exceed switch.pfc.xoff"));
@@ -240,8 +243,10 @@ fn check_transport(path: &str, t: &TransportConfig) -> Result<(), ScenarioError>
         return Err(err(at("dcqcn.min_rate"), "must be positive, e.g. \"10Mbps\""));
     }
     let m = &t.mp_rdma;
-    if m.bitmap == 0 || m.bitmap > 4096 {
-        return Err(err(at("mp_rdma.bitmap"), "expected 1..=4096 slots"));
+    // Up to 2^16 slots: enough for an "infinite" bitmap in the paper's worst case (99.9th OOD of
+    // 5324 with a 1G path and no OOO control, §5.2.1).
+    if m.bitmap == 0 || m.bitmap > 65536 {
+        return Err(err(at("mp_rdma.bitmap"), "expected 1..=65536 slots"));
     }
     if m.delta > m.bitmap {
         return Err(err(at("mp_rdma.delta"), "must not exceed the bitmap length L (0 = no OOO control)"));

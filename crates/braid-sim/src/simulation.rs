@@ -131,6 +131,7 @@ impl Simulation {
             world.measure.queue_names.push(spec.clone());
         }
 
+        apply_ecn_by_port(&mut world, &sc.switch.ecn.by_port, &names)?;
         world.install_routes(&sc.routes, &names).map_err(|(p, m)| err(p, m))?;
         let mut queue = EventQueue::new();
         world.schedule_link_events(&sc.link_events, &mut queue, &names).map_err(|m| {
@@ -381,6 +382,38 @@ impl Simulation {
     pub fn results(&self) -> Results {
         crate::results::assemble(&self.world, &self.log.borrow(), self.now, self.queue.events_popped(), self.wall, self.finished)
     }
+}
+
+/// `switch.ecn.by_port`: gives the egress ports of `node` towards `peer` their own RED curve.
+/// Both must be nodes of the topology, `node` a switch (only switches mark) and `peer` its
+/// neighbour.
+fn apply_ecn_by_port(world: &mut World, by_port: &[crate::config::EcnByPort], names: &HashMap<String, u32>) -> Result<(), ScenarioError> {
+    let n_nodes = world.nodes.len();
+    let resolve = |path: String, name: &str| -> Result<u32, ScenarioError> {
+        names
+            .get(name)
+            .copied()
+            .or_else(|| name.parse::<u32>().ok().filter(|&x| (x as usize) < n_nodes))
+            .ok_or_else(|| err(path, format!("no node named {name:?}")))
+    };
+    for (i, c) in by_port.iter().enumerate() {
+        let p = format!("switch.ecn.by_port[{i}]");
+        let node = resolve(format!("{p}.node"), &c.node)?;
+        let peer = resolve(format!("{p}.peer"), &c.peer)?;
+        if !matches!(world.nodes[node as usize].role, Role::Switch(_)) {
+            return Err(err(format!("{p}.node"), format!("{} is a host; ECN is marked at switch egress ports", c.node)));
+        }
+        let curve = crate::config::EcnCurve { kmin: c.kmin, kmax: c.kmax, pmax: c.pmax };
+        let mut found = false;
+        for port in world.nodes[node as usize].ports.iter_mut().filter(|pt| pt.peer_node == peer) {
+            port.ecn = curve;
+            found = true;
+        }
+        if !found {
+            return Err(err(format!("{p}.peer"), format!("{} has no link to {}", c.node, c.peer)));
+        }
+    }
+    Ok(())
 }
 
 /// The scenario schema as JSON Schema text.

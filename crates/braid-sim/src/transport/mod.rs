@@ -191,8 +191,23 @@ pub trait Transport: std::fmt::Debug {
     fn out_of_order(&self) -> bool {
         false
     }
-    /// Transport-specific counters for reporting (name, value).
+    /// Transport-specific counters for reporting (name, value): state (cwnd, PSNs) and events.
+    /// They become the columns of the per-QP `transport` results table.
     fn counters(&self) -> Vec<(&'static str, f64)> {
         Vec::new()
+    }
+    /// The transport's name in results (`transport.kind` for the built-in ones).
+    fn kind(&self) -> &'static str {
+        "custom"
+    }
+    /// Cumulative event counts (a subset of [`Transport::counters`]) that add up across QPs into
+    /// the run's counters as `<kind>_<name>` (e.g. `mp_rdma_nacks`). State is not summed.
+    fn totals(&self) -> Vec<(&'static str, u64)> {
+        Vec::new()
+    }
+    /// The receiver's out-of-order degree histogram: entry d counts accepted data packets whose
+    /// PSN was d ahead of the next expected one (MP-RDMA; exact, no capping).
+    fn ood_histogram(&self) -> Option<&[u64]> {
+        None
     }
 }

@@ -80,7 +80,8 @@ pub struct MpStats {
     /// message was complete: Fig. 18's "OOO synchronise"), and their packets dropped and NACKed.
     pub sync_early: u64,
     pub sync_dropped: u64,
-    /// Out-of-order degree of every accepted packet (psn − rcv_nxt), capped at the last bucket.
+    /// Out-of-order degree of every accepted packet (psn − rcv_nxt): entry d counts packets d
+    /// ahead. L entries, exact: a packet L or more ahead is dropped, never accepted.
     pub ood_hist: Vec<u64>,
 }
 
@@ -191,7 +192,7 @@ impl MpRdmaTransport {
             bitmap: vec![Slot::Empty; l],
             nak_sent_for: None,
             sync_early_hi: None,
-            stats: MpStats { ood_hist: vec![0; l.max(64) * 2 + 1], ..Default::default() },
+            stats: MpStats { ood_hist: vec![0; l.max(1)], ..Default::default() },
             p,
         }
     }
@@ -807,6 +808,39 @@ impl Transport for MpRdmaTransport {
             ("sync_early", s.sync_early as f64),
             ("sync_dropped", s.sync_dropped as f64),
         ]
+    }
+
+    fn kind(&self) -> &'static str {
+        "mp-rdma"
+    }
+
+    fn totals(&self) -> Vec<(&'static str, u64)> {
+        let s = &self.stats;
+        vec![
+            ("acks", s.acks),
+            ("ecn_acks", s.ecn_acks),
+            ("ooo_pruned", s.ooo_pruned),
+            ("nacks", s.nacks),
+            ("recoveries", s.recoveries),
+            ("retx", s.retx),
+            ("early_retx", s.early_retx),
+            ("probes", s.probes),
+            ("burst_timer_pkts", s.burst_timer_pkts),
+            ("window_reductions", s.window_reductions),
+            ("restarts", s.restarts),
+            ("hole_timer", s.hole_timer),
+            ("bitmap_drops", s.bitmap_drops),
+            ("sync_sent", self.sync.stats.sent),
+            ("sync_nacks", self.sync.stats.nacks),
+            ("sync_retx", self.sync.stats.retx),
+            ("sync_probes", self.sync.stats.probes),
+            ("sync_early", s.sync_early),
+            ("sync_dropped", s.sync_dropped),
+        ]
+    }
+
+    fn ood_histogram(&self) -> Option<&[u64]> {
+        Some(&self.stats.ood_hist)
     }
 }
 

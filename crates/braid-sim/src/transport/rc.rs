@@ -286,4 +286,12 @@ impl Transport for RcTransport {
     fn timeouts(&self) -> u64 {
         self.timeouts
     }
+
+    fn kind(&self) -> &'static str {
+        if self.cc.is_some() {
+            "dcqcn"
+        } else {
+            "none"
+        }
+    }
 }
