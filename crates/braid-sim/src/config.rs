@@ -282,6 +282,11 @@ pub struct MpRdmaConfig {
     /// rate, not the window, is the limit then; cf. TCP's congestion-window validation,
     /// RFC 7661). Without it a lone flow with no ECN marks grows cwnd without bound.
     pub cwnd_validation: bool,
+    /// Burst timer (§3.5: "if no subsequent ACKs return, these packets will be clocked out by a
+    /// burst_timer to random VPs"). true: it fires only once `burst_rtt_frac` × srtt passed with
+    /// no ACK; while ACKs keep coming they clock the rest (≤ `max_per_ack` each). false: it
+    /// fires `burst_rtt_frac` × srtt after the ACK that armed it, whatever came since.
+    pub burst_after_last_ack: bool,
     /// RTT assumed before the first sample.
     pub initial_rtt: Duration,
     /// Lowest and highest UDP source port a virtual path may take.
@@ -304,6 +309,7 @@ impl Default for MpRdmaConfig {
             path_window_reduction: true,
             early_retx: true,
             cwnd_validation: true,
+            burst_after_last_ack: true,
             initial_rtt: Duration(12_000_000),
             vp_min: 49152,
             vp_max: 65535,

@@ -973,7 +973,7 @@ impl Nic {
                 ece: pk.ece,
                 retx: pk.retx,
             },
-            PktKind::Nak => Feedback::Nak { expected: pk.psn },
+            PktKind::Nak => Feedback::Nak { expected: pk.psn, echo_sport: pk.sport },
             PktKind::RnrNak => Feedback::RnrNak { psn: pk.psn },
             PktKind::Cnp => {
                 self.stats.cnps_recv += 1;

@@ -90,14 +90,118 @@ fn goodput(s: &Value, from_us: u64, to_us: u64) -> f64 {
     mean_gbps(&r, 1, from_us * 1_000_000, to_us * 1_000_000)[0]
 }
 
+/// Goodput (Gbps) from `from_us` to the end, and the share of tor0's packets to the spines that
+/// took the clean path (spine0) over the same window.
+fn lossy_run(s: &Value, from_us: u64, to_us: u64) -> (f64, f64) {
+    let mut sim = build(s);
+    sim.advance(from_us * 1_000_000);
+    let a = spine_tx(&sim);
+    sim.run();
+    let d = diff4(a, spine_tx(&sim));
+    let r = sim.results();
+    (mean_gbps(&r, 1, from_us * 1_000_000, to_us * 1_000_000)[0], d[0] as f64 / d.iter().sum::<u64>().max(1) as f64)
+}
+
+/// Fig. 11(a): MP-RDMA seeds 1–3 and DCQCN seeds 1–8 at each loss rate, 6 ms, measured 2–6 ms
+/// (goodput, and for MP-RDMA the clean path's share of packets). MP='key=value,...' sets
+/// [transport.mp_rdma] keys; DCQCN=0 skips DCQCN.
 #[test]
 #[ignore]
 fn explore_lossy() {
+    let mp_keys = std::env::var("MP").unwrap_or_default();
     for loss in [0.005, 0.01, 0.05, 0.1] {
-        let mp: Vec<f64> = (1..=3).map(|seed| goodput(&lossy_paths("mp-rdma", loss, seed, "6ms"), 2000, 6000)).collect();
+        let mp: Vec<(f64, f64)> = (1..=3)
+            .map(|seed| {
+                let mut s = lossy_paths("mp-rdma", loss, seed, "6ms");
+                for kv in mp_keys.split(',').filter(|x| !x.is_empty()) {
+                    let (k, v) = kv.split_once('=').unwrap();
+                    s["transport"]["mp_rdma"][k] = serde_json::from_str(v).unwrap_or(json!(v));
+                }
+                lossy_run(&s, 2000, 6000)
+            })
+            .collect();
+        let g: Vec<String> = mp.iter().map(|(g, c)| format!("{g:.1} ({:.0}% clean)", 100.0 * c)).collect();
+        let mean = mp.iter().map(|x| x.0).sum::<f64>() / 3.0;
+        if std::env::var("DCQCN").as_deref() == Ok("0") {
+            eprintln!("loss {loss}: mp {mean:.1} [{}]", g.join(", "));
+            continue;
+        }
         let dc: Vec<f64> = (1..=8).map(|seed| goodput(&lossy_paths("dcqcn", loss, seed, "6ms"), 2000, 6000)).collect();
-        eprintln!("loss {loss}: mp {mp:.1?} dcqcn {dc:.1?}");
+        let dmean = dc.iter().sum::<f64>() / 8.0;
+        eprintln!("loss {loss}: mp {mean:.1} [{}] dcqcn {dmean:.1} {dc:.1?}", g.join(", "));
     }
+}
+
+/// Packets tor0 sent to spine0..3 so far (the physical path of the data direction).
+fn spine_tx(sim: &braid_sim::Simulation) -> [u64; 4] {
+    let w = sim.world();
+    let tor0 = w.nodes.iter().position(|n| n.name == "tor0").unwrap();
+    let mut out = [0; 4];
+    for k in 0..4 {
+        let sp = w.nodes.iter().position(|n| n.name == format!("spine{k}")).unwrap() as u32;
+        out[k] = w.nodes[tor0].ports.iter().find(|p| p.peer_node == sp).unwrap().tx_pkts;
+    }
+    out
+}
+
+/// The accounting of host 0's MP-RDMA sender: packets sent so far by what allowed them (ack,
+/// burst, start, restart, nack, hole_timer, rto; "probe" whatever the source), per physical path
+/// (spine0..3, each VP mapped through ECMP with `World::path_of` to host 1).
+fn sent_by_path(sim: &braid_sim::Simulation) -> BTreeMap<&'static str, [u64; 4]> {
+    let w = sim.world();
+    let spines: Vec<u32> = (0..4).map(|k| w.nodes.iter().position(|n| n.name == format!("spine{k}")).unwrap() as u32).collect();
+    let mut out: BTreeMap<&'static str, [u64; 4]> = BTreeMap::new();
+    for q in w.hosts[0].nic.qps() {
+        for (vp, name, c) in q.t.vp_counters() {
+            let path = w.path_of(0, 1, vp);
+            let k = spines.iter().position(|s| path.contains(s)).expect("every path crosses a spine");
+            out.entry(name).or_default()[k] += c;
+        }
+    }
+    out
+}
+
+fn diff4(a: [u64; 4], b: [u64; 4]) -> [u64; 4] {
+    [b[0] - a[0], b[1] - a[1], b[2] - a[2], b[3] - a[3]]
+}
+
+/// Where the packets on the lossy paths come from, in steady state: per reason and physical path,
+/// packets sent between `from` and `to` (µs), with the sender's counters over the same window.
+/// LOSS (default 0.05), SEED (1), FROM/TO (2000/6000 µs), MP='key=value,...' ([transport.mp_rdma]).
+#[test]
+#[ignore]
+fn explore_lossy_accounting() {
+    let env = |k: &str, d: &str| std::env::var(k).unwrap_or_else(|_| d.to_string());
+    let loss: f64 = env("LOSS", "0.05").parse().unwrap();
+    let seed: u64 = env("SEED", "1").parse().unwrap();
+    let from: u64 = env("FROM", "2000").parse().unwrap();
+    let to: u64 = env("TO", "6000").parse().unwrap();
+    let mut s = lossy_paths("mp-rdma", loss, seed, &format!("{to}us"));
+    for kv in env("MP", "").split(',').filter(|x| !x.is_empty()) {
+        let (k, v) = kv.split_once('=').unwrap();
+        s["transport"]["mp_rdma"][k] = serde_json::from_str(v).unwrap_or(json!(v));
+    }
+    let mut sim = build(&s);
+    sim.advance(from * 1_000_000);
+    let (p0, a0, c0) = (spine_tx(&sim), sent_by_path(&sim), senders(&sim)[0].clone());
+    sim.run();
+    let (p1, a1, c1) = (spine_tx(&sim), sent_by_path(&sim), senders(&sim)[0].clone());
+    let r = sim.results();
+    let g = mean_gbps(&r, 1, from * 1_000_000, to * 1_000_000)[0];
+    let tx = diff4(p0, p1);
+    let tot: u64 = tx.iter().sum();
+    eprintln!("loss {loss} seed {seed} {from}-{to} us: goodput {g:.1} Gbps; tor0 -> spine0..3 {tx:?} (clean share {:.1}%)", 100.0 * tx[0] as f64 / tot as f64);
+    for (name, b) in &a1 {
+        let d = diff4(a0.get(name).copied().unwrap_or_default(), *b);
+        let n: u64 = d.iter().sum();
+        eprintln!("  {name:>10}: {n:>7} pkts, per path {d:?}, lossy {:.1}%", 100.0 * (n - d[0]) as f64 / n.max(1) as f64);
+    }
+    let keys = ["sent_new", "sent_recovery", "sent_hole", "sent_early", "acks", "ecn_acks", "ooo_pruned", "nacks", "recoveries", "bitmap_drops",
+                "window_reductions", "restarts", "hole_timer", "probes", "burst_timer_pkts"];
+    let rx: f64 = senders(&sim).iter().map(|c| c["bitmap_drops"]).sum();
+    let dups: f64 = senders(&sim).iter().map(|c| c["dup_rx"]).sum();
+    let v: Vec<String> = keys.iter().map(|k| format!("{k}={}", c1.get(k).copied().unwrap_or(0.0) - c0.get(k).copied().unwrap_or(0.0))).collect();
+    eprintln!("  {}; cwnd {:.1} srtt {:.1} us; receiver (whole run) bitmap_drops {rx} duplicates {dups}", v.join(" "), c1["cwnd"], c1["srtt_us"]);
 }
 
 /// §5.1.2 testbed permutation: two ToRs × 5 hosts, 4 spines, all 40G; host i → host 5 + i.

@@ -55,8 +55,9 @@ pub enum Feedback {
     /// per packet), `echo_sport` the source port it came on, `ece` whether it was ECN-marked.
     /// `retx` echoes the ReTx bit of the data packet (MP-RDMA, Fig. 3).
     Ack { cum: u32, sack: Option<u32>, echo_sport: u16, ece: bool, retx: bool },
-    /// Sequence error: the receiver expects `expected`; resend from there.
-    Nak { expected: u32 },
+    /// Sequence error: the receiver expects `expected`; resend from there. `echo_sport` is the
+    /// source port the NAK came on: for MP-RDMA the VP of the data packet it answers.
+    Nak { expected: u32, echo_sport: u16 },
     /// Receiver not ready for `psn` (no RECV posted): resend it later.
     RnrNak { psn: u32 },
     /// A congestion notification (DCQCN).
@@ -178,6 +179,10 @@ pub trait Transport: std::fmt::Debug {
     }
     /// Transport-specific counters for reporting (name, value).
     fn counters(&self) -> Vec<(&'static str, f64)> {
+        Vec::new()
+    }
+    /// Per-virtual-path counters of a multipath transport: (UDP source port, name, value).
+    fn vp_counters(&self) -> Vec<(u16, &'static str, u64)> {
         Vec::new()
     }
 }

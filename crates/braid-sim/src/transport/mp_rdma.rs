@@ -72,10 +72,41 @@ pub struct MpStats {
     pub hole_timer: u64,
     /// Receiver: packets dropped beyond the bitmap, and the out-of-order degree seen.
     pub bitmap_drops: u64,
+    /// Receiver: duplicates (a retransmission of a packet already received).
+    pub dup_rx: u64,
     pub max_ood: u32,
     /// Out-of-order degree of every accepted packet (psn − rcv_nxt), capped at the last bucket.
     pub ood_hist: Vec<u64>,
+    /// Packets sent, by what allowed them (`Src`) and what they carried (`Pick`): the accounting
+    /// of where a connection's packets come from (instrumentation only).
+    pub sent: [[u64; PICKS]; SRCS],
+    /// Packets sent per VP, by `Src` (index `SRCS` counts probes, whatever their source).
+    pub vp_sent: std::collections::BTreeMap<u16, [u64; SRCS + 1]>,
 }
+
+/// What allowed a packet out: the credit it used. Instrumentation, and where a credit's VP
+/// came from (only `Ack` credits go to a VP an ACK echoed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Src {
+    /// Clocked by an ACK, on the VP it echoes.
+    Ack = 0,
+    /// The burst timer.
+    Burst,
+    /// First start (nothing in flight, not idle long).
+    Start,
+    /// Restart after idle (from IW).
+    Restart,
+    /// A NACK (or RNR NAK / missing READ response) with nothing else allowed.
+    Nack,
+    /// The hole timer.
+    HoleTimer,
+    /// A retransmission timeout.
+    Rto,
+}
+pub const SRCS: usize = 7;
+pub const SRC_NAMES: [&str; SRCS] = ["ack", "burst", "start", "restart", "nack", "hole_timer", "rto"];
+pub const PICKS: usize = 4;
+pub const PICK_NAMES: [&str; PICKS] = ["new", "recovery", "hole", "early"];
 
 #[derive(Debug)]
 pub struct MpRdmaTransport {
@@ -98,10 +129,10 @@ pub struct MpRdmaTransport {
     /// for that PSN within an RTT of it is not acted on again.
     hole_retx: Option<(u32, Time)>,
     early_ptr: u32,
-    /// Packets allowed but not sent yet, each with the VP it goes to.
-    credits: VecDeque<u16>,
-    /// What `plan` chose, confirmed by `on_sent`: (psn, vp, kind).
-    planned: Option<(u32, u16, Pick)>,
+    /// Packets allowed but not sent yet, each with the VP it goes to (and what allowed it).
+    credits: VecDeque<(u16, Src)>,
+    /// What `plan` chose, confirmed by `on_sent`: (psn, vp, kind, source).
+    planned: Option<(u32, u16, Pick, Src)>,
     burst_armed: bool,
     burst_gen: u32,
     probe_next: bool,
@@ -114,6 +145,8 @@ pub struct MpRdmaTransport {
     /// The cumulative point moved (a held clock in recovery may go now).
     window_moved: bool,
     last_activity: Time,
+    /// When the last ACK arrived: the burst timer waits for ACKs to stop.
+    last_ack: Time,
     rnr_until: Time,
     rto_pending: bool,
     last_progress: Time,
@@ -129,7 +162,7 @@ pub struct MpRdmaTransport {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Pick {
-    New,
+    New = 0,
     Recovery,
     One,
     Early,
@@ -168,6 +201,7 @@ impl MpRdmaTransport {
             started: false,
             window_moved: false,
             last_activity: 0,
+            last_ack: 0,
             rnr_until: 0,
             rto_pending: false,
             last_progress: 0,
@@ -309,6 +343,7 @@ impl MpRdmaTransport {
             Feedback::Ack { cum, sack, echo_sport, ece, retx } => {
                 self.stats.acks += 1;
                 self.last_activity = now;
+                self.last_ack = now;
                 // Congestion control, per ACK.
                 if ece {
                     self.stats.ecn_acks += 1;
@@ -336,7 +371,7 @@ impl MpRdmaTransport {
                     if n > 0 {
                         let k = n.min(self.p.cfg.max_per_ack as i64);
                         for _ in 0..k {
-                            self.credits.push_back(echo_sport);
+                            self.credits.push_back((echo_sport, Src::Ack));
                         }
                         if n > k {
                             self.arm_burst(now, fx);
@@ -345,7 +380,7 @@ impl MpRdmaTransport {
                     }
                 }
             }
-            Feedback::Nak { expected } => {
+            Feedback::Nak { expected, echo_sport } => {
                 // A packet beyond the receiver's bitmap was dropped; `expected` is the hole
                 // holding the window back. The dropped packet stays outstanding (no inflate):
                 // its retransmission's ACK will return its credit, on a path that works.
@@ -353,10 +388,11 @@ impl MpRdmaTransport {
                 self.ack_point(now, expected);
                 self.enter_recovery(now, expected);
                 // The ACKs that follow clock the retransmissions onto their (good) paths; the
-                // NACK only starts one itself when nothing else is allowed (it echoes no VP).
+                // NACK starts one itself when nothing else is allowed (the hole must go out), on
+                // the VP it echoes: the dropped packet's, which just crossed the network (a
+                // random VP is most likely a lossy or failed one when most paths are).
                 if self.credits.is_empty() {
-                    let vp = self.random_vp();
-                    self.credits.push_back(vp);
+                    self.credits.push_back((echo_sport, Src::Nack));
                 }
                 fx.kick = true;
             }
@@ -368,7 +404,7 @@ impl MpRdmaTransport {
                 self.enter_recovery(now, psn);
                 if self.credits.is_empty() {
                     let vp = self.random_vp();
-                    self.credits.push_back(vp);
+                    self.credits.push_back((vp, Src::Nack));
                 }
                 fx.kick = true;
             }
@@ -382,11 +418,26 @@ impl MpRdmaTransport {
                 if gen != self.burst_gen {
                     return;
                 }
+                if self.p.cfg.burst_after_last_ack {
+                    // Only if no ACK came for the timer's length: while ACKs return, they clock
+                    // the rest of the burst onto their own VPs.
+                    let due = self.last_ack + (self.srtt * self.p.cfg.burst_rtt_frac).max(1.0) as Time;
+                    if now < due {
+                        fx.timers.push((due, TimerKind::Burst, gen));
+                        return;
+                    }
+                }
                 self.burst_armed = false;
+                if self.p.cfg.burst_after_last_ack && !self.credits.is_empty() {
+                    // Packets already allowed are still waiting (for the NIC, or in recovery
+                    // for the hole to fill): the pipe is not empty, and more on random VPs
+                    // would only re-spread the window. The next ACK with an excess re-arms it.
+                    return;
+                }
                 let n = self.free_window();
                 for _ in 0..n.max(0) {
                     let vp = self.random_vp();
-                    self.credits.push_back(vp);
+                    self.credits.push_back((vp, Src::Burst));
                     self.stats.burst_timer_pkts += 1;
                 }
                 if n > 0 {
@@ -413,12 +464,16 @@ impl MpRdmaTransport {
                 self.snd_retx = first_missing.max(self.snd_una);
                 self.retx_one = None;
                 self.hole_retx = None;
-                self.inflate = 0.0;
+                // Everything outstanding is presumed lost and will be resent: it has left the
+                // network as far as the window is concerned (awnd = cwnd). With inflate = 0 the
+                // lost packets kept awnd negative, so the ACKs of the resent packets clocked
+                // nothing and the flow waited for the next RTO (found with Fig. 11b, seed 2).
+                self.inflate = self.outstanding();
                 self.credits.clear();
                 let n = self.cwnd.min(self.iw).max(1.0) as u32;
                 for _ in 0..n {
                     let vp = self.random_vp();
-                    self.credits.push_back(vp);
+                    self.credits.push_back((vp, Src::Rto));
                 }
                 fx.kick = true;
             }
@@ -428,7 +483,7 @@ impl MpRdmaTransport {
                 let stale = matches!(self.hole_retx, Some((h, t)) if h == gen && ((now - t) as f64) >= self.srtt * 1.5);
                 if self.in_recovery && gen == self.snd_una && stale && self.credits.is_empty() {
                     let vp = self.random_vp();
-                    self.credits.push_back(vp);
+                    self.credits.push_back((vp, Src::HoleTimer));
                     self.stats.hole_timer += 1;
                     fx.kick = true;
                 }
@@ -452,9 +507,11 @@ impl Transport for MpRdmaTransport {
         // restart after idle, from IW) on random VPs.
         if have_new && self.credits.is_empty() && self.snd_una == self.snd_nxt && !self.in_recovery {
             let idle = now.saturating_sub(self.last_activity) as f64;
+            let mut src = Src::Start;
             if !self.started || idle > self.p.cfg.restart_rtts * self.srtt {
                 if self.started {
                     self.stats.restarts += 1;
+                    src = Src::Restart;
                 }
                 self.cwnd = self.iw;
                 self.inflate = 0.0;
@@ -463,11 +520,11 @@ impl Transport for MpRdmaTransport {
             let n = self.free_window().max(1);
             for _ in 0..n {
                 let vp = self.random_vp();
-                self.credits.push_back(vp);
+                self.credits.push_back((vp, src));
             }
         }
         loop {
-            let Some(&vp) = self.credits.front() else { return Plan::Blocked };
+            let Some(&(vp, src)) = self.credits.front() else { return Plan::Blocked };
             // Recovery (§3.5). The receiver's window is stuck at snd_una, its first hole:
             // - the hole is retransmitted first (again if an RTT and a half passed without the
             //   cumulative point moving: its retransmission was lost too, and since nothing
@@ -505,7 +562,7 @@ impl Transport for MpRdmaTransport {
                 continue;
             };
             let vp = if self.probe_next { self.random_vp_peek() } else { vp };
-            self.planned = Some((psn, vp, pick));
+            self.planned = Some((psn, vp, pick, src));
             return Plan::Send { psn, sport: vp };
         }
     }
@@ -517,19 +574,24 @@ impl Transport for MpRdmaTransport {
     fn on_sent(&mut self, now: Time, psn: u32, npsn: u32, _wire: u32, reliable: bool, fx: &mut TxFx) {
         self.last_activity = now;
         let planned = self.planned.take();
-        let (vp, pick) = match planned {
-            Some((p, vp, pick)) if p == psn => (vp, pick),
-            _ => (self.p.sport, if psn >= self.snd_nxt { Pick::New } else { Pick::Early }),
+        let (vp, pick, src) = match planned {
+            Some((p, vp, pick, src)) if p == psn => (vp, pick, src),
+            _ => (self.p.sport, if psn >= self.snd_nxt { Pick::New } else { Pick::Early }, Src::Ack),
         };
+        let mut probe = false;
         if planned.is_some() {
             self.credits.pop_front();
             if self.probe_next {
                 self.probe_next = false;
                 self.stats.probes += 1;
                 self.probe_vp = None;
+                probe = true;
             }
         }
         self.vps_used.insert(vp);
+        self.stats.sent[src as usize][pick as usize] += 1;
+        let per_vp = self.stats.vp_sent.entry(vp).or_default();
+        per_vp[if probe { SRCS } else { src as usize }] += 1;
         match pick {
             Pick::New => {
                 if self.rtt_seq.is_none() {
@@ -592,7 +654,7 @@ impl Transport for MpRdmaTransport {
         self.enter_recovery(now, psn);
         if self.credits.is_empty() {
             let vp = self.random_vp();
-            self.credits.push_back(vp);
+            self.credits.push_back((vp, Src::Nack));
         }
         fx.kick = true;
     }
@@ -605,6 +667,7 @@ impl Transport for MpRdmaTransport {
         let l = self.bitmap.len() as u32;
         let dup = d.psn < self.rcv_nxt || (d.psn - self.rcv_nxt < l && *self.slot(d.psn) != Slot::Empty);
         if dup {
+            self.stats.dup_rx += 1;
             out.push(Reply::Ack { cum: self.rcv_nxt, sack: Some(d.psn), echo_sport: d.sport, ece: d.ce, retx: d.retx });
             return RxClass::Duplicate;
         }
@@ -677,7 +740,7 @@ impl Transport for MpRdmaTransport {
 
     fn counters(&self) -> Vec<(&'static str, f64)> {
         let s = &self.stats;
-        vec![
+        let mut v = vec![
             ("cwnd", self.cwnd),
             ("inflate", self.inflate),
             ("snd_una", self.snd_una as f64),
@@ -701,9 +764,32 @@ impl Transport for MpRdmaTransport {
             ("restarts", s.restarts as f64),
             ("hole_timer", s.hole_timer as f64),
             ("bitmap_drops", s.bitmap_drops as f64),
+            ("dup_rx", s.dup_rx as f64),
             ("max_ood", s.max_ood as f64),
             ("vps_used", self.vps_used.len() as f64),
-        ]
+        ];
+        // The accounting: packets sent by what allowed them, and by what they carried.
+        const BY_SRC: [&str; SRCS] = ["sent_ack", "sent_burst", "sent_start", "sent_restart", "sent_nack", "sent_hole_timer", "sent_rto"];
+        const BY_PICK: [&str; PICKS] = ["sent_new", "sent_recovery", "sent_hole", "sent_early"];
+        for (i, name) in BY_SRC.iter().enumerate() {
+            v.push((name, s.sent[i].iter().sum::<u64>() as f64));
+        }
+        for (j, name) in BY_PICK.iter().enumerate() {
+            v.push((name, s.sent.iter().map(|r| r[j]).sum::<u64>() as f64));
+        }
+        v
+    }
+
+    fn vp_counters(&self) -> Vec<(u16, &'static str, u64)> {
+        let mut v = vec![];
+        for (&vp, n) in &self.stats.vp_sent {
+            for (i, &c) in n.iter().enumerate() {
+                if c > 0 {
+                    v.push((vp, if i < SRCS { SRC_NAMES[i] } else { "probe" }, c));
+                }
+            }
+        }
+        v
     }
 }
 
@@ -837,7 +923,7 @@ mod tests {
         let mut next = 0;
         let sent = drain(&mut m, 0, &mut next);
         let mut fx = TxFx::default();
-        m.on_feedback(5 * US, Feedback::Nak { expected: 2 }, &mut fx);
+        m.on_feedback(5 * US, Feedback::Nak { expected: 2, echo_sport: 1 }, &mut fx);
         assert!(m.in_recovery && m.recovery == 8 && m.snd_una == 2);
         let out = drain(&mut m, 5 * US, &mut next);
         assert_eq!(out.iter().map(|x| x.0).collect::<Vec<_>>(), vec![2], "the NACK clocks the first retransmission");
@@ -854,7 +940,7 @@ mod tests {
         let mut next = 0;
         drain(&mut m, 0, &mut next);
         let mut fx = TxFx::default();
-        m.on_feedback(5 * US, Feedback::Nak { expected: 2 }, &mut fx);
+        m.on_feedback(5 * US, Feedback::Nak { expected: 2, echo_sport: 1 }, &mut fx);
         // The NACK clocks the hole; its send arms the hole timer.
         let Plan::Send { psn, .. } = m.plan(5 * US, next, true) else { panic!("the hole goes first") };
         assert_eq!(psn, 2);
@@ -872,7 +958,7 @@ mod tests {
         let mut m2 = t(MpRdmaConfig { iw: Some(8), probe_p: 0.0, ..Default::default() });
         let mut next2 = 0;
         let sent = drain(&mut m2, 0, &mut next2);
-        m2.on_feedback(5 * US, Feedback::Nak { expected: 2 }, &mut TxFx::default());
+        m2.on_feedback(5 * US, Feedback::Nak { expected: 2, echo_sport: 1 }, &mut TxFx::default());
         drain(&mut m2, 5 * US, &mut next2);
         ack(&mut m2, 6 * US, 8, 2, sent[2].1, false);
         let before = m2.credits();
