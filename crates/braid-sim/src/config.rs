@@ -287,6 +287,13 @@ pub struct MpRdmaConfig {
     /// no ACK; while ACKs keep coming they clock the rest (≤ `max_per_ack` each). false: it
     /// fires `burst_rtt_frac` × srtt after the ACK that armed it, whatever came since.
     pub burst_after_last_ack: bool,
+    /// What a NACK clocks (the paper is silent). true: the packet dropped beyond the receiver's
+    /// bitmap did cross the network, on the VP the NACK echoes: the NACK counts as its feedback
+    /// (inflate + 1, no cwnd change) and clocks like an ACK on that VP (in recovery the credit
+    /// waits there for the hole to fill, then sends a retransmission); the walk's retransmission
+    /// re-enters the window (inflate − 1). false: a NACK inflates nothing and clocks nothing
+    /// (only when nothing else is allowed does it grant the hole's retransmission).
+    pub nack_clocks: bool,
     /// RTT assumed before the first sample.
     pub initial_rtt: Duration,
     /// Lowest and highest UDP source port a virtual path may take.
@@ -310,6 +317,7 @@ impl Default for MpRdmaConfig {
             early_retx: true,
             cwnd_validation: true,
             burst_after_last_ack: true,
+            nack_clocks: true,
             initial_rtt: Duration(12_000_000),
             vp_min: 49152,
             vp_max: 65535,

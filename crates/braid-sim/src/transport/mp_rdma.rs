@@ -128,6 +128,11 @@ pub struct MpRdmaTransport {
     /// The last retransmission of the receiver's first hole (snd_una) and when it left: a NACK
     /// for that PSN within an RTT of it is not acted on again.
     hole_retx: Option<(u32, Time)>,
+    /// The first PSN the recovery walk resends (hole + L): a PSN in [walk_from, snd_retx) that
+    /// becomes the hole already has the walk's copy on its way.
+    walk_from: u32,
+    /// The cumulative point moved onto such a PSN: arm the hole timer for it.
+    hole_rearm: bool,
     early_ptr: u32,
     /// Packets allowed but not sent yet, each with the VP it goes to (and what allowed it).
     credits: VecDeque<(u16, Src)>,
@@ -187,6 +192,8 @@ impl MpRdmaTransport {
             snd_retx: 0,
             retx_one: None,
             hole_retx: None,
+            walk_from: 0,
+            hole_rearm: false,
             early_ptr: 0,
             credits: VecDeque::new(),
             planned: None,
@@ -296,6 +303,15 @@ impl MpRdmaTransport {
             if self.in_recovery && self.snd_una >= self.recovery {
                 self.in_recovery = false;
             }
+            if self.in_recovery && cum >= self.walk_from && cum < self.snd_retx {
+                // The new hole was resent by the walk, just after the copy whose ACK moved the
+                // cumulative point here, i.e. about an RTT ago: resending it at once makes a
+                // duplicate (measured: ~1 per bitmap drop) whose ACK inflates the window a
+                // second time. Count it as resent an RTT ago; the hole timer (or the next clock)
+                // resends it if the point has not moved half an RTT from now.
+                self.hole_retx = Some((cum, now.saturating_sub(self.srtt as Time)));
+                self.hole_rearm = true;
+            }
         }
         self.snd_retx = self.snd_retx.max(self.snd_una);
         self.early_ptr = self.early_ptr.max(self.snd_una);
@@ -328,6 +344,7 @@ impl MpRdmaTransport {
             self.stats.recoveries += 1;
             self.recovery = self.snd_nxt;
             self.snd_retx = from.max(self.snd_una) + self.bitmap.len() as u32;
+            self.walk_from = self.snd_retx;
         }
     }
 
@@ -387,6 +404,26 @@ impl MpRdmaTransport {
                 self.stats.nacks += 1;
                 self.ack_point(now, expected);
                 self.enter_recovery(now, expected);
+                if self.p.cfg.nack_clocks {
+                    // The dropped packet crossed the network on `echo_sport`: its credit goes back
+                    // to that VP, as an ACK's would. Otherwise every loss empties the ACK clock
+                    // (with L ≈ one BDP the whole window in flight when the NACK returns is
+                    // dropped) and the window regrows from the few VPs whose ACKs come first:
+                    // a reshuffle of the VPs per loss that drowns the loss signal (lossy VPs
+                    // losing their lost packets' credits).
+                    self.last_ack = now;
+                    self.inflate = (self.inflate + 1.0).min(self.outstanding());
+                    let n = self.free_window();
+                    if n > 0 {
+                        let k = n.min(self.p.cfg.max_per_ack as i64);
+                        for _ in 0..k {
+                            self.credits.push_back((echo_sport, Src::Nack));
+                        }
+                        if n > k {
+                            self.arm_burst(now, fx);
+                        }
+                    }
+                }
                 // The ACKs that follow clock the retransmissions onto their (good) paths; the
                 // NACK starts one itself when nothing else is allowed (the hole must go out), on
                 // the VP it echoes: the dropped packet's, which just crossed the network (a
@@ -462,15 +499,18 @@ impl MpRdmaTransport {
                 self.stats.recoveries += 1;
                 self.recovery = self.snd_nxt;
                 self.snd_retx = first_missing.max(self.snd_una);
+                self.walk_from = self.snd_retx;
                 self.retx_one = None;
                 self.hole_retx = None;
-                // Everything outstanding is presumed lost and will be resent: it has left the
-                // network as far as the window is concerned (awnd = cwnd). With inflate = 0 the
-                // lost packets kept awnd negative, so the ACKs of the resent packets clocked
-                // nothing and the flow waited for the next RTO (found with Fig. 11b, seed 2).
-                self.inflate = self.outstanding();
                 self.credits.clear();
                 let n = self.cwnd.min(self.iw).max(1.0) as u32;
+                // Everything outstanding is presumed lost and has left the network as far as the
+                // window is concerned, except the n packets resent now: once they are out,
+                // awnd = cwnd − n and each ACK of a resent packet clocks one more. With inflate = 0
+                // the lost packets kept awnd negative whenever more than cwnd were outstanding,
+                // the ACKs of the resent packets clocked nothing and the flow waited for the next
+                // RTO (found with Fig. 11b, seed 2: 50 ms at 0 Gbps).
+                self.inflate = (self.outstanding() - n as f64).max(0.0);
                 for _ in 0..n {
                     let vp = self.random_vp();
                     self.credits.push_back((vp, Src::Rto));
@@ -601,6 +641,11 @@ impl Transport for MpRdmaTransport {
             Pick::Recovery => {
                 self.snd_retx = psn + npsn;
                 self.stats.retx += 1;
+                if self.p.cfg.nack_clocks {
+                    // The walk resends what the bitmap dropped; its NACK counted it as gone, so
+                    // its copy re-enters the window (its ACK will count it gone again).
+                    self.inflate = (self.inflate - 1.0).max(0.0);
+                }
             }
             Pick::One => {
                 self.retx_one = None;
@@ -633,7 +678,11 @@ impl Transport for MpRdmaTransport {
 
     fn on_feedback(&mut self, now: Time, fb: Feedback, fx: &mut TxFx) {
         self.window_moved = false;
+        self.hole_rearm = false;
         self.feedback(now, fb, fx);
+        if let (true, Some((h, t))) = (self.hole_rearm, self.hole_retx) {
+            fx.timers.push((t + (self.srtt * 1.5).ceil() as Time + 1, TimerKind::Hole, h));
+        }
         if self.window_moved && !self.credits.is_empty() {
             fx.kick = true;
         }
@@ -984,6 +1033,71 @@ mod tests {
         assert!(out.len() >= 6, "the rest leave on the burst timer: {out:?}");
         let vps: std::collections::BTreeSet<u16> = out.iter().map(|x| x.1).collect();
         assert!(vps.len() >= 4, "on random VPs: {vps:?}");
+    }
+
+    #[test]
+    fn the_burst_timer_waits_while_acks_keep_coming() {
+        for after_last_ack in [true, false] {
+            let mut m = t(MpRdmaConfig { iw: Some(8), probe_p: 0.0, burst_after_last_ack: after_last_ack, ..Default::default() });
+            let mut next = 0;
+            let sent = drain(&mut m, 0, &mut next);
+            // A cumulative jump allows 8+ packets: 2 go on the ACK's VP, the timer is armed.
+            let fx = ack(&mut m, 10 * US, 4, 3, sent[3].1, false);
+            drain(&mut m, 10 * US, &mut next);
+            let (at, _, gen) = fx.timers.iter().copied().find(|x| x.1 == TimerKind::Burst).expect("burst timer armed");
+            // An ACK arrives just before the timer; it clocks (up to) two on its own VP.
+            let late = at - 1;
+            ack(&mut m, late, 5, 4, sent[4].1, false);
+            let clocked = drain(&mut m, late, &mut next);
+            assert!(clocked.iter().all(|x| x.1 == sent[4].1), "{clocked:?}");
+            let mut fx = TxFx::default();
+            m.on_timer(at, TimerKind::Burst, gen, 0, &mut fx);
+            let fired = drain(&mut m, at, &mut next);
+            if after_last_ack {
+                // §3.5: "if no subsequent ACKs return": one just did, so nothing goes on random
+                // VPs yet; the timer is re-armed srtt/2 after that ACK.
+                assert!(fired.is_empty() && m.stats.burst_timer_pkts == 0, "{fired:?}");
+                let (at2, kind, gen2) = fx.timers[0];
+                assert_eq!((at2, kind, gen2), (late + m.srtt() / 2, TimerKind::Burst, gen));
+                // No ACK since: now the rest goes, on random VPs.
+                m.on_timer(at2, kind, gen2, 0, &mut TxFx::default());
+                let out = drain(&mut m, at2, &mut next);
+                assert!(!out.is_empty() && m.stats.burst_timer_pkts == out.len() as u64);
+            } else {
+                assert!(!fired.is_empty() && m.stats.burst_timer_pkts > 0, "fixed timer: fires regardless");
+            }
+        }
+    }
+
+    #[test]
+    fn a_timeout_lets_the_acks_of_the_resent_packets_clock_again() {
+        let mut m = t(MpRdmaConfig { iw: Some(16), probe_p: 0.0, ..Default::default() });
+        let mut next = 0;
+        drain(&mut m, 0, &mut next);
+        // Nothing comes back (all 16 lost on failed paths) and cwnd has meanwhile fallen to 4:
+        // RTO resends from snd_una on 4 random VPs.
+        m.cwnd = 4.0;
+        let mut fx = TxFx::default();
+        m.on_timer(1_000 * US, TimerKind::Rto, 0, 0, &mut fx);
+        let resent = drain(&mut m, 1_000 * US, &mut next);
+        assert_eq!(resent.iter().map(|x| x.0).collect::<Vec<_>>(), vec![0, 1, 2, 3]);
+        // The resent PSN 1 is acknowledged (PSN 0's copy is lost again): the 16 presumed-lost
+        // packets count as gone, so this ACK clocks the next retransmission on its VP. (With
+        // inflate reset to 0, awnd = 4 + 1 − 16 < 0: no clock, and the flow waits for the next RTO.)
+        let vp = resent[1].1;
+        m.on_feedback(1_010 * US, Feedback::Ack { cum: 0, sack: Some(1), echo_sport: vp, ece: false, retx: true }, &mut TxFx::default());
+        let out = drain(&mut m, 1_010 * US, &mut next);
+        assert!(!out.is_empty() && out.iter().all(|x| x.1 == vp), "clocked on the ACK's VP: {out:?}");
+    }
+
+    #[test]
+    fn a_nack_with_nothing_allowed_resends_the_hole_on_its_echoed_vp() {
+        let mut m = t(MpRdmaConfig { iw: Some(8), probe_p: 0.0, ..Default::default() });
+        let mut next = 0;
+        drain(&mut m, 0, &mut next);
+        let mut fx = TxFx::default();
+        m.on_feedback(5 * US, Feedback::Nak { expected: 2, echo_sport: 50123 }, &mut fx);
+        assert_eq!(m.plan(5 * US, next, true), Plan::Send { psn: 2, sport: 50123 });
     }
 
     #[test]
