@@ -509,8 +509,11 @@ impl MpRdmaTransport {
                 // awnd = cwnd − n and each ACK of a resent packet clocks one more. With inflate = 0
                 // the lost packets kept awnd negative whenever more than cwnd were outstanding,
                 // the ACKs of the resent packets clocked nothing and the flow waited for the next
-                // RTO (found with Fig. 11b, seed 2: 50 ms at 0 Gbps).
-                self.inflate = (self.outstanding() - n as f64).max(0.0);
+                // RTO (found with Fig. 11b, seed 2: 50 ms at 0 Gbps). With `nack_clocks` each
+                // resent copy at or beyond walk_from (= snd_una here) re-enters the window as it
+                // goes out (see on_sent), so all of it counts as gone now.
+                let resent_now = if self.p.cfg.nack_clocks { 0.0 } else { n as f64 };
+                self.inflate = (self.outstanding() - resent_now).max(0.0);
                 for _ in 0..n {
                     let vp = self.random_vp();
                     self.credits.push_back((vp, Src::Rto));
@@ -641,17 +644,18 @@ impl Transport for MpRdmaTransport {
             Pick::Recovery => {
                 self.snd_retx = psn + npsn;
                 self.stats.retx += 1;
-                if self.p.cfg.nack_clocks {
-                    // The walk resends what the bitmap dropped; its NACK counted it as gone, so
-                    // its copy re-enters the window (its ACK will count it gone again).
-                    self.inflate = (self.inflate - 1.0).max(0.0);
-                }
             }
             Pick::One => {
                 self.retx_one = None;
                 self.stats.retx += 1;
             }
             Pick::Early => {}
+        }
+        if self.p.cfg.nack_clocks && self.in_recovery && matches!(pick, Pick::Recovery | Pick::One) && psn >= self.walk_from {
+            // The walk resends what the bitmap dropped (or, after RTO, everything): its NACK (or
+            // the timeout) counted it as gone, so the copy re-enters the window (its ACK will
+            // count it gone again). Holes below walk_from were never counted and need nothing.
+            self.inflate = (self.inflate - 1.0).max(0.0);
         }
 
         if pick != Pick::New && psn == self.snd_una {
