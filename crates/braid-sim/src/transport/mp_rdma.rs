@@ -972,7 +972,9 @@ mod tests {
 
     #[test]
     fn a_nack_starts_recovery_and_acks_clock_retransmissions() {
-        let mut m = t(MpRdmaConfig { iw: Some(8), probe_p: 0.0, ..Default::default() });
+        // The NACK itself clocks only the hole (braid's earlier rule; see the next test for
+        // `nack_clocks`).
+        let mut m = t(MpRdmaConfig { iw: Some(8), probe_p: 0.0, nack_clocks: false, ..Default::default() });
         let mut next = 0;
         let sent = drain(&mut m, 0, &mut next);
         let mut fx = TxFx::default();
@@ -989,7 +991,7 @@ mod tests {
 
     #[test]
     fn a_lost_hole_retransmission_is_resent_by_the_hole_timer() {
-        let mut m = t(MpRdmaConfig { iw: Some(8), probe_p: 0.0, ..Default::default() });
+        let mut m = t(MpRdmaConfig { iw: Some(8), probe_p: 0.0, nack_clocks: false, ..Default::default() });
         let mut next = 0;
         drain(&mut m, 0, &mut next);
         let mut fx = TxFx::default();
@@ -1008,7 +1010,7 @@ mod tests {
         assert!(fx.kick && m.credits() == 1);
         assert!(matches!(m.plan(at, next, true), Plan::Send { psn: 2, .. }));
         // Once the hole is filled a late timer does nothing.
-        let mut m2 = t(MpRdmaConfig { iw: Some(8), probe_p: 0.0, ..Default::default() });
+        let mut m2 = t(MpRdmaConfig { iw: Some(8), probe_p: 0.0, nack_clocks: false, ..Default::default() });
         let mut next2 = 0;
         let sent = drain(&mut m2, 0, &mut next2);
         m2.on_feedback(5 * US, Feedback::Nak { expected: 2, echo_sport: 1 }, &mut TxFx::default());
@@ -1092,6 +1094,36 @@ mod tests {
         m.on_feedback(1_010 * US, Feedback::Ack { cum: 0, sack: Some(1), echo_sport: vp, ece: false, retx: true }, &mut TxFx::default());
         let out = drain(&mut m, 1_010 * US, &mut next);
         assert!(!out.is_empty() && out.iter().all(|x| x.1 == vp), "clocked on the ACK's VP: {out:?}");
+    }
+
+    #[test]
+    fn nack_credits_go_back_to_their_vps_and_wait_for_the_hole() {
+        // L = 4: PSN 0 is lost, 1..3 fill the bitmap, 4 and 5 are dropped beyond it (NACKs).
+        let mut m = t(MpRdmaConfig { iw: Some(8), bitmap: 4, delta: 2, probe_p: 0.0, ..Default::default() });
+        let mut next = 0;
+        drain(&mut m, 0, &mut next);
+        let (x, y) = (50001, 50002);
+        m.on_feedback(5 * US, Feedback::Nak { expected: 0, echo_sport: x }, &mut TxFx::default());
+        // Its credit is X's: it resends the hole there.
+        assert_eq!(drain(&mut m, 5 * US, &mut next), vec![(0, x)]);
+        m.on_feedback(6 * US, Feedback::Nak { expected: 0, echo_sport: y }, &mut TxFx::default());
+        // Y's credits (PSNs 4 and 5 have left the network, so two of 8 are free) cannot go:
+        // everything below snd_una + L is received or resent. They wait, on Y.
+        assert!(drain(&mut m, 6 * US, &mut next).is_empty() && m.credits() == 2);
+        // The hole's copy arrives (cum 0 → 4): Y's credits resend PSNs 4, 5 (dropped) on Y.
+        let mut fx = TxFx::default();
+        m.on_feedback(15 * US, Feedback::Ack { cum: 4, sack: Some(0), echo_sport: x, ece: false, retx: true }, &mut fx);
+        let out = drain(&mut m, 15 * US, &mut next);
+        assert_eq!(out[..2], [(4, y), (5, y)], "{out:?}");
+        // Under the earlier rule a NACK counts nothing for the window: only the one credit a
+        // NACK grants when nothing else is allowed.
+        let mut m = t(MpRdmaConfig { iw: Some(8), bitmap: 4, delta: 2, probe_p: 0.0, nack_clocks: false, ..Default::default() });
+        let mut next = 0;
+        drain(&mut m, 0, &mut next);
+        m.on_feedback(5 * US, Feedback::Nak { expected: 0, echo_sport: x }, &mut TxFx::default());
+        drain(&mut m, 5 * US, &mut next);
+        m.on_feedback(6 * US, Feedback::Nak { expected: 0, echo_sport: y }, &mut TxFx::default());
+        assert!(m.inflate == 0.0 && m.credits() == 1, "inflate {} credits {}", m.inflate, m.credits());
     }
 
     #[test]
