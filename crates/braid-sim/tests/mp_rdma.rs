@@ -586,9 +586,11 @@ fn explore_path_failure() {
             s["transport"]["mp_rdma"] = json!({"max_per_ack": m.parse::<u32>().unwrap()});
         }
     };
-    let phase = 10_000;
-    let slot = 1000;
-    for seed in 1..=4 {
+    // PHASE_US=<µs> lengthens the phases (default 10 ms); SEEDS=a,b,... picks seeds (default 1–4).
+    let phase: u64 = std::env::var("PHASE_US").map(|p| p.parse().unwrap()).unwrap_or(10_000);
+    let slot = phase / 10;
+    let seeds: Vec<u64> = std::env::var("SEEDS").map(|s| s.split(',').map(|x| x.parse().unwrap()).collect()).unwrap_or(vec![1, 2, 3, 4]);
+    for seed in seeds {
         let (slots, g, c) = run_failure(seed, phase, slot, &tweak);
         if seed == 1 {
             for (i, (s, g)) in slots.iter().zip(&g).enumerate() {
@@ -602,7 +604,7 @@ fn explore_path_failure() {
             let gp = g[r.clone()].iter().sum::<f64>() / per as f64;
             let late: Vec<u64> = (0..4).map(|k| slots[ph * per + per / 2..(ph + 1) * per].iter().map(|s| s[k]).sum()).collect();
             // First slot (ms into the phase) at which each path carries > 50% of its rate.
-            let first: Vec<Option<usize>> = (0..4).map(|k| slots[r.clone()].iter().position(|s| s[k] > 590)).collect();
+            let first: Vec<Option<usize>> = (0..4).map(|k| slots[r.clone()].iter().position(|s| s[k] as f64 > 0.59 * slot as f64)).collect();
             eprintln!("seed {seed} phase {ph}: goodput {gp:.1} Gbps, late-half pkts {late:?}, first >50% slot {first:?}, hole_timer {} burst {} probes {} recoveries {}", c["hole_timer"], c["burst_timer_pkts"], c["probes"], c["recoveries"]);
         }
     }
