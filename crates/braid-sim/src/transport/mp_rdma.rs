@@ -3,8 +3,8 @@
 //! - A virtual path (VP) is a UDP source port; ECMP maps it to a physical path.
 //! - One congestion window for all paths: +1/cwnd per ACK without ECN, −1/2 per ECN ACK (§3.2).
 //! - Multi-path ACK clocking: the packets an ACK allows go out on the VP that ACK echoes, at most
-//!   `max_per_ack` (2) per ACK; the rest wait for later ACKs or the burst timer (RTT/2), which sends
-//!   them on random VPs (§3.5 burst control).
+//!   `max_per_ack` (2) per ACK; the rest wait for later ACKs or the burst timer (RTT/2 with no
+//!   ACK), which sends them on random VPs (§3.5 burst control).
 //! - awnd = cwnd + inflate − (snd_nxt − snd_una); inflate +1 per ACK, −(aack − snd_una) when the
 //!   cumulative point moves.
 //! - OOO-aware path selection (§3.3.2): snd_ooh is the highest SACKed PSN, snd_ool = snd_ooh − Δ;
@@ -14,8 +14,9 @@
 //!   is dropped and the receiver NACKs rcv_nxt (once per rcv_nxt value).
 //! - Loss recovery (§3.5): a NACK starts recovery (recovery = snd_nxt, snd_retx = NACKed PSN); while
 //!   in recovery ACKs clock retransmissions from snd_retx; recovery ends when snd_una reaches
-//!   `recovery`. With no new data, unacknowledged packets are retransmitted early (FUSO). RTO is the
-//!   last resort and retransmits everything unacknowledged.
+//!   `recovery`. A NACK echoes the dropped packet's VP and clocks on it like an ACK
+//!   (`nack_clocks`). With no new data, unacknowledged packets are retransmitted early (FUSO). RTO
+//!   is the last resort and retransmits everything unacknowledged.
 //! - Probing: once per RTT, with probability p, the next packet goes to a new random VP.
 //! - Path window reduction ("use it or lose it"): a clock with nothing to send shrinks cwnd by one.
 //! - Restart from IW after `restart_rtts` RTTs idle.
