@@ -195,10 +195,12 @@ def bench(only: tuple, quick: bool, scale: bool, repeat: int, anchors: Optional[
 
 
 from .cli_drum import drum  # noqa: E402
+from .cli_reproduce import reproduce  # noqa: E402
 from .hpcc_import import import_hpcc  # noqa: E402
 
 main.add_command(import_hpcc, "import-hpcc")
 main.add_command(drum, "drum")
+main.add_command(reproduce, "reproduce")
 
 
 if __name__ == "__main__":  # pragma: no cover

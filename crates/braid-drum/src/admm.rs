@@ -189,6 +189,19 @@ pub struct Admm {
     pub rs: Vec<f64>,
     /// per entry: sum over its pairs of rs_row * p^2
     pub rp2: Vec<f64>,
+    /// the whole instance's sizes (this state may hold one shard's hosts)
+    pub glob: Global,
+}
+
+/// Sizes of the whole instance and where this state's hosts start in it: the stopping rule
+/// and the lost-result draws are defined on the whole instance.
+#[derive(Clone, Copy, Debug)]
+pub struct Global {
+    pub n: usize,
+    pub entries: usize,
+    pub pairs: usize,
+    /// global index of this state's first host
+    pub host0: usize,
 }
 
 /// Split a mutable slice into per-host chunks of m.
@@ -199,10 +212,37 @@ fn host_chunks<T: Send>(v: &mut [T], m: usize) -> rayon::slice::ChunksMut<'_, T>
 impl Admm {
     pub fn new(p: Arc<Problem>, lay: Arc<Layout>, opt: AdmmOptions) -> Admm {
         let sc = Scaled::new(&p, &lay, opt.scaling);
+        let curv = curvature(&sc, &lay);
+        let rho0 = median_rho(&sample_curvature(&curv[..p.entries()], 0, p.entries()));
+        let rs = row_scales(&curv, rho0, opt.row_scaling && lay.diag);
+        let glob = Global {
+            n: p.n,
+            entries: p.entries(),
+            pairs: lay.pairs(),
+            host0: 0,
+        };
+        let mut st = Admm::from_parts(p, lay, sc, opt, rho0, rs, glob);
+        st.gather_rows();
+        st.z.copy_from_slice(&st.hsum);
+        st
+    }
+
+    /// The state before the first row sums: x at the equal split, y = h = p x. `rho0` is the
+    /// automatic penalty (median curvature), `rs` the row scales. The caller gathers the rows
+    /// and sets z to them (a shard first adds the other ranks' partial sums).
+    pub fn from_parts(
+        p: Arc<Problem>,
+        lay: Arc<Layout>,
+        sc: Scaled,
+        opt: AdmmOptions,
+        rho0: f64,
+        rs: Vec<f64>,
+        glob: Global,
+    ) -> Admm {
         let nn = p.entries();
-        // Row scaling helps one-sided problems a lot (measured 2-4x fewer iterations) but hurts
-        // two-sided ones, whose shared rows mix senders of very different curvature: off there.
-        let (rho0, rs) = auto_rho(&sc, &lay, opt.row_scaling && lay.diag);
+        // Row scaling (rs) helps one-sided problems a lot (measured 2-4x fewer iterations) but
+        // hurts two-sided ones, whose shared rows mix senders of very different curvature: the
+        // callers turn it off there.
         // two-sided: the shared rows see n_e senders; 3x the one-sided heuristic was best on the
         // paper's instances (alpha 0.5-2; measured in docs/drum.md)
         let rho0 = if lay.diag { rho0 } else { 3.0 * rho0 };
@@ -237,7 +277,9 @@ impl Admm {
         }
         let rows = lay.rows;
         let n = p.n;
-        let mut st = Admm {
+        let mut h = vec![0.0; np];
+        h.copy_from_slice(&y);
+        Admm {
             p,
             lay,
             sc,
@@ -248,18 +290,15 @@ impl Admm {
             v: vec![0.0; rows],
             dv: vec![0.0; rows],
             y,
-            h: vec![0.0; np],
+            h,
             hsum: vec![0.0; rows],
             lam: vec![0.0; n],
             mu: vec![0.0; n],
             iter: 0,
             rs,
             rp2,
-        };
-        st.h.copy_from_slice(&st.y);
-        st.gather_rows();
-        st.z.copy_from_slice(&st.hsum);
-        st
+            glob,
+        }
     }
 
     /// x-update for all hosts except the lost ones; computes h for their pairs.
@@ -268,8 +307,20 @@ impl Admm {
         self.x_step_range(lost, 0, n)
     }
 
+    /// One-sided x-update for [`Admm::zy_step_diag`], which computes h itself: h is not
+    /// written.
+    pub fn x_step_fused(&mut self, lost: &[bool]) {
+        debug_assert!(self.lay.diag);
+        let n = self.p.n;
+        self.x_step_h(lost, 0, n, false)
+    }
+
     /// x-update of hosts h0..h1 (skipping the lost ones); computes h for their pairs.
     pub fn x_step_range(&mut self, lost: &[bool], h0: usize, h1: usize) {
+        self.x_step_h(lost, h0, h1, true)
+    }
+
+    fn x_step_h(&mut self, lost: &[bool], h0: usize, h1: usize, write_h: bool) {
         let (m, rho, relax) = (self.p.m, self.rho, self.opt.relax);
         let sc = &self.sc;
         let lay = &*self.lay;
@@ -285,13 +336,18 @@ impl Admm {
                 let i = h0 + ii;
                 let k0 = i * m;
                 if lost.is_empty() || !lost[i] {
-                    // linear coefficient from the pairs of each entry
-                    let mut base = vec![0.0; m];
+                    // linear coefficient from the pairs of each entry; one-sided, also the
+                    // quadratic one (rp2 = rs p^2, the same bits) from the rs and p read here
+                    // anyway: one array fewer streamed from memory per iteration
+                    let mut scratch = vec![0.0; 2 * m];
+                    let (base, c2d) = scratch.split_at_mut(m);
                     for j in 0..m {
                         let k = k0 + j;
                         if lay.diag {
                             // one-sided: pair k = entry k = row k
-                            base[j] = rho * (rs[k] * lay.pair_coef[k] * (v[k] - y[k]));
+                            let (r, p) = (rs[k], lay.pair_coef[k]);
+                            base[j] = rho * (r * p * (v[k] - y[k]));
+                            c2d[j] = r * p * p;
                             continue;
                         }
                         let mut b = 0.0;
@@ -301,29 +357,21 @@ impl Admm {
                         }
                         base[j] = rho * b;
                     }
-                    let ent = |j: usize| {
-                        let k = k0 + j;
-                        (sc.w[k], 0.0, rho * rp2[k], base[j], sc.lo[k], sc.hi[k])
-                    };
+                    let base = &*base;
+                    let c2v: &[f64] = if lay.diag { c2d } else { &rp2[k0..k0 + m] };
+                    let (lo, hi) = (sc.lo_of(i), sc.hi_of(i));
+                    let ent = |j: usize| (sc.w[k0 + j], 0.0, rho * c2v[j], base[j], lo[j], hi[j]);
                     *lam = if sc.host_soc[i] {
                         cap_solve_soc(&sc.al, m, ent, &sc.r[k0..k0 + m], sc.q[i], *lam, xs)
                     } else if sc.al.a == 1.0 {
                         let r = k0..k0 + m;
-                        cap_solve_log(
-                            &sc.al,
-                            &sc.w[r.clone()],
-                            rho,
-                            &rp2[r.clone()],
-                            &base,
-                            &sc.lo[r.clone()],
-                            &sc.hi[r],
-                            sc.q[i],
-                            *lam,
-                            xs,
-                        )
+                        cap_solve_log(&sc.al, &sc.w[r], rho, c2v, base, lo, hi, sc.q[i], *lam, xs)
                     } else {
                         cap_solve(&sc.al, m, ent, sc.q[i], *lam, xs)
                     };
+                }
+                if !write_h {
+                    return;
                 }
                 // h for the pairs of this host (disjoint ranges per host)
                 let q0 = lay.send_ptr[k0] as usize;
@@ -398,17 +446,18 @@ impl Admm {
                 let k0 = i * m;
                 // one-sided: every row has one pair (and row_ptr need not be read)
                 let diag = lay.diag;
+                let beta = sc.beta_of(i);
                 let ent = |j: usize| {
                     let r = k0 + j;
-                    let ne = if diag { 1.0 } else { lay.row_len(r) as f64 };
+                    let ne = if diag { 1.0 } else { lay.senders(r) as f64 };
                     let c2 = rho * rs[r] / ne;
                     let t = hsum[r] + ne * vs[j];
-                    (2.0 * sc.beta[r], c2, -c2 * t)
+                    (2.0 * beta[j], c2, -c2 * t)
                 };
                 *mu = cap_solve_cq(m, ent, sc.c[i], *mu, zs);
                 for j in 0..m {
                     let r = k0 + j;
-                    let ne = if diag { 1.0 } else { lay.row_len(r) as f64 };
+                    let ne = if diag { 1.0 } else { lay.senders(r) as f64 };
                     let d = (hsum[r] - zs[j]) / ne;
                     vs[j] += d;
                     ds[j] = d;
@@ -438,17 +487,19 @@ impl Admm {
             });
     }
 
-    /// One-sided (`lay.diag`) z-, dual- and y-updates fused into one pass per host, reading h in
-    /// place of the row sums (one pair per row). Same arithmetic as `gather_rows`, `z_step`,
-    /// `y_step` (the residual sums are added in another order); leaves `hsum` and `dv` stale,
-    /// so it is only used by `run`.
+    /// One-sided (`lay.diag`) z-, dual- and y-updates fused into one pass per host, with h in
+    /// place of the row sums (one pair per row). h is recomputed here from the x and y this pass
+    /// reads anyway (the expression of the x-step, so the same bits), so the x-step need not
+    /// write it ([`Admm::x_step_fused`]): two arrays fewer streamed per iteration. Same
+    /// arithmetic as `gather_rows`, `z_step`, `y_step` (the residual sums are added in another
+    /// order); leaves `h`, `hsum` and `dv` stale, so it is only used by `run` and the sharded
+    /// solve.
     pub fn zy_step_diag(&mut self) -> Sums {
-        let (m, rho) = (self.p.m, self.rho);
+        let (m, rho, relax) = (self.p.m, self.rho, self.opt.relax);
         let nn = self.p.entries();
         let sc = &self.sc;
         let lay = &*self.lay;
         debug_assert!(lay.diag && lay.rows == nn);
-        let h = &self.h;
         let x = &self.x;
         let rs = &self.rs;
         let coef = &lay.pair_coef;
@@ -459,20 +510,24 @@ impl Admm {
             .enumerate()
             .map(|(i, (((zs, vs), ys), mu))| {
                 let k0 = i * m;
+                let beta = sc.beta_of(i);
+                let h: Vec<f64> = (0..m)
+                    .map(|j| relax * coef[k0 + j] * x[k0 + j] + (1.0 - relax) * ys[j])
+                    .collect();
                 let ent = |j: usize| {
                     let r = k0 + j;
                     let c2 = rho * rs[r];
-                    let t = h[r] + vs[j];
-                    (2.0 * sc.beta[r], c2, -c2 * t)
+                    let t = h[j] + vs[j];
+                    (2.0 * beta[j], c2, -c2 * t)
                 };
                 *mu = cap_solve_cq(m, ent, sc.c[i], *mu, zs);
                 let mut s = Sums::default();
                 for j in 0..m {
                     let k = k0 + j;
-                    let d = h[k] - zs[j];
+                    let d = h[j] - zs[j];
                     vs[j] += d;
                     let p = coef[k];
-                    let ynew = h[k] - d;
+                    let ynew = h[j] - d;
                     let px = p * x[k];
                     s.r2 += (px - ynew) * (px - ynew);
                     let dual = rs[k] * p * (ynew - ys[j]);
@@ -540,19 +595,8 @@ impl Admm {
         recover(&self.sc, &self.lay, x)
     }
 
-    /// Partial row sums of h over the pairs of hosts h0..h1 (for sharded runs).
-    pub fn partial_rows(&self, h0: usize, h1: usize) -> Vec<f64> {
-        let m = self.p.m;
-        let lay = &*self.lay;
-        let mut out = vec![0.0; lay.rows];
-        let (q0, q1) = (lay.send_ptr[h0 * m] as usize, lay.send_ptr[h1 * m] as usize);
-        for q in q0..q1 {
-            out[lay.pair_row[q] as usize] += self.h[q];
-        }
-        out
-    }
-
-    /// Which hosts lose their result in iteration k (the same on every rank).
+    /// Which of this state's hosts lose their result in iteration k: one draw per host of the
+    /// whole instance (so a shard's hosts get the draws they get in the local solve).
     pub fn lost_mask(&self, k: usize) -> Vec<bool> {
         if self.opt.loss_prob <= 0.0 {
             return Vec::new();
@@ -560,16 +604,18 @@ impl Admm {
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(
             self.opt.loss_seed ^ (k as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15),
         );
-        (0..self.p.n)
+        let h0 = self.glob.host0;
+        (0..h0 + self.p.n)
             .map(|_| rng.random::<f64>() < self.opt.loss_prob)
+            .skip(h0)
             .collect()
     }
 
     /// Residual norms and tolerances from the sums: (r, s, eps_pri, eps_dual).
     pub fn tolerances(&self, s: &Sums) -> (f64, f64, f64, f64) {
-        let n = self.p.n as f64;
-        let nn = self.p.entries() as f64;
-        let np = self.lay.pairs() as f64;
+        let n = self.glob.n as f64;
+        let nn = self.glob.entries as f64;
+        let np = self.glob.pairs as f64;
         let r = s.r2.sqrt();
         let d = s.s2.sqrt();
         let (ep, ed) = match self.opt.stop {
@@ -614,10 +660,11 @@ impl Admm {
             if !lost.is_empty() {
                 trace.lost.push(lost.iter().filter(|&&l| l).count() as u32);
             }
-            self.x_step(&lost);
             let s = if self.lay.diag {
+                self.x_step_fused(&lost);
                 self.zy_step_diag()
             } else {
+                self.x_step(&lost);
                 self.gather_rows();
                 self.z_step();
                 self.y_step()
@@ -716,13 +763,12 @@ impl<T> SendPtr<T> {
     }
 }
 
-/// Automatic penalty (scaled units): per CQ row, the curvature of its own entry's utility at the
-/// equal split divided by a^2 (the curvature seen in z); rho is their median and, with row
-/// scaling, rs_e = curvature_e / rho (diagonal preconditioning, clamped to [1e-3, 1e3]).
-/// Link rows get 1.
-pub fn auto_rho(sc: &Scaled, lay: &Layout, row_scaling: bool) -> (f64, Vec<f64>) {
+/// Automatic penalty (scaled units), in three steps so that a shard can take the median over
+/// the whole instance: per CQ row, the curvature of its own entry's utility at the equal split
+/// divided by the sum of its squared coefficients (the curvature seen in z; NaN for link rows
+/// and inactive entries) ...
+pub fn curvature(sc: &Scaled, lay: &Layout) -> Vec<f64> {
     let (n, m) = (sc.n, sc.m);
-    let nn = n * m;
     let mut curv = vec![f64::NAN; lay.rows];
     for i in 0..n {
         let cnt = (0..m).filter(|&j| sc.hi[i * m + j] > 0.0).count().max(1);
@@ -734,22 +780,36 @@ pub fn auto_rho(sc: &Scaled, lay: &Layout, row_scaling: bool) -> (f64, Vec<f64>)
             }
         }
     }
-    let stride = (nn / 100_000).max(1);
-    let mut vals: Vec<f64> = curv[..nn]
-        .iter()
+    curv
+}
+
+/// ... sampled every `(nn_total / 100000).max(1)`-th entry of the whole instance (`curv` holds
+/// the CQ rows of entries `k0..k0+len`) ...
+pub fn sample_curvature(curv: &[f64], k0: usize, nn_total: usize) -> Vec<f64> {
+    let stride = (nn_total / 100_000).max(1);
+    let first = (stride - k0 % stride) % stride;
+    curv.iter()
+        .skip(first)
         .step_by(stride)
         .copied()
         .filter(|c| c.is_finite())
-        .collect();
-    let rho = if vals.is_empty() {
-        1.0
-    } else {
-        let mid = vals.len() / 2;
-        vals.select_nth_unstable_by(mid, |a, b| a.partial_cmp(b).unwrap());
-        vals[mid].clamp(1e-12, 1e12)
-    };
-    let rs = curv
-        .iter()
+        .collect()
+}
+
+/// ... rho is the median of the sample, and with row scaling rs_e = curvature_e / rho (diagonal
+/// preconditioning, clamped to [1e-3, 1e3]). Link rows get 1.
+pub fn median_rho(sample: &[f64]) -> f64 {
+    if sample.is_empty() {
+        return 1.0;
+    }
+    let mut vals = sample.to_vec();
+    let mid = vals.len() / 2;
+    vals.select_nth_unstable_by(mid, |a, b| a.partial_cmp(b).unwrap());
+    vals[mid].clamp(1e-12, 1e12)
+}
+
+pub fn row_scales(curv: &[f64], rho: f64, row_scaling: bool) -> Vec<f64> {
+    curv.iter()
         .map(|&c| {
             if row_scaling && c.is_finite() {
                 (c / rho).clamp(1e-3, 1e3)
@@ -757,16 +817,30 @@ pub fn auto_rho(sc: &Scaled, lay: &Layout, row_scaling: bool) -> (f64, Vec<f64>)
                 1.0
             }
         })
-        .collect();
-    (rho, rs)
+        .collect()
 }
 
 /// Feasible recovery (scaled units). Returns (x~, rows = [P; R] x~).
 pub fn recover(sc: &Scaled, lay: &Layout, x: &[f64]) -> (Vec<f64>, Vec<f64>) {
-    let (n, m) = (sc.n, sc.m);
-    let nn = n * m;
+    let nn = sc.n * sc.m;
     let pg = lay.row_sums(&sc.lo);
     let px = lay.row_sums(x);
+    let (theta, mut global) = recover_theta(sc, &pg, &px);
+    for (e, &cap) in sc.link_cap.iter().enumerate() {
+        let (a, b) = (pg[nn + e], px[nn + e] - pg[nn + e]);
+        if a + b > cap && b > 0.0 {
+            global = global.min(((cap - a) / b).clamp(0.0, 1.0));
+        }
+    }
+    let xf = recover_apply(sc, lay.diag, &theta, global, x);
+    let rows = lay.row_sums(&xf);
+    (xf, rows)
+}
+
+/// Per host, the largest theta in [0, 1] with g + theta (P x - g) within the CQE capacity (from
+/// the CQ row sums `pg` = P g and `px` = P x of the hosts of `sc`), and their minimum.
+pub fn recover_theta(sc: &Scaled, pg: &[f64], px: &[f64]) -> (Vec<f64>, f64) {
+    let (n, m) = (sc.n, sc.m);
     let mut theta = vec![1.0f64; n];
     let mut global = 1.0f64;
     for i in 0..n {
@@ -783,19 +857,17 @@ pub fn recover(sc: &Scaled, lay: &Layout, x: &[f64]) -> (Vec<f64>, Vec<f64>) {
         theta[i] = t;
         global = global.min(t);
     }
-    for (e, &cap) in sc.link_cap.iter().enumerate() {
-        let (a, b) = (pg[nn + e], px[nn + e] - pg[nn + e]);
-        if a + b > cap && b > 0.0 {
-            global = global.min(((cap - a) / b).clamp(0.0, 1.0));
-        }
-    }
+    (theta, global)
+}
+
+/// x~ = g + theta (x - g): per host when the hosts are uncoupled (`diag`), else one global theta.
+pub fn recover_apply(sc: &Scaled, diag: bool, theta: &[f64], global: f64, x: &[f64]) -> Vec<f64> {
+    let m = sc.m;
     // also the WQE capacity, which x satisfies up to the search tolerance
-    let xf: Vec<f64> = (0..nn)
+    (0..sc.n * m)
         .map(|k| {
-            let t = if lay.diag { theta[k / m] } else { global };
+            let t = if diag { theta[k / m] } else { global };
             sc.lo[k] + t * (x[k] - sc.lo[k]).max(0.0)
         })
-        .collect();
-    let rows = lay.row_sums(&xf);
-    (xf, rows)
+        .collect()
 }

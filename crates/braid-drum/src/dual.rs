@@ -93,7 +93,9 @@ pub fn upper_bound(sc: &Scaled, lay: &Layout, nu: &[f64]) -> (f64, Vec<f64>, Vec
         })
         .sum();
     let mut lpart = 0.0;
-    for (e, zv) in zl.iter_mut().enumerate() {
+    // only the link rows: a shard's rows past its CQ rows are other ranks' rows (ghosts), whose
+    // terms their owners count
+    for (e, zv) in zl.iter_mut().take(sc.link_cap.len()).enumerate() {
         let r = nn + e;
         *zv = if nu[r] > 0.0 { sc.link_cap[e] } else { 0.0 };
         lpart += nu[r] * *zv;

@@ -69,13 +69,21 @@ struct HostDraw {
 }
 
 pub fn generate(g: &GenParams) -> Problem {
+    generate_range(g, 0, g.n)
+}
+
+/// Hosts `h0..h1` of the instance `generate(g)` makes, alone: a problem with `h1 - h0` hosts
+/// whose traffic names global destination hosts. Every host draws from its own stream, so the
+/// pieces of any partition are, entry by entry, the whole instance's.
+pub fn generate_range(g: &GenParams, h0: usize, h1: usize) -> Problem {
     let (n, m) = (g.n, g.m);
+    assert!(h0 <= h1 && h1 <= n, "host range {h0}..{h1} outside 0..{n}");
     let fan = if g.two_sided {
         g.fanout.min(n.saturating_sub(1))
     } else {
         0
     };
-    let draws: Vec<HostDraw> = (0..n)
+    let draws: Vec<HostDraw> = (h0..h1)
         .into_par_iter()
         .map(|i| {
             let mut rng =
@@ -119,16 +127,17 @@ pub fn generate(g: &GenParams) -> Problem {
             }
         })
         .collect();
-    let nn = n * m;
+    let nl = h1 - h0;
+    let nn = nl * m;
     let mut p = Problem {
-        n,
+        n: nl,
         m,
         alpha: g.alpha,
         beta: g.beta,
         w: Vec::with_capacity(nn),
         a: Vec::with_capacity(nn),
-        q_cap: Vec::with_capacity(n),
-        c_cap: Vec::with_capacity(n),
+        q_cap: Vec::with_capacity(nl),
+        c_cap: Vec::with_capacity(nl),
         guarantee: vec![],
         active: vec![],
         preempt: vec![],
@@ -163,7 +172,8 @@ pub fn generate(g: &GenParams) -> Problem {
     if let Some(k) = g.k {
         if k < m {
             let mut age = vec![0u32; nn];
-            p.active = select_topk(n, m, k, &p.w, &mut age, u32::MAX);
+            // per host: the piece's selection is the whole instance's
+            p.active = select_topk(nl, m, k, &p.w, &mut age, u32::MAX);
         }
     }
     p

@@ -8,26 +8,34 @@
 //!   over-relaxation, Boyd and paper stopping rules and lossy result delivery;
 //! * [`dual`]: the dual bound (duality-gap certificate) and the dual-decomposition baseline;
 //! * [`select`]: the top-k selection step with anti-starvation aging;
-//! * [`gen`]: the paper's random instances.
+//! * [`gen`]: the paper's random instances;
+//! * [`shard`], [`piece`], [`comm`]: the ADMM sharded over ranks that hold only their own hosts
+//!   (MPI through the Python package; threads in the tests).
 //!
 //! See `docs/drum.md` for what is sound and what differs from the paper.
 
 pub mod admm;
 pub mod capacity;
+pub mod comm;
 pub mod dual;
 pub mod exact;
+pub mod footprint;
 pub mod gen;
 pub mod host;
+pub mod piece;
 pub mod problem;
 pub mod scalar;
 pub mod scaled;
 pub mod select;
+pub mod shard;
 
-pub use admm::{Admm, AdmmOptions, SolveResult, StopRule, Trace};
+pub use admm::{Admm, AdmmOptions, Global, SolveResult, StopRule, Trace};
 pub use dual::{dual_decomposition, DualOptions};
 pub use exact::solve_exact;
-pub use gen::{generate, GenParams};
+pub use gen::{generate, generate_range, GenParams};
+pub use piece::Piece;
 pub use problem::{DrumError, Layout, Links, Problem, Traffic};
+pub use shard::{solve_sharded, ShardResult};
 
 /// Solve with ADMM (validates, builds the layout).
 pub fn solve_admm(p: &Problem, opt: AdmmOptions) -> problem::Result<SolveResult> {

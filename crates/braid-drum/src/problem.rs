@@ -96,6 +96,24 @@ fn check_vec(name: &str, v: &[f64], len: usize, allow_empty: bool) -> Result<()>
     Ok(())
 }
 
+/// The first host (of `c_cap`, numbered from `h0`) whose guaranteed CQE load `pg` (the CQ rows
+/// of those hosts, m per host) exceeds its capacity.
+pub fn cq_guarantee_error(pg: &[f64], c_cap: &[f64], m: usize, h0: usize) -> Option<DrumError> {
+    for (i, &c) in c_cap.iter().enumerate() {
+        let s: f64 = pg[i * m..(i + 1) * m].iter().sum();
+        if s > c {
+            return Some(DrumError::new(
+                "guarantee",
+                format!(
+                    "infeasible guarantees on host {}: their CQEs need {s} of the CQE capacity C = {c}",
+                    h0 + i
+                ),
+            ));
+        }
+    }
+    None
+}
+
 impl Problem {
     pub fn entries(&self) -> usize {
         self.n * self.m
@@ -123,7 +141,17 @@ impl Problem {
 
     /// Check shapes, signs and feasibility of the guarantees.
     pub fn validate(&self) -> Result<()> {
+        self.validate_local(0, self.n)?;
+        self.validate_coupled()
+    }
+
+    /// The checks that need only this problem's own hosts. For a piece of a larger instance
+    /// (hosts `h0..h0+n` of `n_total`, traffic destinations global), messages name global hosts
+    /// and entries. Not checked here: guarantees against the CQE and link capacities, which
+    /// depend on the senders' traffic (`validate_coupled`, or the sharded solver's setup).
+    pub fn validate_local(&self, h0: usize, n_total: usize) -> Result<()> {
         let (n, m) = (self.n, self.m);
+        let ent = |k: usize| format!("entry {} (host {}, app {})", h0 * m + k, h0 + k / m, k % m);
         if n == 0 {
             return Err(DrumError::new("n", "must be at least 1 host"));
         }
@@ -170,7 +198,10 @@ impl Problem {
             if !(q.is_finite() && q > 0.0) {
                 return Err(DrumError::new(
                     "Q",
-                    format!("capacity of host {i} must be finite and > 0, got {q}"),
+                    format!(
+                        "capacity of host {} must be finite and > 0, got {q}",
+                        h0 + i
+                    ),
                 ));
             }
         }
@@ -178,7 +209,10 @@ impl Problem {
             if !(c.is_finite() && c > 0.0) {
                 return Err(DrumError::new(
                     "C",
-                    format!("capacity of host {i} must be finite and > 0, got {c}"),
+                    format!(
+                        "capacity of host {} must be finite and > 0, got {c}",
+                        h0 + i
+                    ),
                 ));
             }
         }
@@ -186,24 +220,23 @@ impl Problem {
             if !(w.is_finite() && w > 0.0) {
                 return Err(DrumError::new(
                     "w",
-                    format!(
-                        "weight of entry {k} (host {}, app {}) must be finite and > 0, got {w}",
-                        k / m,
-                        k % m
-                    ),
+                    format!("weight of {} must be finite and > 0, got {w}", ent(k)),
                 ));
             }
         }
         for (k, &a) in self.a.iter().enumerate() {
             if !(a.is_finite() && a > 0.0) {
-                return Err(DrumError::new("a", format!("CQEs per WQE of entry {k} (host {}, app {}) must be finite and > 0, got {a}", k / m, k % m)));
+                return Err(DrumError::new(
+                    "a",
+                    format!("CQEs per WQE of {} must be finite and > 0, got {a}", ent(k)),
+                ));
             }
         }
         for (k, &r) in self.preempt.iter().enumerate() {
             if !(r.is_finite() && r >= 0.0) {
                 return Err(DrumError::new(
                     "preempt",
-                    format!("entry {k} must be finite and >= 0, got {r}"),
+                    format!("{} must be finite and >= 0, got {r}", ent(k)),
                 ));
             }
         }
@@ -211,17 +244,13 @@ impl Problem {
             if !(g.is_finite() && g >= 0.0) {
                 return Err(DrumError::new(
                     "guarantee",
-                    format!("entry {k} must be finite and >= 0, got {g}"),
+                    format!("{} must be finite and >= 0, got {g}", ent(k)),
                 ));
             }
             if g > 0.0 && !self.is_active(k) {
                 return Err(DrumError::new(
                     "guarantee",
-                    format!(
-                        "entry {k} (host {}, app {}) has a guarantee but is not active",
-                        k / m,
-                        k % m
-                    ),
+                    format!("{} has a guarantee but is not active", ent(k)),
                 ));
             }
         }
@@ -241,16 +270,23 @@ impl Problem {
                     format!("must have shape (n*m, n) = ({nn}, {n})"),
                 ));
             }
-            for k in 0..nn {
-                let l = k / m;
+            if t.ptr.first() != Some(&0) || t.ptr.windows(2).any(|w| w[0] > w[1]) {
+                return Err(DrumError::new(
+                    "B",
+                    "CSR pointer must start at 0 and not decrease",
+                ));
+            }
+            for kl in 0..nn {
+                let k = h0 * m + kl;
+                let l = h0 + kl / m;
                 let mut tot = 0.0;
-                for e in t.ptr[k] as usize..t.ptr[k + 1] as usize {
+                for e in t.ptr[kl] as usize..t.ptr[kl + 1] as usize {
                     let i = t.dst[e] as usize;
                     let f = t.frac[e];
-                    if i >= n {
+                    if i >= n_total {
                         return Err(DrumError::new(
                             "B",
-                            format!("destination host {i} out of range (n = {n})"),
+                            format!("destination host {i} out of range (n = {n_total})"),
                         ));
                     }
                     if !(f.is_finite() && f >= 0.0) {
@@ -268,7 +304,7 @@ impl Problem {
                     tot += f;
                 }
                 if tot > 1.0 + 1e-9 {
-                    return Err(DrumError::new("B", format!("row {k} (host {l}, app {}) sums to {tot} > 1: fractions of an application's traffic", k % m)));
+                    return Err(DrumError::new("B", format!("row {k} (host {l}, app {}) sums to {tot} > 1: fractions of an application's traffic", kl % m)));
                 }
             }
         }
@@ -302,7 +338,7 @@ impl Problem {
                 }
             }
         }
-        // guarantees must be feasible: sum g + ||r o g|| <= Q, P g <= C, R g <= L
+        // guarantees must fit the WQE capacity: sum g + ||r o g|| <= Q
         if !self.guarantee.is_empty() {
             for i in 0..n {
                 let g = &self.guarantee[i * m..(i + 1) * m];
@@ -319,20 +355,23 @@ impl Problem {
                 if s > self.q_cap[i] {
                     return Err(DrumError::new(
                         "guarantee",
-                        format!("infeasible guarantees on host {i}: they need {s} of the WQE capacity Q = {}", self.q_cap[i]),
+                        format!("infeasible guarantees on host {}: they need {s} of the WQE capacity Q = {}", h0 + i, self.q_cap[i]),
                     ));
                 }
             }
+        }
+        Ok(())
+    }
+
+    /// Guarantees against the CQE capacities (P g <= C) and the links (R g <= L).
+    pub fn validate_coupled(&self) -> Result<()> {
+        let (n, m) = (self.n, self.m);
+        let nn = n * m;
+        if !self.guarantee.is_empty() {
             let layout = Layout::build(self);
             let pg = layout.row_sums(&self.guarantee);
-            for i in 0..n {
-                let s: f64 = pg[i * m..(i + 1) * m].iter().sum();
-                if s > self.c_cap[i] {
-                    return Err(DrumError::new(
-                        "guarantee",
-                        format!("infeasible guarantees on host {i}: their CQEs need {s} of the CQE capacity C = {}", self.c_cap[i]),
-                    ));
-                }
+            if let Some(e) = cq_guarantee_error(&pg[..nn], &self.c_cap, m, 0) {
+                return Err(e);
             }
             if let Some(lk) = &self.links {
                 for (e, &c) in lk.cap.iter().enumerate() {
@@ -352,10 +391,12 @@ impl Problem {
     }
 
     /// Sum of the weights of the active entries (the normaliser of the gap).
+    /// Summed per host, then over the hosts in order: a sharded run adds the same per-host
+    /// sums in the same order and gets the same bits.
     pub fn weight_sum(&self) -> f64 {
-        (0..self.entries())
-            .filter(|&k| self.is_active(k))
-            .map(|k| self.w[k])
+        crate::scaled::HostStats::of(self)
+            .iter()
+            .map(|h| h.wsum)
             .sum()
     }
 
@@ -402,6 +443,9 @@ pub struct Layout {
     pub sum_p2: Vec<f64>,
     /// link capacities (rows N..)
     pub link_cap: Vec<f64>,
+    /// senders per row over all ranks, for the rows a shard owns (empty: the local count, which
+    /// is the whole count outside sharded runs)
+    pub row_n: Vec<u32>,
 }
 
 impl Layout {
@@ -471,7 +515,24 @@ impl Layout {
             }
             send_ptr.push(pair_row.len() as u64);
         }
-        // transpose
+        let link_cap = p.links.as_ref().map(|l| l.cap.clone()).unwrap_or_default();
+        Layout::from_pairs(n, m, rows, diag, send_ptr, pair_row, pair_coef, link_cap)
+    }
+
+    /// The layout from the pairs listed sender-major (`send_ptr` over the n*m sender entries):
+    /// the row-major transpose, the pair senders and the per-entry sum of squared coefficients.
+    #[allow(clippy::too_many_arguments)]
+    pub fn from_pairs(
+        n: usize,
+        m: usize,
+        rows: usize,
+        diag: bool,
+        send_ptr: Vec<u64>,
+        pair_row: Vec<u32>,
+        pair_coef: Vec<f64>,
+        link_cap: Vec<f64>,
+    ) -> Layout {
+        let nn = n * m;
         let np = pair_row.len();
         let mut row_cnt = vec![0u64; rows + 1];
         for &r in &pair_row {
@@ -494,7 +555,6 @@ impl Layout {
                 sum_p2[k] += pair_coef[q] * pair_coef[q];
             }
         }
-        let link_cap = p.links.as_ref().map(|l| l.cap.clone()).unwrap_or_default();
         let mut pair_sender = Vec::new();
         if !diag {
             pair_sender.reserve(np);
@@ -517,6 +577,7 @@ impl Layout {
             row_pair,
             sum_p2,
             link_cap,
+            row_n: Vec::new(),
         }
     }
 
@@ -528,6 +589,17 @@ impl Layout {
     #[inline]
     pub fn row_len(&self, r: usize) -> usize {
         (self.row_ptr[r + 1] - self.row_ptr[r]) as usize
+    }
+
+    /// Number of senders (pairs) of row r over the whole instance: n_e of the z- and dual
+    /// updates. A shard holds only its own pairs, so it stores the count.
+    #[inline]
+    pub fn senders(&self, r: usize) -> usize {
+        if self.row_n.is_empty() {
+            self.row_len(r)
+        } else {
+            self.row_n[r] as usize
+        }
     }
 
     /// [P; R] x

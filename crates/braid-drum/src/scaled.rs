@@ -32,23 +32,90 @@ pub struct Scaled {
     pub link_cap: Vec<f64>,
     /// constant added to the user-unit objective: sum_active w log sx for alpha = 1
     pub obj_const: f64,
+    /// One host's worth (m) of lo, hi and beta when they are the same on every host (no
+    /// guarantees, every entry active: 0, +inf, the scaled beta), else empty. The hot passes
+    /// read these, which stay in cache, instead of streaming the full arrays each iteration.
+    pub lo_host: Vec<f64>,
+    pub hi_host: Vec<f64>,
+    pub beta_host: Vec<f64>,
+}
+
+/// What the scaling needs from one host: its WQE capacity, the summed weight and the number of
+/// its active entries. Sharded runs gather these (3 numbers per host, not per entry) and add them
+/// in host order, as the local solve does, so both get the same factors to the bit.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct HostStats {
+    pub q: f64,
+    pub wsum: f64,
+    pub active: f64,
+}
+
+impl HostStats {
+    pub fn of(p: &Problem) -> Vec<HostStats> {
+        let m = p.m;
+        (0..p.n)
+            .map(|i| {
+                let mut h = HostStats {
+                    q: p.q_cap[i],
+                    ..Default::default()
+                };
+                for k in i * m..(i + 1) * m {
+                    if p.is_active(k) {
+                        h.wsum += p.w[k];
+                        h.active += 1.0;
+                    }
+                }
+                h
+            })
+            .collect()
+    }
+}
+
+/// The scale factors of the whole instance: rates `x = sx * xh`, objective `f = sf * fh + c`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Factors {
+    pub sx: f64,
+    pub sf: f64,
+    pub obj_const: f64,
+}
+
+impl Factors {
+    /// From the per-host statistics of all hosts, in host order.
+    pub fn from_stats(stats: &[HostStats], alpha: f64, scaling: bool) -> Factors {
+        if !scaling {
+            return Factors {
+                sx: 1.0,
+                sf: 1.0,
+                obj_const: 0.0,
+            };
+        }
+        let (mut qsum, mut wsum, mut cnt) = (0.0, 0.0, 0.0);
+        for h in stats {
+            qsum += h.q;
+            wsum += h.wsum;
+            cnt += h.active;
+        }
+        // the mean equal share of the WQE capacity: per-entry rates are O(1)
+        let sx = qsum / cnt.max(1.0);
+        let wm = if wsum > 0.0 { wsum / cnt.max(1.0) } else { 1.0 };
+        let sf = wm * sx.powf(1.0 - alpha);
+        let obj_const = if alpha == 1.0 { wsum * sx.ln() } else { 0.0 };
+        Factors { sx, sf, obj_const }
+    }
 }
 
 impl Scaled {
     pub fn new(p: &Problem, layout: &Layout, scaling: bool) -> Scaled {
+        let f = Factors::from_stats(&HostStats::of(p), p.alpha, scaling);
+        Scaled::with_factors(p, layout, f)
+    }
+
+    /// The scaled copy of `p` (which may be one shard's hosts) with the factors of the whole
+    /// instance.
+    pub fn with_factors(p: &Problem, layout: &Layout, f: Factors) -> Scaled {
         let nn = p.entries();
         let act = |k: usize| p.is_active(k);
-        let (sx, sf) = if scaling {
-            // the mean equal share of the WQE capacity: per-entry rates are O(1)
-            let cnt_act = (0..nn).filter(|&k| act(k)).count().max(1) as f64;
-            let sx = p.q_cap.iter().sum::<f64>() / cnt_act;
-            let wsum: f64 = (0..nn).filter(|&k| act(k)).map(|k| p.w[k]).sum();
-            let cnt = (0..nn).filter(|&k| act(k)).count().max(1);
-            let wm = if wsum > 0.0 { wsum / cnt as f64 } else { 1.0 };
-            (sx, wm * sx.powf(1.0 - p.alpha))
-        } else {
-            (1.0, 1.0)
-        };
+        let Factors { sx, sf, obj_const } = f;
         let wf = sx.powf(1.0 - p.alpha) / sf;
         let bf = 1.0 / (sx * sx * sf);
         let w: Vec<f64> = (0..nn)
@@ -71,12 +138,13 @@ impl Scaled {
         let host_soc = (0..p.n)
             .map(|i| !r.is_empty() && (0..p.m).any(|j| r[i * p.m + j] > 0.0 && act(i * p.m + j)))
             .collect();
-        let obj_const = if p.alpha == 1.0 && scaling {
-            (0..nn).filter(|&k| act(k)).map(|k| p.w[k]).sum::<f64>() * sx.ln()
-        } else {
-            0.0
-        };
+        // +0.0 exactly (bits): a -0.0 guarantee keeps its own array, so the values read are the same
+        let uniform = p.guarantee.iter().all(|g| g.to_bits() == 0) && p.active.iter().all(|&a| a);
+        let host = |v: f64| if uniform { vec![v; p.m] } else { Vec::new() };
         Scaled {
+            lo_host: host(0.0),
+            hi_host: host(f64::INFINITY),
+            beta_host: host(p.beta * bf),
             n: p.n,
             m: p.m,
             al: Alpha::new(p.alpha),
@@ -115,8 +183,63 @@ impl Scaled {
             .sum()
     }
 
+    /// lo of host i's entries.
+    #[inline]
+    pub fn lo_of(&self, i: usize) -> &[f64] {
+        self.host_slice(&self.lo_host, &self.lo, i)
+    }
+    #[inline]
+    pub fn hi_of(&self, i: usize) -> &[f64] {
+        self.host_slice(&self.hi_host, &self.hi, i)
+    }
+    #[inline]
+    pub fn beta_of(&self, i: usize) -> &[f64] {
+        self.host_slice(&self.beta_host, &self.beta, i)
+    }
+    #[inline]
+    fn host_slice<'a>(&self, one: &'a [f64], all: &'a [f64], i: usize) -> &'a [f64] {
+        if one.is_empty() {
+            &all[i * self.m..(i + 1) * self.m]
+        } else {
+            one
+        }
+    }
+
     /// Convert a scaled objective to user units.
     pub fn to_user(&self, f: f64) -> f64 {
         self.sf * f + self.obj_const
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gen::{generate, GenParams};
+
+    /// The per-host shortcuts read exactly the values of the full arrays.
+    #[test]
+    fn host_slices_equal_the_arrays() {
+        let g = GenParams {
+            n: 6,
+            m: 5,
+            ..Default::default()
+        };
+        let plain = generate(&g);
+        let topk = generate(&GenParams {
+            k: Some(2),
+            ..g.clone()
+        });
+        let mut guar = generate(&g);
+        guar.guarantee = (0..30).map(|k| (k % 3) as f64 * 0.1).collect();
+        for (p, uniform) in [(plain, true), (topk, false), (guar, false)] {
+            let sc = Scaled::new(&p, &Layout::build(&p), true);
+            assert_eq!(!sc.lo_host.is_empty(), uniform);
+            for i in 0..p.n {
+                let r = i * p.m..(i + 1) * p.m;
+                assert_eq!(sc.lo_of(i), &sc.lo[r.clone()]);
+                assert_eq!(sc.hi_of(i), &sc.hi[r.clone()]);
+                assert_eq!(sc.beta_of(i), &sc.beta[r]);
+            }
+        }
     }
 }

@@ -1,5 +1,6 @@
-//! Python bindings of the DRUM solver: `braid._core.DrumProblem`, `DrumAdmm` (step-level access
-//! for the MPI runner), `drum_solve`, `drum_select_topk` and the `DrumError` exception.
+//! Python bindings of the DRUM solver: `braid._core.DrumProblem`, `DrumPiece` and
+//! `drum_solve_sharded` (the MPI runner), `drum_solve`, `drum_select_topk` and the `DrumError`
+//! exception.
 //!
 //! Arrays cross the boundary as `bytes` in native byte order (numpy `tobytes()` /
 //! `frombuffer`): one copy, no numpy C-API dependency.
@@ -88,8 +89,92 @@ fn u64bytes<'py>(py: Python<'py>, v: &[u64]) -> Bound<'py, PyBytes> {
     PyBytes::new(py, s)
 }
 
-struct AssertSend<T>(T);
-unsafe impl<T> Send for AssertSend<T> {}
+/// Generator parameters from JSON, checked.
+fn gen_params(py: Python<'_>, params_json: &str) -> PyResult<bd::GenParams> {
+    let g: bd::GenParams =
+        serde_json::from_str(params_json).map_err(|e| perr(py, "generator", e.to_string()))?;
+    if g.n == 0 || g.m == 0 {
+        return Err(perr(
+            py,
+            if g.n == 0 { "n" } else { "m" },
+            "must be at least 1",
+        ));
+    }
+    if g.two_sided && g.n < 2 {
+        return Err(perr(py, "n", "two-sided instances need at least 2 hosts"));
+    }
+    if g.q_range.0 <= 0.0
+        || g.q_range.1 < g.q_range.0
+        || g.c_range.0 <= 0.0
+        || g.c_range.1 < g.c_range.0
+    {
+        return Err(perr(py, "capacity ranges", "need 0 < low <= high"));
+    }
+    if g.w_range.0 <= 0.0 || g.w_range.1 < g.w_range.0 {
+        return Err(perr(py, "w_range", "need 0 < low <= high"));
+    }
+    if g.units <= 0.0 || !g.units.is_finite() {
+        return Err(perr(py, "units", "must be > 0"));
+    }
+    if let Some(k) = g.k {
+        if k == 0 {
+            return Err(perr(py, "k", "must be at least 1"));
+        }
+    }
+    Ok(g)
+}
+
+type Bytes<'a> = &'a [u8];
+
+/// A problem from arrays as bytes (not validated).
+#[allow(clippy::too_many_arguments)]
+fn build_problem(
+    py: Python<'_>,
+    n: usize,
+    m: usize,
+    alpha: f64,
+    beta: f64,
+    (w, a, q, c): (Bytes, Bytes, Bytes, Bytes),
+    (guarantee, active, preempt): (Option<Bytes>, Option<Bytes>, Option<Bytes>),
+    two_sided: bool,
+    (b_ptr, b_dst, b_frac): (Option<Bytes>, Option<Bytes>, Option<Bytes>),
+    links: Option<bd::Links>,
+) -> PyResult<bd::Problem> {
+    let traffic = match (b_ptr, b_dst, b_frac) {
+        (Some(p), Some(d), Some(f)) => Some(bd::Traffic {
+            ptr: u64s(py, p, "B")?,
+            dst: u32s(py, d, "B")?,
+            frac: f64s(py, f, "B")?,
+        }),
+        (None, None, None) => None,
+        _ => return Err(perr(py, "B", "needs all of b_ptr, b_dst, b_frac")),
+    };
+    Ok(bd::Problem {
+        n,
+        m,
+        alpha,
+        beta,
+        w: f64s(py, w, "w")?,
+        a: f64s(py, a, "a")?,
+        q_cap: f64s(py, q, "Q")?,
+        c_cap: f64s(py, c, "C")?,
+        guarantee: match guarantee {
+            Some(g) => f64s(py, g, "guarantee")?,
+            None => vec![],
+        },
+        active: match active {
+            Some(b) => b.iter().map(|&v| v != 0).collect(),
+            None => vec![],
+        },
+        preempt: match preempt {
+            Some(r) => f64s(py, r, "preempt")?,
+            None => vec![],
+        },
+        two_sided,
+        traffic,
+        links,
+    })
+}
 
 /// A validated DRUM problem instance (immutable).
 #[pyclass(module = "braid._core", frozen)]
@@ -102,36 +187,7 @@ impl DrumProblem {
     /// The paper's random instance from generator parameters (JSON of `GenParams` fields).
     #[staticmethod]
     fn generate(py: Python<'_>, params_json: &str) -> PyResult<Self> {
-        let g: bd::GenParams =
-            serde_json::from_str(params_json).map_err(|e| perr(py, "generator", e.to_string()))?;
-        if g.n == 0 || g.m == 0 {
-            return Err(perr(
-                py,
-                if g.n == 0 { "n" } else { "m" },
-                "must be at least 1",
-            ));
-        }
-        if g.two_sided && g.n < 2 {
-            return Err(perr(py, "n", "two-sided instances need at least 2 hosts"));
-        }
-        if g.q_range.0 <= 0.0
-            || g.q_range.1 < g.q_range.0
-            || g.c_range.0 <= 0.0
-            || g.c_range.1 < g.c_range.0
-        {
-            return Err(perr(py, "capacity ranges", "need 0 < low <= high"));
-        }
-        if g.w_range.0 <= 0.0 || g.w_range.1 < g.w_range.0 {
-            return Err(perr(py, "w_range", "need 0 < low <= high"));
-        }
-        if g.units <= 0.0 || !g.units.is_finite() {
-            return Err(perr(py, "units", "must be > 0"));
-        }
-        if let Some(k) = g.k {
-            if k == 0 {
-                return Err(perr(py, "k", "must be at least 1"));
-            }
-        }
+        let g = gen_params(py, params_json)?;
         let p = py.detach(move || bd::generate(&g));
         p.validate().map_err(|e| derr(py, &e))?;
         Ok(DrumProblem { p: Arc::new(p) })
@@ -163,15 +219,6 @@ impl DrumProblem {
         link_paths: Option<&[u8]>,
         link_size: Option<&[u8]>,
     ) -> PyResult<Self> {
-        let traffic = match (b_ptr, b_dst, b_frac) {
-            (Some(p), Some(d), Some(f)) => Some(bd::Traffic {
-                ptr: u64s(py, p, "B")?,
-                dst: u32s(py, d, "B")?,
-                frac: f64s(py, f, "B")?,
-            }),
-            (None, None, None) => None,
-            _ => return Err(perr(py, "B", "needs all of b_ptr, b_dst, b_frac")),
-        };
         let links = match link_cap {
             Some(cap) => {
                 let t = u32s(py, link_paths.unwrap_or(&[]), "link_paths")?;
@@ -189,31 +236,18 @@ impl DrumProblem {
             }
             None => None,
         };
-        let p = bd::Problem {
+        let p = build_problem(
+            py,
             n,
             m,
             alpha,
             beta,
-            w: f64s(py, w, "w")?,
-            a: f64s(py, a, "a")?,
-            q_cap: f64s(py, q, "Q")?,
-            c_cap: f64s(py, c, "C")?,
-            guarantee: match guarantee {
-                Some(g) => f64s(py, g, "guarantee")?,
-                None => vec![],
-            },
-            active: match active {
-                Some(b) => b.iter().map(|&v| v != 0).collect(),
-                None => vec![],
-            },
-            preempt: match preempt {
-                Some(r) => f64s(py, r, "preempt")?,
-                None => vec![],
-            },
+            (w, a, q, c),
+            (guarantee, active, preempt),
             two_sided,
-            traffic,
+            (b_ptr, b_dst, b_frac),
             links,
-        };
+        )?;
         p.validate().map_err(|e| derr(py, &e))?;
         Ok(DrumProblem { p: Arc::new(p) })
     }
@@ -300,33 +334,36 @@ impl DrumProblem {
     /// The arrays of the problem as bytes: w, a, Q, C, guarantee, active (uint8), preempt,
     /// b_ptr (uint64), b_dst (uint32), b_frac.
     fn arrays<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let d = PyDict::new(py);
-        let p = &self.p;
-        d.set_item("w", fbytes(py, &p.w))?;
-        d.set_item("a", fbytes(py, &p.a))?;
-        d.set_item("Q", fbytes(py, &p.q_cap))?;
-        d.set_item("C", fbytes(py, &p.c_cap))?;
-        d.set_item("guarantee", fbytes(py, &p.guarantee))?;
-        let act: Vec<u8> = if p.active.is_empty() {
-            vec![1; p.entries()]
-        } else {
-            p.active.iter().map(|&b| b as u8).collect()
-        };
-        d.set_item("active", PyBytes::new(py, &act))?;
-        d.set_item("preempt", fbytes(py, &p.preempt))?;
-        if let Some(t) = &p.traffic {
-            d.set_item("b_ptr", u64bytes(py, &t.ptr))?;
-            d.set_item("b_dst", ubytes(py, &t.dst))?;
-            d.set_item("b_frac", fbytes(py, &t.frac))?;
-        }
-        if let Some(l) = &p.links {
-            d.set_item("link_cap", fbytes(py, &l.cap))?;
-            let flat: Vec<u32> = l.paths.iter().flat_map(|&(a, b, c)| [a, b, c]).collect();
-            d.set_item("link_paths", ubytes(py, &flat))?;
-            d.set_item("link_size", fbytes(py, &l.size))?;
-        }
-        Ok(d)
+        problem_arrays(py, &self.p)
     }
+}
+
+fn problem_arrays<'py>(py: Python<'py>, p: &bd::Problem) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("w", fbytes(py, &p.w))?;
+    d.set_item("a", fbytes(py, &p.a))?;
+    d.set_item("Q", fbytes(py, &p.q_cap))?;
+    d.set_item("C", fbytes(py, &p.c_cap))?;
+    d.set_item("guarantee", fbytes(py, &p.guarantee))?;
+    let act: Vec<u8> = if p.active.is_empty() {
+        vec![1; p.entries()]
+    } else {
+        p.active.iter().map(|&b| b as u8).collect()
+    };
+    d.set_item("active", PyBytes::new(py, &act))?;
+    d.set_item("preempt", fbytes(py, &p.preempt))?;
+    if let Some(t) = &p.traffic {
+        d.set_item("b_ptr", u64bytes(py, &t.ptr))?;
+        d.set_item("b_dst", ubytes(py, &t.dst))?;
+        d.set_item("b_frac", fbytes(py, &t.frac))?;
+    }
+    if let Some(l) = &p.links {
+        d.set_item("link_cap", fbytes(py, &l.cap))?;
+        let flat: Vec<u32> = l.paths.iter().flat_map(|&(a, b, c)| [a, b, c]).collect();
+        d.set_item("link_paths", ubytes(py, &flat))?;
+        d.set_item("link_size", fbytes(py, &l.size))?;
+    }
+    Ok(d)
 }
 
 fn result_dict<'py>(py: Python<'py>, r: &bd::SolveResult) -> PyResult<Bound<'py, PyDict>> {
@@ -430,155 +467,304 @@ fn drum_select_topk<'py>(
     Ok((PyBytes::new(py, &ab), ubytes(py, &a)))
 }
 
-/// Step-level ADMM state for sharded (MPI) runs: every rank holds one, calls the steps on its own
-/// range of hosts and exchanges the row vectors between the steps.
-#[pyclass(module = "braid._core", unsendable)]
-pub struct DrumAdmm {
-    st: Option<bd::Admm>,
-}
-
-impl DrumAdmm {
-    fn st(&mut self) -> &mut bd::Admm {
-        self.st.as_mut().expect("DrumAdmm already finished")
-    }
+/// One rank's hosts of an instance (`braid.drum.mpi.Shard`): its data only, traffic rows with
+/// global destination hosts.
+#[pyclass(module = "braid._core", frozen)]
+pub struct DrumPiece {
+    pc: bd::Piece,
 }
 
 #[pymethods]
-impl DrumAdmm {
-    #[new]
-    #[pyo3(signature = (problem, options_json = "{}"))]
-    fn new(py: Python<'_>, problem: &DrumProblem, options_json: &str) -> PyResult<Self> {
-        let o: bd::AdmmOptions =
-            serde_json::from_str(options_json).map_err(|e| perr(py, "options", e.to_string()))?;
-        bd::check_admm_options(&o).map_err(|e| derr(py, &e))?;
-        let lay = Arc::new(bd::Layout::build(&problem.p));
-        Ok(DrumAdmm {
-            st: Some(bd::Admm::new(problem.p.clone(), lay, o)),
+impl DrumPiece {
+    /// Hosts h0..h1 of the paper's random instance (GenParams JSON), generated alone.
+    #[staticmethod]
+    fn generate(py: Python<'_>, params_json: &str, h0: usize, h1: usize) -> PyResult<Self> {
+        let g = gen_params(py, params_json)?;
+        if h0 > h1 || h1 > g.n {
+            return Err(perr(
+                py,
+                "hosts",
+                format!("range {h0}..{h1} outside 0..{}", g.n),
+            ));
+        }
+        let pc = py.detach(move || bd::Piece::generate(&g, h0, h1));
+        Ok(DrumPiece { pc })
+    }
+
+    /// Hosts h0..h1 cut out of a whole problem.
+    #[staticmethod]
+    fn slice(py: Python<'_>, problem: &DrumProblem, h0: usize, h1: usize) -> PyResult<Self> {
+        let pc = bd::Piece::slice(&problem.p, h0, h1).map_err(|e| derr(py, &e))?;
+        Ok(DrumPiece { pc })
+    }
+
+    /// The rank's own arrays (bytes, native order) for hosts h0..h0+len(q) of n_total; the CSR
+    /// of B is over the rank's sender entries and names global destination hosts. Validated by
+    /// the solve (collectively).
+    #[staticmethod]
+    #[pyo3(signature = (n_total, h0, m, alpha, beta, w, a, q, c, guarantee=None, active=None, preempt=None, two_sided=false, b_ptr=None, b_dst=None, b_frac=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn from_arrays(
+        py: Python<'_>,
+        n_total: usize,
+        h0: usize,
+        m: usize,
+        alpha: f64,
+        beta: f64,
+        w: &[u8],
+        a: &[u8],
+        q: &[u8],
+        c: &[u8],
+        guarantee: Option<&[u8]>,
+        active: Option<&[u8]>,
+        preempt: Option<&[u8]>,
+        two_sided: bool,
+        b_ptr: Option<&[u8]>,
+        b_dst: Option<&[u8]>,
+        b_frac: Option<&[u8]>,
+    ) -> PyResult<Self> {
+        let q_cap = f64s(py, q, "Q")?;
+        let p = build_problem(
+            py,
+            q_cap.len(),
+            m,
+            alpha,
+            beta,
+            (w, a, q, c),
+            (guarantee, active, preempt),
+            two_sided,
+            (b_ptr, b_dst, b_frac),
+            None,
+        )?;
+        Ok(DrumPiece {
+            pc: bd::Piece::new(p, h0, n_total),
         })
     }
+
     #[getter]
-    fn rho(&mut self) -> f64 {
-        self.st().rho
+    fn h0(&self) -> usize {
+        self.pc.h0
     }
     #[getter]
-    fn rows(&mut self) -> usize {
-        self.st().lay.rows
+    fn h1(&self) -> usize {
+        self.pc.h1()
     }
-    fn lost_mask<'py>(&mut self, py: Python<'py>, k: usize) -> Bound<'py, PyBytes> {
-        let l: Vec<u8> = self.st().lost_mask(k).iter().map(|&b| b as u8).collect();
-        PyBytes::new(py, &l)
+    #[getter]
+    fn n(&self) -> usize {
+        self.pc.n_total
     }
-    fn x_step(&mut self, py: Python<'_>, lost: &[u8], h0: usize, h1: usize) {
-        let lost: Vec<bool> = lost.iter().map(|&b| b != 0).collect();
-        let st = AssertSend(self.st());
-        py.detach(move || {
-            let st = st;
-            st.0.x_step_range(&lost, h0, h1)
-        });
+    #[getter]
+    fn m(&self) -> usize {
+        self.pc.p.m
     }
-    fn partial_rows<'py>(&mut self, py: Python<'py>, h0: usize, h1: usize) -> Bound<'py, PyBytes> {
-        let v = self.st().partial_rows(h0, h1);
-        fbytes(py, &v)
+    #[getter]
+    fn alpha(&self) -> f64 {
+        self.pc.p.alpha
     }
-    /// Set a full state vector: "hsum", "z", "v", "dv", "x", "lam", "mu".
-    fn set(&mut self, py: Python<'_>, name: &str, data: &[u8]) -> PyResult<()> {
-        let v = f64s(py, data, name)?;
-        let st = self.st();
-        let dst = match name {
-            "hsum" => &mut st.hsum,
-            "z" => &mut st.z,
-            "v" => &mut st.v,
-            "dv" => &mut st.dv,
-            "x" => &mut st.x,
-            "lam" => &mut st.lam,
-            "mu" => &mut st.mu,
-            _ => return Err(perr(py, "name", format!("unknown state vector {name}"))),
+    #[getter]
+    fn beta(&self) -> f64 {
+        self.pc.p.beta
+    }
+    #[getter]
+    fn two_sided(&self) -> bool {
+        self.pc.p.two_sided
+    }
+    /// The piece's arrays as bytes (as `DrumProblem.arrays`; B names global hosts).
+    fn arrays<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        problem_arrays(py, &self.pc.p)
+    }
+}
+
+/// The Python communicator (`braid.drum.mpi._MpiComm`) seen from Rust. Each call takes the GIL
+/// for the duration of the MPI call; a Python exception is kept and re-raised after the solve.
+struct PyComm {
+    obj: Py<PyAny>,
+    rank: usize,
+    size: usize,
+    err: Option<PyErr>,
+}
+
+impl PyComm {
+    fn call<T>(
+        &mut self,
+        f: impl FnOnce(Python<'_>, &Bound<'_, PyAny>) -> PyResult<T>,
+    ) -> bd::comm::CommResult<T> {
+        let r = Python::attach(|py| f(py, self.obj.bind(py)));
+        r.map_err(|e| {
+            let msg = Python::attach(|py| e.value(py).to_string());
+            self.err.get_or_insert(e);
+            bd::DrumError::new("mpi", msg)
+        })
+    }
+}
+
+fn bytes_of<T: Copy>(v: &[T]) -> &[u8] {
+    // SAFETY: plain numeric types without padding; the view lives as long as v
+    unsafe { std::slice::from_raw_parts(v.as_ptr() as *const u8, std::mem::size_of_val(v)) }
+}
+
+impl bd::comm::Comm for PyComm {
+    fn rank(&self) -> usize {
+        self.rank
+    }
+    fn size(&self) -> usize {
+        self.size
+    }
+    fn allreduce(&mut self, v: &mut [f64], op: bd::comm::Op) -> bd::comm::CommResult<()> {
+        let name = match op {
+            bd::comm::Op::Sum => "sum",
+            bd::comm::Op::Min => "min",
         };
-        if dst.len() != v.len() {
-            return Err(perr(py, name, "wrong length"));
+        let out: Vec<u8> = self.call(|py, o| {
+            o.call_method1("allreduce", (PyBytes::new(py, bytes_of(v)), name))?
+                .extract()
+        })?;
+        for (x, c) in v.iter_mut().zip(out.chunks_exact(8)) {
+            *x = f64::from_ne_bytes(c.try_into().unwrap());
         }
-        dst.copy_from_slice(&v);
         Ok(())
     }
-    /// Get a state vector: "hsum", "z", "v", "dv", "x".
-    fn get<'py>(&mut self, py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyBytes>> {
-        let st = self.st();
-        let v = match name {
-            "hsum" => &st.hsum,
-            "z" => &st.z,
-            "v" => &st.v,
-            "dv" => &st.dv,
-            "x" => &st.x,
-            "lam" => &st.lam,
-            "mu" => &st.mu,
-            _ => return Err(perr(py, "name", format!("unknown state vector {name}"))),
-        };
-        Ok(fbytes(py, v))
+    fn allgather(&mut self, v: &[u8]) -> bd::comm::CommResult<Vec<Vec<u8>>> {
+        self.call(|py, o| {
+            o.call_method1("allgather", (PyBytes::new(py, v),))?
+                .extract()
+        })
     }
-    fn z_step(&mut self, py: Python<'_>, h0: usize, h1: usize, links: bool) {
-        let st = AssertSend(self.st());
-        py.detach(move || {
-            let st = st;
-            st.0.z_step_range(h0, h1, links)
-        });
-    }
-    /// Returns the residual sums (r2, s2, ax2, y2, atv2) of hosts h0..h1.
-    fn y_step(&mut self, py: Python<'_>, h0: usize, h1: usize) -> (f64, f64, f64, f64, f64) {
-        let st = AssertSend(self.st());
-        let s = py.detach(move || {
-            let st = st;
-            st.0.y_step_range(h0, h1)
-        });
-        (s.r2, s.s2, s.ax2, s.y2, s.atv2)
-    }
-    /// (r, s, eps_pri, eps_dual) from the global sums.
-    fn tolerances(&mut self, sums: (f64, f64, f64, f64, f64)) -> (f64, f64, f64, f64) {
-        let s = bd::admm::Sums {
-            r2: sums.0,
-            s2: sums.1,
-            ax2: sums.2,
-            y2: sums.3,
-            atv2: sums.4,
-        };
-        self.st().tolerances(&s)
-    }
-    fn adapt(&mut self, sums: (f64, f64, f64, f64, f64)) {
-        let s = bd::admm::Sums {
-            r2: sums.0,
-            s2: sums.1,
-            ax2: sums.2,
-            y2: sums.3,
-            atv2: sums.4,
-        };
-        self.st().adapt(&s)
-    }
-    /// Scaled objective contribution of hosts h0..h1, in user units (without the constant).
-    fn objective(&mut self) -> f64 {
-        let st = self.st();
-        st.sc.to_user(st.sc.objective(&st.x, &st.z))
-    }
-    /// Finish (needs the full x, z, v) and return the result dict (trace left empty).
-    fn finish<'py>(
+    fn alltoallv(
         &mut self,
-        py: Python<'py>,
-        iterations: usize,
-        converged: bool,
-        solve_time: f64,
-    ) -> PyResult<Bound<'py, PyDict>> {
-        let mut st = self
-            .st
-            .take()
-            .ok_or_else(|| perr(py, "DrumAdmm", "already finished"))?;
-        st.iter = iterations;
-        let r = st.finish("admm-mpi", bd::Trace::default(), converged, solve_time);
-        result_dict(py, &r)
+        send: &[u64],
+        counts: &[usize],
+    ) -> bd::comm::CommResult<(Vec<u64>, Vec<usize>)> {
+        let (b, rc): (Vec<u8>, Vec<usize>) = self.call(|py, o| {
+            o.call_method1(
+                "alltoallv",
+                (PyBytes::new(py, bytes_of(send)), counts.to_vec()),
+            )?
+            .extract()
+        })?;
+        let v = b
+            .chunks_exact(8)
+            .map(|c| u64::from_ne_bytes(c.try_into().unwrap()))
+            .collect();
+        Ok((v, rc))
     }
+    fn set_neighbors(&mut self, nbrs: &[usize]) -> bd::comm::CommResult<()> {
+        self.call(|_py, o| {
+            o.call_method1("set_neighbors", (nbrs.to_vec(),))
+                .map(|_| ())
+        })
+    }
+    fn neighbor_exchange(
+        &mut self,
+        send: &[f64],
+        send_counts: &[usize],
+        recv_counts: &[usize],
+        recv: &mut [f64],
+    ) -> bd::comm::CommResult<()> {
+        let b: Vec<u8> = self.call(|py, o| {
+            o.call_method1(
+                "neighbor_exchange",
+                (
+                    PyBytes::new(py, bytes_of(send)),
+                    send_counts.to_vec(),
+                    recv_counts.to_vec(),
+                ),
+            )?
+            .extract()
+        })?;
+        if b.len() != 8 * recv.len() {
+            return Err(bd::DrumError::new(
+                "mpi",
+                format!(
+                    "neighbour exchange returned {} bytes, expected {}",
+                    b.len(),
+                    8 * recv.len()
+                ),
+            ));
+        }
+        for (x, c) in recv.iter_mut().zip(b.chunks_exact(8)) {
+            *x = f64::from_ne_bytes(c.try_into().unwrap());
+        }
+        Ok(())
+    }
+}
+
+/// Solve this rank's piece with the others (collective over `comm`, a
+/// `braid.drum.mpi._MpiComm`). Returns the rank's part of the result (its hosts' allocations,
+/// the global figures).
+#[pyfunction]
+fn drum_solve_sharded<'py>(
+    py: Python<'py>,
+    piece: &DrumPiece,
+    options_json: &str,
+    comm: Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let o: bd::AdmmOptions =
+        serde_json::from_str(options_json).map_err(|e| perr(py, "options", e.to_string()))?;
+    let rank: usize = comm.getattr("rank")?.extract()?;
+    let size: usize = comm.getattr("size")?.extract()?;
+    let mut pc = PyComm {
+        obj: comm.unbind(),
+        rank,
+        size,
+        err: None,
+    };
+    let piece = piece.pc.clone();
+    let (res, pc) = py.detach(move || {
+        let r = bd::solve_sharded(&piece, o, &mut pc);
+        (r, pc)
+    });
+    if let Some(e) = pc.err {
+        return Err(e);
+    }
+    let r = res.map_err(|e| derr(py, &e))?;
+    let d = PyDict::new(py);
+    d.set_item("h0", r.h0)?;
+    d.set_item("n", r.n_total)?;
+    for (name, v) in [
+        ("x", &r.x),
+        ("z", &r.z),
+        ("x_feasible", &r.x_feasible),
+        ("z_feasible", &r.z_feasible),
+        ("lambda", &r.lambda),
+        ("mu", &r.mu),
+    ] {
+        d.set_item(name, fbytes(py, v))?;
+    }
+    d.set_item("objective", r.objective)?;
+    d.set_item("objective_feasible", r.objective_feasible)?;
+    d.set_item("dual_bound", r.dual_bound)?;
+    d.set_item("weight_sum", r.weight_sum)?;
+    d.set_item("iterations", r.iterations)?;
+    d.set_item("converged", r.converged)?;
+    d.set_item("setup_time", r.setup_time)?;
+    d.set_item("solve_time", r.solve_time)?;
+    d.set_item("rho_final", r.rho_final)?;
+    d.set_item("neighbors", r.neighbors.clone())?;
+    d.set_item("values_sent", r.values_sent)?;
+    d.set_item("state_bytes", r.state_bytes)?;
+    let t = PyDict::new(py);
+    let tr = &r.trace;
+    for (name, v) in [
+        ("r_pri", &tr.r_pri),
+        ("r_dual", &tr.r_dual),
+        ("eps_pri", &tr.eps_pri),
+        ("eps_dual", &tr.eps_dual),
+        ("rho", &tr.rho),
+        ("time", &tr.time),
+    ] {
+        t.set_item(name, fbytes(py, v))?;
+    }
+    t.set_item("lost", ubytes(py, &tr.lost))?;
+    d.set_item("trace", t)?;
+    Ok(d)
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("DrumError", m.py().get_type::<DrumError>())?;
     m.add_class::<DrumProblem>()?;
-    m.add_class::<DrumAdmm>()?;
+    m.add_class::<DrumPiece>()?;
+    m.add_function(wrap_pyfunction!(drum_solve_sharded, m)?)?;
     m.add_function(wrap_pyfunction!(drum_solve, m)?)?;
     m.add_function(wrap_pyfunction!(drum_select_topk, m)?)?;
     Ok(())

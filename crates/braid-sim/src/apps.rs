@@ -209,10 +209,15 @@ pub struct PerfClient {
     deadline: Option<u64>,
     lat_sent: Vec<u64>,
     done: bool,
+    /// Which messages carry the synchronise flag (`sync_ratio`), drawn from the run's seed.
+    sync_rng: braid_engine::RngStream,
 }
 
 impl PerfClient {
-    pub fn new(spec: AppSpec, flow: u32, conn0: u32, log: SharedLog, rdv: Rendezvous, base: u64) -> Self {
+    /// `seed` and `app` (the application's index in the scenario) seed the choice of
+    /// synchronise messages.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(spec: AppSpec, flow: u32, conn0: u32, log: SharedLog, rdv: Rendezvous, base: u64, seed: u64, app: u64) -> Self {
         let target = match (spec.iterations, spec.duration) {
             (Some(n), _) => n,
             (None, Some(_)) => u64::MAX,
@@ -235,6 +240,7 @@ impl PerfClient {
             deadline: None,
             lat_sent: vec![],
             done: false,
+            sync_rng: braid_engine::RngStream::new(seed, "app-sync", &[app]),
         }
     }
 
@@ -253,6 +259,8 @@ impl PerfClient {
         let mut wr = SendWr::new(i as u64, op, sges(addr, self.size(), self.lkey));
         wr.remote_addr = self.remote[i].addr;
         wr.rkey = self.remote[i].rkey;
+        // A fraction of the stream is flagged synchronise (MP-RDMA §5.2.5).
+        wr.fence = self.spec.sync_ratio > 0.0 && self.sync_rng.bernoulli(self.spec.sync_ratio);
         // perftest --cq-mod: only every n-th WR asks for a completion.
         wr.signaled = (self.posted[i] + 1) % self.spec.cq_mod as u64 == 0 || self.posted[i] + 1 == self.target;
         if v.post_send(self.qps[i], wr).is_ok() {

@@ -249,6 +249,17 @@ pub enum TransportKind {
     MpRdma,
 }
 
+/// How MP-RDMA holds a synchronise message back (NSDI'18 §3.4, §5.2.5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum SyncMode {
+    /// Send it Δt = α·Δ / (cwnd / RTT) after the last packet of its predecessors was sent.
+    #[default]
+    Delay,
+    /// Send it once every earlier message is acknowledged.
+    StopWait,
+}
+
 /// MP-RDMA parameters (NSDI'18 §3 and §5). Defaults are the paper's testbed values.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
@@ -271,8 +282,14 @@ pub struct MpRdmaConfig {
     pub burst_rtt_frac: f64,
     /// Restart from IW after this many RTTs idle.
     pub restart_rtts: f64,
-    /// Synchronise: α in Δt = α·Δ / (cwnd / RTT).
+    /// Synchronise (§3.4): α in Δt = α·Δ / (cwnd / RTT), the time a synchronise message is held
+    /// after the last packet of its predecessors left (`sync_mode = "delay"`).
     pub alpha: f64,
+    /// How a synchronise message (a WR with `fence` set) is held back at the sender: `"delay"`
+    /// (the paper's MP-RDMA: Δt after its predecessors were sent; with `delta = 0` there is no
+    /// OOO bound to derive Δt from, so it waits until they are acknowledged) or `"stop-wait"`
+    /// (the paper's MP-RDMA (Stop-Wait), §5.2.5: until every earlier message is acknowledged).
+    pub sync_mode: SyncMode,
     /// "Use it or lose it": an ACK that could clock a packet but finds no data shrinks cwnd by one.
     pub path_window_reduction: bool,
     /// Early retransmission of unacknowledged packets when there is no new data (FUSO).
@@ -313,6 +330,7 @@ impl Default for MpRdmaConfig {
             burst_rtt_frac: 0.5,
             restart_rtts: 3.0,
             alpha: 1.0,
+            sync_mode: SyncMode::Delay,
             path_window_reduction: true,
             early_retx: true,
             cwnd_validation: true,
@@ -331,6 +349,73 @@ pub struct TransportConfig {
     pub kind: TransportKind,
     pub dcqcn: DcqcnConfig,
     pub mp_rdma: MpRdmaConfig,
+    /// Per-host overrides, keyed by host index: the transport of the connections that host
+    /// initiates (a flow's `src`, an application's `src`); the peer's QP runs the same transport,
+    /// so both ends of a connection speak one protocol.
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub per_host: std::collections::BTreeMap<String, TransportOverride>,
+}
+
+/// A partial `[transport]` table (on a host, an `[[apps]]` entry or a `[[traffic]]` entry): the
+/// keys it sets replace those it inherits, the others are inherited (from the scenario's
+/// `[transport]`, then the initiating host's `per_host` entry). E.g. `{ mp_rdma = { vp_min =
+/// 50000, vp_max = 50000 } }` is a single-path MP-RDMA tenant (the paper's SP-RDMA).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema, Default)]
+#[serde(deny_unknown_fields)]
+pub struct TransportOverride {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<TransportKind>,
+    /// Keys of `[transport.dcqcn]` to replace (checked when the override is resolved).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<DcqcnConfig>")]
+    pub dcqcn: Option<serde_json::Map<String, serde_json::Value>>,
+    /// Keys of `[transport.mp_rdma]` to replace (checked when the override is resolved).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<MpRdmaConfig>")]
+    pub mp_rdma: Option<serde_json::Map<String, serde_json::Value>>,
+}
+
+impl TransportConfig {
+    /// The transport a QP runs: this one with `o`'s keys replaced (no per-host table: a resolved
+    /// transport is what one connection runs). Errors are (key path relative to the override,
+    /// message).
+    pub fn overridden(&self, o: Option<&TransportOverride>) -> Result<TransportConfig, (String, String)> {
+        let mut t = TransportConfig { kind: self.kind, dcqcn: self.dcqcn.clone(), mp_rdma: self.mp_rdma.clone(), per_host: Default::default() };
+        let Some(o) = o else { return Ok(t) };
+        if let Some(k) = o.kind {
+            t.kind = k;
+        }
+        if let Some(m) = &o.dcqcn {
+            t.dcqcn = patch(&self.dcqcn, m).map_err(|(p, e)| (sub("dcqcn", &p), e))?;
+        }
+        if let Some(m) = &o.mp_rdma {
+            t.mp_rdma = patch(&self.mp_rdma, m).map_err(|(p, e)| (sub("mp_rdma", &p), e))?;
+        }
+        Ok(t)
+    }
+}
+
+fn sub(table: &str, rel: &str) -> String {
+    if rel.is_empty() {
+        table.to_string()
+    } else {
+        format!("{table}.{rel}")
+    }
+}
+
+/// `base` with the keys of `keys` replaced, through serde so that unit strings, unknown keys and
+/// wrong types are handled exactly as in the full table.
+fn patch<T: Serialize + serde::de::DeserializeOwned>(base: &T, keys: &serde_json::Map<String, serde_json::Value>) -> Result<T, (String, String)> {
+    let mut v = serde_json::to_value(base).expect("configuration tables serialise");
+    let obj = v.as_object_mut().expect("a configuration table is a map");
+    for (k, x) in keys {
+        obj.insert(k.clone(), x.clone());
+    }
+    serde_path_to_error::deserialize(v).map_err(|e| {
+        let path = e.path().to_string();
+        let msg = e.into_inner().to_string();
+        (if path == "." { String::new() } else { path }, msg)
+    })
 }
 
 /// A queue to sample: "node:port" (node by name or id) or "all-fabric".
@@ -412,6 +497,13 @@ pub struct AppSpec {
     pub enabled: bool,
     /// This tenant's verbs stack, top to bottom (default: its host's stack from `[middleware]`).
     pub middleware: Option<Vec<String>>,
+    /// This tenant's transport: a partial `[transport]` table over its `src` host's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transport: Option<TransportOverride>,
+    /// Fraction of the messages (write_bw, send_bw) posted with the synchronise flag
+    /// (`SendWr::fence`, MP-RDMA §3.4), drawn per message from the run's seed. 0 = none.
+    #[serde(default)]
+    pub sync_ratio: f64,
 }
 
 fn one() -> u32 {

@@ -159,6 +159,9 @@ pub struct Qp {
     /// MP-RDMA receiver: messages whose tail arrived and that complete (in order) once the
     /// transport's rcv_nxt passes their tail PSN.
     rx_pending: std::collections::BTreeMap<u32, PendingRecv>,
+    /// With `nic.data_check`: the PSNs this receiver has placed (or, READ requests, served),
+    /// kept by the NIC itself to audit synchronise independently of the transport.
+    rx_audit: Option<PsnSet>,
     // --- statistics ---
     pub rx_bytes: u64,
     pub tx_bytes: u64,
@@ -208,6 +211,10 @@ pub struct NicStats {
     pub cache_hits: u64,
     pub access_errors: u64,
     pub cq_overruns: u64,
+    /// With `nic.data_check`: packets of synchronise messages placed in memory, and those placed
+    /// while an earlier PSN of their QP had not been placed yet (must stay 0: §3.4).
+    pub sync_placed: u64,
+    pub sync_placed_early: u64,
 }
 
 pub enum NextTx {
@@ -362,6 +369,7 @@ impl Nic {
             in_active: false,
             send_msn: 0,
             rx_pending: Default::default(),
+            rx_audit: p.nic.data_check.then(PsnSet::default),
             rx_bytes: 0,
             tx_bytes: 0,
             retx_pkts: 0,
@@ -600,8 +608,10 @@ impl Nic {
                 let gate = q.t.response_gate();
                 return if gate > now { Status::WaitUntil(gate) } else { Status::Ready(None) };
             }
-            // Is there new data at the cursor, and from when may it start?
+            // Is there new data at the cursor, and from when may it start? Does it begin a
+            // synchronise message?
             let mut new_at: Option<Time> = None;
+            let mut sync = false;
             let enabled = !(q.managed_send && q.sq_base + q.cur as u64 >= q.send_enabled);
             if q.cur < q.sq.len() && enabled {
                 let w = &mut q.sq[q.cur];
@@ -632,10 +642,14 @@ impl Nic {
                         w.ready_ps = Some(t);
                     }
                     new_at = Some(w.ready_ps.unwrap_or(now));
+                    sync = w.wr.fence && w.first_psn.is_none();
                 }
             }
             let have_new = new_at.is_some_and(|t| t <= now);
             let next_new = q.cursor_psn();
+            if sync {
+                q.t.sync_at(next_new);
+            }
             return match q.t.plan(now, next_new, have_new) {
                 Plan::Send { psn, sport } => Status::Ready(Some((psn, sport))),
                 Plan::Wait(t) => Status::WaitUntil(t),
@@ -775,6 +789,7 @@ impl Nic {
         let first_psn = w.first_psn.unwrap();
         pk.psn = first_psn + k;
         pk.msn = w.msn;
+        pk.ipsn = k;
         pk.first = k == 0;
         let off = k as u64 * mtu;
         let npsn;
@@ -813,6 +828,7 @@ impl Nic {
                     pk.imm = v;
                 }
                 pk.aux = w.wr.rkey;
+                pk.sync = w.wr.fence;
                 if let Some(d) = w.wr.ud_dest {
                     pk.dst = d.host;
                     pk.dst_qp = d.qpn;
@@ -973,6 +989,7 @@ impl Nic {
                 ece: pk.ece,
                 retx: pk.retx,
             },
+            PktKind::Nak if pk.sack != u32::MAX => Feedback::SyncNak { expected: pk.psn, psn: pk.sack, echo_sport: pk.sport },
             PktKind::Nak => Feedback::Nak { expected: pk.psn, echo_sport: pk.sport },
             PktKind::RnrNak => Feedback::RnrNak { psn: pk.psn },
             PktKind::Cnp => {
@@ -1019,7 +1036,7 @@ impl Nic {
         for r in replies.drain(..) {
             let (kind, psn) = match r {
                 Reply::Ack { cum, .. } => (PktKind::Ack, cum),
-                Reply::Nak { expected } => (PktKind::Nak, expected),
+                Reply::Nak { expected } | Reply::SyncNak { expected, .. } => (PktKind::Nak, expected),
                 Reply::RnrNak { psn } => (PktKind::RnrNak, psn),
                 Reply::Cnp => (PktKind::Cnp, 0),
             };
@@ -1027,10 +1044,11 @@ impl Nic {
             // it), so ACKs and NACKs are spread over the paths like the data: on the QP's own
             // port, the failure of that one path would cut every ACK of the connection.
             // RoCEv2 RC replies keep the responder QP's own source port, as real NICs do.
-            let mp = p.transport.kind == TransportKind::MpRdma;
+            // Per QP, not per scenario: tenants may run different transports.
+            let mp = self.qp(qpn).is_some_and(|q| q.t.out_of_order());
             let sport = match r {
                 Reply::Ack { sack: Some(_), echo_sport, .. } if mp => echo_sport,
-                Reply::Nak { .. } if mp => pk.sport,
+                Reply::Nak { .. } | Reply::SyncNak { .. } if mp => pk.sport,
                 _ => sport,
             };
             let id = self.send_ctrl(kind, pk.src, pk.src_qp, qpn, psn, sport, now, p, pool, eff);
@@ -1040,6 +1058,9 @@ impl Nic {
                 a.echo_sport = echo_sport;
                 a.ece = ece;
                 a.retx = retx;
+            }
+            if let Reply::SyncNak { psn, .. } = r {
+                pool.get_mut(id).sack = psn;
             }
         }
     }
@@ -1056,6 +1077,11 @@ impl Nic {
             // A re-request replaces whatever answer was in progress from that PSN on.
             q.reads.retain(|j| j.first_psn + j.npkts <= pk.psn);
             q.reads.push_back(ReadJob { first_psn: pk.psn, npkts: pk.aux, next: 0, remote_addr: pk.addr, len: pk.msg_len });
+            if let Some(a) = q.rx_audit.as_mut() {
+                for k in 0..pk.aux {
+                    a.insert(pk.psn + k);
+                }
+            }
             self.activate(pk.dst_qp, eff);
         } else {
             self.stats.ooo_drops += 1;
@@ -1066,7 +1092,8 @@ impl Nic {
     fn on_data(&mut self, now: Time, pk: &Packet, payload: Option<Vec<u8>>, p: &NicParams, pool: &mut PacketPool, eff: &mut Effects) {
         let qpn = pk.dst_qp;
         let completion = pk.last && (pk.op == DataOp::Send || pk.has_imm);
-        let info = DataInfo { psn: pk.psn, first: pk.first, last: pk.last, ce: pk.ce, sport: pk.sport, read_response: pk.op == DataOp::ReadResp, retx: pk.retx, completion };
+        let sync_first = pk.sync.then(|| pk.psn - pk.ipsn);
+        let info = DataInfo { psn: pk.psn, first: pk.first, last: pk.last, ce: pk.ce, sport: pk.sport, read_response: pk.op == DataOp::ReadResp, retx: pk.retx, completion, sync_first };
         let Ok(q) = self.qp_mut(qpn) else { return };
         let qp_type = q.qp_type;
         let mut replies = Vec::new();
@@ -1184,6 +1211,17 @@ impl Nic {
             }
         }
         q.rx_bytes += pk.payload as u64;
+        if let Some(a) = q.rx_audit.as_mut() {
+            // The NIC's own check of §3.4: a synchronise packet is placed only once every PSN
+            // before its message has been.
+            if let Some(first) = info.sync_first {
+                self.stats.sync_placed += 1;
+                if !a.all_below(first) {
+                    self.stats.sync_placed_early += 1;
+                }
+            }
+            a.insert(pk.psn);
+        }
         if let Some(bytes) = &payload {
             match pk.op {
                 DataOp::Send => {
@@ -1274,6 +1312,29 @@ impl Nic {
     }
 }
 
+/// A set of PSNs as a contiguous prefix plus what lies beyond it (audit only).
+#[derive(Debug, Default)]
+struct PsnSet {
+    /// Every PSN below this is in the set.
+    prefix: u32,
+    beyond: std::collections::BTreeSet<u32>,
+}
+
+impl PsnSet {
+    fn insert(&mut self, psn: u32) {
+        if psn < self.prefix {
+            return;
+        }
+        self.beyond.insert(psn);
+        while self.beyond.remove(&self.prefix) {
+            self.prefix += 1;
+        }
+    }
+    fn all_below(&self, psn: u32) -> bool {
+        self.prefix >= psn
+    }
+}
+
 /// The first PSN not yet known to have arrived (what a timeout goes back to).
 fn first_missing(q: &Qp) -> u32 {
     let acked = q.t.acked();
@@ -1314,5 +1375,23 @@ fn op_name(op: &SendOp) -> &'static str {
         SendOp::WriteWithImm(_) => "write_imm",
         SendOp::Read => "read",
         _ => "control",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::PsnSet;
+
+    #[test]
+    fn the_sync_audit_set_knows_when_every_earlier_psn_is_in() {
+        let mut a = PsnSet::default();
+        for p in [0, 1, 3, 4] {
+            a.insert(p);
+        }
+        assert!(a.all_below(2) && !a.all_below(3) && !a.all_below(5), "PSN 2 is missing");
+        a.insert(2);
+        assert!(a.all_below(5) && !a.all_below(6));
+        a.insert(1);
+        assert!(a.all_below(5), "a duplicate changes nothing");
     }
 }

@@ -62,6 +62,9 @@ pub struct Packet {
     pub last: bool,
     /// Retransmitted copy.
     pub retx: bool,
+    /// MP-RDMA: part of a synchronise message (`SendWr::fence`, §3.4); with `ipsn` the receiver
+    /// knows the message's first PSN (psn − ipsn).
+    pub sync: bool,
     /// Wire size in bytes.
     pub size: u32,
     pub payload: u32,
@@ -88,6 +91,8 @@ pub struct Packet {
     /// MP-RDMA: message sequence number of a data packet (counts the messages that consume a
     /// RECV: SEND, WRITE with immediate), so the receiver finds its RECV out of order (Fig. 3).
     pub msn: u32,
+    /// MP-RDMA: the packet's index within its message (iPSN, Fig. 3).
+    pub ipsn: u32,
     /// Ingress port at the switch currently holding the packet (for PFC accounting).
     pub in_port: u16,
     /// Its bytes are accounted in the ingress port's PFC headroom (not the shared pool).
@@ -110,6 +115,7 @@ impl Packet {
             first: false,
             last: false,
             retx: false,
+            sync: false,
             size,
             payload: 0,
             src_qp: 0,
@@ -125,6 +131,7 @@ impl Packet {
             echo_sport: 0,
             ece: false,
             msn: 0,
+            ipsn: 0,
             in_port: 0,
             in_hdrm: false,
             sent_ps: 0,

@@ -7,7 +7,9 @@ use braid_topo::topology::TopologySpec;
 use braid_topo::traffic::TrafficSpec;
 use braid_topo::units::Duration;
 use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
+use serde::de::value::MapAccessDeserializer;
+use serde::de::{DeserializeSeed, Deserializer, IntoDeserializer, MapAccess, Visitor};
+use serde::{Deserialize, Serialize, Serializer};
 
 /// A braid scenario: a topology, the models' parameters, traffic and applications.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
@@ -29,7 +31,7 @@ pub struct Scenario {
     #[serde(default)]
     pub transport: TransportConfig,
     #[serde(default)]
-    pub traffic: Vec<TrafficSpec>,
+    pub traffic: Vec<TrafficEntry>,
     #[serde(default)]
     pub apps: Vec<AppSpec>,
     #[serde(default)]
@@ -126,42 +128,22 @@ impl Scenario {
                 return Err(err(k, "expected messages per second >= 0 (0 = unlimited)"));
             }
         }
-        let d = &self.transport.dcqcn;
-        if !(d.g > 0.0 && d.g <= 1.0) {
-            return Err(err("transport.dcqcn.g", "expected a gain in (0, 1]"));
-        }
-        if !(0.0..=1.0).contains(&d.initial_alpha) {
-            return Err(err("transport.dcqcn.initial_alpha", "expected a value in [0, 1]"));
-        }
-        for (k, v) in [("alpha_timer", d.alpha_timer.0), ("rate_timer", d.rate_timer.0)] {
-            if v == 0 {
-                return Err(err(format!("transport.dcqcn.{k}"), "must be positive, e.g. \"55us\""));
+        check_transport("transport", &self.transport)?;
+        // Transport overrides: each is resolved (its keys over the ones it inherits) and checked
+        // like the full table, errors naming the override's own key path.
+        for (h, o) in &self.transport.per_host {
+            let p = format!("transport.per_host.{h}");
+            if h.parse::<u32>().is_err() {
+                return Err(err(p, "keys are host indices, e.g. \"3\""));
             }
+            let t = self.transport.overridden(Some(o)).map_err(|(rel, m)| err(join(&p, &rel), m))?;
+            check_transport(&p, &t)?;
         }
-        if d.min_rate.0 == 0 {
-            return Err(err("transport.dcqcn.min_rate", "must be positive, e.g. \"10Mbps\""));
-        }
-        let m = &self.transport.mp_rdma;
-        if m.bitmap == 0 || m.bitmap > 4096 {
-            return Err(err("transport.mp_rdma.bitmap", "expected 1..=4096 slots"));
-        }
-        if m.delta > m.bitmap {
-            return Err(err("transport.mp_rdma.delta", "must not exceed the bitmap length L (0 = no OOO control)"));
-        }
-        if m.iw == Some(0) || (m.iw.is_none() && m.bdp.0 == 0) {
-            return Err(err("transport.mp_rdma.iw", "expected at least 1 packet"));
-        }
-        if !(0.0..=1.0).contains(&m.probe_p) {
-            return Err(err("transport.mp_rdma.probe_p", "expected a probability in [0, 1]"));
-        }
-        if m.max_per_ack == 0 {
-            return Err(err("transport.mp_rdma.max_per_ack", "expected at least 1"));
-        }
-        if !(m.burst_rtt_frac > 0.0 && m.burst_rtt_frac.is_finite()) || !(m.restart_rtts > 0.0 && m.restart_rtts.is_finite()) || !(m.alpha >= 0.0 && m.alpha.is_finite()) {
-            return Err(err("transport.mp_rdma", "burst_rtt_frac and restart_rtts must be positive, alpha >= 0"));
-        }
-        if m.vp_min > m.vp_max || m.initial_rtt.0 == 0 {
-            return Err(err("transport.mp_rdma.vp_min", "expected vp_min <= vp_max and a positive initial_rtt"));
+        for (i, t) in self.traffic.iter().enumerate() {
+            if t.transport.is_some() {
+                // Per-host keys combine with it per flow, once the flows exist (Simulation::build).
+                self.transport_for(None, t.transport.as_ref(), &format!("traffic[{i}].transport"))?;
+            }
         }
         for (i, a) in self.apps.iter().enumerate() {
             let p = format!("apps[{i}]");
@@ -180,8 +162,15 @@ impl Scenario {
             if a.iterations == Some(0) {
                 return Err(err(format!("{p}.iterations"), "expected at least 1"));
             }
+            self.transport_for(Some(a.src), a.transport.as_ref(), &format!("{p}.transport"))?;
             for (j, name) in a.middleware.iter().flatten().enumerate() {
                 check_middleware(&format!("{p}.middleware[{j}]"), name)?;
+            }
+            if !(0.0..=1.0).contains(&a.sync_ratio) {
+                return Err(err(format!("{p}.sync_ratio"), "expected a fraction of messages between 0 and 1 (e.g. 0.2)"));
+            }
+            if a.sync_ratio > 0.0 && !matches!(a.kind, AppKind::WriteBw | AppKind::SendBw) {
+                return Err(err(format!("{p}.sync_ratio"), "only write_bw and send_bw post streams of messages to flag"));
             }
             if a.size.0 > u32::MAX as u64 && a.kind == AppKind::SendBw {
                 return Err(err(format!("{p}.size"), "SEND messages are limited to 4 GiB"));
@@ -199,6 +188,166 @@ impl Scenario {
             }
         }
         Ok(())
+    }
+}
+
+impl Scenario {
+    /// The transport of a connection initiated by host `src` (a flow's or an application's
+    /// `src`) for a tenant with override `own`: `[transport]`, then `transport.per_host.<src>`,
+    /// then `own`, each replacing the keys it sets. `path` names `own` in errors.
+    pub fn transport_for(&self, src: Option<u32>, own: Option<&TransportOverride>, path: &str) -> Result<TransportConfig, ScenarioError> {
+        let host = src.and_then(|h| self.transport.per_host.get(&h.to_string()));
+        let base = match host {
+            Some(o) => {
+                let p = format!("transport.per_host.{}", src.unwrap_or_default());
+                self.transport.overridden(Some(o)).map_err(|(rel, m)| err(join(&p, &rel), m))?
+            }
+            None => self.transport.overridden(None).expect("no override"),
+        };
+        if own.is_none() {
+            return Ok(base);
+        }
+        let t = base.overridden(own).map_err(|(rel, m)| err(join(path, &rel), m))?;
+        check_transport(path, &t)?;
+        Ok(t)
+    }
+}
+
+fn join(prefix: &str, rel: &str) -> String {
+    if rel.is_empty() {
+        prefix.to_string()
+    } else {
+        format!("{prefix}.{rel}")
+    }
+}
+
+/// Range checks of one transport table (`path` names it: `transport`, `apps[2].transport`, ...).
+fn check_transport(path: &str, t: &TransportConfig) -> Result<(), ScenarioError> {
+    let at = |k: &str| format!("{path}.{k}");
+    let d = &t.dcqcn;
+    if !(d.g > 0.0 && d.g <= 1.0) {
+        return Err(err(at("dcqcn.g"), "expected a gain in (0, 1]"));
+    }
+    if !(0.0..=1.0).contains(&d.initial_alpha) {
+        return Err(err(at("dcqcn.initial_alpha"), "expected a value in [0, 1]"));
+    }
+    for (k, v) in [("alpha_timer", d.alpha_timer.0), ("rate_timer", d.rate_timer.0)] {
+        if v == 0 {
+            return Err(err(at(&format!("dcqcn.{k}")), "must be positive, e.g. \"55us\""));
+        }
+    }
+    if d.min_rate.0 == 0 {
+        return Err(err(at("dcqcn.min_rate"), "must be positive, e.g. \"10Mbps\""));
+    }
+    let m = &t.mp_rdma;
+    if m.bitmap == 0 || m.bitmap > 4096 {
+        return Err(err(at("mp_rdma.bitmap"), "expected 1..=4096 slots"));
+    }
+    if m.delta > m.bitmap {
+        return Err(err(at("mp_rdma.delta"), "must not exceed the bitmap length L (0 = no OOO control)"));
+    }
+    if m.iw == Some(0) || (m.iw.is_none() && m.bdp.0 == 0) {
+        return Err(err(at("mp_rdma.iw"), "expected at least 1 packet"));
+    }
+    if !(0.0..=1.0).contains(&m.probe_p) {
+        return Err(err(at("mp_rdma.probe_p"), "expected a probability in [0, 1]"));
+    }
+    if m.max_per_ack == 0 {
+        return Err(err(at("mp_rdma.max_per_ack"), "expected at least 1"));
+    }
+    if !(m.burst_rtt_frac > 0.0 && m.burst_rtt_frac.is_finite()) || !(m.restart_rtts > 0.0 && m.restart_rtts.is_finite()) || !(m.alpha >= 0.0 && m.alpha.is_finite()) {
+        return Err(err(at("mp_rdma"), "burst_rtt_frac and restart_rtts must be positive, alpha >= 0"));
+    }
+    if m.vp_min > m.vp_max || m.initial_rtt.0 == 0 {
+        return Err(err(at("mp_rdma.vp_min"), "expected vp_min <= vp_max and a positive initial_rtt"));
+    }
+    Ok(())
+}
+
+/// One `[[traffic]]` table: a traffic pattern (`braid_topo`'s [`TrafficSpec`], every key but one)
+/// and `transport`, the transport its connections run (a tenant's partial `[transport]` table).
+/// The pattern crate knows nothing of transports, so the key is taken out here, before the rest
+/// of the table is handed (unbuffered: key paths survive) to the pattern's own deserialiser.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TrafficEntry {
+    pub spec: TrafficSpec,
+    pub transport: Option<TransportOverride>,
+}
+
+impl From<TrafficSpec> for TrafficEntry {
+    fn from(spec: TrafficSpec) -> Self {
+        TrafficEntry { spec, transport: None }
+    }
+}
+
+/// A map without its `transport` entry, which it keeps aside.
+struct WithoutTransport<A> {
+    map: A,
+    transport: Option<TransportOverride>,
+}
+
+impl<'de, A: MapAccess<'de>> MapAccess<'de> for WithoutTransport<A> {
+    type Error = A::Error;
+    fn next_key_seed<K: DeserializeSeed<'de>>(&mut self, seed: K) -> Result<Option<K::Value>, A::Error> {
+        loop {
+            match self.map.next_key::<String>()? {
+                None => return Ok(None),
+                Some(k) if k == "transport" => self.transport = Some(self.map.next_value()?),
+                Some(k) => return seed.deserialize(IntoDeserializer::<A::Error>::into_deserializer(k)).map(Some),
+            }
+        }
+    }
+    fn next_value_seed<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value, A::Error> {
+        self.map.next_value_seed(seed)
+    }
+}
+
+impl<'de> Deserialize<'de> for TrafficEntry {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = TrafficEntry;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a traffic table with `pattern`")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<TrafficEntry, A::Error> {
+                let mut rest = WithoutTransport { map, transport: None };
+                let spec = TrafficSpec::deserialize(MapAccessDeserializer::new(&mut rest))?;
+                Ok(TrafficEntry { spec, transport: rest.transport })
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+impl Serialize for TrafficEntry {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut v = serde_json::to_value(&self.spec).map_err(serde::ser::Error::custom)?;
+        if let (Some(t), Some(obj)) = (&self.transport, v.as_object_mut()) {
+            obj.insert("transport".into(), serde_json::to_value(t).map_err(serde::ser::Error::custom)?);
+        }
+        v.serialize(s)
+    }
+}
+
+impl JsonSchema for TrafficEntry {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "TrafficEntry".into()
+    }
+    /// The pattern's schema with `transport` added to every variant.
+    fn json_schema(g: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        let mut s = TrafficSpec::json_schema(g);
+        let t = serde_json::to_value(g.subschema_for::<TransportOverride>()).expect("schema serialises");
+        for key in ["oneOf", "anyOf"] {
+            if let Some(variants) = s.get_mut(key).and_then(|v| v.as_array_mut()) {
+                for v in variants {
+                    if let Some(props) = v.get_mut("properties").and_then(|p| p.as_object_mut()) {
+                        props.insert("transport".into(), t.clone());
+                    }
+                }
+            }
+        }
+        s
     }
 }
 

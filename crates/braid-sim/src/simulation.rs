@@ -4,6 +4,7 @@ use crate::api::{Column, Results, ScenarioError, Table};
 use crate::apps::{perf_record, FlowSender, FlowSink, PerfClient, PerfServer, Rendezvous, SendFlow};
 use crate::measure::{FlowLog, FlowRecord, Measure, SharedLog};
 use crate::nic::NicParams;
+use crate::config::{TransportConfig, TransportOverride};
 use crate::scenario::Scenario;
 use crate::world::{AppSlot, Ev, Role, World};
 use braid_engine::{EventQueue, Handler, Time};
@@ -51,6 +52,36 @@ fn make_stack(names: &[String]) -> Vec<Box<dyn Middleware>> {
             }
         })
         .collect()
+}
+
+/// The distinct transports of a run's tenants; index 0 is `[transport]` itself.
+struct Transports {
+    list: Vec<TransportConfig>,
+    /// NIC parameters with each transport (None for index 0: the world's own).
+    params: Vec<Option<Rc<NicParams>>>,
+    nic: crate::config::NicConfig,
+}
+
+impl Transports {
+    fn new(sc: &Scenario) -> Self {
+        Transports { list: vec![sc.transport.overridden(None).expect("no override")], params: vec![None], nic: sc.nic.clone() }
+    }
+
+    /// The number of the transport a connection initiated by `src` runs for a tenant with
+    /// override `own` (named `path` in errors).
+    fn index(&mut self, sc: &Scenario, src: Option<u32>, own: Option<&TransportOverride>, path: &str) -> Result<usize, ScenarioError> {
+        let t = sc.transport_for(src, own, path)?;
+        if let Some(i) = self.list.iter().position(|x| *x == t) {
+            return Ok(i);
+        }
+        self.params.push(Some(Rc::new(NicParams::new(self.nic.clone(), t.clone()))));
+        self.list.push(t);
+        Ok(self.list.len() - 1)
+    }
+
+    fn params(&self, i: usize) -> Option<Rc<NicParams>> {
+        self.params[i].clone()
+    }
 }
 
 impl Simulation {
@@ -107,15 +138,30 @@ impl Simulation {
             err(p, msg.to_string())
         })?;
 
+        for h in sc.transport.per_host.keys() {
+            if h.parse::<u32>().map_or(true, |h| h >= n_hosts) {
+                return Err(err(format!("transport.per_host.{h}"), format!("host {h} does not exist (the topology has {n_hosts} hosts)")));
+            }
+        }
+        // Transports: every connection runs the transport of its tenant (`[[traffic]]` or
+        // `[[apps]]` entry) resolved over its initiating host's. Distinct ones are numbered, 0 =
+        // `[transport]` itself; a tenant's applications carry theirs to the NIC, which builds its
+        // QPs with it (apps see verbs only).
+        let mut transports = Transports::new(&sc);
+
         // Traffic: one flow per transfer, grouped into a sender per source and a sink per
-        // destination host.
+        // destination host (and per transport, when tenants differ).
         let log: SharedLog = Rc::new(RefCell::new(FlowLog::default()));
         let rdv: Rendezvous = Rc::new(RefCell::new(HashMap::new()));
-        let mut senders: BTreeMap<u32, Vec<SendFlow>> = BTreeMap::new();
-        let mut sinks: BTreeMap<u32, Vec<(u32, u32, u64)>> = BTreeMap::new();
+        let mut senders: BTreeMap<(u32, usize), Vec<SendFlow>> = BTreeMap::new();
+        // Per (destination host, transport): (flow id, connection id, size) of each flow.
+        type Sinks = BTreeMap<(u32, usize), Vec<(u32, u32, u64)>>;
+        let mut sinks: Sinks = BTreeMap::new();
         let mut conn = 0u32;
         for (i, t) in sc.traffic.iter().enumerate() {
-            let flows = t.generate_on(&graph, seed, i as u64, base_dir).map_err(|e| err(join(&format!("traffic[{i}]"), &e.path), e.message))?;
+            let flows = t.spec.generate_on(&graph, seed, i as u64, base_dir).map_err(|e| err(join(&format!("traffic[{i}]"), &e.path), e.message))?;
+            // Transport by source host, resolved once per (table, host).
+            let mut by_src: HashMap<u32, usize> = HashMap::new();
             for f in flows {
                 if f.src >= n_hosts || f.dst >= n_hosts {
                     return Err(err(format!("traffic[{i}]"), format!("flow {} -> {} names a host beyond the topology's {n_hosts}", f.src, f.dst)));
@@ -139,8 +185,16 @@ impl Simulation {
                     bytes_done: 0,
                     latencies: vec![],
                 });
-                senders.entry(f.src).or_default().push(SendFlow::new(id, conn, f.size, f.start_ps, f.priority));
-                sinks.entry(f.dst).or_default().push((id, conn, f.size));
+                let tr = match by_src.get(&f.src) {
+                    Some(&x) => x,
+                    None => {
+                        let x = transports.index(&sc, Some(f.src), t.transport.as_ref(), &format!("traffic[{i}].transport"))?;
+                        by_src.insert(f.src, x);
+                        x
+                    }
+                };
+                senders.entry((f.src, tr)).or_default().push(SendFlow::new(id, conn, f.size, f.start_ps, f.priority));
+                sinks.entry((f.dst, tr)).or_default().push((id, conn, f.size));
                 conn += 1;
             }
         }
@@ -156,17 +210,17 @@ impl Simulation {
         };
         // Each application is a tenant with its own stack: its own `middleware` list, else its
         // host's.
-        let mut add_app = |world: &mut World, h: u32, app: Box<dyn braid_verbs::App>, own: Option<&Vec<String>>| {
+        let mut add_app = |world: &mut World, h: u32, app: Box<dyn braid_verbs::App>, own: Option<&Vec<String>>, params: Option<Rc<NicParams>>| {
             let idx = world.hosts[h as usize].apps.len() as u32;
             let stack = own.map(|n| make_stack(n)).unwrap_or_else(|| stack_for(h));
-            world.hosts[h as usize].apps.push(AppSlot { app, stack });
+            world.hosts[h as usize].apps.push(AppSlot { app, stack, params });
             queue.schedule(0, Ev::AppStart { host: h, app: idx });
         };
-        for (h, flows) in sinks {
-            add_app(&mut world, h, Box::new(FlowSink::new(log.clone(), rdv.clone(), flows, next_base())), None);
+        for ((h, tr), flows) in sinks {
+            add_app(&mut world, h, Box::new(FlowSink::new(log.clone(), rdv.clone(), flows, next_base())), None, transports.params(tr));
         }
-        for (h, flows) in senders {
-            add_app(&mut world, h, Box::new(FlowSender::new(log.clone(), rdv.clone(), flows, next_base(), data_check)), None);
+        for ((h, tr), flows) in senders {
+            add_app(&mut world, h, Box::new(FlowSender::new(log.clone(), rdv.clone(), flows, next_base(), data_check)), None, transports.params(tr));
         }
         for (i, a) in sc.apps.iter().enumerate() {
             if !a.enabled {
@@ -180,8 +234,9 @@ impl Simulation {
             let flow = log.borrow_mut().add(perf_record(a, a.src, a.dst));
             let c0 = conn;
             conn += a.qps;
-            add_app(&mut world, a.dst, Box::new(PerfServer::new(a.clone(), flow, c0, log.clone(), rdv.clone(), next_base())), a.middleware.as_ref());
-            add_app(&mut world, a.src, Box::new(PerfClient::new(a.clone(), flow, c0, log.clone(), rdv.clone(), next_base())), a.middleware.as_ref());
+            let tr = transports.index(&sc, Some(a.src), a.transport.as_ref(), &format!("apps[{i}].transport"))?;
+            add_app(&mut world, a.dst, Box::new(PerfServer::new(a.clone(), flow, c0, log.clone(), rdv.clone(), next_base())), a.middleware.as_ref(), transports.params(tr));
+            add_app(&mut world, a.src, Box::new(PerfClient::new(a.clone(), flow, c0, log.clone(), rdv.clone(), next_base(), seed, i as u64)), a.middleware.as_ref(), transports.params(tr));
         }
         if world.measure.interval > 0 {
             queue.schedule(world.measure.interval, Ev::Sample);
@@ -198,7 +253,7 @@ impl Simulation {
         }
         let h = self.world.hosts.get_mut(host as usize).ok_or_else(|| format!("no host {host}"))?;
         let idx = h.apps.len() as u32;
-        h.apps.push(AppSlot { app, stack });
+        h.apps.push(AppSlot { app, stack, params: None });
         self.queue.schedule(0, Ev::AppStart { host, app: idx });
         Ok(())
     }

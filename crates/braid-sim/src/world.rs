@@ -51,6 +51,9 @@ pub struct Node {
 pub struct AppSlot {
     pub app: Box<dyn App>,
     pub stack: Vec<Box<dyn Middleware>>,
+    /// The NIC parameters its QPs are created with when its tenant runs a transport of its own
+    /// (`[[apps]].transport`, `[[traffic]].transport`, `transport.per_host`); None = the world's.
+    pub params: Option<std::rc::Rc<NicParams>>,
 }
 
 pub struct Host {
@@ -668,9 +671,10 @@ impl World {
         {
             let host = &mut self.hosts[h as usize];
             let slot = &mut host.apps[app as usize];
+            let params = slot.params.as_deref().unwrap_or(&self.params);
             let mut bottom = crate::hostverbs::HostVerbs {
                 nic: &mut host.nic,
-                params: &self.params,
+                params,
                 now,
                 host_index: h,
                 app,

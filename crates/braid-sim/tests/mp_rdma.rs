@@ -658,3 +658,222 @@ fn explore_path_failure_state() {
         t += 500;
     }
 }
+
+// ------------------------------------------------------------------ synchronise (§3.4, §5.2.5)
+
+/// §5.2.5: the testbed permutation (two ToRs × 5 hosts, 4 × 40G paths, RED (1.0, 20KB, 20KB)),
+/// each host i under tor0 running a write_bw stream of `size` messages to host 5 + i for the whole
+/// run, a fraction `ratio` of them flagged synchronise. `mp` adds `transport.mp_rdma` keys.
+fn sync_permutation(kind: &str, size: &str, ratio: f64, mp: Value, seed: u64, dur: &str) -> Value {
+    let apps: Vec<Value> = (0..5)
+        .map(|i| json!({"kind": "write_bw", "src": i, "dst": 5 + i, "size": size, "duration": dur, "sync_ratio": ratio}))
+        .collect();
+    json!({
+        "seed": seed,
+        "duration": dur,
+        "topology": two_tor(5, 4, "40Gbps"),
+        "transport": {"kind": kind, "mp_rdma": mp},
+        "switch": {"ecn": {"kmin": "20KB", "kmax": "20KB", "pmax": 1.0}},
+        "apps": apps,
+        "measure": {"interval": "100us", "messages": false},
+    })
+}
+
+/// What a synchronise run measured.
+#[derive(Debug)]
+struct SyncRun {
+    /// Goodput of the 5 connections (Gbps) over the window, and their sum.
+    gbps: Vec<f64>,
+    total: f64,
+    /// Synchronise messages sent, arrived early (dropped and NACKed), total hold time.
+    sent: f64,
+    early: f64,
+    held_us: f64,
+    /// NIC audit (with data_check): synchronise packets placed, and placed early.
+    placed: u64,
+    placed_early: u64,
+}
+
+fn run_sync(s: &Value, from_us: u64, to_us: u64) -> SyncRun {
+    let mut sim = build(s);
+    sim.run();
+    let r = sim.results();
+    let gbps = mean_gbps(&r, 5, from_us * 1_000_000, to_us * 1_000_000);
+    let (mut sent, mut early, mut held_us) = (0.0, 0.0, 0.0);
+    for h in &sim.world().hosts {
+        for q in h.nic.qps() {
+            let c: BTreeMap<_, _> = q.t.counters().into_iter().collect();
+            sent += c.get("sync_sent").copied().unwrap_or(0.0);
+            early += c.get("sync_early").copied().unwrap_or(0.0);
+            held_us += c.get("sync_held_us").copied().unwrap_or(0.0);
+        }
+    }
+    let placed = sim.world().hosts.iter().map(|h| h.nic.stats.sync_placed).sum();
+    let placed_early = sim.world().hosts.iter().map(|h| h.nic.stats.sync_placed_early).sum();
+    SyncRun { total: gbps.iter().sum(), gbps, sent, early, held_us, placed, placed_early }
+}
+
+/// Fig. 18 and Fig. 19 (experiments/mp-rdma/synchronise.toml). Runs of `SYNC_MS` (default 10) ms
+/// measured from 1 ms to the end; MP-RDMA seeds 1..=`SYNC_SEEDS` (default 3), DCQCN seeds
+/// 1..=`DCQCN_SEEDS` (default 20: its goodput depends on how 5 flows hash onto 4 spines); means
+/// over the seeds. `SYNC_FIGS` = "18", "19" or both (default).
+#[test]
+#[ignore]
+fn explore_synchronise() {
+    let env = |k: &str, d: u64| std::env::var(k).map(|s| s.parse().unwrap()).unwrap_or(d);
+    let (ms, seeds, dseeds) = (env("SYNC_MS", 10), env("SYNC_SEEDS", 3), env("DCQCN_SEEDS", 20));
+    let figs = std::env::var("SYNC_FIGS").unwrap_or("18,19".into());
+    let dur = format!("{ms}ms");
+    let mean = |n: u64, f: &dyn Fn(u64) -> SyncRun| -> (f64, f64, f64, f64, Vec<f64>) {
+        let (mut g, mut sent, mut early, mut held, mut each) = (0.0, 0.0, 0.0, 0.0, vec![]);
+        for seed in 1..=n {
+            let r = f(seed);
+            assert_eq!(r.placed_early, 0, "a synchronise packet was placed early: {r:?}");
+            g += r.total / n as f64;
+            sent += r.sent / n as f64;
+            early += r.early / n as f64;
+            held += r.held_us / n as f64;
+            each.push(r.total);
+        }
+        (g, sent, early, held, each)
+    };
+    if figs.contains("18") {
+        eprintln!("Fig. 18: synchronise messages that arrived out of order (dropped and NACKed), mean of {seeds} seeds, {ms} ms");
+        for size in ["512KB", "32KB"] {
+            for ratio in [0.2, 0.8] {
+                for alpha in [0.0, 0.25, 0.5, 1.0] {
+                    let (g, sent, early, held, _) = mean(seeds, &|seed| run_sync(&sync_permutation("mp-rdma", size, ratio, json!({"alpha": alpha}), seed, &dur), 1000, ms * 1000));
+                    eprintln!("  {size:>5} ratio {ratio} alpha {alpha:<4}: OOO sync {early:6.1} of {sent:6.1} sent ({:5.2}%), mean hold {:5.2} us, total {g:6.1} Gbps", 100.0 * early / sent.max(1.0), held / sent.max(1.0));
+                }
+            }
+        }
+    }
+    if figs.contains("19") {
+        eprintln!("Fig. 19: goodput of the 5 connections (Gbps, total / per connection), alpha 1.0; MP-RDMA {seeds} seeds, DCQCN {dseeds} seeds");
+        for size in ["512KB", "32KB"] {
+            // DCQCN ignores the synchronise flag (single-path RDMA delivers in order): one sweep.
+            let (d, .., each) = mean(dseeds, &|seed| run_sync(&sync_permutation("dcqcn", size, 0.0, json!({}), seed, &dur), 1000, ms * 1000));
+            eprintln!("  {size:>5} DCQCN {d:6.1} ({:4.1}) per seed {each:.1?}", d / 5.0);
+            for ratio in [0.0, 0.2, 0.4, 0.6, 0.8] {
+                let (m, sent, _, held, _) = mean(seeds, &|seed| run_sync(&sync_permutation("mp-rdma", size, ratio, json!({}), seed, &dur), 1000, ms * 1000));
+                let (sw, ssent, _, sheld, _) = mean(seeds, &|seed| run_sync(&sync_permutation("mp-rdma", size, ratio, json!({"sync_mode": "stop-wait"}), seed, &dur), 1000, ms * 1000));
+                eprintln!(
+                    "  {size:>5} ratio {ratio}: MP-RDMA {m:6.1} ({:4.1}; hold {:4.1} us) | Stop-Wait {sw:6.1} ({:4.1}; hold {:4.1} us; {:3.0}% of MP-RDMA) | MP-RDMA vs DCQCN {:+5.1}%, Stop-Wait vs DCQCN {:+5.1}%",
+                    m / 5.0,
+                    held / sent.max(1.0),
+                    sw / 5.0,
+                    sheld / ssent.max(1.0),
+                    100.0 * sw / m,
+                    100.0 * (m / d - 1.0),
+                    100.0 * (sw / d - 1.0)
+                );
+            }
+        }
+    }
+}
+
+/// Counters of every MP-RDMA QP, summed by name.
+fn sum_counters(sim: &braid_sim::Simulation) -> BTreeMap<&'static str, f64> {
+    let mut m = BTreeMap::new();
+    for h in &sim.world().hosts {
+        for q in h.nic.qps() {
+            for (k, v) in q.t.counters() {
+                *m.entry(k).or_insert(0.0) += v;
+            }
+        }
+    }
+    m
+}
+
+#[test]
+fn sync_messages_never_update_memory_early_under_reordering_and_loss() {
+    // Paths of 1/3/6 µs (and a 10G one) reorder; 2% loss on three of them (data and ACKs). Half
+    // of 80 WRITEs of 32 KB and of 40 SENDs of 20 KB are synchronise. The NIC audits every
+    // placement of a synchronise packet (nic.data_check): every PSN before its message must have
+    // been placed already.
+    let paths = [("40Gbps", "1us", 0.0), ("40Gbps", "3us", 0.02), ("40Gbps", "6us", 0.02), ("10Gbps", "2us", 0.02)];
+    for (name, mp) in [("alpha 0", json!({"alpha": 0.0})), ("alpha 1", json!({"alpha": 1.0})), ("stop-wait", json!({"sync_mode": "stop-wait"}))] {
+        let mut s = four_paths(&paths, "mp-rdma", json!({
+            "apps": [{"kind": "write_bw", "src": 0, "dst": 1, "size": "32KB", "iterations": 80, "sync_ratio": 0.5},
+                     {"kind": "send_bw", "src": 0, "dst": 1, "size": "20KB", "iterations": 40, "sync_ratio": 0.5}],
+        }));
+        s.as_object_mut().unwrap().remove("routes");
+        s["nic"]["rto"] = json!("200us");
+        s["transport"]["mp_rdma"] = mp;
+        let (sim, _) = run(&s);
+        let c = sum_counters(&sim);
+        let st = &sim.world().hosts[1].nic.stats;
+        eprintln!("{name}: sync sent {} early {} nacks {} retx {} probes {} | placed {} placed early {} | recoveries {}", c["sync_sent"], c["sync_early"], c["sync_nacks"], c["sync_retx"], c["sync_probes"], st.sync_placed, st.sync_placed_early, c["recoveries"]);
+        let f = sim.flows();
+        assert!(f[0].finish_ps.is_some() && f[0].bytes_done == 80 * 32_000, "{name}: every WRITE completed: {} bytes", f[0].bytes_done);
+        assert!(f[1].finish_ps.is_some() && f[1].bytes_done == 40 * 20_000, "{name}: every SEND completed: {} bytes", f[1].bytes_done);
+        assert!(c["sync_sent"] >= 40.0, "{name}: about half of 120 messages are synchronise: {}", c["sync_sent"]);
+        assert_eq!(st.sync_placed_early, 0, "{name}: a synchronise packet updated memory before an earlier message was complete");
+        assert!(st.sync_placed as f64 >= c["sync_sent"] * 20.0, "{name}: every synchronise packet was placed (and audited): {}", st.sync_placed);
+        match name {
+            // Sent without delay they do overtake earlier messages: the receiver's rule is what
+            // keeps memory in order here.
+            "alpha 0" => assert!(c["sync_early"] > 0.0 && c["sync_nacks"] > 0.0, "α = 0 under reordering: some synchronise messages arrive early"),
+            // Everything before was acknowledged, i.e. received: none can be early.
+            "stop-wait" => assert_eq!(c["sync_early"], 0.0, "stop-wait never sends a synchronise message early"),
+            _ => {}
+        }
+    }
+}
+
+#[test]
+fn sync_runs_are_deterministic() {
+    let s = sync_permutation("mp-rdma", "32KB", 0.5, json!({}), 7, "1ms");
+    let a = run_sync(&s, 200, 1000);
+    let b = run_sync(&s, 200, 1000);
+    assert_eq!(format!("{a:?}"), format!("{b:?}"));
+    assert!(a.sent > 0.0);
+}
+
+#[test]
+fn alpha_one_gives_no_out_of_order_sync_on_the_testbed_permutation() {
+    // §5.2.5 / Fig. 18: the testbed permutation, 80% of the messages synchronise, 3 ms. With
+    // α = 1.0 none arrives before the messages ahead of it; with α = 0 (no hold) many do.
+    for size in ["32KB", "512KB"] {
+        let one = run_sync(&sync_permutation("mp-rdma", size, 0.8, json!({"alpha": 1.0}), 1, "3ms"), 1000, 3000);
+        // α = 0 with the NIC's placement audit on (nic.data_check).
+        let mut s0 = sync_permutation("mp-rdma", size, 0.8, json!({"alpha": 0.0}), 1, "3ms");
+        s0["nic"] = json!({"data_check": true});
+        let zero = run_sync(&s0, 1000, 3000);
+        eprintln!("{size}: alpha 1: {one:?}\n{size}: alpha 0: {zero:?}");
+        assert!(one.sent > 50.0, "{size}: synchronise messages were sent: {}", one.sent);
+        assert_eq!(one.early, 0.0, "{size}: α = 1.0 gives no out-of-order synchronise");
+        assert!(one.gbps.iter().chain(&zero.gbps).all(|&g| g > 15.0), "{size}: every connection keeps going: {:?} / {:?}", one.gbps, zero.gbps);
+        assert!(zero.early > 0.2 * zero.sent, "{size}: α = 0: {} of {} early", zero.early, zero.sent);
+        assert!(zero.placed > 0 && zero.placed_early == 0, "{size}: α = 0: early ones are dropped, never placed: {zero:?}");
+    }
+}
+
+#[test]
+fn stop_wait_costs_small_synchronise_messages_more_than_the_delay() {
+    // Fig. 19(b) at 80% synchronise, 32 KB messages: waiting for acknowledgements (≈ 1 RTT)
+    // costs more than waiting Δt (≈ 0.5 RTT); with 512 KB messages both costs are amortised.
+    let run = |size: &str, mp: Value| run_sync(&sync_permutation("mp-rdma", size, 0.8, mp, 1, "3ms"), 1000, 3000).total;
+    let (delay, stop) = (run("32KB", json!({})), run("32KB", json!({"sync_mode": "stop-wait"})));
+    let (delay_l, stop_l) = (run("512KB", json!({})), run("512KB", json!({"sync_mode": "stop-wait"})));
+    eprintln!("32KB: delay {delay:.1} stop-wait {stop:.1}; 512KB: delay {delay_l:.1} stop-wait {stop_l:.1}");
+    assert!(stop < 0.9 * delay, "32 KB: stop-wait {stop:.1} vs delay {delay:.1}");
+    assert!(delay_l > 140.0 && stop_l > 135.0, "512 KB: ~30 Gbps per connection either way: {delay_l:.1} / {stop_l:.1}");
+}
+
+#[test]
+fn sync_keys_are_validated() {
+    let base = |app: Value, mp: Value| {
+        json!({"duration": "1ms", "topology": two_tor(1, 1, "40Gbps"), "transport": {"kind": "mp-rdma", "mp_rdma": mp},
+               "apps": [app]})
+    };
+    let e = |s: Value| braid_sim::Simulation::from_json(&s.to_string(), std::path::Path::new("."), None).err().expect("rejected");
+    let err = e(base(json!({"kind": "write_bw", "src": 0, "dst": 1, "size": "4KB", "sync_ratio": 1.5}), json!({})));
+    assert_eq!(err.path, "apps[0].sync_ratio", "{err:?}");
+    assert!(err.message.contains("between 0 and 1"), "{err:?}");
+    let err = e(base(json!({"kind": "read_bw", "src": 0, "dst": 1, "size": "4KB", "sync_ratio": 0.5}), json!({})));
+    assert_eq!(err.path, "apps[0].sync_ratio", "{err:?}");
+    let err = e(base(json!({"kind": "write_bw", "src": 0, "dst": 1, "size": "4KB"}), json!({"sync_mode": "stopwait"})));
+    assert_eq!(err.path, "transport.mp_rdma.sync_mode", "{err:?}");
+    assert!(err.message.contains("stop-wait"), "names the accepted values: {err:?}");
+}

@@ -40,33 +40,103 @@ def _f64(name: str, v, shape: tuple) -> np.ndarray:
     return np.ascontiguousarray(a)
 
 
-def _traffic_csr(B, n: int, m: int):
-    """B as CSR over sender entries: (ptr uint64, dst uint32, frac float64)."""
+def _traffic_csr(B, n: int, m: int, senders: Optional[int] = None):
+    """B as CSR over sender entries: (ptr uint64, dst uint32, frac float64). ``senders``: the
+    number of sender hosts (rows / m) when B holds only some hosts' rows (an MPI rank's), the
+    columns still being all ``n`` hosts."""
+    ns = n if senders is None else senders
+    nr = ns * m
     if isinstance(B, tuple) and len(B) == 3:
         ptr, dst, frac = (np.asarray(B[0]), np.asarray(B[1]), np.asarray(B[2]))
     elif hasattr(B, "tocsr"):
-        if tuple(B.shape) != (n * m, n):
-            raise _err("B", f"has shape {tuple(B.shape)}, expected (n*m, n) = ({n * m}, {n})")
+        if tuple(B.shape) != (nr, n):
+            raise _err("B", f"has shape {tuple(B.shape)}, expected (n*m, n) = ({nr}, {n})")
         c = B.tocsr()
         c.sum_duplicates()
         c.sort_indices()
         ptr, dst, frac = c.indptr, c.indices, c.data
     else:
         d = np.asarray(B, dtype=np.float64)
-        if d.shape != (n * m, n):
-            raise _err("B", f"has shape {d.shape}, expected (n*m, n) = ({n * m}, {n})")
+        if d.shape != (nr, n):
+            raise _err("B", f"has shape {d.shape}, expected (n*m, n) = ({nr}, {n})")
         rows, cols = np.nonzero(d)
         frac = d[rows, cols]
-        ptr = np.zeros(n * m + 1, dtype=np.uint64)
+        ptr = np.zeros(nr + 1, dtype=np.uint64)
         np.add.at(ptr, rows + 1, 1)
         ptr = np.cumsum(ptr)
         dst = cols
     ptr = np.ascontiguousarray(ptr, dtype=np.uint64)
     dst = np.ascontiguousarray(dst, dtype=np.uint32)
     frac = np.ascontiguousarray(frac, dtype=np.float64)
-    if len(ptr) != n * m + 1:
-        raise _err("B", f"CSR pointer has length {len(ptr)}, expected n*m+1 = {n * m + 1}")
+    if len(ptr) != nr + 1:
+        raise _err("B", f"CSR pointer has length {len(ptr)}, expected n*m+1 = {nr + 1}")
     return ptr, dst, frac
+
+
+def _gen_params(n, m, *, two_sided, alpha, beta, k, seed, units, fanout, batch_max, q_range,
+                c_range, w_range) -> str:
+    """The generator parameters of the paper's random instances, checked, as JSON."""
+    for name, v in (("n", n), ("m", m)):
+        if not isinstance(v, (int, np.integer)) or v < 1:
+            raise _err(name, f"must be an integer >= 1, got {v!r}")
+    if k is not None and (not isinstance(k, (int, np.integer)) or k < 1):
+        raise _err("k", f"must be an integer >= 1, got {k!r}")
+    if not (isinstance(alpha, (int, float)) and alpha > 0 and math.isfinite(alpha)):
+        raise _err("alpha", f"must be a finite number > 0, got {alpha!r}")
+    if not (isinstance(beta, (int, float)) and beta >= 0 and math.isfinite(beta)):
+        raise _err("beta", f"must be a finite number >= 0, got {beta!r}")
+    if seed < 0:
+        raise _err("seed", "must be >= 0")
+    if two_sided and fanout < 1:
+        raise _err("fanout", "two-sided instances need fanout >= 1")
+    return json.dumps(dict(
+        n=int(n), m=int(m), two_sided=bool(two_sided), alpha=float(alpha), beta=float(beta),
+        k=None if k is None else int(k), seed=int(seed), units=float(units), fanout=int(fanout),
+        batch_max=int(batch_max), q_range=list(map(float, q_range)),
+        c_range=list(map(float, c_range)), w_range=list(map(float, w_range)),
+    ))
+
+
+def _host_arrays(w, a, Q, C, *, B, two_sided, active, guarantee, preempt, n_total=None, h0=0):
+    """Checked per-host arrays as bytes: (n, m, (w, a, Q, C), keyword bytes, two_sided). With
+    ``n_total``, they are hosts ``h0..`` of an instance of ``n_total`` hosts (B's columns)."""
+    Qa = np.asarray(Q, dtype=np.float64)
+    if Qa.ndim != 1:
+        raise _err("Q", f"must be a vector (one capacity per host), got shape {Qa.shape}")
+    n = Qa.shape[0]
+    wa = np.asarray(w, dtype=np.float64)
+    if wa.ndim != 2 or wa.shape[0] != n:
+        raise _err("w", f"has shape {wa.shape}, expected (n, m) with n = {n} (the length of Q)")
+    m = wa.shape[1]
+    w_ = _f64("w", wa, (n, m))
+    a_ = _f64("a", a, (n, m))
+    Q_ = _f64("Q", Qa, (n,))
+    C_ = _f64("C", C, (n,))
+    if np.any(Q_ <= 0):
+        i = int(np.argmax(Q_ <= 0))
+        raise _err("Q", f"capacities must be > 0; host {h0 + i} has {Q_[i]}")
+    if np.any(C_ <= 0):
+        i = int(np.argmax(C_ <= 0))
+        raise _err("C", f"capacities must be > 0; host {h0 + i} has {C_[i]}")
+    kw: dict[str, Any] = {}
+    if active is not None:
+        act = np.asarray(active)
+        if act.shape != (n, m):
+            raise _err("active", f"has shape {act.shape}, expected {(n, m)}")
+        kw["active"] = np.ascontiguousarray(act.astype(np.uint8)).tobytes()
+    if guarantee is not None:
+        kw["guarantee"] = _f64("guarantee", guarantee, (n, m)).tobytes()
+    if preempt is not None:
+        kw["preempt"] = _f64("preempt", preempt, (n, m)).tobytes()
+    if two_sided is None:
+        two_sided = B is not None
+    if B is not None:
+        ptr, dst, frac = (_traffic_csr(B, n, m) if n_total is None
+                          else _traffic_csr(B, n_total, m, senders=n))
+        kw.update(b_ptr=ptr.tobytes(), b_dst=dst.tobytes(), b_frac=frac.tobytes())
+    elif two_sided:
+        raise _err("B", "two-sided operations need the traffic matrix B")
+    return n, m, (w_.tobytes(), a_.tobytes(), Q_.tobytes(), C_.tobytes()), kw, two_sided
 
 
 class Problem:
@@ -98,26 +168,10 @@ class Problem:
         ``units``), a = 1/batch, weights U[w_range]; two-sided: each application sends to
         ``fanout`` other hosts. ``k``: QP-cache limit, top-k by weight. Same seed, same instance
         on any machine."""
-        for name, v in (("n", n), ("m", m)):
-            if not isinstance(v, (int, np.integer)) or v < 1:
-                raise _err(name, f"must be an integer >= 1, got {v!r}")
-        if k is not None and (not isinstance(k, (int, np.integer)) or k < 1):
-            raise _err("k", f"must be an integer >= 1, got {k!r}")
-        if not (isinstance(alpha, (int, float)) and alpha > 0 and math.isfinite(alpha)):
-            raise _err("alpha", f"must be a finite number > 0, got {alpha!r}")
-        if not (isinstance(beta, (int, float)) and beta >= 0 and math.isfinite(beta)):
-            raise _err("beta", f"must be a finite number >= 0, got {beta!r}")
-        if seed < 0:
-            raise _err("seed", "must be >= 0")
-        if two_sided and fanout < 1:
-            raise _err("fanout", "two-sided instances need fanout >= 1")
-        params = dict(
-            n=int(n), m=int(m), two_sided=bool(two_sided), alpha=float(alpha), beta=float(beta),
-            k=None if k is None else int(k), seed=int(seed), units=float(units), fanout=int(fanout),
-            batch_max=int(batch_max), q_range=list(map(float, q_range)),
-            c_range=list(map(float, c_range)), w_range=list(map(float, w_range)),
-        )
-        return cls(_core.DrumProblem.generate(json.dumps(params)))
+        params = _gen_params(n, m, two_sided=two_sided, alpha=alpha, beta=beta, k=k, seed=seed,
+                             units=units, fanout=fanout, batch_max=batch_max, q_range=q_range,
+                             c_range=c_range, w_range=w_range)
+        return cls(_core.DrumProblem.generate(params))
 
     @classmethod
     def from_arrays(
@@ -144,41 +198,9 @@ class Problem:
         ``preempt`` (n, m): preemptible-range coefficients r of the SOC constraint
         ``sum x + ||r o x|| <= Q``. ``links``: dict(cap=(L,), paths=(P, 3) int (src, dst, link),
         size=(n, m) optional cost per WQE) — fabric link capacities, needs ``B``."""
-        Qa = np.asarray(Q, dtype=np.float64)
-        if Qa.ndim != 1:
-            raise _err("Q", f"must be a vector (one capacity per host), got shape {Qa.shape}")
-        n = Qa.shape[0]
-        wa = np.asarray(w, dtype=np.float64)
-        if wa.ndim != 2 or wa.shape[0] != n:
-            raise _err("w", f"has shape {wa.shape}, expected (n, m) with n = {n} (the length of Q)")
-        m = wa.shape[1]
-        w_ = _f64("w", wa, (n, m))
-        a_ = _f64("a", a, (n, m))
-        Q_ = _f64("Q", Qa, (n,))
-        C_ = _f64("C", C, (n,))
-        if np.any(Q_ <= 0):
-            i = int(np.argmax(Q_ <= 0))
-            raise _err("Q", f"capacities must be > 0; host {i} has {Q_[i]}")
-        if np.any(C_ <= 0):
-            i = int(np.argmax(C_ <= 0))
-            raise _err("C", f"capacities must be > 0; host {i} has {C_[i]}")
-        kw: dict[str, Any] = {}
-        if active is not None:
-            act = np.asarray(active)
-            if act.shape != (n, m):
-                raise _err("active", f"has shape {act.shape}, expected {(n, m)}")
-            kw["active"] = np.ascontiguousarray(act.astype(np.uint8)).tobytes()
-        if guarantee is not None:
-            kw["guarantee"] = _f64("guarantee", guarantee, (n, m)).tobytes()
-        if preempt is not None:
-            kw["preempt"] = _f64("preempt", preempt, (n, m)).tobytes()
-        if two_sided is None:
-            two_sided = B is not None
-        if B is not None:
-            ptr, dst, frac = _traffic_csr(B, n, m)
-            kw.update(b_ptr=ptr.tobytes(), b_dst=dst.tobytes(), b_frac=frac.tobytes())
-        elif two_sided:
-            raise _err("B", "two-sided operations need the traffic matrix B")
+        n, m, arrs, kw, two_sided = _host_arrays(w, a, Q, C, B=B, two_sided=two_sided,
+                                                 active=active, guarantee=guarantee,
+                                                 preempt=preempt)
         if links is not None:
             if "cap" not in links or "paths" not in links:
                 raise _err("links", "needs keys 'cap' and 'paths'")
@@ -192,10 +214,8 @@ class Problem:
             kw["link_paths"] = np.ascontiguousarray(paths.astype(np.uint32)).tobytes()
             if links.get("size") is not None:
                 kw["link_size"] = _f64("links.size", links["size"], (n, m)).tobytes()
-        core = _core.DrumProblem.from_arrays(
-            n, m, float(alpha), float(beta), w_.tobytes(), a_.tobytes(), Q_.tobytes(), C_.tobytes(),
-            two_sided=bool(two_sided), **kw,
-        )
+        core = _core.DrumProblem.from_arrays(n, m, float(alpha), float(beta), *arrs,
+                                             two_sided=bool(two_sided), **kw)
         return cls(core)
 
     # ---- views --------------------------------------------------------------------------

@@ -19,6 +19,7 @@
 //! packet's own source port.
 
 pub mod mp_rdma;
+pub mod mp_sync;
 pub mod rc;
 
 use braid_engine::Time;
@@ -58,6 +59,10 @@ pub enum Feedback {
     /// Sequence error: the receiver expects `expected`; resend from there. `echo_sport` is the
     /// source port the NAK came on: for MP-RDMA the VP of the data packet it answers.
     Nak { expected: u32, echo_sport: u16 },
+    /// MP-RDMA synchronise (§3.4): packet `psn` of a synchronise message arrived while an earlier
+    /// message was incomplete (`expected` is the receiver's first hole) and was dropped unplaced;
+    /// `echo_sport` is the source port (virtual path) it came on.
+    SyncNak { expected: u32, psn: u32, echo_sport: u16 },
     /// Receiver not ready for `psn` (no RECV posted): resend it later.
     RnrNak { psn: u32 },
     /// A congestion notification (DCQCN).
@@ -100,6 +105,8 @@ pub enum RxClass {
 pub enum Reply {
     Ack { cum: u32, sack: Option<u32>, echo_sport: u16, ece: bool, retx: bool },
     Nak { expected: u32 },
+    /// See [`Feedback::SyncNak`]. On the wire: a NAK whose `sack` names the dropped PSN.
+    SyncNak { expected: u32, psn: u32 },
     /// Receiver not ready (no RECV posted for a SEND): retry `psn` later. Sent by the NIC.
     RnrNak { psn: u32 },
     Cnp,
@@ -120,6 +127,9 @@ pub struct DataInfo {
     /// The tail of a message that needs a completion at the receiver (SEND, WRITE with
     /// immediate): MP-RDMA's "Tail with completion" slot state.
     pub completion: bool,
+    /// The packet belongs to a synchronise message (`SendWr::fence`) whose first PSN is this: it
+    /// may update memory only once every earlier PSN has arrived.
+    pub sync_first: Option<u32>,
 }
 
 /// The per-QP transport state machine.
@@ -133,6 +143,11 @@ pub trait Transport: std::fmt::Debug {
     /// What to send next. `next_new` is the PSN the next new packet would take and `have_new`
     /// whether the send queue has one ready.
     fn plan(&mut self, now: Time, next_new: u32, have_new: bool) -> Plan;
+    /// The new data at the send cursor, from PSN `psn`, is the first packet of a message flagged
+    /// synchronise (`SendWr::fence`). The NIC says so before each `plan` while it is; a
+    /// transport that may deliver out of order (MP-RDMA, §3.4) holds it back, in-order
+    /// transports ignore it.
+    fn sync_at(&mut self, _psn: u32) {}
     /// Earliest time a READ response (this QP acting as responder) may leave.
     fn response_gate(&self) -> Time;
     /// A packet covering `npsn` PSNs from `psn` went out (`npsn` > 1 for a READ request),

@@ -23,8 +23,11 @@
 //!
 //! The NIC does data placement and completions (see `nic.rs`, `accept_data_mp`): a packet the
 //! bitmap accepts is placed directly; a message completes when rcv_nxt passes its tail.
-//! Synchronise (fence) operations are not implemented yet.
+//! - Synchronise (§3.4, `mp_sync.rs`): a message flagged synchronise (`SendWr::fence`) is held
+//!   back at the sender; one of its packets arriving before every earlier message is complete is
+//!   dropped and NACKed.
 
+use super::mp_sync::{Hold, SyncSender};
 use super::{DataInfo, Feedback, Plan, Reply, RxClass, TimerKind, Transport, TxFx};
 use crate::config::MpRdmaConfig;
 use braid_engine::{RngStream, Time};
@@ -76,6 +79,10 @@ pub struct MpStats {
     /// Receiver: duplicates (a retransmission of a packet already received).
     pub dup_rx: u64,
     pub max_ood: u32,
+    /// Receiver: synchronise messages that arrived early (a packet came before an earlier
+    /// message was complete: Fig. 18's "OOO synchronise"), and their packets dropped and NACKed.
+    pub sync_early: u64,
+    pub sync_dropped: u64,
     /// Out-of-order degree of every accepted packet (psn − rcv_nxt), capped at the last bucket.
     pub ood_hist: Vec<u64>,
     /// Packets sent, by what allowed them (`Src`) and what they carried (`Pick`): the accounting
@@ -159,10 +166,14 @@ pub struct MpRdmaTransport {
     timeouts: u64,
     /// VPs that carried at least one packet (for tests and reports; a NIC would not keep this).
     pub vps_used: std::collections::BTreeSet<u16>,
+    /// Synchronise: the hold of a flagged message and the resending of dropped ones.
+    pub sync: SyncSender,
     // ---- receiver ----
     pub rcv_nxt: u32,
     bitmap: Vec<Slot>,
     nak_sent_for: Option<u32>,
+    /// First PSN of the latest synchronise message counted as early (each counts once).
+    sync_early_hi: Option<u32>,
     pub stats: MpStats,
 }
 
@@ -172,6 +183,8 @@ enum Pick {
     Recovery,
     One,
     Early,
+    /// A synchronise packet the receiver dropped.
+    SyncRetx,
 }
 
 impl MpRdmaTransport {
@@ -215,9 +228,11 @@ impl MpRdmaTransport {
             last_progress: 0,
             timeouts: 0,
             vps_used: Default::default(),
+            sync: SyncSender::new(p.cfg.sync_mode, p.cfg.alpha, p.cfg.delta),
             rcv_nxt: 0,
             bitmap: vec![Slot::Empty; l],
             nak_sent_for: None,
+            sync_early_hi: None,
             stats: MpStats { ood_hist: vec![0; l.max(64) * 2 + 1], ..Default::default() },
             p,
         }
@@ -370,10 +385,14 @@ impl MpRdmaTransport {
                     self.cwnd += 1.0 / self.cwnd;
                 }
                 self.inflate += 1.0;
+                // Sample before moving the cumulative point: an in-order ACK of the timed PSN
+                // also moves cum past it, which ack_point takes as "its own SACK never came".
+                if let (Some(s), false) = (sack, retx) {
+                    self.rtt_sample(now, s);
+                }
                 self.ack_point(now, cum);
                 let mut clock = true;
                 if let (Some(s), false) = (sack, retx) {
-                    self.rtt_sample(now, s);
                     let delta = self.p.cfg.delta;
                     if delta > 0 && self.snd_ooh1 > delta && s < self.snd_ooh1 - 1 - delta {
                         // A slow path: prune it (one window unit less, no clock on its VP).
@@ -398,20 +417,31 @@ impl MpRdmaTransport {
                     }
                 }
             }
-            Feedback::Nak { expected, echo_sport } => {
+            Feedback::Nak { expected, echo_sport } | Feedback::SyncNak { expected, echo_sport, .. } => {
                 // A packet beyond the receiver's bitmap was dropped; `expected` is the hole
                 // holding the window back. The dropped packet stays outstanding (no inflate):
                 // its retransmission's ACK will return its credit, on a path that works.
                 self.stats.nacks += 1;
                 self.ack_point(now, expected);
                 self.enter_recovery(now, expected);
-                if self.p.cfg.nack_clocks {
+                let sync = if let Feedback::SyncNak { psn, .. } = fb {
+                    // A synchronise packet came early and was dropped: resend it once the hole
+                    // is filled. The hole itself is recovered as for any NACK (above): if it was
+                    // lost, nothing else would report it (dropped packets never fill the bitmap).
+                    self.sync.on_nak(expected, psn);
+                    true
+                } else {
+                    false
+                };
+                if sync || self.p.cfg.nack_clocks {
                     // The dropped packet crossed the network on `echo_sport`: its credit goes back
                     // to that VP, as an ACK's would. Otherwise every loss empties the ACK clock
                     // (with L ≈ one BDP the whole window in flight when the NACK returns is
                     // dropped) and the window regrows from the few VPs whose ACKs come first:
                     // a reshuffle of the VPs per loss that drowns the loss signal (lossy VPs
-                    // losing their lost packets' credits).
+                    // losing their lost packets' credits). A dropped synchronise packet always
+                    // counts so: otherwise a window full of them leaves no ACK to clock their
+                    // resend.
                     self.last_ack = now;
                     self.inflate = (self.inflate + 1.0).min(self.outstanding());
                     let n = self.free_window();
@@ -547,6 +577,10 @@ impl Transport for MpRdmaTransport {
         if self.rnr_until > now {
             return Plan::Wait(self.rnr_until);
         }
+        // A synchronise message at the cursor may have to wait (§3.4); meanwhile the clocks it
+        // would use are kept for it.
+        let hold = if have_new { self.sync.hold(now, next_new, self.snd_una, self.cwnd, self.srtt, self.last_progress) } else { Hold::Go };
+        let may_new = have_new && hold == Hold::Go;
         // Nothing in flight and nothing allowed: no ACK will come to clock anything. Start (or
         // restart after idle, from IW) on random VPs.
         if have_new && self.credits.is_empty() && self.snd_una == self.snd_nxt && !self.in_recovery {
@@ -568,7 +602,14 @@ impl Transport for MpRdmaTransport {
             }
         }
         loop {
-            let Some(&(vp, src)) = self.credits.front() else { return Plan::Blocked };
+            let Some(&(vp, src)) = self.credits.front() else {
+                return match hold {
+                    Hold::Until(t) => Plan::Wait(t),
+                    _ => Plan::Blocked,
+                };
+            };
+            let limit = self.snd_una + self.bitmap.len() as u32;
+            let sync_resend = self.sync.resend_next(self.snd_una, limit);
             // Recovery (§3.5). The receiver's window is stuck at snd_una, its first hole:
             // - the hole is retransmitted first (again if an RTT and a half passed without the
             //   cumulative point moving: its retransmission was lost too, and since nothing
@@ -578,22 +619,45 @@ impl Transport for MpRdmaTransport {
             // - then new data below snd_una + L; otherwise the clock waits for snd_una to move.
             let (psn, pick) = if self.in_recovery {
                 let una = self.snd_una;
-                let limit = una + self.bitmap.len() as u32;
                 let fresh = match self.hole_retx {
                     Some((h, t)) if h == una && ((now - t) as f64) < self.srtt * 1.5 => Some(t),
                     _ => None,
                 };
                 let walk = self.snd_retx.max(una + 1);
-                match fresh {
-                    None => (una, Pick::One),
-                    Some(_) if walk < self.recovery.min(limit) => (walk, Pick::Recovery),
-                    Some(_) if have_new && next_new < limit && walk >= self.recovery => (next_new, Pick::New),
-                    Some(t) => return Plan::Wait(t + (self.srtt * 1.5).ceil() as Time + 1),
+                match (fresh, sync_resend) {
+                    (None, _) => (una, Pick::One),
+                    (Some(_), Some(s)) => (s, Pick::SyncRetx),
+                    (Some(_), None) if walk < self.recovery.min(limit) => (walk, Pick::Recovery),
+                    (Some(_), None) if may_new && next_new < limit && walk >= self.recovery => (next_new, Pick::New),
+                    (Some(t), None) => {
+                        let hole_check = t + (self.srtt * 1.5).ceil() as Time + 1;
+                        return Plan::Wait(match hold {
+                            Hold::Until(u) => hole_check.min(u),
+                            _ => hole_check,
+                        });
+                    }
                 }
             } else if let Some(r) = self.retx_one.filter(|&r| r >= self.snd_una) {
                 (r, Pick::One)
-            } else if have_new {
+            } else if let Some(s) = sync_resend {
+                (s, Pick::SyncRetx)
+            } else if may_new {
                 (next_new, Pick::New)
+            } else if have_new {
+                // The synchronise message at the cursor is held: keep the clock for it (no early
+                // retransmission, no window reduction).
+                match hold {
+                    Hold::Until(t) => return Plan::Wait(t),
+                    Hold::Acked { probe_at } if now >= probe_at => {
+                        // Nothing is sent beyond the predecessors, so a lost one would never be
+                        // NACKed: resend the oldest unacknowledged packet.
+                        self.sync.probed();
+                        self.retx_one = Some(self.snd_una);
+                        continue;
+                    }
+                    Hold::Acked { probe_at } => return Plan::Wait(probe_at),
+                    Hold::Go => unreachable!("may_new covers Go"),
+                }
             } else if self.p.cfg.early_retx && self.early_ptr.max(self.snd_una) < self.snd_nxt {
                 (self.early_ptr.max(self.snd_una), Pick::Early)
             } else {
@@ -633,10 +697,15 @@ impl Transport for MpRdmaTransport {
             }
         }
         self.vps_used.insert(vp);
+        self.sync.on_sent(now, psn, pick == Pick::New);
         self.stats.sent[src as usize][pick as usize] += 1;
         let per_vp = self.stats.vp_sent.entry(vp).or_default();
         per_vp[if probe { SRCS } else { src as usize }] += 1;
         match pick {
+            Pick::SyncRetx => {
+                self.sync.resent(psn);
+                self.stats.retx += 1;
+            }
             Pick::New => {
                 if self.rtt_seq.is_none() {
                     self.rtt_seq = Some((psn, now));
@@ -667,7 +736,7 @@ impl Transport for MpRdmaTransport {
             fx.timers.push((now + (self.srtt * 1.5).ceil() as Time + 1, TimerKind::Hole, psn));
         }
         match pick {
-            Pick::New | Pick::Recovery | Pick::One => {}
+            Pick::New | Pick::Recovery | Pick::One | Pick::SyncRetx => {}
             Pick::Early => {
                 self.early_ptr = psn + npsn;
                 self.stats.early_retx += 1;
@@ -732,6 +801,19 @@ impl Transport for MpRdmaTransport {
             out.push(Reply::Nak { expected: self.rcv_nxt });
             return RxClass::Drop;
         }
+        if let Some(first) = d.sync_first {
+            if self.rcv_nxt < first {
+                // §3.4: a synchronise message updates memory only after every earlier message is
+                // complete. Drop it and NACK it: the sender resends it once the hole is filled.
+                self.stats.sync_dropped += 1;
+                if self.sync_early_hi.is_none_or(|h| first > h) {
+                    self.sync_early_hi = Some(first);
+                    self.stats.sync_early += 1;
+                }
+                out.push(Reply::SyncNak { expected: self.rcv_nxt, psn: d.psn });
+                return RxClass::Drop;
+            }
+        }
         RxClass::Accept
     }
 
@@ -784,6 +866,10 @@ impl Transport for MpRdmaTransport {
         self.rcv_nxt
     }
 
+    fn sync_at(&mut self, psn: u32) {
+        self.sync.at_cursor(psn);
+    }
+
     fn timeouts(&self) -> u64 {
         self.timeouts
     }
@@ -821,6 +907,13 @@ impl Transport for MpRdmaTransport {
             ("dup_rx", s.dup_rx as f64),
             ("max_ood", s.max_ood as f64),
             ("vps_used", self.vps_used.len() as f64),
+            ("sync_sent", self.sync.stats.sent as f64),
+            ("sync_held_us", self.sync.stats.held_ps as f64 / 1e6),
+            ("sync_nacks", self.sync.stats.nacks as f64),
+            ("sync_retx", self.sync.stats.retx as f64),
+            ("sync_probes", self.sync.stats.probes as f64),
+            ("sync_early", s.sync_early as f64),
+            ("sync_dropped", s.sync_dropped as f64),
         ];
         // The accounting: packets sent by what allowed them, and by what they carried.
         const BY_SRC: [&str; SRCS] = ["sent_ack", "sent_burst", "sent_start", "sent_restart", "sent_nack", "sent_hole_timer", "sent_rto"];
@@ -949,7 +1042,7 @@ mod tests {
     #[test]
     fn receiver_drops_beyond_the_bitmap_and_nacks_the_hole() {
         let mut m = t(MpRdmaConfig { bitmap: 64, ..Default::default() });
-        let d = |psn| DataInfo { psn, first: true, last: true, ce: false, sport: 1, read_response: false, retx: false, completion: false };
+        let d = |psn| DataInfo { psn, first: true, last: true, ce: false, sport: 1, read_response: false, retx: false, completion: false, sync_first: None };
         let mut out = vec![];
         // PSN 0 is lost; 1..=63 fit in the bitmap.
         for psn in 1..64 {
@@ -1156,5 +1249,142 @@ mod tests {
         ack(&mut m, 11 * US, 4, 0, sent[0].1, false);
         assert_eq!(m.plan(11 * US, 4, false), Plan::Blocked);
         assert!(m.cwnd < c, "use it or lose it");
+    }
+
+    // ---- synchronise (§3.4) ----
+
+    #[test]
+    fn a_sync_message_leaves_delta_t_after_its_predecessors_and_keeps_its_clock() {
+        // Δ = 32, α = 1.0 (defaults), srtt = initial_rtt = 12 µs (no sample taken below).
+        let mut m = t(MpRdmaConfig { iw: Some(8), probe_p: 0.0, ..Default::default() });
+        let mut next = 0;
+        let sent = drain(&mut m, 0, &mut next);
+        m.sync_at(8);
+        // An ACK for PSN 3 (not the timed PSN 0: no RTT sample) clocks a packet onto its VP.
+        ack(&mut m, US, 0, 3, sent[3].1, false);
+        m.cwnd = 64.0;
+        // Δt = α·Δ / (cwnd / RTT) = 32 / (64 / 12 µs) = 6 µs after the last predecessor (t = 0).
+        assert_eq!(m.plan(US, 8, true), Plan::Wait(6 * US));
+        assert_eq!(m.plan(5 * US, 8, true), Plan::Wait(6 * US));
+        assert!(m.credits() >= 1, "the clock is kept for the held message, not lost");
+        assert_eq!(m.stats.window_reductions + m.stats.early_retx, 0);
+        let Plan::Send { psn, sport } = m.plan(6 * US, 8, true) else { panic!("Δt has passed") };
+        assert_eq!((psn, sport), (8, sent[3].1), "on the VP of the ACK that clocked it");
+        m.on_sent(6 * US, 8, 1, 1058, true, &mut TxFx::default());
+        let c: std::collections::BTreeMap<_, _> = m.counters().into_iter().collect();
+        assert_eq!((c["sync_sent"], c["sync_held_us"]), (1.0, 5.0), "held from 1 µs (ready) to 6 µs");
+        // The rest of the message is not held.
+        assert!(matches!(m.plan(6 * US, 9, true), Plan::Send { psn: 9, .. } | Plan::Blocked));
+    }
+
+    #[test]
+    fn with_alpha_zero_or_acknowledged_predecessors_a_sync_message_goes_at_once() {
+        let mut m = t(MpRdmaConfig { iw: Some(8), probe_p: 0.0, alpha: 0.0, ..Default::default() });
+        let mut next = 0;
+        let sent = drain(&mut m, 0, &mut next);
+        m.sync_at(8);
+        ack(&mut m, US, 0, 3, sent[3].1, false);
+        assert!(matches!(m.plan(US, 8, true), Plan::Send { psn: 8, .. }), "α = 0: Δt = 0");
+        let mut m = t(MpRdmaConfig { iw: Some(8), probe_p: 0.0, ..Default::default() });
+        let mut next = 0;
+        let sent = drain(&mut m, 0, &mut next);
+        m.sync_at(8);
+        ack(&mut m, US, 8, 7, sent[7].1, false);
+        assert!(matches!(m.plan(US, 8, true), Plan::Send { psn: 8, .. }), "nothing earlier is outstanding");
+    }
+
+    #[test]
+    fn stop_wait_sends_a_sync_message_only_when_everything_before_is_acknowledged() {
+        use crate::config::SyncMode;
+        let mut m = t(MpRdmaConfig { iw: Some(8), probe_p: 0.0, sync_mode: SyncMode::StopWait, ..Default::default() });
+        let mut next = 0;
+        let sent = drain(&mut m, 0, &mut next);
+        m.sync_at(8);
+        // 0..6 acknowledged at 10 µs; PSN 7 is lost. Held long past Δt (6 µs at cwnd 64).
+        ack(&mut m, 10 * US, 7, 6, sent[6].1, false);
+        m.cwnd = 64.0;
+        // Nothing goes beyond the predecessors, so no NACK will report PSN 7: 2 srtt after the
+        // last progress (10 µs) the oldest unacknowledged packet is probed.
+        assert_eq!(m.plan(20 * US, 8, true), Plan::Wait(34 * US));
+        let Plan::Send { psn, .. } = m.plan(34 * US, 8, true) else { panic!("tail-loss probe") };
+        assert_eq!(psn, 7);
+        m.on_sent(34 * US, 7, 1, 1058, true, &mut TxFx::default());
+        assert_eq!(m.sync.stats.probes, 1);
+        assert_eq!(m.plan(35 * US, 8, true), Plan::Wait(58 * US), "next probe 2 srtt after it");
+        // Its ACK completes the predecessors: the synchronise message goes.
+        let mut fx = TxFx::default();
+        m.on_feedback(40 * US, Feedback::Ack { cum: 8, sack: Some(7), echo_sport: sent[0].1, ece: false, retx: true }, &mut fx);
+        assert!(fx.kick);
+        assert!(matches!(m.plan(40 * US, 8, true), Plan::Send { psn: 8, .. }));
+        // With delta = 0 (no OOO bound) the delay mode falls back to the same wait.
+        let mut m = t(MpRdmaConfig { iw: Some(8), probe_p: 0.0, delta: 0, ..Default::default() });
+        let mut next = 0;
+        let sent = drain(&mut m, 0, &mut next);
+        m.sync_at(8);
+        ack(&mut m, 10 * US, 7, 6, sent[6].1, false);
+        assert_eq!(m.plan(20 * US, 8, true), Plan::Wait(34 * US));
+    }
+
+    #[test]
+    fn an_early_sync_packet_is_dropped_and_nacked_and_accepted_once_earlier_messages_complete() {
+        let mut m = t(MpRdmaConfig { bitmap: 64, ..Default::default() });
+        // Message A = PSNs 0..=4, synchronise message B = 5..=6.
+        let d = |psn: u32| DataInfo {
+            psn,
+            first: psn == 0 || psn == 5,
+            last: psn == 4 || psn == 6,
+            ce: false,
+            sport: 9,
+            read_response: false,
+            retx: false,
+            completion: false,
+            sync_first: (psn >= 5).then_some(5),
+        };
+        let mut out = vec![];
+        for psn in [0, 1, 2, 4] {
+            assert_eq!(m.on_data(0, d(psn), &mut out), RxClass::Accept);
+            m.on_accepted(0, d(psn), &mut out);
+        }
+        out.clear();
+        // PSN 3 of A is missing: B must not touch memory.
+        assert_eq!(m.on_data(0, d(5), &mut out), RxClass::Drop);
+        assert_eq!(m.on_data(0, d(6), &mut out), RxClass::Drop);
+        assert_eq!(out, vec![Reply::SyncNak { expected: 3, psn: 5 }, Reply::SyncNak { expected: 3, psn: 6 }]);
+        assert_eq!((m.stats.sync_early, m.stats.sync_dropped), (1, 2), "one message early, two packets dropped");
+        // A completes; B's resent packets are placed.
+        for psn in [3, 6, 5] {
+            assert_eq!(m.on_data(0, d(psn), &mut out), RxClass::Accept, "PSN {psn}");
+            m.on_accepted(0, d(psn), &mut out);
+        }
+        assert_eq!(m.rcv_nxt, 7);
+        assert_eq!(m.stats.sync_early, 1);
+    }
+
+    #[test]
+    fn a_sync_nack_recovers_the_hole_then_resends_the_dropped_packets() {
+        let mut m = t(MpRdmaConfig { iw: Some(16), probe_p: 0.0, ..Default::default() });
+        let mut next = 0;
+        drain(&mut m, 0, &mut next);
+        // PSNs 10..=15 are a synchronise message; the receiver waits for PSN 3 and dropped 10, 11.
+        let mut fx = TxFx::default();
+        m.on_feedback(20 * US, Feedback::SyncNak { expected: 3, psn: 10, echo_sport: 5 }, &mut fx);
+        m.on_feedback(20 * US, Feedback::SyncNak { expected: 3, psn: 11, echo_sport: 5 }, &mut fx);
+        assert!(fx.kick && m.in_recovery);
+        let Plan::Send { psn, .. } = m.plan(20 * US, 16, true) else { panic!("the hole goes first") };
+        assert_eq!(psn, 3);
+        m.on_sent(20 * US, 3, 1, 1058, true, &mut TxFx::default());
+        // The hole's ACK: the receiver now waits for 10 (the first dropped synchronise packet).
+        let mut fx = TxFx::default();
+        m.on_feedback(30 * US, Feedback::Ack { cum: 10, sack: Some(3), echo_sport: 7, ece: false, retx: true }, &mut fx);
+        let mut got = vec![];
+        while let Plan::Send { psn, .. } = m.plan(30 * US, 16, true) {
+            m.on_sent(30 * US, psn, 1, 1058, true, &mut TxFx::default());
+            got.push(psn);
+            if got.len() == 3 {
+                break;
+            }
+        }
+        assert_eq!(&got[..2], &[10, 11], "each dropped packet resent once: {got:?}");
+        assert_eq!(m.sync.stats.nacks, 2);
     }
 }

@@ -1,0 +1,109 @@
+"""``braid reproduce``: run the papers' experiments and print paper vs braid."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Optional
+
+import click
+
+from .scenario import BraidError
+
+MARK = {True: "[green]yes[/green]", False: "[red]no[/red]", None: "[dim]·[/dim]"}
+
+
+@click.command()
+@click.argument("ids", nargs=-1, metavar="[EXPERIMENT]...")
+@click.option("--list", "list_only", is_flag=True, help="List the experiments and exit.")
+@click.option("--full", is_flag=True, help="The paper-like sweep (more seeds); default: a quick version of it.")
+@click.option("--all", "include_slow", is_flag=True, help="Also the slow experiments (large fabrics) when none is named.")
+@click.option("-j", "--jobs", type=int, metavar="N", help="Worker processes (default: one per core).")
+@click.option("--json", "json_out", metavar="FILE", help="Also write every row and raw measurement as JSON.")
+@click.option("--check", is_flag=True, help="Exit with status 1 if any quantity does not reproduce the paper's shape.")
+@click.option("--experiments", "folder", metavar="DIR", help="Folder of experiment scenarios (default: the one shipped with braid).")
+def reproduce(ids: tuple, list_only: bool, full: bool, include_slow: bool, jobs: Optional[int], json_out: Optional[str], check: bool, folder: Optional[str]) -> None:
+    """Run the papers' experiments on the built-in simulator and print, for each quantity, the
+    paper's figure, braid's, and whether braid reproduces the paper's shape (ratios, orderings,
+    trends: our testbed is not theirs).
+
+    EXPERIMENT is an id from --list or a prefix of ids (`mp-rdma`); none = every quick one.
+    Differences are discussed where each experiment's `doc` points."""
+    from rich import box
+    from rich.table import Table
+
+    from .reproduce import execute, registry, select
+    from .show import console
+
+    c = console()
+    if list_only:
+        t = Table(title="experiments", title_justify="left")
+        t.add_column("id", no_wrap=True)
+        for col in ("source", "what", "cost"):
+            t.add_column(col)
+        for e in registry().values():
+            t.add_row(e.id, e.source, e.title, e.cost)
+        c.print(t)
+        return
+    if jobs is not None and jobs < 1:
+        raise BraidError("--jobs", f"expected a positive integer, got {jobs}")
+    chosen = select(ids, include_slow)
+    skipped = [e.id for e in registry().values() if e not in chosen and e.cost == "slow" and not ids]
+    path = Path(folder) if folder else None
+    if path is not None and not path.is_dir():
+        raise BraidError("--experiments", f"expected a folder, got {folder!r}")
+    err = console(stderr=True)
+    show = err.is_terminal
+
+    def progress(done: int, total: int) -> None:
+        if show:
+            err.print(f"\r{done}/{total} runs", end="")
+
+    outcomes = execute(chosen, full=full, jobs=jobs, folder=path, on_progress=progress)
+    if show:
+        err.print()
+    bad = total = 0
+    for o in outcomes:
+        e = o.experiment
+        t = Table(title=f"[bold]{e.id}[/bold]: {e.title} ({e.source})", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+        t.add_column("quantity")
+        t.add_column("paper", justify="right")
+        t.add_column("braid", justify="right")
+        t.add_column("shape", justify="center")
+        notes = []
+        for r in o.rows:
+            mark = MARK[r.ok]
+            if r.note:
+                if r.note not in notes:
+                    notes.append(r.note)
+                mark += f" [dim]({notes.index(r.note) + 1})[/dim]"
+            t.add_row(r.quantity, r.paper, r.braid, mark)
+            total += r.ok is not None
+            bad += r.ok is False
+        c.print(t)
+        for k, n in enumerate(notes, 1):
+            c.print(f"  [dim]({k}) {n}[/dim]")
+        where = f"; discussed in {e.doc}" if e.doc else ""
+        c.print(f"  [dim]{o.runs} runs, {o.wall_s:.1f} s of compute{where}[/dim]\n")
+    c.print(f"{total - bad} of {total} quantities reproduce the paper's shape")
+    if skipped:
+        c.print(f"[dim]not run (slow; name them or use --all): {', '.join(skipped)}[/dim]")
+    if json_out:
+        doc = {
+            "full": full,
+            "experiments": [
+                {
+                    "id": o.experiment.id,
+                    "source": o.experiment.source,
+                    "title": o.experiment.title,
+                    "rows": [r.__dict__ for r in o.rows],
+                    "measures": o.measures,
+                }
+                for o in outcomes
+            ],
+        }
+        Path(json_out).write_text(json.dumps(doc, indent=1, default=float) + "\n")
+    if check and bad:
+        click.echo(f"{bad} quantities do not reproduce the paper's shape", err=True)
+        sys.exit(1)
