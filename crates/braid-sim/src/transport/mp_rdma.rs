@@ -113,8 +113,8 @@ pub enum Src {
 }
 pub const SRCS: usize = 7;
 pub const SRC_NAMES: [&str; SRCS] = ["ack", "burst", "start", "restart", "nack", "hole_timer", "rto"];
-pub const PICKS: usize = 4;
-pub const PICK_NAMES: [&str; PICKS] = ["new", "recovery", "hole", "early"];
+pub const PICKS: usize = 5;
+pub const PICK_NAMES: [&str; PICKS] = ["new", "recovery", "hole", "early", "sync_retx"];
 
 #[derive(Debug)]
 pub struct MpRdmaTransport {
@@ -917,7 +917,7 @@ impl Transport for MpRdmaTransport {
         ];
         // The accounting: packets sent by what allowed them, and by what they carried.
         const BY_SRC: [&str; SRCS] = ["sent_ack", "sent_burst", "sent_start", "sent_restart", "sent_nack", "sent_hole_timer", "sent_rto"];
-        const BY_PICK: [&str; PICKS] = ["sent_new", "sent_recovery", "sent_hole", "sent_early"];
+        const BY_PICK: [&str; PICKS] = ["sent_new", "sent_recovery", "sent_hole", "sent_early", "sent_sync_retx"];
         for (i, name) in BY_SRC.iter().enumerate() {
             v.push((name, s.sent[i].iter().sum::<u64>() as f64));
         }
