@@ -137,9 +137,9 @@ fn spine_tx(sim: &braid_sim::Simulation) -> [u64; 4] {
     let w = sim.world();
     let tor0 = w.nodes.iter().position(|n| n.name == "tor0").unwrap();
     let mut out = [0; 4];
-    for k in 0..4 {
+    for (k, o) in out.iter_mut().enumerate() {
         let sp = w.nodes.iter().position(|n| n.name == format!("spine{k}")).unwrap() as u32;
-        out[k] = w.nodes[tor0].ports.iter().find(|p| p.peer_node == sp).unwrap().tx_pkts;
+        *o = w.nodes[tor0].ports.iter().find(|p| p.peer_node == sp).unwrap().tx_pkts;
     }
     out
 }
