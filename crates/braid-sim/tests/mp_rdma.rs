@@ -337,7 +337,10 @@ fn lossy_paths_mp_rdma_keeps_goodput_where_dcqcn_collapses() {
     let m = goodput(&lossy_paths("mp-rdma", 0.05, 1, "3ms"), 1000, 3000);
     let d = goodput(&lossy_paths("dcqcn", 0.05, 1, "3ms"), 1000, 3000);
     eprintln!("mp-rdma {m:.1} dcqcn {d:.1}");
-    assert!(m > 10.0 && m > 5.0 * d, "mp-rdma {m:.1} vs dcqcn {d:.1}");
+    // Paper: ~38 Gbps. braid measures 34.1 over 1–3 ms (the load is still leaving the lossy paths
+    // in the first ms); before NACKs clocked on their VPs it was ~16 (clean share ~40%). 28 is
+    // ~75% of the 37.7 Gbps ideal: failing it means load stayed on the lossy paths.
+    assert!(m > 28.0 && m > 5.0 * d, "mp-rdma {m:.1} vs dcqcn {d:.1}");
 }
 
 /// Fig. 11(a)'s mechanism: "the credits on lossy paths are gradually reduced and MP-RDMA moves
