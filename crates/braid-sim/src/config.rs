@@ -316,6 +316,18 @@ pub struct MpRdmaConfig {
     /// rate, not the window, is the limit then; cf. TCP's congestion-window validation,
     /// RFC 7661). Without it a lone flow with no ECN marks grows cwnd without bound.
     pub cwnd_validation: bool,
+    /// Burst timer (§3.5: "if no subsequent ACKs return, these packets will be clocked out by a
+    /// burst_timer to random VPs"). true: it fires only once `burst_rtt_frac` × srtt passed with
+    /// no ACK; while ACKs keep coming they clock the rest (≤ `max_per_ack` each). false: it
+    /// fires `burst_rtt_frac` × srtt after the ACK that armed it, whatever came since.
+    pub burst_after_last_ack: bool,
+    /// What a NACK clocks (the paper is silent). true: the packet dropped beyond the receiver's
+    /// bitmap did cross the network, on the VP the NACK echoes: the NACK counts as its feedback
+    /// (inflate + 1, no cwnd change) and clocks like an ACK on that VP (in recovery the credit
+    /// waits there for the hole to fill, then sends a retransmission); the walk's retransmission
+    /// re-enters the window (inflate − 1). false: a NACK inflates nothing and clocks nothing
+    /// (only when nothing else is allowed does it grant the hole's retransmission).
+    pub nack_clocks: bool,
     /// RTT assumed before the first sample.
     pub initial_rtt: Duration,
     /// Lowest and highest UDP source port a virtual path may take.
@@ -339,6 +351,8 @@ impl Default for MpRdmaConfig {
             path_window_reduction: true,
             early_retx: true,
             cwnd_validation: true,
+            burst_after_last_ack: true,
+            nack_clocks: true,
             initial_rtt: Duration(12_000_000),
             vp_min: 49152,
             vp_max: 65535,

@@ -990,7 +990,7 @@ impl Nic {
                 retx: pk.retx,
             },
             PktKind::Nak if pk.sack != u32::MAX => Feedback::SyncNak { expected: pk.psn, psn: pk.sack, echo_sport: pk.sport },
-            PktKind::Nak => Feedback::Nak { expected: pk.psn },
+            PktKind::Nak => Feedback::Nak { expected: pk.psn, echo_sport: pk.sport },
             PktKind::RnrNak => Feedback::RnrNak { psn: pk.psn },
             PktKind::Cnp => {
                 self.stats.cnps_recv += 1;

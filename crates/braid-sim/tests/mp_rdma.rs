@@ -90,14 +90,118 @@ fn goodput(s: &Value, from_us: u64, to_us: u64) -> f64 {
     mean_gbps(&r, 1, from_us * 1_000_000, to_us * 1_000_000)[0]
 }
 
+/// Goodput (Gbps) from `from_us` to the end, and the share of tor0's packets to the spines that
+/// took the clean path (spine0) over the same window.
+fn lossy_run(s: &Value, from_us: u64, to_us: u64) -> (f64, f64) {
+    let mut sim = build(s);
+    sim.advance(from_us * 1_000_000);
+    let a = spine_tx(&sim);
+    sim.run();
+    let d = diff4(a, spine_tx(&sim));
+    let r = sim.results();
+    (mean_gbps(&r, 1, from_us * 1_000_000, to_us * 1_000_000)[0], d[0] as f64 / d.iter().sum::<u64>().max(1) as f64)
+}
+
+/// Fig. 11(a): MP-RDMA seeds 1–3 and DCQCN seeds 1–8 at each loss rate, 6 ms, measured 2–6 ms
+/// (goodput, and for MP-RDMA the clean path's share of packets). MP='key=value,...' sets
+/// [transport.mp_rdma] keys; DCQCN=0 skips DCQCN.
 #[test]
 #[ignore]
 fn explore_lossy() {
+    let mp_keys = std::env::var("MP").unwrap_or_default();
     for loss in [0.005, 0.01, 0.05, 0.1] {
-        let mp: Vec<f64> = (1..=3).map(|seed| goodput(&lossy_paths("mp-rdma", loss, seed, "6ms"), 2000, 6000)).collect();
+        let mp: Vec<(f64, f64)> = (1..=3)
+            .map(|seed| {
+                let mut s = lossy_paths("mp-rdma", loss, seed, "6ms");
+                for kv in mp_keys.split(',').filter(|x| !x.is_empty()) {
+                    let (k, v) = kv.split_once('=').unwrap();
+                    s["transport"]["mp_rdma"][k] = serde_json::from_str(v).unwrap_or(json!(v));
+                }
+                lossy_run(&s, 2000, 6000)
+            })
+            .collect();
+        let g: Vec<String> = mp.iter().map(|(g, c)| format!("{g:.1} ({:.0}% clean)", 100.0 * c)).collect();
+        let mean = mp.iter().map(|x| x.0).sum::<f64>() / 3.0;
+        if std::env::var("DCQCN").as_deref() == Ok("0") {
+            eprintln!("loss {loss}: mp {mean:.1} [{}]", g.join(", "));
+            continue;
+        }
         let dc: Vec<f64> = (1..=8).map(|seed| goodput(&lossy_paths("dcqcn", loss, seed, "6ms"), 2000, 6000)).collect();
-        eprintln!("loss {loss}: mp {mp:.1?} dcqcn {dc:.1?}");
+        let dmean = dc.iter().sum::<f64>() / 8.0;
+        eprintln!("loss {loss}: mp {mean:.1} [{}] dcqcn {dmean:.1} {dc:.1?}", g.join(", "));
     }
+}
+
+/// Packets tor0 sent to spine0..3 so far (the physical path of the data direction).
+fn spine_tx(sim: &braid_sim::Simulation) -> [u64; 4] {
+    let w = sim.world();
+    let tor0 = w.nodes.iter().position(|n| n.name == "tor0").unwrap();
+    let mut out = [0; 4];
+    for (k, o) in out.iter_mut().enumerate() {
+        let sp = w.nodes.iter().position(|n| n.name == format!("spine{k}")).unwrap() as u32;
+        *o = w.nodes[tor0].ports.iter().find(|p| p.peer_node == sp).unwrap().tx_pkts;
+    }
+    out
+}
+
+/// The accounting of host 0's MP-RDMA sender: packets sent so far by what allowed them (ack,
+/// burst, start, restart, nack, hole_timer, rto; "probe" whatever the source), per physical path
+/// (spine0..3, each VP mapped through ECMP with `World::path_of` to host 1).
+fn sent_by_path(sim: &braid_sim::Simulation) -> BTreeMap<&'static str, [u64; 4]> {
+    let w = sim.world();
+    let spines: Vec<u32> = (0..4).map(|k| w.nodes.iter().position(|n| n.name == format!("spine{k}")).unwrap() as u32).collect();
+    let mut out: BTreeMap<&'static str, [u64; 4]> = BTreeMap::new();
+    for q in w.hosts[0].nic.qps() {
+        for (vp, name, c) in q.t.vp_counters() {
+            let path = w.path_of(0, 1, vp);
+            let k = spines.iter().position(|s| path.contains(s)).expect("every path crosses a spine");
+            out.entry(name).or_default()[k] += c;
+        }
+    }
+    out
+}
+
+fn diff4(a: [u64; 4], b: [u64; 4]) -> [u64; 4] {
+    [b[0] - a[0], b[1] - a[1], b[2] - a[2], b[3] - a[3]]
+}
+
+/// Where the packets on the lossy paths come from, in steady state: per reason and physical path,
+/// packets sent between `from` and `to` (µs), with the sender's counters over the same window.
+/// LOSS (default 0.05), SEED (1), FROM/TO (2000/6000 µs), MP='key=value,...' ([transport.mp_rdma]).
+#[test]
+#[ignore]
+fn explore_lossy_accounting() {
+    let env = |k: &str, d: &str| std::env::var(k).unwrap_or_else(|_| d.to_string());
+    let loss: f64 = env("LOSS", "0.05").parse().unwrap();
+    let seed: u64 = env("SEED", "1").parse().unwrap();
+    let from: u64 = env("FROM", "2000").parse().unwrap();
+    let to: u64 = env("TO", "6000").parse().unwrap();
+    let mut s = lossy_paths("mp-rdma", loss, seed, &format!("{to}us"));
+    for kv in env("MP", "").split(',').filter(|x| !x.is_empty()) {
+        let (k, v) = kv.split_once('=').unwrap();
+        s["transport"]["mp_rdma"][k] = serde_json::from_str(v).unwrap_or(json!(v));
+    }
+    let mut sim = build(&s);
+    sim.advance(from * 1_000_000);
+    let (p0, a0, c0) = (spine_tx(&sim), sent_by_path(&sim), senders(&sim)[0].clone());
+    sim.run();
+    let (p1, a1, c1) = (spine_tx(&sim), sent_by_path(&sim), senders(&sim)[0].clone());
+    let r = sim.results();
+    let g = mean_gbps(&r, 1, from * 1_000_000, to * 1_000_000)[0];
+    let tx = diff4(p0, p1);
+    let tot: u64 = tx.iter().sum();
+    eprintln!("loss {loss} seed {seed} {from}-{to} us: goodput {g:.1} Gbps; tor0 -> spine0..3 {tx:?} (clean share {:.1}%)", 100.0 * tx[0] as f64 / tot as f64);
+    for (name, b) in &a1 {
+        let d = diff4(a0.get(name).copied().unwrap_or_default(), *b);
+        let n: u64 = d.iter().sum();
+        eprintln!("  {name:>10}: {n:>7} pkts, per path {d:?}, lossy {:.1}%", 100.0 * (n - d[0]) as f64 / n.max(1) as f64);
+    }
+    let keys = ["sent_new", "sent_recovery", "sent_hole", "sent_early", "acks", "ecn_acks", "ooo_pruned", "nacks", "recoveries", "bitmap_drops",
+                "window_reductions", "restarts", "hole_timer", "probes", "burst_timer_pkts"];
+    let rx: f64 = senders(&sim).iter().map(|c| c["bitmap_drops"]).sum();
+    let dups: f64 = senders(&sim).iter().map(|c| c["dup_rx"]).sum();
+    let v: Vec<String> = keys.iter().map(|k| format!("{k}={}", c1.get(k).copied().unwrap_or(0.0) - c0.get(k).copied().unwrap_or(0.0))).collect();
+    eprintln!("  {}; cwnd {:.1} srtt {:.1} us; receiver (whole run) bitmap_drops {rx} duplicates {dups}", v.join(" "), c1["cwnd"], c1["srtt_us"]);
 }
 
 /// §5.1.2 testbed permutation: two ToRs × 5 hosts, 4 spines, all 40G; host i → host 5 + i.
@@ -233,7 +337,31 @@ fn lossy_paths_mp_rdma_keeps_goodput_where_dcqcn_collapses() {
     let m = goodput(&lossy_paths("mp-rdma", 0.05, 1, "3ms"), 1000, 3000);
     let d = goodput(&lossy_paths("dcqcn", 0.05, 1, "3ms"), 1000, 3000);
     eprintln!("mp-rdma {m:.1} dcqcn {d:.1}");
-    assert!(m > 10.0 && m > 5.0 * d, "mp-rdma {m:.1} vs dcqcn {d:.1}");
+    // Paper: ~38 Gbps. braid measures 34.1 over 1–3 ms (the load is still leaving the lossy paths
+    // in the first ms); before NACKs clocked on their VPs it was ~16 (clean share ~40%). 28 is
+    // ~75% of the 37.7 Gbps ideal: failing it means load stayed on the lossy paths.
+    assert!(m > 28.0 && m > 5.0 * d, "mp-rdma {m:.1} vs dcqcn {d:.1}");
+}
+
+/// Fig. 11(a)'s mechanism: "the credits on lossy paths are gradually reduced and MP-RDMA moves
+/// its load to Path 4". At 10% loss on three of four paths, seed 1, 4 ms: over 2–4 ms the clean
+/// path carries ≥ 90% of tor0's packets and goodput is ≥ 30 Gbps (of ~37.7); measured 99.9% and
+/// 37.3. With braid's earlier rules (`nack_clocks = false`: every loss kills the credits of the
+/// ~50 packets the bitmap drops and the window regrows from the few VPs whose ACKs come first;
+/// `burst_after_last_ack = false`: the burst timer re-spreads part of it on random VPs, 3/4
+/// lossy) the VPs are reshuffled at every loss, the one-credit-per-loss signal is lost in that
+/// noise and the clean share stays near its initial 25–45%: measured 31%, 8.1 Gbps. 90% leaves
+/// room for the 1%/RTT probes and the residue of the initial spread; 4 ms keeps it < 1 s.
+#[test]
+fn lossy_paths_load_moves_to_the_clean_path() {
+    let (g, clean) = lossy_run(&lossy_paths("mp-rdma", 0.1, 1, "4ms"), 2000, 4000);
+    eprintln!("default: {g:.1} Gbps, clean share {clean:.3}");
+    assert!(clean >= 0.9 && g >= 30.0, "clean share {clean:.3}, goodput {g:.1}");
+    let mut s = lossy_paths("mp-rdma", 0.1, 1, "4ms");
+    s["transport"]["mp_rdma"] = json!({"nack_clocks": false, "burst_after_last_ack": false});
+    let (g0, clean0) = lossy_run(&s, 2000, 4000);
+    eprintln!("earlier rules: {g0:.1} Gbps, clean share {clean0:.3}");
+    assert!(clean0 < 0.5 && g0 < 25.0, "earlier rules keep load on the lossy paths: {clean0:.3}, {g0:.1}");
 }
 
 /// Validates a scenario given as JSON in $SCENARIO_JSON (the experiment TOML files, converted).
@@ -461,9 +589,11 @@ fn explore_path_failure() {
             s["transport"]["mp_rdma"] = json!({"max_per_ack": m.parse::<u32>().unwrap()});
         }
     };
-    let phase = 10_000;
-    let slot = 1000;
-    for seed in 1..=4 {
+    // PHASE_US=<µs> lengthens the phases (default 10 ms); SEEDS=a,b,... picks seeds (default 1–4).
+    let phase: u64 = std::env::var("PHASE_US").map(|p| p.parse().unwrap()).unwrap_or(10_000);
+    let slot = phase / 10;
+    let seeds: Vec<u64> = std::env::var("SEEDS").map(|s| s.split(',').map(|x| x.parse().unwrap()).collect()).unwrap_or(vec![1, 2, 3, 4]);
+    for seed in seeds {
         let (slots, g, c) = run_failure(seed, phase, slot, &tweak);
         if seed == 1 {
             for (i, (s, g)) in slots.iter().zip(&g).enumerate() {
@@ -477,7 +607,7 @@ fn explore_path_failure() {
             let gp = g[r.clone()].iter().sum::<f64>() / per as f64;
             let late: Vec<u64> = (0..4).map(|k| slots[ph * per + per / 2..(ph + 1) * per].iter().map(|s| s[k]).sum()).collect();
             // First slot (ms into the phase) at which each path carries > 50% of its rate.
-            let first: Vec<Option<usize>> = (0..4).map(|k| slots[r.clone()].iter().position(|s| s[k] > 590)).collect();
+            let first: Vec<Option<usize>> = (0..4).map(|k| slots[r.clone()].iter().position(|s| s[k] as f64 > 0.59 * slot as f64)).collect();
             eprintln!("seed {seed} phase {ph}: goodput {gp:.1} Gbps, late-half pkts {late:?}, first >50% slot {first:?}, hole_timer {} burst {} probes {} recoveries {}", c["hole_timer"], c["burst_timer_pkts"], c["probes"], c["recoveries"]);
         }
     }
@@ -503,6 +633,11 @@ fn failed_paths_lose_their_load_and_restored_paths_are_used_again() {
     // the connection keeps most of the three healthy paths.
     assert!(late(1, 1) < 200, "failed path still loaded: {}", late(1, 1));
     assert!(gp(1) > 18.0, "one path down: {:.1} Gbps", gp(1));
+    // Three paths down: the last one is full in the second half of the phase (≥ 5000 of ~5885
+    // packets; the first half may lose an RTO to the failure). Before the RTO fix (awnd = cwnd
+    // after a timeout) and NACK clocking this phase got 0.0–1.4 Gbps in seeds 1–4 (≤ ~1700
+    // packets in the whole phase); now 5.3–9.3 Gbps.
+    assert!(late(3, 0) > 5000, "one path up, spine0 not full: {}", late(3, 0));
     // All four up again (spine3 back at 60 ms): spine1 and spine2 (back at 40 and 50 ms) carry
     // their full share again.
     for k in 1..=2 {

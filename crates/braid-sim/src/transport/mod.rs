@@ -56,8 +56,9 @@ pub enum Feedback {
     /// per packet), `echo_sport` the source port it came on, `ece` whether it was ECN-marked.
     /// `retx` echoes the ReTx bit of the data packet (MP-RDMA, Fig. 3).
     Ack { cum: u32, sack: Option<u32>, echo_sport: u16, ece: bool, retx: bool },
-    /// Sequence error: the receiver expects `expected`; resend from there.
-    Nak { expected: u32 },
+    /// Sequence error: the receiver expects `expected`; resend from there. `echo_sport` is the
+    /// source port the NAK came on: for MP-RDMA the VP of the data packet it answers.
+    Nak { expected: u32, echo_sport: u16 },
     /// MP-RDMA synchronise (§3.4): packet `psn` of a synchronise message arrived while an earlier
     /// message was incomplete (`expected` is the receiver's first hole) and was dropped unplaced;
     /// `echo_sport` is the source port (virtual path) it came on.
@@ -209,5 +210,9 @@ pub trait Transport: std::fmt::Debug {
     /// PSN was d ahead of the next expected one (MP-RDMA; exact, no capping).
     fn ood_histogram(&self) -> Option<&[u64]> {
         None
+    }
+    /// Per-virtual-path counters of a multipath transport: (UDP source port, name, value).
+    fn vp_counters(&self) -> Vec<(u16, &'static str, u64)> {
+        Vec::new()
     }
 }

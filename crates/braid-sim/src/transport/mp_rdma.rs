@@ -3,8 +3,8 @@
 //! - A virtual path (VP) is a UDP source port; ECMP maps it to a physical path.
 //! - One congestion window for all paths: +1/cwnd per ACK without ECN, −1/2 per ECN ACK (§3.2).
 //! - Multi-path ACK clocking: the packets an ACK allows go out on the VP that ACK echoes, at most
-//!   `max_per_ack` (2) per ACK; the rest wait for later ACKs or the burst timer (RTT/2), which sends
-//!   them on random VPs (§3.5 burst control).
+//!   `max_per_ack` (2) per ACK; the rest wait for later ACKs or the burst timer (RTT/2 with no
+//!   ACK), which sends them on random VPs (§3.5 burst control).
 //! - awnd = cwnd + inflate − (snd_nxt − snd_una); inflate +1 per ACK, −(aack − snd_una) when the
 //!   cumulative point moves.
 //! - OOO-aware path selection (§3.3.2): snd_ooh is the highest SACKed PSN, snd_ool = snd_ooh − Δ;
@@ -14,8 +14,9 @@
 //!   is dropped and the receiver NACKs rcv_nxt (once per rcv_nxt value).
 //! - Loss recovery (§3.5): a NACK starts recovery (recovery = snd_nxt, snd_retx = NACKed PSN); while
 //!   in recovery ACKs clock retransmissions from snd_retx; recovery ends when snd_una reaches
-//!   `recovery`. With no new data, unacknowledged packets are retransmitted early (FUSO). RTO is the
-//!   last resort and retransmits everything unacknowledged.
+//!   `recovery`. A NACK echoes the dropped packet's VP and clocks on it like an ACK
+//!   (`nack_clocks`). With no new data, unacknowledged packets are retransmitted early (FUSO). RTO
+//!   is the last resort and retransmits everything unacknowledged.
 //! - Probing: once per RTT, with probability p, the next packet goes to a new random VP.
 //! - Path window reduction ("use it or lose it"): a clock with nothing to send shrinks cwnd by one.
 //! - Restart from IW after `restart_rtts` RTTs idle.
@@ -75,6 +76,8 @@ pub struct MpStats {
     pub hole_timer: u64,
     /// Receiver: packets dropped beyond the bitmap, and the out-of-order degree seen.
     pub bitmap_drops: u64,
+    /// Receiver: duplicates (a retransmission of a packet already received).
+    pub dup_rx: u64,
     pub max_ood: u32,
     /// Receiver: synchronise messages that arrived early (a packet came before an earlier
     /// message was complete: Fig. 18's "OOO synchronise"), and their packets dropped and NACKed.
@@ -83,7 +86,36 @@ pub struct MpStats {
     /// Out-of-order degree of every accepted packet (psn − rcv_nxt): entry d counts packets d
     /// ahead. L entries, exact: a packet L or more ahead is dropped, never accepted.
     pub ood_hist: Vec<u64>,
+    /// Packets sent, by what allowed them (`Src`) and what they carried (`Pick`): the accounting
+    /// of where a connection's packets come from (instrumentation only).
+    pub sent: [[u64; PICKS]; SRCS],
+    /// Packets sent per VP, by `Src` (index `SRCS` counts probes, whatever their source).
+    pub vp_sent: std::collections::BTreeMap<u16, [u64; SRCS + 1]>,
 }
+
+/// What allowed a packet out: the credit it used. Instrumentation, and where a credit's VP
+/// came from (only `Ack` credits go to a VP an ACK echoed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Src {
+    /// Clocked by an ACK, on the VP it echoes.
+    Ack = 0,
+    /// The burst timer.
+    Burst,
+    /// First start (nothing in flight, not idle long).
+    Start,
+    /// Restart after idle (from IW).
+    Restart,
+    /// A NACK (or RNR NAK / missing READ response) with nothing else allowed.
+    Nack,
+    /// The hole timer.
+    HoleTimer,
+    /// A retransmission timeout.
+    Rto,
+}
+pub const SRCS: usize = 7;
+pub const SRC_NAMES: [&str; SRCS] = ["ack", "burst", "start", "restart", "nack", "hole_timer", "rto"];
+pub const PICKS: usize = 5;
+pub const PICK_NAMES: [&str; PICKS] = ["new", "recovery", "hole", "early", "sync_retx"];
 
 #[derive(Debug)]
 pub struct MpRdmaTransport {
@@ -105,11 +137,16 @@ pub struct MpRdmaTransport {
     /// The last retransmission of the receiver's first hole (snd_una) and when it left: a NACK
     /// for that PSN within an RTT of it is not acted on again.
     hole_retx: Option<(u32, Time)>,
+    /// The first PSN the recovery walk resends (hole + L): a PSN in [walk_from, snd_retx) that
+    /// becomes the hole already has the walk's copy on its way.
+    walk_from: u32,
+    /// The cumulative point moved onto such a PSN: arm the hole timer for it.
+    hole_rearm: bool,
     early_ptr: u32,
-    /// Packets allowed but not sent yet, each with the VP it goes to.
-    credits: VecDeque<u16>,
-    /// What `plan` chose, confirmed by `on_sent`: (psn, vp, kind).
-    planned: Option<(u32, u16, Pick)>,
+    /// Packets allowed but not sent yet, each with the VP it goes to (and what allowed it).
+    credits: VecDeque<(u16, Src)>,
+    /// What `plan` chose, confirmed by `on_sent`: (psn, vp, kind, source).
+    planned: Option<(u32, u16, Pick, Src)>,
     burst_armed: bool,
     burst_gen: u32,
     probe_next: bool,
@@ -122,6 +159,8 @@ pub struct MpRdmaTransport {
     /// The cumulative point moved (a held clock in recovery may go now).
     window_moved: bool,
     last_activity: Time,
+    /// When the last ACK arrived: the burst timer waits for ACKs to stop.
+    last_ack: Time,
     rnr_until: Time,
     rto_pending: bool,
     last_progress: Time,
@@ -141,7 +180,7 @@ pub struct MpRdmaTransport {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Pick {
-    New,
+    New = 0,
     Recovery,
     One,
     Early,
@@ -168,6 +207,8 @@ impl MpRdmaTransport {
             snd_retx: 0,
             retx_one: None,
             hole_retx: None,
+            walk_from: 0,
+            hole_rearm: false,
             early_ptr: 0,
             credits: VecDeque::new(),
             planned: None,
@@ -182,6 +223,7 @@ impl MpRdmaTransport {
             started: false,
             window_moved: false,
             last_activity: 0,
+            last_ack: 0,
             rnr_until: 0,
             rto_pending: false,
             last_progress: 0,
@@ -278,6 +320,15 @@ impl MpRdmaTransport {
             if self.in_recovery && self.snd_una >= self.recovery {
                 self.in_recovery = false;
             }
+            if self.in_recovery && cum >= self.walk_from && cum < self.snd_retx {
+                // The new hole was resent by the walk, just after the copy whose ACK moved the
+                // cumulative point here, i.e. about an RTT ago: resending it at once makes a
+                // duplicate (measured: ~1 per bitmap drop) whose ACK inflates the window a
+                // second time. Count it as resent an RTT ago; the hole timer (or the next clock)
+                // resends it if the point has not moved half an RTT from now.
+                self.hole_retx = Some((cum, now.saturating_sub(self.srtt as Time)));
+                self.hole_rearm = true;
+            }
         }
         self.snd_retx = self.snd_retx.max(self.snd_una);
         self.early_ptr = self.early_ptr.max(self.snd_una);
@@ -310,6 +361,7 @@ impl MpRdmaTransport {
             self.stats.recoveries += 1;
             self.recovery = self.snd_nxt;
             self.snd_retx = from.max(self.snd_una) + self.bitmap.len() as u32;
+            self.walk_from = self.snd_retx;
         }
     }
 
@@ -325,6 +377,7 @@ impl MpRdmaTransport {
             Feedback::Ack { cum, sack, echo_sport, ece, retx } => {
                 self.stats.acks += 1;
                 self.last_activity = now;
+                self.last_ack = now;
                 // Congestion control, per ACK.
                 if ece {
                     self.stats.ecn_acks += 1;
@@ -356,7 +409,7 @@ impl MpRdmaTransport {
                     if n > 0 {
                         let k = n.min(self.p.cfg.max_per_ack as i64);
                         for _ in 0..k {
-                            self.credits.push_back(echo_sport);
+                            self.credits.push_back((echo_sport, Src::Ack));
                         }
                         if n > k {
                             self.arm_burst(now, fx);
@@ -365,28 +418,38 @@ impl MpRdmaTransport {
                     }
                 }
             }
-            Feedback::Nak { expected } | Feedback::SyncNak { expected, .. } => {
+            Feedback::Nak { expected, echo_sport } | Feedback::SyncNak { expected, echo_sport, .. } => {
                 // A packet beyond the receiver's bitmap was dropped; `expected` is the hole
                 // holding the window back. The dropped packet stays outstanding (no inflate):
                 // its retransmission's ACK will return its credit, on a path that works.
                 self.stats.nacks += 1;
                 self.ack_point(now, expected);
                 self.enter_recovery(now, expected);
-                if let Feedback::SyncNak { psn, echo_sport, .. } = fb {
+                let sync = if let Feedback::SyncNak { psn, .. } = fb {
                     // A synchronise packet came early and was dropped: resend it once the hole
                     // is filled. The hole itself is recovered as for any NACK (above): if it was
                     // lost, nothing else would report it (dropped packets never fill the bitmap).
                     self.sync.on_nak(expected, psn);
-                    // Unlike a packet dropped beyond the bitmap (reported once per hole), every
-                    // dropped synchronise packet is reported, and it has left the network: count
-                    // it as an ACK does (inflate, clock its VP). Otherwise a window full of
-                    // dropped synchronise packets leaves no ACK to clock their resend.
+                    true
+                } else {
+                    false
+                };
+                if sync || self.p.cfg.nack_clocks {
+                    // The dropped packet crossed the network on `echo_sport`: its credit goes back
+                    // to that VP, as an ACK's would. Otherwise every loss empties the ACK clock
+                    // (with L ≈ one BDP the whole window in flight when the NACK returns is
+                    // dropped) and the window regrows from the few VPs whose ACKs come first:
+                    // a reshuffle of the VPs per loss that drowns the loss signal (lossy VPs
+                    // losing their lost packets' credits). A dropped synchronise packet always
+                    // counts so: otherwise a window full of them leaves no ACK to clock their
+                    // resend.
+                    self.last_ack = now;
                     self.inflate = (self.inflate + 1.0).min(self.outstanding());
                     let n = self.free_window();
                     if n > 0 {
                         let k = n.min(self.p.cfg.max_per_ack as i64);
                         for _ in 0..k {
-                            self.credits.push_back(echo_sport);
+                            self.credits.push_back((echo_sport, Src::Nack));
                         }
                         if n > k {
                             self.arm_burst(now, fx);
@@ -394,10 +457,11 @@ impl MpRdmaTransport {
                     }
                 }
                 // The ACKs that follow clock the retransmissions onto their (good) paths; the
-                // NACK only starts one itself when nothing else is allowed (it echoes no VP).
+                // NACK starts one itself when nothing else is allowed (the hole must go out), on
+                // the VP it echoes: the dropped packet's, which just crossed the network (a
+                // random VP is most likely a lossy or failed one when most paths are).
                 if self.credits.is_empty() {
-                    let vp = self.random_vp();
-                    self.credits.push_back(vp);
+                    self.credits.push_back((echo_sport, Src::Nack));
                 }
                 fx.kick = true;
             }
@@ -409,7 +473,7 @@ impl MpRdmaTransport {
                 self.enter_recovery(now, psn);
                 if self.credits.is_empty() {
                     let vp = self.random_vp();
-                    self.credits.push_back(vp);
+                    self.credits.push_back((vp, Src::Nack));
                 }
                 fx.kick = true;
             }
@@ -423,11 +487,26 @@ impl MpRdmaTransport {
                 if gen != self.burst_gen {
                     return;
                 }
+                if self.p.cfg.burst_after_last_ack {
+                    // Only if no ACK came for the timer's length: while ACKs return, they clock
+                    // the rest of the burst onto their own VPs.
+                    let due = self.last_ack + (self.srtt * self.p.cfg.burst_rtt_frac).max(1.0) as Time;
+                    if now < due {
+                        fx.timers.push((due, TimerKind::Burst, gen));
+                        return;
+                    }
+                }
                 self.burst_armed = false;
+                if self.p.cfg.burst_after_last_ack && !self.credits.is_empty() {
+                    // Packets already allowed are still waiting (for the NIC, or in recovery
+                    // for the hole to fill): the pipe is not empty, and more on random VPs
+                    // would only re-spread the window. The next ACK with an excess re-arms it.
+                    return;
+                }
                 let n = self.free_window();
                 for _ in 0..n.max(0) {
                     let vp = self.random_vp();
-                    self.credits.push_back(vp);
+                    self.credits.push_back((vp, Src::Burst));
                     self.stats.burst_timer_pkts += 1;
                 }
                 if n > 0 {
@@ -452,14 +531,24 @@ impl MpRdmaTransport {
                 self.stats.recoveries += 1;
                 self.recovery = self.snd_nxt;
                 self.snd_retx = first_missing.max(self.snd_una);
+                self.walk_from = self.snd_retx;
                 self.retx_one = None;
                 self.hole_retx = None;
-                self.inflate = 0.0;
                 self.credits.clear();
                 let n = self.cwnd.min(self.iw).max(1.0) as u32;
+                // Everything outstanding is presumed lost and has left the network as far as the
+                // window is concerned, except the n packets resent now: once they are out,
+                // awnd = cwnd − n and each ACK of a resent packet clocks one more. With inflate = 0
+                // the lost packets kept awnd negative whenever more than cwnd were outstanding,
+                // the ACKs of the resent packets clocked nothing and the flow waited for the next
+                // RTO (found with Fig. 11b, seed 2: 50 ms at 0 Gbps). With `nack_clocks` each
+                // resent copy at or beyond walk_from (= snd_una here) re-enters the window as it
+                // goes out (see on_sent), so all of it counts as gone now.
+                let resent_now = if self.p.cfg.nack_clocks { 0.0 } else { n as f64 };
+                self.inflate = (self.outstanding() - resent_now).max(0.0);
                 for _ in 0..n {
                     let vp = self.random_vp();
-                    self.credits.push_back(vp);
+                    self.credits.push_back((vp, Src::Rto));
                 }
                 fx.kick = true;
             }
@@ -469,7 +558,7 @@ impl MpRdmaTransport {
                 let stale = matches!(self.hole_retx, Some((h, t)) if h == gen && ((now - t) as f64) >= self.srtt * 1.5);
                 if self.in_recovery && gen == self.snd_una && stale && self.credits.is_empty() {
                     let vp = self.random_vp();
-                    self.credits.push_back(vp);
+                    self.credits.push_back((vp, Src::HoleTimer));
                     self.stats.hole_timer += 1;
                     fx.kick = true;
                 }
@@ -497,9 +586,11 @@ impl Transport for MpRdmaTransport {
         // restart after idle, from IW) on random VPs.
         if have_new && self.credits.is_empty() && self.snd_una == self.snd_nxt && !self.in_recovery {
             let idle = now.saturating_sub(self.last_activity) as f64;
+            let mut src = Src::Start;
             if !self.started || idle > self.p.cfg.restart_rtts * self.srtt {
                 if self.started {
                     self.stats.restarts += 1;
+                    src = Src::Restart;
                 }
                 self.cwnd = self.iw;
                 self.inflate = 0.0;
@@ -508,11 +599,11 @@ impl Transport for MpRdmaTransport {
             let n = self.free_window().max(1);
             for _ in 0..n {
                 let vp = self.random_vp();
-                self.credits.push_back(vp);
+                self.credits.push_back((vp, src));
             }
         }
         loop {
-            let Some(&vp) = self.credits.front() else {
+            let Some(&(vp, src)) = self.credits.front() else {
                 return match hold {
                     Hold::Until(t) => Plan::Wait(t),
                     _ => Plan::Blocked,
@@ -580,7 +671,7 @@ impl Transport for MpRdmaTransport {
                 continue;
             };
             let vp = if self.probe_next { self.random_vp_peek() } else { vp };
-            self.planned = Some((psn, vp, pick));
+            self.planned = Some((psn, vp, pick, src));
             return Plan::Send { psn, sport: vp };
         }
     }
@@ -592,20 +683,25 @@ impl Transport for MpRdmaTransport {
     fn on_sent(&mut self, now: Time, psn: u32, npsn: u32, _wire: u32, reliable: bool, fx: &mut TxFx) {
         self.last_activity = now;
         let planned = self.planned.take();
-        let (vp, pick) = match planned {
-            Some((p, vp, pick)) if p == psn => (vp, pick),
-            _ => (self.p.sport, if psn >= self.snd_nxt { Pick::New } else { Pick::Early }),
+        let (vp, pick, src) = match planned {
+            Some((p, vp, pick, src)) if p == psn => (vp, pick, src),
+            _ => (self.p.sport, if psn >= self.snd_nxt { Pick::New } else { Pick::Early }, Src::Ack),
         };
+        let mut probe = false;
         if planned.is_some() {
             self.credits.pop_front();
             if self.probe_next {
                 self.probe_next = false;
                 self.stats.probes += 1;
                 self.probe_vp = None;
+                probe = true;
             }
         }
         self.vps_used.insert(vp);
         self.sync.on_sent(now, psn, pick == Pick::New);
+        self.stats.sent[src as usize][pick as usize] += 1;
+        let per_vp = self.stats.vp_sent.entry(vp).or_default();
+        per_vp[if probe { SRCS } else { src as usize }] += 1;
         match pick {
             Pick::SyncRetx => {
                 self.sync.resent(psn);
@@ -625,6 +721,12 @@ impl Transport for MpRdmaTransport {
                 self.stats.retx += 1;
             }
             Pick::Early => {}
+        }
+        if self.p.cfg.nack_clocks && self.in_recovery && matches!(pick, Pick::Recovery | Pick::One) && psn >= self.walk_from {
+            // The walk resends what the bitmap dropped (or, after RTO, everything): its NACK (or
+            // the timeout) counted it as gone, so the copy re-enters the window (its ACK will
+            // count it gone again). Holes below walk_from were never counted and need nothing.
+            self.inflate = (self.inflate - 1.0).max(0.0);
         }
 
         if pick != Pick::New && psn == self.snd_una {
@@ -651,7 +753,11 @@ impl Transport for MpRdmaTransport {
 
     fn on_feedback(&mut self, now: Time, fb: Feedback, fx: &mut TxFx) {
         self.window_moved = false;
+        self.hole_rearm = false;
         self.feedback(now, fb, fx);
+        if let (true, Some((h, t))) = (self.hole_rearm, self.hole_retx) {
+            fx.timers.push((t + (self.srtt * 1.5).ceil() as Time + 1, TimerKind::Hole, h));
+        }
         if self.window_moved && !self.credits.is_empty() {
             fx.kick = true;
         }
@@ -672,7 +778,7 @@ impl Transport for MpRdmaTransport {
         self.enter_recovery(now, psn);
         if self.credits.is_empty() {
             let vp = self.random_vp();
-            self.credits.push_back(vp);
+            self.credits.push_back((vp, Src::Nack));
         }
         fx.kick = true;
     }
@@ -685,6 +791,7 @@ impl Transport for MpRdmaTransport {
         let l = self.bitmap.len() as u32;
         let dup = d.psn < self.rcv_nxt || (d.psn - self.rcv_nxt < l && *self.slot(d.psn) != Slot::Empty);
         if dup {
+            self.stats.dup_rx += 1;
             out.push(Reply::Ack { cum: self.rcv_nxt, sack: Some(d.psn), echo_sport: d.sport, ece: d.ce, retx: d.retx });
             return RxClass::Duplicate;
         }
@@ -774,7 +881,7 @@ impl Transport for MpRdmaTransport {
 
     fn counters(&self) -> Vec<(&'static str, f64)> {
         let s = &self.stats;
-        vec![
+        let mut v = vec![
             ("cwnd", self.cwnd),
             ("inflate", self.inflate),
             ("snd_una", self.snd_una as f64),
@@ -798,6 +905,7 @@ impl Transport for MpRdmaTransport {
             ("restarts", s.restarts as f64),
             ("hole_timer", s.hole_timer as f64),
             ("bitmap_drops", s.bitmap_drops as f64),
+            ("dup_rx", s.dup_rx as f64),
             ("max_ood", s.max_ood as f64),
             ("vps_used", self.vps_used.len() as f64),
             ("sync_sent", self.sync.stats.sent as f64),
@@ -807,7 +915,29 @@ impl Transport for MpRdmaTransport {
             ("sync_probes", self.sync.stats.probes as f64),
             ("sync_early", s.sync_early as f64),
             ("sync_dropped", s.sync_dropped as f64),
-        ]
+        ];
+        // The accounting: packets sent by what allowed them, and by what they carried.
+        const BY_SRC: [&str; SRCS] = ["sent_ack", "sent_burst", "sent_start", "sent_restart", "sent_nack", "sent_hole_timer", "sent_rto"];
+        const BY_PICK: [&str; PICKS] = ["sent_new", "sent_recovery", "sent_hole", "sent_early", "sent_sync_retx"];
+        for (i, name) in BY_SRC.iter().enumerate() {
+            v.push((name, s.sent[i].iter().sum::<u64>() as f64));
+        }
+        for (j, name) in BY_PICK.iter().enumerate() {
+            v.push((name, s.sent.iter().map(|r| r[j]).sum::<u64>() as f64));
+        }
+        v
+    }
+
+    fn vp_counters(&self) -> Vec<(u16, &'static str, u64)> {
+        let mut v = vec![];
+        for (&vp, n) in &self.stats.vp_sent {
+            for (i, &c) in n.iter().enumerate() {
+                if c > 0 {
+                    v.push((vp, if i < SRCS { SRC_NAMES[i] } else { "probe" }, c));
+                }
+            }
+        }
+        v
     }
 
     fn kind(&self) -> &'static str {
@@ -970,11 +1100,13 @@ mod tests {
 
     #[test]
     fn a_nack_starts_recovery_and_acks_clock_retransmissions() {
-        let mut m = t(MpRdmaConfig { iw: Some(8), probe_p: 0.0, ..Default::default() });
+        // The NACK itself clocks only the hole (braid's earlier rule; see the next test for
+        // `nack_clocks`).
+        let mut m = t(MpRdmaConfig { iw: Some(8), probe_p: 0.0, nack_clocks: false, ..Default::default() });
         let mut next = 0;
         let sent = drain(&mut m, 0, &mut next);
         let mut fx = TxFx::default();
-        m.on_feedback(5 * US, Feedback::Nak { expected: 2 }, &mut fx);
+        m.on_feedback(5 * US, Feedback::Nak { expected: 2, echo_sport: 1 }, &mut fx);
         assert!(m.in_recovery && m.recovery == 8 && m.snd_una == 2);
         let out = drain(&mut m, 5 * US, &mut next);
         assert_eq!(out.iter().map(|x| x.0).collect::<Vec<_>>(), vec![2], "the NACK clocks the first retransmission");
@@ -987,11 +1119,11 @@ mod tests {
 
     #[test]
     fn a_lost_hole_retransmission_is_resent_by_the_hole_timer() {
-        let mut m = t(MpRdmaConfig { iw: Some(8), probe_p: 0.0, ..Default::default() });
+        let mut m = t(MpRdmaConfig { iw: Some(8), probe_p: 0.0, nack_clocks: false, ..Default::default() });
         let mut next = 0;
         drain(&mut m, 0, &mut next);
         let mut fx = TxFx::default();
-        m.on_feedback(5 * US, Feedback::Nak { expected: 2 }, &mut fx);
+        m.on_feedback(5 * US, Feedback::Nak { expected: 2, echo_sport: 1 }, &mut fx);
         // The NACK clocks the hole; its send arms the hole timer.
         let Plan::Send { psn, .. } = m.plan(5 * US, next, true) else { panic!("the hole goes first") };
         assert_eq!(psn, 2);
@@ -1006,10 +1138,10 @@ mod tests {
         assert!(fx.kick && m.credits() == 1);
         assert!(matches!(m.plan(at, next, true), Plan::Send { psn: 2, .. }));
         // Once the hole is filled a late timer does nothing.
-        let mut m2 = t(MpRdmaConfig { iw: Some(8), probe_p: 0.0, ..Default::default() });
+        let mut m2 = t(MpRdmaConfig { iw: Some(8), probe_p: 0.0, nack_clocks: false, ..Default::default() });
         let mut next2 = 0;
         let sent = drain(&mut m2, 0, &mut next2);
-        m2.on_feedback(5 * US, Feedback::Nak { expected: 2 }, &mut TxFx::default());
+        m2.on_feedback(5 * US, Feedback::Nak { expected: 2, echo_sport: 1 }, &mut TxFx::default());
         drain(&mut m2, 5 * US, &mut next2);
         ack(&mut m2, 6 * US, 8, 2, sent[2].1, false);
         let before = m2.credits();
@@ -1035,6 +1167,101 @@ mod tests {
         assert!(out.len() >= 6, "the rest leave on the burst timer: {out:?}");
         let vps: std::collections::BTreeSet<u16> = out.iter().map(|x| x.1).collect();
         assert!(vps.len() >= 4, "on random VPs: {vps:?}");
+    }
+
+    #[test]
+    fn the_burst_timer_waits_while_acks_keep_coming() {
+        for after_last_ack in [true, false] {
+            let mut m = t(MpRdmaConfig { iw: Some(8), probe_p: 0.0, burst_after_last_ack: after_last_ack, ..Default::default() });
+            let mut next = 0;
+            let sent = drain(&mut m, 0, &mut next);
+            // A cumulative jump allows 8+ packets: 2 go on the ACK's VP, the timer is armed.
+            let fx = ack(&mut m, 10 * US, 4, 3, sent[3].1, false);
+            drain(&mut m, 10 * US, &mut next);
+            let (at, _, gen) = fx.timers.iter().copied().find(|x| x.1 == TimerKind::Burst).expect("burst timer armed");
+            // An ACK arrives just before the timer; it clocks (up to) two on its own VP.
+            let late = at - 1;
+            ack(&mut m, late, 5, 4, sent[4].1, false);
+            let clocked = drain(&mut m, late, &mut next);
+            assert!(clocked.iter().all(|x| x.1 == sent[4].1), "{clocked:?}");
+            let mut fx = TxFx::default();
+            m.on_timer(at, TimerKind::Burst, gen, 0, &mut fx);
+            let fired = drain(&mut m, at, &mut next);
+            if after_last_ack {
+                // §3.5: "if no subsequent ACKs return": one just did, so nothing goes on random
+                // VPs yet; the timer is re-armed srtt/2 after that ACK.
+                assert!(fired.is_empty() && m.stats.burst_timer_pkts == 0, "{fired:?}");
+                let (at2, kind, gen2) = fx.timers[0];
+                assert_eq!((at2, kind, gen2), (late + m.srtt() / 2, TimerKind::Burst, gen));
+                // No ACK since: now the rest goes, on random VPs.
+                m.on_timer(at2, kind, gen2, 0, &mut TxFx::default());
+                let out = drain(&mut m, at2, &mut next);
+                assert!(!out.is_empty() && m.stats.burst_timer_pkts == out.len() as u64);
+            } else {
+                assert!(!fired.is_empty() && m.stats.burst_timer_pkts > 0, "fixed timer: fires regardless");
+            }
+        }
+    }
+
+    #[test]
+    fn a_timeout_lets_the_acks_of_the_resent_packets_clock_again() {
+        let mut m = t(MpRdmaConfig { iw: Some(16), probe_p: 0.0, ..Default::default() });
+        let mut next = 0;
+        drain(&mut m, 0, &mut next);
+        // Nothing comes back (all 16 lost on failed paths) and cwnd has meanwhile fallen to 4:
+        // RTO resends from snd_una on 4 random VPs.
+        m.cwnd = 4.0;
+        let mut fx = TxFx::default();
+        m.on_timer(1_000 * US, TimerKind::Rto, 0, 0, &mut fx);
+        let resent = drain(&mut m, 1_000 * US, &mut next);
+        assert_eq!(resent.iter().map(|x| x.0).collect::<Vec<_>>(), vec![0, 1, 2, 3]);
+        // The resent PSN 1 is acknowledged (PSN 0's copy is lost again): the 16 presumed-lost
+        // packets count as gone, so this ACK clocks the next retransmission on its VP. (With
+        // inflate reset to 0, awnd = 4 + 1 − 16 < 0: no clock, and the flow waits for the next RTO.)
+        let vp = resent[1].1;
+        m.on_feedback(1_010 * US, Feedback::Ack { cum: 0, sack: Some(1), echo_sport: vp, ece: false, retx: true }, &mut TxFx::default());
+        let out = drain(&mut m, 1_010 * US, &mut next);
+        assert!(!out.is_empty() && out.iter().all(|x| x.1 == vp), "clocked on the ACK's VP: {out:?}");
+    }
+
+    #[test]
+    fn nack_credits_go_back_to_their_vps_and_wait_for_the_hole() {
+        // L = 4: PSN 0 is lost, 1..3 fill the bitmap, 4 and 5 are dropped beyond it (NACKs).
+        let mut m = t(MpRdmaConfig { iw: Some(8), bitmap: 4, delta: 2, probe_p: 0.0, ..Default::default() });
+        let mut next = 0;
+        drain(&mut m, 0, &mut next);
+        let (x, y) = (50001, 50002);
+        m.on_feedback(5 * US, Feedback::Nak { expected: 0, echo_sport: x }, &mut TxFx::default());
+        // Its credit is X's: it resends the hole there.
+        assert_eq!(drain(&mut m, 5 * US, &mut next), vec![(0, x)]);
+        m.on_feedback(6 * US, Feedback::Nak { expected: 0, echo_sport: y }, &mut TxFx::default());
+        // Y's credits (PSNs 4 and 5 have left the network, so two of 8 are free) cannot go:
+        // everything below snd_una + L is received or resent. They wait, on Y.
+        assert!(drain(&mut m, 6 * US, &mut next).is_empty() && m.credits() == 2);
+        // The hole's copy arrives (cum 0 → 4): Y's credits resend PSNs 4, 5 (dropped) on Y.
+        let mut fx = TxFx::default();
+        m.on_feedback(15 * US, Feedback::Ack { cum: 4, sack: Some(0), echo_sport: x, ece: false, retx: true }, &mut fx);
+        let out = drain(&mut m, 15 * US, &mut next);
+        assert_eq!(out[..2], [(4, y), (5, y)], "{out:?}");
+        // Under the earlier rule a NACK counts nothing for the window: only the one credit a
+        // NACK grants when nothing else is allowed.
+        let mut m = t(MpRdmaConfig { iw: Some(8), bitmap: 4, delta: 2, probe_p: 0.0, nack_clocks: false, ..Default::default() });
+        let mut next = 0;
+        drain(&mut m, 0, &mut next);
+        m.on_feedback(5 * US, Feedback::Nak { expected: 0, echo_sport: x }, &mut TxFx::default());
+        drain(&mut m, 5 * US, &mut next);
+        m.on_feedback(6 * US, Feedback::Nak { expected: 0, echo_sport: y }, &mut TxFx::default());
+        assert!(m.inflate == 0.0 && m.credits() == 1, "inflate {} credits {}", m.inflate, m.credits());
+    }
+
+    #[test]
+    fn a_nack_with_nothing_allowed_resends_the_hole_on_its_echoed_vp() {
+        let mut m = t(MpRdmaConfig { iw: Some(8), probe_p: 0.0, ..Default::default() });
+        let mut next = 0;
+        drain(&mut m, 0, &mut next);
+        let mut fx = TxFx::default();
+        m.on_feedback(5 * US, Feedback::Nak { expected: 2, echo_sport: 50123 }, &mut fx);
+        assert_eq!(m.plan(5 * US, next, true), Plan::Send { psn: 2, sport: 50123 });
     }
 
     #[test]

@@ -133,7 +133,7 @@ impl Transport for RcTransport {
     fn on_feedback(&mut self, now: Time, fb: Feedback, fx: &mut TxFx) {
         match fb {
             Feedback::Ack { cum, .. } => self.ack_point(now, cum),
-            Feedback::Nak { expected } | Feedback::SyncNak { expected, .. } | Feedback::RnrNak { psn: expected } => {
+            Feedback::Nak { expected, .. } | Feedback::SyncNak { expected, .. } | Feedback::RnrNak { psn: expected } => {
                 // Everything below the expected PSN arrived; go back to it.
                 self.ack_point(now, expected);
                 self.last_progress = now;
