@@ -445,11 +445,15 @@ pub struct MeasureConfig {
     pub queues: Vec<String>,
     /// Record one row per message (can be large).
     pub messages: bool,
+    /// The transports' summed counters (`mp_rdma_*`) and pooled out-of-order-degree percentiles
+    /// in the run counters count from this time on (0 = the whole run): a steady-state figure
+    /// without the start-up. The per-QP `transport` table stays whole-run.
+    pub transport_from: Duration,
 }
 
 impl Default for MeasureConfig {
     fn default() -> Self {
-        Self { interval: Duration(10_000_000), queues: vec![], messages: true }
+        Self { interval: Duration(10_000_000), queues: vec![], messages: true, transport_from: Duration(0) }
     }
 }
 

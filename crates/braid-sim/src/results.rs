@@ -30,7 +30,7 @@ pub fn jain(x: &[f64]) -> f64 {
     s * s / (x.len() as f64 * s2)
 }
 
-pub fn assemble(world: &World, log: &FlowLog, now: Time, events: u64, wall: std::time::Duration, finished: bool) -> Results {
+pub fn assemble(world: &World, log: &FlowLog, now: Time, events: u64, wall: std::time::Duration, finished: bool, transport_base: Option<&crate::transport_report::TransportTotals>) -> Results {
     let mut r = Results::default();
 
     // Flows.
@@ -169,7 +169,7 @@ pub fn assemble(world: &World, log: &FlowLog, now: Time, events: u64, wall: std:
             }
         }
     }
-    crate::transport_report::add_counters(world, &mut k);
+    crate::transport_report::add_counters(world, transport_base, &mut k);
     r.counters = k;
     r.transport = crate::transport_report::table(world);
 

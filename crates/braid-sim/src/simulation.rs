@@ -25,6 +25,9 @@ pub struct Simulation {
     wall: std::time::Duration,
     /// Whether the run ends by itself when its traffic is done (false: runs to `duration`).
     ends_when_done: bool,
+    /// `measure.transport_from`, and the transports' totals when the run passed it.
+    transport_from: Time,
+    transport_base: Option<crate::transport_report::TransportTotals>,
 }
 
 fn err(path: impl Into<String>, message: impl Into<String>) -> ScenarioError {
@@ -243,7 +246,19 @@ impl Simulation {
             queue.schedule(world.measure.interval, Ev::Sample);
         }
         let ends_when_done = log.borrow().unfinished > 0;
-        Ok(Simulation { world, queue, log, end: sc.duration.0, now: 0, finished: false, seed, wall: Default::default(), ends_when_done })
+        Ok(Simulation {
+            world,
+            queue,
+            log,
+            end: sc.duration.0,
+            now: 0,
+            finished: false,
+            seed,
+            wall: Default::default(),
+            ends_when_done,
+            transport_from: sc.measure.transport_from.0,
+            transport_base: None,
+        })
     }
 
     /// Adds an application of the caller's (any [`braid_verbs::App`]) to a host, with the host's
@@ -295,6 +310,17 @@ impl Simulation {
 
     /// Advances to `until_ps` (or the end); returns true once the run is finished.
     pub fn advance(&mut self, until_ps: u64) -> bool {
+        // Stop at `measure.transport_from` once to take the transports' baseline there, whatever
+        // steps the caller advances by (events at that very time belong to the baseline).
+        let from = self.transport_from;
+        if from > 0 && self.transport_base.is_none() && until_ps >= from && !self.finished {
+            self.advance_events(from);
+            self.transport_base = Some(crate::transport_report::TransportTotals::of(&self.world));
+        }
+        self.advance_events(until_ps)
+    }
+
+    fn advance_events(&mut self, until_ps: u64) -> bool {
         if self.finished {
             return true;
         }
@@ -380,7 +406,7 @@ impl Simulation {
     }
 
     pub fn results(&self) -> Results {
-        crate::results::assemble(&self.world, &self.log.borrow(), self.now, self.queue.events_popped(), self.wall, self.finished)
+        crate::results::assemble(&self.world, &self.log.borrow(), self.now, self.queue.events_popped(), self.wall, self.finished, self.transport_base.as_ref())
     }
 }
 

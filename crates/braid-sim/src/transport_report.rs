@@ -104,30 +104,67 @@ pub fn table(world: &World) -> Table {
     t
 }
 
-/// Adds the transports' summed event counters and pooled OOD percentiles to the run counters.
-pub fn add_counters(world: &World, k: &mut BTreeMap<String, u64>) {
-    let mut pooled: BTreeMap<&'static str, Vec<u64>> = BTreeMap::new();
-    for q in world.hosts.iter().flat_map(|h| h.nic.qps()) {
-        let t: &dyn Transport = q.t.as_ref();
-        let totals = t.totals();
-        if totals.is_empty() {
-            continue;
-        }
-        let prefix = t.kind().replace('-', "_");
-        for (name, v) in totals {
-            *k.entry(format!("{prefix}_{name}")).or_insert(0) += v;
-        }
-        if let Some(h) = t.ood_histogram() {
-            let acc = pooled.entry(t.kind()).or_default();
-            if acc.len() < h.len() {
-                acc.resize(h.len(), 0);
+/// The transports' summed event counters (`<kind>_<name>`) and pooled OOD histograms (by kind)
+/// at one moment: what the run counters report, or a baseline to subtract from them.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TransportTotals {
+    pub counts: BTreeMap<String, u64>,
+    pub ood: BTreeMap<&'static str, Vec<u64>>,
+}
+
+impl TransportTotals {
+    pub fn of(world: &World) -> Self {
+        let mut out = TransportTotals::default();
+        for q in world.hosts.iter().flat_map(|h| h.nic.qps()) {
+            let t: &dyn Transport = q.t.as_ref();
+            let totals = t.totals();
+            if totals.is_empty() {
+                continue;
             }
-            for (a, &c) in acc.iter_mut().zip(h) {
-                *a += c;
+            let prefix = t.kind().replace('-', "_");
+            for (name, v) in totals {
+                *out.counts.entry(format!("{prefix}_{name}")).or_insert(0) += v;
+            }
+            if let Some(h) = t.ood_histogram() {
+                let acc = out.ood.entry(t.kind()).or_default();
+                if acc.len() < h.len() {
+                    acc.resize(h.len(), 0);
+                }
+                for (a, &c) in acc.iter_mut().zip(h) {
+                    *a += c;
+                }
             }
         }
+        out
     }
-    for (kind, h) in pooled {
+
+    /// What happened since `base` (counters only grow, so this is exact).
+    pub fn since(mut self, base: &TransportTotals) -> Self {
+        for (k, v) in &base.counts {
+            if let Some(x) = self.counts.get_mut(k) {
+                *x = x.saturating_sub(*v);
+            }
+        }
+        for (kind, h0) in &base.ood {
+            if let Some(h) = self.ood.get_mut(kind) {
+                for (a, b) in h.iter_mut().zip(h0) {
+                    *a = a.saturating_sub(*b);
+                }
+            }
+        }
+        self
+    }
+}
+
+/// Adds the transports' summed event counters and pooled OOD percentiles to the run counters,
+/// counted since `base` (`measure.transport_from`) when there is one.
+pub fn add_counters(world: &World, base: Option<&TransportTotals>, k: &mut BTreeMap<String, u64>) {
+    let mut now = TransportTotals::of(world);
+    if let Some(b) = base {
+        now = now.since(b);
+    }
+    k.extend(now.counts);
+    for (kind, h) in now.ood {
         let prefix = kind.replace('-', "_");
         k.insert(format!("{prefix}_ood_samples"), h.iter().sum());
         for (name, q) in OOD_COLUMNS {
