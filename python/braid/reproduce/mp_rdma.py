@@ -146,8 +146,8 @@ def _ecn(m: Dict[str, List[dict]]) -> List[Row]:
 # ---------------------------------------------------------------- §5.1.1 path failure
 
 # (start ms, end ms, paths up) of experiments/mp-rdma/path-failure.toml: spines 1-3 go down at
-# 10/20/30 ms and come back at 40/50/60 ms (the paper's 60 s steps scaled to 10 ms).
-PHASES = ((0, 10, 4), (10, 20, 3), (20, 30, 2), (30, 40, 1), (40, 50, 2), (50, 60, 3), (60, 70, 4), (70, 80, 4))
+# 100/200/300 ms and come back at 400/500/600 ms (the paper's 60 s steps scaled to 100 ms).
+PHASES = tuple((100 * k, 100 * (k + 1), up) for k, up in enumerate((4, 3, 2, 1, 2, 3, 4, 4)))
 
 
 def _measure_failure(res) -> dict:
