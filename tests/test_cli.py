@@ -202,7 +202,12 @@ def test_demo(tmp_path):
     assert rows["packets dropped"][1] > 0, "PFC off with a shallow buffer must drop"
     assert rows["PFC pause frames"][0] > 0
     assert rows["flows completed"] == ["8/8", "8/8"]
-    for sub in ("two-tor-dcqcn", "incast-pfc", "incast-no-pfc"):
+    # MP-RDMA spreads the same five connections over all paths: ~30 Gbps each, each on many
+    # virtual paths, above DCQCN's ECMP-pinned total.
+    mp = meta["mp_rdma"]
+    assert len(mp["flows"]) == 5 and all(f["vps"] >= 8 for f in mp["flows"])
+    assert mp["total_gbps"] > meta["two_tor"]["total_gbps"] and mp["total_gbps"] > 140
+    for sub in ("two-tor-dcqcn", "two-tor-mp-rdma", "incast-pfc", "incast-no-pfc"):
         assert (out / sub / "summary.json").exists()
         assert (out / sub / "throughput.png").exists()
     assert (out / "report.md").exists()
