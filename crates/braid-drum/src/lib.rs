@@ -28,6 +28,7 @@ pub mod scalar;
 pub mod scaled;
 pub mod select;
 pub mod shard;
+pub mod tiles;
 
 pub use admm::{Admm, AdmmOptions, Global, SolveResult, StopRule, Trace};
 pub use dual::{dual_decomposition, DualOptions};
