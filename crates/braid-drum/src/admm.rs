@@ -23,6 +23,7 @@
 //! the d of the rows it sends to. One-sided, n_e = 1 and it is exactly Algorithm 1.
 
 use crate::host::{cap_solve, cap_solve_cq, cap_solve_log, cap_solve_soc};
+use crate::huge;
 use crate::problem::{Layout, Problem};
 use crate::scaled::Scaled;
 use rand::{Rng, SeedableRng};
@@ -254,15 +255,15 @@ impl Admm {
         // paper's instances (alpha 0.5-2; measured in docs/drum.md)
         let rho0 = if lay.diag { rho0 } else { 3.0 * rho0 };
         let rho = if opt.rho > 0.0 { opt.rho } else { rho0 };
-        let rp2: Vec<f64> = (0..nn)
-            .map(|k| {
-                (lay.send_ptr[k] as usize..lay.send_ptr[k + 1] as usize)
-                    .map(|q| rs[lay.pair_row[q] as usize] * lay.pair_coef[q] * lay.pair_coef[q])
-                    .sum()
-            })
-            .collect();
+        // the arrays the tiled passes jump through are on huge pages (`huge`)
+        let mut rp2 = huge::filled(nn, 0.0);
+        for (k, r) in rp2.iter_mut().enumerate() {
+            *r = (lay.send_ptr[k] as usize..lay.send_ptr[k + 1] as usize)
+                .map(|q| rs[lay.pair_row[q] as usize] * lay.pair_coef[q] * lay.pair_coef[q])
+                .sum();
+        }
         // start from the equal split of the WQE capacity (feasible w.r.t. Q)
-        let mut x = vec![0.0; nn];
+        let mut x = huge::filled(nn, 0.0);
         for i in 0..p.n {
             let cnt = (0..p.m)
                 .filter(|&j| sc.hi[i * p.m + j] > 0.0)
@@ -278,7 +279,7 @@ impl Admm {
             }
         }
         let np = lay.pairs();
-        let mut y = vec![0.0; np];
+        let mut y = huge::filled(np, 0.0);
         for q in 0..np {
             y[q] = lay.pair_coef[q] * x[lay.sender_of(q)];
         }
@@ -294,12 +295,12 @@ impl Admm {
             opt,
             rho,
             x,
-            z: vec![0.0; rows],
-            v: vec![0.0; rows],
-            dv: vec![0.0; rows],
+            z: huge::filled(rows, 0.0),
+            v: huge::filled(rows, 0.0),
+            dv: huge::filled(rows, 0.0),
             y,
             h,
-            hsum: vec![0.0; rows],
+            hsum: huge::filled(rows, 0.0),
             lam: vec![0.0; n],
             mu: vec![0.0; n],
             iter: 0,
@@ -406,7 +407,7 @@ impl Admm {
         debug_assert!(self.lay.app_tiled);
         let (m, rho) = (self.p.m, self.rho);
         if self.base.len() != self.x.len() {
-            self.base = vec![0.0; self.x.len()];
+            self.base = huge::filled(self.x.len(), 0.0);
             self.base_ok = false;
         }
         if !self.base_ok {
@@ -437,7 +438,7 @@ impl Admm {
     /// the next x-update's linear coefficients (`base`) for the current rho.
     pub fn y_step_tiled(&mut self) -> Sums {
         if self.base.len() != self.x.len() {
-            self.base = vec![0.0; self.x.len()];
+            self.base = huge::filled(self.x.len(), 0.0);
         }
         let rs: &[f64] = if self.rs_unit { &[] } else { &self.rs };
         let s = crate::tiles::y_update(
@@ -714,6 +715,10 @@ impl Admm {
         let wsum = self.p.weight_sum().max(1e-300);
         let mut converged = false;
         let max_iter = self.opt.max_iter.max(1);
+        if self.lay.app_tiled {
+            // the tiled passes recompute the pairs' h: one float per pair less held
+            self.h = Vec::new();
+        }
         for k in 1..=max_iter {
             self.iter = k;
             let lost = self.lost_mask(k);

@@ -22,6 +22,7 @@ pub mod exact;
 pub mod footprint;
 pub mod gen;
 pub mod host;
+pub mod huge;
 pub mod piece;
 pub mod problem;
 pub mod scalar;

@@ -566,6 +566,16 @@ impl Layout {
                     r < nn && r % m == k % m
                 })
             });
+        // the tiled passes jump through these (`huge`)
+        let (send_ptr, pair_row, pair_coef) = if app_tiled {
+            (
+                crate::huge::copy(&send_ptr),
+                crate::huge::copy(&pair_row),
+                crate::huge::copy(&pair_coef),
+            )
+        } else {
+            (send_ptr, pair_row, pair_coef)
+        };
         let mut pair_sender = Vec::new();
         if !diag {
             pair_sender.reserve(np);

@@ -19,17 +19,23 @@ use crate::admm::{SendPtr, Sums};
 use crate::problem::Layout;
 use rayon::prelude::*;
 
-/// Applications per tile. Rows touched per tile and row array: n·TILE (n = 10⁴: 640 KB per
-/// array in ~n cache lines), which the L2 holds; wider tiles read longer runs of the pair
-/// arrays but spill the rows to L3 (measured in docs/drum.md).
-pub const TILE: usize = 8;
+/// Applications per tile: a host's run of a tile is 256 bytes of each entry array and ~770 of
+/// each pair array, long enough to stream; the rows a tile touches are n·256 bytes per row
+/// array (2.5 MB at n = 10⁴). Measured at n = 10⁴, m = 5000 with 8, 16, 32, 128 and 512 (one
+/// setting per run of `examples/step_time`, docs/drum.md): 32 was best; 8 was 2–3× slower.
+/// Independent of the thread count, so the residual sums (added per tile) are too.
+pub const TILE: usize = 32;
 
 /// The tiles of `m` applications: (first application, end).
 fn tiles(m: usize) -> impl IndexedParallelIterator<Item = (usize, usize)> {
-    let count = m.div_ceil(TILE);
+    let tile: usize = std::env::var("DRUM_TILE")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(TILE);
+    let count = m.div_ceil(tile);
     (0..count)
         .into_par_iter()
-        .map(move |t| (t * TILE, ((t + 1) * TILE).min(m)))
+        .map(move |t| (t * tile, ((t + 1) * tile).min(m)))
 }
 
 /// Visit the entries of tile [j0, j1): `f(k, pairs)` for k = l·m + j (l ascending, then j)
