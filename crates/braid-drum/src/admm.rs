@@ -23,6 +23,7 @@
 //! the d of the rows it sends to. One-sided, n_e = 1 and it is exactly Algorithm 1.
 
 use crate::host::{cap_solve, cap_solve_cq, cap_solve_log, cap_solve_soc};
+use crate::huge;
 use crate::problem::{Layout, Problem};
 use crate::scaled::Scaled;
 use rand::{Rng, SeedableRng};
@@ -158,7 +159,7 @@ pub struct Sums {
 }
 
 impl Sums {
-    fn add(self, o: Sums) -> Sums {
+    pub(crate) fn add(self, o: Sums) -> Sums {
         Sums {
             r2: self.r2 + o.r2,
             s2: self.s2 + o.s2,
@@ -191,6 +192,13 @@ pub struct Admm {
     pub rp2: Vec<f64>,
     /// the whole instance's sizes (this state may hold one shard's hosts)
     pub glob: Global,
+    /// tiled two-sided passes (`lay.app_tiled`): the x-update's linear coefficient per entry,
+    /// computed by the y pass of the previous iteration ([`crate::tiles::y_update`])
+    pub base: Vec<f64>,
+    /// `base` is up to date with rho, v and y (false after a change of rho)
+    pub base_ok: bool,
+    /// every row penalty is 1 (two-sided, where row scaling is off): the tiled passes skip `rs`
+    pub rs_unit: bool,
 }
 
 /// Sizes of the whole instance and where this state's hosts start in it: the stopping rule
@@ -247,15 +255,15 @@ impl Admm {
         // paper's instances (alpha 0.5-2; measured in docs/drum.md)
         let rho0 = if lay.diag { rho0 } else { 3.0 * rho0 };
         let rho = if opt.rho > 0.0 { opt.rho } else { rho0 };
-        let rp2: Vec<f64> = (0..nn)
-            .map(|k| {
-                (lay.send_ptr[k] as usize..lay.send_ptr[k + 1] as usize)
-                    .map(|q| rs[lay.pair_row[q] as usize] * lay.pair_coef[q] * lay.pair_coef[q])
-                    .sum()
-            })
-            .collect();
+        // the arrays the tiled passes jump through are on huge pages (`huge`)
+        let mut rp2 = huge::filled(nn, 0.0);
+        for (k, r) in rp2.iter_mut().enumerate() {
+            *r = (lay.send_ptr[k] as usize..lay.send_ptr[k + 1] as usize)
+                .map(|q| rs[lay.pair_row[q] as usize] * lay.pair_coef[q] * lay.pair_coef[q])
+                .sum();
+        }
         // start from the equal split of the WQE capacity (feasible w.r.t. Q)
-        let mut x = vec![0.0; nn];
+        let mut x = huge::filled(nn, 0.0);
         for i in 0..p.n {
             let cnt = (0..p.m)
                 .filter(|&j| sc.hi[i * p.m + j] > 0.0)
@@ -271,12 +279,13 @@ impl Admm {
             }
         }
         let np = lay.pairs();
-        let mut y = vec![0.0; np];
+        let mut y = huge::filled(np, 0.0);
         for q in 0..np {
             y[q] = lay.pair_coef[q] * x[lay.sender_of(q)];
         }
         let rows = lay.rows;
         let n = p.n;
+        let rs_unit = rs.iter().all(|&r| r == 1.0);
         let mut h = vec![0.0; np];
         h.copy_from_slice(&y);
         Admm {
@@ -286,18 +295,21 @@ impl Admm {
             opt,
             rho,
             x,
-            z: vec![0.0; rows],
-            v: vec![0.0; rows],
-            dv: vec![0.0; rows],
+            z: huge::filled(rows, 0.0),
+            v: huge::filled(rows, 0.0),
+            dv: huge::filled(rows, 0.0),
             y,
             h,
-            hsum: vec![0.0; rows],
+            hsum: huge::filled(rows, 0.0),
             lam: vec![0.0; n],
             mu: vec![0.0; n],
             iter: 0,
             rs,
             rp2,
             glob,
+            base: Vec::new(),
+            base_ok: false,
+            rs_unit,
         }
     }
 
@@ -357,18 +369,8 @@ impl Admm {
                         }
                         base[j] = rho * b;
                     }
-                    let base = &*base;
                     let c2v: &[f64] = if lay.diag { c2d } else { &rp2[k0..k0 + m] };
-                    let (lo, hi) = (sc.lo_of(i), sc.hi_of(i));
-                    let ent = |j: usize| (sc.w[k0 + j], 0.0, rho * c2v[j], base[j], lo[j], hi[j]);
-                    *lam = if sc.host_soc[i] {
-                        cap_solve_soc(&sc.al, m, ent, &sc.r[k0..k0 + m], sc.q[i], *lam, xs)
-                    } else if sc.al.a == 1.0 {
-                        let r = k0..k0 + m;
-                        cap_solve_log(&sc.al, &sc.w[r], rho, c2v, base, lo, hi, sc.q[i], *lam, xs)
-                    } else {
-                        cap_solve(&sc.al, m, ent, sc.q[i], *lam, xs)
-                    };
+                    *lam = x_host(sc, i, rho, c2v, base, *lam, xs);
                 }
                 if !write_h {
                     return;
@@ -395,6 +397,63 @@ impl Admm {
                     }
                 }
             });
+    }
+
+    /// Two-sided x-update in the tiled form (`lay.app_tiled`, [`crate::tiles`]): the linear
+    /// coefficients come from `base` (recomputed here if rho changed since the last
+    /// [`Admm::y_step_tiled`]); h is not written ([`Admm::rows_tiled`] recomputes it). Same
+    /// x bits as [`Admm::x_step`].
+    pub fn x_step_tiled(&mut self, lost: &[bool]) {
+        debug_assert!(self.lay.app_tiled);
+        let (m, rho) = (self.p.m, self.rho);
+        if self.base.len() != self.x.len() {
+            self.base = huge::filled(self.x.len(), 0.0);
+            self.base_ok = false;
+        }
+        if !self.base_ok {
+            let rs: &[f64] = if self.rs_unit { &[] } else { &self.rs };
+            crate::tiles::x_linear(&self.lay, rho, rs, &self.v, &self.y, &mut self.base);
+            self.base_ok = true;
+        }
+        let sc = &self.sc;
+        let base = &self.base;
+        let rp2 = &self.rp2;
+        host_chunks(&mut self.x, m)
+            .zip(self.lam.par_iter_mut())
+            .enumerate()
+            .for_each(|(i, (xs, lam))| {
+                if lost.is_empty() || !lost[i] {
+                    let r = i * m..(i + 1) * m;
+                    *lam = x_host(sc, i, rho, &rp2[r.clone()], &base[r], *lam, xs);
+                }
+            });
+    }
+
+    /// Row sums of the over-relaxed pair values in the tiled form: `gather_rows` without h.
+    pub fn rows_tiled(&mut self) {
+        crate::tiles::relaxed_row_sums(&self.lay, &self.x, &self.y, self.opt.relax, &mut self.hsum);
+    }
+
+    /// y-update and residual sums in the tiled form (after [`Admm::z_step`]); also computes
+    /// the next x-update's linear coefficients (`base`) for the current rho.
+    pub fn y_step_tiled(&mut self) -> Sums {
+        if self.base.len() != self.x.len() {
+            self.base = huge::filled(self.x.len(), 0.0);
+        }
+        let rs: &[f64] = if self.rs_unit { &[] } else { &self.rs };
+        let s = crate::tiles::y_update(
+            &self.lay,
+            &self.x,
+            self.opt.relax,
+            self.rho,
+            rs,
+            &self.v,
+            &self.dv,
+            &mut self.y,
+            &mut self.base,
+        );
+        self.base_ok = true;
+        s
     }
 
     /// hsum_e = sum of h over the pairs of row e.
@@ -641,9 +700,11 @@ impl Admm {
         if rr > self.opt.balance_mu * dd {
             self.rho *= tau;
             self.v.iter_mut().for_each(|v| *v /= tau);
+            self.base_ok = false;
         } else if dd > self.opt.balance_mu * rr {
             self.rho /= tau;
             self.v.iter_mut().for_each(|v| *v *= tau);
+            self.base_ok = false;
         }
     }
 
@@ -654,6 +715,10 @@ impl Admm {
         let wsum = self.p.weight_sum().max(1e-300);
         let mut converged = false;
         let max_iter = self.opt.max_iter.max(1);
+        if self.lay.app_tiled {
+            // the tiled passes recompute the pairs' h: one float per pair less held
+            self.h = Vec::new();
+        }
         for k in 1..=max_iter {
             self.iter = k;
             let lost = self.lost_mask(k);
@@ -663,6 +728,11 @@ impl Admm {
             let s = if self.lay.diag {
                 self.x_step_fused(&lost);
                 self.zy_step_diag()
+            } else if self.lay.app_tiled {
+                self.x_step_tiled(&lost);
+                self.rows_tiled();
+                self.z_step();
+                self.y_step_tiled()
             } else {
                 self.x_step(&lost);
                 self.gather_rows();
@@ -748,6 +818,32 @@ impl Admm {
             mu: self.mu.iter().map(|l| l * lf).collect(),
             rho_final: self.rho,
         }
+    }
+}
+
+/// The x-update of host i: minimise `-f_i(x) + rho/2 sum_j c2v_j x_j^2 + base_j x_j` over its
+/// WQE capacity set, warm-started from `xs` and the multiplier `lam`; returns the multiplier.
+#[inline]
+fn x_host(
+    sc: &Scaled,
+    i: usize,
+    rho: f64,
+    c2v: &[f64],
+    base: &[f64],
+    lam: f64,
+    xs: &mut [f64],
+) -> f64 {
+    let m = sc.m;
+    let k0 = i * m;
+    let (lo, hi) = (sc.lo_of(i), sc.hi_of(i));
+    let ent = |j: usize| (sc.w[k0 + j], 0.0, rho * c2v[j], base[j], lo[j], hi[j]);
+    if sc.host_soc[i] {
+        cap_solve_soc(&sc.al, m, ent, &sc.r[k0..k0 + m], sc.q[i], lam, xs)
+    } else if sc.al.a == 1.0 {
+        let r = k0..k0 + m;
+        cap_solve_log(&sc.al, &sc.w[r], rho, c2v, base, lo, hi, sc.q[i], lam, xs)
+    } else {
+        cap_solve(&sc.al, m, ent, sc.q[i], lam, xs)
     }
 }
 

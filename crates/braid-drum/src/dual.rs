@@ -21,17 +21,23 @@ pub fn upper_bound(sc: &Scaled, lay: &Layout, nu: &[f64]) -> (f64, Vec<f64>, Vec
     let (n, m) = (sc.n, sc.m);
     let nn = n * m;
     // q = P^T nu per entry
-    let q: Vec<f64> = (0..nn)
-        .into_par_iter()
-        .with_min_len(1024)
-        .map(|k| {
-            let mut s = 0.0;
-            for t in lay.send_ptr[k] as usize..lay.send_ptr[k + 1] as usize {
-                s += lay.pair_coef[t] * nu[lay.pair_row[t] as usize];
-            }
-            s
-        })
-        .collect();
+    let q: Vec<f64> = if lay.app_tiled {
+        let mut q = vec![0.0; nn];
+        crate::tiles::x_linear(lay, 1.0, &[], nu, &[], &mut q);
+        q
+    } else {
+        (0..nn)
+            .into_par_iter()
+            .with_min_len(1024)
+            .map(|k| {
+                let mut s = 0.0;
+                for t in lay.send_ptr[k] as usize..lay.send_ptr[k + 1] as usize {
+                    s += lay.pair_coef[t] * nu[lay.pair_row[t] as usize];
+                }
+                s
+            })
+            .collect()
+    };
     let mut x = vec![0.0; nn];
     let mut z = vec![0.0; lay.rows];
     let xpart: f64 = x

@@ -129,10 +129,11 @@ pub fn cap_solve_cq<E: Fn(usize) -> (f64, f64, f64)>(
     warm: f64,
     x: &mut [f64],
 ) -> f64 {
-    search(cap, 0.0, warm, |p| cq_pass_dispatch(len, &ent, p, x))
+    // Halley steps where every entry took the fast path (S'' = sum of their curvatures)
+    search2(cap, 0.0, warm, |p| cq_pass_dispatch(len, &ent, p, x))
 }
 
-/// One evaluation of the CQ usage at price p: (sum x, sum h). With AVX2 available at run time
+/// One evaluation of the CQ usage at price p: (sum x, sum h, sum d²x/dp² or 0 if unknown). With AVX2 available at run time
 /// the same code is compiled for it (4-wide lanes; no FMA contraction, so results are
 /// bit-identical to the baseline build).
 #[inline(always)]
@@ -141,7 +142,7 @@ fn cq_pass_dispatch<E: Fn(usize) -> (f64, f64, f64)>(
     ent: &E,
     p: f64,
     x: &mut [f64],
-) -> (f64, f64) {
+) -> (f64, f64, f64) {
     #[cfg(target_arch = "x86_64")]
     {
         if std::is_x86_feature_detected!("avx2") {
@@ -159,7 +160,7 @@ unsafe fn cq_pass_avx2<E: Fn(usize) -> (f64, f64, f64)>(
     ent: &E,
     p: f64,
     x: &mut [f64],
-) -> (f64, f64) {
+) -> (f64, f64, f64) {
     cq_pass(len, ent, p, x)
 }
 
@@ -169,9 +170,11 @@ fn cq_pass<E: Fn(usize) -> (f64, f64, f64)>(
     ent: &E,
     p: f64,
     x: &mut [f64],
-) -> (f64, f64) {
+) -> (f64, f64, f64) {
     let mut s = 0.0;
     let mut d = 0.0;
+    let mut dd = 0.0;
+    let mut exact = true;
     let mut j0 = 0;
     while j0 < len {
         let nl = (len - j0).min(LANES);
@@ -185,11 +188,13 @@ fn cq_pass<E: Fn(usize) -> (f64, f64, f64)>(
             c1[l] = e.2 + p;
             g[l] = x[j0 + l];
         }
-        let (xr, hr, ok) = cq_lanes(&ss, &c2, &c1, &g);
+        let (xr, hr, cr, ok) = cq_lanes(&ss, &c2, &c1, &g);
         for l in 0..nl {
             let r = if ok[l] {
+                dd += cr[l];
                 Root { x: xr[l], h: hr[l] }
             } else {
+                exact = false;
                 cq_slow(ss[l], c2[l], c1[l], if xr[l] > 0.0 { xr[l] } else { g[l] })
             };
             x[j0 + l] = r.x;
@@ -198,7 +203,7 @@ fn cq_pass<E: Fn(usize) -> (f64, f64, f64)>(
         }
         j0 += LANES;
     }
-    (s, d)
+    (s, d, if exact { dd } else { 0.0 })
 }
 
 fn soc_norm(r: &[f64], x: &[f64]) -> f64 {

@@ -22,12 +22,14 @@ pub mod exact;
 pub mod footprint;
 pub mod gen;
 pub mod host;
+pub mod huge;
 pub mod piece;
 pub mod problem;
 pub mod scalar;
 pub mod scaled;
 pub mod select;
 pub mod shard;
+pub mod tiles;
 
 pub use admm::{Admm, AdmmOptions, Global, SolveResult, StopRule, Trace};
 pub use dual::{dual_decomposition, DualOptions};

@@ -238,9 +238,12 @@ fn fmax(a: f64, b: f64) -> f64 {
 }
 
 /// Fast path of `solve` for the CQ subproblem (`w = 0`, `s > 0`, `c2 > 0`, no box), on LANES
-/// entries at once: `s x^-3 = c2 x + c1`. Three branch-free Halley steps (phi'' is cheap here)
+/// entries at once: `s x^-3 = c2 x + c1`. Three branch-free Halley steps, two where all 8 already meet the
+/// threshold (phi'' is cheap here)
 /// from the warm start, kept right of the linear root `-c1/c2` (a rigorous left point) and of
-/// x/4. Returns ok[l] = false where the data are outside the fast path or the last step was not
+/// x/4. Returns the roots, their sensitivities `h = -dx/dc1`, the curvatures
+/// `d²x/dc1² = phi'' h³` (what a Halley step of the capacity search needs; phi'' is at hand),
+/// and ok[l] = false where the data are outside the fast path or the last step was not
 /// below the 1e-7 relative threshold of `solve` (the caller then uses `solve` from `x`).
 #[inline(always)]
 pub fn cq_lanes(
@@ -248,7 +251,7 @@ pub fn cq_lanes(
     c2: &[f64; LANES],
     c1: &[f64; LANES],
     guess: &[f64; LANES],
-) -> ([f64; LANES], [f64; LANES], [bool; LANES]) {
+) -> ([f64; LANES], [f64; LANES], [f64; LANES], [bool; LANES]) {
     let mut x = [0.0; LANES];
     let mut lin = [0.0; LANES];
     let mut ok = [true; LANES];
@@ -265,7 +268,13 @@ pub fn cq_lanes(
     }
     let mut step = [0.0; LANES];
     let mut d = [0.0; LANES];
-    for _ in 0..3 {
+    let mut d2 = [0.0; LANES];
+    for it in 0..3 {
+        // from a close warm start (later passes of the capacity search) two steps already meet
+        // the threshold; the test is per 8 entries, so it stays branch-free within them
+        if it == 2 && (0..LANES).all(|l| step[l] <= 1e-7 * x[l]) {
+            break;
+        }
         for l in 0..LANES {
             let xl = x[l];
             let inv = 1.0 / xl;
@@ -280,15 +289,18 @@ pub fn cq_lanes(
             );
             step[l] = (xn - xl).abs();
             d[l] = dl;
+            d2[l] = dd;
             x[l] = xn;
         }
     }
     let mut h = [0.0; LANES];
+    let mut curv = [0.0; LANES];
     for l in 0..LANES {
         h[l] = -1.0 / d[l];
+        curv[l] = d2[l] * h[l] * h[l] * h[l];
         ok[l] = ok[l] && step[l] <= 1e-7 * x[l];
     }
-    (x, h, ok)
+    (x, h, curv, ok)
 }
 
 /// The general-kernel fallback of `cq_lanes`.
@@ -491,7 +503,7 @@ mod tests {
                 a[2][l] = c.2;
                 a[3][l] = c.3;
             }
-            let (x, h, ok) = cq_lanes(&a[0], &a[1], &a[2], &a[3]);
+            let (x, h, _, ok) = cq_lanes(&a[0], &a[1], &a[2], &a[3]);
             for (l, &(s, c2, c1, g)) in ch.iter().enumerate() {
                 let r = solve(&k1, 0.0, s, c2, c1, 0.0, f64::INFINITY, g);
                 let f = if ok[l] {
