@@ -19,17 +19,13 @@ fn advise<T>(v: &mut Vec<T>) {
     }
     #[cfg(target_os = "linux")]
     {
-        const MADV_HUGEPAGE: i32 = 14;
-        extern "C" {
-            fn madvise(addr: *mut std::ffi::c_void, len: usize, advice: i32) -> i32;
-        }
         let start = v.as_mut_ptr() as usize;
         let a = (start + 4095) & !4095;
         let b = (start + bytes) & !4095;
         if b > a {
             // SAFETY: [a, b) lies inside the vector's allocation; the advice changes no contents
             unsafe {
-                madvise(a as *mut std::ffi::c_void, b - a, MADV_HUGEPAGE);
+                libc::madvise(a as *mut libc::c_void, b - a, libc::MADV_HUGEPAGE);
             }
         }
     }
