@@ -328,7 +328,9 @@ def test_infeasible_guarantees():
 def test_bad_options():
     p = D.Problem.random(3, 2)
     for kw, param in [(dict(relax=2.5), "relax"), (dict(loss=1.5), "loss"), (dict(rho=-1.0), "rho"),
-                      (dict(stop="never"), "stop")]:
+                      (dict(stop="never"), "stop"), (dict(certify_every=-1), "certify_every"),
+                      (dict(certified_gap_tol=0.0), "certified_gap_tol"),
+                      (dict(certified_gap_tol=float("nan")), "certified_gap_tol")]:
         with pytest.raises(D.DrumInputError) as e:
             D.solve(p, "admm", **kw)
         assert e.value.param == param
@@ -349,3 +351,18 @@ def test_topk_utility_rule_and_two_sided_selection():
     r = D.solve(q, "admm")
     assert abs(gap(q, fstar, r.objective_feasible)) <= GAP
     assert_feasible(q, r.x_feasible)
+
+
+@pytest.mark.parametrize("n,m,alpha,seed", [(12, 8, 1.0, 7), (20, 10, 2.0, 8), (30, 40, 1.0, 11)])
+def test_certified_stop_bounds_the_cvxpy_gap(n, m, alpha, seed):
+    """Two-sided, where f* is unknown in practice: stopping on the certified gap (checked every
+    few iterations) leaves a feasible point whose true gap to CVXPY's optimum is below it."""
+    p = D.Problem.random(n, m, two_sided=True, alpha=alpha, seed=seed)
+    fstar = cvx_optimum(p)
+    r = D.solve(p, "admm", stop="none", max_iter=5000, certified_gap_tol=1e-4, certify_every=5)
+    assert r.converged
+    it, cg = r.trace_arrays["certified_iter"], r.trace_arrays["certified_gap"]
+    assert it[-1] == r.iterations and cg[-1] <= 1e-4 and np.all(cg[:-1] > 1e-4)
+    assert_feasible(p, r.x_feasible)
+    true_gap = gap(p, fstar, r.objective_feasible)
+    assert true_gap <= cg[-1] + 1e-6, (true_gap, cg[-1])

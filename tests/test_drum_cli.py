@@ -66,3 +66,21 @@ def test_plot_bad_trace(tmp_path):
     assert run("solve", "--n", "5", "--m", "3", "--no-reference", "--out", str(ok)).exit_code == 0
     r = run("plot", str(ok), "--kind", "fault")
     assert r.exit_code == 2 and "gap" in r.output
+
+
+def test_solve_stops_on_the_certified_gap(tmp_path):
+    out = tmp_path / "cert.parquet"
+    r = run("solve", "--n", "30", "--m", "40", "--op", "two", "--certified-gap-tol", "1e-4",
+            "--certify-every", "5", "--out", str(out))
+    assert r.exit_code == 0, r.output
+    assert "iterations to a certified gap 1e-4" in r.output
+    df = pl.read_parquet(out)
+    checks = df.filter(pl.col("certified_gap").is_not_nan())
+    assert checks["iteration"].to_list() == list(range(5, df.height + 1, 5))
+    assert checks["certified_gap"][-1] <= 1e-4 and (checks["certified_gap"][:-1] > 1e-4).all()
+    # the certified gap bounds the gap to the reference optimum from above
+    assert df["gap"][-1] <= checks["certified_gap"][-1] + 1e-9
+    r = run("solve", "--certified-gap-tol", "-1", "--out", str(tmp_path / "x.parquet"))
+    assert r.exit_code == 2 and "--certified-gap-tol" in r.output
+    r = run("solve", "--method", "exact", "--certify-every", "5", "--out", str(tmp_path / "x.parquet"))
+    assert r.exit_code == 2 and "admm" in r.output

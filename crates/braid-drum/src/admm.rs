@@ -75,6 +75,13 @@ pub struct AdmmOptions {
     pub dual_bound: bool,
     /// per-row penalty (diagonal preconditioning by the utility curvature of each row)
     pub row_scaling: bool,
+    /// every this many iterations, certify the gap without knowing f*: the duality gap
+    /// `(UB(ν = ρv) − f(x̃))/Σw` of the feasible recovery x̃ (0: never, unless
+    /// `certified_gap_tol` is set, then every 25)
+    pub certify_every: usize,
+    /// stop at the first check whose certified gap is below this (an upper bound on the true
+    /// normalized gap, so the stop is safe where f* is unknown: two-sided, large)
+    pub certified_gap_tol: Option<f64>,
 }
 
 impl Default for AdmmOptions {
@@ -98,6 +105,8 @@ impl Default for AdmmOptions {
             gap_tol: None,
             dual_bound: true,
             row_scaling: true,
+            certify_every: 0,
+            certified_gap_tol: None,
         }
     }
 }
@@ -120,6 +129,10 @@ pub struct Trace {
     pub time: Vec<f64>,
     /// hosts whose result was lost
     pub lost: Vec<u32>,
+    /// the iterations at which the gap was certified (`certify_every`) ...
+    pub certified_iter: Vec<u32>,
+    /// ... and the certified gap there, `(UB − f(x̃))/Σw` (≥ the true normalized gap)
+    pub certified_gap: Vec<f64>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -220,7 +233,8 @@ fn host_chunks<T: Send>(v: &mut [T], m: usize) -> rayon::slice::ChunksMut<'_, T>
 impl Admm {
     pub fn new(p: Arc<Problem>, lay: Arc<Layout>, opt: AdmmOptions) -> Admm {
         let sc = Scaled::new(&p, &lay, opt.scaling);
-        let curv = curvature(&sc, &lay);
+        let z0 = (!lay.diag).then(|| lay.row_sums(&equal_split(&sc)));
+        let curv = curvature(&sc, &lay, z0.as_deref());
         let rho0 = median_rho(&sample_curvature(&curv[..p.entries()], 0, p.entries()));
         let rs = row_scales(&curv, rho0, opt.row_scaling && lay.diag);
         let glob = Global {
@@ -353,13 +367,15 @@ impl Admm {
                     // anyway: one array fewer streamed from memory per iteration
                     let mut scratch = vec![0.0; 2 * m];
                     let (base, c2d) = scratch.split_at_mut(m);
+                    if lay.diag {
+                        // one-sided: pair k = entry k = row k
+                        let r = k0..k0 + m;
+                        let (p, rs) = (&lay.pair_coef[r.clone()], &rs[r.clone()]);
+                        diag_coefs(rho, rs, p, &v[r.clone()], &y[r], base, c2d);
+                    }
                     for j in 0..m {
                         let k = k0 + j;
                         if lay.diag {
-                            // one-sided: pair k = entry k = row k
-                            let (r, p) = (rs[k], lay.pair_coef[k]);
-                            base[j] = rho * (r * p * (v[k] - y[k]));
-                            c2d[j] = r * p * p;
                             continue;
                         }
                         let mut b = 0.0;
@@ -568,38 +584,52 @@ impl Admm {
             .zip(self.mu.par_iter_mut())
             .enumerate()
             .map(|(i, (((zs, vs), ys), mu))| {
-                let k0 = i * m;
-                let beta = sc.beta_of(i);
-                let h: Vec<f64> = (0..m)
-                    .map(|j| relax * coef[k0 + j] * x[k0 + j] + (1.0 - relax) * ys[j])
-                    .collect();
-                let ent = |j: usize| {
-                    let r = k0 + j;
-                    let c2 = rho * rs[r];
-                    let t = h[j] + vs[j];
-                    (2.0 * beta[j], c2, -c2 * t)
-                };
-                *mu = cap_solve_cq(m, ent, sc.c[i], *mu, zs);
-                let mut s = Sums::default();
-                for j in 0..m {
-                    let k = k0 + j;
-                    let d = h[j] - zs[j];
-                    vs[j] += d;
-                    let p = coef[k];
-                    let ynew = h[j] - d;
-                    let px = p * x[k];
-                    s.r2 += (px - ynew) * (px - ynew);
-                    let dual = rs[k] * p * (ynew - ys[j]);
-                    let atv = rs[k] * p * vs[j];
-                    s.ax2 += px * px;
-                    s.y2 += ynew * ynew;
-                    ys[j] = ynew;
-                    s.s2 += rho * rho * dual * dual;
-                    s.atv2 += rho * rho * atv * atv;
-                }
-                s
+                let r = i * m..(i + 1) * m;
+                let mut h = vec![0.0; m];
+                let (coef, rs, x) = (&coef[r.clone()], &rs[r.clone()], &x[r]);
+                zy_host_diag(sc, i, rho, relax, coef, rs, x, zs, vs, ys, mu, &mut h)
             })
             .reduce(Sums::default, Sums::add)
+    }
+
+    /// One whole one-sided (`lay.diag`) iteration in one pass per host: the x-update, then the
+    /// z-, dual- and y-updates of the same host while its slices are still in cache. One-sided
+    /// the problem separates by host within an iteration (only rho and the stop test are
+    /// global), so this computes what [`Admm::x_step_fused`] + [`Admm::zy_step_diag`] compute,
+    /// bit for bit, but streams each array from memory once per iteration: reads w, rs, p, v,
+    /// y, z and writes x, z, v, y (10 streams instead of 15; at 5·10⁷ variables the passes are
+    /// memory-bound). The residual sums are added per host, then in host order (the same bits
+    /// for any thread count). Leaves `h`, `hsum` and `dv` stale, like `zy_step_diag`.
+    pub fn step_diag(&mut self, lost: &[bool]) -> Sums {
+        let (m, rho, relax) = (self.p.m, self.rho, self.opt.relax);
+        let nn = self.p.entries();
+        let sc = &self.sc;
+        let lay = &*self.lay;
+        debug_assert!(lay.diag && lay.rows == nn);
+        let rs = &self.rs;
+        let coef = &lay.pair_coef;
+        let per_host: Vec<Sums> = host_chunks(&mut self.x, m)
+            .zip(host_chunks(&mut self.z[..nn], m))
+            .zip(host_chunks(&mut self.v[..nn], m))
+            .zip(host_chunks(&mut self.y[..nn], m))
+            .zip(self.lam.par_iter_mut())
+            .zip(self.mu.par_iter_mut())
+            .enumerate()
+            .map_init(
+                || vec![0.0; 2 * m],
+                |scratch, (i, (((((xs, zs), vs), ys), lam), mu))| {
+                    let r = i * m..(i + 1) * m;
+                    let (coef, rs) = (&coef[r.clone()], &rs[r]);
+                    let (base, c2d) = scratch.split_at_mut(m);
+                    if lost.is_empty() || !lost[i] {
+                        diag_coefs(rho, rs, coef, vs, ys, base, c2d);
+                        *lam = x_host(sc, i, rho, c2d, base, *lam, xs);
+                    }
+                    zy_host_diag(sc, i, rho, relax, coef, rs, xs, zs, vs, ys, mu, base)
+                },
+            )
+            .collect();
+        per_host.into_iter().fold(Sums::default(), Sums::add)
     }
 
     /// y-update and residual sums.
@@ -726,8 +756,7 @@ impl Admm {
                 trace.lost.push(lost.iter().filter(|&&l| l).count() as u32);
             }
             let s = if self.lay.diag {
-                self.x_step_fused(&lost);
-                self.zy_step_diag()
+                self.step_diag(&lost)
             } else if self.lay.app_tiled {
                 self.x_step_tiled(&lost);
                 self.rows_tiled();
@@ -761,6 +790,18 @@ impl Admm {
                 }
             }
             trace.time.push(t0.elapsed().as_secs_f64());
+            let every = match (self.opt.certify_every, self.opt.certified_gap_tol) {
+                (0, Some(_)) => 25,
+                (e, _) => e,
+            };
+            if every > 0 && k % every == 0 {
+                let g = self.certified_gap(wsum);
+                trace.certified_iter.push(k as u32);
+                trace.certified_gap.push(g);
+                if let Some(tol) = self.opt.certified_gap_tol {
+                    gap_ok |= g <= tol;
+                }
+            }
             let stop = match self.opt.stop {
                 StopRule::None => false,
                 _ => r <= ep && d <= ed,
@@ -773,6 +814,23 @@ impl Admm {
         }
         let solve_time = t0.elapsed().as_secs_f64();
         self.finish("admm", trace, converged, solve_time)
+    }
+
+    /// The duality gap of the current iterate, normalized: `(UB(ν) − f(x̃))/Σw` (user units)
+    /// with the dual bound at the scaled duals' prices ν = ρ rs v and the feasible recovery x̃.
+    /// Costs about one x- and one z-update plus the recovery.
+    pub fn certified_gap(&self, wsum: f64) -> f64 {
+        let sc = &self.sc;
+        let nu: Vec<f64> = self
+            .v
+            .iter()
+            .zip(&self.rs)
+            .map(|(v, r)| self.rho * r * v)
+            .collect();
+        let ub = sc.to_user(crate::dual::upper_bound(sc, &self.lay, &nu).0);
+        let (xf, zf) = self.recover(&self.x);
+        let ff = sc.to_user(sc.objective(&xf, &zf));
+        (ub - ff) / wsum
     }
 
     pub fn finish(
@@ -847,6 +905,75 @@ fn x_host(
     }
 }
 
+/// One-sided x-update coefficients of one host (host slices): the linear one from v and y, and
+/// the quadratic one `rs p²` from the `rs` and `p` read anyway (one array fewer streamed than
+/// reading a stored `rp2`).
+#[inline]
+fn diag_coefs(
+    rho: f64,
+    rs: &[f64],
+    p: &[f64],
+    v: &[f64],
+    y: &[f64],
+    base: &mut [f64],
+    c2d: &mut [f64],
+) {
+    for j in 0..base.len() {
+        let (r, p) = (rs[j], p[j]);
+        base[j] = rho * (r * p * (v[j] - y[j]));
+        c2d[j] = r * p * p;
+    }
+}
+
+/// One-sided z-, dual- and y-update of host i (host slices; `h` is scratch of length m), with
+/// h = relax p x + (1 − relax) y recomputed from the x and y read here. Returns the host's
+/// residual sums.
+#[allow(clippy::too_many_arguments)]
+#[inline]
+fn zy_host_diag(
+    sc: &Scaled,
+    i: usize,
+    rho: f64,
+    relax: f64,
+    coef: &[f64],
+    rs: &[f64],
+    x: &[f64],
+    zs: &mut [f64],
+    vs: &mut [f64],
+    ys: &mut [f64],
+    mu: &mut f64,
+    h: &mut [f64],
+) -> Sums {
+    let m = zs.len();
+    let beta = sc.beta_of(i);
+    for j in 0..m {
+        h[j] = relax * coef[j] * x[j] + (1.0 - relax) * ys[j];
+    }
+    let ent = |j: usize| {
+        let c2 = rho * rs[j];
+        let t = h[j] + vs[j];
+        (2.0 * beta[j], c2, -c2 * t)
+    };
+    *mu = cap_solve_cq(m, ent, sc.c[i], *mu, zs);
+    let mut s = Sums::default();
+    for j in 0..m {
+        let d = h[j] - zs[j];
+        vs[j] += d;
+        let p = coef[j];
+        let ynew = h[j] - d;
+        let px = p * x[j];
+        s.r2 += (px - ynew) * (px - ynew);
+        let dual = rs[j] * p * (ynew - ys[j]);
+        let atv = rs[j] * p * vs[j];
+        s.ax2 += px * px;
+        s.y2 += ynew * ynew;
+        ys[j] = ynew;
+        s.s2 += rho * rho * dual * dual;
+        s.atv2 += rho * rho * atv * atv;
+    }
+    s
+}
+
 /// A raw pointer that may be shared across rayon tasks writing disjoint ranges.
 #[derive(Clone, Copy)]
 pub(crate) struct SendPtr<T>(pub *mut T);
@@ -863,20 +990,55 @@ impl<T> SendPtr<T> {
 /// the whole instance: per CQ row, the curvature of its own entry's utility at the equal split
 /// divided by the sum of its squared coefficients (the curvature seen in z; NaN for link rows
 /// and inactive entries) ...
-pub fn curvature(sc: &Scaled, lay: &Layout) -> Vec<f64> {
+///
+/// Two-sided (`z0` = the CQ row sums P x0 at the equal split, see [`equal_split`]), the row's
+/// value is the larger of that and the geometric mean of it with the curvature of the CQ
+/// utility at z0, `6 β / z0⁴`: the penalty ADMM needs sits between the curvatures of its two
+/// blocks, and on the paper's instances the CQ side is the stiffer one as m grows (its
+/// curvature over the utility's, in the same units: ~0.1 at m = 50, ~10 at m = 500, ~10³ at
+/// m = 5000, since the per-application rates fall as 1/m and the CQ curvature grows as z⁻⁴).
+/// Starting from the utility's curvature alone, residual balancing took > 1400 iterations to a
+/// 10⁻⁴ gap at n = 100, m = 5000; from this start, ~400 (docs/drum.md). One-sided (`None`) the
+/// value is unchanged: there each row gets its own penalty by it, and residual balancing
+/// recovers from any start in 51–59 iterations (measured).
+pub fn curvature(sc: &Scaled, lay: &Layout, z0: Option<&[f64]>) -> Vec<f64> {
     let (n, m) = (sc.n, sc.m);
     let mut curv = vec![f64::NAN; lay.rows];
     for i in 0..n {
         let cnt = (0..m).filter(|&j| sc.hi[i * m + j] > 0.0).count().max(1);
         let x0 = sc.q[i] / cnt as f64;
+        let beta = sc.beta_of(i);
         for k in i * m..(i + 1) * m {
             if sc.w[k] > 0.0 {
                 let c = sc.al.a * sc.w[k] * sc.al.inv_pow(x0) / x0;
-                curv[k] = c / lay.sum_p2[k].max(1e-300);
+                let cx = c / lay.sum_p2[k].max(1e-300);
+                curv[k] = match z0 {
+                    Some(z0) if z0[k] > 0.0 && beta[k - i * m] > 0.0 => {
+                        let cz = 6.0 * beta[k - i * m] / z0[k].powi(4);
+                        cx.max(3.0 * (cx * cz).sqrt())
+                    }
+                    _ => cx,
+                };
             }
         }
     }
     curv
+}
+
+/// The equal split of each host's WQE capacity over its active entries (scaled units), the
+/// point at which [`curvature`] is taken.
+pub fn equal_split(sc: &Scaled) -> Vec<f64> {
+    let (n, m) = (sc.n, sc.m);
+    let mut x0 = vec![0.0; n * m];
+    for i in 0..n {
+        let cnt = (0..m).filter(|&j| sc.hi[i * m + j] > 0.0).count().max(1);
+        for k in i * m..(i + 1) * m {
+            if sc.w[k] > 0.0 {
+                x0[k] = sc.q[i] / cnt as f64;
+            }
+        }
+    }
+    x0
 }
 
 /// ... sampled every `(nn_total / 100000).max(1)`-th entry of the whole instance (`curv` holds
@@ -921,16 +1083,73 @@ pub fn recover(sc: &Scaled, lay: &Layout, x: &[f64]) -> (Vec<f64>, Vec<f64>) {
     let nn = sc.n * sc.m;
     let pg = lay.row_sums(&sc.lo);
     let px = lay.row_sums(x);
-    let (theta, mut global) = recover_theta(sc, &pg, &px);
+    let (theta, global) = recover_theta(sc, &pg, &px);
+    let mut links = 1.0f64;
     for (e, &cap) in sc.link_cap.iter().enumerate() {
         let (a, b) = (pg[nn + e], px[nn + e] - pg[nn + e]);
         if a + b > cap && b > 0.0 {
-            global = global.min(((cap - a) / b).clamp(0.0, 1.0));
+            links = links.min(((cap - a) / b).clamp(0.0, 1.0));
         }
     }
-    let xf = recover_apply(sc, lay.diag, &theta, global, x);
+    let hosts = if lay.diag {
+        Some(theta)
+    } else {
+        own_theta(sc, lay, &pg, &px, &theta, x)
+    };
+    let xf = match &hosts {
+        Some(t) => recover_apply(sc, Some(t), links, x),
+        None => recover_apply(sc, None, global.min(links), x),
+    };
     let rows = lay.row_sums(&xf);
     (xf, rows)
+}
+
+/// Two-sided, per host: the factor by which host i's *own* entries are pulled toward their
+/// guarantees so that its CQ rows fit C_i. P ≥ 0 and x̃ ≤ x, so pulling any entries in only
+/// lowers every row: host i's excess `Σ px − C_i = (1 − θ_i) Σ (px − pg)` is removed by its
+/// own entries' self terms alone (row (i, j) has the pair of sender (i, j), coefficient a_ij,
+/// lowered by `(1 − θ'_i) a_ij (x − g)`; any other pairs into host i only lower it more), and
+/// the other hosts' rows can only fall. So the point is feasible whatever the other hosts do,
+/// and only hosts over their C move, where one global θ pulled every host in by the worst
+/// host's factor: on the paper's two-sided instances the CQ utility (−β/z², ~100× the
+/// utility's weight at m = 5000) turned that into a certified gap ~100× the largest relative
+/// violation. `None` when some host's own entries cannot absorb its excess (no self term, or
+/// `θ' < 0`): then the caller uses the global θ.
+pub fn own_theta(
+    sc: &Scaled,
+    lay: &Layout,
+    pg: &[f64],
+    px: &[f64],
+    theta: &[f64],
+    x: &[f64],
+) -> Option<Vec<f64>> {
+    let m = sc.m;
+    let mut out = vec![1.0f64; sc.n];
+    for (i, t) in out.iter_mut().enumerate() {
+        if theta[i] >= 1.0 {
+            continue;
+        }
+        let r = i * m..(i + 1) * m;
+        let b: f64 = r.clone().map(|k| px[k] - pg[k]).sum();
+        let excess = (1.0 - theta[i]) * b;
+        let own: f64 = r
+            .map(|k| {
+                let q = (lay.send_ptr[k] as usize..lay.send_ptr[k + 1] as usize)
+                    .find(|&q| lay.pair_row[q] as usize == k)?;
+                Some(lay.pair_coef[q] * (x[k] - sc.lo[k]).max(0.0))
+            })
+            .map(|v| v.unwrap_or(0.0))
+            .sum();
+        if !(own > 0.0) {
+            return None;
+        }
+        let t2 = 1.0 - excess / own;
+        if !(t2 >= 0.0) {
+            return None;
+        }
+        *t = t2.min(1.0);
+    }
+    Some(out)
 }
 
 /// Per host, the largest theta in [0, 1] with g + theta (P x - g) within the CQE capacity (from
@@ -957,12 +1176,12 @@ pub fn recover_theta(sc: &Scaled, pg: &[f64], px: &[f64]) -> (Vec<f64>, f64) {
 }
 
 /// x~ = g + theta (x - g): per host when the hosts are uncoupled (`diag`), else one global theta.
-pub fn recover_apply(sc: &Scaled, diag: bool, theta: &[f64], global: f64, x: &[f64]) -> Vec<f64> {
+pub fn recover_apply(sc: &Scaled, hosts: Option<&[f64]>, global: f64, x: &[f64]) -> Vec<f64> {
     let m = sc.m;
     // also the WQE capacity, which x satisfies up to the search tolerance
     (0..sc.n * m)
         .map(|k| {
-            let t = if diag { theta[k / m] } else { global };
+            let t = hosts.map_or(global, |h| h[k / m].min(global));
             sc.lo[k] + t * (x[k] - sc.lo[k]).max(0.0)
         })
         .collect()

@@ -87,6 +87,14 @@ pub fn check_admm_options(o: &AdmmOptions) -> problem::Result<()> {
     if !(o.eps_abs >= 0.0 && o.eps_rel >= 0.0) {
         return Err(DrumError::new("eps", "tolerances must be >= 0"));
     }
+    if let Some(t) = o.certified_gap_tol {
+        if !(t > 0.0 && t.is_finite()) {
+            return Err(DrumError::new(
+                "certified_gap_tol",
+                format!("must be a number > 0, got {t}"),
+            ));
+        }
+    }
     if !(o.balance_mu > 1.0 && o.balance_tau > 1.0) {
         return Err(DrumError::new(
             "balance",

@@ -395,10 +395,12 @@ fn result_dict<'py>(py: Python<'py>, r: &bd::SolveResult) -> PyResult<Bound<'py,
         ("eps_dual", &tr.eps_dual),
         ("rho", &tr.rho),
         ("time", &tr.time),
+        ("certified_gap", &tr.certified_gap),
     ] {
         t.set_item(name, fbytes(py, v))?;
     }
     t.set_item("lost", ubytes(py, &tr.lost))?;
+    t.set_item("certified_iter", ubytes(py, &tr.certified_iter))?;
     d.set_item("trace", t)?;
     Ok(d)
 }
@@ -752,10 +754,12 @@ fn drum_solve_sharded<'py>(
         ("eps_dual", &tr.eps_dual),
         ("rho", &tr.rho),
         ("time", &tr.time),
+        ("certified_gap", &tr.certified_gap),
     ] {
         t.set_item(name, fbytes(py, v))?;
     }
     t.set_item("lost", ubytes(py, &tr.lost))?;
+    t.set_item("certified_iter", ubytes(py, &tr.certified_iter))?;
     d.set_item("trace", t)?;
     Ok(d)
 }

@@ -340,11 +340,18 @@ class Result:
         t = dict(self.trace_arrays)
         k = len(t.get("r_pri", []))
         cols = {"iteration": np.arange(1, k + 1, dtype=np.int64)}
+        cit = t.pop("certified_iter", np.zeros(0, dtype=np.uint32))
+        cgap = t.pop("certified_gap", np.zeros(0))
         for name, v in t.items():
             if len(v) == k:
                 cols[name] = v
             elif name == "lost" and len(v) == 0:
                 continue
+        if len(cit):
+            # the certified gap where it was checked (every `certify_every` iterations), else NaN
+            c = np.full(k, np.nan)
+            c[cit.astype(np.int64) - 1] = cgap
+            cols["certified_gap"] = c
         return pl.DataFrame(cols)
 
     def normalized_gap(self, f_star: Optional[float] = None) -> Optional[float]:
@@ -396,7 +403,8 @@ class Result:
 
 def _result(d: dict, n: int, m: int, wsum: float, reference=None) -> Result:
     f = lambda b: np.frombuffer(b, dtype=np.float64)  # noqa: E731
-    tr = {k: (np.frombuffer(v, dtype=np.uint32) if k == "lost" else f(v)) for k, v in d["trace"].items()}
+    tr = {k: (np.frombuffer(v, dtype=np.uint32) if k in ("lost", "certified_iter") else f(v))
+          for k, v in d["trace"].items()}
     return Result(
         method=d["method"],
         x=f(d["x"]).reshape(n, m),
@@ -437,10 +445,16 @@ def admm_options(
     gap_tol: Optional[float] = None,
     dual_bound: bool = True,
     row_scaling: bool = True,
+    certify_every: int = 0,
+    certified_gap_tol: Optional[float] = None,
 ) -> dict:
     """Validated ADMM options. ``rho_policy``: "adaptive" (residual balancing from ``rho`` or
     the automatic start), "fixed" (``rho`` or automatic, never changed), "paper" (no scaling,
-    rho = 1e-3 fixed: the paper's setting, which depends on the units)."""
+    rho = 1e-3 fixed: the paper's setting, which depends on the units). ``certify_every``: every
+    that many iterations record the certified gap ``(UB - f(x~))/sum w`` (an upper bound on the
+    true normalized gap, no f* needed) in ``trace_arrays["certified_gap"]`` /
+    ``["certified_iter"]``; ``certified_gap_tol``: stop at the first check below it (checks every
+    25 iterations unless ``certify_every`` says otherwise)."""
     if rho_policy not in ("adaptive", "fixed", "paper"):
         raise _err("rho_policy", f"must be adaptive, fixed or paper, got {rho_policy!r}")
     if rho is not None and not (rho > 0 and math.isfinite(rho)):
@@ -455,6 +469,10 @@ def admm_options(
         raise _err("max_iter", "must be >= 1")
     if eps_abs < 0 or eps_rel < 0:
         raise _err("eps", "tolerances must be >= 0")
+    if not isinstance(certify_every, (int, np.integer)) or certify_every < 0:
+        raise _err("certify_every", f"must be an integer >= 0 (0: never), got {certify_every!r}")
+    if certified_gap_tol is not None and not (certified_gap_tol > 0 and math.isfinite(certified_gap_tol)):
+        raise _err("certified_gap_tol", f"must be a number > 0, got {certified_gap_tol!r}")
     if gap_tol is not None and reference is None:
         raise _err("gap_tol", "needs a reference optimum")
     if rho_policy == "paper":
@@ -467,7 +485,8 @@ def admm_options(
         min_iter=int(min_iter), loss_prob=float(loss), loss_seed=int(loss_seed), trace=bool(trace),
         reference=None if reference is None else float(reference),
         gap_tol=None if gap_tol is None else float(gap_tol), dual_bound=bool(dual_bound),
-        row_scaling=bool(row_scaling),
+        row_scaling=bool(row_scaling), certify_every=int(certify_every),
+        certified_gap_tol=None if certified_gap_tol is None else float(certified_gap_tol),
     )
 
 

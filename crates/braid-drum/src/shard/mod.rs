@@ -18,8 +18,8 @@
 pub mod plan;
 
 use crate::admm::{
-    curvature, median_rho, recover_apply, recover_theta, row_scales, sample_curvature, Admm,
-    AdmmOptions, Global, Trace,
+    curvature, equal_split, median_rho, own_theta, recover_apply, recover_theta, row_scales,
+    sample_curvature, Admm, AdmmOptions, Global, Trace,
 };
 use crate::comm::{Comm, CommResult, Op};
 use crate::dual::upper_bound;
@@ -151,6 +151,7 @@ fn tile(piece: &Piece, comm: &mut dyn Comm) -> Result<Vec<usize>> {
 fn global_scaling(
     piece: &Piece,
     lay: &Layout,
+    ex: &mut Exchange,
     opt: &AdmmOptions,
     comm: &mut dyn Comm,
 ) -> CommResult<(Scaled, f64, Vec<f64>, f64)> {
@@ -178,7 +179,14 @@ fn global_scaling(
     let wsum: f64 = all.iter().map(|h| h.wsum).sum();
     let sc = Scaled::with_factors(p, lay, f);
     let nn = p.entries();
-    let curv = curvature(&sc, lay);
+    // two-sided, the curvature needs the CQ rows at the equal split: own rows summed over all
+    // ranks' senders, as the local solve sums them
+    let z0 = if lay.diag {
+        None
+    } else {
+        Some(rows_of(lay, ex, &equal_split(&sc), comm)?)
+    };
+    let curv = curvature(&sc, lay, z0.as_deref());
     let sample = sample_curvature(&curv[..nn], piece.h0 * p.m, piece.n_total * p.m);
     let all: Vec<f64> = comm
         .allgather(&f64s_bytes(&sample))?
@@ -213,6 +221,13 @@ pub fn solve_sharded(piece: &Piece, opt: AdmmOptions, comm: &mut dyn Comm) -> Re
                 "the sharded solver does not trace the objective; stop on the residuals",
             )),
             None => Ok(()),
+        })
+        .and_then(|_| match (opt.certified_gap_tol, opt.certify_every) {
+            (None, 0) => Ok(()),
+            _ => Err(DrumError::new(
+                "certified_gap_tol",
+                "the sharded solver does not certify the gap per iteration; stop on the residuals",
+            )),
         });
     agree(comm, local)?;
     let starts = tile(piece, comm);
@@ -233,7 +248,7 @@ pub fn solve_sharded(piece: &Piece, opt: AdmmOptions, comm: &mut dyn Comm) -> Re
         let e = cq_guarantee_error(&pg[..nn], &p.c_cap, m, h0);
         agree(comm, e.map_or(Ok(()), Err))?;
     }
-    let (sc, rho0, rs, wsum) = global_scaling(piece, &lay, &opt, comm)?;
+    let (sc, rho0, rs, wsum) = global_scaling(piece, &lay, &mut ex, &opt, comm)?;
     let mut cnt = [lay.pairs() as f64];
     comm.allreduce(&mut cnt, Op::Sum)?;
     let glob = Global {
@@ -256,8 +271,7 @@ pub fn solve_sharded(piece: &Piece, opt: AdmmOptions, comm: &mut dyn Comm) -> Re
         st.iter = k;
         let lost = st.lost_mask(k);
         let s = if lay.diag {
-            st.x_step_fused(&lost);
-            st.zy_step_diag()
+            st.step_diag(&lost)
         } else {
             st.x_step(&lost);
             st.gather_rows();
@@ -311,11 +325,20 @@ pub fn solve_sharded(piece: &Piece, opt: AdmmOptions, comm: &mut dyn Comm) -> Re
     let sc = &st.sc;
     let pg = rows_of(&lay, &mut ex, &sc.lo, comm)?;
     let px = rows_of(&lay, &mut ex, &st.x, comm)?;
-    let (theta, mut global) = recover_theta(sc, &pg[..nn], &px[..nn]);
-    let mut g = [global];
+    let (theta, global) = recover_theta(sc, &pg[..nn], &px[..nn]);
+    // two-sided, each host over its C pulls in its own entries ([`own_theta`]) when every
+    // host can; otherwise one global theta (agreed across ranks either way)
+    let hosts = if lay.diag {
+        Some(theta)
+    } else {
+        own_theta(sc, &lay, &pg, &px, &theta, &st.x)
+    };
+    let mut g = [global, if hosts.is_some() { 1.0 } else { 0.0 }];
     comm.allreduce(&mut g, Op::Min)?;
-    global = g[0];
-    let xf = recover_apply(sc, lay.diag, &theta, global, &st.x);
+    let xf = match hosts {
+        Some(t) if g[1] == 1.0 => recover_apply(sc, Some(&t), 1.0, &st.x),
+        _ => recover_apply(sc, None, g[0], &st.x),
+    };
     let zf = rows_of(&lay, &mut ex, &xf, comm)?;
     let ub = if opt.dual_bound {
         let nu: Vec<f64> =
