@@ -66,6 +66,25 @@ def test_sharded_equals_local(tmp_path, op, loss, ranks):
     assert abs(s["dual_bound"] - r.dual_bound) / p.weight_sum < 1e-9
 
 
+@pytest.mark.parametrize("op", ["one", "two"])
+def test_sharded_certified_stop_equals_local(tmp_path, op):
+    # the Boyd stop is out of reach (eps 1e-12): the run stops on its certified duality gap
+    n, m, seed = 37, 12, 5
+    args = ["--n", str(n), "--m", str(m), "--op", op, "--seed", str(seed), "--loss", "0.1",
+            "--eps", "1e-12", "--certified-gap-tol", "1e-4", "--certify-every", "5"]
+    z, s = run_cli(tmp_path, 2, *args)
+    p = D.Problem.random(n, m, two_sided=op == "two", seed=seed)
+    r = D.solve(p, "admm", loss=0.1, loss_seed=seed, eps_abs=1e-12, eps_rel=1e-12,
+                certified_gap_tol=1e-4, certify_every=5)
+    assert s["converged"] and r.converged
+    assert s["iterations"] == r.iterations
+    np.testing.assert_array_equal(z["certified_iter"], r.trace_arrays["certified_iter"])
+    np.testing.assert_allclose(z["certified_gap"], r.trace_arrays["certified_gap"], rtol=0,
+                               atol=1e-9)
+    assert z["certified_gap"][-1] <= 1e-4 < z["certified_gap"][0]
+    assert int(z["certified_iter"][-1]) == s["iterations"]
+
+
 SCRIPT = textwrap.dedent("""
     import sys, numpy as np, scipy.sparse as sp
     from mpi4py import MPI

@@ -137,6 +137,74 @@ fn two_sided_sharded_equals_local() {
     }
 }
 
+/// The sharded solve's objective trace, reference gap and certified gap (with the stop on it)
+/// are the local solve's: the same checks at the same iterations, the same stopping iteration,
+/// values equal to rounding. Both operation types, with a lost result.
+#[test]
+fn sharded_certified_stop_and_trace_equal_local() {
+    for two in [false, true] {
+        let g = gen(37, 12, two, 5);
+        let p = generate(&g);
+        let exact = solve_admm(
+            &p,
+            AdmmOptions {
+                stop: StopRule::None,
+                max_iter: 3000,
+                trace: false,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let o = AdmmOptions {
+            trace: true,
+            reference: Some(exact.objective_feasible),
+            certify_every: 5,
+            certified_gap_tol: Some(1e-4),
+            eps_abs: 0.0,
+            eps_rel: 0.0,
+            loss_prob: 0.1,
+            loss_seed: 3,
+            ..Default::default()
+        };
+        let local = solve_admm(&p, o.clone()).unwrap();
+        let lt = &local.trace;
+        assert!(local.converged && !lt.certified_gap.is_empty(), "{two}");
+        assert!(*lt.certified_gap.last().unwrap() <= 1e-4);
+        for size in [1, 3] {
+            let pieces = split(37, size)
+                .into_iter()
+                .map(|(a, b)| Piece::generate(&g, a, b))
+                .collect();
+            let res = run_ranks(pieces, o.clone());
+            let (_, r0) = joined(&res);
+            let t = &r0.trace;
+            assert!(r0.converged);
+            assert_eq!(r0.iterations, local.iterations, "two {two}, {size} ranks");
+            assert_eq!(t.certified_iter, lt.certified_iter);
+            let close = |a: &[f64], b: &[f64], tol: f64, what: &str| {
+                assert_eq!(a.len(), b.len(), "{what}");
+                for (k, (x, y)) in a.iter().zip(b).enumerate() {
+                    assert!((x - y).abs() <= tol, "{what}[{k}]: {x} vs {y}");
+                }
+            };
+            let w = r0.weight_sum;
+            close(&t.certified_gap, &lt.certified_gap, 1e-9, "certified gap");
+            close(&t.gap, &lt.gap, 1e-9, "gap");
+            let of: Vec<f64> = t.objective_feasible.iter().map(|f| f / w).collect();
+            let lof: Vec<f64> = lt.objective_feasible.iter().map(|f| f / w).collect();
+            close(&of, &lof, 1e-9, "objective_feasible");
+            assert_eq!(t.objective.len(), r0.iterations);
+            for r in &res {
+                let r = r.as_ref().unwrap();
+                assert_eq!(
+                    r.trace.certified_gap, t.certified_gap,
+                    "every rank has the same trace"
+                );
+            }
+        }
+    }
+}
+
 /// Guarantees, preemption and a top-k set, cut out of a whole problem (the scatter path).
 #[test]
 fn sliced_problem_with_sets_equals_local() {

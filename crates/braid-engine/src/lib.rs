@@ -32,7 +32,11 @@ pub enum RunStatus {
 
 /// Advances the simulation over one slice: handles every event with time `<= until`, in order.
 /// Front ends call this repeatedly with growing `until` to show progress and to stop early.
-pub fn run_until<E, H: Handler<E>>(queue: &mut EventQueue<E>, handler: &mut H, until: Time) -> RunStatus {
+pub fn run_until<E, H: Handler<E>>(
+    queue: &mut EventQueue<E>,
+    handler: &mut H,
+    until: Time,
+) -> RunStatus {
     loop {
         match queue.peek_time() {
             None => return RunStatus::Drained,
@@ -69,6 +73,9 @@ mod tests {
         assert_eq!(run_until(&mut q, &mut h, 25), RunStatus::SliceEnd);
         assert_eq!(h.seen.len(), 3);
         assert_eq!(run_until(&mut q, &mut h, 1_000), RunStatus::Drained);
-        assert_eq!(h.seen, (0..=5).map(|i| (i as u64 * 10, i)).collect::<Vec<_>>());
+        assert_eq!(
+            h.seen,
+            (0..=5).map(|i| (i as u64 * 10, i)).collect::<Vec<_>>()
+        );
     }
 }

@@ -119,7 +119,11 @@ impl<E> EventQueue<E> {
     /// to now in release builds so a run never goes backwards.
     #[inline]
     pub fn schedule(&mut self, t: Time, ev: E) {
-        debug_assert!(t >= self.now, "event scheduled in the past: {t} < {}", self.now);
+        debug_assert!(
+            t >= self.now,
+            "event scheduled in the past: {t} < {}",
+            self.now
+        );
         let t = t.max(self.now);
         let seq = self.seq;
         self.seq += 1;
@@ -266,7 +270,9 @@ impl<E> EventQueue<E> {
     /// Absolute index of the first occupied wheel bucket at or after `cur` (circularly).
     fn next_occupied(&self) -> Option<u64> {
         let start = (self.cur & MASK) as usize;
-        self.first_from(start).or_else(|| self.first_from(0).filter(|&s| s < start)).map(|s| self.abs_of(s))
+        self.first_from(start)
+            .or_else(|| self.first_from(0).filter(|&s| s < start))
+            .map(|s| self.abs_of(s))
     }
 
     #[inline]

@@ -36,7 +36,9 @@ pub struct RngStream {
 
 impl RngStream {
     pub fn new(master: u64, name: &str, indices: &[u64]) -> Self {
-        Self { rng: Xoshiro256PlusPlus::seed_from_u64(derive_seed(master, name, indices)) }
+        Self {
+            rng: Xoshiro256PlusPlus::seed_from_u64(derive_seed(master, name, indices)),
+        }
     }
 
     /// Uniform in [0, 1).
@@ -84,14 +86,18 @@ mod tests {
 
     #[test]
     fn streams_are_reproducible_and_independent() {
-        let a: Vec<u64> = (0..4).map({
-            let mut r = RngStream::new(7, "link", &[3]);
-            move |_| r.next_u64()
-        }).collect();
-        let b: Vec<u64> = (0..4).map({
-            let mut r = RngStream::new(7, "link", &[3]);
-            move |_| r.next_u64()
-        }).collect();
+        let a: Vec<u64> = (0..4)
+            .map({
+                let mut r = RngStream::new(7, "link", &[3]);
+                move |_| r.next_u64()
+            })
+            .collect();
+        let b: Vec<u64> = (0..4)
+            .map({
+                let mut r = RngStream::new(7, "link", &[3]);
+                move |_| r.next_u64()
+            })
+            .collect();
         assert_eq!(a, b);
         let mut c = RngStream::new(7, "link", &[4]);
         assert_ne!(a[0], c.next_u64());

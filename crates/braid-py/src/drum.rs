@@ -748,6 +748,9 @@ fn drum_solve_sharded<'py>(
     let t = PyDict::new(py);
     let tr = &r.trace;
     for (name, v) in [
+        ("objective", &tr.objective),
+        ("objective_feasible", &tr.objective_feasible),
+        ("gap", &tr.gap),
         ("r_pri", &tr.r_pri),
         ("r_dual", &tr.r_dual),
         ("eps_pri", &tr.eps_pri),

@@ -46,7 +46,12 @@ impl Simulation {
     /// resolve against `base_dir`. Raises `ScenarioError` on invalid input.
     #[new]
     #[pyo3(signature = (scenario_json, base_dir = ".", seed = None))]
-    fn new(py: Python<'_>, scenario_json: &str, base_dir: &str, seed: Option<u64>) -> PyResult<Self> {
+    fn new(
+        py: Python<'_>,
+        scenario_json: &str,
+        base_dir: &str,
+        seed: Option<u64>,
+    ) -> PyResult<Self> {
         let base = PathBuf::from(base_dir);
         let json = scenario_json.to_owned();
         let built = {
@@ -104,7 +109,16 @@ impl Simulation {
     }
 
     fn __repr__(&self) -> String {
-        format!("<braid Simulation at {} ps of {} ps{}>", self.sim.now_ps(), self.sim.end_ps(), if self.sim.is_finished() { ", finished" } else { "" })
+        format!(
+            "<braid Simulation at {} ps of {} ps{}>",
+            self.sim.now_ps(),
+            self.sim.end_ps(),
+            if self.sim.is_finished() {
+                ", finished"
+            } else {
+                ""
+            }
+        )
     }
 }
 
@@ -114,15 +128,25 @@ pub fn scenario_schema() -> String {
     braid_sim::scenario_json_schema()
 }
 
-fn numeric<'py, T: Copy>(py: Python<'py>, frombuffer: &Bound<'py, PyAny>, v: &[T], dtype: &str) -> PyResult<Bound<'py, PyAny>> {
+fn numeric<'py, T: Copy>(
+    py: Python<'py>,
+    frombuffer: &Bound<'py, PyAny>,
+    v: &[T],
+    dtype: &str,
+) -> PyResult<Bound<'py, PyAny>> {
     // SAFETY: T is a plain integer or float type; viewing its storage as bytes is sound.
-    let bytes = unsafe { std::slice::from_raw_parts(v.as_ptr() as *const u8, std::mem::size_of_val(v)) };
+    let bytes =
+        unsafe { std::slice::from_raw_parts(v.as_ptr() as *const u8, std::mem::size_of_val(v)) };
     let buf = PyBytes::new(py, bytes);
     // The array views the (immutable) bytes object; copy so that callers get a writable array.
     frombuffer.call1((buf, dtype))?.call_method0("copy")
 }
 
-fn table_to_py<'py>(py: Python<'py>, frombuffer: &Bound<'py, PyAny>, t: &Table) -> PyResult<Bound<'py, PyDict>> {
+fn table_to_py<'py>(
+    py: Python<'py>,
+    frombuffer: &Bound<'py, PyAny>,
+    t: &Table,
+) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     for (name, col) in &t.columns {
         let v: Bound<'py, PyAny> = match col {
@@ -137,7 +161,11 @@ fn table_to_py<'py>(py: Python<'py>, frombuffer: &Bound<'py, PyAny>, t: &Table) 
     Ok(d)
 }
 
-pub fn results_to_py<'py>(py: Python<'py>, r: &Results, tables: bool) -> PyResult<Bound<'py, PyDict>> {
+pub fn results_to_py<'py>(
+    py: Python<'py>,
+    r: &Results,
+    tables: bool,
+) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     if tables {
         let frombuffer = py.import("numpy")?.getattr("frombuffer")?;

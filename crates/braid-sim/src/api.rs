@@ -34,7 +34,10 @@ pub struct Table {
 
 impl Table {
     pub fn push(&mut self, name: &str, col: Column) {
-        debug_assert!(self.columns.first().is_none_or(|(_, c)| c.len() == col.len()));
+        debug_assert!(self
+            .columns
+            .first()
+            .is_none_or(|(_, c)| c.len() == col.len()));
         self.columns.push((name.to_string(), col));
     }
     pub fn rows(&self) -> usize {

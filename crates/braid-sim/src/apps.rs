@@ -31,7 +31,9 @@ const SERVER: u8 = 1;
 
 /// Fills a buffer with a pattern unique to (flow, offset), for data checking.
 pub fn pattern(flow: u32, len: usize) -> Vec<u8> {
-    (0..len).map(|i| ((i as u32).wrapping_mul(31) ^ flow.wrapping_mul(0x9E37) ^ (i as u32 >> 8)) as u8).collect()
+    (0..len)
+        .map(|i| ((i as u32).wrapping_mul(31) ^ flow.wrapping_mul(0x9E37) ^ (i as u32 >> 8)) as u8)
+        .collect()
 }
 
 fn sges(addr: u64, len: u64, lkey: u32) -> Vec<Sge> {
@@ -40,7 +42,11 @@ fn sges(addr: u64, len: u64, lkey: u32) -> Vec<Sge> {
     let mut off = 0;
     while off < len || v.is_empty() {
         let l = (len - off).min(1 << 30);
-        v.push(Sge { addr: addr + off, length: l as u32, lkey });
+        v.push(Sge {
+            addr: addr + off,
+            length: l as u32,
+            lkey,
+        });
         off += l;
         if l == 0 {
             break;
@@ -63,7 +69,15 @@ pub struct SendFlow {
 
 impl SendFlow {
     pub fn new(flow: u32, conn: u32, size: u64, start: u64, priority: u8) -> Self {
-        SendFlow { flow, conn, size, start, priority, qp: 0, addr: 0 }
+        SendFlow {
+            flow,
+            conn,
+            size,
+            start,
+            priority,
+            qp: 0,
+            addr: 0,
+        }
     }
 }
 
@@ -80,8 +94,23 @@ pub struct FlowSender {
 }
 
 impl FlowSender {
-    pub fn new(log: SharedLog, rdv: Rendezvous, flows: Vec<SendFlow>, base: u64, data_check: bool) -> Self {
-        FlowSender { log, rdv, flows, base, data_check, cq: 0, lkey: 0, done: 0 }
+    pub fn new(
+        log: SharedLog,
+        rdv: Rendezvous,
+        flows: Vec<SendFlow>,
+        base: u64,
+        data_check: bool,
+    ) -> Self {
+        FlowSender {
+            log,
+            rdv,
+            flows,
+            base,
+            data_check,
+            cq: 0,
+            lkey: 0,
+            done: 0,
+        }
     }
 }
 
@@ -89,17 +118,33 @@ impl App for FlowSender {
     fn start(&mut self, v: &mut dyn Verbs) {
         let total: u64 = self.flows.iter().map(|f| f.size).sum();
         self.cq = v.create_cq(1 << 16).expect("create CQ");
-        let mr = v.reg_mr(self.base, total.max(1), Access::ALL).expect("register memory");
+        let mr = v
+            .reg_mr(self.base, total.max(1), Access::ALL)
+            .expect("register memory");
         self.lkey = mr.lkey;
         let mut off = 0;
         for f in &mut self.flows {
-            f.qp = v.create_qp(&QpInit { priority: Some(f.priority), ..QpInit::rc(self.cq) }).expect("create QP");
+            f.qp = v
+                .create_qp(&QpInit {
+                    priority: Some(f.priority),
+                    ..QpInit::rc(self.cq)
+                })
+                .expect("create QP");
             f.addr = self.base + off;
             if self.data_check {
-                v.write_local(f.addr, &pattern(f.flow, f.size as usize)).expect("fill buffer");
+                v.write_local(f.addr, &pattern(f.flow, f.size as usize))
+                    .expect("fill buffer");
             }
             off += f.size;
-            self.rdv.borrow_mut().insert((f.conn, CLIENT), Endpoint { host: v.local_host(), qpn: f.qp, addr: f.addr, rkey: mr.rkey });
+            self.rdv.borrow_mut().insert(
+                (f.conn, CLIENT),
+                Endpoint {
+                    host: v.local_host(),
+                    qpn: f.qp,
+                    addr: f.addr,
+                    rkey: mr.rkey,
+                },
+            );
             self.log.borrow_mut().flows[f.flow as usize].src_qp = Some((v.local_host(), f.qp));
         }
         v.set_timer(v.now(), CONNECT);
@@ -110,7 +155,15 @@ impl App for FlowSender {
             Event::Timer(CONNECT) => {
                 for (i, f) in self.flows.iter().enumerate() {
                     let r = self.rdv.borrow()[&(f.conn, SERVER)];
-                    v.connect_qp(f.qp, RemoteQp { host: r.host, qpn: r.qpn, udp_sport: None }).expect("connect");
+                    v.connect_qp(
+                        f.qp,
+                        RemoteQp {
+                            host: r.host,
+                            qpn: r.qpn,
+                            udp_sport: None,
+                        },
+                    )
+                    .expect("connect");
                     v.set_timer(f.start.max(v.now()), i as u64);
                 }
             }
@@ -152,7 +205,12 @@ pub struct FlowSink {
 
 impl FlowSink {
     pub fn new(log: SharedLog, rdv: Rendezvous, flows: Vec<(u32, u32, u64)>, base: u64) -> Self {
-        FlowSink { log, rdv, flows, base }
+        FlowSink {
+            log,
+            rdv,
+            flows,
+            base,
+        }
     }
 }
 
@@ -160,11 +218,21 @@ impl App for FlowSink {
     fn start(&mut self, v: &mut dyn Verbs) {
         let total: u64 = self.flows.iter().map(|f| f.2).sum();
         let cq = v.create_cq(1 << 16).expect("create CQ");
-        let mr = v.reg_mr(self.base, total.max(1), Access::ALL).expect("register memory");
+        let mr = v
+            .reg_mr(self.base, total.max(1), Access::ALL)
+            .expect("register memory");
         let mut off = 0;
         for &(flow, conn, size) in &self.flows {
             let qp = v.create_qp(&QpInit::rc(cq)).expect("create QP");
-            self.rdv.borrow_mut().insert((conn, SERVER), Endpoint { host: v.local_host(), qpn: qp, addr: self.base + off, rkey: mr.rkey });
+            self.rdv.borrow_mut().insert(
+                (conn, SERVER),
+                Endpoint {
+                    host: v.local_host(),
+                    qpn: qp,
+                    addr: self.base + off,
+                    rkey: mr.rkey,
+                },
+            );
             let mut log = self.log.borrow_mut();
             log.rx_qp_flow.insert((v.local_host(), qp), flow);
             log.flows[flow as usize].dst_addr = Some((v.local_host(), self.base + off));
@@ -179,7 +247,15 @@ impl App for FlowSink {
             for &(_, conn, _) in &self.flows {
                 let me = rdv[&(conn, SERVER)];
                 let r = rdv[&(conn, CLIENT)];
-                v.connect_qp(me.qpn, RemoteQp { host: r.host, qpn: r.qpn, udp_sport: None }).expect("connect");
+                v.connect_qp(
+                    me.qpn,
+                    RemoteQp {
+                        host: r.host,
+                        qpn: r.qpn,
+                        udp_sport: None,
+                    },
+                )
+                .expect("connect");
             }
         }
     }
@@ -217,7 +293,16 @@ impl PerfClient {
     /// `seed` and `app` (the application's index in the scenario) seed the choice of
     /// synchronise messages.
     #[allow(clippy::too_many_arguments)]
-    pub fn new(spec: AppSpec, flow: u32, conn0: u32, log: SharedLog, rdv: Rendezvous, base: u64, seed: u64, app: u64) -> Self {
+    pub fn new(
+        spec: AppSpec,
+        flow: u32,
+        conn0: u32,
+        log: SharedLog,
+        rdv: Rendezvous,
+        base: u64,
+        seed: u64,
+        app: u64,
+    ) -> Self {
         let target = match (spec.iterations, spec.duration) {
             (Some(n), _) => n,
             (None, Some(_)) => u64::MAX,
@@ -262,7 +347,8 @@ impl PerfClient {
         // A fraction of the stream is flagged synchronise (MP-RDMA §5.2.5).
         wr.fence = self.spec.sync_ratio > 0.0 && self.sync_rng.bernoulli(self.spec.sync_ratio);
         // perftest --cq-mod: only every n-th WR asks for a completion.
-        wr.signaled = (self.posted[i] + 1) % self.spec.cq_mod as u64 == 0 || self.posted[i] + 1 == self.target;
+        wr.signaled = (self.posted[i] + 1) % self.spec.cq_mod as u64 == 0
+            || self.posted[i] + 1 == self.target;
         if v.post_send(self.qps[i], wr).is_ok() {
             self.posted[i] += 1;
         }
@@ -273,7 +359,8 @@ impl PerfClient {
     }
 
     fn check_done(&mut self, now: u64) {
-        let all_in = (0..self.qps.len()).all(|i| self.completed[i] >= self.posted[i] && !self.may_post(i, now));
+        let all_in = (0..self.qps.len())
+            .all(|i| self.completed[i] >= self.posted[i] && !self.may_post(i, now));
         if all_in && !self.done {
             self.done = true;
             self.log.borrow_mut().finish(self.flow, now);
@@ -285,7 +372,9 @@ impl App for PerfClient {
     fn start(&mut self, v: &mut dyn Verbs) {
         let n = self.spec.qps as usize;
         self.cq = v.create_cq(1 << 16).expect("create CQ");
-        let mr = v.reg_mr(self.base, (self.size().max(1)) * n as u64, Access::ALL).expect("register memory");
+        let mr = v
+            .reg_mr(self.base, (self.size().max(1)) * n as u64, Access::ALL)
+            .expect("register memory");
         self.lkey = mr.lkey;
         for i in 0..n {
             let qp = v.create_qp(&QpInit::rc(self.cq)).expect("create QP");
@@ -293,9 +382,20 @@ impl App for PerfClient {
             if i == 0 {
                 self.log.borrow_mut().flows[self.flow as usize].src_qp = Some((v.local_host(), qp));
             }
-            self.rdv.borrow_mut().insert((self.conn0 + i as u32, CLIENT), Endpoint { host: v.local_host(), qpn: qp, addr: self.base + i as u64 * self.size(), rkey: mr.rkey });
+            self.rdv.borrow_mut().insert(
+                (self.conn0 + i as u32, CLIENT),
+                Endpoint {
+                    host: v.local_host(),
+                    qpn: qp,
+                    addr: self.base + i as u64 * self.size(),
+                    rkey: mr.rkey,
+                },
+            );
             if self.spec.kind == AppKind::ReadBw {
-                self.log.borrow_mut().rx_qp_flow.insert((v.local_host(), qp), self.flow);
+                self.log
+                    .borrow_mut()
+                    .rx_qp_flow
+                    .insert((v.local_host(), qp), self.flow);
             }
         }
         self.posted = vec![0; n];
@@ -311,7 +411,15 @@ impl App for PerfClient {
                 for i in 0..self.qps.len() {
                     let r = self.rdv.borrow()[&(self.conn0 + i as u32, SERVER)];
                     self.remote.push(r);
-                    v.connect_qp(self.qps[i], RemoteQp { host: r.host, qpn: r.qpn, udp_sport: None }).expect("connect");
+                    v.connect_qp(
+                        self.qps[i],
+                        RemoteQp {
+                            host: r.host,
+                            qpn: r.qpn,
+                            udp_sport: None,
+                        },
+                    )
+                    .expect("connect");
                 }
                 self.log.borrow_mut().flows[self.flow as usize].start_ps = now;
                 self.deadline = self.spec.duration.map(|d| now + d.0);
@@ -321,7 +429,13 @@ impl App for PerfClient {
                 for i in 0..self.qps.len() {
                     if self.spec.kind == AppKind::WriteLat {
                         let len = self.size();
-                        let _ = v.post_recv(self.qps[i], RecvWr { wr_id: i as u64, sg_list: sges(self.base, len, self.lkey) });
+                        let _ = v.post_recv(
+                            self.qps[i],
+                            RecvWr {
+                                wr_id: i as u64,
+                                sg_list: sges(self.base, len, self.lkey),
+                            },
+                        );
                         self.lat_sent[i] = now;
                         self.post_one(v, i);
                     } else {
@@ -353,7 +467,13 @@ impl App for PerfClient {
                             }
                             if self.may_post(i, now) {
                                 let len = self.size();
-                                let _ = v.post_recv(self.qps[i], RecvWr { wr_id: i as u64, sg_list: sges(self.base, len, self.lkey) });
+                                let _ = v.post_recv(
+                                    self.qps[i],
+                                    RecvWr {
+                                        wr_id: i as u64,
+                                        sg_list: sges(self.base, len, self.lkey),
+                                    },
+                                );
                                 self.lat_sent[i] = now;
                                 self.post_one(v, i);
                             }
@@ -361,9 +481,12 @@ impl App for PerfClient {
                         (AppKind::WriteLat, _) => {}
                         _ => {
                             // A signaled completion stands for cq_mod WRs (or the remainder).
-                            let n = (self.posted[i] - self.completed[i]).min(self.spec.cq_mod as u64).max(1);
+                            let n = (self.posted[i] - self.completed[i])
+                                .min(self.spec.cq_mod as u64)
+                                .max(1);
                             self.completed[i] += n;
-                            self.log.borrow_mut().flows[self.flow as usize].bytes_done += n * self.size();
+                            self.log.borrow_mut().flows[self.flow as usize].bytes_done +=
+                                n * self.size();
                             for _ in 0..n {
                                 if self.may_post(i, now) {
                                     self.post_one(v, i);
@@ -397,15 +520,39 @@ pub struct PerfServer {
 }
 
 impl PerfServer {
-    pub fn new(spec: AppSpec, flow: u32, conn0: u32, log: SharedLog, rdv: Rendezvous, base: u64) -> Self {
-        PerfServer { spec, flow, conn0, log, rdv, base, lkey: 0, qps: vec![], remote: vec![], seq: 0 }
+    pub fn new(
+        spec: AppSpec,
+        flow: u32,
+        conn0: u32,
+        log: SharedLog,
+        rdv: Rendezvous,
+        base: u64,
+    ) -> Self {
+        PerfServer {
+            spec,
+            flow,
+            conn0,
+            log,
+            rdv,
+            base,
+            lkey: 0,
+            qps: vec![],
+            remote: vec![],
+            seq: 0,
+        }
     }
 
     fn post_recvs(&mut self, v: &mut dyn Verbs, i: usize, n: u32) {
         let len = self.spec.size.0;
         for _ in 0..n {
             let addr = self.base + i as u64 * len.max(1);
-            let _ = v.post_recv(self.qps[i], RecvWr { wr_id: i as u64, sg_list: sges(addr, len, self.lkey) });
+            let _ = v.post_recv(
+                self.qps[i],
+                RecvWr {
+                    wr_id: i as u64,
+                    sg_list: sges(addr, len, self.lkey),
+                },
+            );
         }
     }
 }
@@ -415,14 +562,27 @@ impl App for PerfServer {
         let n = self.spec.qps as usize;
         let size = self.spec.size.0.max(1);
         let cq = v.create_cq(1 << 16).expect("create CQ");
-        let mr = v.reg_mr(self.base, size * n as u64, Access::ALL).expect("register memory");
+        let mr = v
+            .reg_mr(self.base, size * n as u64, Access::ALL)
+            .expect("register memory");
         self.lkey = mr.lkey;
         for i in 0..n {
             let qp = v.create_qp(&QpInit::rc(cq)).expect("create QP");
             self.qps.push(qp);
-            self.rdv.borrow_mut().insert((self.conn0 + i as u32, SERVER), Endpoint { host: v.local_host(), qpn: qp, addr: self.base + i as u64 * size, rkey: mr.rkey });
+            self.rdv.borrow_mut().insert(
+                (self.conn0 + i as u32, SERVER),
+                Endpoint {
+                    host: v.local_host(),
+                    qpn: qp,
+                    addr: self.base + i as u64 * size,
+                    rkey: mr.rkey,
+                },
+            );
             if self.spec.kind != AppKind::ReadBw {
-                self.log.borrow_mut().rx_qp_flow.insert((v.local_host(), qp), self.flow);
+                self.log
+                    .borrow_mut()
+                    .rx_qp_flow
+                    .insert((v.local_host(), qp), self.flow);
             }
         }
         v.set_timer(v.now().max(self.spec.start.0), CONNECT);
@@ -434,7 +594,15 @@ impl App for PerfServer {
                 for i in 0..self.qps.len() {
                     let r = self.rdv.borrow()[&(self.conn0 + i as u32, CLIENT)];
                     self.remote.push(r);
-                    v.connect_qp(self.qps[i], RemoteQp { host: r.host, qpn: r.qpn, udp_sport: None }).expect("connect");
+                    v.connect_qp(
+                        self.qps[i],
+                        RemoteQp {
+                            host: r.host,
+                            qpn: r.qpn,
+                            udp_sport: None,
+                        },
+                    )
+                    .expect("connect");
                     let depth = match self.spec.kind {
                         AppKind::SendBw => (self.spec.tx_depth * 2).max(64),
                         AppKind::WriteLat => 1,
@@ -457,7 +625,11 @@ impl App for PerfServer {
                                 self.seq += 1;
                                 let len = self.spec.size.0;
                                 let addr = self.base + i as u64 * len.max(1);
-                                let mut wr = SendWr::new(i as u64, SendOp::WriteWithImm(self.seq as u32), sges(addr, len, self.lkey));
+                                let mut wr = SendWr::new(
+                                    i as u64,
+                                    SendOp::WriteWithImm(self.seq as u32),
+                                    sges(addr, len, self.lkey),
+                                );
                                 wr.remote_addr = self.remote[i].addr;
                                 wr.rkey = self.remote[i].rkey;
                                 wr.signaled = false;
@@ -490,7 +662,10 @@ pub fn perf_record(spec: &AppSpec, src: u32, dst: u32) -> FlowRecord {
         kind,
         src,
         dst,
-        size: spec.iterations.map(|n| n * spec.size.0 * spec.qps as u64).unwrap_or(0),
+        size: spec
+            .iterations
+            .map(|n| n * spec.size.0 * spec.qps as u64)
+            .unwrap_or(0),
         start_ps: spec.start.0,
         finish_ps: None,
         src_qp: None,

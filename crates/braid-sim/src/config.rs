@@ -69,7 +69,14 @@ pub struct EcnConfig {
 
 impl Default for EcnConfig {
     fn default() -> Self {
-        Self { enabled: true, kmin: Bytes(5_000), kmax: Bytes(200_000), pmax: 0.01, by_rate: vec![], by_port: vec![] }
+        Self {
+            enabled: true,
+            kmin: Bytes(5_000),
+            kmax: Bytes(200_000),
+            pmax: 0.01,
+            by_rate: vec![],
+            by_port: vec![],
+        }
     }
 }
 
@@ -78,8 +85,16 @@ impl EcnConfig {
         self.by_rate
             .iter()
             .find(|c| c.rate.0 == rate_bps)
-            .map(|c| EcnCurve { kmin: c.kmin, kmax: c.kmax, pmax: c.pmax })
-            .unwrap_or(EcnCurve { kmin: self.kmin, kmax: self.kmax, pmax: self.pmax })
+            .map(|c| EcnCurve {
+                kmin: c.kmin,
+                kmax: c.kmax,
+                pmax: c.pmax,
+            })
+            .unwrap_or(EcnCurve {
+                kmin: self.kmin,
+                kmax: self.kmax,
+                pmax: self.pmax,
+            })
     }
 }
 
@@ -396,8 +411,16 @@ impl TransportConfig {
     /// The transport a QP runs: this one with `o`'s keys replaced (no per-host table: a resolved
     /// transport is what one connection runs). Errors are (key path relative to the override,
     /// message).
-    pub fn overridden(&self, o: Option<&TransportOverride>) -> Result<TransportConfig, (String, String)> {
-        let mut t = TransportConfig { kind: self.kind, dcqcn: self.dcqcn.clone(), mp_rdma: self.mp_rdma.clone(), per_host: Default::default() };
+    pub fn overridden(
+        &self,
+        o: Option<&TransportOverride>,
+    ) -> Result<TransportConfig, (String, String)> {
+        let mut t = TransportConfig {
+            kind: self.kind,
+            dcqcn: self.dcqcn.clone(),
+            mp_rdma: self.mp_rdma.clone(),
+            per_host: Default::default(),
+        };
         let Some(o) = o else { return Ok(t) };
         if let Some(k) = o.kind {
             t.kind = k;
@@ -422,7 +445,10 @@ fn sub(table: &str, rel: &str) -> String {
 
 /// `base` with the keys of `keys` replaced, through serde so that unit strings, unknown keys and
 /// wrong types are handled exactly as in the full table.
-fn patch<T: Serialize + serde::de::DeserializeOwned>(base: &T, keys: &serde_json::Map<String, serde_json::Value>) -> Result<T, (String, String)> {
+fn patch<T: Serialize + serde::de::DeserializeOwned>(
+    base: &T,
+    keys: &serde_json::Map<String, serde_json::Value>,
+) -> Result<T, (String, String)> {
     let mut v = serde_json::to_value(base).expect("configuration tables serialise");
     let obj = v.as_object_mut().expect("a configuration table is a map");
     for (k, x) in keys {
@@ -453,7 +479,12 @@ pub struct MeasureConfig {
 
 impl Default for MeasureConfig {
     fn default() -> Self {
-        Self { interval: Duration(10_000_000), queues: vec![], messages: true, transport_from: Duration(0) }
+        Self {
+            interval: Duration(10_000_000),
+            queues: vec![],
+            messages: true,
+            transport_from: Duration(0),
+        }
     }
 }
 
@@ -479,7 +510,10 @@ pub struct MiddlewareConfig {
 
 impl Default for MiddlewareConfig {
     fn default() -> Self {
-        Self { default: vec!["raw".into()], per_host: Default::default() }
+        Self {
+            default: vec!["raw".into()],
+            per_host: Default::default(),
+        }
     }
 }
 

@@ -97,7 +97,11 @@ impl Dcqcn {
     fn increase(&mut self, cfg: &DcqcnConfig) {
         let f = cfg.fast_recovery_steps;
         // Without a byte counter the timer alone drives the stages (as in HPCC's Mellanox model).
-        let b = if cfg.byte_counter.0 == 0 { self.t_stage } else { self.b_stage };
+        let b = if cfg.byte_counter.0 == 0 {
+            self.t_stage
+        } else {
+            self.b_stage
+        };
         let (hi, lo) = (self.t_stage.max(b), self.t_stage.min(b));
         if hi < f {
             // Fast recovery: towards the target.

@@ -57,7 +57,8 @@ impl Verbs for HostVerbs<'_> {
         self.nic.mem.deregister(mr)
     }
     fn post_send(&mut self, qp: QpNum, wr: SendWr) -> Result<(), VerbsError> {
-        self.nic.post_send(qp, wr, self.now, self.params, &mut self.sink.effects)
+        self.nic
+            .post_send(qp, wr, self.now, self.params, &mut self.sink.effects)
     }
     fn post_recv(&mut self, qp: QpNum, wr: RecvWr) -> Result<(), VerbsError> {
         self.nic.post_recv(qp, wr, &mut self.sink.effects)
@@ -70,13 +71,17 @@ impl Verbs for HostVerbs<'_> {
     }
     fn write_local(&mut self, addr: u64, data: &[u8]) -> Result<(), VerbsError> {
         if !self.nic.mem.track_data {
-            return Err(VerbsError::Unsupported("memory contents are tracked only with nic.data_check = true"));
+            return Err(VerbsError::Unsupported(
+                "memory contents are tracked only with nic.data_check = true",
+            ));
         }
         self.nic.mem.write(addr, data)
     }
     fn read_local(&self, addr: u64, len: u64) -> Result<Vec<u8>, VerbsError> {
         if !self.nic.mem.track_data {
-            return Err(VerbsError::Unsupported("memory contents are tracked only with nic.data_check = true"));
+            return Err(VerbsError::Unsupported(
+                "memory contents are tracked only with nic.data_check = true",
+            ));
         }
         self.nic.mem.read(addr, len)
     }

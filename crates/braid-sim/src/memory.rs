@@ -18,23 +18,43 @@ pub struct Memory {
 
 impl Memory {
     pub fn new(track_data: bool) -> Self {
-        Memory { regions: Vec::new(), next_key: 0x100, track_data }
+        Memory {
+            regions: Vec::new(),
+            next_key: 0x100,
+            track_data,
+        }
     }
 
-    pub fn register(&mut self, addr: u64, len: u64, access: Access) -> Result<MemoryRegion, VerbsError> {
+    pub fn register(
+        &mut self,
+        addr: u64,
+        len: u64,
+        access: Access,
+    ) -> Result<MemoryRegion, VerbsError> {
         if self.track_data && len > (1 << 32) {
-            return Err(VerbsError::InvalidWr("data-checked regions are limited to 4 GiB"));
+            return Err(VerbsError::InvalidWr(
+                "data-checked regions are limited to 4 GiB",
+            ));
         }
         let key = self.next_key;
         self.next_key += 1;
-        let mr = MemoryRegion { addr, len, lkey: key, rkey: key | 0x8000_0000 };
+        let mr = MemoryRegion {
+            addr,
+            len,
+            lkey: key,
+            rkey: key | 0x8000_0000,
+        };
         let data = self.track_data.then(|| vec![0u8; len as usize]);
         self.regions.push(Region { mr, access, data });
         Ok(mr)
     }
 
     pub fn deregister(&mut self, mr: &MemoryRegion) -> Result<(), VerbsError> {
-        let i = self.regions.iter().position(|r| r.mr.lkey == mr.lkey).ok_or(VerbsError::BadKey(mr.lkey))?;
+        let i = self
+            .regions
+            .iter()
+            .position(|r| r.mr.lkey == mr.lkey)
+            .ok_or(VerbsError::BadKey(mr.lkey))?;
         self.regions.swap_remove(i);
         Ok(())
     }
@@ -47,7 +67,9 @@ impl Memory {
     pub fn check_sge(&self, sge: &Sge) -> Result<(), VerbsError> {
         let r = self.by_lkey(sge.lkey).ok_or(VerbsError::BadKey(sge.lkey))?;
         if sge.addr < r.mr.addr || sge.addr + sge.length as u64 > r.mr.addr + r.mr.len {
-            return Err(VerbsError::InvalidWr("scatter-gather element outside its memory region"));
+            return Err(VerbsError::InvalidWr(
+                "scatter-gather element outside its memory region",
+            ));
         }
         Ok(())
     }
@@ -58,17 +80,25 @@ impl Memory {
             r.mr.rkey == rkey
                 && addr >= r.mr.addr
                 && addr + len <= r.mr.addr + r.mr.len
-                && if write { r.access.remote_write } else { r.access.remote_read }
+                && if write {
+                    r.access.remote_write
+                } else {
+                    r.access.remote_read
+                }
         })
     }
 
     fn region_at(&self, addr: u64, len: u64) -> Option<usize> {
-        self.regions.iter().position(|r| addr >= r.mr.addr && addr + len <= r.mr.addr + r.mr.len)
+        self.regions
+            .iter()
+            .position(|r| addr >= r.mr.addr && addr + len <= r.mr.addr + r.mr.len)
     }
 
     /// Reads `len` bytes at `addr` (registered memory only; zeroes when data is not tracked).
     pub fn read(&self, addr: u64, len: u64) -> Result<Vec<u8>, VerbsError> {
-        let i = self.region_at(addr, len).ok_or(VerbsError::InvalidWr("address outside registered memory"))?;
+        let i = self
+            .region_at(addr, len)
+            .ok_or(VerbsError::InvalidWr("address outside registered memory"))?;
         let r = &self.regions[i];
         match &r.data {
             Some(d) => {
@@ -138,7 +168,18 @@ mod tests {
     fn scatter_gather_across_elements() {
         let mut m = Memory::new(true);
         let mr = m.register(1000, 100, Access::ALL).unwrap();
-        let sges = [Sge { addr: 1000, length: 10, lkey: mr.lkey }, Sge { addr: 1050, length: 10, lkey: mr.lkey }];
+        let sges = [
+            Sge {
+                addr: 1000,
+                length: 10,
+                lkey: mr.lkey,
+            },
+            Sge {
+                addr: 1050,
+                length: 10,
+                lkey: mr.lkey,
+            },
+        ];
         m.scatter(&sges, 5, &[1, 2, 3, 4, 5, 6, 7, 8]);
         assert_eq!(m.read(1005, 5).unwrap(), vec![1, 2, 3, 4, 5]);
         assert_eq!(m.read(1050, 3).unwrap(), vec![6, 7, 8]);

@@ -50,13 +50,27 @@ pub struct Port {
 
 impl Port {
     #[allow(clippy::too_many_arguments)]
-    pub fn new(peer_node: u32, peer_port: u16, link: u32, rate: u64, delay: Time, loss: f64, prios: usize, ecn: EcnCurve, loss_rng: RngStream) -> Self {
+    pub fn new(
+        peer_node: u32,
+        peer_port: u16,
+        link: u32,
+        rate: u64,
+        delay: Time,
+        loss: f64,
+        prios: usize,
+        ecn: EcnCurve,
+        loss_rng: RngStream,
+    ) -> Self {
         Port {
             peer_node,
             peer_port,
             link,
             rate,
-            ps_per_byte: if (8 * braid_engine::time::S) % rate == 0 { 8 * braid_engine::time::S / rate } else { 0 },
+            ps_per_byte: if (8 * braid_engine::time::S) % rate == 0 {
+                8 * braid_engine::time::S / rate
+            } else {
+                0
+            },
             delay,
             loss,
             up: true,
@@ -105,7 +119,12 @@ impl Port {
 
     /// Next packet to transmit from the egress queues: PFC frames first, then by the scheduler,
     /// skipping paused priorities.
-    pub fn dequeue(&mut self, sched: Scheduler, quantum: &[u32], pool: &PacketPool) -> Option<PktId> {
+    pub fn dequeue(
+        &mut self,
+        sched: Scheduler,
+        quantum: &[u32],
+        pool: &PacketPool,
+    ) -> Option<PktId> {
         if let Some(id) = self.ctrl.pop_front() {
             return Some(id);
         }
@@ -264,7 +283,6 @@ pub fn ecmp_hash(seed: u64, src: u32, dst: u32, sport: u16, dport: u16) -> u64 {
     mix64(z)
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -272,11 +290,19 @@ mod tests {
 
     #[test]
     fn red_curve() {
-        let c = EcnCurve { kmin: Bytes(100), kmax: Bytes(300), pmax: 0.5 };
+        let c = EcnCurve {
+            kmin: Bytes(100),
+            kmax: Bytes(300),
+            pmax: 0.5,
+        };
         assert_eq!(red_probability(100, &c), 0.0);
         assert!((red_probability(200, &c) - 0.25).abs() < 1e-12);
         assert_eq!(red_probability(301, &c), 1.0);
-        let step = EcnCurve { kmin: Bytes(65), kmax: Bytes(65), pmax: 1.0 };
+        let step = EcnCurve {
+            kmin: Bytes(65),
+            kmax: Bytes(65),
+            pmax: 1.0,
+        };
         assert_eq!(red_probability(65, &step), 0.0);
         assert_eq!(red_probability(66, &step), 1.0);
     }

@@ -8,12 +8,12 @@
 
 use crate::config::{AckPriority, NicConfig, TransportConfig, TransportKind};
 use crate::memory::Memory;
-use crate::transport::mp_rdma::{MpRdmaParams, MpRdmaTransport};
-use crate::transport::rc::{RcConfig, RcTransport};
-use crate::transport::{DataInfo, Feedback, Plan, Reply, RxClass, Transport, TxFx};
-pub use crate::transport::TimerKind;
 use crate::packet::*;
 use crate::qp_cache::QpCache;
+use crate::transport::mp_rdma::{MpRdmaParams, MpRdmaTransport};
+use crate::transport::rc::{RcConfig, RcTransport};
+pub use crate::transport::TimerKind;
+use crate::transport::{DataInfo, Feedback, Plan, Reply, RxClass, Transport, TxFx};
 use braid_engine::time::{Time, S};
 use braid_verbs::*;
 use std::collections::VecDeque;
@@ -32,7 +32,11 @@ impl NicParams {
             AckPriority::High => 0,
             AckPriority::Data => nic.priority,
         };
-        NicParams { nic, transport, ack_prio }
+        NicParams {
+            nic,
+            transport,
+            ack_prio,
+        }
     }
 }
 
@@ -296,7 +300,10 @@ impl Nic {
     }
 
     fn qp_mut(&mut self, qpn: QpNum) -> Result<&mut Qp, VerbsError> {
-        self.qps.get_mut(qpn as usize).and_then(|q| q.as_mut()).ok_or(VerbsError::NoSuchQp(qpn))
+        self.qps
+            .get_mut(qpn as usize)
+            .and_then(|q| q.as_mut())
+            .ok_or(VerbsError::NoSuchQp(qpn))
     }
 
     fn activate(&mut self, qpn: QpNum, eff: &mut Effects) {
@@ -312,15 +319,26 @@ impl Nic {
     // ------------------------------------------------------------------ verbs
 
     pub fn create_cq(&mut self, depth: u32) -> CqId {
-        self.cqs.push(Some(Cq { depth, ..Default::default() }));
+        self.cqs.push(Some(Cq {
+            depth,
+            ..Default::default()
+        }));
         (self.cqs.len() - 1) as CqId
     }
 
     pub fn destroy_cq(&mut self, cq: CqId) -> Result<(), VerbsError> {
-        if self.qps.iter().flatten().any(|q| q.send_cq == cq || q.recv_cq == cq) {
+        if self
+            .qps
+            .iter()
+            .flatten()
+            .any(|q| q.send_cq == cq || q.recv_cq == cq)
+        {
             return Err(VerbsError::InvalidState("CQ still attached to a QP"));
         }
-        let slot = self.cqs.get_mut(cq as usize).ok_or(VerbsError::NoSuchCq(cq))?;
+        let slot = self
+            .cqs
+            .get_mut(cq as usize)
+            .ok_or(VerbsError::NoSuchCq(cq))?;
         slot.take().ok_or(VerbsError::NoSuchCq(cq))?;
         Ok(())
     }
@@ -333,7 +351,9 @@ impl Nic {
         }
         let qpn = self.qps.len() as QpNum;
         // RoCEv2 NICs derive the UDP source port from the QP; here a seeded hash, in 49152..65535.
-        let sport = 0xC000 | (braid_engine::derive_seed(self.sport_seed, "sport", &[self.host as u64, qpn as u64]) & 0x3FFF) as u16;
+        let sport = 0xC000
+            | (braid_engine::derive_seed(self.sport_seed, "sport", &[self.host as u64, qpn as u64])
+                & 0x3FFF) as u16;
         let t = self.make_transport(init.qp_type, qpn, sport, p);
         self.qps.push(Some(Qp {
             qpn,
@@ -378,7 +398,13 @@ impl Nic {
     }
 
     /// The transport a new QP runs (per the scenario's `transport.kind`).
-    fn make_transport(&self, qp_type: QpType, qpn: QpNum, sport: u16, p: &NicParams) -> Box<dyn Transport> {
+    fn make_transport(
+        &self,
+        qp_type: QpType,
+        qpn: QpNum,
+        sport: u16,
+        p: &NicParams,
+    ) -> Box<dyn Transport> {
         let dcqcn = match p.transport.kind {
             TransportKind::Dcqcn if qp_type != QpType::Ud => Some(p.transport.dcqcn.clone()),
             _ => None,
@@ -394,17 +420,23 @@ impl Nic {
             dcqcn,
         };
         match &self.transport_factory {
-            Some(f) => f(&crate::transport::TransportCtx { rc, host: self.host, qpn }),
-            None if p.transport.kind == TransportKind::MpRdma && qp_type == QpType::Rc => Box::new(MpRdmaTransport::new(MpRdmaParams {
-                cfg: p.transport.mp_rdma.clone(),
-                mtu: p.nic.mtu,
-                rto: p.nic.rto.0,
-                rnr_delay: p.nic.rnr_delay.0,
-                sport,
-                seed: self.sport_seed,
+            Some(f) => f(&crate::transport::TransportCtx {
+                rc,
                 host: self.host,
                 qpn,
-            })),
+            }),
+            None if p.transport.kind == TransportKind::MpRdma && qp_type == QpType::Rc => {
+                Box::new(MpRdmaTransport::new(MpRdmaParams {
+                    cfg: p.transport.mp_rdma.clone(),
+                    mtu: p.nic.mtu,
+                    rto: p.nic.rto.0,
+                    rnr_delay: p.nic.rnr_delay.0,
+                    sport,
+                    seed: self.sport_seed,
+                    host: self.host,
+                    qpn,
+                }))
+            }
             None => Box::new(RcTransport::new(rc)),
         }
     }
@@ -434,20 +466,39 @@ impl Nic {
     }
 
     pub fn destroy_qp(&mut self, qpn: QpNum, eff: &mut Effects) -> Result<(), VerbsError> {
-        let q = self.qps.get_mut(qpn as usize).and_then(|q| q.take()).ok_or(VerbsError::NoSuchQp(qpn))?;
+        let q = self
+            .qps
+            .get_mut(qpn as usize)
+            .and_then(|q| q.take())
+            .ok_or(VerbsError::NoSuchQp(qpn))?;
         // Outstanding work completes with a flush error, as ibv_destroy_qp after error state would.
         for w in q.sq.iter().filter(|w| !w.done) {
-            self.push_cqe(q.send_cq, wc(w.wr.wr_id, WcStatus::Flushed, op_of(&w.wr.op), 0, qpn), eff);
+            self.push_cqe(
+                q.send_cq,
+                wc(w.wr.wr_id, WcStatus::Flushed, op_of(&w.wr.op), 0, qpn),
+                eff,
+            );
         }
         for r in &q.rq {
-            self.push_cqe(q.recv_cq, wc(r.wr.wr_id, WcStatus::Flushed, WcOpcode::Recv, 0, qpn), eff);
+            self.push_cqe(
+                q.recv_cq,
+                wc(r.wr.wr_id, WcStatus::Flushed, WcOpcode::Recv, 0, qpn),
+                eff,
+            );
         }
         self.active.retain(|&x| x != qpn);
         self.cache.forget(qpn);
         Ok(())
     }
 
-    pub fn post_send(&mut self, qpn: QpNum, wr: SendWr, now: Time, p: &NicParams, eff: &mut Effects) -> Result<(), VerbsError> {
+    pub fn post_send(
+        &mut self,
+        qpn: QpNum,
+        wr: SendWr,
+        now: Time,
+        p: &NicParams,
+        eff: &mut Effects,
+    ) -> Result<(), VerbsError> {
         let data_check = p.nic.data_check;
         let mtu = p.nic.mtu as u64;
         // Validate before touching the queue, as the driver would.
@@ -473,11 +524,17 @@ impl Nic {
                     return Err(VerbsError::InvalidWr("UD message larger than the MTU"));
                 }
             }
-            (QpType::Ud, op) if op.carries_data() => return Err(VerbsError::InvalidWr("UD QPs only SEND")),
+            (QpType::Ud, op) if op.carries_data() => {
+                return Err(VerbsError::InvalidWr("UD QPs only SEND"))
+            }
             (QpType::Uc, SendOp::Read) => return Err(VerbsError::InvalidWr("UC QPs cannot READ")),
             _ => {}
         }
-        let npkts = if wr.op.carries_data() { bytes.div_ceil(mtu).max(1) as u32 } else { 0 };
+        let npkts = if wr.op.carries_data() {
+            bytes.div_ceil(mtu).max(1) as u32
+        } else {
+            0
+        };
         let signaled = wr.signaled || q.sq_sig_all;
         let _ = data_check;
         q.sq.push_back(SendWqe {
@@ -497,7 +554,12 @@ impl Nic {
         Ok(())
     }
 
-    pub fn post_recv(&mut self, qpn: QpNum, wr: RecvWr, eff: &mut Effects) -> Result<(), VerbsError> {
+    pub fn post_recv(
+        &mut self,
+        qpn: QpNum,
+        wr: RecvWr,
+        eff: &mut Effects,
+    ) -> Result<(), VerbsError> {
         for s in &wr.sg_list {
             self.mem.check_sge(s)?;
         }
@@ -512,14 +574,18 @@ impl Nic {
     }
 
     pub fn poll_cq(&mut self, cq: CqId, max: usize, out: &mut Vec<WorkCompletion>) -> usize {
-        let Some(Some(c)) = self.cqs.get_mut(cq as usize) else { return 0 };
+        let Some(Some(c)) = self.cqs.get_mut(cq as usize) else {
+            return 0;
+        };
         let n = max.min(c.entries.len());
         out.extend(c.entries.drain(..n));
         n
     }
 
     fn push_cqe(&mut self, cq: CqId, w: WorkCompletion, eff: &mut Effects) {
-        let Some(Some(c)) = self.cqs.get_mut(cq as usize) else { return };
+        let Some(Some(c)) = self.cqs.get_mut(cq as usize) else {
+            return;
+        };
         if c.entries.len() as u32 >= c.depth && c.depth > 0 {
             c.overruns += 1;
             self.stats.cq_overruns += 1;
@@ -542,7 +608,14 @@ impl Nic {
 
     /// The arbiter: the next packet this NIC puts on the wire, if any. `paused[p]` is the PFC
     /// state of the NIC port for priority p.
-    pub fn next_packet(&mut self, now: Time, paused: &[bool; 8], p: &NicParams, pool: &mut PacketPool, eff: &mut Effects) -> NextTx {
+    pub fn next_packet(
+        &mut self,
+        now: Time,
+        paused: &[bool; 8],
+        p: &NicParams,
+        pool: &mut PacketPool,
+        eff: &mut Effects,
+    ) -> NextTx {
         // Control packets (ACK, NAK, CNP, PFC) first, unless their priority is paused.
         if let Some(i) = self.ctrl.iter().position(|&id| {
             let c = pool.get(id);
@@ -556,7 +629,9 @@ impl Nic {
         }
         let mut earliest: Option<Time> = None;
         for _ in 0..self.active.len() {
-            let Some(qpn) = self.active.pop_front() else { break };
+            let Some(qpn) = self.active.pop_front() else {
+                break;
+            };
             match self.status(qpn, now, p, eff) {
                 Status::Blocked => {
                     if let Some(Some(q)) = self.qps.get_mut(qpn as usize) {
@@ -599,14 +674,20 @@ impl Nic {
     /// transport what may go out now.
     fn status(&mut self, qpn: QpNum, now: Time, p: &NicParams, eff: &mut Effects) -> Status {
         loop {
-            let Some(Some(q)) = self.qps.get_mut(qpn as usize) else { return Status::Blocked };
+            let Some(Some(q)) = self.qps.get_mut(qpn as usize) else {
+                return Status::Blocked;
+            };
             if q.state != QpState::Rts {
                 return Status::Blocked;
             }
             if !q.reads.is_empty() {
                 // Answering READs comes first; only the rate limits it.
                 let gate = q.t.response_gate();
-                return if gate > now { Status::WaitUntil(gate) } else { Status::Ready(None) };
+                return if gate > now {
+                    Status::WaitUntil(gate)
+                } else {
+                    Status::Ready(None)
+                };
             }
             // Is there new data at the cursor, and from when may it start? Does it begin a
             // synchronise message?
@@ -717,7 +798,15 @@ impl Nic {
 
     /// Builds the packet a ready QP sends: a READ response (`plan` None), or the packet of PSN
     /// `psn` on source port `sport` — new data at the cursor, or a retransmission located by PSN.
-    fn build_packet(&mut self, qpn: QpNum, plan: Option<(u32, u16)>, now: Time, p: &NicParams, pool: &mut PacketPool, eff: &mut Effects) -> PktId {
+    fn build_packet(
+        &mut self,
+        qpn: QpNum,
+        plan: Option<(u32, u16)>,
+        now: Time,
+        p: &NicParams,
+        pool: &mut PacketPool,
+        eff: &mut Effects,
+    ) -> PktId {
         let mtu = p.nic.mtu as u64;
         let host = self.host;
         let q = self.qps[qpn as usize].as_mut().unwrap();
@@ -744,7 +833,11 @@ impl Nic {
             pk.addr = job.remote_addr + off;
             pk.size = ROCE_HEADER + pk.payload;
             if self.mem.track_data {
-                payload_bytes = Some(self.mem.read(job.remote_addr + off, len).unwrap_or_else(|_| vec![0; len as usize]));
+                payload_bytes = Some(
+                    self.mem
+                        .read(job.remote_addr + off, len)
+                        .unwrap_or_else(|_| vec![0; len as usize]),
+                );
             }
             job.next += 1;
             if job.next == job.npkts {
@@ -768,21 +861,27 @@ impl Nic {
                 w.first_psn = Some(q.next_psn);
                 q.next_psn += w.npkts;
                 w.msn = q.send_msn;
-                if matches!(w.wr.op, SendOp::Send | SendOp::SendWithImm(_) | SendOp::WriteWithImm(_)) {
+                if matches!(
+                    w.wr.op,
+                    SendOp::Send | SendOp::SendWithImm(_) | SendOp::WriteWithImm(_)
+                ) {
                     q.send_msn += 1;
                 }
             }
             (q.cur, q.cur_pkt)
         } else {
-            let i = q
-                .sq
-                .iter()
-                .position(|w| w.first_psn.is_some_and(|f| psn >= f && psn < f + w.npkts))
-                .expect("a retransmitted PSN belongs to an outstanding WQE");
+            let i =
+                q.sq.iter()
+                    .position(|w| w.first_psn.is_some_and(|f| psn >= f && psn < f + w.npkts))
+                    .expect("a retransmitted PSN belongs to an outstanding WQE");
             let w = &q.sq[i];
             let f = w.first_psn.unwrap();
             // A READ is asked for again from its first missing response.
-            let k = if w.wr.op == SendOp::Read { (psn - f).max(w.read_got) } else { psn - f };
+            let k = if w.wr.op == SendOp::Read {
+                (psn - f).max(w.read_got)
+            } else {
+                psn - f
+            };
             (i, k)
         };
         let w = &mut q.sq[i];
@@ -876,7 +975,9 @@ impl Nic {
         let host = self.host;
         let mut cqes = Vec::new();
         {
-            let Some(Some(q)) = self.qps.get_mut(qpn as usize) else { return };
+            let Some(Some(q)) = self.qps.get_mut(qpn as usize) else {
+                return;
+            };
             while let Some(w) = q.sq.front() {
                 if !w.done {
                     break;
@@ -896,7 +997,10 @@ impl Nic {
                     });
                 }
                 if w.signaled {
-                    cqes.push((q.send_cq, wc(w.wr.wr_id, WcStatus::Success, op_of(&w.wr.op), w.bytes, qpn)));
+                    cqes.push((
+                        q.send_cq,
+                        wc(w.wr.wr_id, WcStatus::Success, op_of(&w.wr.op), w.bytes, qpn),
+                    ));
                 }
             }
         }
@@ -947,7 +1051,19 @@ impl Nic {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn send_ctrl(&mut self, kind: PktKind, to_host: u32, to_qp: QpNum, from_qp: QpNum, psn: u32, sport: u16, now: Time, p: &NicParams, pool: &mut PacketPool, eff: &mut Effects) -> PktId {
+    fn send_ctrl(
+        &mut self,
+        kind: PktKind,
+        to_host: u32,
+        to_qp: QpNum,
+        from_qp: QpNum,
+        psn: u32,
+        sport: u16,
+        now: Time,
+        p: &NicParams,
+        pool: &mut PacketPool,
+        eff: &mut Effects,
+    ) -> PktId {
         let size = match kind {
             PktKind::Cnp => CNP_SIZE,
             _ => ACK_SIZE,
@@ -974,10 +1090,21 @@ impl Nic {
     }
 
     /// A packet for this NIC has been through the receive pipeline. Consumes the packet.
-    pub fn receive(&mut self, now: Time, id: PktId, p: &NicParams, pool: &mut PacketPool, eff: &mut Effects) {
+    pub fn receive(
+        &mut self,
+        now: Time,
+        id: PktId,
+        p: &NicParams,
+        pool: &mut PacketPool,
+        eff: &mut Effects,
+    ) {
         let pk = pool.get(id).clone();
         pool.free(id);
-        let payload = if self.mem.track_data { self.payloads.remove(&id) } else { None };
+        let payload = if self.mem.track_data {
+            self.payloads.remove(&id)
+        } else {
+            None
+        };
         let qpn = pk.dst_qp;
         let fb = match pk.kind {
             PktKind::Data => return self.on_data(now, &pk, payload, p, pool, eff),
@@ -989,8 +1116,15 @@ impl Nic {
                 ece: pk.ece,
                 retx: pk.retx,
             },
-            PktKind::Nak if pk.sack != u32::MAX => Feedback::SyncNak { expected: pk.psn, psn: pk.sack, echo_sport: pk.sport },
-            PktKind::Nak => Feedback::Nak { expected: pk.psn, echo_sport: pk.sport },
+            PktKind::Nak if pk.sack != u32::MAX => Feedback::SyncNak {
+                expected: pk.psn,
+                psn: pk.sack,
+                echo_sport: pk.sport,
+            },
+            PktKind::Nak => Feedback::Nak {
+                expected: pk.psn,
+                echo_sport: pk.sport,
+            },
             PktKind::RnrNak => Feedback::RnrNak { psn: pk.psn },
             PktKind::Cnp => {
                 self.stats.cnps_recv += 1;
@@ -1009,7 +1143,13 @@ impl Nic {
         let acked = q.t.acked();
         for w in q.sq.iter_mut() {
             match w.first_psn {
-                Some(f) if w.wr.op != SendOp::Read && w.wr.op.carries_data() && f + w.npkts <= acked => w.done = true,
+                Some(f)
+                    if w.wr.op != SendOp::Read
+                        && w.wr.op.carries_data()
+                        && f + w.npkts <= acked =>
+                {
+                    w.done = true
+                }
                 Some(_) => {}
                 None if !w.wr.op.carries_data() => {}
                 None => break,
@@ -1019,7 +1159,15 @@ impl Nic {
         self.retire(qpn, now, eff);
     }
 
-    pub fn on_timer(&mut self, now: Time, kind: TimerKind, qpn: QpNum, gen: u32, _p: &NicParams, eff: &mut Effects) {
+    pub fn on_timer(
+        &mut self,
+        now: Time,
+        kind: TimerKind,
+        qpn: QpNum,
+        gen: u32,
+        _p: &NicParams,
+        eff: &mut Effects,
+    ) {
         let Ok(q) = self.qp_mut(qpn) else { return };
         let from = first_missing(q);
         let before = q.t.timeouts();
@@ -1030,13 +1178,23 @@ impl Nic {
     }
 
     /// Sends what a receiving transport replied (ACK, NAK, CNP) back to the sender of `pk`.
-    fn send_replies(&mut self, now: Time, pk: &Packet, replies: &mut Vec<Reply>, p: &NicParams, pool: &mut PacketPool, eff: &mut Effects) {
+    fn send_replies(
+        &mut self,
+        now: Time,
+        pk: &Packet,
+        replies: &mut Vec<Reply>,
+        p: &NicParams,
+        pool: &mut PacketPool,
+        eff: &mut Effects,
+    ) {
         let qpn = pk.dst_qp;
         let sport = self.qp(qpn).map_or(pk.sport, |q| q.sport);
         for r in replies.drain(..) {
             let (kind, psn) = match r {
                 Reply::Ack { cum, .. } => (PktKind::Ack, cum),
-                Reply::Nak { expected } | Reply::SyncNak { expected, .. } => (PktKind::Nak, expected),
+                Reply::Nak { expected } | Reply::SyncNak { expected, .. } => {
+                    (PktKind::Nak, expected)
+                }
                 Reply::RnrNak { psn } => (PktKind::RnrNak, psn),
                 Reply::Cnp => (PktKind::Cnp, 0),
             };
@@ -1047,12 +1205,23 @@ impl Nic {
             // Per QP, not per scenario: tenants may run different transports.
             let mp = self.qp(qpn).is_some_and(|q| q.t.out_of_order());
             let sport = match r {
-                Reply::Ack { sack: Some(_), echo_sport, .. } if mp => echo_sport,
+                Reply::Ack {
+                    sack: Some(_),
+                    echo_sport,
+                    ..
+                } if mp => echo_sport,
                 Reply::Nak { .. } | Reply::SyncNak { .. } if mp => pk.sport,
                 _ => sport,
             };
             let id = self.send_ctrl(kind, pk.src, pk.src_qp, qpn, psn, sport, now, p, pool, eff);
-            if let Reply::Ack { sack, echo_sport, ece, retx, .. } = r {
+            if let Reply::Ack {
+                sack,
+                echo_sport,
+                ece,
+                retx,
+                ..
+            } = r
+            {
                 let a = pool.get_mut(id);
                 a.sack = sack.unwrap_or(u32::MAX);
                 a.echo_sport = echo_sport;
@@ -1065,18 +1234,34 @@ impl Nic {
         }
     }
 
-    fn on_read_req(&mut self, now: Time, pk: &Packet, p: &NicParams, pool: &mut PacketPool, eff: &mut Effects) {
-        let ok_access = !self.mem.track_data || self.mem.check_remote(pk.imm, pk.addr, pk.msg_len, false);
+    fn on_read_req(
+        &mut self,
+        now: Time,
+        pk: &Packet,
+        p: &NicParams,
+        pool: &mut PacketPool,
+        eff: &mut Effects,
+    ) {
+        let ok_access =
+            !self.mem.track_data || self.mem.check_remote(pk.imm, pk.addr, pk.msg_len, false);
         if !ok_access {
             self.stats.access_errors += 1;
         }
-        let Ok(q) = self.qp_mut(pk.dst_qp) else { return };
+        let Ok(q) = self.qp_mut(pk.dst_qp) else {
+            return;
+        };
         let mut replies = Vec::new();
         let class = q.t.on_read_request(now, pk.psn, pk.aux, &mut replies);
         if class == RxClass::Accept {
             // A re-request replaces whatever answer was in progress from that PSN on.
             q.reads.retain(|j| j.first_psn + j.npkts <= pk.psn);
-            q.reads.push_back(ReadJob { first_psn: pk.psn, npkts: pk.aux, next: 0, remote_addr: pk.addr, len: pk.msg_len });
+            q.reads.push_back(ReadJob {
+                first_psn: pk.psn,
+                npkts: pk.aux,
+                next: 0,
+                remote_addr: pk.addr,
+                len: pk.msg_len,
+            });
             if let Some(a) = q.rx_audit.as_mut() {
                 for k in 0..pk.aux {
                     a.insert(pk.psn + k);
@@ -1089,15 +1274,37 @@ impl Nic {
         self.send_replies(now, pk, &mut replies, p, pool, eff);
     }
 
-    fn on_data(&mut self, now: Time, pk: &Packet, payload: Option<Vec<u8>>, p: &NicParams, pool: &mut PacketPool, eff: &mut Effects) {
+    fn on_data(
+        &mut self,
+        now: Time,
+        pk: &Packet,
+        payload: Option<Vec<u8>>,
+        p: &NicParams,
+        pool: &mut PacketPool,
+        eff: &mut Effects,
+    ) {
         let qpn = pk.dst_qp;
         let completion = pk.last && (pk.op == DataOp::Send || pk.has_imm);
         let sync_first = pk.sync.then(|| pk.psn - pk.ipsn);
-        let info = DataInfo { psn: pk.psn, first: pk.first, last: pk.last, ce: pk.ce, sport: pk.sport, read_response: pk.op == DataOp::ReadResp, retx: pk.retx, completion, sync_first };
+        let info = DataInfo {
+            psn: pk.psn,
+            first: pk.first,
+            last: pk.last,
+            ce: pk.ce,
+            sport: pk.sport,
+            read_response: pk.op == DataOp::ReadResp,
+            retx: pk.retx,
+            completion,
+            sync_first,
+        };
         let Ok(q) = self.qp_mut(qpn) else { return };
         let qp_type = q.qp_type;
         let mut replies = Vec::new();
-        let class = if qp_type == QpType::Ud { RxClass::Accept } else { q.t.on_data(now, info, &mut replies) };
+        let class = if qp_type == QpType::Ud {
+            RxClass::Accept
+        } else {
+            q.t.on_data(now, info, &mut replies)
+        };
         if pk.op == DataOp::ReadResp {
             self.send_replies(now, pk, &mut replies, p, pool, eff);
             return self.on_read_resp(now, pk, payload, p, eff);
@@ -1112,7 +1319,15 @@ impl Nic {
 
     /// Places an in-sequence data packet, completes its message at the responder, and lets the
     /// transport acknowledge it.
-    fn accept_data(&mut self, now: Time, pk: &Packet, info: DataInfo, payload: Option<Vec<u8>>, replies: &mut Vec<Reply>, eff: &mut Effects) {
+    fn accept_data(
+        &mut self,
+        now: Time,
+        pk: &Packet,
+        info: DataInfo,
+        payload: Option<Vec<u8>>,
+        replies: &mut Vec<Reply>,
+        eff: &mut Effects,
+    ) {
         let qpn = pk.dst_qp;
         let q = self.qps[qpn as usize].as_mut().unwrap();
         let qp_type = q.qp_type;
@@ -1139,7 +1354,9 @@ impl Nic {
             if q.rq.is_empty() || !enabled {
                 if qp_type == QpType::Rc {
                     // Receiver not ready: the sender retries this PSN after a delay.
-                    replies.push(Reply::RnrNak { psn: q.t.expected() });
+                    replies.push(Reply::RnrNak {
+                        psn: q.t.expected(),
+                    });
                 }
                 return;
             }
@@ -1156,7 +1373,10 @@ impl Nic {
                     }
                 }
                 _ => {
-                    if self.mem.check_remote(pk.aux, pk.addr, bytes.len() as u64, true) {
+                    if self
+                        .mem
+                        .check_remote(pk.aux, pk.addr, bytes.len() as u64, true)
+                    {
                         let _ = self.mem.write(pk.addr, bytes);
                     } else {
                         self.stats.access_errors += 1;
@@ -1169,12 +1389,27 @@ impl Nic {
             q.recv_off += pk.payload as u64;
         }
         if pk.last && needs_recv {
-            let byte_len = if pk.op == DataOp::Send { q.recv_off } else { pk.msg_len };
-            let capacity: u64 = q.rq.front().map(|r| r.wr.sg_list.iter().map(|s| s.length as u64).sum()).unwrap_or(0);
+            let byte_len = if pk.op == DataOp::Send {
+                q.recv_off
+            } else {
+                pk.msg_len
+            };
+            let capacity: u64 =
+                q.rq.front()
+                    .map(|r| r.wr.sg_list.iter().map(|s| s.length as u64).sum())
+                    .unwrap_or(0);
             if let Some(r) = q.rq.pop_front() {
                 q.recv_base += 1;
-                let status = if pk.op == DataOp::Send && byte_len > capacity { WcStatus::LocalLengthError } else { WcStatus::Success };
-                let opcode = if pk.has_imm { WcOpcode::RecvWithImm } else { WcOpcode::Recv };
+                let status = if pk.op == DataOp::Send && byte_len > capacity {
+                    WcStatus::LocalLengthError
+                } else {
+                    WcStatus::Success
+                };
+                let opcode = if pk.has_imm {
+                    WcOpcode::RecvWithImm
+                } else {
+                    WcOpcode::Recv
+                };
                 let mut c = wc(r.wr.wr_id, status, opcode, byte_len, qpn);
                 c.imm = pk.has_imm.then_some(pk.imm);
                 c.src_host = pk.src;
@@ -1190,7 +1425,15 @@ impl Nic {
     /// Places a packet a multipath receiver accepted, possibly out of order (MP-RDMA §3.1): WRITE
     /// data goes to its address, SEND data to the RECV its MSN names at the offset it carries
     /// (iPSN × MTU). Messages complete in order, once the transport's rcv_nxt passes their tail.
-    fn accept_data_ooo(&mut self, now: Time, pk: &Packet, info: DataInfo, payload: Option<Vec<u8>>, replies: &mut Vec<Reply>, eff: &mut Effects) {
+    fn accept_data_ooo(
+        &mut self,
+        now: Time,
+        pk: &Packet,
+        info: DataInfo,
+        payload: Option<Vec<u8>>,
+        replies: &mut Vec<Reply>,
+        eff: &mut Effects,
+    ) {
         let qpn = pk.dst_qp;
         let q = self.qps[qpn as usize].as_mut().unwrap();
         let needs_recv = pk.op == DataOp::Send || (pk.has_imm && pk.last);
@@ -1230,7 +1473,10 @@ impl Nic {
                     }
                 }
                 _ => {
-                    if self.mem.check_remote(pk.aux, pk.addr, bytes.len() as u64, true) {
+                    if self
+                        .mem
+                        .check_remote(pk.aux, pk.addr, bytes.len() as u64, true)
+                    {
                         let _ = self.mem.write(pk.addr, bytes);
                     } else {
                         self.stats.access_errors += 1;
@@ -1242,7 +1488,13 @@ impl Nic {
         if pk.last && needs_recv {
             q.rx_pending.insert(
                 pk.psn,
-                PendingRecv { byte_len: pk.msg_len, send: pk.op == DataOp::Send, imm: pk.has_imm.then_some(pk.imm), src_host: pk.src, src_qp: pk.src_qp },
+                PendingRecv {
+                    byte_len: pk.msg_len,
+                    send: pk.op == DataOp::Send,
+                    imm: pk.has_imm.then_some(pk.imm),
+                    src_host: pk.src,
+                    src_qp: pk.src_qp,
+                },
             );
         }
         q.t.on_accepted(now, info, replies);
@@ -1256,8 +1508,16 @@ impl Nic {
             let Some(r) = q.rq.pop_front() else { break };
             q.recv_base += 1;
             let capacity: u64 = r.wr.sg_list.iter().map(|s| s.length as u64).sum();
-            let status = if m.send && m.byte_len > capacity { WcStatus::LocalLengthError } else { WcStatus::Success };
-            let opcode = if m.imm.is_some() { WcOpcode::RecvWithImm } else { WcOpcode::Recv };
+            let status = if m.send && m.byte_len > capacity {
+                WcStatus::LocalLengthError
+            } else {
+                WcStatus::Success
+            };
+            let opcode = if m.imm.is_some() {
+                WcOpcode::RecvWithImm
+            } else {
+                WcOpcode::Recv
+            };
             let mut c = wc(r.wr.wr_id, status, opcode, m.byte_len, qpn);
             c.imm = m.imm;
             c.src_host = m.src_host;
@@ -1271,10 +1531,19 @@ impl Nic {
 
     /// A READ response at the requester: in order, it is placed and acknowledges its PSN; a gap
     /// makes the requester ask again from the missing PSN (once per gap).
-    fn on_read_resp(&mut self, now: Time, pk: &Packet, payload: Option<Vec<u8>>, p: &NicParams, eff: &mut Effects) {
+    fn on_read_resp(
+        &mut self,
+        now: Time,
+        pk: &Packet,
+        payload: Option<Vec<u8>>,
+        p: &NicParams,
+        eff: &mut Effects,
+    ) {
         let qpn = pk.dst_qp;
         let mtu = p.nic.mtu as u64;
-        let Some(Some(q)) = self.qps.get_mut(qpn as usize) else { return };
+        let Some(Some(q)) = self.qps.get_mut(qpn as usize) else {
+            return;
+        };
         let mut expected = None;
         for (i, w) in q.sq.iter().enumerate() {
             if w.wr.op == SendOp::Read && !w.done {
@@ -1308,7 +1577,18 @@ impl Nic {
             self.mem.scatter(&sg, off, &b);
         }
         // The response acknowledges its own PSN (and everything before it).
-        self.feedback(now, qpn, Feedback::Ack { cum: pk.psn + 1, sack: Some(pk.psn), echo_sport: pk.sport, ece: pk.ce, retx: pk.retx }, eff);
+        self.feedback(
+            now,
+            qpn,
+            Feedback::Ack {
+                cum: pk.psn + 1,
+                sack: Some(pk.psn),
+                echo_sport: pk.sport,
+                ece: pk.ce,
+                retx: pk.retx,
+            },
+            eff,
+        );
     }
 }
 
@@ -1352,7 +1632,16 @@ fn first_missing(q: &Qp) -> u32 {
 }
 
 fn wc(wr_id: u64, status: WcStatus, opcode: WcOpcode, byte_len: u64, qpn: QpNum) -> WorkCompletion {
-    WorkCompletion { wr_id, status, opcode, byte_len, imm: None, qp_num: qpn, src_host: 0, src_qp: 0 }
+    WorkCompletion {
+        wr_id,
+        status,
+        opcode,
+        byte_len,
+        imm: None,
+        qp_num: qpn,
+        src_host: 0,
+        src_qp: 0,
+    }
 }
 
 fn op_of(op: &SendOp) -> WcOpcode {
@@ -1388,7 +1677,10 @@ mod tests {
         for p in [0, 1, 3, 4] {
             a.insert(p);
         }
-        assert!(a.all_below(2) && !a.all_below(3) && !a.all_below(5), "PSN 2 is missing");
+        assert!(
+            a.all_below(2) && !a.all_below(3) && !a.all_below(5),
+            "PSN 2 is missing"
+        );
         a.insert(2);
         assert!(a.all_below(5) && !a.all_below(6));
         a.insert(1);

@@ -19,7 +19,10 @@ const ABSENT: u64 = u64::MAX;
 impl QpCache {
     /// `capacity` 0 = unlimited (every access hits, nothing is tracked).
     pub fn new(capacity: u32) -> Self {
-        QpCache { capacity: capacity as usize, ..Default::default() }
+        QpCache {
+            capacity: capacity as usize,
+            ..Default::default()
+        }
     }
 
     pub fn enabled(&self) -> bool {
@@ -46,7 +49,11 @@ impl QpCache {
         } else {
             self.misses += 1;
             if self.by_stamp.len() >= self.capacity {
-                let (&s, &victim) = self.by_stamp.iter().next().expect("full cache has an entry");
+                let (&s, &victim) = self
+                    .by_stamp
+                    .iter()
+                    .next()
+                    .expect("full cache has an entry");
                 self.by_stamp.remove(&s);
                 self.stamp_of[victim as usize] = ABSENT;
             }

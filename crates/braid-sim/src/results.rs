@@ -30,7 +30,15 @@ pub fn jain(x: &[f64]) -> f64 {
     s * s / (x.len() as f64 * s2)
 }
 
-pub fn assemble(world: &World, log: &FlowLog, now: Time, events: u64, wall: std::time::Duration, finished: bool, transport_base: Option<&crate::transport_report::TransportTotals>) -> Results {
+pub fn assemble(
+    world: &World,
+    log: &FlowLog,
+    now: Time,
+    events: u64,
+    wall: std::time::Duration,
+    finished: bool,
+    transport_base: Option<&crate::transport_report::TransportTotals>,
+) -> Results {
     let mut r = Results::default();
 
     // Flows.
@@ -38,12 +46,21 @@ pub fn assemble(world: &World, log: &FlowLog, now: Time, events: u64, wall: std:
     for f in &log.flows {
         let sport = f
             .src_qp
-            .and_then(|(node, qpn)| world.hosts[world.host_index[node as usize] as usize].nic.qp(qpn).map(|q| q.sport))
+            .and_then(|(node, qpn)| {
+                world.hosts[world.host_index[node as usize] as usize]
+                    .nic
+                    .qp(qpn)
+                    .map(|q| q.sport)
+            })
             .unwrap_or(0);
         let path = world.path_of(f.src, f.dst, sport);
         let fct = f.finish_ps.map(|t| t.saturating_sub(f.start_ps));
         let is_flow = f.kind == "flow";
-        let ideal = if is_flow { world.ideal_fct(f.src, f.dst, sport, f.size) } else { 0 };
+        let ideal = if is_flow {
+            world.ideal_fct(f.src, f.dst, sport, f.size)
+        } else {
+            0
+        };
         let bytes = if is_flow { f.size } else { f.bytes_done };
         let elapsed = fct.unwrap_or(now.saturating_sub(f.start_ps));
         fl.id.push(f.id as u64);
@@ -59,9 +76,20 @@ pub fn assemble(world: &World, log: &FlowLog, now: Time, events: u64, wall: std:
             (Some(t), true) if ideal > 0 => (t as f64 / ideal as f64).max(1.0),
             _ => f64::NAN,
         });
-        fl.goodput.push(if elapsed > 0 { (if is_flow && fct.is_none() { 0 } else { bytes }) as f64 * 8.0 / (elapsed as f64 / S as f64) / 1e9 } else { f64::NAN });
+        fl.goodput.push(if elapsed > 0 {
+            (if is_flow && fct.is_none() { 0 } else { bytes }) as f64 * 8.0
+                / (elapsed as f64 / S as f64)
+                / 1e9
+        } else {
+            f64::NAN
+        });
         fl.sport.push(sport as u64);
-        fl.path.push(path.iter().map(|&n| world.nodes[n as usize].name.as_str()).collect::<Vec<_>>().join(">"));
+        fl.path.push(
+            path.iter()
+                .map(|&n| world.nodes[n as usize].name.as_str())
+                .collect::<Vec<_>>()
+                .join(">"),
+        );
         let mut lat: Vec<f64> = f.latencies.iter().map(|&x| x as f64).collect();
         lat.sort_by(f64::total_cmp);
         fl.lat_p50.push(quantile(&lat, 0.5));
@@ -77,7 +105,8 @@ pub fn assemble(world: &World, log: &FlowLog, now: Time, events: u64, wall: std:
     r.flows.push("fct_ps", Column::I64(fl.fct.clone()));
     r.flows.push("ideal_fct_ps", Column::I64(fl.ideal));
     r.flows.push("slowdown", Column::F64(fl.slowdown.clone()));
-    r.flows.push("goodput_gbps", Column::F64(fl.goodput.clone()));
+    r.flows
+        .push("goodput_gbps", Column::F64(fl.goodput.clone()));
     r.flows.push("sport", Column::U64(fl.sport));
     r.flows.push("path", Column::Str(fl.path));
     r.flows.push("latency_p50_ps", Column::F64(fl.lat_p50));
@@ -88,7 +117,13 @@ pub fn assemble(world: &World, log: &FlowLog, now: Time, events: u64, wall: std:
     for (h, rec) in &world.measure.messages {
         m.host.push(*h as u64);
         m.qpn.push(rec.qpn as u64);
-        m.dst.push(world.host_index.get(rec.dst as usize).copied().unwrap_or(u32::MAX) as u64);
+        m.dst.push(
+            world
+                .host_index
+                .get(rec.dst as usize)
+                .copied()
+                .unwrap_or(u32::MAX) as u64,
+        );
         m.op.push(rec.op.to_string());
         m.bytes.push(rec.bytes);
         m.post.push(rec.post_ps);
@@ -101,14 +136,20 @@ pub fn assemble(world: &World, log: &FlowLog, now: Time, events: u64, wall: std:
     r.messages.push("op", Column::Str(m.op));
     r.messages.push("bytes", Column::U64(m.bytes));
     r.messages.push("post_ps", Column::U64(m.post.clone()));
-    r.messages.push("complete_ps", Column::U64(m.complete.clone()));
-    r.messages.push("latency_ps", Column::U64(m.complete.iter().zip(&m.post).map(|(c, p)| c - p).collect()));
+    r.messages
+        .push("complete_ps", Column::U64(m.complete.clone()));
+    r.messages.push(
+        "latency_ps",
+        Column::U64(m.complete.iter().zip(&m.post).map(|(c, p)| c - p).collect()),
+    );
     r.messages.push("wr_id", Column::U64(m.wr_id));
 
     // Goodput series, per flow.
     let (mut tt, mut tf, mut tb, mut tg) = (vec![], vec![], vec![], vec![]);
     for &(t, node, qpn, bytes, dt) in &world.measure.tput {
-        let Some(&flow) = log.rx_qp_flow.get(&(world.hosts[node as usize].node, qpn)) else { continue };
+        let Some(&flow) = log.rx_qp_flow.get(&(world.hosts[node as usize].node, qpn)) else {
+            continue;
+        };
         tt.push(t);
         tf.push(flow as u64);
         tb.push(bytes);
@@ -136,13 +177,19 @@ pub fn assemble(world: &World, log: &FlowLog, now: Time, events: u64, wall: std:
     k.insert("drops_buffer".into(), c.drops_buffer);
     k.insert("drops_loss".into(), c.drops_loss);
     k.insert("drops_link_down".into(), c.drops_link_down);
-    k.insert("drops".into(), c.drops_buffer + c.drops_loss + c.drops_link_down);
+    k.insert(
+        "drops".into(),
+        c.drops_buffer + c.drops_loss + c.drops_link_down,
+    );
     k.insert("pfc_pauses".into(), c.pfc_pauses);
     k.insert("pfc_resumes".into(), c.pfc_resumes);
     k.insert("ecn_marks".into(), c.ecn_marks);
     k.insert("packets_forwarded".into(), c.packets_forwarded);
     let mut sum = |name: &str, f: &dyn Fn(&crate::nic::NicStats) -> u64| {
-        k.insert(name.to_string(), world.hosts.iter().map(|h| f(&h.nic.stats)).sum());
+        k.insert(
+            name.to_string(),
+            world.hosts.iter().map(|h| f(&h.nic.stats)).sum(),
+        );
     };
     sum("data_packets", &|s| s.data_pkts);
     sum("retransmissions", &|s| s.retx_pkts);
@@ -157,7 +204,12 @@ pub fn assemble(world: &World, log: &FlowLog, now: Time, events: u64, wall: std:
     sum("qp_cache_hits", &|s| s.cache_hits);
     sum("remote_access_errors", &|s| s.access_errors);
     sum("cq_overruns", &|s| s.cq_overruns);
-    let paused: u64 = world.nodes.iter().flat_map(|n| n.ports.iter()).map(|p| p.paused_ps).sum();
+    let paused: u64 = world
+        .nodes
+        .iter()
+        .flat_map(|n| n.ports.iter())
+        .map(|p| p.paused_ps)
+        .sum();
     k.insert("pfc_paused_ps".into(), paused);
     // Per-port ECN marks and packets sent, for every switch port that marked anything
     // ("ecn_marks:<node>:<port>", "tx_pkts:<node>:<port>"; marking ratio = the first / the second).
@@ -175,35 +227,61 @@ pub fn assemble(world: &World, log: &FlowLog, now: Time, events: u64, wall: std:
 
     // Headline.
     let mut h = BTreeMap::new();
-    let flows: Vec<usize> = (0..log.flows.len()).filter(|&i| log.flows[i].kind == "flow").collect();
+    let flows: Vec<usize> = (0..log.flows.len())
+        .filter(|&i| log.flows[i].kind == "flow")
+        .collect();
     let done: Vec<usize> = flows.iter().copied().filter(|&i| fl.fct[i] >= 0).collect();
     h.insert("flows".into(), flows.len() as f64);
     h.insert("flows_completed".into(), done.len() as f64);
     if !done.is_empty() {
         let mut fct: Vec<f64> = done.iter().map(|&i| fl.fct[i] as f64 / 1e6).collect();
         fct.sort_by(f64::total_cmp);
-        h.insert("fct_mean_us".into(), fct.iter().sum::<f64>() / fct.len() as f64);
+        h.insert(
+            "fct_mean_us".into(),
+            fct.iter().sum::<f64>() / fct.len() as f64,
+        );
         h.insert("fct_p50_us".into(), quantile(&fct, 0.5));
         h.insert("fct_p99_us".into(), quantile(&fct, 0.99));
-        let mut sd: Vec<f64> = done.iter().map(|&i| fl.slowdown[i]).filter(|x| x.is_finite()).collect();
+        let mut sd: Vec<f64> = done
+            .iter()
+            .map(|&i| fl.slowdown[i])
+            .filter(|x| x.is_finite())
+            .collect();
         sd.sort_by(f64::total_cmp);
-        h.insert("slowdown_mean".into(), sd.iter().sum::<f64>() / sd.len().max(1) as f64);
+        h.insert(
+            "slowdown_mean".into(),
+            sd.iter().sum::<f64>() / sd.len().max(1) as f64,
+        );
         h.insert("slowdown_p50".into(), quantile(&sd, 0.5));
         h.insert("slowdown_p99".into(), quantile(&sd, 0.99));
         let gp: Vec<f64> = done.iter().map(|&i| fl.goodput[i]).collect();
         h.insert("flow_goodput_jain".into(), jain(&gp));
         h.insert("flow_goodput_sum_gbps".into(), gp.iter().sum());
     }
-    let apps: Vec<usize> = (0..log.flows.len()).filter(|&i| log.flows[i].kind != "flow").collect();
+    let apps: Vec<usize> = (0..log.flows.len())
+        .filter(|&i| log.flows[i].kind != "flow")
+        .collect();
     if !apps.is_empty() {
-        let gp: Vec<f64> = apps.iter().map(|&i| fl.goodput[i]).filter(|x| x.is_finite()).collect();
+        let gp: Vec<f64> = apps
+            .iter()
+            .map(|&i| fl.goodput[i])
+            .filter(|x| x.is_finite())
+            .collect();
         h.insert("app_goodput_sum_gbps".into(), gp.iter().sum());
         h.insert("app_goodput_jain".into(), jain(&gp));
     }
-    let delivered: u64 = world.hosts.iter().flat_map(|h| h.nic.qps()).map(|q| q.rx_bytes).sum();
+    let delivered: u64 = world
+        .hosts
+        .iter()
+        .flat_map(|h| h.nic.qps())
+        .map(|q| q.rx_bytes)
+        .sum();
     h.insert("delivered_bytes".into(), delivered as f64);
     if now > 0 {
-        h.insert("aggregate_goodput_gbps".into(), delivered as f64 * 8.0 / (now as f64 / S as f64) / 1e9);
+        h.insert(
+            "aggregate_goodput_gbps".into(),
+            delivered as f64 * 8.0 / (now as f64 / S as f64) / 1e9,
+        );
     }
     h.insert("sim_time_ms".into(), now as f64 / 1e9);
     r.headline = h;
@@ -215,8 +293,22 @@ pub fn assemble(world: &World, log: &FlowLog, now: Time, events: u64, wall: std:
     s.insert("packets".into(), world.pool.created as f64);
     s.insert("sim_time_ps".into(), now as f64);
     s.insert("wall_s".into(), wall_s);
-    s.insert("events_per_s".into(), if wall_s > 0.0 { events as f64 / wall_s } else { 0.0 });
-    s.insert("sim_s_per_wall_s".into(), if wall_s > 0.0 { now as f64 / S as f64 / wall_s } else { 0.0 });
+    s.insert(
+        "events_per_s".into(),
+        if wall_s > 0.0 {
+            events as f64 / wall_s
+        } else {
+            0.0
+        },
+    );
+    s.insert(
+        "sim_s_per_wall_s".into(),
+        if wall_s > 0.0 {
+            now as f64 / S as f64 / wall_s
+        } else {
+            0.0
+        },
+    );
     s.insert("finished".into(), finished as u8 as f64);
     s.insert("hosts".into(), world.hosts.len() as f64);
     for (k, n) in crate::world::Ev::KINDS.iter().zip(world.ev_counts) {

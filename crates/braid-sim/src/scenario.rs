@@ -50,7 +50,10 @@ fn default_seed() -> u64 {
 }
 
 fn err(path: impl Into<String>, message: impl Into<String>) -> ScenarioError {
-    ScenarioError { path: path.into(), message: message.into() }
+    ScenarioError {
+        path: path.into(),
+        message: message.into(),
+    }
 }
 
 impl Scenario {
@@ -77,56 +80,97 @@ impl Scenario {
         }
         for (i, p) in sw.lossless.iter().enumerate() {
             if *p >= sw.priorities {
-                return Err(err(format!("switch.lossless[{i}]"), format!("priority {p} does not exist (switch.priorities = {})", sw.priorities)));
+                return Err(err(
+                    format!("switch.lossless[{i}]"),
+                    format!(
+                        "priority {p} does not exist (switch.priorities = {})",
+                        sw.priorities
+                    ),
+                ));
             }
         }
         if sw.scheduler == Scheduler::Dwrr {
             for (i, q) in sw.dwrr_quantum.iter().enumerate() {
                 if *q == 0 {
-                    return Err(err(format!("switch.dwrr_quantum[{i}]"), "quantum must be at least 1 byte"));
+                    return Err(err(
+                        format!("switch.dwrr_quantum[{i}]"),
+                        "quantum must be at least 1 byte",
+                    ));
                 }
             }
         }
         if sw.buffer.0 == 0 {
             return Err(err("switch.buffer", "must be positive, e.g. \"12MB\""));
         }
-        let check_curve = |path: &str, kmin: u64, kmax: u64, pmax: f64| -> Result<(), ScenarioError> {
-            if !(0.0..=1.0).contains(&pmax) || pmax.is_nan() {
-                return Err(err(format!("{path}.pmax"), "expected a probability between 0 and 1"));
-            }
-            if kmin > kmax {
-                return Err(err(format!("{path}.kmin"), "must not exceed kmax"));
-            }
-            Ok(())
-        };
+        let check_curve =
+            |path: &str, kmin: u64, kmax: u64, pmax: f64| -> Result<(), ScenarioError> {
+                if !(0.0..=1.0).contains(&pmax) || pmax.is_nan() {
+                    return Err(err(
+                        format!("{path}.pmax"),
+                        "expected a probability between 0 and 1",
+                    ));
+                }
+                if kmin > kmax {
+                    return Err(err(format!("{path}.kmin"), "must not exceed kmax"));
+                }
+                Ok(())
+            };
         check_curve("switch.ecn", sw.ecn.kmin.0, sw.ecn.kmax.0, sw.ecn.pmax)?;
         for (i, c) in sw.ecn.by_rate.iter().enumerate() {
-            check_curve(&format!("switch.ecn.by_rate[{i}]"), c.kmin.0, c.kmax.0, c.pmax)?;
+            check_curve(
+                &format!("switch.ecn.by_rate[{i}]"),
+                c.kmin.0,
+                c.kmax.0,
+                c.pmax,
+            )?;
         }
         for (i, c) in sw.ecn.by_port.iter().enumerate() {
-            check_curve(&format!("switch.ecn.by_port[{i}]"), c.kmin.0, c.kmax.0, c.pmax)?;
+            check_curve(
+                &format!("switch.ecn.by_port[{i}]"),
+                c.kmin.0,
+                c.kmax.0,
+                c.pmax,
+            )?;
         }
         let pfc = &sw.pfc;
         if !pfc.dynamic && pfc.xon.0 > pfc.xoff.0 {
             return Err(err("switch.pfc.xon", "must not exceed switch.pfc.xoff"));
         }
         if !(pfc.alpha > 0.0 && pfc.alpha <= 64.0) {
-            return Err(err("switch.pfc.alpha", "expected a positive factor (e.g. 0.125)"));
+            return Err(err(
+                "switch.pfc.alpha",
+                "expected a positive factor (e.g. 0.125)",
+            ));
         }
         let nic = &self.nic;
         if !(64..=65536).contains(&nic.mtu) {
-            return Err(err("nic.mtu", "expected a payload size between 64 and 65536 bytes"));
+            return Err(err(
+                "nic.mtu",
+                "expected a payload size between 64 and 65536 bytes",
+            ));
         }
         if nic.ack_every == 0 {
-            return Err(err("nic.ack_every", "expected at least 1 (1 = ACK every packet)"));
+            return Err(err(
+                "nic.ack_every",
+                "expected at least 1 (1 = ACK every packet)",
+            ));
         }
         if nic.priority >= sw.priorities {
-            return Err(err("nic.priority", format!("priority {} does not exist (switch.priorities = {})", nic.priority, sw.priorities)));
+            return Err(err(
+                "nic.priority",
+                format!(
+                    "priority {} does not exist (switch.priorities = {})",
+                    nic.priority, sw.priorities
+                ),
+            ));
         }
         if nic.rto.0 == 0 {
             return Err(err("nic.rto", "must be positive, e.g. \"4ms\""));
         }
-        for (k, v) in [("nic.max_msg_rate", nic.max_msg_rate), ("nic.max_qp_msg_rate", nic.max_qp_msg_rate)] {
+        for (k, v) in [
+            ("nic.max_msg_rate", nic.max_msg_rate),
+            ("nic.max_qp_msg_rate", nic.max_qp_msg_rate),
+        ] {
             if !(v >= 0.0 && v.is_finite()) {
                 return Err(err(k, "expected messages per second >= 0 (0 = unlimited)"));
             }
@@ -139,13 +183,20 @@ impl Scenario {
             if h.parse::<u32>().is_err() {
                 return Err(err(p, "keys are host indices, e.g. \"3\""));
             }
-            let t = self.transport.overridden(Some(o)).map_err(|(rel, m)| err(join(&p, &rel), m))?;
+            let t = self
+                .transport
+                .overridden(Some(o))
+                .map_err(|(rel, m)| err(join(&p, &rel), m))?;
             check_transport(&p, &t)?;
         }
         for (i, t) in self.traffic.iter().enumerate() {
             if t.transport.is_some() {
                 // Per-host keys combine with it per flow, once the flows exist (Simulation::build).
-                self.transport_for(None, t.transport.as_ref(), &format!("traffic[{i}].transport"))?;
+                self.transport_for(
+                    None,
+                    t.transport.as_ref(),
+                    &format!("traffic[{i}].transport"),
+                )?;
             }
         }
         for (i, a) in self.apps.iter().enumerate() {
@@ -170,13 +221,22 @@ impl Scenario {
                 check_middleware(&format!("{p}.middleware[{j}]"), name)?;
             }
             if !(0.0..=1.0).contains(&a.sync_ratio) {
-                return Err(err(format!("{p}.sync_ratio"), "expected a fraction of messages between 0 and 1 (e.g. 0.2)"));
+                return Err(err(
+                    format!("{p}.sync_ratio"),
+                    "expected a fraction of messages between 0 and 1 (e.g. 0.2)",
+                ));
             }
             if a.sync_ratio > 0.0 && !matches!(a.kind, AppKind::WriteBw | AppKind::SendBw) {
-                return Err(err(format!("{p}.sync_ratio"), "only write_bw and send_bw post streams of messages to flag"));
+                return Err(err(
+                    format!("{p}.sync_ratio"),
+                    "only write_bw and send_bw post streams of messages to flag",
+                ));
             }
             if a.size.0 > u32::MAX as u64 && a.kind == AppKind::SendBw {
-                return Err(err(format!("{p}.size"), "SEND messages are limited to 4 GiB"));
+                return Err(err(
+                    format!("{p}.size"),
+                    "SEND messages are limited to 4 GiB",
+                ));
             }
         }
         for (i, name) in self.middleware.default.iter().enumerate() {
@@ -184,7 +244,10 @@ impl Scenario {
         }
         for (h, names) in &self.middleware.per_host {
             if h.parse::<u32>().is_err() {
-                return Err(err(format!("middleware.per_host.{h}"), "keys are host indices, e.g. \"3\""));
+                return Err(err(
+                    format!("middleware.per_host.{h}"),
+                    "keys are host indices, e.g. \"3\"",
+                ));
             }
             for (i, name) in names.iter().enumerate() {
                 check_middleware(&format!("middleware.per_host.{h}[{i}]"), name)?;
@@ -198,19 +261,28 @@ impl Scenario {
     /// The transport of a connection initiated by host `src` (a flow's or an application's
     /// `src`) for a tenant with override `own`: `[transport]`, then `transport.per_host.<src>`,
     /// then `own`, each replacing the keys it sets. `path` names `own` in errors.
-    pub fn transport_for(&self, src: Option<u32>, own: Option<&TransportOverride>, path: &str) -> Result<TransportConfig, ScenarioError> {
+    pub fn transport_for(
+        &self,
+        src: Option<u32>,
+        own: Option<&TransportOverride>,
+        path: &str,
+    ) -> Result<TransportConfig, ScenarioError> {
         let host = src.and_then(|h| self.transport.per_host.get(&h.to_string()));
         let base = match host {
             Some(o) => {
                 let p = format!("transport.per_host.{}", src.unwrap_or_default());
-                self.transport.overridden(Some(o)).map_err(|(rel, m)| err(join(&p, &rel), m))?
+                self.transport
+                    .overridden(Some(o))
+                    .map_err(|(rel, m)| err(join(&p, &rel), m))?
             }
             None => self.transport.overridden(None).expect("no override"),
         };
         if own.is_none() {
             return Ok(base);
         }
-        let t = base.overridden(own).map_err(|(rel, m)| err(join(path, &rel), m))?;
+        let t = base
+            .overridden(own)
+            .map_err(|(rel, m)| err(join(path, &rel), m))?;
         check_transport(path, &t)?;
         Ok(t)
     }
@@ -234,13 +306,22 @@ fn check_transport(path: &str, t: &TransportConfig) -> Result<(), ScenarioError>
     if !(0.0..=1.0).contains(&d.initial_alpha) {
         return Err(err(at("dcqcn.initial_alpha"), "expected a value in [0, 1]"));
     }
-    for (k, v) in [("alpha_timer", d.alpha_timer.0), ("rate_timer", d.rate_timer.0)] {
+    for (k, v) in [
+        ("alpha_timer", d.alpha_timer.0),
+        ("rate_timer", d.rate_timer.0),
+    ] {
         if v == 0 {
-            return Err(err(at(&format!("dcqcn.{k}")), "must be positive, e.g. \"55us\""));
+            return Err(err(
+                at(&format!("dcqcn.{k}")),
+                "must be positive, e.g. \"55us\"",
+            ));
         }
     }
     if d.min_rate.0 == 0 {
-        return Err(err(at("dcqcn.min_rate"), "must be positive, e.g. \"10Mbps\""));
+        return Err(err(
+            at("dcqcn.min_rate"),
+            "must be positive, e.g. \"10Mbps\"",
+        ));
     }
     let m = &t.mp_rdma;
     // Up to 2^16 slots: enough for an "infinite" bitmap in the paper's worst case (99.9th OOD of
@@ -249,22 +330,37 @@ fn check_transport(path: &str, t: &TransportConfig) -> Result<(), ScenarioError>
         return Err(err(at("mp_rdma.bitmap"), "expected 1..=65536 slots"));
     }
     if m.delta > m.bitmap {
-        return Err(err(at("mp_rdma.delta"), "must not exceed the bitmap length L (0 = no OOO control)"));
+        return Err(err(
+            at("mp_rdma.delta"),
+            "must not exceed the bitmap length L (0 = no OOO control)",
+        ));
     }
     if m.iw == Some(0) || (m.iw.is_none() && m.bdp.0 == 0) {
         return Err(err(at("mp_rdma.iw"), "expected at least 1 packet"));
     }
     if !(0.0..=1.0).contains(&m.probe_p) {
-        return Err(err(at("mp_rdma.probe_p"), "expected a probability in [0, 1]"));
+        return Err(err(
+            at("mp_rdma.probe_p"),
+            "expected a probability in [0, 1]",
+        ));
     }
     if m.max_per_ack == 0 {
         return Err(err(at("mp_rdma.max_per_ack"), "expected at least 1"));
     }
-    if !(m.burst_rtt_frac > 0.0 && m.burst_rtt_frac.is_finite()) || !(m.restart_rtts > 0.0 && m.restart_rtts.is_finite()) || !(m.alpha >= 0.0 && m.alpha.is_finite()) {
-        return Err(err(at("mp_rdma"), "burst_rtt_frac and restart_rtts must be positive, alpha >= 0"));
+    if !(m.burst_rtt_frac > 0.0 && m.burst_rtt_frac.is_finite())
+        || !(m.restart_rtts > 0.0 && m.restart_rtts.is_finite())
+        || !(m.alpha >= 0.0 && m.alpha.is_finite())
+    {
+        return Err(err(
+            at("mp_rdma"),
+            "burst_rtt_frac and restart_rtts must be positive, alpha >= 0",
+        ));
     }
     if m.vp_min > m.vp_max || m.initial_rtt.0 == 0 {
-        return Err(err(at("mp_rdma.vp_min"), "expected vp_min <= vp_max and a positive initial_rtt"));
+        return Err(err(
+            at("mp_rdma.vp_min"),
+            "expected vp_min <= vp_max and a positive initial_rtt",
+        ));
     }
     Ok(())
 }
@@ -281,7 +377,10 @@ pub struct TrafficEntry {
 
 impl From<TrafficSpec> for TrafficEntry {
     fn from(spec: TrafficSpec) -> Self {
-        TrafficEntry { spec, transport: None }
+        TrafficEntry {
+            spec,
+            transport: None,
+        }
     }
 }
 
@@ -293,12 +392,19 @@ struct WithoutTransport<A> {
 
 impl<'de, A: MapAccess<'de>> MapAccess<'de> for WithoutTransport<A> {
     type Error = A::Error;
-    fn next_key_seed<K: DeserializeSeed<'de>>(&mut self, seed: K) -> Result<Option<K::Value>, A::Error> {
+    fn next_key_seed<K: DeserializeSeed<'de>>(
+        &mut self,
+        seed: K,
+    ) -> Result<Option<K::Value>, A::Error> {
         loop {
             match self.map.next_key::<String>()? {
                 None => return Ok(None),
                 Some(k) if k == "transport" => self.transport = Some(self.map.next_value()?),
-                Some(k) => return seed.deserialize(IntoDeserializer::<A::Error>::into_deserializer(k)).map(Some),
+                Some(k) => {
+                    return seed
+                        .deserialize(IntoDeserializer::<A::Error>::into_deserializer(k))
+                        .map(Some)
+                }
             }
         }
     }
@@ -316,9 +422,15 @@ impl<'de> Deserialize<'de> for TrafficEntry {
                 f.write_str("a traffic table with `pattern`")
             }
             fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<TrafficEntry, A::Error> {
-                let mut rest = WithoutTransport { map, transport: None };
+                let mut rest = WithoutTransport {
+                    map,
+                    transport: None,
+                };
                 let spec = TrafficSpec::deserialize(MapAccessDeserializer::new(&mut rest))?;
-                Ok(TrafficEntry { spec, transport: rest.transport })
+                Ok(TrafficEntry {
+                    spec,
+                    transport: rest.transport,
+                })
             }
         }
         d.deserialize_map(V)
@@ -329,7 +441,10 @@ impl Serialize for TrafficEntry {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut v = serde_json::to_value(&self.spec).map_err(serde::ser::Error::custom)?;
         if let (Some(t), Some(obj)) = (&self.transport, v.as_object_mut()) {
-            obj.insert("transport".into(), serde_json::to_value(t).map_err(serde::ser::Error::custom)?);
+            obj.insert(
+                "transport".into(),
+                serde_json::to_value(t).map_err(serde::ser::Error::custom)?,
+            );
         }
         v.serialize(s)
     }
@@ -342,7 +457,8 @@ impl JsonSchema for TrafficEntry {
     /// The pattern's schema with `transport` added to every variant.
     fn json_schema(g: &mut schemars::SchemaGenerator) -> schemars::Schema {
         let mut s = TrafficSpec::json_schema(g);
-        let t = serde_json::to_value(g.subschema_for::<TransportOverride>()).expect("schema serialises");
+        let t = serde_json::to_value(g.subschema_for::<TransportOverride>())
+            .expect("schema serialises");
         for key in ["oneOf", "anyOf"] {
             if let Some(variants) = s.get_mut(key).and_then(|v| v.as_array_mut()) {
                 for v in variants {
@@ -363,7 +479,13 @@ fn check_middleware(path: &str, name: &str) -> Result<(), ScenarioError> {
     if MIDDLEWARE.contains(&name) {
         Ok(())
     } else {
-        Err(err(path, format!("unknown middleware {name:?}; available: {}", MIDDLEWARE.join(", "))))
+        Err(err(
+            path,
+            format!(
+                "unknown middleware {name:?}; available: {}",
+                MIDDLEWARE.join(", ")
+            ),
+        ))
     }
 }
 

@@ -1,10 +1,12 @@
 //! A run: scenario in, results out.
 
 use crate::api::{Column, Results, ScenarioError, Table};
-use crate::apps::{perf_record, FlowSender, FlowSink, PerfClient, PerfServer, Rendezvous, SendFlow};
+use crate::apps::{
+    perf_record, FlowSender, FlowSink, PerfClient, PerfServer, Rendezvous, SendFlow,
+};
+use crate::config::{TransportConfig, TransportOverride};
 use crate::measure::{FlowLog, FlowRecord, Measure, SharedLog};
 use crate::nic::NicParams;
-use crate::config::{TransportConfig, TransportOverride};
 use crate::scenario::Scenario;
 use crate::world::{AppSlot, Ev, Role, World};
 use braid_engine::{EventQueue, Handler, Time};
@@ -31,7 +33,10 @@ pub struct Simulation {
 }
 
 fn err(path: impl Into<String>, message: impl Into<String>) -> ScenarioError {
-    ScenarioError { path: path.into(), message: message.into() }
+    ScenarioError {
+        path: path.into(),
+        message: message.into(),
+    }
 }
 
 /// Joins a table's key path with a path relative to it.
@@ -67,17 +72,28 @@ struct Transports {
 
 impl Transports {
     fn new(sc: &Scenario) -> Self {
-        Transports { list: vec![sc.transport.overridden(None).expect("no override")], params: vec![None], nic: sc.nic.clone() }
+        Transports {
+            list: vec![sc.transport.overridden(None).expect("no override")],
+            params: vec![None],
+            nic: sc.nic.clone(),
+        }
     }
 
     /// The number of the transport a connection initiated by `src` runs for a tenant with
     /// override `own` (named `path` in errors).
-    fn index(&mut self, sc: &Scenario, src: Option<u32>, own: Option<&TransportOverride>, path: &str) -> Result<usize, ScenarioError> {
+    fn index(
+        &mut self,
+        sc: &Scenario,
+        src: Option<u32>,
+        own: Option<&TransportOverride>,
+        path: &str,
+    ) -> Result<usize, ScenarioError> {
         let t = sc.transport_for(src, own, path)?;
         if let Some(i) = self.list.iter().position(|x| *x == t) {
             return Ok(i);
         }
-        self.params.push(Some(Rc::new(NicParams::new(self.nic.clone(), t.clone()))));
+        self.params
+            .push(Some(Rc::new(NicParams::new(self.nic.clone(), t.clone()))));
         self.list.push(t);
         Ok(self.list.len() - 1)
     }
@@ -90,22 +106,35 @@ impl Transports {
 impl Simulation {
     /// Builds a run from a scenario given as JSON (the front end parses TOML and applies
     /// overrides). Relative file paths in the scenario resolve against `base_dir`.
-    pub fn from_json(json: &str, base_dir: &Path, seed: Option<u64>) -> Result<Self, ScenarioError> {
+    pub fn from_json(
+        json: &str,
+        base_dir: &Path,
+        seed: Option<u64>,
+    ) -> Result<Self, ScenarioError> {
         let sc = Scenario::from_json(json)?;
         Self::build(sc, base_dir, seed)
     }
 
     pub fn build(sc: Scenario, base_dir: &Path, seed: Option<u64>) -> Result<Self, ScenarioError> {
         let seed = seed.unwrap_or(sc.seed);
-        let graph = sc.topology.build(base_dir).map_err(|e| err(join("topology", &e.path), e.message))?;
+        let graph = sc
+            .topology
+            .build(base_dir)
+            .map_err(|e| err(join("topology", &e.path), e.message))?;
         let params = NicParams::new(sc.nic.clone(), sc.transport.clone());
         let measure = Measure::new(sc.measure.interval.0, sc.measure.messages);
-        let mut world = World::new(&graph, params, sc.switch.clone(), measure, seed).map_err(|m| err("topology", m))?;
+        let mut world = World::new(&graph, params, sc.switch.clone(), measure, seed)
+            .map_err(|m| err("topology", m))?;
         let n_hosts = world.hosts.len() as u32;
         if n_hosts == 0 {
             return Err(err("topology", "the topology has no hosts"));
         }
-        let names: HashMap<String, u32> = world.nodes.iter().enumerate().map(|(i, n)| (n.name.clone(), i as u32)).collect();
+        let names: HashMap<String, u32> = world
+            .nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.name.clone(), i as u32))
+            .collect();
 
         // Sampled queues.
         for (i, spec) in sc.measure.queues.iter().enumerate() {
@@ -116,35 +145,59 @@ impl Simulation {
                         for (pi, p) in node.ports.iter().enumerate() {
                             if matches!(world.nodes[p.peer_node as usize].role, Role::Switch(_)) {
                                 world.measure.queue_ports.push((ni as u32, pi as u16));
-                                world.measure.queue_names.push(format!("{}:{}", node.name, pi));
+                                world
+                                    .measure
+                                    .queue_names
+                                    .push(format!("{}:{}", node.name, pi));
                             }
                         }
                     }
                 }
                 continue;
             }
-            let (node, port) = spec.rsplit_once(':').ok_or_else(|| err(&path, "expected \"node:port\" (e.g. \"tor0:5\") or \"all-fabric\""))?;
-            let ni = names.get(node).copied().or_else(|| node.parse::<u32>().ok().filter(|&x| (x as usize) < world.nodes.len()));
+            let (node, port) = spec.rsplit_once(':').ok_or_else(|| {
+                err(
+                    &path,
+                    "expected \"node:port\" (e.g. \"tor0:5\") or \"all-fabric\"",
+                )
+            })?;
+            let ni = names.get(node).copied().or_else(|| {
+                node.parse::<u32>()
+                    .ok()
+                    .filter(|&x| (x as usize) < world.nodes.len())
+            });
             let ni = ni.ok_or_else(|| err(&path, format!("no node named {node:?}")))?;
-            let pi: u16 = port.parse().map_err(|_| err(&path, "the port must be a number"))?;
+            let pi: u16 = port
+                .parse()
+                .map_err(|_| err(&path, "the port must be a number"))?;
             if pi as usize >= world.nodes[ni as usize].ports.len() {
-                return Err(err(&path, format!("{node} has {} ports", world.nodes[ni as usize].ports.len())));
+                return Err(err(
+                    &path,
+                    format!("{node} has {} ports", world.nodes[ni as usize].ports.len()),
+                ));
             }
             world.measure.queue_ports.push((ni, pi));
             world.measure.queue_names.push(spec.clone());
         }
 
         apply_ecn_by_port(&mut world, &sc.switch.ecn.by_port, &names)?;
-        world.install_routes(&sc.routes, &names).map_err(|(p, m)| err(p, m))?;
+        world
+            .install_routes(&sc.routes, &names)
+            .map_err(|(p, m)| err(p, m))?;
         let mut queue = EventQueue::new();
-        world.schedule_link_events(&sc.link_events, &mut queue, &names).map_err(|m| {
-            let (p, msg) = m.split_once(": ").unwrap_or(("link_events", &m));
-            err(p, msg.to_string())
-        })?;
+        world
+            .schedule_link_events(&sc.link_events, &mut queue, &names)
+            .map_err(|m| {
+                let (p, msg) = m.split_once(": ").unwrap_or(("link_events", &m));
+                err(p, msg.to_string())
+            })?;
 
         for h in sc.transport.per_host.keys() {
             if h.parse::<u32>().map_or(true, |h| h >= n_hosts) {
-                return Err(err(format!("transport.per_host.{h}"), format!("host {h} does not exist (the topology has {n_hosts} hosts)")));
+                return Err(err(
+                    format!("transport.per_host.{h}"),
+                    format!("host {h} does not exist (the topology has {n_hosts} hosts)"),
+                ));
             }
         }
         // Transports: every connection runs the transport of its tenant (`[[traffic]]` or
@@ -163,18 +216,36 @@ impl Simulation {
         let mut sinks: Sinks = BTreeMap::new();
         let mut conn = 0u32;
         for (i, t) in sc.traffic.iter().enumerate() {
-            let flows = t.spec.generate_on(&graph, seed, i as u64, base_dir).map_err(|e| err(join(&format!("traffic[{i}]"), &e.path), e.message))?;
+            let flows = t
+                .spec
+                .generate_on(&graph, seed, i as u64, base_dir)
+                .map_err(|e| err(join(&format!("traffic[{i}]"), &e.path), e.message))?;
             // Transport by source host, resolved once per (table, host).
             let mut by_src: HashMap<u32, usize> = HashMap::new();
             for f in flows {
                 if f.src >= n_hosts || f.dst >= n_hosts {
-                    return Err(err(format!("traffic[{i}]"), format!("flow {} -> {} names a host beyond the topology's {n_hosts}", f.src, f.dst)));
+                    return Err(err(
+                        format!("traffic[{i}]"),
+                        format!(
+                            "flow {} -> {} names a host beyond the topology's {n_hosts}",
+                            f.src, f.dst
+                        ),
+                    ));
                 }
                 if f.priority >= sc.switch.priorities {
-                    return Err(err(format!("traffic[{i}].priority"), format!("priority {} does not exist (switch.priorities = {})", f.priority, sc.switch.priorities)));
+                    return Err(err(
+                        format!("traffic[{i}].priority"),
+                        format!(
+                            "priority {} does not exist (switch.priorities = {})",
+                            f.priority, sc.switch.priorities
+                        ),
+                    ));
                 }
                 if f.src == f.dst {
-                    return Err(err(format!("traffic[{i}]"), format!("flow from host {} to itself", f.src)));
+                    return Err(err(
+                        format!("traffic[{i}]"),
+                        format!("flow from host {} to itself", f.src),
+                    ));
                 }
                 let id = log.borrow_mut().add(FlowRecord {
                     id: 0,
@@ -192,13 +263,24 @@ impl Simulation {
                 let tr = match by_src.get(&f.src) {
                     Some(&x) => x,
                     None => {
-                        let x = transports.index(&sc, Some(f.src), t.transport.as_ref(), &format!("traffic[{i}].transport"))?;
+                        let x = transports.index(
+                            &sc,
+                            Some(f.src),
+                            t.transport.as_ref(),
+                            &format!("traffic[{i}].transport"),
+                        )?;
                         by_src.insert(f.src, x);
                         x
                     }
                 };
-                senders.entry((f.src, tr)).or_default().push(SendFlow::new(id, conn, f.size, f.start_ps, f.priority));
-                sinks.entry((f.dst, tr)).or_default().push((id, conn, f.size));
+                senders
+                    .entry((f.src, tr))
+                    .or_default()
+                    .push(SendFlow::new(id, conn, f.size, f.start_ps, f.priority));
+                sinks
+                    .entry((f.dst, tr))
+                    .or_default()
+                    .push((id, conn, f.size));
                 conn += 1;
             }
         }
@@ -209,22 +291,50 @@ impl Simulation {
             app_no << 40
         };
         let stack_for = |h: u32| -> Vec<Box<dyn Middleware>> {
-            let names = sc.middleware.per_host.get(&h.to_string()).unwrap_or(&sc.middleware.default);
+            let names = sc
+                .middleware
+                .per_host
+                .get(&h.to_string())
+                .unwrap_or(&sc.middleware.default);
             make_stack(names)
         };
         // Each application is a tenant with its own stack: its own `middleware` list, else its
         // host's.
-        let mut add_app = |world: &mut World, h: u32, app: Box<dyn braid_verbs::App>, own: Option<&Vec<String>>, params: Option<Rc<NicParams>>| {
+        let mut add_app = |world: &mut World,
+                           h: u32,
+                           app: Box<dyn braid_verbs::App>,
+                           own: Option<&Vec<String>>,
+                           params: Option<Rc<NicParams>>| {
             let idx = world.hosts[h as usize].apps.len() as u32;
             let stack = own.map(|n| make_stack(n)).unwrap_or_else(|| stack_for(h));
-            world.hosts[h as usize].apps.push(AppSlot { app, stack, params });
+            world.hosts[h as usize]
+                .apps
+                .push(AppSlot { app, stack, params });
             queue.schedule(0, Ev::AppStart { host: h, app: idx });
         };
         for ((h, tr), flows) in sinks {
-            add_app(&mut world, h, Box::new(FlowSink::new(log.clone(), rdv.clone(), flows, next_base())), None, transports.params(tr));
+            add_app(
+                &mut world,
+                h,
+                Box::new(FlowSink::new(log.clone(), rdv.clone(), flows, next_base())),
+                None,
+                transports.params(tr),
+            );
         }
         for ((h, tr), flows) in senders {
-            add_app(&mut world, h, Box::new(FlowSender::new(log.clone(), rdv.clone(), flows, next_base(), data_check)), None, transports.params(tr));
+            add_app(
+                &mut world,
+                h,
+                Box::new(FlowSender::new(
+                    log.clone(),
+                    rdv.clone(),
+                    flows,
+                    next_base(),
+                    data_check,
+                )),
+                None,
+                transports.params(tr),
+            );
         }
         for (i, a) in sc.apps.iter().enumerate() {
             if !a.enabled {
@@ -232,15 +342,51 @@ impl Simulation {
             }
             for (k, v) in [("src", a.src), ("dst", a.dst)] {
                 if v >= n_hosts {
-                    return Err(err(format!("apps[{i}].{k}"), format!("host {v} does not exist (the topology has {n_hosts} hosts)")));
+                    return Err(err(
+                        format!("apps[{i}].{k}"),
+                        format!("host {v} does not exist (the topology has {n_hosts} hosts)"),
+                    ));
                 }
             }
             let flow = log.borrow_mut().add(perf_record(a, a.src, a.dst));
             let c0 = conn;
             conn += a.qps;
-            let tr = transports.index(&sc, Some(a.src), a.transport.as_ref(), &format!("apps[{i}].transport"))?;
-            add_app(&mut world, a.dst, Box::new(PerfServer::new(a.clone(), flow, c0, log.clone(), rdv.clone(), next_base())), a.middleware.as_ref(), transports.params(tr));
-            add_app(&mut world, a.src, Box::new(PerfClient::new(a.clone(), flow, c0, log.clone(), rdv.clone(), next_base(), seed, i as u64)), a.middleware.as_ref(), transports.params(tr));
+            let tr = transports.index(
+                &sc,
+                Some(a.src),
+                a.transport.as_ref(),
+                &format!("apps[{i}].transport"),
+            )?;
+            add_app(
+                &mut world,
+                a.dst,
+                Box::new(PerfServer::new(
+                    a.clone(),
+                    flow,
+                    c0,
+                    log.clone(),
+                    rdv.clone(),
+                    next_base(),
+                )),
+                a.middleware.as_ref(),
+                transports.params(tr),
+            );
+            add_app(
+                &mut world,
+                a.src,
+                Box::new(PerfClient::new(
+                    a.clone(),
+                    flow,
+                    c0,
+                    log.clone(),
+                    rdv.clone(),
+                    next_base(),
+                    seed,
+                    i as u64,
+                )),
+                a.middleware.as_ref(),
+                transports.params(tr),
+            );
         }
         if world.measure.interval > 0 {
             queue.schedule(world.measure.interval, Ev::Sample);
@@ -263,13 +409,26 @@ impl Simulation {
 
     /// Adds an application of the caller's (any [`braid_verbs::App`]) to a host, with the host's
     /// configured verbs stack. It starts at time 0, so call this before advancing.
-    pub fn add_app(&mut self, host: u32, app: Box<dyn braid_verbs::App>, stack: Vec<Box<dyn Middleware>>) -> Result<(), String> {
+    pub fn add_app(
+        &mut self,
+        host: u32,
+        app: Box<dyn braid_verbs::App>,
+        stack: Vec<Box<dyn Middleware>>,
+    ) -> Result<(), String> {
         if self.now > 0 {
             return Err("applications must be added before the run starts".into());
         }
-        let h = self.world.hosts.get_mut(host as usize).ok_or_else(|| format!("no host {host}"))?;
+        let h = self
+            .world
+            .hosts
+            .get_mut(host as usize)
+            .ok_or_else(|| format!("no host {host}"))?;
         let idx = h.apps.len() as u32;
-        h.apps.push(AppSlot { app, stack, params: None });
+        h.apps.push(AppSlot {
+            app,
+            stack,
+            params: None,
+        });
         self.queue.schedule(0, Ev::AppStart { host, app: idx });
         Ok(())
     }
@@ -277,7 +436,11 @@ impl Simulation {
     /// Builds the transport of every QP created from now on (on one host, or all), instead of
     /// the scenario's `transport.kind`. For library users and tests of new transports; call it
     /// before advancing (applications create their QPs when they start, at time 0).
-    pub fn set_transport_factory(&mut self, host: Option<u32>, f: crate::transport::TransportFactory) {
+    pub fn set_transport_factory(
+        &mut self,
+        host: Option<u32>,
+        f: crate::transport::TransportFactory,
+    ) {
         for (i, h) in self.world.hosts.iter_mut().enumerate() {
             if host.is_none_or(|x| x as usize == i) {
                 h.nic.transport_factory = Some(f.clone());
@@ -287,7 +450,16 @@ impl Simulation {
 
     /// Names of the middleware in each application's stack, top to bottom, per host.
     pub fn stacks(&self) -> Vec<Vec<Vec<&'static str>>> {
-        self.world.hosts.iter().map(|h| h.apps.iter().map(|a| a.stack.iter().map(|m| m.name()).collect()).collect()).collect()
+        self.world
+            .hosts
+            .iter()
+            .map(|h| {
+                h.apps
+                    .iter()
+                    .map(|a| a.stack.iter().map(|m| m.name()).collect())
+                    .collect()
+            })
+            .collect()
     }
 
     /// Node id (the verbs address) of a host.
@@ -386,18 +558,38 @@ impl Simulation {
             *rx.entry(flow).or_default() += bytes;
         }
         let mut checked = 0;
-        for f in log.flows.iter().filter(|f| f.kind == "flow" && f.finish_ps.is_some()) {
+        for f in log
+            .flows
+            .iter()
+            .filter(|f| f.kind == "flow" && f.finish_ps.is_some())
+        {
             let got = rx.get(&f.id).copied().unwrap_or(0);
             if got != f.size {
-                return Err(format!("flow {} ({} -> {}): {} bytes posted, {} accepted by the receiver", f.id, f.src, f.dst, f.size, got));
+                return Err(format!(
+                    "flow {} ({} -> {}): {} bytes posted, {} accepted by the receiver",
+                    f.id, f.src, f.dst, f.size, got
+                ));
             }
             if self.world.params.nic.data_check {
-                let (node, addr) = f.dst_addr.ok_or_else(|| format!("flow {}: no destination address", f.id))?;
+                let (node, addr) = f
+                    .dst_addr
+                    .ok_or_else(|| format!("flow {}: no destination address", f.id))?;
                 let h = self.world.host_index[node as usize] as usize;
-                let mem = self.world.hosts[h].nic.mem.read(addr, f.size).map_err(|e| e.to_string())?;
+                let mem = self.world.hosts[h]
+                    .nic
+                    .mem
+                    .read(addr, f.size)
+                    .map_err(|e| e.to_string())?;
                 let want = crate::apps::pattern(f.id, f.size as usize);
                 if let Some(i) = mem.iter().zip(&want).position(|(a, b)| a != b) {
-                    return Err(format!("flow {}: byte {} at address {:#x} is {}, expected {}", f.id, i, addr + i as u64, mem[i], want[i]));
+                    return Err(format!(
+                        "flow {}: byte {} at address {:#x} is {}, expected {}",
+                        f.id,
+                        i,
+                        addr + i as u64,
+                        mem[i],
+                        want[i]
+                    ));
                 }
             }
             checked += f.size;
@@ -406,14 +598,26 @@ impl Simulation {
     }
 
     pub fn results(&self) -> Results {
-        crate::results::assemble(&self.world, &self.log.borrow(), self.now, self.queue.events_popped(), self.wall, self.finished, self.transport_base.as_ref())
+        crate::results::assemble(
+            &self.world,
+            &self.log.borrow(),
+            self.now,
+            self.queue.events_popped(),
+            self.wall,
+            self.finished,
+            self.transport_base.as_ref(),
+        )
     }
 }
 
 /// `switch.ecn.by_port`: gives the egress ports of `node` towards `peer` their own RED curve.
 /// Both must be nodes of the topology, `node` a switch (only switches mark) and `peer` its
 /// neighbour.
-fn apply_ecn_by_port(world: &mut World, by_port: &[crate::config::EcnByPort], names: &HashMap<String, u32>) -> Result<(), ScenarioError> {
+fn apply_ecn_by_port(
+    world: &mut World,
+    by_port: &[crate::config::EcnByPort],
+    names: &HashMap<String, u32>,
+) -> Result<(), ScenarioError> {
     let n_nodes = world.nodes.len();
     let resolve = |path: String, name: &str| -> Result<u32, ScenarioError> {
         names
@@ -427,16 +631,30 @@ fn apply_ecn_by_port(world: &mut World, by_port: &[crate::config::EcnByPort], na
         let node = resolve(format!("{p}.node"), &c.node)?;
         let peer = resolve(format!("{p}.peer"), &c.peer)?;
         if !matches!(world.nodes[node as usize].role, Role::Switch(_)) {
-            return Err(err(format!("{p}.node"), format!("{} is a host; ECN is marked at switch egress ports", c.node)));
+            return Err(err(
+                format!("{p}.node"),
+                format!("{} is a host; ECN is marked at switch egress ports", c.node),
+            ));
         }
-        let curve = crate::config::EcnCurve { kmin: c.kmin, kmax: c.kmax, pmax: c.pmax };
+        let curve = crate::config::EcnCurve {
+            kmin: c.kmin,
+            kmax: c.kmax,
+            pmax: c.pmax,
+        };
         let mut found = false;
-        for port in world.nodes[node as usize].ports.iter_mut().filter(|pt| pt.peer_node == peer) {
+        for port in world.nodes[node as usize]
+            .ports
+            .iter_mut()
+            .filter(|pt| pt.peer_node == peer)
+        {
             port.ecn = curve;
             found = true;
         }
         if !found {
-            return Err(err(format!("{p}.peer"), format!("{} has no link to {}", c.node, c.peer)));
+            return Err(err(
+                format!("{p}.peer"),
+                format!("{} has no link to {}", c.node, c.peer),
+            ));
         }
     }
     Ok(())
@@ -464,9 +682,13 @@ impl Column {
 
 impl Table {
     pub fn f64(&self, name: &str) -> &[f64] {
-        self.get(name).unwrap_or_else(|| panic!("no column {name}")).f64s()
+        self.get(name)
+            .unwrap_or_else(|| panic!("no column {name}"))
+            .f64s()
     }
     pub fn u64(&self, name: &str) -> &[u64] {
-        self.get(name).unwrap_or_else(|| panic!("no column {name}")).u64s()
+        self.get(name)
+            .unwrap_or_else(|| panic!("no column {name}"))
+            .u64s()
     }
 }

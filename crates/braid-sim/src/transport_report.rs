@@ -43,7 +43,12 @@ pub fn hist_max(hist: &[u64]) -> Option<u64> {
 }
 
 /// The OOD summary columns, in order, with the quantile each is (None = the maximum).
-const OOD_COLUMNS: [(&str, Option<f64>); 4] = [("ood_p50", Some(0.5)), ("ood_p99", Some(0.99)), ("ood_p999", Some(0.999)), ("ood_max", None)];
+const OOD_COLUMNS: [(&str, Option<f64>); 4] = [
+    ("ood_p50", Some(0.5)),
+    ("ood_p99", Some(0.99)),
+    ("ood_p999", Some(0.999)),
+    ("ood_max", None),
+];
 
 fn ood_summary(hist: &[u64], q: Option<f64>) -> Option<u64> {
     match q {
@@ -62,21 +67,79 @@ fn qp_type_name(t: QpType) -> &'static str {
 
 /// Builds the per-QP `transport` table.
 pub fn table(world: &World) -> Table {
-    let qps: Vec<(usize, &crate::nic::Qp)> = world.hosts.iter().enumerate().flat_map(|(h, host)| host.nic.qps().map(move |q| (h, q))).collect();
+    let qps: Vec<(usize, &crate::nic::Qp)> = world
+        .hosts
+        .iter()
+        .enumerate()
+        .flat_map(|(h, host)| host.nic.qps().map(move |q| (h, q)))
+        .collect();
     let mut t = Table::default();
-    t.push("host", Column::U64(qps.iter().map(|(h, _)| *h as u64).collect()));
-    t.push("qpn", Column::U64(qps.iter().map(|(_, q)| q.qpn as u64).collect()));
-    t.push("qp_type", Column::Str(qps.iter().map(|(_, q)| qp_type_name(q.qp_type).to_string()).collect()));
-    t.push("kind", Column::Str(qps.iter().map(|(_, q)| q.t.kind().to_string()).collect()));
+    t.push(
+        "host",
+        Column::U64(qps.iter().map(|(h, _)| *h as u64).collect()),
+    );
+    t.push(
+        "qpn",
+        Column::U64(qps.iter().map(|(_, q)| q.qpn as u64).collect()),
+    );
+    t.push(
+        "qp_type",
+        Column::Str(
+            qps.iter()
+                .map(|(_, q)| qp_type_name(q.qp_type).to_string())
+                .collect(),
+        ),
+    );
+    t.push(
+        "kind",
+        Column::Str(qps.iter().map(|(_, q)| q.t.kind().to_string()).collect()),
+    );
     // A UD QP has no single peer: its remote fields stay as created (u32::MAX).
-    t.push("remote_host", Column::U64(qps.iter().map(|(_, q)| world.host_index.get(q.remote_host as usize).map_or(u64::MAX, |&h| h as u64)).collect()));
-    t.push("remote_qpn", Column::U64(qps.iter().map(|(_, q)| q.remote_qpn as u64).collect()));
-    t.push("sport", Column::U64(qps.iter().map(|(_, q)| q.sport as u64).collect()));
-    t.push("tx_bytes", Column::U64(qps.iter().map(|(_, q)| q.tx_bytes).collect()));
-    t.push("rx_bytes", Column::U64(qps.iter().map(|(_, q)| q.rx_bytes).collect()));
-    t.push("retx_pkts", Column::U64(qps.iter().map(|(_, q)| q.retx_pkts).collect()));
-    t.push("timeouts", Column::U64(qps.iter().map(|(_, q)| q.t.timeouts()).collect()));
-    t.push("rate_gbps", Column::F64(qps.iter().map(|(_, q)| q.t.rate_bps().map_or(f64::NAN, |r| r / 1e9)).collect()));
+    t.push(
+        "remote_host",
+        Column::U64(
+            qps.iter()
+                .map(|(_, q)| {
+                    world
+                        .host_index
+                        .get(q.remote_host as usize)
+                        .map_or(u64::MAX, |&h| h as u64)
+                })
+                .collect(),
+        ),
+    );
+    t.push(
+        "remote_qpn",
+        Column::U64(qps.iter().map(|(_, q)| q.remote_qpn as u64).collect()),
+    );
+    t.push(
+        "sport",
+        Column::U64(qps.iter().map(|(_, q)| q.sport as u64).collect()),
+    );
+    t.push(
+        "tx_bytes",
+        Column::U64(qps.iter().map(|(_, q)| q.tx_bytes).collect()),
+    );
+    t.push(
+        "rx_bytes",
+        Column::U64(qps.iter().map(|(_, q)| q.rx_bytes).collect()),
+    );
+    t.push(
+        "retx_pkts",
+        Column::U64(qps.iter().map(|(_, q)| q.retx_pkts).collect()),
+    );
+    t.push(
+        "timeouts",
+        Column::U64(qps.iter().map(|(_, q)| q.t.timeouts()).collect()),
+    );
+    t.push(
+        "rate_gbps",
+        Column::F64(
+            qps.iter()
+                .map(|(_, q)| q.t.rate_bps().map_or(f64::NAN, |r| r / 1e9))
+                .collect(),
+        ),
+    );
 
     // The transports' own counters: the union of names, in the order first met.
     let per_qp: Vec<Vec<(&'static str, f64)>> = qps.iter().map(|(_, q)| q.t.counters()).collect();
@@ -89,15 +152,36 @@ pub fn table(world: &World) -> Table {
         }
     }
     for name in names {
-        let col = per_qp.iter().map(|c| c.iter().find(|(n, _)| *n == name).map_or(f64::NAN, |(_, v)| *v)).collect();
+        let col = per_qp
+            .iter()
+            .map(|c| {
+                c.iter()
+                    .find(|(n, _)| *n == name)
+                    .map_or(f64::NAN, |(_, v)| *v)
+            })
+            .collect();
         t.push(name, Column::F64(col));
     }
 
     let hists: Vec<Option<&[u64]>> = qps.iter().map(|(_, q)| q.t.ood_histogram()).collect();
     if hists.iter().any(Option::is_some) {
-        t.push("ood_samples", Column::U64(hists.iter().map(|h| h.map_or(0, |h| h.iter().sum())).collect()));
+        t.push(
+            "ood_samples",
+            Column::U64(
+                hists
+                    .iter()
+                    .map(|h| h.map_or(0, |h| h.iter().sum()))
+                    .collect(),
+            ),
+        );
         for (name, q) in OOD_COLUMNS {
-            let col = hists.iter().map(|h| h.and_then(|h| ood_summary(h, q)).map_or(f64::NAN, |v| v as f64)).collect();
+            let col = hists
+                .iter()
+                .map(|h| {
+                    h.and_then(|h| ood_summary(h, q))
+                        .map_or(f64::NAN, |v| v as f64)
+                })
+                .collect();
             t.push(name, Column::F64(col));
         }
     }
@@ -200,9 +284,17 @@ mod tests {
         assert_eq!(hist_quantile(&h, 1.0), Some(999));
         // A skewed histogram against its expanded samples.
         let h = [700u64, 200, 0, 50, 0, 0, 30, 0, 15, 4, 0, 1];
-        let mut s: Vec<u64> = h.iter().enumerate().flat_map(|(d, &c)| std::iter::repeat_n(d as u64, c as usize)).collect();
+        let mut s: Vec<u64> = h
+            .iter()
+            .enumerate()
+            .flat_map(|(d, &c)| std::iter::repeat_n(d as u64, c as usize))
+            .collect();
         for q in [0.01, 0.5, 0.7, 0.9, 0.95, 0.98, 0.99, 0.995, 0.999, 1.0] {
-            assert_eq!(hist_quantile(&h, q), Some(nearest_rank(&mut s, q)), "q = {q}");
+            assert_eq!(
+                hist_quantile(&h, q),
+                Some(nearest_rank(&mut s, q)),
+                "q = {q}"
+            );
         }
         assert_eq!(hist_max(&h), Some(11));
     }

@@ -24,7 +24,12 @@ pub enum Ev {
     /// A packet finished the NIC receive pipeline.
     NicRx { host: u32, pkt: PktId },
     /// A transport timer.
-    Timer { host: u32, kind: TimerKind, qp: u32, gen: u32 },
+    Timer {
+        host: u32,
+        kind: TimerKind,
+        qp: u32,
+        gen: u32,
+    },
     /// A timer an application or middleware asked for.
     AppTimer { host: u32, app: u32, token: u64 },
     /// Start an application.
@@ -98,7 +103,13 @@ pub struct World {
 }
 
 impl World {
-    pub fn new(graph: &Graph, params: NicParams, sw: SwitchConfig, measure: Measure, seed: u64) -> Result<World, String> {
+    pub fn new(
+        graph: &Graph,
+        params: NicParams,
+        sw: SwitchConfig,
+        measure: Measure,
+        seed: u64,
+    ) -> Result<World, String> {
         let n = graph.nodes.len();
         let prios = sw.priorities as usize;
         let mut nodes: Vec<Node> = graph
@@ -121,8 +132,12 @@ impl World {
             let curve = sw.ecn.curve_for(l.rate_bps);
             let rng_a = RngStream::new(seed, "link-loss", &[li as u64, 0]);
             let rng_b = RngStream::new(seed, "link-loss", &[li as u64, 1]);
-            nodes[a].ports.push(Port::new(l.b, pb, li as u32, l.rate_bps, l.delay_ps, l.loss, prios, curve, rng_a));
-            nodes[b].ports.push(Port::new(l.a, pa, li as u32, l.rate_bps, l.delay_ps, l.loss, prios, curve, rng_b));
+            nodes[a].ports.push(Port::new(
+                l.b, pb, li as u32, l.rate_bps, l.delay_ps, l.loss, prios, curve, rng_a,
+            ));
+            nodes[b].ports.push(Port::new(
+                l.a, pa, li as u32, l.rate_bps, l.delay_ps, l.loss, prios, curve, rng_b,
+            ));
             links.push((l.a, pa, l.b, pb));
         }
         for (i, d) in graph.nodes.iter().enumerate() {
@@ -140,7 +155,12 @@ impl World {
                     nodes[i].role = Role::Host(hi);
                     host_index[i] = hi;
                     let rate = nodes[i].ports[0].rate;
-                    hosts.push(Host { node: i as u32, nic: Nic::new(i as u32, rate, &params, seed), apps: Vec::new(), cq_owner: HashMap::new() });
+                    hosts.push(Host {
+                        node: i as u32,
+                        nic: Nic::new(i as u32, rate, &params, seed),
+                        apps: Vec::new(),
+                        cq_owner: HashMap::new(),
+                    });
                 }
                 NodeKind::Switch => {
                     let si = switches.len() as u32;
@@ -148,7 +168,15 @@ impl World {
                     let np = nodes[i].ports.len();
                     let frame = params.nic.mtu as u64 + crate::packet::ROCE_HEADER as u64;
                     let headroom: Vec<u64> = if sw.pfc.enabled && !sw.lossless.is_empty() {
-                        nodes[i].ports.iter().map(|p| sw.pfc.headroom.map_or_else(|| auto_headroom(p.rate, p.delay, frame), |h| h.0)).collect()
+                        nodes[i]
+                            .ports
+                            .iter()
+                            .map(|p| {
+                                sw.pfc
+                                    .headroom
+                                    .map_or_else(|| auto_headroom(p.rate, p.delay, frame), |h| h.0)
+                            })
+                            .collect()
                     } else {
                         vec![0; np]
                     };
@@ -236,7 +264,10 @@ impl World {
                     .iter()
                     .enumerate()
                     .filter(|(_, p)| dist[p.peer_node as usize] + 1 == dist[node])
-                    .filter(|(_, p)| p.peer_node == h.node || matches!(self.nodes[p.peer_node as usize].role, Role::Switch(_)))
+                    .filter(|(_, p)| {
+                        p.peer_node == h.node
+                            || matches!(self.nodes[p.peer_node as usize].role, Role::Switch(_))
+                    })
                     .map(|(i, _)| i as u16)
                     .collect();
                 if group.is_empty() {
@@ -254,25 +285,48 @@ impl World {
     }
 
     /// Installs static routes (after the shortest-path ones). Errors name the key path.
-    pub fn install_routes(&mut self, routes: &[crate::config::StaticRoute], names: &HashMap<String, u32>) -> Result<(), (String, String)> {
-        let mut interned: HashMap<Vec<u16>, u32> = self.groups.iter().enumerate().map(|(i, g)| (g.clone(), i as u32)).collect();
+    pub fn install_routes(
+        &mut self,
+        routes: &[crate::config::StaticRoute],
+        names: &HashMap<String, u32>,
+    ) -> Result<(), (String, String)> {
+        let mut interned: HashMap<Vec<u16>, u32> = self
+            .groups
+            .iter()
+            .enumerate()
+            .map(|(i, g)| (g.clone(), i as u32))
+            .collect();
         for (i, r) in routes.iter().enumerate() {
             let at = |k: &str| format!("routes[{i}].{k}");
-            let node = resolve_node(&r.node, names).ok_or_else(|| (at("node"), format!("no node named {:?}", r.node)))?;
+            let node = resolve_node(&r.node, names)
+                .ok_or_else(|| (at("node"), format!("no node named {:?}", r.node)))?;
             let Role::Switch(s) = self.nodes[node as usize].role else {
-                return Err((at("node"), format!("{:?} is a host; only switches route", r.node)));
+                return Err((
+                    at("node"),
+                    format!("{:?} is a host; only switches route", r.node),
+                ));
             };
             if r.next_hops.is_empty() {
                 return Err((at("next_hops"), "expected at least one neighbour".into()));
             }
             let mut ports = Vec::new();
             for (j, h) in r.next_hops.iter().enumerate() {
-                let n = resolve_node(h, names).ok_or_else(|| (format!("routes[{i}].next_hops[{j}]"), format!("no node named {h:?}")))?;
+                let n = resolve_node(h, names).ok_or_else(|| {
+                    (
+                        format!("routes[{i}].next_hops[{j}]"),
+                        format!("no node named {h:?}"),
+                    )
+                })?;
                 let p = self.nodes[node as usize]
                     .ports
                     .iter()
                     .position(|p| p.peer_node == n)
-                    .ok_or_else(|| (format!("routes[{i}].next_hops[{j}]"), format!("{h:?} is not a neighbour of {:?}", r.node)))?;
+                    .ok_or_else(|| {
+                        (
+                            format!("routes[{i}].next_hops[{j}]"),
+                            format!("{h:?} is not a neighbour of {:?}", r.node),
+                        )
+                    })?;
                 ports.push(p as u16);
             }
             let next = self.groups.len() as u32;
@@ -284,7 +338,10 @@ impl World {
             let dsts: Vec<u32> = r.dst.clone().unwrap_or_else(|| (0..n_hosts).collect());
             for (j, &d) in dsts.iter().enumerate() {
                 if d >= n_hosts {
-                    return Err((format!("routes[{i}].dst[{j}]"), format!("host {d} does not exist (the topology has {n_hosts} hosts)")));
+                    return Err((
+                        format!("routes[{i}].dst[{j}]"),
+                        format!("host {d} does not exist (the topology has {n_hosts} hosts)"),
+                    ));
                 }
                 self.switches[s as usize].routes[d as usize] = gid;
             }
@@ -304,7 +361,13 @@ impl World {
         if g.len() == 1 {
             return Some(g[0]);
         }
-        let h = ecmp_hash(self.switches[sw].ecmp_seed, pk.src, pk.dst, pk.sport, pk.dport);
+        let h = ecmp_hash(
+            self.switches[sw].ecmp_seed,
+            pk.src,
+            pk.dst,
+            pk.sport,
+            pk.dport,
+        );
         Some(g[(h % g.len() as u64) as usize])
     }
 
@@ -320,8 +383,12 @@ impl World {
         let mut node = self.nodes[src as usize].ports[0].peer_node;
         while node != dst && path.len() < 64 {
             path.push(node);
-            let Role::Switch(s) = self.nodes[node as usize].role else { break };
-            let Some(p) = self.route(s as usize, &pk) else { break };
+            let Role::Switch(s) = self.nodes[node as usize].role else {
+                break;
+            };
+            let Some(p) = self.route(s as usize, &pk) else {
+                break;
+            };
             node = self.nodes[node as usize].ports[p as usize].peer_node;
         }
         path.push(node);
@@ -342,7 +409,11 @@ impl World {
         let mut ack = 0;
         let mut bottleneck = u64::MAX;
         for w in path.windows(2) {
-            let p = self.nodes[w[0] as usize].ports.iter().find(|p| p.peer_node == w[1]).expect("path follows links");
+            let p = self.nodes[w[0] as usize]
+                .ports
+                .iter()
+                .find(|p| p.peer_node == w[1])
+                .expect("path follows links");
             lat_first += serialization(first, p.rate) + p.delay;
             lat_last += serialization(last, p.rate) + p.delay;
             ack += serialization(ACK_SIZE as u64, p.rate) + p.delay;
@@ -356,21 +427,42 @@ impl World {
         body.max(lat_first - serialization(first, bottleneck)) + lat_last + ack
     }
 
-    pub fn schedule_link_events(&self, events: &[LinkEvent], q: &mut EventQueue<Ev>, names: &HashMap<String, u32>) -> Result<(), String> {
+    pub fn schedule_link_events(
+        &self,
+        events: &[LinkEvent],
+        q: &mut EventQueue<Ev>,
+        names: &HashMap<String, u32>,
+    ) -> Result<(), String> {
         for (i, e) in events.iter().enumerate() {
-            let a = resolve_node(&e.a, names).ok_or_else(|| format!("link_events[{i}].a: no node named {:?}", e.a))?;
-            let b = resolve_node(&e.b, names).ok_or_else(|| format!("link_events[{i}].b: no node named {:?}", e.b))?;
+            let a = resolve_node(&e.a, names)
+                .ok_or_else(|| format!("link_events[{i}].a: no node named {:?}", e.a))?;
+            let b = resolve_node(&e.b, names)
+                .ok_or_else(|| format!("link_events[{i}].b: no node named {:?}", e.b))?;
             let link = self
                 .links
                 .iter()
                 .position(|&(x, _, y, _)| (x == a && y == b) || (x == b && y == a))
-                .ok_or_else(|| format!("link_events[{i}]: no link between {:?} and {:?}", e.a, e.b))?;
-            q.schedule(e.down.0, Ev::LinkState { link: link as u32, up: false });
+                .ok_or_else(|| {
+                    format!("link_events[{i}]: no link between {:?} and {:?}", e.a, e.b)
+                })?;
+            q.schedule(
+                e.down.0,
+                Ev::LinkState {
+                    link: link as u32,
+                    up: false,
+                },
+            );
             if let Some(up) = e.up {
                 if up.0 <= e.down.0 {
                     return Err(format!("link_events[{i}].up: must be later than down"));
                 }
-                q.schedule(up.0, Ev::LinkState { link: link as u32, up: true });
+                q.schedule(
+                    up.0,
+                    Ev::LinkState {
+                        link: link as u32,
+                        up: true,
+                    },
+                );
             }
         }
         Ok(())
@@ -398,7 +490,9 @@ impl World {
                 let paused = self.nodes[node as usize].ports[0].paused;
                 let mut eff = Effects::default();
                 let host = &mut self.hosts[h as usize];
-                let next = host.nic.next_packet(now, &paused, &self.params, &mut self.pool, &mut eff);
+                let next =
+                    host.nic
+                        .next_packet(now, &paused, &self.params, &mut self.pool, &mut eff);
                 self.apply(now, h, eff, q);
                 match next {
                     NextTx::Packet(id) => id,
@@ -411,7 +505,10 @@ impl World {
             }
             Role::Switch(s) => {
                 let p = &mut self.nodes[node as usize].ports[port as usize];
-                let Some(id) = p.dequeue(self.sw.scheduler, &self.sw.dwrr_quantum, &self.pool) else { return };
+                let Some(id) = p.dequeue(self.sw.scheduler, &self.sw.dwrr_quantum, &self.pool)
+                else {
+                    return;
+                };
                 let pk = self.pool.get_mut(id);
                 let size = pk.size as u64;
                 if pk.kind != PktKind::Pfc {
@@ -437,7 +534,9 @@ impl World {
                         sw.shared_used -= size;
                     }
                     sw.ingress[in_port][pprio] -= size;
-                    if sw.pause_sent[in_port][pprio] && sw.ingress[in_port][pprio] <= sw.xon(&self.sw) {
+                    if sw.pause_sent[in_port][pprio]
+                        && sw.ingress[in_port][pprio] <= sw.xon(&self.sw)
+                    {
                         sw.pause_sent[in_port][pprio] = false;
                         self.counters.pfc_resumes += 1;
                         self.send_pfc(now, node, in_port as u16, pprio as u8, false, q);
@@ -469,7 +568,14 @@ impl World {
             self.counters.drops_loss += 1;
             self.drop_packet(id);
         } else {
-            q.schedule(now + ser + delay, Ev::Arrive { node: peer, port: peer_port, pkt: id });
+            q.schedule(
+                now + ser + delay,
+                Ev::Arrive {
+                    node: peer,
+                    port: peer_port,
+                    pkt: id,
+                },
+            );
         }
         // Come back when this transmission ends, if anything may follow.
         let more = match self.nodes[node as usize].role {
@@ -501,7 +607,15 @@ impl World {
     }
 
     /// Queues a PFC frame on `port` of `node` (towards the upstream that feeds that port).
-    fn send_pfc(&mut self, now: Time, node: u32, port: u16, prio: u8, pause: bool, q: &mut EventQueue<Ev>) {
+    fn send_pfc(
+        &mut self,
+        now: Time,
+        node: u32,
+        port: u16,
+        prio: u8,
+        pause: bool,
+        q: &mut EventQueue<Ev>,
+    ) {
         let mut pk = Packet::control(PktKind::Pfc, PFC_SIZE);
         pk.prio = prio;
         pk.aux = pause as u32;
@@ -511,7 +625,9 @@ impl World {
         }
         match self.nodes[node as usize].role {
             Role::Switch(_) => {
-                self.nodes[node as usize].ports[port as usize].ctrl.push_back(id);
+                self.nodes[node as usize].ports[port as usize]
+                    .ctrl
+                    .push_back(id);
                 self.try_transmit(now, node, port, q);
             }
             Role::Host(h) => {
@@ -570,11 +686,20 @@ impl World {
         if let Some(b) = payload {
             host.nic.payloads.insert(id, b);
         }
-        host.nic.receive(now, id, &self.params, &mut self.pool, &mut eff);
+        host.nic
+            .receive(now, id, &self.params, &mut self.pool, &mut eff);
         self.apply(now, h, eff, q);
     }
 
-    fn forward(&mut self, now: Time, s: usize, node: u32, in_port: u16, id: PktId, q: &mut EventQueue<Ev>) {
+    fn forward(
+        &mut self,
+        now: Time,
+        s: usize,
+        node: u32,
+        in_port: u16,
+        id: PktId,
+        q: &mut EventQueue<Ev>,
+    ) {
         let pk = self.pool.get(id);
         let Some(out) = self.route(s, pk) else {
             self.counters.drops_buffer += 1;
@@ -584,7 +709,10 @@ impl World {
         let size = pk.size as u64;
         let prio = (pk.prio as usize).min(MAX_PRIO - 1);
         let lossless = self.lossless_mask & (1 << prio) != 0;
-        let control = matches!(pk.kind, PktKind::Ack | PktKind::Nak | PktKind::RnrNak | PktKind::Cnp);
+        let control = matches!(
+            pk.kind,
+            PktKind::Ack | PktKind::Nak | PktKind::RnrNak | PktKind::Cnp
+        );
         let sw = &mut self.switches[s];
         let Some(pool) = sw.admit(in_port as usize, size, lossless, control) else {
             self.counters.drops_buffer += 1;
@@ -597,7 +725,12 @@ impl World {
         let egress = &self.nodes[node as usize].ports[out as usize];
         let q_prio = prio.min(egress.queues.len() - 1);
         let would_pause = lossless && sw.ingress[in_port as usize][prio] + size > sw.xoff(&self.sw);
-        if egress.busy_until <= now && egress.bytes == 0 && egress.ctrl.is_empty() && !egress.paused[q_prio] && !would_pause {
+        if egress.busy_until <= now
+            && egress.bytes == 0
+            && egress.ctrl.is_empty()
+            && !egress.paused[q_prio]
+            && !would_pause
+        {
             self.counters.packets_forwarded += 1;
             if self.sw.ecn.enabled && !self.pool.get(id).ce {
                 let pr = red_probability(size, &egress.ecn);
@@ -616,7 +749,9 @@ impl World {
         }
         sw.ingress[in_port as usize][prio] += size;
         self.counters.packets_forwarded += 1;
-        let pause = lossless && !sw.pause_sent[in_port as usize][prio] && sw.ingress[in_port as usize][prio] > sw.xoff(&self.sw);
+        let pause = lossless
+            && !sw.pause_sent[in_port as usize][prio]
+            && sw.ingress[in_port as usize][prio] > sw.xoff(&self.sw);
         if pause {
             sw.pause_sent[in_port as usize][prio] = true;
         }
@@ -635,7 +770,15 @@ impl World {
     /// Carries out what a NIC call asked for.
     pub fn apply(&mut self, now: Time, h: u32, eff: Effects, q: &mut EventQueue<Ev>) {
         for (t, kind, qp, gen) in eff.timers {
-            q.schedule(t.max(now), Ev::Timer { host: h, kind, qp, gen });
+            q.schedule(
+                t.max(now),
+                Ev::Timer {
+                    host: h,
+                    kind,
+                    qp,
+                    gen,
+                },
+            );
         }
         for m in eff.messages {
             self.measure.message(h, m);
@@ -666,7 +809,14 @@ impl World {
     }
 
     /// Runs an application callback with its verbs stack over this host's NIC.
-    pub fn with_app(&mut self, now: Time, h: u32, app: u32, q: &mut EventQueue<Ev>, ev: Option<Event>) {
+    pub fn with_app(
+        &mut self,
+        now: Time,
+        h: u32,
+        app: u32,
+        q: &mut EventQueue<Ev>,
+        ev: Option<Event>,
+    ) {
         let mut sink = crate::hostverbs::HostSink::default();
         {
             let host = &mut self.hosts[h as usize];
@@ -694,7 +844,14 @@ impl World {
             }
         }
         for (t, token) in sink.timers.drain(..) {
-            q.schedule(t.max(now), Ev::AppTimer { host: h, app, token });
+            q.schedule(
+                t.max(now),
+                Ev::AppTimer {
+                    host: h,
+                    app,
+                    token,
+                },
+            );
         }
         let eff = std::mem::take(&mut sink.effects);
         self.apply(now, h, eff, q);
@@ -705,7 +862,12 @@ impl World {
             let batch = std::mem::take(&mut self.pending_notify);
             for (h, app) in batch {
                 // Deliver one completion event per CQ this app owns that has entries.
-                let cqs: Vec<u32> = self.hosts[h as usize].cq_owner.iter().filter(|(_, &a)| a == app).map(|(&c, _)| c).collect();
+                let cqs: Vec<u32> = self.hosts[h as usize]
+                    .cq_owner
+                    .iter()
+                    .filter(|(_, &a)| a == app)
+                    .map(|(&c, _)| c)
+                    .collect();
                 let mut cqs = cqs;
                 cqs.sort_unstable();
                 for cq in cqs {
@@ -716,16 +878,31 @@ impl World {
     }
 
     pub fn all_apps_done(&self) -> bool {
-        self.hosts.iter().all(|h| h.apps.iter().all(|a| a.app.is_done()))
+        self.hosts
+            .iter()
+            .all(|h| h.apps.iter().all(|a| a.app.is_done()))
     }
 }
 
 fn resolve_node(s: &str, names: &HashMap<String, u32>) -> Option<u32> {
-    names.get(s).copied().or_else(|| s.parse().ok().filter(|&id: &u32| names.values().any(|&v| v == id)))
+    names.get(s).copied().or_else(|| {
+        s.parse()
+            .ok()
+            .filter(|&id: &u32| names.values().any(|&v| v == id))
+    })
 }
 
 impl Ev {
-    pub const KINDS: [&'static str; 8] = ["arrive", "port_wake", "nic_rx", "timer", "app_timer", "app_start", "link_state", "sample"];
+    pub const KINDS: [&'static str; 8] = [
+        "arrive",
+        "port_wake",
+        "nic_rx",
+        "timer",
+        "app_timer",
+        "app_start",
+        "link_state",
+        "sample",
+    ];
     fn kind(&self) -> usize {
         match self {
             Ev::Arrive { .. } => 0,
@@ -755,16 +932,27 @@ impl Handler<Ev> for World {
             Ev::NicRx { host, pkt } => {
                 let size = self.pool.get(pkt).size as i64;
                 let mut eff = Effects::default();
-                self.hosts[host as usize].nic.rx_backlog_change(-size, &self.params, &mut eff);
+                self.hosts[host as usize]
+                    .nic
+                    .rx_backlog_change(-size, &self.params, &mut eff);
                 self.apply(now, host, eff, q);
                 self.nic_receive(now, host, pkt, q);
             }
-            Ev::Timer { host, kind, qp, gen } => {
+            Ev::Timer {
+                host,
+                kind,
+                qp,
+                gen,
+            } => {
                 let mut eff = Effects::default();
-                self.hosts[host as usize].nic.on_timer(now, kind, qp, gen, &self.params, &mut eff);
+                self.hosts[host as usize]
+                    .nic
+                    .on_timer(now, kind, qp, gen, &self.params, &mut eff);
                 self.apply(now, host, eff, q);
             }
-            Ev::AppTimer { host, app, token } => self.with_app(now, host, app, q, Some(Event::Timer(token))),
+            Ev::AppTimer { host, app, token } => {
+                self.with_app(now, host, app, q, Some(Event::Timer(token)))
+            }
             Ev::AppStart { host, app } => self.with_app(now, host, app, q, None),
             Ev::LinkState { link, up } => {
                 let (a, pa, b, pb) = self.links[link as usize];
@@ -792,7 +980,12 @@ impl World {
             .hosts
             .iter()
             .enumerate()
-            .flat_map(|(h, host)| host.nic.qps().filter(|qp| qp.rx_bytes > 0).map(move |qp| (h as u32, qp.qpn, qp.rx_bytes)))
+            .flat_map(|(h, host)| {
+                host.nic
+                    .qps()
+                    .filter(|qp| qp.rx_bytes > 0)
+                    .map(move |qp| (h as u32, qp.qpn, qp.rx_bytes))
+            })
             .collect();
         self.measure.sample_rx(now, &rx);
         let queues: Vec<(usize, u64)> = self

@@ -24,8 +24,18 @@ fn one_packet_latency_is_sum_of_serialization_and_propagation() {
     let fct = ints(&r.flows, "fct_ps")[0] as u64;
     let data = 500 + 62;
     let ack = 66;
-    let want = ser(data, 100) + 1_000_000 + ser(data, 25) + 3_000_000 + ser(data, 100) + 1_000_000
-        + ser(ack, 100) + 1_000_000 + ser(ack, 25) + 3_000_000 + ser(ack, 100) + 1_000_000;
+    let want = ser(data, 100)
+        + 1_000_000
+        + ser(data, 25)
+        + 3_000_000
+        + ser(data, 100)
+        + 1_000_000
+        + ser(ack, 100)
+        + 1_000_000
+        + ser(ack, 25)
+        + 3_000_000
+        + ser(ack, 100)
+        + 1_000_000;
     assert_eq!(fct, want, "measured {fct} ps, analytical {want} ps");
     // The ideal FCT the results report is the same analytical value.
     assert_eq!(ints(&r.flows, "ideal_fct_ps")[0] as u64, want);
@@ -44,7 +54,10 @@ fn long_flow_goodput_is_link_rate_times_payload_fraction() {
         let (_, r) = run(&s);
         let g = mean_gbps(&r, 1, 1_000_000_000, 6_000_000_000)[0];
         let want = 40.0 * mtu as f64 / (mtu as f64 + HDR);
-        assert!((g - want).abs() / want < 0.005, "mtu {mtu}: {g} Gbps vs {want}");
+        assert!(
+            (g - want).abs() / want < 0.005,
+            "mtu {mtu}: {g} Gbps vs {want}"
+        );
     }
 }
 
@@ -62,7 +75,10 @@ fn dcqcn_flows_share_a_bottleneck_fairly() {
     let g = mean_gbps(&r, n as usize, 20_000_000_000, 60_000_000_000);
     let fair = 40.0 * 1000.0 / 1062.0 / n as f64;
     for (i, x) in g.iter().enumerate() {
-        assert!((x - fair).abs() / fair < 0.10, "flow {i}: {x:.2} Gbps vs fair share {fair:.2}: {g:?}");
+        assert!(
+            (x - fair).abs() / fair < 0.10,
+            "flow {i}: {x:.2} Gbps vs fair share {fair:.2}: {g:?}"
+        );
     }
     let jain = g.iter().sum::<f64>().powi(2) / (n as f64 * g.iter().map(|x| x * x).sum::<f64>());
     assert!(jain >= 0.99, "Jain index {jain}");
@@ -84,7 +100,10 @@ fn incast(pfc: bool, buffer: &str) -> serde_json::Value {
 fn pfc_incast_is_lossless() {
     let (_, r) = run(&incast(true, "400KB"));
     assert_eq!(r.counters["drops"], 0);
-    assert!(r.counters["pfc_pauses"] > 0, "the incast should trigger PFC");
+    assert!(
+        r.counters["pfc_pauses"] > 0,
+        "the incast should trigger PFC"
+    );
     assert_eq!(r.headline["flows_completed"], 8.0);
 }
 
@@ -126,7 +145,10 @@ fn perftest_apps_run_and_conserve_bytes() {
         assert!(ints(&r.flows, "finish_ps")[0] > 0, "{kind} finished");
         let gp = r.flows.f64("goodput_gbps")[0];
         if kind != "write_lat" {
-            assert!(gp > 30.0 && gp < 40.0 * 1000.0 / 1062.0, "{kind}: {gp} Gbps");
+            assert!(
+                gp > 30.0 && gp < 40.0 * 1000.0 / 1062.0,
+                "{kind}: {gp} Gbps"
+            );
         } else {
             // 2 QPs ping-pong 16 KB each: the latency is at least one 16 KB serialization.
             assert!(r.flows.f64("latency_p50_ps")[0] > ser(16_000, 40) as f64);
@@ -155,7 +177,10 @@ fn qp_cache_thrashing_collapses_throughput() {
     let below = run_with(8); // 32 QPs at the server: fit
     let above = run_with(64); // 256 QPs: thrash
     assert!(below > 35.0, "{below}");
-    assert!(above < 0.8 * below, "throughput should fall past the cache size: {below} -> {above}");
+    assert!(
+        above < 0.8 * below,
+        "throughput should fall past the cache size: {below} -> {above}"
+    );
 }
 
 /// Two line-rate senders of different priorities share one 40G egress; PFC keeps it lossless.

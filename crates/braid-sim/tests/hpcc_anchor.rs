@@ -39,11 +39,24 @@ fn dcqcn_incast_matches_hpcc_ns3() {
     let ideal = common::ints(&r.flows, "ideal_fct_ps");
     for (node, want) in theirs {
         // Host index = node id - 1 (node 0 is the switch).
-        let i = src.iter().position(|&s| s as u64 == node - 1).expect("flow present");
+        let i = src
+            .iter()
+            .position(|&s| s as u64 == node - 1)
+            .expect("flow present");
         let rel = (fct[i] - want) as f64 / want as f64;
-        assert!(rel.abs() < 0.03, "node {node}: braid {} ns vs HPCC {} ns ({:+.1}%)", fct[i] / 1000, want / 1000, rel * 100.0);
+        assert!(
+            rel.abs() < 0.03,
+            "node {node}: braid {} ns vs HPCC {} ns ({:+.1}%)",
+            fct[i] / 1000,
+            want / 1000,
+            rel * 100.0
+        );
         // Standalone FCT: HPCC counts 48 header bytes per 1000-byte packet, braid counts RoCEv2's 62.
         let standalone = 16_772_160_000f64 * (1062.0 / 1048.0);
-        assert!((ideal[i] as f64 - standalone).abs() / standalone < 0.005, "ideal {}", ideal[i]);
+        assert!(
+            (ideal[i] as f64 - standalone).abs() / standalone < 0.005,
+            "ideal {}",
+            ideal[i]
+        );
     }
 }

@@ -14,7 +14,16 @@ use std::collections::BTreeMap;
 fn fingerprint(s: &Value) -> u64 {
     use std::hash::{Hash, Hasher};
     let (_sim, r) = run(s);
-    let text = format!("{:?} {:?} {:?} {:?} {:?} {:?} {:?}", r.messages, r.flows, r.throughput, r.queues, r.counters, r.headline, r.stats.get("events"));
+    let text = format!(
+        "{:?} {:?} {:?} {:?} {:?} {:?} {:?}",
+        r.messages,
+        r.flows,
+        r.throughput,
+        r.queues,
+        r.counters,
+        r.headline,
+        r.stats.get("events")
+    );
     let mut h = std::collections::hash_map::DefaultHasher::new();
     text.hash(&mut h);
     h.finish()
@@ -41,7 +50,13 @@ fn fingerprint_scenarios() -> Vec<(&'static str, Value)> {
                         {"kind": "read_bw", "src": 2, "dst": 6, "size": "32KB", "iterations": 20}],
                "measure": {"interval": "20us"}})
     };
-    vec![("perm-dcqcn", perm("dcqcn")), ("perm-mp", perm("mp-rdma")), ("mixed-dcqcn", mixed("dcqcn")), ("mixed-mp", mixed("mp-rdma")), ("mixed-none", mixed("none"))]
+    vec![
+        ("perm-dcqcn", perm("dcqcn")),
+        ("perm-mp", perm("mp-rdma")),
+        ("mixed-dcqcn", mixed("dcqcn")),
+        ("mixed-mp", mixed("mp-rdma")),
+        ("mixed-none", mixed("none")),
+    ]
 }
 
 /// Prints the fingerprints (run once on the code before a change, once after, and compare).
@@ -79,9 +94,18 @@ fn flow_kinds(sim: &braid_sim::Simulation) -> Vec<(&'static str, &'static str)> 
         .filter(|f| f.kind == "flow")
         .map(|f| {
             let (node, qpn) = f.src_qp.expect("sender QP");
-            let tx = kind_of(w.hosts[w.host_index[node as usize] as usize].nic.qp(qpn).unwrap());
+            let tx = kind_of(
+                w.hosts[w.host_index[node as usize] as usize]
+                    .nic
+                    .qp(qpn)
+                    .unwrap(),
+            );
             // The receiving QP: the one on the destination host connected to this sender.
-            let rx = w.hosts[f.dst as usize].nic.qps().find(|q| (q.remote_host, q.remote_qpn) == (node, qpn)).map_or("?", kind_of);
+            let rx = w.hosts[f.dst as usize]
+                .nic
+                .qps()
+                .find(|q| (q.remote_host, q.remote_qpn) == (node, qpn))
+                .map_or("?", kind_of);
             (tx, rx)
         })
         .collect()
@@ -99,9 +123,21 @@ fn per_host_transport_applies_to_the_connections_a_host_initiates() {
         "traffic": flows(&[(0, 5, "1MB"), (1, 6, "1MB"), (2, 7, "1MB"), (3, 8, "1MB"), (9, 0, "1MB")]),
     });
     let (sim, r) = run(&s);
-    assert!(ints(&r.flows, "fct_ps").iter().all(|&f| f > 0), "every flow finished");
+    assert!(
+        ints(&r.flows, "fct_ps").iter().all(|&f| f > 0),
+        "every flow finished"
+    );
     let k = flow_kinds(&sim);
-    assert_eq!(k, vec![("dcqcn", "dcqcn"), ("dcqcn", "dcqcn"), ("mp-rdma", "mp-rdma"), ("mp-rdma", "mp-rdma"), ("mp-rdma", "mp-rdma")]);
+    assert_eq!(
+        k,
+        vec![
+            ("dcqcn", "dcqcn"),
+            ("dcqcn", "dcqcn"),
+            ("mp-rdma", "mp-rdma"),
+            ("mp-rdma", "mp-rdma"),
+            ("mp-rdma", "mp-rdma")
+        ]
+    );
 }
 
 /// A tenant's own `transport` (on `[[apps]]` and `[[traffic]]`) layers over its host's and the
@@ -126,14 +162,35 @@ fn tenant_transport_overrides_layer_over_host_and_global() {
     });
     let (sim, r) = run(&s);
     eprintln!("fct {:?}", ints(&r.flows, "fct_ps"));
-    assert!(sim.flows().iter().all(|f| f.finish_ps.is_some()), "every flow and the application finished");
+    assert!(
+        sim.flows().iter().all(|f| f.finish_ps.is_some()),
+        "every flow and the application finished"
+    );
     let k = flow_kinds(&sim);
-    assert_eq!(&k[..], &[("none", "none"), ("dcqcn", "dcqcn"), ("mp-rdma", "mp-rdma"), ("mp-rdma", "mp-rdma")]);
+    assert_eq!(
+        &k[..],
+        &[
+            ("none", "none"),
+            ("dcqcn", "dcqcn"),
+            ("mp-rdma", "mp-rdma"),
+            ("mp-rdma", "mp-rdma")
+        ]
+    );
     // The VP ranges: the SP-RDMA flow used one UDP source port, the default MP-RDMA flow many,
     // the application's QP two.
     let w = sim.world();
     let vps = |host: usize| -> Vec<f64> {
-        let mut v: Vec<f64> = w.hosts[host].nic.qps().filter(|q| q.tx_bytes > 0).map(|q| q.t.counters().into_iter().find(|c| c.0 == "vps_used").map_or(-1.0, |c| c.1)).collect();
+        let mut v: Vec<f64> = w.hosts[host]
+            .nic
+            .qps()
+            .filter(|q| q.tx_bytes > 0)
+            .map(|q| {
+                q.t.counters()
+                    .into_iter()
+                    .find(|c| c.0 == "vps_used")
+                    .map_or(-1.0, |c| c.1)
+            })
+            .collect();
         v.sort_by(f64::total_cmp);
         v
     };
@@ -147,12 +204,16 @@ fn tenant_transport_overrides_layer_over_host_and_global() {
 /// same QPs, bit-identical results.
 #[test]
 fn overrides_equal_to_the_default_change_nothing() {
-    for (name, base) in fingerprint_scenarios().into_iter().filter(|(n, _)| n.starts_with("mixed")) {
+    for (name, base) in fingerprint_scenarios()
+        .into_iter()
+        .filter(|(n, _)| n.starts_with("mixed"))
+    {
         let kind = base["transport"]["kind"].clone();
         let mut s = base.clone();
         s["transport"]["per_host"] = json!({"0": {}, "3": {"kind": kind}});
         s["traffic"][0]["transport"] = json!({});
-        s["traffic"][1]["transport"] = json!({"mp_rdma": {"delta": 32}, "dcqcn": {"g": 0.00390625}});
+        s["traffic"][1]["transport"] =
+            json!({"mp_rdma": {"delta": 32}, "dcqcn": {"g": 0.00390625}});
         s["apps"][1]["transport"] = json!({"kind": kind});
         assert_eq!(fingerprint(&s), fingerprint(&base), "{name}");
     }
@@ -164,49 +225,116 @@ fn transport_override_errors_name_the_key_path() {
     let base = json!({"duration": "1ms", "topology": two_tor_40g(), "traffic": flows(&[(0, 5, "1MB")]),
                       "apps": [{"kind": "write_bw", "src": 1, "dst": 6, "size": "4KB"}]});
     let cases: Vec<(Value, &str, &str)> = vec![
-        (json!({"transport": {"per_host": {"3": {"kind": "tcp"}}}}), "transport.per_host.3.kind", "unknown variant"),
-        (json!({"transport": {"per_host": {"x": {}}}}), "transport.per_host.x", "host indices"),
-        (json!({"transport": {"per_host": {"99": {}}}}), "transport.per_host.99", "does not exist"),
-        (json!({"transport": {"per_host": {"3": {"mp_rdma": {"delta": 100}}}}}), "transport.per_host.3.mp_rdma.delta", "bitmap"),
-        (json!({"transport": {"per_host": {"3": {"speed": 1}}}}), "transport.per_host.3.speed", "unknown field"),
-        (json!({"apps": [{"kind": "write_bw", "src": 1, "dst": 6, "size": "4KB", "transport": {"mp_rdma": {"bogus": 1}}}]}), "apps[0].transport.mp_rdma.bogus", "unknown field"),
-        (json!({"apps": [{"kind": "write_bw", "src": 1, "dst": 6, "size": "4KB", "transport": {"mp_rdma": {"bitmap": 0}}}]}), "apps[0].transport.mp_rdma.bitmap", "slots"),
-        (json!({"apps": [{"kind": "write_bw", "src": 1, "dst": 6, "size": "4KB", "transport": {"dcqcn": {"rate_ai": 5}}}]}), "apps[0].transport.dcqcn.rate_ai", "ambiguous"),
-        (json!({"traffic": [{"pattern": "flows", "flows": [], "transport": {"mp_rdma": {"vp_min": "x"}}}]}), "traffic[0].transport.mp_rdma.vp_min", "invalid type"),
-        (json!({"traffic": [{"transport": {"foo": 1}, "pattern": "flows", "flows": []}]}), "traffic[0].transport.foo", "unknown field"),
-        (json!({"traffic": [{"pattern": "incast", "senders": 2, "receiver": 0, "size": "1XB", "transport": {}}]}), "traffic[0].size", ""),
-        (json!({"traffic": [{"pattern": "flows", "flows": [], "transport": {}, "bogus": 1}]}), "traffic[0]", "unknown field `bogus`"),
+        (
+            json!({"transport": {"per_host": {"3": {"kind": "tcp"}}}}),
+            "transport.per_host.3.kind",
+            "unknown variant",
+        ),
+        (
+            json!({"transport": {"per_host": {"x": {}}}}),
+            "transport.per_host.x",
+            "host indices",
+        ),
+        (
+            json!({"transport": {"per_host": {"99": {}}}}),
+            "transport.per_host.99",
+            "does not exist",
+        ),
+        (
+            json!({"transport": {"per_host": {"3": {"mp_rdma": {"delta": 100}}}}}),
+            "transport.per_host.3.mp_rdma.delta",
+            "bitmap",
+        ),
+        (
+            json!({"transport": {"per_host": {"3": {"speed": 1}}}}),
+            "transport.per_host.3.speed",
+            "unknown field",
+        ),
+        (
+            json!({"apps": [{"kind": "write_bw", "src": 1, "dst": 6, "size": "4KB", "transport": {"mp_rdma": {"bogus": 1}}}]}),
+            "apps[0].transport.mp_rdma.bogus",
+            "unknown field",
+        ),
+        (
+            json!({"apps": [{"kind": "write_bw", "src": 1, "dst": 6, "size": "4KB", "transport": {"mp_rdma": {"bitmap": 0}}}]}),
+            "apps[0].transport.mp_rdma.bitmap",
+            "slots",
+        ),
+        (
+            json!({"apps": [{"kind": "write_bw", "src": 1, "dst": 6, "size": "4KB", "transport": {"dcqcn": {"rate_ai": 5}}}]}),
+            "apps[0].transport.dcqcn.rate_ai",
+            "ambiguous",
+        ),
+        (
+            json!({"traffic": [{"pattern": "flows", "flows": [], "transport": {"mp_rdma": {"vp_min": "x"}}}]}),
+            "traffic[0].transport.mp_rdma.vp_min",
+            "invalid type",
+        ),
+        (
+            json!({"traffic": [{"transport": {"foo": 1}, "pattern": "flows", "flows": []}]}),
+            "traffic[0].transport.foo",
+            "unknown field",
+        ),
+        (
+            json!({"traffic": [{"pattern": "incast", "senders": 2, "receiver": 0, "size": "1XB", "transport": {}}]}),
+            "traffic[0].size",
+            "",
+        ),
+        (
+            json!({"traffic": [{"pattern": "flows", "flows": [], "transport": {}, "bogus": 1}]}),
+            "traffic[0]",
+            "unknown field `bogus`",
+        ),
     ];
     for (patch, path, msg) in cases {
         let mut s = base.clone();
         for (k, v) in patch.as_object().unwrap() {
             s[k] = v.clone();
         }
-        let e = match braid_sim::Simulation::from_json(&s.to_string(), std::path::Path::new("."), None) {
-            Err(e) => e,
-            Ok(_) => panic!("accepted: {patch}"),
-        };
+        let e =
+            match braid_sim::Simulation::from_json(&s.to_string(), std::path::Path::new("."), None)
+            {
+                Err(e) => e,
+                Ok(_) => panic!("accepted: {patch}"),
+            };
         assert_eq!(e.path, path, "{patch}: {e}");
         assert!(e.message.contains(msg), "{patch}: {e}");
     }
     // The schema describes the new keys (editors complete them).
     let schema = braid_sim::scenario_json_schema();
-    assert!(schema.contains("per_host") && schema.contains("TransportOverride"), "schema");
+    assert!(
+        schema.contains("per_host") && schema.contains("TransportOverride"),
+        "schema"
+    );
     let v: Value = serde_json::from_str(&schema).unwrap();
     let te = &v["$defs"]["TrafficEntry"];
-    assert!(te.to_string().contains("\"transport\""), "traffic entries list `transport`: {te}");
+    assert!(
+        te.to_string().contains("\"transport\""),
+        "traffic entries list `transport`: {te}"
+    );
 }
 
 // ------------------------------------------------------------------ helpers
 
 fn node_id(sim: &braid_sim::Simulation, name: &str) -> usize {
-    sim.world().nodes.iter().position(|n| n.name == name).unwrap_or_else(|| panic!("no node {name}"))
+    sim.world()
+        .nodes
+        .iter()
+        .position(|n| n.name == name)
+        .unwrap_or_else(|| panic!("no node {name}"))
 }
 
 /// The port of node `a` that faces node `b`.
 fn port_to(sim: &braid_sim::Simulation, a: &str, b: &str) -> (usize, usize) {
     let (na, nb) = (node_id(sim, a), node_id(sim, b) as u32);
-    (na, sim.world().nodes[na].ports.iter().position(|p| p.peer_node == nb).unwrap_or_else(|| panic!("{a} has no port to {b}")))
+    (
+        na,
+        sim.world().nodes[na]
+            .ports
+            .iter()
+            .position(|p| p.peer_node == nb)
+            .unwrap_or_else(|| panic!("{a} has no port to {b}")),
+    )
 }
 
 fn port(sim: &braid_sim::Simulation, p: (usize, usize)) -> &braid_sim::net::Port {
@@ -218,7 +346,10 @@ fn flow_tx_payload(sim: &braid_sim::Simulation, flow: usize) -> u64 {
     let f = &sim.flows()[flow];
     let (node, qpn) = f.src_qp.expect("sender QP");
     let w = sim.world();
-    w.hosts[w.host_index[node as usize] as usize].nic.qp(qpn).map_or(0, |q| q.tx_bytes)
+    w.hosts[w.host_index[node as usize] as usize]
+        .nic
+        .qp(qpn)
+        .map_or(0, |q| q.tx_bytes)
 }
 
 /// Transport counters of a flow's sending QP.
@@ -226,7 +357,11 @@ fn flow_counters(sim: &braid_sim::Simulation, flow: usize) -> BTreeMap<&'static 
     let f = &sim.flows()[flow];
     let (node, qpn) = f.src_qp.expect("sender QP");
     let w = sim.world();
-    w.hosts[w.host_index[node as usize] as usize].nic.qp(qpn).map(|q| q.t.counters().into_iter().collect()).unwrap_or_default()
+    w.hosts[w.host_index[node as usize] as usize]
+        .nic
+        .qp(qpn)
+        .map(|q| q.t.counters().into_iter().collect())
+        .unwrap_or_default()
 }
 
 fn gbps(bytes: u64, ps: u64) -> f64 {
@@ -249,7 +384,12 @@ fn payload_share() -> f64 {
 /// 40G, 1 µs per link.
 fn four_path_edges(fabric: &str) -> Value {
     let mut links = vec![];
-    for (h, t) in [("h0", "tor0"), ("h1", "tor0"), ("h2", "tor1"), ("h3", "tor1")] {
+    for (h, t) in [
+        ("h0", "tor0"),
+        ("h1", "tor0"),
+        ("h2", "tor1"),
+        ("h3", "tor1"),
+    ] {
         links.push(json!({"a": h, "b": t, "rate": "40Gbps", "delay": "1us"}));
     }
     for s in 0..4 {
@@ -284,9 +424,16 @@ fn path_selection(seed: u64, join_us: u64, end_us: u64) -> Value {
 /// Per slot: the MP-RDMA connection's wire rate (Gbps) on each of the four paths, and the SP-RDMA
 /// flow's wire rate. Path k's MP share is tor0 → spine_k's transmitted bytes, less (path 4) the
 /// SP-RDMA flow's packets (payload + 62 bytes of framing each).
-fn run_path_selection(seed: u64, join_us: u64, end_us: u64, slot_us: u64) -> (Vec<[f64; 4]>, Vec<f64>, BTreeMap<&'static str, f64>) {
+fn run_path_selection(
+    seed: u64,
+    join_us: u64,
+    end_us: u64,
+    slot_us: u64,
+) -> (Vec<[f64; 4]>, Vec<f64>, BTreeMap<&'static str, f64>) {
     let mut sim = build(&path_selection(seed, join_us, end_us));
-    let ports: Vec<(usize, usize)> = (0..4).map(|k| port_to(&sim, "tor0", &format!("spine{k}"))).collect();
+    let ports: Vec<(usize, usize)> = (0..4)
+        .map(|k| port_to(&sim, "tor0", &format!("spine{k}")))
+        .collect();
     let (mut prev, mut prev_sp) = ([0u64; 4], 0u64);
     let (mut mp, mut sp) = (vec![], vec![]);
     let slot = slot_us * 1_000_000;
@@ -336,9 +483,16 @@ fn path_selection_moves_load_off_the_congested_path() {
         assert!(*b > 9.0, "path {k} before the join: {b:.2} Gbps of 10");
     }
     for (k, a) in after.iter().enumerate().take(3) {
-        assert!(*a > 9.0, "untouched path {k} after the join: {a:.2} Gbps of 10");
+        assert!(
+            *a > 9.0,
+            "untouched path {k} after the join: {a:.2} Gbps of 10"
+        );
     }
-    assert!(after[3] < 1.5, "MP-RDMA still on the congested path 4: {:.2} Gbps", after[3]);
+    assert!(
+        after[3] < 1.5,
+        "MP-RDMA still on the congested path 4: {:.2} Gbps",
+        after[3]
+    );
     assert!(sp_after > 8.0, "SP-RDMA gets path 4: {sp_after:.2} Gbps");
 }
 
@@ -353,17 +507,29 @@ fn explore_path_selection() {
         let per_ms = (1000 / slot) as usize;
         if seed == 1 {
             let j = (join / slot) as usize;
-            for (i, r) in mp.iter().enumerate().filter(|(i, _)| i % 5 == 4 || (*i + 2 >= j && *i < j + 10)) {
-                eprintln!("{:>6} us: MP per path {:5.2?} SP {:5.2}", (i + 1) as u64 * slot, r, sp[i]);
+            for (i, r) in mp
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| i % 5 == 4 || (*i + 2 >= j && *i < j + 10))
+            {
+                eprintln!(
+                    "{:>6} us: MP per path {:5.2?} SP {:5.2}",
+                    (i + 1) as u64 * slot,
+                    r,
+                    sp[i]
+                );
             }
         }
         let jm = (join / 1000) as usize;
         let before = mean_rows(&mp[jm.min(2) * per_ms..jm * per_ms]);
         let after = mean_rows(&mp[(jm + 2) * per_ms..(jm + 5) * per_ms]);
-        let sp_after: f64 = sp[(jm + 2) * per_ms..].iter().sum::<f64>() / sp[(jm + 2) * per_ms..].len() as f64;
+        let sp_after: f64 =
+            sp[(jm + 2) * per_ms..].iter().sum::<f64>() / sp[(jm + 2) * per_ms..].len() as f64;
         // First slot after the join from which MP-RDMA's path-4 rate stays below 1 Gbps.
         let j = (join / slot) as usize;
-        let settle = (j..mp.len()).find(|&i| mp[i..].iter().all(|r| r[3] < 1.0)).map(|i| (i - j) as u64 * slot);
+        let settle = (j..mp.len())
+            .find(|&i| mp[i..].iter().all(|r| r[3] < 1.0))
+            .map(|i| (i - j) as u64 * slot);
         eprintln!("seed {seed}: MP per path before (2 ms to the join) {before:.2?}, after (join + 2..5 ms) {after:.2?}, SP after {sp_after:.2}, path 4 < 1G for good after {settle:?} us; pruned {} ecn_acks {} probes {}",
                   c["ooo_pruned"], c["ecn_acks"], c["probes"]);
     }
@@ -381,7 +547,10 @@ fn fairness(kind: &str, seed: u64, phase_us: u64) -> Value {
         .map(|i| json!({"kind": "write_bw", "src": i % 2, "dst": 2, "size": "16KB", "tx_depth": 16,
                         "start": format!("{}us", i * phase_us), "duration": format!("{}us", 8 * phase_us)}))
         .collect();
-    let links: Vec<Value> = ["h0", "h1", "h2"].iter().map(|h| json!({"a": h, "b": "tor0", "rate": "40Gbps", "delay": "1us"})).collect();
+    let links: Vec<Value> = ["h0", "h1", "h2"]
+        .iter()
+        .map(|h| json!({"a": h, "b": "tor0", "rate": "40Gbps", "delay": "1us"}))
+        .collect();
     json!({
         "seed": seed, "duration": format!("{}us", 16 * phase_us),
         "topology": {"kind": "edges", "nodes": ["h0", "h1", "h2", "tor0"], "switches": ["tor0"], "links": links},
@@ -429,13 +598,20 @@ fn run_fairness(kind: &str, seed: u64, phase_us: u64, slot_us: u64) -> Vec<[f64;
 
 /// Per phase (n = 1..8..1 active connections): the active connections' mean goodput over the
 /// phase's second half, their Jain index and total.
-fn fairness_phases(rows: &[[f64; 8]], phase_us: u64, slot_us: u64) -> Vec<(usize, Vec<f64>, f64, f64)> {
+fn fairness_phases(
+    rows: &[[f64; 8]],
+    phase_us: u64,
+    slot_us: u64,
+) -> Vec<(usize, Vec<f64>, f64, f64)> {
     let per = (phase_us / slot_us) as usize;
     (0..16)
         .map(|ph| {
             let active: Vec<usize> = (0..8).filter(|&i| i <= ph && ph < i + 8).collect();
             let span = &rows[ph * per + per / 2..(ph + 1) * per];
-            let g: Vec<f64> = active.iter().map(|&i| span.iter().map(|r| r[i]).sum::<f64>() / span.len() as f64).collect();
+            let g: Vec<f64> = active
+                .iter()
+                .map(|&i| span.iter().map(|r| r[i]).sum::<f64>() / span.len() as f64)
+                .collect();
             // Total over every connection (a leaving one may still drain its last WRITEs).
             let total = span.iter().map(|r| r.iter().sum::<f64>()).sum::<f64>() / span.len() as f64;
             (active.len(), g.clone(), jain(&g), total)
@@ -453,12 +629,23 @@ fn fairness_each_connection_gets_a_fair_share() {
     let (phase, slot) = (2000, 100);
     let rows = run_fairness("mp-rdma", 1, phase, slot);
     let ceiling = 40.0 * payload_share();
-    for (ph, (n, g, j, total)) in fairness_phases(&rows, phase, slot).into_iter().enumerate().take(15) {
+    for (ph, (n, g, j, total)) in fairness_phases(&rows, phase, slot)
+        .into_iter()
+        .enumerate()
+        .take(15)
+    {
         eprintln!("phase {ph}: n={n} total {total:.2} jain {j:.4} {g:.2?}");
-        assert!(total > 0.97 * ceiling, "phase {ph}: link not full: {total:.2} of {ceiling:.2} Gbps");
+        assert!(
+            total > 0.97 * ceiling,
+            "phase {ph}: link not full: {total:.2} of {ceiling:.2} Gbps"
+        );
         assert!(j >= 0.98, "phase {ph} (n = {n}): Jain {j:.4}: {g:.2?}");
         for x in &g {
-            assert!((x - ceiling / n as f64).abs() < 0.35 * ceiling / n as f64, "phase {ph}: {x:.2} vs fair share {:.2}", ceiling / n as f64);
+            assert!(
+                (x - ceiling / n as f64).abs() < 0.35 * ceiling / n as f64,
+                "phase {ph}: {x:.2} vs fair share {:.2}",
+                ceiling / n as f64
+            );
         }
     }
 }
@@ -466,7 +653,10 @@ fn fairness_each_connection_gets_a_fair_share() {
 #[test]
 #[ignore]
 fn explore_fairness() {
-    let kinds: Vec<String> = std::env::var("KINDS").map_or(vec!["mp-rdma".into(), "dcqcn".into()], |v| v.split(',').map(String::from).collect());
+    let kinds: Vec<String> = std::env::var("KINDS")
+        .map_or(vec!["mp-rdma".into(), "dcqcn".into()], |v| {
+            v.split(',').map(String::from).collect()
+        });
     let phase: u64 = std::env::var("PHASE_US").map_or(1000, |v| v.parse().unwrap());
     let slot = 50;
     for kind in &kinds {
@@ -480,7 +670,11 @@ fn explore_fairness() {
                 eprintln!("{kind} seed {seed} phase {i}: n={n} Jain {j:.4} total {t:.2} per connection {g:.2?}");
             }
             let js: Vec<f64> = ph.iter().filter(|p| p.0 > 1).map(|p| p.2).collect();
-            eprintln!("{kind} seed {seed}: Jain over n>1 phases min {:.4} max {:.4}", js.iter().cloned().fold(1.0, f64::min), js.iter().cloned().fold(0.0, f64::max));
+            eprintln!(
+                "{kind} seed {seed}: Jain over n>1 phases min {:.4} max {:.4}",
+                js.iter().cloned().fold(1.0, f64::min),
+                js.iter().cloned().fold(0.0, f64::max)
+            );
             // Convergence: after each join (phases 1-7), the first time from which Jain's index
             // over every 250 us window (5 slots) stays >= 0.98.
             let per = (phase / slot) as usize;
@@ -491,11 +685,15 @@ fn explore_fairness() {
                     let slots = &rows[p * per..(p + 1) * per];
                     let jw: Vec<f64> = (0..=per - w)
                         .map(|s| {
-                            let g: Vec<f64> = (0..n).map(|i| slots[s..s + w].iter().map(|r| r[i]).sum::<f64>()).collect();
+                            let g: Vec<f64> = (0..n)
+                                .map(|i| slots[s..s + w].iter().map(|r| r[i]).sum::<f64>())
+                                .collect();
                             jain(&g)
                         })
                         .collect();
-                    (0..jw.len()).find(|&s| jw[s..].iter().all(|&j| j >= 0.98)).map(|s| s as u64 * slot)
+                    (0..jw.len())
+                        .find(|&s| jw[s..].iter().all(|&j| j >= 0.98))
+                        .map(|s| s as u64 * slot)
                 })
                 .collect();
             eprintln!("{kind} seed {seed}: convergence after joins (us) {conv:?}");
@@ -531,7 +729,10 @@ fn run_incast(kind: &str, seed: u64, n: u32, size: &str) -> (f64, u64, u64) {
     }
     let (sim, r) = run(&s);
     let flows = sim.flows();
-    assert!(flows.iter().all(|f| f.finish_ps.is_some()), "{kind} n={n}: unfinished flows");
+    assert!(
+        flows.iter().all(|f| f.finish_ps.is_some()),
+        "{kind} n={n}: unfinished flows"
+    );
     let start = flows.iter().map(|f| f.start_ps).min().unwrap();
     let end = flows.iter().map(|f| f.finish_ps.unwrap()).max().unwrap();
     let bytes: u64 = flows.iter().map(|f| f.size).sum();
@@ -560,19 +761,30 @@ fn incast_goodput_stays_near_line_rate() {
 fn explore_incast() {
     let size = std::env::var("SIZE").unwrap_or_else(|_| "4MB".into());
     let seeds: u64 = std::env::var("SEEDS").map_or(3, |v| v.parse().unwrap());
-    let kinds: Vec<String> = std::env::var("KINDS").map_or(vec!["mp-rdma".into(), "dcqcn".into()], |v| v.split(',').map(String::from).collect());
+    let kinds: Vec<String> = std::env::var("KINDS")
+        .map_or(vec!["mp-rdma".into(), "dcqcn".into()], |v| {
+            v.split(',').map(String::from).collect()
+        });
     for kind in &kinds {
         let kind = kind.as_str();
         let mut line = vec![];
         for n in 1..=9 {
-            let runs: Vec<(f64, u64, u64)> = (1..=seeds).map(|s| run_incast(kind, s, n, &size)).collect();
+            let runs: Vec<(f64, u64, u64)> =
+                (1..=seeds).map(|s| run_incast(kind, s, n, &size)).collect();
             let mean = runs.iter().map(|r| r.0).sum::<f64>() / runs.len() as f64;
-            let (lo, hi) = runs.iter().fold((f64::MAX, 0.0f64), |(a, b), r| (a.min(r.0), b.max(r.0)));
+            let (lo, hi) = runs
+                .iter()
+                .fold((f64::MAX, 0.0f64), |(a, b), r| (a.min(r.0), b.max(r.0)));
             let drops: u64 = runs.iter().map(|r| r.1).sum();
             let pauses: u64 = runs.iter().map(|r| r.2).sum();
-            line.push(format!("n={n} {mean:.2} ({lo:.2}-{hi:.2}) drops {drops} pauses {pauses}"));
+            line.push(format!(
+                "n={n} {mean:.2} ({lo:.2}-{hi:.2}) drops {drops} pauses {pauses}"
+            ));
         }
-        eprintln!("{kind} ({size} per sender, seeds 1-{seeds}): {}", line.join(" | "));
+        eprintln!(
+            "{kind} ({size} per sender, seeds 1-{seeds}): {}",
+            line.join(" | ")
+        );
     }
 }
 
@@ -581,10 +793,21 @@ fn explore_incast() {
 /// Time (ps) a port has spent paused by PFC so far, the current pause included.
 fn paused_ps(sim: &braid_sim::Simulation, p: (usize, usize)) -> u64 {
     let pt = port(sim, p);
-    pt.paused_ps + pt.pause_started.iter().flatten().map(|&t| sim.now_ps() - t).sum::<u64>()
+    pt.paused_ps
+        + pt.pause_started
+            .iter()
+            .flatten()
+            .map(|&t| sim.now_ps() - t)
+            .sum::<u64>()
 }
 
-fn edges(hosts: &[(&str, &str)], leaves: &[&str], spines: usize, host_rate: &str, fabric: &str) -> Value {
+fn edges(
+    hosts: &[(&str, &str)],
+    leaves: &[&str],
+    spines: usize,
+    host_rate: &str,
+    fabric: &str,
+) -> Value {
     let mut links = vec![];
     for (h, l) in hosts {
         links.push(json!({"a": h, "b": l, "rate": host_rate, "delay": "1us"}));
@@ -607,7 +830,14 @@ fn edges(hosts: &[(&str, &str)], leaves: &[&str], spines: usize, host_rate: &str
 /// static routes, push 2 × 10G into spine3 → leaf1 (10G): spine3 PFC-pauses leaf0's port, and
 /// MP-RDMA's packets on path 4 wait behind the paused line-rate tenant's at leaf0.
 fn pfc_some_paths(seed: u64, burst_us: u64, mp_size: &str, burst_size: &str) -> Value {
-    let hosts = [("h0", "leaf0"), ("h1", "leaf0"), ("h2", "leaf1"), ("h3", "leaf1"), ("h4", "leaf1"), ("h5", "leaf2")];
+    let hosts = [
+        ("h0", "leaf0"),
+        ("h1", "leaf0"),
+        ("h2", "leaf1"),
+        ("h3", "leaf1"),
+        ("h4", "leaf1"),
+        ("h5", "leaf2"),
+    ];
     json!({
         "seed": seed, "duration": "100ms",
         "topology": edges(&hosts, &["leaf0", "leaf1", "leaf2"], 4, "40Gbps", "10Gbps"),
@@ -639,7 +869,9 @@ struct SomePaths {
 
 fn run_pfc_some_paths(seed: u64, burst_us: u64, slot_us: u64) -> SomePaths {
     let mut sim = build(&pfc_some_paths(seed, burst_us, "30MB", "4MB"));
-    let ports: Vec<(usize, usize)> = (0..4).map(|k| port_to(&sim, "leaf0", &format!("spine{k}"))).collect();
+    let ports: Vec<(usize, usize)> = (0..4)
+        .map(|k| port_to(&sim, "leaf0", &format!("spine{k}")))
+        .collect();
     let slot = slot_us * 1_000_000;
     let (mut prev, mut prev_a) = ([0u64; 4], 0u64);
     let mut mp = vec![];
@@ -658,7 +890,8 @@ fn run_pfc_some_paths(seed: u64, burst_us: u64, slot_us: u64) -> SomePaths {
         prev_a = a;
         mp.push(row);
     }
-    sim.verify_delivery().unwrap_or_else(|e| panic!("conservation violated: {e}"));
+    sim.verify_delivery()
+        .unwrap_or_else(|e| panic!("conservation violated: {e}"));
     let h0 = (node_id(&sim, "h0"), 0);
     let r = sim.results();
     let f = &sim.flows()[0];
@@ -667,7 +900,8 @@ fn run_pfc_some_paths(seed: u64, burst_us: u64, slot_us: u64) -> SomePaths {
         path4_paused_us: paused_ps(&sim, ports[3]) as f64 / 1e6,
         h0_paused_us: paused_ps(&sim, h0) as f64 / 1e6,
         mp_fct_us: (f.finish_ps.expect("MP-RDMA flow finished") - f.start_ps) as f64 / 1e6,
-        drops: r.counters.get("drops_buffer").copied().unwrap_or(0) + r.counters.get("drops_loss").copied().unwrap_or(0),
+        drops: r.counters.get("drops_buffer").copied().unwrap_or(0)
+            + r.counters.get("drops_loss").copied().unwrap_or(0),
         timeouts: sim.world().hosts[0].nic.stats.timeouts,
         counters: flow_counters(&sim, 0),
     }
@@ -690,16 +924,33 @@ fn pfc_pausing_one_path_moves_mp_rdma_off_it() {
               s.path4_paused_us, s.h0_paused_us, s.mp_fct_us, s.drops, s.counters);
     assert_eq!(s.drops, 0, "lossless");
     assert_eq!(s.timeouts, 0, "no RTO");
-    assert!(s.path4_paused_us > 500.0, "spine3 paused leaf0's port: {:.0} us", s.path4_paused_us);
-    assert_eq!(s.h0_paused_us, 0.0, "the MP-RDMA sender itself is never paused");
+    assert!(
+        s.path4_paused_us > 500.0,
+        "spine3 paused leaf0's port: {:.0} us",
+        s.path4_paused_us
+    );
+    assert_eq!(
+        s.h0_paused_us, 0.0,
+        "the MP-RDMA sender itself is never paused"
+    );
     for (k, b) in before.iter().enumerate() {
         assert!(*b > 9.0, "path {k} before the burst: {b:.2}");
     }
-    assert!(early[3] < 0.5, "paused path 4 still carries {:.2} Gbps of MP-RDMA", early[3]);
+    assert!(
+        early[3] < 0.5,
+        "paused path 4 still carries {:.2} Gbps of MP-RDMA",
+        early[3]
+    );
     // Not stalled: it keeps sending on the unpaused paths, though well below their 30G (10–12
     // Gbps over seeds 1–4): the packets stranded on path 4 are holes that overflow the bitmap.
-    assert!(early[..3].iter().sum::<f64>() > 7.5, "MP-RDMA keeps sending on the unpaused paths: {early:.2?}");
-    assert!(s.counters["ooo_pruned"] > 0.0, "eliminated by the OOO-aware path selection");
+    assert!(
+        early[..3].iter().sum::<f64>() > 7.5,
+        "MP-RDMA keeps sending on the unpaused paths: {early:.2?}"
+    );
+    assert!(
+        s.counters["ooo_pruned"] > 0.0,
+        "eliminated by the OOO-aware path selection"
+    );
 }
 
 #[test]
@@ -726,11 +977,22 @@ fn explore_pfc_some_paths() {
 /// offered 160G, leaf1 PFC-pauses the spines, and MP-RDMA's packets wait in every spine behind the
 /// incast's (head-of-line blocking on the lossless priority).
 fn pfc_all_paths(seed: u64, burst_us: u64, mp_size: &str, burst_size: &str) -> Value {
-    let hosts = [("h0", "leaf0"), ("h1", "leaf1"), ("h2", "leaf1"), ("h3", "leaf2"), ("h4", "leaf2"), ("h5", "leaf2"), ("h6", "leaf2")];
+    let hosts = [
+        ("h0", "leaf0"),
+        ("h1", "leaf1"),
+        ("h2", "leaf1"),
+        ("h3", "leaf2"),
+        ("h4", "leaf2"),
+        ("h5", "leaf2"),
+        ("h6", "leaf2"),
+    ];
     // Flows per sender: 8 x 4 spread over the 4 spines by ECMP so that, for seeds 1-4, every
     // spine carries some (with 4 per sender, seeds 2 and 4 left one spine unpaused).
     let per: u32 = std::env::var("PER_SENDER").map_or(8, |v| v.parse().unwrap());
-    let burst: Vec<Value> = (3..7).flat_map(|s| (0..per).map(move |_| s)).map(|s| json!({"src": s, "dst": 2, "size": burst_size, "start": format!("{burst_us}us")})).collect();
+    let burst: Vec<Value> = (3..7)
+        .flat_map(|s| (0..per).map(move |_| s))
+        .map(|s| json!({"src": s, "dst": 2, "size": burst_size, "start": format!("{burst_us}us")}))
+        .collect();
     json!({
         "seed": seed, "duration": "100ms",
         "topology": edges(&hosts, &["leaf0", "leaf1", "leaf2"], 4, "40Gbps", "40Gbps"),
@@ -764,7 +1026,9 @@ struct AllPaths {
 fn run_pfc_all_paths(seed: u64, burst_us: u64, slot_us: u64) -> AllPaths {
     let bsize = std::env::var("BURST_SIZE").unwrap_or_else(|_| "512KB".into());
     let mut sim = build(&pfc_all_paths(seed, burst_us, "30MB", &bsize));
-    let spines: Vec<(usize, usize)> = (0..4).map(|k| port_to(&sim, &format!("spine{k}"), "leaf1")).collect();
+    let spines: Vec<(usize, usize)> = (0..4)
+        .map(|k| port_to(&sim, &format!("spine{k}"), "leaf1"))
+        .collect();
     let slot = slot_us * 1_000_000;
     let (mut prev_rx, mut prev_tx) = (0u64, 0u64);
     let (mut goodput, mut sent, mut paused_paths) = (vec![], vec![], vec![]);
@@ -775,21 +1039,39 @@ fn run_pfc_all_paths(seed: u64, burst_us: u64, slot_us: u64) -> AllPaths {
         let tx = flow_tx_payload(&sim, 0);
         goodput.push(gbps(rx - prev_rx, slot));
         sent.push(gbps(tx - prev_tx, slot));
-        paused_paths.push(spines.iter().filter(|&&p| port(&sim, p).paused.iter().any(|&x| x)).count());
+        paused_paths.push(
+            spines
+                .iter()
+                .filter(|&&p| port(&sim, p).paused.iter().any(|&x| x))
+                .count(),
+        );
         (prev_rx, prev_tx) = (rx, tx);
     }
-    sim.verify_delivery().unwrap_or_else(|e| panic!("conservation violated: {e}"));
+    sim.verify_delivery()
+        .unwrap_or_else(|e| panic!("conservation violated: {e}"));
     let flows = sim.flows();
-    assert!(flows.iter().all(|f| f.finish_ps.is_some()), "every flow finished");
+    assert!(
+        flows.iter().all(|f| f.finish_ps.is_some()),
+        "every flow finished"
+    );
     let r = sim.results();
     AllPaths {
         goodput,
         sent,
         paused_paths,
-        spine_paused_us: spines.iter().map(|&p| paused_ps(&sim, p) as f64 / 1e6).collect(),
+        spine_paused_us: spines
+            .iter()
+            .map(|&p| paused_ps(&sim, p) as f64 / 1e6)
+            .collect(),
         h0_paused_us: paused_ps(&sim, (node_id(&sim, "h0"), 0)) as f64 / 1e6,
-        burst_end_us: flows[1..].iter().map(|f| f.finish_ps.unwrap()).max().unwrap() as f64 / 1e6,
-        drops: r.counters.get("drops_buffer").copied().unwrap_or(0) + r.counters.get("drops_loss").copied().unwrap_or(0),
+        burst_end_us: flows[1..]
+            .iter()
+            .map(|f| f.finish_ps.unwrap())
+            .max()
+            .unwrap() as f64
+            / 1e6,
+        drops: r.counters.get("drops_buffer").copied().unwrap_or(0)
+            + r.counters.get("drops_loss").copied().unwrap_or(0),
         timeouts: sim.world().hosts[0].nic.stats.timeouts,
         counters: flow_counters(&sim, 0),
     }
@@ -803,19 +1085,40 @@ fn pfc_pausing_all_paths_stops_mp_rdma_until_resume() {
     let (burst, slot) = (2000, 100);
     let s = run_pfc_all_paths(1, burst, slot);
     let line = 40.0 * payload_share();
-    let all_paused: Vec<usize> = (0..s.sent.len()).filter(|&i| s.paused_paths[i] == 4).collect();
+    let all_paused: Vec<usize> = (0..s.sent.len())
+        .filter(|&i| s.paused_paths[i] == 4)
+        .collect();
     eprintln!("slots with all four paths paused {all_paused:?}, spine->leaf1 paused {:.0?} us, incast over at {:.0} us, timeouts {}, drops {}",
               s.spine_paused_us, s.burst_end_us, s.timeouts, s.drops);
-    assert!(!all_paused.is_empty(), "PFC paused all four spine -> leaf1 ports at once");
+    assert!(
+        !all_paused.is_empty(),
+        "PFC paused all four spine -> leaf1 ports at once"
+    );
     // The slot that ended with every path paused, or the next one: MP-RDMA sent next to nothing.
-    let min_sent = all_paused.iter().map(|&i| s.sent[i].min(s.sent.get(i + 1).copied().unwrap_or(f64::MAX))).fold(f64::MAX, f64::min);
-    assert!(min_sent < 0.1 * line, "MP-RDMA kept sending while all paths were paused: {min_sent:.2} Gbps");
-    assert_eq!(s.h0_paused_us, 0.0, "the sender's own port is never paused: it stops for lack of ACKs");
+    let min_sent = all_paused
+        .iter()
+        .map(|&i| s.sent[i].min(s.sent.get(i + 1).copied().unwrap_or(f64::MAX)))
+        .fold(f64::MAX, f64::min);
+    assert!(
+        min_sent < 0.1 * line,
+        "MP-RDMA kept sending while all paths were paused: {min_sent:.2} Gbps"
+    );
+    assert_eq!(
+        s.h0_paused_us, 0.0,
+        "the sender's own port is never paused: it stops for lack of ACKs"
+    );
     let mean = |a: usize, b: usize| s.goodput[a..b].iter().sum::<f64>() / (b - a) as f64;
-    assert!(mean(10, 20) > 0.98 * line, "before the incast: {:.2}", mean(10, 20));
+    assert!(
+        mean(10, 20) > 0.98 * line,
+        "before the incast: {:.2}",
+        mean(10, 20)
+    );
     let end = (s.burst_end_us / slot as f64).ceil() as usize;
     let after = mean(end + 5, end + 15);
-    assert!(after > 0.97 * line, "ACK clocking restarted: {after:.2} Gbps 0.5-1.5 ms after the incast");
+    assert!(
+        after > 0.97 * line,
+        "ACK clocking restarted: {after:.2} Gbps 0.5-1.5 ms after the incast"
+    );
     assert_eq!(s.timeouts, 0, "no RTO: the ACK clock restarted by itself");
     assert_eq!(s.drops, 0, "lossless");
 }
@@ -828,11 +1131,22 @@ fn explore_pfc_all_paths() {
         let s = run_pfc_all_paths(seed, burst, slot);
         if seed == 1 && std::env::var("SERIES").is_ok() {
             for i in 0..s.goodput.len() {
-                eprintln!("{:>6} us: MP goodput {:5.2} sent {:5.2} spine->leaf1 ports paused {}", (i + 1) as u64 * slot, s.goodput[i], s.sent[i], s.paused_paths[i]);
+                eprintln!(
+                    "{:>6} us: MP goodput {:5.2} sent {:5.2} spine->leaf1 ports paused {}",
+                    (i + 1) as u64 * slot,
+                    s.goodput[i],
+                    s.sent[i],
+                    s.paused_paths[i]
+                );
             }
         }
-        let all: Vec<usize> = (0..s.sent.len()).filter(|&i| s.paused_paths[i] == 4).collect();
-        let min_sent = all.iter().map(|&i| s.sent[i].min(s.sent.get(i + 1).copied().unwrap_or(f64::MAX))).fold(f64::NAN, f64::min);
+        let all: Vec<usize> = (0..s.sent.len())
+            .filter(|&i| s.paused_paths[i] == 4)
+            .collect();
+        let min_sent = all
+            .iter()
+            .map(|&i| s.sent[i].min(s.sent.get(i + 1).copied().unwrap_or(f64::MAX)))
+            .fold(f64::NAN, f64::min);
         let end = (s.burst_end_us / slot as f64).ceil() as usize;
         let after = s.goodput[end + 5..end + 15].iter().sum::<f64>() / 10.0;
         eprintln!("seed {seed}: spine->leaf1 paused {:.0?} us, slots ending with all 4 paused {}, MP sent in/after them (min) {min_sent:.2} Gbps, incast over at {:.0} us, goodput 0.5-1.5 ms later {after:.2}, h0 paused {:.0} us, drops {}, timeouts {}, recoveries {}, nacks {}",
@@ -842,7 +1156,9 @@ fn explore_pfc_all_paths() {
 
 // ------------------------------------------------------------------ §3.5: connection restart after idle
 
-use braid_verbs::{Access, App, Event, MemoryRegion, QpInit, QpNum, RemoteQp, SendOp, SendWr, Sge, Verbs};
+use braid_verbs::{
+    Access, App, Event, MemoryRegion, QpInit, QpNum, RemoteQp, SendOp, SendWr, Sge, Verbs,
+};
 use std::cell::RefCell;
 use std::rc::Rc;
 
@@ -870,7 +1186,15 @@ impl App for IdleSink {
         if ev == Event::Timer(0) {
             let e = self.0.borrow();
             let ((_, qp, _), (host, peer)) = (e.sink.unwrap(), e.source.unwrap());
-            v.connect_qp(qp, RemoteQp { host, qpn: peer, udp_sport: None }).unwrap();
+            v.connect_qp(
+                qp,
+                RemoteQp {
+                    host,
+                    qpn: peer,
+                    udp_sport: None,
+                },
+            )
+            .unwrap();
         }
     }
     fn is_done(&self) -> bool {
@@ -891,7 +1215,15 @@ impl IdleSource {
     fn post(&self, v: &mut dyn Verbs, id: u64) {
         let (_, _, rmr) = self.ends.borrow().sink.unwrap();
         let l = self.mr.unwrap();
-        let mut wr = SendWr::new(id, SendOp::Write, vec![Sge { addr: l.addr, length: self.size, lkey: l.lkey }]);
+        let mut wr = SendWr::new(
+            id,
+            SendOp::Write,
+            vec![Sge {
+                addr: l.addr,
+                length: self.size,
+                lkey: l.lkey,
+            }],
+        );
         wr.remote_addr = rmr.addr;
         wr.rkey = rmr.rkey;
         v.post_send(self.qp, wr).unwrap();
@@ -910,7 +1242,15 @@ impl App for IdleSource {
         match ev {
             Event::Timer(0) => {
                 let (host, peer, _) = self.ends.borrow().sink.unwrap();
-                v.connect_qp(self.qp, RemoteQp { host, qpn: peer, udp_sport: None }).unwrap();
+                v.connect_qp(
+                    self.qp,
+                    RemoteQp {
+                        host,
+                        qpn: peer,
+                        udp_sport: None,
+                    },
+                )
+                .unwrap();
                 self.post(v, 1);
             }
             Event::Timer(2) => self.post(v, 2),
@@ -942,11 +1282,40 @@ fn run_idle(gap_us: u64) -> (Counters, Counters, Counters, u64) {
                    "switch": {"ecn": {"kmin": "20KB", "kmax": "20KB", "pmax": 1.0}}});
     let mut sim = build(&s);
     let ends: Rc<RefCell<Ends>> = Default::default();
-    sim.add_app(1, Box::new(IdleSink(ends.clone())), vec![Box::new(braid_verbs::Raw)]).unwrap();
-    sim.add_app(0, Box::new(IdleSource { ends: ends.clone(), size: 100_000, gap: gap_us * 1_000_000, qp: 0, mr: None }), vec![Box::new(braid_verbs::Raw)]).unwrap();
-    let counters = |sim: &braid_sim::Simulation| -> BTreeMap<&'static str, f64> { sim.world().hosts[0].nic.qps().next().unwrap().t.counters().into_iter().collect() };
+    sim.add_app(
+        1,
+        Box::new(IdleSink(ends.clone())),
+        vec![Box::new(braid_verbs::Raw)],
+    )
+    .unwrap();
+    sim.add_app(
+        0,
+        Box::new(IdleSource {
+            ends: ends.clone(),
+            size: 100_000,
+            gap: gap_us * 1_000_000,
+            qp: 0,
+            mr: None,
+        }),
+        vec![Box::new(braid_verbs::Raw)],
+    )
+    .unwrap();
+    let counters = |sim: &braid_sim::Simulation| -> BTreeMap<&'static str, f64> {
+        sim.world().hosts[0]
+            .nic
+            .qps()
+            .next()
+            .unwrap()
+            .t
+            .counters()
+            .into_iter()
+            .collect()
+    };
     while ends.borrow().done.is_empty() {
-        assert!(!sim.advance(sim.now_ps() + 1_000_000), "first WRITE never completed");
+        assert!(
+            !sim.advance(sim.now_ps() + 1_000_000),
+            "first WRITE never completed"
+        );
     }
     let second = ends.borrow().done[0] + gap_us * 1_000_000;
     sim.advance(second - 1000);
@@ -974,19 +1343,30 @@ fn idle_connection_restarts_from_the_initial_window() {
     let (before, at, end, rx) = run_idle(200);
     eprintln!("long idle: before {before:?}\nat restart {at:?}\nend {end:?}");
     assert_eq!(rx, 200_000, "every byte accepted once");
-    assert!(3.0 * at["srtt_us"] < 200.0, "the idle is longer than 3 RTTs: srtt {:.1} us", at["srtt_us"]);
+    assert!(
+        3.0 * at["srtt_us"] < 200.0,
+        "the idle is longer than 3 RTTs: srtt {:.1} us",
+        at["srtt_us"]
+    );
     assert_eq!((before["restarts"], at["restarts"]), (0.0, 1.0));
     assert_eq!(at["cwnd"], 60.0, "restarted from IW = 60 KB / 1000 B");
     // The IW went out on new random VPs (a VP is a random port of 16384: repeats are rare).
     let new_vps = end["vps_used"] - before["vps_used"];
-    assert!(new_vps >= 55.0, "restart spread over random VPs: {new_vps} new");
+    assert!(
+        new_vps >= 55.0,
+        "restart spread over random VPs: {new_vps} new"
+    );
     let (before, at, _end, rx) = run_idle(5);
     eprintln!("short idle: before {before:?}\nat restart {at:?}");
     assert_eq!(rx, 200_000);
     assert!(3.0 * at["srtt_us"] > 5.0);
     assert_eq!(at["restarts"], 0.0, "no restart after a short idle");
     assert_eq!(at["cwnd"], before["cwnd"], "kept the window it had");
-    assert!(at["cwnd"] < 60.0, "which use-it-or-lose-it shrank at the end of the first WRITE: {}", at["cwnd"]);
+    assert!(
+        at["cwnd"] < 60.0,
+        "which use-it-or-lose-it shrank at the end of the first WRITE: {}",
+        at["cwnd"]
+    );
 }
 
 // ------------------------------------------------------------------ the scenario files
@@ -997,7 +1377,8 @@ fn idle_connection_restarts_from_the_initial_window() {
 #[test]
 #[ignore]
 fn scenario_files_match_the_tests() {
-    let dir = std::env::var("SCENARIO_DIR").expect("SCENARIO_DIR: the TOML files converted to JSON");
+    let dir =
+        std::env::var("SCENARIO_DIR").expect("SCENARIO_DIR: the TOML files converted to JSON");
     let cases: Vec<(&str, Value)> = vec![
         ("path-selection", path_selection(1, 5000, 10000)),
         ("fairness", fairness("mp-rdma", 1, 2000)),
@@ -1014,8 +1395,14 @@ fn scenario_files_match_the_tests() {
         x
     };
     for (name, built) in cases {
-        let file: Value = serde_json::from_str(&std::fs::read_to_string(format!("{dir}/{name}.json")).unwrap()).unwrap();
-        assert_eq!(norm(&file), norm(&built), "{name}.toml differs from the test's scenario");
+        let file: Value =
+            serde_json::from_str(&std::fs::read_to_string(format!("{dir}/{name}.json")).unwrap())
+                .unwrap();
+        assert_eq!(
+            norm(&file),
+            norm(&built),
+            "{name}.toml differs from the test's scenario"
+        );
         // And it runs (briefly).
         let mut short = file.clone();
         short["duration"] = json!("300us");

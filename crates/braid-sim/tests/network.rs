@@ -13,7 +13,10 @@ fn two_tor(hosts_per_tor: u32, paths: u32) -> Value {
 }
 
 fn spine_of(path: &str) -> String {
-    path.split('>').find(|n| n.starts_with("spine")).expect("path crosses a spine").to_string()
+    path.split('>')
+        .find(|n| n.starts_with("spine"))
+        .expect("path crosses a spine")
+        .to_string()
 }
 
 #[test]
@@ -30,7 +33,11 @@ fn ecmp_spreads_flows_over_equal_paths_and_packets_follow_them() {
     for p in &paths {
         *per_spine.entry(spine_of(p)).or_default() += 1;
     }
-    assert_eq!(per_spine.len(), 4, "all four spines carry flows: {per_spine:?}");
+    assert_eq!(
+        per_spine.len(),
+        4,
+        "all four spines carry flows: {per_spine:?}"
+    );
     assert!(per_spine.values().all(|&c| c >= 3), "{per_spine:?}");
     // The packets really went where the reported paths say: each spine sent towards tor1 exactly
     // the data packets of its flows (20 per flow). (ACKs come back on the receiver QP's own source
@@ -50,15 +57,25 @@ fn changing_only_the_source_port_changes_the_path() {
     let sim = build(&s);
     let w = sim.world();
     let base = w.path_of(0, 1, 50000);
-    assert_eq!(base, w.path_of(0, 1, 50000), "the same 5-tuple always takes the same path");
-    let differ = (50001..50033).filter(|&p| w.path_of(0, 1, p) != base).count();
-    assert!(differ > 16, "most other source ports hash elsewhere among 8 paths: {differ}/32");
+    assert_eq!(
+        base,
+        w.path_of(0, 1, 50000),
+        "the same 5-tuple always takes the same path"
+    );
+    let differ = (50001..50033)
+        .filter(|&p| w.path_of(0, 1, p) != base)
+        .count();
+    assert!(
+        differ > 16,
+        "most other source ports hash elsewhere among 8 paths: {differ}/32"
+    );
 }
 
 fn comparable(r: &braid_sim::Results) -> braid_sim::Results {
     let mut r = r.clone();
     // Wall-clock figures are the only thing allowed to differ between identical runs.
-    r.stats.retain(|k, _| !matches!(k.as_str(), "wall_s" | "events_per_s" | "sim_s_per_wall_s"));
+    r.stats
+        .retain(|k, _| !matches!(k.as_str(), "wall_s" | "events_per_s" | "sim_s_per_wall_s"));
     r
 }
 
@@ -79,9 +96,15 @@ fn same_scenario_and_seed_give_identical_results() {
     let s = lossy_scenario();
     let (_, a) = run(&s);
     let (_, b) = run(&s);
-    assert!(a.counters["drops_loss"] > 0 && a.counters["ecn_marks"] > 0, "the scenario exercises randomness");
+    assert!(
+        a.counters["drops_loss"] > 0 && a.counters["ecn_marks"] > 0,
+        "the scenario exercises randomness"
+    );
     // Debug text, so that NaN (no latency samples) compares equal to itself.
-    assert_eq!(format!("{:?}", comparable(&a)), format!("{:?}", comparable(&b)));
+    assert_eq!(
+        format!("{:?}", comparable(&a)),
+        format!("{:?}", comparable(&b))
+    );
 }
 
 #[test]
@@ -111,7 +134,10 @@ fn bad_scenarios_name_the_key_and_the_expected_form() {
     };
     let (p, m) = with(&|s| s["switch"] = json!({"bufer": "1MB"}));
     assert_eq!(p, "switch.bufer");
-    assert!(m.contains("unknown field") && m.contains("buffer"), "names the expected keys: {m}");
+    assert!(
+        m.contains("unknown field") && m.contains("buffer"),
+        "names the expected keys: {m}"
+    );
     let (p, m) = with(&|s| s["switch"] = json!({"ecn": {"pmax": 1.5}}));
     assert_eq!(p, "switch.ecn.pmax");
     assert!(m.contains("probability"), "{m}");
@@ -121,7 +147,8 @@ fn bad_scenarios_name_the_key_and_the_expected_form() {
     assert_eq!(p, "transport.kind");
     let (p, _) = with(&|s| s["duration"] = json!(5));
     assert_eq!(p, "duration");
-    let (p, _) = with(&|s| s["apps"] = json!([{"kind": "write_bw", "src": 0, "dst": 7, "size": "1KB"}]));
+    let (p, _) =
+        with(&|s| s["apps"] = json!([{"kind": "write_bw", "src": 0, "dst": 7, "size": "1KB"}]));
     assert_eq!(p, "apps[0].dst");
     let (p, m) = with(&|s| s["middleware"] = json!({"default": ["magic"]}));
     assert_eq!(p, "middleware.default[0]");

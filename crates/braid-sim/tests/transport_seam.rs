@@ -26,27 +26,51 @@ impl Transport for Spray {
     fn plan(&mut self, now: Time, next_new: u32, have_new: bool) -> Plan {
         match self.inner.plan(now, next_new, have_new) {
             // One of four source ports per PSN: ECMP maps each to a path.
-            Plan::Send { psn, .. } => Plan::Send { psn, sport: self.base + (psn % 4) as u16 },
+            Plan::Send { psn, .. } => Plan::Send {
+                psn,
+                sport: self.base + (psn % 4) as u16,
+            },
             other => other,
         }
     }
     fn response_gate(&self) -> Time {
         self.inner.response_gate()
     }
-    fn on_sent(&mut self, now: Time, psn: u32, npsn: u32, wire: u32, reliable: bool, fx: &mut TxFx) {
+    fn on_sent(
+        &mut self,
+        now: Time,
+        psn: u32,
+        npsn: u32,
+        wire: u32,
+        reliable: bool,
+        fx: &mut TxFx,
+    ) {
         self.inner.on_sent(now, psn, npsn, wire, reliable, fx)
     }
     fn on_response_sent(&mut self, now: Time, wire: u32) {
         self.inner.on_response_sent(now, wire)
     }
     fn on_feedback(&mut self, now: Time, fb: Feedback, fx: &mut TxFx) {
-        if let Feedback::Ack { echo_sport, sack, .. } = fb {
-            assert!(sack.is_some(), "per-packet ACKs carry the PSN they acknowledge");
+        if let Feedback::Ack {
+            echo_sport, sack, ..
+        } = fb
+        {
+            assert!(
+                sack.is_some(),
+                "per-packet ACKs carry the PSN they acknowledge"
+            );
             self.echoed.borrow_mut().insert(echo_sport);
         }
         self.inner.on_feedback(now, fb, fx)
     }
-    fn on_timer(&mut self, now: Time, kind: TimerKind, gen: u32, first_missing: u32, fx: &mut TxFx) {
+    fn on_timer(
+        &mut self,
+        now: Time,
+        kind: TimerKind,
+        gen: u32,
+        first_missing: u32,
+        fx: &mut TxFx,
+    ) {
         self.inner.on_timer(now, kind, gen, first_missing, fx)
     }
     fn acked(&self) -> u32 {
@@ -87,7 +111,11 @@ fn a_custom_transport_spreads_one_connection_over_all_paths() {
     sim.set_transport_factory(
         None,
         Rc::new(move |ctx: &TransportCtx| -> Box<dyn Transport> {
-            Box::new(Spray { inner: RcTransport::new(ctx.rc.clone()), base: 50000, echoed: e2.clone() })
+            Box::new(Spray {
+                inner: RcTransport::new(ctx.rc.clone()),
+                base: 50000,
+                echoed: e2.clone(),
+            })
         }),
     );
     sim.run();
@@ -101,8 +129,15 @@ fn a_custom_transport_spreads_one_connection_over_all_paths() {
         per_spine.push((n.name.clone(), p.tx_pkts));
     }
     let used: Vec<_> = per_spine.iter().filter(|(_, c)| *c > 0).collect();
-    assert!(used.len() >= 3, "spraying over 4 source ports should use several spines: {per_spine:?}");
-    assert_eq!(per_spine.iter().map(|x| x.1).sum::<u64>(), 2000, "2 MB = 2000 packets, none lost");
+    assert!(
+        used.len() >= 3,
+        "spraying over 4 source ports should use several spines: {per_spine:?}"
+    );
+    assert_eq!(
+        per_spine.iter().map(|x| x.1).sum::<u64>(),
+        2000,
+        "2 MB = 2000 packets, none lost"
+    );
     // The ACKs echoed all four source ports back to the sender.
     assert_eq!(*echoed.borrow(), (50000..50004).collect::<BTreeSet<u16>>());
 }

@@ -31,7 +31,13 @@ pub struct Cdf {
 }
 
 /// Names of the built-in distributions.
-pub const BUILTIN: &[&str] = &["web-search", "data-mining", "fb-hadoop", "ali-storage", "google-rpc"];
+pub const BUILTIN: &[&str] = &[
+    "web-search",
+    "data-mining",
+    "fb-hadoop",
+    "ali-storage",
+    "google-rpc",
+];
 
 fn builtin_text(name: &str) -> Option<&'static str> {
     Some(match name {
@@ -58,7 +64,11 @@ impl Cdf {
         }
         let path = crate::topology::resolve(base_dir, spec);
         let text = std::fs::read_to_string(&path).map_err(|e| {
-            format!("{spec:?} is neither a built-in distribution ({}) nor a readable file: {}: {e}", BUILTIN.join(", "), path.display())
+            format!(
+                "{spec:?} is neither a built-in distribution ({}) nor a readable file: {}: {e}",
+                BUILTIN.join(", "),
+                path.display()
+            )
         })?;
         Cdf::parse(&path.display().to_string(), &text)
     }
@@ -74,22 +84,36 @@ impl Cdf {
             let err = |m: String| format!("{name}:{}: {m}", i + 1);
             let f: Vec<&str> = line.split_whitespace().collect();
             if f.len() != 2 {
-                return Err(err(format!("expected `size_bytes cumulative_percent`, got {line:?}")));
+                return Err(err(format!(
+                    "expected `size_bytes cumulative_percent`, got {line:?}"
+                )));
             }
-            let x: f64 = f[0].parse().map_err(|_| err(format!("expected a size in bytes, got {:?}", f[0])))?;
-            let y: f64 = f[1].parse().map_err(|_| err(format!("expected a cumulative percent, got {:?}", f[1])))?;
+            let x: f64 = f[0]
+                .parse()
+                .map_err(|_| err(format!("expected a size in bytes, got {:?}", f[0])))?;
+            let y: f64 = f[1]
+                .parse()
+                .map_err(|_| err(format!("expected a cumulative percent, got {:?}", f[1])))?;
             if !x.is_finite() || x < 0.0 {
-                return Err(err(format!("size must be a non-negative number, got {:?}", f[0])));
+                return Err(err(format!(
+                    "size must be a non-negative number, got {:?}",
+                    f[0]
+                )));
             }
             if !y.is_finite() || !(0.0..=100.0).contains(&y) {
-                return Err(err(format!("cumulative percent must be between 0 and 100, got {:?}", f[1])));
+                return Err(err(format!(
+                    "cumulative percent must be between 0 and 100, got {:?}",
+                    f[1]
+                )));
             }
             if let Some(&(px, py)) = points.last() {
                 if x < px {
                     return Err(err(format!("sizes must not decrease ({x} after {px})")));
                 }
                 if y < py {
-                    return Err(err(format!("cumulative percents must not decrease ({y} after {py})")));
+                    return Err(err(format!(
+                        "cumulative percents must not decrease ({y} after {py})"
+                    )));
                 }
             }
             points.push((x, y));
@@ -99,7 +123,9 @@ impl Cdf {
         }
         let last = points.last().unwrap().1;
         if (last - 100.0).abs() > 1e-9 {
-            return Err(format!("{name}: the last cumulative percent must be 100, got {last}"));
+            return Err(format!(
+                "{name}: the last cumulative percent must be 100, got {last}"
+            ));
         }
         Ok(Cdf { points })
     }
@@ -189,9 +215,17 @@ mod tests {
 
     #[test]
     fn bad_cdfs() {
-        assert!(Cdf::parse("t", "0 0\n100 50\n").unwrap_err().contains("100"));
-        assert!(Cdf::parse("t", "0 0\n100 50\n50 100\n").unwrap_err().starts_with("t:3:"));
-        assert!(Cdf::parse("t", "0 0\n100 x\n").unwrap_err().starts_with("t:2:"));
-        assert!(Cdf::load("no-such-thing", Path::new(".")).unwrap_err().contains("web-search"));
+        assert!(Cdf::parse("t", "0 0\n100 50\n")
+            .unwrap_err()
+            .contains("100"));
+        assert!(Cdf::parse("t", "0 0\n100 50\n50 100\n")
+            .unwrap_err()
+            .starts_with("t:3:"));
+        assert!(Cdf::parse("t", "0 0\n100 x\n")
+            .unwrap_err()
+            .starts_with("t:2:"));
+        assert!(Cdf::load("no-such-thing", Path::new("."))
+            .unwrap_err()
+            .contains("web-search"));
     }
 }

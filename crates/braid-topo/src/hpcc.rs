@@ -35,8 +35,15 @@ struct Tokens<'a> {
 
 impl<'a> Tokens<'a> {
     fn new(path: &Path, text: &'a str) -> Tokens<'a> {
-        let it = text.lines().enumerate().flat_map(|(i, l)| l.split_whitespace().map(move |t| (i + 1, t)));
-        Tokens { file: path.display().to_string(), it: Box::new(it), last_line: 1 }
+        let it = text
+            .lines()
+            .enumerate()
+            .flat_map(|(i, l)| l.split_whitespace().map(move |t| (i + 1, t)));
+        Tokens {
+            file: path.display().to_string(),
+            it: Box::new(it),
+            last_line: 1,
+        }
     }
 
     fn err(&self, line: usize, msg: impl std::fmt::Display) -> String {
@@ -55,7 +62,12 @@ impl<'a> Tokens<'a> {
 
     fn int<T: std::str::FromStr>(&mut self, what: &str) -> Result<(usize, T), String> {
         let (l, t) = self.next(what)?;
-        t.parse::<T>().map(|v| (l, v)).map_err(|_| self.err(l, format!("expected {what} (a non-negative integer), got {t:?}")))
+        t.parse::<T>().map(|v| (l, v)).map_err(|_| {
+            self.err(
+                l,
+                format!("expected {what} (a non-negative integer), got {t:?}"),
+            )
+        })
     }
 }
 
@@ -78,16 +90,30 @@ pub fn parse_topology(path: &Path, text: &str) -> Result<Graph, String> {
         return Err(t.err(1, "the topology has no nodes"));
     }
     if n_nodes > 4_000_000 {
-        return Err(t.err(1, format!("{n_nodes} nodes is more than braid supports (4,000,000)")));
+        return Err(t.err(
+            1,
+            format!("{n_nodes} nodes is more than braid supports (4,000,000)"),
+        ));
     }
     if n_switches > n_nodes {
         return Err(t.err(l, format!("{n_switches} switches but only {n_nodes} nodes")));
     }
-    let mut nodes: Vec<NodeDesc> = (0..n_nodes).map(|i| NodeDesc { kind: NodeKind::Host, name: format!("n{i}") }).collect();
+    let mut nodes: Vec<NodeDesc> = (0..n_nodes)
+        .map(|i| NodeDesc {
+            kind: NodeKind::Host,
+            name: format!("n{i}"),
+        })
+        .collect();
     for _ in 0..n_switches {
         let (l, id) = t.int::<u32>("a switch node id")?;
         if id >= n_nodes {
-            return Err(t.err(l, format!("switch id {id} is out of range (nodes are 0..{})", n_nodes - 1)));
+            return Err(t.err(
+                l,
+                format!(
+                    "switch id {id} is out of range (nodes are 0..{})",
+                    n_nodes - 1
+                ),
+            ));
         }
         if nodes[id as usize].kind == NodeKind::Switch {
             return Err(t.err(l, format!("switch id {id} is listed twice")));
@@ -103,25 +129,49 @@ pub fn parse_topology(path: &Path, text: &str) -> Result<Graph, String> {
         let (_, b) = t.int::<u32>("a link's destination node id")?;
         for id in [a, b] {
             if id >= n_nodes {
-                return Err(t.err(l, format!("node id {id} is out of range (nodes are 0..{})", n_nodes - 1)));
+                return Err(t.err(
+                    l,
+                    format!(
+                        "node id {id} is out of range (nodes are 0..{})",
+                        n_nodes - 1
+                    ),
+                ));
             }
         }
         if a == b {
             return Err(t.err(l, format!("link joins node {a} to itself")));
         }
         let (lr, rate) = t.next("a link rate like 100Gbps")?;
-        let rate: Rate = rate.parse().map_err(|e: crate::units::UnitError| t.err(lr, e))?;
+        let rate: Rate = rate
+            .parse()
+            .map_err(|e: crate::units::UnitError| t.err(lr, e))?;
         if rate.0 == 0 {
             return Err(t.err(lr, "link rate must be positive"));
         }
         let (ld, delay) = t.next("a link delay like 1000ns")?;
-        let delay: Duration = delay.parse().map_err(|e: crate::units::UnitError| t.err(ld, e))?;
+        let delay: Duration = delay
+            .parse()
+            .map_err(|e: crate::units::UnitError| t.err(ld, e))?;
         let (le, err) = t.next("a link error rate")?;
-        let loss: f64 = err.parse().map_err(|_| t.err(le, format!("expected an error rate between 0 and 1, got {err:?}")))?;
+        let loss: f64 = err.parse().map_err(|_| {
+            t.err(
+                le,
+                format!("expected an error rate between 0 and 1, got {err:?}"),
+            )
+        })?;
         if !(0.0..=1.0).contains(&loss) {
-            return Err(t.err(le, format!("expected an error rate between 0 and 1, got {err:?}")));
+            return Err(t.err(
+                le,
+                format!("expected an error rate between 0 and 1, got {err:?}"),
+            ));
         }
-        links.push(LinkDesc { a, b, rate_bps: rate.0, delay_ps: delay.0, loss });
+        links.push(LinkDesc {
+            a,
+            b,
+            rate_bps: rate.0,
+            delay_ps: delay.0,
+            loss,
+        });
     }
     Ok(Graph { nodes, links })
 }
@@ -146,11 +196,23 @@ pub fn parse_flows(path: &Path, text: &str) -> Result<Vec<HpccFlow>, String> {
         let (_, dport) = t.int::<u16>("a flow's destination port (0–65535)")?;
         let (_, size) = t.int::<u64>("a flow's size in bytes")?;
         let (ls, start) = t.next("a flow's start time in seconds")?;
-        let start_ps = parse_seconds(start).ok_or_else(|| t.err(ls, format!("expected a start time in seconds like 2.000001, got {start:?}")))?;
+        let start_ps = parse_seconds(start).ok_or_else(|| {
+            t.err(
+                ls,
+                format!("expected a start time in seconds like 2.000001, got {start:?}"),
+            )
+        })?;
         if src == dst {
             return Err(t.err(l, format!("flow from node {src} to itself")));
         }
-        flows.push(HpccFlow { src, dst, priority: priority as u8, dport, size, start_ps });
+        flows.push(HpccFlow {
+            src,
+            dst,
+            priority: priority as u8,
+            dport,
+            size,
+            start_ps,
+        });
     }
     Ok(flows)
 }
@@ -174,7 +236,11 @@ mod tests {
 
     #[test]
     fn small_topology() {
-        let g = parse_topology(&p(), "4 1 3\n0\n0 1 100Gbps 1000ns 0\n0 2 100Gbps 0.001ms 0.01\n0 3 40Gbps 1us 0.000000\n").unwrap();
+        let g = parse_topology(
+            &p(),
+            "4 1 3\n0\n0 1 100Gbps 1000ns 0\n0 2 100Gbps 0.001ms 0.01\n0 3 40Gbps 1us 0.000000\n",
+        )
+        .unwrap();
         assert_eq!(g.hosts(), vec![1, 2, 3]);
         assert_eq!(g.links[1].delay_ps, 1_000_000);
         assert_eq!(g.links[1].loss, 0.01);
@@ -184,7 +250,8 @@ mod tests {
 
     #[test]
     fn topology_errors_name_file_and_line() {
-        let e = parse_topology(&p(), "4 1 3\n0\n0 1 100Gbps 1000ns 0\n0 2 100 1000ns 0\n").unwrap_err();
+        let e =
+            parse_topology(&p(), "4 1 3\n0\n0 1 100Gbps 1000ns 0\n0 2 100 1000ns 0\n").unwrap_err();
         assert!(e.starts_with("t.txt:4: expected a rate like"), "{e}");
         let e = parse_topology(&p(), "4 1 3\n0\n0 1 100Gbps 1000ns 0\n").unwrap_err();
         assert!(e.starts_with("t.txt:3: file ends early"), "{e}");
@@ -195,14 +262,31 @@ mod tests {
         let e = parse_topology(&p(), "4 1 1\n0\n0 1 1Gbps 1us 2\n").unwrap_err();
         assert!(e.contains("error rate"), "{e}");
         let e = parse_topology(&p(), "x 1 1\n").unwrap_err();
-        assert!(e.starts_with("t.txt:1: expected the number of nodes"), "{e}");
+        assert!(
+            e.starts_with("t.txt:1: expected the number of nodes"),
+            "{e}"
+        );
     }
 
     #[test]
     fn flows() {
-        let f = parse_flows(&p(), "2\n2 1 3 100 200000000 2\n3 1 3 100 200000000 2.000000261\n9 9 9 9 9 9\n").unwrap();
+        let f = parse_flows(
+            &p(),
+            "2\n2 1 3 100 200000000 2\n3 1 3 100 200000000 2.000000261\n9 9 9 9 9 9\n",
+        )
+        .unwrap();
         assert_eq!(f.len(), 2);
-        assert_eq!(f[0], HpccFlow { src: 2, dst: 1, priority: 3, dport: 100, size: 200_000_000, start_ps: 2_000_000_000_000 });
+        assert_eq!(
+            f[0],
+            HpccFlow {
+                src: 2,
+                dst: 1,
+                priority: 3,
+                dport: 100,
+                size: 200_000_000,
+                start_ps: 2_000_000_000_000
+            }
+        );
         assert_eq!(f[1].start_ps, 2_000_000_261_000);
         let e = parse_flows(&p(), "2\n2 1 3 100 200000000 2\n3 1 3 100 -5 2\n").unwrap_err();
         assert!(e.starts_with("t.txt:3: expected a flow's size"), "{e}");

@@ -5,9 +5,9 @@
 //! ns-3 simulator's topology and flow files.
 
 pub mod cdf;
+pub mod hpcc;
 #[doc(hidden)]
 pub mod tagged;
-pub mod hpcc;
 pub mod topology;
 pub mod traffic;
 pub mod units;

@@ -8,7 +8,10 @@
 //! serde — so every value below is deserialised straight from the caller's map and its key path is
 //! tracked. The public enum keeps the derived internally tagged `Serialize` and `JsonSchema`.
 
-use serde::de::{self, DeserializeSeed, Deserializer, EnumAccess, IntoDeserializer, MapAccess, VariantAccess, Visitor};
+use serde::de::{
+    self, DeserializeSeed, Deserializer, EnumAccess, IntoDeserializer, MapAccess, VariantAccess,
+    Visitor,
+};
 use std::fmt;
 use std::marker::PhantomData;
 
@@ -70,7 +73,11 @@ pub struct TaggedVisitor<M> {
 
 impl<M> TaggedVisitor<M> {
     pub fn new(tag: &'static str, expecting: &'static str) -> Self {
-        TaggedVisitor { tag, expecting, _m: PhantomData }
+        TaggedVisitor {
+            tag,
+            expecting,
+            _m: PhantomData,
+        }
     }
 }
 
@@ -88,7 +95,14 @@ impl<'de, M: de::Deserialize<'de>> Visitor<'de> for TaggedVisitor<M> {
                 None => return Err(de::Error::missing_field(self.tag)),
                 Some(k) if k == self.tag => {
                     let variant: String = map.next_value()?;
-                    return M::deserialize(EnumDe { variant, rest: Chain { buffered: buffered.into_iter(), pending: None, map } });
+                    return M::deserialize(EnumDe {
+                        variant,
+                        rest: Chain {
+                            buffered: buffered.into_iter(),
+                            pending: None,
+                            map,
+                        },
+                    });
                 }
                 Some(k) => {
                     let v: serde_json::Value = map.next_value()?;
@@ -109,9 +123,14 @@ struct Chain<A> {
 impl<'de, A: MapAccess<'de>> MapAccess<'de> for Chain<A> {
     type Error = A::Error;
 
-    fn next_key_seed<K: DeserializeSeed<'de>>(&mut self, seed: K) -> Result<Option<K::Value>, A::Error> {
+    fn next_key_seed<K: DeserializeSeed<'de>>(
+        &mut self,
+        seed: K,
+    ) -> Result<Option<K::Value>, A::Error> {
         if let Some((k, v)) = self.buffered.next() {
-            let key = seed.deserialize(IntoDeserializer::<'de, A::Error>::into_deserializer(k.clone()))?;
+            let key = seed.deserialize(IntoDeserializer::<'de, A::Error>::into_deserializer(
+                k.clone(),
+            ))?;
             self.pending = Some((k, v));
             return Ok(Some(key));
         }
@@ -120,7 +139,9 @@ impl<'de, A: MapAccess<'de>> MapAccess<'de> for Chain<A> {
 
     fn next_value_seed<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value, A::Error> {
         if let Some((k, v)) = self.pending.take() {
-            return seed.deserialize(v).map_err(|e| de::Error::custom(format_args!("{k}: {e}")));
+            return seed
+                .deserialize(v)
+                .map_err(|e| de::Error::custom(format_args!("{k}: {e}")));
         }
         self.map.next_value_seed(seed)
     }
@@ -139,7 +160,12 @@ impl<'de, A: MapAccess<'de>> Deserializer<'de> for EnumDe<A> {
         visitor.visit_enum(self)
     }
 
-    fn deserialize_enum<V: Visitor<'de>>(self, _name: &'static str, _variants: &'static [&'static str], visitor: V) -> Result<V::Value, A::Error> {
+    fn deserialize_enum<V: Visitor<'de>>(
+        self,
+        _name: &'static str,
+        _variants: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, A::Error> {
         visitor.visit_enum(self)
     }
 
@@ -153,8 +179,13 @@ impl<'de, A: MapAccess<'de>> EnumAccess<'de> for EnumDe<A> {
     type Error = A::Error;
     type Variant = Chain<A>;
 
-    fn variant_seed<V: DeserializeSeed<'de>>(self, seed: V) -> Result<(V::Value, Chain<A>), A::Error> {
-        let v = seed.deserialize(IntoDeserializer::<'de, A::Error>::into_deserializer(self.variant))?;
+    fn variant_seed<V: DeserializeSeed<'de>>(
+        self,
+        seed: V,
+    ) -> Result<(V::Value, Chain<A>), A::Error> {
+        let v = seed.deserialize(IntoDeserializer::<'de, A::Error>::into_deserializer(
+            self.variant,
+        ))?;
         Ok((v, self.rest))
     }
 }
@@ -170,11 +201,19 @@ impl<'de, A: MapAccess<'de>> VariantAccess<'de> for Chain<A> {
         Err(de::Error::custom("unexpected newtype variant"))
     }
 
-    fn tuple_variant<V: Visitor<'de>>(self, _len: usize, _visitor: V) -> Result<V::Value, A::Error> {
+    fn tuple_variant<V: Visitor<'de>>(
+        self,
+        _len: usize,
+        _visitor: V,
+    ) -> Result<V::Value, A::Error> {
         Err(de::Error::custom("unexpected tuple variant"))
     }
 
-    fn struct_variant<V: Visitor<'de>>(self, _fields: &'static [&'static str], visitor: V) -> Result<V::Value, A::Error> {
+    fn struct_variant<V: Visitor<'de>>(
+        self,
+        _fields: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, A::Error> {
         visitor.visit_map(self)
     }
 }

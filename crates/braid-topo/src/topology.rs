@@ -45,20 +45,36 @@ pub struct Graph {
 impl Graph {
     /// Node ids of the hosts, ascending. "Host i" in scenarios is `hosts()[i]`.
     pub fn hosts(&self) -> Vec<u32> {
-        self.nodes.iter().enumerate().filter(|(_, n)| n.kind == NodeKind::Host).map(|(i, _)| i as u32).collect()
+        self.nodes
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| n.kind == NodeKind::Host)
+            .map(|(i, _)| i as u32)
+            .collect()
     }
 
     /// Node ids of the switches, ascending.
     pub fn switches(&self) -> Vec<u32> {
-        self.nodes.iter().enumerate().filter(|(_, n)| n.kind == NodeKind::Switch).map(|(i, _)| i as u32).collect()
+        self.nodes
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| n.kind == NodeKind::Switch)
+            .map(|(i, _)| i as u32)
+            .collect()
     }
 
     pub fn n_hosts(&self) -> u32 {
-        self.nodes.iter().filter(|n| n.kind == NodeKind::Host).count() as u32
+        self.nodes
+            .iter()
+            .filter(|n| n.kind == NodeKind::Host)
+            .count() as u32
     }
 
     pub fn n_switches(&self) -> u32 {
-        self.nodes.iter().filter(|n| n.kind == NodeKind::Switch).count() as u32
+        self.nodes
+            .iter()
+            .filter(|n| n.kind == NodeKind::Switch)
+            .count() as u32
     }
 
     /// The node with this name. Also accepts a plain node id ("17") and `n17`.
@@ -79,7 +95,12 @@ impl Graph {
         if n.kind != NodeKind::Host {
             return None;
         }
-        Some(self.nodes[..node as usize].iter().filter(|n| n.kind == NodeKind::Host).count() as u32)
+        Some(
+            self.nodes[..node as usize]
+                .iter()
+                .filter(|n| n.kind == NodeKind::Host)
+                .count() as u32,
+        )
     }
 
     /// For each node id, its host index (`None` for switches). O(nodes).
@@ -101,7 +122,10 @@ impl Graph {
     /// Rate of the (first) link attached to host `i` (index into `hosts()`), if any.
     pub fn host_link_rate(&self, host_index: u32) -> Option<u64> {
         let node = *self.hosts().get(host_index as usize)?;
-        self.links.iter().find(|l| l.a == node || l.b == node).map(|l| l.rate_bps)
+        self.links
+            .iter()
+            .find(|l| l.a == node || l.b == node)
+            .map(|l| l.rate_bps)
     }
 
     /// Checks ids in range, no self-loops, rates positive, loss in [0, 1].
@@ -110,16 +134,31 @@ impl Graph {
         for (i, l) in self.links.iter().enumerate() {
             let p = format!("links[{i}]");
             if l.a >= n || l.b >= n {
-                return Err(SpecError::new(p, format!("link {}–{} names a node that does not exist ({} nodes)", l.a, l.b, n)));
+                return Err(SpecError::new(
+                    p,
+                    format!(
+                        "link {}–{} names a node that does not exist ({} nodes)",
+                        l.a, l.b, n
+                    ),
+                ));
             }
             if l.a == l.b {
-                return Err(SpecError::new(p, format!("link joins node {} to itself", l.a)));
+                return Err(SpecError::new(
+                    p,
+                    format!("link joins node {} to itself", l.a),
+                ));
             }
             if l.rate_bps == 0 {
-                return Err(SpecError::new(format!("{p}.rate"), "link rate must be positive"));
+                return Err(SpecError::new(
+                    format!("{p}.rate"),
+                    "link rate must be positive",
+                ));
             }
             if !(0.0..=1.0).contains(&l.loss) {
-                return Err(SpecError::new(format!("{p}.loss"), "expected a loss probability between 0 and 1"));
+                return Err(SpecError::new(
+                    format!("{p}.loss"),
+                    "expected a loss probability between 0 and 1",
+                ));
             }
         }
         Ok(())
@@ -131,7 +170,13 @@ impl Graph {
     }
 
     fn add_link(&mut self, a: u32, b: u32, l: &LinkSpec) {
-        self.links.push(LinkDesc { a, b, rate_bps: l.rate.0, delay_ps: l.delay.0, loss: l.loss });
+        self.links.push(LinkDesc {
+            a,
+            b,
+            rate_bps: l.rate.0,
+            delay_ps: l.delay.0,
+            loss: l.loss,
+        });
     }
 }
 
@@ -145,7 +190,10 @@ pub struct SpecError {
 
 impl SpecError {
     pub fn new(path: impl Into<String>, message: impl Into<String>) -> SpecError {
-        SpecError { path: path.into(), message: message.into() }
+        SpecError {
+            path: path.into(),
+            message: message.into(),
+        }
     }
 
     /// Prefixes the path with a parent key: `within("topology")` turns `file` into `topology.file`.
@@ -193,10 +241,16 @@ pub struct LinkSpec {
 impl LinkSpec {
     fn check(&self, path: &str) -> Result<(), SpecError> {
         if self.rate.0 == 0 {
-            return Err(SpecError::new(format!("{path}.rate"), "link rate must be positive, e.g. \"40Gbps\""));
+            return Err(SpecError::new(
+                format!("{path}.rate"),
+                "link rate must be positive, e.g. \"40Gbps\"",
+            ));
         }
         if !(0.0..=1.0).contains(&self.loss) {
-            return Err(SpecError::new(format!("{path}.loss"), "expected a loss probability between 0 and 1"));
+            return Err(SpecError::new(
+                format!("{path}.loss"),
+                "expected a loss probability between 0 and 1",
+            ));
         }
         Ok(())
     }
@@ -290,7 +344,10 @@ const MAX_NODES: u64 = 4_000_000;
 
 fn limit(n: u64, path: &str) -> Result<(), SpecError> {
     if n > MAX_NODES {
-        Err(SpecError::new(path, format!("would build {n} nodes; at most {MAX_NODES} are supported")))
+        Err(SpecError::new(
+            path,
+            format!("would build {n} nodes; at most {MAX_NODES} are supported"),
+        ))
     } else {
         Ok(())
     }
@@ -311,7 +368,13 @@ impl TopologySpec {
     pub fn build(&self, base_dir: &Path) -> Result<Graph, SpecError> {
         let mut g = Graph::default();
         match self {
-            TopologySpec::LeafSpine { spines, leaves, hosts_per_leaf, host_link, fabric_link } => {
+            TopologySpec::LeafSpine {
+                spines,
+                leaves,
+                hosts_per_leaf,
+                host_link,
+                fabric_link,
+            } => {
                 positive(*spines, "spines")?;
                 positive(*leaves, "leaves")?;
                 positive(*hosts_per_leaf, "hosts_per_leaf")?;
@@ -342,10 +405,18 @@ impl TopologySpec {
                     }
                 }
             }
-            TopologySpec::FatTree { k, host_link, fabric_link, core_link } => {
+            TopologySpec::FatTree {
+                k,
+                host_link,
+                fabric_link,
+                core_link,
+            } => {
                 let k = *k;
                 if k < 2 || k % 2 != 0 {
-                    return Err(SpecError::new("k", format!("expected an even number >= 2, got {k}")));
+                    return Err(SpecError::new(
+                        "k",
+                        format!("expected an even number >= 2, got {k}"),
+                    ));
                 }
                 host_link.check("host_link")?;
                 fabric_link.check("fabric_link")?;
@@ -360,7 +431,8 @@ impl TopologySpec {
                 let n_edge = k * k / 2;
                 let n_agg = k * k / 2;
                 let n_core = half * half;
-                g.nodes.reserve((n_hosts + n_edge + n_agg + n_core) as usize);
+                g.nodes
+                    .reserve((n_hosts + n_edge + n_agg + n_core) as usize);
                 g.links.reserve((3 * n_hosts) as usize);
                 for i in 0..n_hosts {
                     g.add_node(NodeKind::Host, format!("h{i}"));
@@ -398,7 +470,12 @@ impl TopologySpec {
                     }
                 }
             }
-            TopologySpec::TwoTor { hosts_per_tor, paths, host_link, fabric_link } => {
+            TopologySpec::TwoTor {
+                hosts_per_tor,
+                paths,
+                host_link,
+                fabric_link,
+            } => {
                 positive(*hosts_per_tor, "hosts_per_tor")?;
                 positive(*paths, "paths")?;
                 host_link.check("host_link")?;
@@ -422,7 +499,12 @@ impl TopologySpec {
                     g.add_link(tor1, spine0 + s, fabric_link);
                 }
             }
-            TopologySpec::Dumbbell { left, right, host_link, bottleneck } => {
+            TopologySpec::Dumbbell {
+                left,
+                right,
+                host_link,
+                bottleneck,
+            } => {
                 positive(*left, "left")?;
                 positive(*right, "right")?;
                 host_link.check("host_link")?;
@@ -438,7 +520,11 @@ impl TopologySpec {
                 }
                 g.add_link(sw_l, sw_r, bottleneck);
             }
-            TopologySpec::Edges { nodes, switches, links } => {
+            TopologySpec::Edges {
+                nodes,
+                switches,
+                links,
+            } => {
                 match nodes {
                     NodesSpec::Count(n) => {
                         positive(*n, "nodes")?;
@@ -454,10 +540,16 @@ impl TopologySpec {
                         let mut seen = HashMap::new();
                         for (i, name) in names.iter().enumerate() {
                             if name.is_empty() {
-                                return Err(SpecError::new(format!("nodes[{i}]"), "node names must not be empty"));
+                                return Err(SpecError::new(
+                                    format!("nodes[{i}]"),
+                                    "node names must not be empty",
+                                ));
                             }
                             if let Some(j) = seen.insert(name.as_str(), i) {
-                                return Err(SpecError::new(format!("nodes[{i}]"), format!("duplicate node name {name:?} (also nodes[{j}])")));
+                                return Err(SpecError::new(
+                                    format!("nodes[{i}]"),
+                                    format!("duplicate node name {name:?} (also nodes[{j}])"),
+                                ));
                             }
                             g.add_node(NodeKind::Host, name.clone());
                         }
@@ -466,8 +558,13 @@ impl TopologySpec {
                 let lookup = |g: &Graph, r: &NodeRef, path: String| -> Result<u32, SpecError> {
                     match r {
                         NodeRef::Id(i) if (*i as usize) < g.nodes.len() => Ok(*i),
-                        NodeRef::Id(i) => Err(SpecError::new(path, format!("node {i} does not exist ({} nodes)", g.nodes.len()))),
-                        NodeRef::Name(s) => g.node_by_name(s).ok_or_else(|| SpecError::new(path, format!("no node named {s:?}"))),
+                        NodeRef::Id(i) => Err(SpecError::new(
+                            path,
+                            format!("node {i} does not exist ({} nodes)", g.nodes.len()),
+                        )),
+                        NodeRef::Name(s) => g
+                            .node_by_name(s)
+                            .ok_or_else(|| SpecError::new(path, format!("no node named {s:?}"))),
                     }
                 };
                 for (i, s) in switches.iter().enumerate() {
@@ -478,20 +575,33 @@ impl TopologySpec {
                     let a = lookup(&g, &e.a, format!("links[{i}].a"))?;
                     let b = lookup(&g, &e.b, format!("links[{i}].b"))?;
                     if a == b {
-                        return Err(SpecError::new(format!("links[{i}].b"), format!("link joins node {a} to itself")));
+                        return Err(SpecError::new(
+                            format!("links[{i}].b"),
+                            format!("link joins node {a} to itself"),
+                        ));
                     }
-                    let l = LinkSpec { rate: e.rate, delay: e.delay, loss: e.loss };
+                    let l = LinkSpec {
+                        rate: e.rate,
+                        delay: e.delay,
+                        loss: e.loss,
+                    };
                     l.check(&format!("links[{i}]"))?;
                     g.add_link(a, b, &l);
                 }
                 if g.n_hosts() == 0 {
-                    return Err(SpecError::new("switches", "every node is a switch; a topology needs hosts"));
+                    return Err(SpecError::new(
+                        "switches",
+                        "every node is a switch; a topology needs hosts",
+                    ));
                 }
             }
             TopologySpec::Hpcc { file, default_loss } => {
                 if let Some(p) = default_loss {
                     if !(0.0..=1.0).contains(p) {
-                        return Err(SpecError::new("default_loss", "expected a loss probability between 0 and 1"));
+                        return Err(SpecError::new(
+                            "default_loss",
+                            "expected a loss probability between 0 and 1",
+                        ));
                     }
                 }
                 let path = resolve(base_dir, file);
@@ -509,7 +619,11 @@ impl TopologySpec {
     /// Number of hosts without building the graph (file-based kinds read the file).
     pub fn n_hosts(&self, base_dir: &Path) -> Result<u32, SpecError> {
         Ok(match self {
-            TopologySpec::LeafSpine { leaves, hosts_per_leaf, .. } => leaves * hosts_per_leaf,
+            TopologySpec::LeafSpine {
+                leaves,
+                hosts_per_leaf,
+                ..
+            } => leaves * hosts_per_leaf,
             TopologySpec::FatTree { k, .. } => k * k * k / 4,
             TopologySpec::TwoTor { hosts_per_tor, .. } => 2 * hosts_per_tor,
             TopologySpec::Dumbbell { left, right, .. } => left + right,
@@ -523,7 +637,11 @@ mod tests {
     use super::*;
 
     fn link(rate: &str, delay: &str) -> LinkSpec {
-        LinkSpec { rate: rate.parse().unwrap(), delay: delay.parse().unwrap(), loss: 0.0 }
+        LinkSpec {
+            rate: rate.parse().unwrap(),
+            delay: delay.parse().unwrap(),
+            loss: 0.0,
+        }
     }
 
     fn degree(g: &Graph, n: u32) -> usize {
@@ -537,7 +655,12 @@ mod tests {
 
     #[test]
     fn fat_tree_k4() {
-        let t = TopologySpec::FatTree { k: 4, host_link: link("100Gbps", "1us"), fabric_link: link("400Gbps", "1us"), core_link: None };
+        let t = TopologySpec::FatTree {
+            k: 4,
+            host_link: link("100Gbps", "1us"),
+            fabric_link: link("400Gbps", "1us"),
+            core_link: None,
+        };
         let g = t.build(Path::new(".")).unwrap();
         assert_eq!(g.n_hosts(), 16);
         assert_eq!(g.n_switches(), 20);
@@ -554,30 +677,55 @@ mod tests {
         assert_eq!(g.node_by_name("edge1").unwrap(), 16 + 1);
         let e = g.links.iter().find(|l| l.a == 3).unwrap();
         assert_eq!(g.nodes[e.b as usize].name, "edge1");
-        assert_eq!(g.nodes[g.node_by_name("core3").unwrap() as usize].kind, NodeKind::Switch);
+        assert_eq!(
+            g.nodes[g.node_by_name("core3").unwrap() as usize].kind,
+            NodeKind::Switch
+        );
         assert_eq!(t.n_hosts(Path::new(".")).unwrap(), 16);
     }
 
     #[test]
     fn fat_tree_k24_is_light() {
-        let t = TopologySpec::FatTree { k: 24, host_link: link("100Gbps", "1us"), fabric_link: link("100Gbps", "1us"), core_link: Some(link("400Gbps", "2us")) };
+        let t = TopologySpec::FatTree {
+            k: 24,
+            host_link: link("100Gbps", "1us"),
+            fabric_link: link("100Gbps", "1us"),
+            core_link: Some(link("400Gbps", "2us")),
+        };
         let g = t.build(Path::new(".")).unwrap();
         assert_eq!(g.n_hosts(), 3456);
         assert_eq!(g.n_switches(), 5 * 24 * 24 / 4);
         assert_eq!(g.links.len(), 3 * 3456);
-        assert_eq!(g.links.iter().filter(|l| l.rate_bps == 400_000_000_000).count(), 3456);
+        assert_eq!(
+            g.links
+                .iter()
+                .filter(|l| l.rate_bps == 400_000_000_000)
+                .count(),
+            3456
+        );
         g.check().unwrap();
     }
 
     #[test]
     fn fat_tree_bad_k() {
-        let t = TopologySpec::FatTree { k: 5, host_link: link("1Gbps", "1us"), fabric_link: link("1Gbps", "1us"), core_link: None };
+        let t = TopologySpec::FatTree {
+            k: 5,
+            host_link: link("1Gbps", "1us"),
+            fabric_link: link("1Gbps", "1us"),
+            core_link: None,
+        };
         assert_eq!(t.build(Path::new(".")).unwrap_err().path, "k");
     }
 
     #[test]
     fn leaf_spine_structure() {
-        let t = TopologySpec::LeafSpine { spines: 4, leaves: 32, hosts_per_leaf: 10, host_link: link("40Gbps", "1us"), fabric_link: link("100Gbps", "1us") };
+        let t = TopologySpec::LeafSpine {
+            spines: 4,
+            leaves: 32,
+            hosts_per_leaf: 10,
+            host_link: link("40Gbps", "1us"),
+            fabric_link: link("100Gbps", "1us"),
+        };
         let g = t.build(Path::new(".")).unwrap();
         assert_eq!(g.n_hosts(), 320);
         assert_eq!(g.n_switches(), 36);
@@ -626,13 +774,24 @@ mod tests {
 
     #[test]
     fn dumbbell_structure() {
-        let t = TopologySpec::Dumbbell { left: 3, right: 2, host_link: link("10Gbps", "1us"), bottleneck: link("1Gbps", "10us") };
+        let t = TopologySpec::Dumbbell {
+            left: 3,
+            right: 2,
+            host_link: link("10Gbps", "1us"),
+            bottleneck: link("1Gbps", "10us"),
+        };
         let g = t.build(Path::new(".")).unwrap();
         assert_eq!((g.n_hosts(), g.n_switches(), g.links.len()), (5, 2, 6));
-        let (l, r) = (g.node_by_name("swL").unwrap(), g.node_by_name("swR").unwrap());
+        let (l, r) = (
+            g.node_by_name("swL").unwrap(),
+            g.node_by_name("swR").unwrap(),
+        );
         assert_eq!(degree(&g, l), 4);
         assert_eq!(degree(&g, r), 3);
-        assert!(g.links.iter().any(|x| x.a == l && x.b == r && x.rate_bps == 1_000_000_000));
+        assert!(g
+            .links
+            .iter()
+            .any(|x| x.a == l && x.b == r && x.rate_bps == 1_000_000_000));
     }
 
     #[test]
@@ -653,7 +812,8 @@ mod tests {
         assert_eq!(g.nodes[0].name, "n0");
         let bad: TopologySpec = from_json(r#"{"kind":"edges","nodes":3,"switches":[0],"links":[{"a":1,"b":"nope","rate":"1Gbps","delay":"1us"}]}"#).unwrap();
         assert_eq!(bad.build(Path::new(".")).unwrap_err().path, "links[0].b");
-        let bad: TopologySpec = from_json(r#"{"kind":"edges","nodes":3,"switches":[7],"links":[]}"#).unwrap();
+        let bad: TopologySpec =
+            from_json(r#"{"kind":"edges","nodes":3,"switches":[7],"links":[]}"#).unwrap();
         assert_eq!(bad.build(Path::new(".")).unwrap_err().path, "switches[0]");
     }
 
@@ -668,11 +828,22 @@ mod tests {
         assert!(e.contains("ring"), "{e}");
         let e = from_json(r#"{"kind":"dumbbell","left":1,"right":1,"host_link":{"rate":"1Gbps","delay":"1us"},"bottleneck":{"rate":"1Gbps","delay":"1us"},"extra":1}"#).unwrap_err();
         assert!(e.contains("extra"), "{e}");
-        let t = TopologySpec::LeafSpine { spines: 0, leaves: 2, hosts_per_leaf: 2, host_link: link("1Gbps", "1us"), fabric_link: link("1Gbps", "1us") };
+        let t = TopologySpec::LeafSpine {
+            spines: 0,
+            leaves: 2,
+            hosts_per_leaf: 2,
+            host_link: link("1Gbps", "1us"),
+            fabric_link: link("1Gbps", "1us"),
+        };
         assert_eq!(t.build(Path::new(".")).unwrap_err().path, "spines");
         let mut bl = link("1Gbps", "1us");
         bl.loss = 1.5;
-        let t = TopologySpec::Dumbbell { left: 1, right: 1, host_link: link("1Gbps", "1us"), bottleneck: bl };
+        let t = TopologySpec::Dumbbell {
+            left: 1,
+            right: 1,
+            host_link: link("1Gbps", "1us"),
+            bottleneck: bl,
+        };
         assert_eq!(t.build(Path::new(".")).unwrap_err().path, "bottleneck.loss");
     }
 
@@ -680,12 +851,31 @@ mod tests {
     fn hpcc_default_loss_fills_lossless_links() {
         let dir = std::env::temp_dir().join(format!("braid-topo-loss-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(dir.join("t.txt"), "3 1 2\n0\n0 1 10Gbps 1us 0.05\n0 2 10Gbps 1us 0\n").unwrap();
-        let g = TopologySpec::Hpcc { file: "t.txt".into(), default_loss: Some(0.01) }.build(&dir).unwrap();
+        std::fs::write(
+            dir.join("t.txt"),
+            "3 1 2\n0\n0 1 10Gbps 1us 0.05\n0 2 10Gbps 1us 0\n",
+        )
+        .unwrap();
+        let g = TopologySpec::Hpcc {
+            file: "t.txt".into(),
+            default_loss: Some(0.01),
+        }
+        .build(&dir)
+        .unwrap();
         assert_eq!((g.links[0].loss, g.links[1].loss), (0.05, 0.01));
-        let e = TopologySpec::Hpcc { file: "t.txt".into(), default_loss: Some(2.0) }.build(&dir).unwrap_err();
+        let e = TopologySpec::Hpcc {
+            file: "t.txt".into(),
+            default_loss: Some(2.0),
+        }
+        .build(&dir)
+        .unwrap_err();
         assert_eq!(e.path, "default_loss");
-        let e = TopologySpec::Hpcc { file: "missing.txt".into(), default_loss: None }.build(&dir).unwrap_err();
+        let e = TopologySpec::Hpcc {
+            file: "missing.txt".into(),
+            default_loss: None,
+        }
+        .build(&dir)
+        .unwrap_err();
         assert_eq!(e.path, "file");
         assert!(e.message.contains("missing.txt"), "{}", e.message);
         std::fs::remove_dir_all(&dir).ok();
@@ -693,7 +883,12 @@ mod tests {
 
     #[test]
     fn serde_round_trip_and_schema() {
-        let t = TopologySpec::FatTree { k: 4, host_link: link("100Gbps", "1us"), fabric_link: link("400Gbps", "1us"), core_link: None };
+        let t = TopologySpec::FatTree {
+            k: 4,
+            host_link: link("100Gbps", "1us"),
+            fabric_link: link("400Gbps", "1us"),
+            core_link: None,
+        };
         let j = serde_json::to_string(&t).unwrap();
         assert!(j.contains("\"kind\":\"fat-tree\""), "{j}");
         assert_eq!(serde_json::from_str::<TopologySpec>(&j).unwrap(), t);
@@ -722,19 +917,41 @@ mod path_tests {
 
     #[test]
     fn errors_inside_the_table_keep_their_path() {
-        let e = outer(r#"{"topology":{"kind":"leaf-spine","spines":2,"leaves":2,"hosts_per_leaf":2,"host_link":{"rate":"1Gbps","delay":"1"},"fabric_link":{"rate":"1Gbps","delay":"1us"}}}"#);
-        assert!(e.starts_with("topology.host_link.delay: expected a duration like \"1us\""), "{e}");
+        let e = outer(
+            r#"{"topology":{"kind":"leaf-spine","spines":2,"leaves":2,"hosts_per_leaf":2,"host_link":{"rate":"1Gbps","delay":"1"},"fabric_link":{"rate":"1Gbps","delay":"1us"}}}"#,
+        );
+        assert!(
+            e.starts_with("topology.host_link.delay: expected a duration like \"1us\""),
+            "{e}"
+        );
         // The tag need not come first.
-        let e = outer(r#"{"topology":{"spines":2,"kind":"leaf-spine","leaves":2,"hosts_per_leaf":2,"host_link":{"rate":"1Gbps","delay":"1us"},"fabric_link":{"rate":"1Gbps","delay":"1us","loss":"x"}}}"#);
+        let e = outer(
+            r#"{"topology":{"spines":2,"kind":"leaf-spine","leaves":2,"hosts_per_leaf":2,"host_link":{"rate":"1Gbps","delay":"1us"},"fabric_link":{"rate":"1Gbps","delay":"1us","loss":"x"}}}"#,
+        );
         assert!(e.starts_with("topology.fabric_link.loss:"), "{e}");
-        let e = outer(r#"{"topology":{"host_link":{"rate":"1Gbps","delay":"1"},"kind":"two-tor","hosts_per_tor":1,"paths":1,"fabric_link":{"rate":"1Gbps","delay":"1us"}}}"#);
-        assert!(e.starts_with("topology") && e.contains("host_link") && e.contains("expected a duration"), "{e}");
+        let e = outer(
+            r#"{"topology":{"host_link":{"rate":"1Gbps","delay":"1"},"kind":"two-tor","hosts_per_tor":1,"paths":1,"fabric_link":{"rate":"1Gbps","delay":"1us"}}}"#,
+        );
+        assert!(
+            e.starts_with("topology")
+                && e.contains("host_link")
+                && e.contains("expected a duration"),
+            "{e}"
+        );
         let e = outer(r#"{"topology":{"spines":2}}"#);
         assert!(e.contains("missing field `kind`"), "{e}");
         let e = outer(r#"{"topology":{"kind":"ring"}}"#);
-        assert!(e.starts_with("topology") && e.contains("unknown variant `ring`") && e.contains("leaf-spine"), "{e}");
+        assert!(
+            e.starts_with("topology")
+                && e.contains("unknown variant `ring`")
+                && e.contains("leaf-spine"),
+            "{e}"
+        );
         let e = outer(r#"{"topology":{"kind":"hpcc","file":"x","color":"red"}}"#);
-        assert!(e.starts_with("topology") && e.contains("unknown field `color`"), "{e}");
+        assert!(
+            e.starts_with("topology") && e.contains("unknown field `color`"),
+            "{e}"
+        );
         let e = outer(r#"{"topology":{"kind":"hpcc"}}"#);
         assert!(e.contains("missing field `file`"), "{e}");
         assert_eq!(outer(r#"{"topology":{"kind":"hpcc","file":"x"}}"#), "ok");

@@ -151,7 +151,13 @@ fn check_host(h: u32, n_hosts: u32, path: impl Into<String>) -> Result<u32, Spec
     if h < n_hosts {
         Ok(h)
     } else {
-        Err(e(path, format!("host {h} does not exist (the topology has {n_hosts} hosts, 0..{})", n_hosts.saturating_sub(1))))
+        Err(e(
+            path,
+            format!(
+                "host {h} does not exist (the topology has {n_hosts} hosts, 0..{})",
+                n_hosts.saturating_sub(1)
+            ),
+        ))
     }
 }
 
@@ -181,7 +187,10 @@ fn host_list(hosts: &Option<Vec<u32>>, n_hosts: u32) -> Result<Vec<u32>, SpecErr
             for (i, &h) in v.iter().enumerate() {
                 check_host(h, n_hosts, format!("hosts[{i}]"))?;
                 if !seen.insert(h) {
-                    return Err(e(format!("hosts[{i}]"), format!("host {h} is listed twice")));
+                    return Err(e(
+                        format!("hosts[{i}]"),
+                        format!("host {h} is listed twice"),
+                    ));
                 }
             }
             Ok(v.clone())
@@ -205,27 +214,74 @@ impl TrafficSpec {
     /// For `pattern = "hpcc"` without a `topology` key this assumes the HPCC node ids of hosts are
     /// `0..n_hosts` (hosts first, switches after) and rejects ids beyond; prefer
     /// [`TrafficSpec::generate_on`], which maps node ids through the graph.
-    pub fn generate(&self, n_hosts: u32, host_rate_bps: u64, seed: u64, index: u64, base_dir: &Path) -> Result<Vec<FlowDesc>, SpecError> {
-        self.generate_inner(n_hosts, host_rate_bps, seed, index, base_dir, NodeMap::Identity(n_hosts))
+    pub fn generate(
+        &self,
+        n_hosts: u32,
+        host_rate_bps: u64,
+        seed: u64,
+        index: u64,
+        base_dir: &Path,
+    ) -> Result<Vec<FlowDesc>, SpecError> {
+        self.generate_inner(
+            n_hosts,
+            host_rate_bps,
+            seed,
+            index,
+            base_dir,
+            NodeMap::Identity(n_hosts),
+        )
     }
 
     /// As [`TrafficSpec::generate`], on a built graph: the host count and host link rate (of host
     /// 0) come from it, and HPCC flow files' node ids are mapped to host indices through it.
-    pub fn generate_on(&self, graph: &Graph, seed: u64, index: u64, base_dir: &Path) -> Result<Vec<FlowDesc>, SpecError> {
+    pub fn generate_on(
+        &self,
+        graph: &Graph,
+        seed: u64,
+        index: u64,
+        base_dir: &Path,
+    ) -> Result<Vec<FlowDesc>, SpecError> {
         let n_hosts = graph.n_hosts();
-        let rate = if n_hosts > 0 { graph.host_link_rate(0).unwrap_or(0) } else { 0 };
+        let rate = if n_hosts > 0 {
+            graph.host_link_rate(0).unwrap_or(0)
+        } else {
+            0
+        };
         self.generate_inner(n_hosts, rate, seed, index, base_dir, NodeMap::Graph(graph))
     }
 
-    fn generate_inner(&self, n_hosts: u32, host_rate_bps: u64, seed: u64, index: u64, base_dir: &Path, map: NodeMap) -> Result<Vec<FlowDesc>, SpecError> {
+    fn generate_inner(
+        &self,
+        n_hosts: u32,
+        host_rate_bps: u64,
+        seed: u64,
+        index: u64,
+        base_dir: &Path,
+        map: NodeMap,
+    ) -> Result<Vec<FlowDesc>, SpecError> {
         let mut rng = RngStream::new(seed, "traffic", &[index]);
         match self {
-            TrafficSpec::Permutation { size, start, hosts, cross, both_ways, priority, dport } => {
+            TrafficSpec::Permutation {
+                size,
+                start,
+                hosts,
+                cross,
+                both_ways,
+                priority,
+                dport,
+            } => {
                 let size = check_size(*size, "size")?;
                 let priority = check_priority(*priority)?;
                 let dport = dport.unwrap_or(DEFAULT_DPORT);
                 let hosts = host_list(hosts, n_hosts)?;
-                let mk = |src: u32, dst: u32| FlowDesc { src, dst, size, start_ps: start.0, priority, dport };
+                let mk = |src: u32, dst: u32| FlowDesc {
+                    src,
+                    dst,
+                    size,
+                    start_ps: start.0,
+                    priority,
+                    dport,
+                };
                 if *both_ways && !*cross {
                     return Err(e("both_ways", "only applies with cross = true"));
                 }
@@ -233,14 +289,18 @@ impl TrafficSpec {
                     if hosts.len() < 2 || hosts.len() % 2 != 0 {
                         return Err(e(
                             "cross",
-                            format!("needs an even number of hosts (two equal halves), got {}", hosts.len()),
+                            format!(
+                                "needs an even number of hosts (two equal halves), got {}",
+                                hosts.len()
+                            ),
                         ));
                     }
                     let half = hosts.len() / 2;
                     let (a, b) = hosts.split_at(half);
                     let mut bs = b.to_vec();
                     rng.shuffle(&mut bs);
-                    let mut flows: Vec<FlowDesc> = a.iter().zip(&bs).map(|(&s, &d)| mk(s, d)).collect();
+                    let mut flows: Vec<FlowDesc> =
+                        a.iter().zip(&bs).map(|(&s, &d)| mk(s, d)).collect();
                     if *both_ways {
                         let mut as_ = a.to_vec();
                         rng.shuffle(&mut as_);
@@ -263,7 +323,14 @@ impl TrafficSpec {
                     Ok((0..n).map(|i| mk(hosts[i], hosts[perm[i]])).collect())
                 }
             }
-            TrafficSpec::Incast { senders, receiver, size, start, priority, dport } => {
+            TrafficSpec::Incast {
+                senders,
+                receiver,
+                size,
+                start,
+                priority,
+                dport,
+            } => {
                 let size = check_size(*size, "size")?;
                 let priority = check_priority(*priority)?;
                 let dport = dport.unwrap_or(DEFAULT_DPORT);
@@ -273,7 +340,10 @@ impl TrafficSpec {
                         if *c == 0 || *c >= n_hosts {
                             return Err(e("senders", format!("expected 1 to {} senders (hosts other than the receiver), got {c}", n_hosts.saturating_sub(1))));
                         }
-                        (0..n_hosts).filter(|&h| h != receiver).take(*c as usize).collect()
+                        (0..n_hosts)
+                            .filter(|&h| h != receiver)
+                            .take(*c as usize)
+                            .collect()
                     }
                     Senders::List(v) => {
                         if v.is_empty() {
@@ -283,18 +353,40 @@ impl TrafficSpec {
                         for (i, &h) in v.iter().enumerate() {
                             check_host(h, n_hosts, format!("senders[{i}]"))?;
                             if h == receiver {
-                                return Err(e(format!("senders[{i}]"), format!("host {h} is the receiver")));
+                                return Err(e(
+                                    format!("senders[{i}]"),
+                                    format!("host {h} is the receiver"),
+                                ));
                             }
                             if !seen.insert(h) {
-                                return Err(e(format!("senders[{i}]"), format!("host {h} is listed twice")));
+                                return Err(e(
+                                    format!("senders[{i}]"),
+                                    format!("host {h} is listed twice"),
+                                ));
                             }
                         }
                         v.clone()
                     }
                 };
-                Ok(senders.into_iter().map(|s| FlowDesc { src: s, dst: receiver, size, start_ps: start.0, priority, dport }).collect())
+                Ok(senders
+                    .into_iter()
+                    .map(|s| FlowDesc {
+                        src: s,
+                        dst: receiver,
+                        size,
+                        start_ps: start.0,
+                        priority,
+                        dport,
+                    })
+                    .collect())
             }
-            TrafficSpec::AllToAll { hosts, size, start, priority, dport } => {
+            TrafficSpec::AllToAll {
+                hosts,
+                size,
+                start,
+                priority,
+                dport,
+            } => {
                 let size = check_size(*size, "size")?;
                 let priority = check_priority(*priority)?;
                 let dport = dport.unwrap_or(DEFAULT_DPORT);
@@ -304,19 +396,41 @@ impl TrafficSpec {
                 }
                 let n = hosts.len() as u64;
                 if n * (n - 1) > MAX_FLOWS {
-                    return Err(e("hosts", format!("{} flows is more than braid generates ({MAX_FLOWS})", n * (n - 1))));
+                    return Err(e(
+                        "hosts",
+                        format!(
+                            "{} flows is more than braid generates ({MAX_FLOWS})",
+                            n * (n - 1)
+                        ),
+                    ));
                 }
                 let mut flows = Vec::with_capacity((n * (n - 1)) as usize);
                 for &s in &hosts {
                     for &d in &hosts {
                         if s != d {
-                            flows.push(FlowDesc { src: s, dst: d, size, start_ps: start.0, priority, dport });
+                            flows.push(FlowDesc {
+                                src: s,
+                                dst: d,
+                                size,
+                                start_ps: start.0,
+                                priority,
+                                dport,
+                            });
                         }
                     }
                 }
                 Ok(flows)
             }
-            TrafficSpec::Poisson { load, cdf, duration, flows, start, hosts, priority, dport } => {
+            TrafficSpec::Poisson {
+                load,
+                cdf,
+                duration,
+                flows,
+                start,
+                hosts,
+                priority,
+                dport,
+            } => {
                 let priority = check_priority(*priority)?;
                 let dport = dport.unwrap_or(DEFAULT_DPORT);
                 if !(load.is_finite() && *load > 0.0 && *load <= 1.0) {
@@ -354,14 +468,21 @@ impl TrafficSpec {
                 if expected > MAX_FLOWS as f64 {
                     return Err(e(
                         if flows.is_some() { "flows" } else { "duration" },
-                        format!("about {expected:.0} flows is more than braid generates ({MAX_FLOWS})"),
+                        format!(
+                            "about {expected:.0} flows is more than braid generates ({MAX_FLOWS})"
+                        ),
                     ));
                 }
                 let max_flows = flows.unwrap_or(u64::MAX);
-                let draw_ia = |rng: &mut RngStream| -> u64 { rng.exponential(mean_ia_ps).round() as u64 };
-                let mut heap: BinaryHeap<Reverse<(u64, u32)>> = BinaryHeap::with_capacity(hosts.len());
+                let draw_ia =
+                    |rng: &mut RngStream| -> u64 { rng.exponential(mean_ia_ps).round() as u64 };
+                let mut heap: BinaryHeap<Reverse<(u64, u32)>> =
+                    BinaryHeap::with_capacity(hosts.len());
                 for (slot, _) in hosts.iter().enumerate() {
-                    heap.push(Reverse((start.0.saturating_add(draw_ia(&mut rng)), slot as u32)));
+                    heap.push(Reverse((
+                        start.0.saturating_add(draw_ia(&mut rng)),
+                        slot as u32,
+                    )));
                 }
                 let mut out = Vec::with_capacity(expected.min(MAX_FLOWS as f64) as usize + 16);
                 let n = hosts.len() as u64;
@@ -379,7 +500,14 @@ impl TrafficSpec {
                         d += 1;
                     }
                     let size = dist.sample(rng.uniform());
-                    out.push(FlowDesc { src: hosts[slot as usize], dst: hosts[d as usize], size, start_ps: t, priority, dport });
+                    out.push(FlowDesc {
+                        src: hosts[slot as usize],
+                        dst: hosts[d as usize],
+                        size,
+                        start_ps: t,
+                        priority,
+                        dport,
+                    });
                     heap.push(Reverse((t.saturating_add(draw_ia(&mut rng)), slot)));
                 }
                 Ok(out)
@@ -390,11 +518,15 @@ impl TrafficSpec {
                 let topo_graph;
                 let map = match topology {
                     Some(t) => {
-                        topo_graph = hpcc::read_topology(&resolve(base_dir, t)).map_err(|m| e("topology", m))?;
+                        topo_graph = hpcc::read_topology(&resolve(base_dir, t))
+                            .map_err(|m| e("topology", m))?;
                         if topo_graph.n_hosts() != n_hosts {
                             return Err(e(
                                 "topology",
-                                format!("{t} has {} hosts but the scenario's topology has {n_hosts}", topo_graph.n_hosts()),
+                                format!(
+                                    "{t} has {} hosts but the scenario's topology has {n_hosts}",
+                                    topo_graph.n_hosts()
+                                ),
                             ));
                         }
                         NodeMap::Graph(&topo_graph)
@@ -418,19 +550,34 @@ impl TrafficSpec {
                         Box::new(move |id: u32| match idx.get(id as usize) {
                             Some(Some(h)) => Ok(*h),
                             Some(None) => Err(format!("node {id} is a switch, not a host")),
-                            None => Err(format!("node {id} does not exist (the topology has {} nodes)", idx.len())),
+                            None => Err(format!(
+                                "node {id} does not exist (the topology has {} nodes)",
+                                idx.len()
+                            )),
                         })
                     }
                 };
                 let mut out = Vec::with_capacity(raw.len());
                 for (i, f) in raw.iter().enumerate() {
-                    let at = |m: String| e("file", format!("{}: flow {} (of {}): {m}", path.display(), i + 1, raw.len()));
+                    let at = |m: String| {
+                        e(
+                            "file",
+                            format!("{}: flow {} (of {}): {m}", path.display(), i + 1, raw.len()),
+                        )
+                    };
                     let src = lookup(f.src).map_err(at)?;
                     let dst = lookup(f.dst).map_err(at)?;
                     if f.size == 0 {
                         return Err(at("flow size is 0 bytes".into()));
                     }
-                    out.push(FlowDesc { src, dst, size: f.size, start_ps: f.start_ps, priority: f.priority, dport: f.dport });
+                    out.push(FlowDesc {
+                        src,
+                        dst,
+                        size: f.size,
+                        start_ps: f.start_ps,
+                        priority: f.priority,
+                        dport: f.dport,
+                    });
                 }
                 Ok(out)
             }
@@ -445,7 +592,14 @@ impl TrafficSpec {
                     }
                     let size = check_size(f.size, &format!("{p}.size"))?;
                     let priority = check_priority(f.priority).map_err(|x| x.within(&p))?;
-                    out.push(FlowDesc { src, dst, size, start_ps: f.start.0, priority, dport: f.dport.unwrap_or(DEFAULT_DPORT) });
+                    out.push(FlowDesc {
+                        src,
+                        dst,
+                        size,
+                        start_ps: f.start.0,
+                        priority,
+                        dport: f.dport.unwrap_or(DEFAULT_DPORT),
+                    });
                 }
                 Ok(out)
             }
@@ -464,7 +618,9 @@ mod tests {
     }
 
     fn gen(j: &str, n: u32, seed: u64) -> Result<Vec<FlowDesc>, SpecError> {
-        from_json(j).unwrap().generate(n, 100_000_000_000, seed, 0, Path::new("."))
+        from_json(j)
+            .unwrap()
+            .generate(n, 100_000_000_000, seed, 0, Path::new("."))
     }
 
     #[test]
@@ -476,12 +632,22 @@ mod tests {
             let dsts: HashSet<u32> = f.iter().map(|x| x.dst).collect();
             assert_eq!(srcs.len(), 10);
             assert_eq!(dsts.len(), 10);
-            assert!(f.iter().all(|x| x.src != x.dst && x.size == 1_000_000 && x.start_ps == 0));
+            assert!(f
+                .iter()
+                .all(|x| x.src != x.dst && x.size == 1_000_000 && x.start_ps == 0));
         }
         // Subset.
-        let f = gen(r#"{"pattern":"permutation","size":1000,"hosts":[3,5,7],"start":"1us"}"#, 10, 1).unwrap();
+        let f = gen(
+            r#"{"pattern":"permutation","size":1000,"hosts":[3,5,7],"start":"1us"}"#,
+            10,
+            1,
+        )
+        .unwrap();
         assert_eq!(f.len(), 3);
-        assert!(f.iter().all(|x| [3, 5, 7].contains(&x.src) && [3, 5, 7].contains(&x.dst) && x.src != x.dst && x.start_ps == 1_000_000));
+        assert!(f.iter().all(|x| [3, 5, 7].contains(&x.src)
+            && [3, 5, 7].contains(&x.dst)
+            && x.src != x.dst
+            && x.start_ps == 1_000_000));
         // Permutations vary with the seed.
         let a = gen(r#"{"pattern":"permutation","size":"1MB"}"#, 32, 1).unwrap();
         let b = gen(r#"{"pattern":"permutation","size":"1MB"}"#, 32, 2).unwrap();
@@ -491,50 +657,181 @@ mod tests {
     #[test]
     fn permutation_cross_two_tor() {
         for seed in 0..20 {
-            let f = gen(r#"{"pattern":"permutation","size":"1MB","cross":true}"#, 10, seed).unwrap();
+            let f = gen(
+                r#"{"pattern":"permutation","size":"1MB","cross":true}"#,
+                10,
+                seed,
+            )
+            .unwrap();
             assert_eq!(f.len(), 5);
             assert!(f.iter().all(|x| x.src < 5 && x.dst >= 5));
             assert_eq!(f.iter().map(|x| x.dst).collect::<HashSet<_>>().len(), 5);
-            let f = gen(r#"{"pattern":"permutation","size":"1MB","cross":true,"both_ways":true}"#, 10, seed).unwrap();
+            let f = gen(
+                r#"{"pattern":"permutation","size":"1MB","cross":true,"both_ways":true}"#,
+                10,
+                seed,
+            )
+            .unwrap();
             assert_eq!(f.len(), 10);
             assert_eq!(f.iter().map(|x| x.dst).collect::<HashSet<_>>().len(), 10);
             assert!(f.iter().all(|x| (x.src < 5) != (x.dst < 5)));
         }
-        assert_eq!(gen(r#"{"pattern":"permutation","size":"1MB","cross":true}"#, 9, 0).unwrap_err().path, "cross");
+        assert_eq!(
+            gen(
+                r#"{"pattern":"permutation","size":"1MB","cross":true}"#,
+                9,
+                0
+            )
+            .unwrap_err()
+            .path,
+            "cross"
+        );
     }
 
     #[test]
     fn incast_and_all_to_all() {
-        let f = gen(r#"{"pattern":"incast","senders":8,"receiver":0,"size":"64KB"}"#, 10, 0).unwrap();
-        assert_eq!(f.iter().map(|x| x.src).collect::<Vec<_>>(), (1..9).collect::<Vec<_>>());
+        let f = gen(
+            r#"{"pattern":"incast","senders":8,"receiver":0,"size":"64KB"}"#,
+            10,
+            0,
+        )
+        .unwrap();
+        assert_eq!(
+            f.iter().map(|x| x.src).collect::<Vec<_>>(),
+            (1..9).collect::<Vec<_>>()
+        );
         assert!(f.iter().all(|x| x.dst == 0 && x.size == 64_000));
-        let f = gen(r#"{"pattern":"incast","senders":[2,3],"receiver":1,"size":"200MB","start":"2s"}"#, 65, 0).unwrap();
+        let f = gen(
+            r#"{"pattern":"incast","senders":[2,3],"receiver":1,"size":"200MB","start":"2s"}"#,
+            65,
+            0,
+        )
+        .unwrap();
         assert_eq!(f.len(), 2);
         assert_eq!(f[0].start_ps, 2_000_000_000_000);
         let f = gen(r#"{"pattern":"all-to-all","size":"1KB"}"#, 5, 0).unwrap();
         assert_eq!(f.len(), 20);
-        let f = gen(r#"{"pattern":"all-to-all","size":"1KB","hosts":[0,4,2]}"#, 5, 0).unwrap();
+        let f = gen(
+            r#"{"pattern":"all-to-all","size":"1KB","hosts":[0,4,2]}"#,
+            5,
+            0,
+        )
+        .unwrap();
         assert_eq!(f.len(), 6);
     }
 
     #[test]
     fn bad_input_names_the_key() {
-        assert_eq!(gen(r#"{"pattern":"incast","senders":[2,30],"receiver":1,"size":"1MB"}"#, 10, 0).unwrap_err().path, "senders[1]");
-        assert_eq!(gen(r#"{"pattern":"incast","senders":[1],"receiver":1,"size":"1MB"}"#, 10, 0).unwrap_err().path, "senders[0]");
-        assert_eq!(gen(r#"{"pattern":"incast","senders":10,"receiver":1,"size":"1MB"}"#, 10, 0).unwrap_err().path, "senders");
-        assert_eq!(gen(r#"{"pattern":"incast","senders":3,"receiver":10,"size":"1MB"}"#, 10, 0).unwrap_err().path, "receiver");
-        assert_eq!(gen(r#"{"pattern":"permutation","size":0}"#, 10, 0).unwrap_err().path, "size");
-        assert_eq!(gen(r#"{"pattern":"permutation","size":"1MB","hosts":[1,1]}"#, 10, 0).unwrap_err().path, "hosts[1]");
-        assert_eq!(gen(r#"{"pattern":"poisson","load":1.5,"cdf":"web-search","duration":"1ms"}"#, 10, 0).unwrap_err().path, "load");
-        assert_eq!(gen(r#"{"pattern":"poisson","load":0.5,"cdf":"nope","duration":"1ms"}"#, 10, 0).unwrap_err().path, "cdf");
-        assert_eq!(gen(r#"{"pattern":"poisson","load":0.5,"cdf":"web-search"}"#, 10, 0).unwrap_err().path, "duration");
+        assert_eq!(
+            gen(
+                r#"{"pattern":"incast","senders":[2,30],"receiver":1,"size":"1MB"}"#,
+                10,
+                0
+            )
+            .unwrap_err()
+            .path,
+            "senders[1]"
+        );
+        assert_eq!(
+            gen(
+                r#"{"pattern":"incast","senders":[1],"receiver":1,"size":"1MB"}"#,
+                10,
+                0
+            )
+            .unwrap_err()
+            .path,
+            "senders[0]"
+        );
+        assert_eq!(
+            gen(
+                r#"{"pattern":"incast","senders":10,"receiver":1,"size":"1MB"}"#,
+                10,
+                0
+            )
+            .unwrap_err()
+            .path,
+            "senders"
+        );
+        assert_eq!(
+            gen(
+                r#"{"pattern":"incast","senders":3,"receiver":10,"size":"1MB"}"#,
+                10,
+                0
+            )
+            .unwrap_err()
+            .path,
+            "receiver"
+        );
+        assert_eq!(
+            gen(r#"{"pattern":"permutation","size":0}"#, 10, 0)
+                .unwrap_err()
+                .path,
+            "size"
+        );
+        assert_eq!(
+            gen(
+                r#"{"pattern":"permutation","size":"1MB","hosts":[1,1]}"#,
+                10,
+                0
+            )
+            .unwrap_err()
+            .path,
+            "hosts[1]"
+        );
+        assert_eq!(
+            gen(
+                r#"{"pattern":"poisson","load":1.5,"cdf":"web-search","duration":"1ms"}"#,
+                10,
+                0
+            )
+            .unwrap_err()
+            .path,
+            "load"
+        );
+        assert_eq!(
+            gen(
+                r#"{"pattern":"poisson","load":0.5,"cdf":"nope","duration":"1ms"}"#,
+                10,
+                0
+            )
+            .unwrap_err()
+            .path,
+            "cdf"
+        );
+        assert_eq!(
+            gen(
+                r#"{"pattern":"poisson","load":0.5,"cdf":"web-search"}"#,
+                10,
+                0
+            )
+            .unwrap_err()
+            .path,
+            "duration"
+        );
         assert_eq!(gen(r#"{"pattern":"flows","flows":[{"src":0,"dst":1,"size":"1KB"},{"src":0,"dst":0,"size":"1KB"}]}"#, 10, 0).unwrap_err().path, "flows[1].dst");
-        assert_eq!(gen(r#"{"pattern":"flows","flows":[{"src":0,"dst":1,"size":"1KB","priority":9}]}"#, 10, 0).unwrap_err().path, "flows[0].priority");
-        let e = from_json(r#"{"pattern":"incast","senders":[2],"receiver":1,"size":"1MB","start":"5"}"#).unwrap_err();
-        assert!(e.starts_with("start:") && e.contains("expected a duration like"), "{e}");
+        assert_eq!(
+            gen(
+                r#"{"pattern":"flows","flows":[{"src":0,"dst":1,"size":"1KB","priority":9}]}"#,
+                10,
+                0
+            )
+            .unwrap_err()
+            .path,
+            "flows[0].priority"
+        );
+        let e = from_json(
+            r#"{"pattern":"incast","senders":[2],"receiver":1,"size":"1MB","start":"5"}"#,
+        )
+        .unwrap_err();
+        assert!(
+            e.starts_with("start:") && e.contains("expected a duration like"),
+            "{e}"
+        );
         let e = from_json(r#"{"pattern":"permutation","size":"1MB","sise":1}"#).unwrap_err();
         assert!(e.contains("sise"), "{e}");
-        let e = from_json(r#"{"pattern":"flows","flows":[{"src":0,"dst":1,"size":"1KB","bogus":1}]}"#).unwrap_err();
+        let e =
+            from_json(r#"{"pattern":"flows","flows":[{"src":0,"dst":1,"size":"1KB","bogus":1}]}"#)
+                .unwrap_err();
         assert!(e.starts_with("flows[0]") && e.contains("bogus"), "{e}");
         let e = from_json(r#"{"pattern":"zigzag"}"#).unwrap_err();
         assert!(e.contains("zigzag"), "{e}");
@@ -543,11 +840,23 @@ mod tests {
     #[test]
     fn explicit_flows() {
         let f = gen(r#"{"pattern":"flows","flows":[{"src":0,"dst":1,"size":"1KB","start":"3us","priority":1,"dport":7}]}"#, 2, 0).unwrap();
-        assert_eq!(f, vec![FlowDesc { src: 0, dst: 1, size: 1000, start_ps: 3_000_000, priority: 1, dport: 7 }]);
+        assert_eq!(
+            f,
+            vec![FlowDesc {
+                src: 0,
+                dst: 1,
+                size: 1000,
+                start_ps: 3_000_000,
+                priority: 1,
+                dport: 7
+            }]
+        );
     }
 
     fn poisson(load: f64, cdf: &str, n_hosts: u32, dur: &str, seed: u64) -> Vec<FlowDesc> {
-        let j = format!(r#"{{"pattern":"poisson","load":{load},"cdf":"{cdf}","duration":"{dur}","start":"1ms"}}"#);
+        let j = format!(
+            r#"{{"pattern":"poisson","load":{load},"cdf":"{cdf}","duration":"{dur}","start":"1ms"}}"#
+        );
         gen(&j, n_hosts, seed).unwrap()
     }
 
@@ -558,16 +867,25 @@ mod tests {
         let f = poisson(load, "web-search", n, "1s", 7);
         let bytes: u64 = f.iter().map(|x| x.size).sum();
         let offered = bytes as f64 * 8.0 / (n as f64 * rate * 1.0);
-        assert!((offered - load).abs() / load < 0.03, "offered {offered} vs {load} ({} flows)", f.len());
+        assert!(
+            (offered - load).abs() / load < 0.03,
+            "offered {offered} vs {load} ({} flows)",
+            f.len()
+        );
         assert!(f.windows(2).all(|w| w[0].start_ps <= w[1].start_ps));
-        assert!(f.iter().all(|x| x.src != x.dst && x.start_ps >= 1_000_000_000 && x.start_ps < 1_001_000_000_000));
+        assert!(f.iter().all(|x| x.src != x.dst
+            && x.start_ps >= 1_000_000_000
+            && x.start_ps < 1_001_000_000_000));
         // Every host sends and receives about the same.
         let mut per = vec![0u32; n as usize];
         for x in &f {
             per[x.src as usize] += 1;
         }
         let mean = f.len() as f64 / n as f64;
-        assert!(per.iter().all(|&c| (c as f64 - mean).abs() < 0.1 * mean), "{per:?}");
+        assert!(
+            per.iter().all(|&c| (c as f64 - mean).abs() < 0.1 * mean),
+            "{per:?}"
+        );
         // fb-hadoop too.
         let f = poisson(0.3, "fb-hadoop", 8, "200ms", 3);
         let bytes: u64 = f.iter().map(|x| x.size).sum();
@@ -603,7 +921,12 @@ mod tests {
     #[test]
     fn poisson_sizes_follow_the_cdf() {
         for cdf in ["web-search", "data-mining", "fb-hadoop", "google-rpc"] {
-            let f = gen(&format!(r#"{{"pattern":"poisson","load":0.5,"cdf":"{cdf}","flows":20000}}"#), 20, 11).unwrap();
+            let f = gen(
+                &format!(r#"{{"pattern":"poisson","load":0.5,"cdf":"{cdf}","flows":20000}}"#),
+                20,
+                11,
+            )
+            .unwrap();
             assert_eq!(f.len(), 20000);
             let mut sizes: Vec<u64> = f.iter().map(|x| x.size).collect();
             ks_check(cdf, &mut sizes);
@@ -612,11 +935,21 @@ mod tests {
 
     #[test]
     fn determinism_by_seed_and_index() {
-        let t = from_json(r#"{"pattern":"poisson","load":0.3,"cdf":"web-search","duration":"1ms"}"#).unwrap();
-        let a = t.generate(64, 100_000_000_000, 5, 0, Path::new(".")).unwrap();
-        let b = t.generate(64, 100_000_000_000, 5, 0, Path::new(".")).unwrap();
-        let c = t.generate(64, 100_000_000_000, 6, 0, Path::new(".")).unwrap();
-        let d = t.generate(64, 100_000_000_000, 5, 1, Path::new(".")).unwrap();
+        let t =
+            from_json(r#"{"pattern":"poisson","load":0.3,"cdf":"web-search","duration":"1ms"}"#)
+                .unwrap();
+        let a = t
+            .generate(64, 100_000_000_000, 5, 0, Path::new("."))
+            .unwrap();
+        let b = t
+            .generate(64, 100_000_000_000, 5, 0, Path::new("."))
+            .unwrap();
+        let c = t
+            .generate(64, 100_000_000_000, 6, 0, Path::new("."))
+            .unwrap();
+        let d = t
+            .generate(64, 100_000_000_000, 5, 1, Path::new("."))
+            .unwrap();
         assert!(!a.is_empty());
         assert_eq!(a, b);
         assert_ne!(a, c);
@@ -628,11 +961,13 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("braid-topo-cdf-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join("my.txt"), "100 0\n100 50\n1000 100\n").unwrap();
-        let t = from_json(r#"{"pattern":"poisson","load":0.3,"cdf":"my.txt","flows":1000}"#).unwrap();
+        let t =
+            from_json(r#"{"pattern":"poisson","load":0.3,"cdf":"my.txt","flows":1000}"#).unwrap();
         let f = t.generate(4, 10_000_000_000, 1, 0, &dir).unwrap();
         assert!(f.iter().all(|x| (100..1000).contains(&x.size)));
         std::fs::write(dir.join("bad.txt"), "100 0\n100 50\n").unwrap();
-        let t = from_json(r#"{"pattern":"poisson","load":0.3,"cdf":"bad.txt","flows":1000}"#).unwrap();
+        let t =
+            from_json(r#"{"pattern":"poisson","load":0.3,"cdf":"bad.txt","flows":1000}"#).unwrap();
         let err = t.generate(4, 10_000_000_000, 1, 0, &dir).unwrap_err();
         assert_eq!(err.path, "cdf");
         assert!(err.message.contains("bad.txt"), "{}", err.message);
@@ -645,24 +980,57 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         // Star: switch 0, hosts 1..4 (hosts are NOT the lowest ids).
         std::fs::write(dir.join("topo.txt"), "5 1 4\n0\n0 1 100Gbps 1us 0\n0 2 100Gbps 1us 0\n0 3 100Gbps 1us 0\n0 4 100Gbps 1us 0\n").unwrap();
-        std::fs::write(dir.join("flow.txt"), "2\n2 1 3 100 200000000 2\n3 1 3 100 200000000 2\n").unwrap();
-        let g = TopologySpec::Hpcc { file: "topo.txt".into(), default_loss: None }.build(&dir).unwrap();
-        let t = TrafficSpec::Hpcc { file: "flow.txt".into(), topology: None };
+        std::fs::write(
+            dir.join("flow.txt"),
+            "2\n2 1 3 100 200000000 2\n3 1 3 100 200000000 2\n",
+        )
+        .unwrap();
+        let g = TopologySpec::Hpcc {
+            file: "topo.txt".into(),
+            default_loss: None,
+        }
+        .build(&dir)
+        .unwrap();
+        let t = TrafficSpec::Hpcc {
+            file: "flow.txt".into(),
+            topology: None,
+        };
         let f = t.generate_on(&g, 1, 0, &dir).unwrap();
         assert_eq!((f[0].src, f[0].dst, f[1].src), (1, 0, 2));
         assert_eq!(f[0].start_ps, 2_000_000_000_000);
         // With `topology`, plain generate() maps the same way.
-        let t2 = TrafficSpec::Hpcc { file: "flow.txt".into(), topology: Some("topo.txt".into()) };
+        let t2 = TrafficSpec::Hpcc {
+            file: "flow.txt".into(),
+            topology: Some("topo.txt".into()),
+        };
         assert_eq!(t2.generate(4, 0, 1, 0, &dir).unwrap(), f);
         // Without either, node 4 is beyond host ids 0..3: a clear error.
         std::fs::write(dir.join("flow2.txt"), "1\n4 1 3 100 10 2\n").unwrap();
-        let err = TrafficSpec::Hpcc { file: "flow2.txt".into(), topology: None }.generate(4, 0, 1, 0, &dir).unwrap_err();
+        let err = TrafficSpec::Hpcc {
+            file: "flow2.txt".into(),
+            topology: None,
+        }
+        .generate(4, 0, 1, 0, &dir)
+        .unwrap_err();
         assert_eq!(err.path, "file");
-        assert!(err.message.contains("node 4 is not a host"), "{}", err.message);
+        assert!(
+            err.message.contains("node 4 is not a host"),
+            "{}",
+            err.message
+        );
         // A flow from a switch.
         std::fs::write(dir.join("flow3.txt"), "1\n0 1 3 100 10 2\n").unwrap();
-        let err = TrafficSpec::Hpcc { file: "flow3.txt".into(), topology: None }.generate_on(&g, 1, 0, &dir).unwrap_err();
-        assert!(err.message.contains("node 0 is a switch"), "{}", err.message);
+        let err = TrafficSpec::Hpcc {
+            file: "flow3.txt".into(),
+            topology: None,
+        }
+        .generate_on(&g, 1, 0, &dir)
+        .unwrap_err();
+        assert!(
+            err.message.contains("node 0 is a switch"),
+            "{}",
+            err.message
+        );
         std::fs::remove_dir_all(&dir).ok();
     }
 }

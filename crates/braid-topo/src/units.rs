@@ -137,7 +137,10 @@ fn parse_decimal(s: &str) -> Option<Decimal> {
     let mut digits: u128 = 0;
     let mut overflow_digits: i64 = 0; // integer digits dropped (value too large) → error later
     for b in int.bytes() {
-        match digits.checked_mul(10).and_then(|d| d.checked_add((b - b'0') as u128)) {
+        match digits
+            .checked_mul(10)
+            .and_then(|d| d.checked_add((b - b'0') as u128))
+        {
             Some(d) => digits = d,
             None => overflow_digits += 1,
         }
@@ -150,7 +153,10 @@ fn parse_decimal(s: &str) -> Option<Decimal> {
         if overflow_digits > 0 {
             break;
         }
-        match digits.checked_mul(10).and_then(|d| d.checked_add((b - b'0') as u128)) {
+        match digits
+            .checked_mul(10)
+            .and_then(|d| d.checked_add((b - b'0') as u128))
+        {
             Some(d) => {
                 digits = d;
                 e -= 1;
@@ -160,7 +166,10 @@ fn parse_decimal(s: &str) -> Option<Decimal> {
             None => break,
         }
     }
-    Some(Decimal { digits, exp: e.clamp(-1000, 1000) as i32 })
+    Some(Decimal {
+        digits,
+        exp: e.clamp(-1000, 1000) as i32,
+    })
 }
 
 /// `d × scale` as an integer. `Err(true)` on overflow; `Err(false)` if not whole and `whole` is
@@ -207,7 +216,14 @@ fn split_unit<'a>(s: &'a str, units: &[(&str, u128)]) -> Option<(&'a str, u128)>
     best
 }
 
-fn parse_with_units(s: &str, units: &[(&str, u128)], hint: &str, bare_ok: bool, whole: bool, what: &str) -> Result<u64, UnitError> {
+fn parse_with_units(
+    s: &str,
+    units: &[(&str, u128)],
+    hint: &str,
+    bare_ok: bool,
+    whole: bool,
+    what: &str,
+) -> Result<u64, UnitError> {
     let t = s.trim();
     let bad = || UnitError(format!("{hint}, got {s:?}"));
     if t.starts_with('-') {
@@ -218,7 +234,9 @@ fn parse_with_units(s: &str, units: &[(&str, u128)], hint: &str, bare_ok: bool, 
         None => {
             if parse_decimal(t).is_some() {
                 if !bare_ok {
-                    return Err(UnitError(format!("{hint} (a number without a unit is ambiguous), got {s:?}")));
+                    return Err(UnitError(format!(
+                        "{hint} (a number without a unit is ambiguous), got {s:?}"
+                    )));
                 }
                 (t, 1)
             } else {
@@ -284,7 +302,13 @@ impl fmt::Display for Rate {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&format_exact(
             self.0,
-            &[("bps", 1), ("Kbps", 1_000), ("Mbps", 1_000_000), ("Gbps", 1_000_000_000), ("Tbps", 1_000_000_000_000)],
+            &[
+                ("bps", 1),
+                ("Kbps", 1_000),
+                ("Mbps", 1_000_000),
+                ("Gbps", 1_000_000_000),
+                ("Tbps", 1_000_000_000_000),
+            ],
         ))
     }
 }
@@ -293,7 +317,13 @@ impl fmt::Display for Duration {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&format_exact(
             self.0,
-            &[("ps", 1), ("ns", 1_000), ("us", 1_000_000), ("ms", 1_000_000_000), ("s", 1_000_000_000_000)],
+            &[
+                ("ps", 1),
+                ("ns", 1_000),
+                ("us", 1_000_000),
+                ("ms", 1_000_000_000),
+                ("s", 1_000_000_000_000),
+            ],
         ))
     }
 }
@@ -303,12 +333,22 @@ impl fmt::Display for Bytes {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let v = self.0;
         // Prefer an integer in decimal units, then an integer in binary units, else exact decimal.
-        for (name, scale) in [("TB", 1_000_000_000_000u64), ("GB", 1_000_000_000), ("MB", 1_000_000), ("KB", 1_000)] {
+        for (name, scale) in [
+            ("TB", 1_000_000_000_000u64),
+            ("GB", 1_000_000_000),
+            ("MB", 1_000_000),
+            ("KB", 1_000),
+        ] {
             if v >= scale && v % scale == 0 {
                 return write!(f, "{}{name}", v / scale);
             }
         }
-        for (name, scale) in [("TiB", 1u64 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)] {
+        for (name, scale) in [
+            ("TiB", 1u64 << 40),
+            ("GiB", 1 << 30),
+            ("MiB", 1 << 20),
+            ("KiB", 1 << 10),
+        ] {
             if v >= scale && v % scale == 0 {
                 return write!(f, "{}{name}", v / scale);
             }
@@ -395,14 +435,20 @@ string_unit_serde!(
 string_unit_serde!(
     Duration,
     DURATION_HINT,
-    concat!(r"^\s*(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*", r"(ps|ns|us|µs|μs|ms|s)\s*$"),
+    concat!(
+        r"^\s*(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*",
+        r"(ps|ns|us|µs|μs|ms|s)\s*$"
+    ),
     "A duration with a unit: \"1us\", \"500ns\", \"2.5ms\", \"1s\", \"300ps\".",
     false
 );
 string_unit_serde!(
     Bytes,
     BYTES_HINT,
-    concat!(r"^\s*(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*", r"(B|KB|kB|MB|GB|TB|KiB|MiB|GiB|TiB)?\s*$"),
+    concat!(
+        r"^\s*(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*",
+        r"(B|KB|kB|MB|GB|TB|KiB|MiB|GiB|TiB)?\s*$"
+    ),
     "A size: \"64KB\" (10^3 bytes), \"64KiB\" (2^10), \"1MB\", \"1000B\", or a number of bytes.",
     true
 );
@@ -461,8 +507,14 @@ mod tests {
     fn durations() {
         assert_eq!("1us".parse::<Duration>().unwrap(), Duration(1_000_000));
         assert_eq!("500ns".parse::<Duration>().unwrap(), Duration(500_000));
-        assert_eq!("2.5ms".parse::<Duration>().unwrap(), Duration(2_500_000_000));
-        assert_eq!("1s".parse::<Duration>().unwrap(), Duration(1_000_000_000_000));
+        assert_eq!(
+            "2.5ms".parse::<Duration>().unwrap(),
+            Duration(2_500_000_000)
+        );
+        assert_eq!(
+            "1s".parse::<Duration>().unwrap(),
+            Duration(1_000_000_000_000)
+        );
         assert_eq!("300ps".parse::<Duration>().unwrap(), Duration(300));
         assert_eq!("0.001ms".parse::<Duration>().unwrap(), Duration(1_000_000));
         assert_eq!("1000ns".parse::<Duration>().unwrap(), Duration(1_000_000));
@@ -482,7 +534,11 @@ mod tests {
         assert_eq!("1000B".parse::<Bytes>().unwrap(), Bytes(1000));
         assert_eq!("1000".parse::<Bytes>().unwrap(), Bytes(1000));
         assert_eq!("1.5KiB".parse::<Bytes>().unwrap(), Bytes(1536));
-        assert!("0.1KiB".parse::<Bytes>().unwrap_err().0.contains("whole number"));
+        assert!("0.1KiB"
+            .parse::<Bytes>()
+            .unwrap_err()
+            .0
+            .contains("whole number"));
         assert_eq!(Bytes(65_536).to_string(), "64KiB");
         assert_eq!(Bytes(1500).to_string(), "1500B");
         assert_eq!(Bytes(12_000_000).to_string(), "12MB");
@@ -495,14 +551,30 @@ mod tests {
         let e = "1".parse::<Duration>().unwrap_err().0;
         assert!(e.starts_with("expected a duration like \"1us\""), "{e}");
         assert!("-1Gbps".parse::<Rate>().unwrap_err().0.contains("negative"));
-        assert!("-5us".parse::<Duration>().unwrap_err().0.contains("negative"));
+        assert!("-5us"
+            .parse::<Duration>()
+            .unwrap_err()
+            .0
+            .contains("negative"));
         assert!("-5".parse::<Bytes>().unwrap_err().0.contains("negative"));
         assert!("NaNGbps".parse::<Rate>().is_err());
         assert!("infGbps".parse::<Rate>().is_err());
         assert!("nan".parse::<Bytes>().is_err());
-        assert!("1e30Gbps".parse::<Rate>().unwrap_err().0.contains("too large"));
-        assert!("99999999999999999999999999999999999999999999s".parse::<Duration>().unwrap_err().0.contains("too large"));
-        assert!("18446744073709551616".parse::<Bytes>().unwrap_err().0.contains("too large"));
+        assert!("1e30Gbps"
+            .parse::<Rate>()
+            .unwrap_err()
+            .0
+            .contains("too large"));
+        assert!("99999999999999999999999999999999999999999999s"
+            .parse::<Duration>()
+            .unwrap_err()
+            .0
+            .contains("too large"));
+        assert!("18446744073709551616"
+            .parse::<Bytes>()
+            .unwrap_err()
+            .0
+            .contains("too large"));
         assert!("1.2.3us".parse::<Duration>().is_err());
         assert!("us".parse::<Duration>().is_err());
         assert!("1 furlong".parse::<Duration>().is_err());
@@ -515,14 +587,23 @@ mod tests {
         let r: Rate = serde_json::from_str("\"40Gbps\"").unwrap();
         assert_eq!(r, Rate(40_000_000_000));
         let e = serde_json::from_str::<Rate>("40").unwrap_err().to_string();
-        assert!(e.contains("expected a rate like \\\"40Gbps\\\"") || e.contains("expected a rate like \"40Gbps\""), "{e}");
-        let e = serde_json::from_str::<Duration>("1.5").unwrap_err().to_string();
+        assert!(
+            e.contains("expected a rate like \\\"40Gbps\\\"")
+                || e.contains("expected a rate like \"40Gbps\""),
+            "{e}"
+        );
+        let e = serde_json::from_str::<Duration>("1.5")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("expected a duration like"), "{e}");
         let b: Bytes = serde_json::from_str("1000").unwrap();
         assert_eq!(b, Bytes(1000));
         assert!(serde_json::from_str::<Bytes>("-3").is_err());
         assert!(serde_json::from_str::<Bytes>("1.5").is_err());
-        assert_eq!(serde_json::to_string(&Duration(1_000_000)).unwrap(), "\"1us\"");
+        assert_eq!(
+            serde_json::to_string(&Duration(1_000_000)).unwrap(),
+            "\"1us\""
+        );
         let schema = serde_json::to_value(schemars::schema_for!(Rate)).unwrap();
         assert_eq!(schema["type"], "string");
         assert!(schema["pattern"].is_string());

@@ -25,7 +25,10 @@ fn anchors() -> Option<PathBuf> {
 #[test]
 fn fat_tree_320_and_websearch_flows() {
     let Some(dir) = anchors() else { return };
-    let topo = TopologySpec::Hpcc { file: "topology-fattree-320.txt".into(), default_loss: None };
+    let topo = TopologySpec::Hpcc {
+        file: "topology-fattree-320.txt".into(),
+        default_loss: None,
+    };
     let g = topo.build(&dir).unwrap();
     assert_eq!(g.nodes.len(), 376);
     assert_eq!(g.n_hosts(), 320);
@@ -33,17 +36,39 @@ fn fat_tree_320_and_websearch_flows() {
     assert_eq!(g.links.len(), 480);
     assert_eq!(g.hosts(), (0..320).collect::<Vec<_>>());
     assert!(g.nodes[320..].iter().all(|n| n.kind == NodeKind::Switch));
-    assert_eq!(g.links.iter().filter(|l| l.rate_bps == 100_000_000_000).count(), 320);
-    assert_eq!(g.links.iter().filter(|l| l.rate_bps == 400_000_000_000).count(), 160);
-    assert!(g.links.iter().all(|l| l.delay_ps == 1_000_000 && l.loss == 0.0));
+    assert_eq!(
+        g.links
+            .iter()
+            .filter(|l| l.rate_bps == 100_000_000_000)
+            .count(),
+        320
+    );
+    assert_eq!(
+        g.links
+            .iter()
+            .filter(|l| l.rate_bps == 400_000_000_000)
+            .count(),
+        160
+    );
+    assert!(g
+        .links
+        .iter()
+        .all(|l| l.delay_ps == 1_000_000 && l.loss == 0.0));
     g.check().unwrap();
 
-    let t = TrafficSpec::Hpcc { file: "flows-websearch-320h-30pct-5ms.txt".into(), topology: None };
+    let t = TrafficSpec::Hpcc {
+        file: "flows-websearch-320h-30pct-5ms.txt".into(),
+        topology: None,
+    };
     let f = t.generate_on(&g, 1, 0, &dir).unwrap();
     assert_eq!(f.len(), 3100);
     let total: u64 = f.iter().map(|x| x.size).sum();
     assert!((5.23e9..5.25e9).contains(&(total as f64)), "{total}");
-    assert!(f.iter().all(|x| x.src < 320 && x.dst < 320 && x.src != x.dst && x.priority == 3 && x.dport == 100));
+    assert!(f.iter().all(|x| x.src < 320
+        && x.dst < 320
+        && x.src != x.dst
+        && x.priority == 3
+        && x.dport == 100));
     assert!(f.windows(2).all(|w| w[0].start_ps <= w[1].start_ps));
     assert_eq!(f[0].start_ps, 2_000_000_261_000);
     assert!(f.last().unwrap().start_ps < 2_005_000_000_000);
@@ -58,22 +83,44 @@ fn fat_tree_320_and_websearch_flows() {
 #[test]
 fn star_65_incast() {
     let Some(dir) = anchors() else { return };
-    let g = TopologySpec::Hpcc { file: "topology-star-65.txt".into(), default_loss: None }.build(&dir).unwrap();
-    assert_eq!((g.nodes.len(), g.n_hosts(), g.n_switches(), g.links.len()), (66, 65, 1, 65));
+    let g = TopologySpec::Hpcc {
+        file: "topology-star-65.txt".into(),
+        default_loss: None,
+    }
+    .build(&dir)
+    .unwrap();
+    assert_eq!(
+        (g.nodes.len(), g.n_hosts(), g.n_switches(), g.links.len()),
+        (66, 65, 1, 65)
+    );
     assert_eq!(g.nodes[0].kind, NodeKind::Switch);
     assert_eq!(g.node_by_name("n0"), Some(0));
     // "0.001ms" delays.
-    assert!(g.links.iter().all(|l| l.delay_ps == 1_000_000 && l.rate_bps == 100_000_000_000));
+    assert!(g
+        .links
+        .iter()
+        .all(|l| l.delay_ps == 1_000_000 && l.rate_bps == 100_000_000_000));
     // Switch is node 0: flows from nodes 2, 3 to node 1 are hosts 1, 2 → host 0.
-    let t = TrafficSpec::Hpcc { file: "flows-incast-2to1.txt".into(), topology: None };
+    let t = TrafficSpec::Hpcc {
+        file: "flows-incast-2to1.txt".into(),
+        topology: None,
+    };
     let f = t.generate_on(&g, 1, 0, &dir).unwrap();
     assert_eq!(f.len(), 2);
     assert_eq!((f[0].src, f[0].dst, f[1].src, f[1].dst), (1, 0, 2, 0));
-    assert!(f.iter().all(|x| x.size == 200_000_000 && x.start_ps == 2_000_000_000_000));
+    assert!(f
+        .iter()
+        .all(|x| x.size == 200_000_000 && x.start_ps == 2_000_000_000_000));
     // generate() without the graph would assume hosts are nodes 0..65 (wrong for this file);
     // naming the topology file in the traffic table makes it map correctly.
-    let with_topo = TrafficSpec::Hpcc { file: "flows-incast-2to1.txt".into(), topology: Some("topology-star-65.txt".into()) };
-    assert_eq!(with_topo.generate(65, 100_000_000_000, 1, 0, &dir).unwrap(), f);
+    let with_topo = TrafficSpec::Hpcc {
+        file: "flows-incast-2to1.txt".into(),
+        topology: Some("topology-star-65.txt".into()),
+    };
+    assert_eq!(
+        with_topo.generate(65, 100_000_000_000, 1, 0, &dir).unwrap(),
+        f
+    );
 }
 
 #[test]

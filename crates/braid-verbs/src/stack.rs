@@ -1,7 +1,8 @@
 //! Middleware and stacks of middleware.
 
 use crate::{
-    Access, CqId, Event, MemoryRegion, QpInit, QpNum, RecvWr, RemoteQp, SendWr, Verbs, VerbsError, WorkCompletion,
+    Access, CqId, Event, MemoryRegion, QpInit, QpNum, RecvWr, RemoteQp, SendWr, Verbs, VerbsError,
+    WorkCompletion,
 };
 
 /// A layer between an application and the verbs below it. Every method receives the verbs of the
@@ -19,25 +20,52 @@ pub trait Middleware {
     fn create_qp(&mut self, below: &mut dyn Verbs, init: &QpInit) -> Result<QpNum, VerbsError> {
         below.create_qp(init)
     }
-    fn connect_qp(&mut self, below: &mut dyn Verbs, qp: QpNum, remote: RemoteQp) -> Result<(), VerbsError> {
+    fn connect_qp(
+        &mut self,
+        below: &mut dyn Verbs,
+        qp: QpNum,
+        remote: RemoteQp,
+    ) -> Result<(), VerbsError> {
         below.connect_qp(qp, remote)
     }
     fn destroy_qp(&mut self, below: &mut dyn Verbs, qp: QpNum) -> Result<(), VerbsError> {
         below.destroy_qp(qp)
     }
-    fn reg_mr(&mut self, below: &mut dyn Verbs, addr: u64, len: u64, access: Access) -> Result<MemoryRegion, VerbsError> {
+    fn reg_mr(
+        &mut self,
+        below: &mut dyn Verbs,
+        addr: u64,
+        len: u64,
+        access: Access,
+    ) -> Result<MemoryRegion, VerbsError> {
         below.reg_mr(addr, len, access)
     }
     fn dereg_mr(&mut self, below: &mut dyn Verbs, mr: &MemoryRegion) -> Result<(), VerbsError> {
         below.dereg_mr(mr)
     }
-    fn post_send(&mut self, below: &mut dyn Verbs, qp: QpNum, wr: SendWr) -> Result<(), VerbsError> {
+    fn post_send(
+        &mut self,
+        below: &mut dyn Verbs,
+        qp: QpNum,
+        wr: SendWr,
+    ) -> Result<(), VerbsError> {
         below.post_send(qp, wr)
     }
-    fn post_recv(&mut self, below: &mut dyn Verbs, qp: QpNum, wr: RecvWr) -> Result<(), VerbsError> {
+    fn post_recv(
+        &mut self,
+        below: &mut dyn Verbs,
+        qp: QpNum,
+        wr: RecvWr,
+    ) -> Result<(), VerbsError> {
         below.post_recv(qp, wr)
     }
-    fn poll_cq(&mut self, below: &mut dyn Verbs, cq: CqId, max: usize, out: &mut Vec<WorkCompletion>) -> usize {
+    fn poll_cq(
+        &mut self,
+        below: &mut dyn Verbs,
+        cq: CqId,
+        max: usize,
+        out: &mut Vec<WorkCompletion>,
+    ) -> usize {
         below.poll_cq(cq, max, out)
     }
     /// An event coming up from below. Push what the layer above should see into `up` (the
@@ -74,7 +102,11 @@ pub struct Stack<'a> {
 impl<'a> Stack<'a> {
     pub fn new(layers: &'a mut [Box<dyn Middleware>], bottom: &'a mut dyn Verbs) -> Self {
         assert!(layers.len() < 255, "at most 254 middleware layers");
-        Stack { layers, bottom, base: 0 }
+        Stack {
+            layers,
+            bottom,
+            base: 0,
+        }
     }
 
     /// Routes an event from the bottom up through the layers; what reaches the top is pushed to
@@ -92,7 +124,11 @@ impl<'a> Stack<'a> {
                 let k = tag - 1 - self.base;
                 let mut produced = Vec::new();
                 let (head, tail) = self.layers.split_at_mut(k + 1);
-                let mut below = Stack { layers: tail, bottom: &mut *self.bottom, base: self.base + k + 1 };
+                let mut below = Stack {
+                    layers: tail,
+                    bottom: &mut *self.bottom,
+                    base: self.base + k + 1,
+                };
                 head[k].on_event(&mut below, ev, &mut produced);
                 (k, produced)
             }
@@ -103,7 +139,11 @@ impl<'a> Stack<'a> {
         for j in (0..start).rev() {
             let mut next = Vec::with_capacity(evs.len());
             let (head, tail) = self.layers.split_at_mut(j + 1);
-            let mut below = Stack { layers: tail, bottom: &mut *self.bottom, base: self.base + j + 1 };
+            let mut below = Stack {
+                layers: tail,
+                bottom: &mut *self.bottom,
+                base: self.base + j + 1,
+            };
             for ev in evs {
                 head[j].on_event(&mut below, ev, &mut next);
             }
@@ -115,7 +155,14 @@ impl<'a> Stack<'a> {
     fn split(&mut self) -> Option<(&mut Box<dyn Middleware>, Stack<'_>)> {
         let base = self.base;
         let (first, rest) = self.layers.split_first_mut()?;
-        Some((first, Stack { layers: rest, bottom: &mut *self.bottom, base: base + 1 }))
+        Some((
+            first,
+            Stack {
+                layers: rest,
+                bottom: &mut *self.bottom,
+                base: base + 1,
+            },
+        ))
     }
 }
 
@@ -167,7 +214,8 @@ impl Verbs for Stack<'_> {
     }
     fn set_timer(&mut self, at: u64, token: u64) {
         assert!(token <= TOKEN_MASK, "timer tokens are limited to 56 bits");
-        self.bottom.set_timer(at, ((self.base as u64) << TAG_SHIFT) | token);
+        self.bottom
+            .set_timer(at, ((self.base as u64) << TAG_SHIFT) | token);
     }
     fn write_local(&mut self, addr: u64, data: &[u8]) -> Result<(), VerbsError> {
         self.bottom.write_local(addr, data)
@@ -211,7 +259,12 @@ mod tests {
             Ok(())
         }
         fn reg_mr(&mut self, addr: u64, len: u64, _: Access) -> Result<MemoryRegion, VerbsError> {
-            Ok(MemoryRegion { addr, len, lkey: 1, rkey: 2 })
+            Ok(MemoryRegion {
+                addr,
+                len,
+                lkey: 1,
+                rkey: 2,
+            })
         }
         fn dereg_mr(&mut self, _: &MemoryRegion) -> Result<(), VerbsError> {
             Ok(())
@@ -239,10 +292,27 @@ mod tests {
         fn name(&self) -> &'static str {
             "splitter"
         }
-        fn post_send(&mut self, below: &mut dyn Verbs, qp: QpNum, wr: SendWr) -> Result<(), VerbsError> {
+        fn post_send(
+            &mut self,
+            below: &mut dyn Verbs,
+            qp: QpNum,
+            wr: SendWr,
+        ) -> Result<(), VerbsError> {
             below.set_timer(10, 42);
-            below.post_send(qp, SendWr { wr_id: wr.wr_id * 10, ..wr.clone() })?;
-            below.post_send(qp, SendWr { wr_id: wr.wr_id * 10 + 1, ..wr })
+            below.post_send(
+                qp,
+                SendWr {
+                    wr_id: wr.wr_id * 10,
+                    ..wr.clone()
+                },
+            )?;
+            below.post_send(
+                qp,
+                SendWr {
+                    wr_id: wr.wr_id * 10 + 1,
+                    ..wr
+                },
+            )
         }
         fn on_event(&mut self, _: &mut dyn Verbs, event: Event, up: &mut Vec<Event>) {
             match event {
@@ -253,20 +323,35 @@ mod tests {
     }
 
     fn wr(id: u64) -> SendWr {
-        SendWr::new(id, SendOp::Write, vec![Sge { addr: 0, length: 8, lkey: 1 }])
+        SendWr::new(
+            id,
+            SendOp::Write,
+            vec![Sge {
+                addr: 0,
+                length: 8,
+                lkey: 1,
+            }],
+        )
     }
 
     #[test]
     fn layers_stack_and_timers_return_to_their_owner() {
         let mut bottom = Recorder::default();
-        let mut layers: Vec<Box<dyn Middleware>> = vec![Box::new(Raw), Box::new(Splitter { fired: 0 }), Box::new(Splitter { fired: 0 })];
+        let mut layers: Vec<Box<dyn Middleware>> = vec![
+            Box::new(Raw),
+            Box::new(Splitter { fired: 0 }),
+            Box::new(Splitter { fired: 0 }),
+        ];
         {
             let mut s = Stack::new(&mut layers, &mut bottom);
             s.post_send(3, wr(1)).unwrap();
             s.set_timer(5, 99);
         }
         // Two splitters: 1 -> 10, 11 -> 100, 101, 110, 111.
-        assert_eq!(bottom.sends.iter().map(|s| s.1).collect::<Vec<_>>(), vec![100, 101, 110, 111]);
+        assert_eq!(
+            bottom.sends.iter().map(|s| s.1).collect::<Vec<_>>(),
+            vec![100, 101, 110, 111]
+        );
         // The app's timer is untagged; each splitter's carries its layer's tag.
         let timers = bottom.timers.clone();
         assert!(timers.contains(&(5, 99)));

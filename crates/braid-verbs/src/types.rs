@@ -65,7 +65,11 @@ pub struct Access {
 }
 
 impl Access {
-    pub const ALL: Access = Access { local_write: true, remote_write: true, remote_read: true };
+    pub const ALL: Access = Access {
+        local_write: true,
+        remote_write: true,
+        remote_read: true,
+    };
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -93,18 +97,34 @@ pub enum SendOp {
     Read,
     /// Cross-channel: block this send queue until `cq` has `count` more completions than when
     /// the WAIT reached the head of the queue.
-    Wait { cq: CqId, count: u32 },
+    Wait {
+        cq: CqId,
+        count: u32,
+    },
     /// Cross-channel: allow `count` more WRs of managed QP `qp`'s send queue to execute.
-    SendEnable { qp: QpNum, count: u32 },
+    SendEnable {
+        qp: QpNum,
+        count: u32,
+    },
     /// Cross-channel: allow `count` more RECVs of managed QP `qp`.
-    RecvEnable { qp: QpNum, count: u32 },
+    RecvEnable {
+        qp: QpNum,
+        count: u32,
+    },
     /// Does nothing but complete (a zero-byte marker WR).
     Nop,
 }
 
 impl SendOp {
     pub fn carries_data(&self) -> bool {
-        matches!(self, SendOp::Send | SendOp::SendWithImm(_) | SendOp::Write | SendOp::WriteWithImm(_) | SendOp::Read)
+        matches!(
+            self,
+            SendOp::Send
+                | SendOp::SendWithImm(_)
+                | SendOp::Write
+                | SendOp::WriteWithImm(_)
+                | SendOp::Read
+        )
     }
 }
 
@@ -130,7 +150,17 @@ pub struct SendWr {
 
 impl SendWr {
     pub fn new(wr_id: u64, op: SendOp, sg_list: Vec<Sge>) -> Self {
-        Self { wr_id, op, sg_list, signaled: true, inline: false, remote_addr: 0, rkey: 0, ud_dest: None, fence: false }
+        Self {
+            wr_id,
+            op,
+            sg_list,
+            signaled: true,
+            inline: false,
+            remote_addr: 0,
+            rkey: 0,
+            ud_dest: None,
+            fence: false,
+        }
     }
     /// Total bytes of the scatter-gather list.
     pub fn len(&self) -> u64 {

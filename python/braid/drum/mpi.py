@@ -298,10 +298,11 @@ def _shard_result(d: dict, m: int) -> ShardResult:
     f = lambda b: np.frombuffer(b, dtype=np.float64)  # noqa: E731
     x = f(d["x"]).reshape(-1, m)
     h0 = d["h0"]
-    tr = {k: (np.frombuffer(v, dtype=np.uint32) if k == "lost" else f(v))
+    tr = {k: (np.frombuffer(v, dtype=np.uint32) if k in ("lost", "certified_iter") else f(v))
           for k, v in d["trace"].items()}
-    if len(tr.get("lost", [])) == 0:
-        tr.pop("lost", None)
+    for k in ("lost", "objective", "objective_feasible", "gap"):
+        if len(tr.get(k, [])) == 0:
+            tr.pop(k, None)
     return ShardResult(
         h0=h0, h1=h0 + x.shape[0], n=d["n"], x=x, z=f(d["z"]).reshape(-1, m),
         x_feasible=f(d["x_feasible"]).reshape(-1, m), z_feasible=f(d["z_feasible"]).reshape(-1, m),
@@ -328,8 +329,10 @@ def _gather(comm, local: np.ndarray, total: int) -> Optional[np.ndarray]:
 def solve_mpi(shard, comm=None, *, gather: bool = True, **options):
     """Sharded ADMM; collective over ``comm`` (default ``MPI.COMM_WORLD``). ``shard``: this
     rank's :class:`Shard`, or a whole :class:`~braid.drum.Problem` held by every rank (then each
-    keeps its block). Options as :func:`braid.drum.model.admm_options` (the trace holds the
-    residuals, not the objective; ``gap_tol`` is not supported). Returns, with ``gather``, the
+    keeps its block). Options as :func:`braid.drum.model.admm_options`, except that the
+    objective trace is off unless ``trace=True`` is passed (it needs the feasible recovery, three
+    row exchanges per iteration); ``certify_every`` / ``certified_gap_tol`` add the certified gap
+    every so many iterations, as in the local solve. Returns, with ``gather``, the
     whole :class:`~braid.drum.Result` on rank 0 and None elsewhere; without, every rank's
     :class:`ShardResult` (nothing of size n*m is gathered)."""
     if isinstance(shard, Shard):
@@ -337,8 +340,7 @@ def solve_mpi(shard, comm=None, *, gather: bool = True, **options):
     comm = _world(comm)
     if not isinstance(shard, Shard):
         shard = Shard.from_problem(shard, comm=comm)
-    opts = admm_options(**options)
-    opts["trace"] = False
+    opts = admm_options(**{"trace": False, **options})
     mc = _MpiComm(comm)
     try:
         d = _core.drum_solve_sharded(shard._core, json.dumps(opts), mc)
@@ -385,6 +387,12 @@ def main(argv=None) -> int:
     ap.add_argument("--loss", type=float, default=0.0)
     ap.add_argument("--eps", type=float, default=1e-6)
     ap.add_argument("--max-iter", type=int, default=5000)
+    ap.add_argument("--certified-gap-tol", type=float, default=None,
+                    help="also stop when the certified duality gap (checked every "
+                         "--certify-every iterations) is at most this")
+    ap.add_argument("--certify-every", type=int, default=0,
+                    help="record the certified gap every this many iterations (default 25 with "
+                         "--certified-gap-tol, else never)")
     ap.add_argument("--out", default=None, help="write x, z and a summary (.npz) on rank 0")
     ap.add_argument("--stats", action="store_true",
                     help="print one JSON line per rank: hosts, peak RSS, neighbours, bytes sent "
@@ -392,7 +400,8 @@ def main(argv=None) -> int:
     ap.add_argument("--local", action="store_true",
                     help="solve the whole instance in this one process (no MPI), for comparison")
     a = ap.parse_args(argv)
-    opts = dict(loss=a.loss, loss_seed=a.seed, eps_abs=a.eps, eps_rel=a.eps, max_iter=a.max_iter)
+    opts = dict(loss=a.loss, loss_seed=a.seed, eps_abs=a.eps, eps_rel=a.eps, max_iter=a.max_iter,
+                certified_gap_tol=a.certified_gap_tol, certify_every=a.certify_every)
     gen = dict(two_sided=a.op == "two", alpha=a.alpha, beta=a.beta, k=a.k, seed=a.seed)
     if a.local:
         from . import model
@@ -434,7 +443,9 @@ def main(argv=None) -> int:
             print(json.dumps(s))
         if a.out:
             np.savez(a.out, x=r.x, z=r.z, x_feasible=r.x_feasible, summary=json.dumps(s),
-                     r_pri=r.trace_arrays["r_pri"])
+                     r_pri=r.trace_arrays["r_pri"],
+                     certified_iter=r.trace_arrays.get("certified_iter", np.zeros(0, np.uint32)),
+                     certified_gap=r.trace_arrays.get("certified_gap", np.zeros(0)))
     return 0
 
 

@@ -48,8 +48,9 @@ pub struct ShardResult {
     pub weight_sum: f64,
     pub iterations: usize,
     pub converged: bool,
-    /// residuals, tolerances, rho, time and lost hosts (no objective: it needs the feasible
-    /// recovery, three exchanges per iteration)
+    /// residuals, tolerances, rho, time and lost hosts; the objective (with `trace` or
+    /// `gap_tol`: the feasible recovery, three row exchanges per iteration) and the certified
+    /// gap (every `certify_every`)
     pub trace: Trace,
     pub setup_time: f64,
     pub solve_time: f64,
@@ -210,25 +211,70 @@ fn rows_of(
     Ok(r)
 }
 
+/// The objectives of the current iterate across all ranks (scaled units): of the iterate, of
+/// its feasible recovery, and (if `bound`) the dual bound at ν = ρ rs v, else 0; with this
+/// rank's part of the recovery.
+struct Objectives {
+    iterate: f64,
+    feasible: f64,
+    bound: f64,
+    xf: Vec<f64>,
+    zf: Vec<f64>,
+}
+
+/// Feasible recovery (one θ per host one-sided; two-sided each host over its C pulls in its
+/// own entries ([`own_theta`]) when every host can, else one global θ, agreed across ranks),
+/// objectives and the dual bound: partial sums over the own hosts, added across ranks. The
+/// local solve's `recover` and `certified_gap`, sharded.
+fn objectives(
+    st: &Admm,
+    lay: &Layout,
+    ex: &mut Exchange,
+    comm: &mut dyn Comm,
+    bound: bool,
+) -> CommResult<Objectives> {
+    let nn = st.p.entries();
+    let sc = &st.sc;
+    let pg = rows_of(lay, ex, &sc.lo, comm)?;
+    let px = rows_of(lay, ex, &st.x, comm)?;
+    let (theta, global) = recover_theta(sc, &pg[..nn], &px[..nn]);
+    let hosts = if lay.diag {
+        Some(theta)
+    } else {
+        own_theta(sc, lay, &pg, &px, &theta, &st.x)
+    };
+    let mut g = [global, if hosts.is_some() { 1.0 } else { 0.0 }];
+    comm.allreduce(&mut g, Op::Min)?;
+    let xf = match hosts {
+        Some(t) if g[1] == 1.0 => recover_apply(sc, Some(&t), 1.0, &st.x),
+        _ => recover_apply(sc, None, g[0], &st.x),
+    };
+    let zf = rows_of(lay, ex, &xf, comm)?;
+    let ub = if bound {
+        let nu: Vec<f64> =
+            st.v.iter()
+                .zip(&st.rs)
+                .map(|(v, r)| st.rho * r * v)
+                .collect();
+        upper_bound(sc, lay, &nu).0
+    } else {
+        0.0
+    };
+    let mut f = [sc.objective(&st.x, &st.z), sc.objective(&xf, &zf), ub];
+    comm.allreduce(&mut f, Op::Sum)?;
+    Ok(Objectives {
+        iterate: f[0],
+        feasible: f[1],
+        bound: f[2],
+        xf,
+        zf,
+    })
+}
+
 /// Solve this rank's piece together with the other ranks' (every rank calls it).
 pub fn solve_sharded(piece: &Piece, opt: AdmmOptions, comm: &mut dyn Comm) -> Result<ShardResult> {
     let t_setup = Instant::now();
-    let local = crate::check_admm_options(&opt)
-        .and_then(|_| piece.validate())
-        .and_then(|_| match opt.gap_tol {
-            Some(_) => Err(DrumError::new(
-                "gap_tol",
-                "the sharded solver does not trace the objective; stop on the residuals",
-            )),
-            None => Ok(()),
-        })
-        .and_then(|_| match (opt.certified_gap_tol, opt.certify_every) {
-            (None, 0) => Ok(()),
-            _ => Err(DrumError::new(
-                "certified_gap_tol",
-                "the sharded solver does not certify the gap per iteration; stop on the residuals",
-            )),
-        });
+    let local = crate::check_admm_options(&opt).and_then(|_| piece.validate());
     agree(comm, local)?;
     let starts = tile(piece, comm);
     agree(comm, starts.as_ref().map(|_| ()).map_err(|e| e.clone()))?;
@@ -267,6 +313,11 @@ pub fn solve_sharded(piece: &Piece, opt: AdmmOptions, comm: &mut dyn Comm) -> Re
     let t0 = Instant::now();
     let mut trace = Trace::default();
     let mut converged = false;
+    let every = match (opt.certify_every, opt.certified_gap_tol) {
+        (0, Some(_)) => 25,
+        (e, _) => e,
+    };
+    let traced = opt.trace || opt.gap_tol.is_some();
     for k in 1..=opt.max_iter.max(1) {
         st.iter = k;
         let lost = st.lost_mask(k);
@@ -309,9 +360,32 @@ pub fn solve_sharded(piece: &Piece, opt: AdmmOptions, comm: &mut dyn Comm) -> Re
         trace.eps_pri.push(ep);
         trace.eps_dual.push(ed);
         trace.rho.push(st.rho);
+        // the objective trace and the certified gap need the feasible recovery (three row
+        // exchanges) and the dual bound: only when asked, every rank at the same iterations
+        let check = every > 0 && k % every == 0;
+        let mut gap_ok = false;
+        if traced || check {
+            let o = objectives(&st, &lay, &mut ex, comm, check)?;
+            let ff = st.sc.to_user(o.feasible);
+            if traced {
+                trace.objective.push(st.sc.to_user(o.iterate));
+                trace.objective_feasible.push(ff);
+                if let Some(fs) = opt.reference {
+                    let g = (fs - ff) / wsum.max(1e-300);
+                    trace.gap.push(g);
+                    gap_ok |= opt.gap_tol.is_some_and(|tol| g <= tol);
+                }
+            }
+            if check {
+                let g = (st.sc.to_user(o.bound) - ff) / wsum.max(1e-300);
+                trace.certified_iter.push(k as u32);
+                trace.certified_gap.push(g);
+                gap_ok |= opt.certified_gap_tol.is_some_and(|tol| g <= tol);
+            }
+        }
         trace.time.push(t0.elapsed().as_secs_f64());
         let stop = !matches!(opt.stop, crate::StopRule::None) && r <= ep && d <= ed;
-        if k >= opt.min_iter && stop {
+        if k >= opt.min_iter && (stop || gap_ok) {
             converged = true;
             break;
         }
@@ -320,38 +394,10 @@ pub fn solve_sharded(piece: &Piece, opt: AdmmOptions, comm: &mut dyn Comm) -> Re
     let solve_time = t0.elapsed().as_secs_f64();
     let state_bytes = crate::footprint::admm(&st);
 
-    // feasible recovery (one theta per host one-sided, one global theta two-sided), objectives
-    // and the dual bound: partial sums over the own hosts, added across ranks
+    let o = objectives(&st, &lay, &mut ex, comm, opt.dual_bound)?;
     let sc = &st.sc;
-    let pg = rows_of(&lay, &mut ex, &sc.lo, comm)?;
-    let px = rows_of(&lay, &mut ex, &st.x, comm)?;
-    let (theta, global) = recover_theta(sc, &pg[..nn], &px[..nn]);
-    // two-sided, each host over its C pulls in its own entries ([`own_theta`]) when every
-    // host can; otherwise one global theta (agreed across ranks either way)
-    let hosts = if lay.diag {
-        Some(theta)
-    } else {
-        own_theta(sc, &lay, &pg, &px, &theta, &st.x)
-    };
-    let mut g = [global, if hosts.is_some() { 1.0 } else { 0.0 }];
-    comm.allreduce(&mut g, Op::Min)?;
-    let xf = match hosts {
-        Some(t) if g[1] == 1.0 => recover_apply(sc, Some(&t), 1.0, &st.x),
-        _ => recover_apply(sc, None, g[0], &st.x),
-    };
-    let zf = rows_of(&lay, &mut ex, &xf, comm)?;
-    let ub = if opt.dual_bound {
-        let nu: Vec<f64> =
-            st.v.iter()
-                .zip(&st.rs)
-                .map(|(v, r)| st.rho * r * v)
-                .collect();
-        upper_bound(sc, &lay, &nu).0
-    } else {
-        0.0
-    };
-    let mut f = [sc.objective(&st.x, &st.z), sc.objective(&xf, &zf), ub];
-    comm.allreduce(&mut f, Op::Sum)?;
+    let (xf, zf) = (o.xf, o.zf);
+    let f = [o.iterate, o.feasible, o.bound];
     let sx = sc.sx;
     let lf = sc.sf / sx;
     let user = |v: &[f64]| v.iter().map(|x| x * sx).collect::<Vec<f64>>();

@@ -55,14 +55,24 @@ pub enum Feedback {
     /// Every PSN below `cum` arrived. `sack` is the PSN that triggered this ACK (if the ACK is
     /// per packet), `echo_sport` the source port it came on, `ece` whether it was ECN-marked.
     /// `retx` echoes the ReTx bit of the data packet (MP-RDMA, Fig. 3).
-    Ack { cum: u32, sack: Option<u32>, echo_sport: u16, ece: bool, retx: bool },
+    Ack {
+        cum: u32,
+        sack: Option<u32>,
+        echo_sport: u16,
+        ece: bool,
+        retx: bool,
+    },
     /// Sequence error: the receiver expects `expected`; resend from there. `echo_sport` is the
     /// source port the NAK came on: for MP-RDMA the VP of the data packet it answers.
     Nak { expected: u32, echo_sport: u16 },
     /// MP-RDMA synchronise (§3.4): packet `psn` of a synchronise message arrived while an earlier
     /// message was incomplete (`expected` is the receiver's first hole) and was dropped unplaced;
     /// `echo_sport` is the source port (virtual path) it came on.
-    SyncNak { expected: u32, psn: u32, echo_sport: u16 },
+    SyncNak {
+        expected: u32,
+        psn: u32,
+        echo_sport: u16,
+    },
     /// Receiver not ready for `psn` (no RECV posted): resend it later.
     RnrNak { psn: u32 },
     /// A congestion notification (DCQCN).
@@ -103,12 +113,25 @@ pub enum RxClass {
 /// A control packet the receiver side wants sent back to the sender.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Reply {
-    Ack { cum: u32, sack: Option<u32>, echo_sport: u16, ece: bool, retx: bool },
-    Nak { expected: u32 },
+    Ack {
+        cum: u32,
+        sack: Option<u32>,
+        echo_sport: u16,
+        ece: bool,
+        retx: bool,
+    },
+    Nak {
+        expected: u32,
+    },
     /// See [`Feedback::SyncNak`]. On the wire: a NAK whose `sack` names the dropped PSN.
-    SyncNak { expected: u32, psn: u32 },
+    SyncNak {
+        expected: u32,
+        psn: u32,
+    },
     /// Receiver not ready (no RECV posted for a SEND): retry `psn` later. Sent by the NIC.
-    RnrNak { psn: u32 },
+    RnrNak {
+        psn: u32,
+    },
     Cnp,
 }
 

@@ -113,7 +113,15 @@ pub enum Src {
     Rto,
 }
 pub const SRCS: usize = 7;
-pub const SRC_NAMES: [&str; SRCS] = ["ack", "burst", "start", "restart", "nack", "hole_timer", "rto"];
+pub const SRC_NAMES: [&str; SRCS] = [
+    "ack",
+    "burst",
+    "start",
+    "restart",
+    "nack",
+    "hole_timer",
+    "rto",
+];
 pub const PICKS: usize = 5;
 pub const PICK_NAMES: [&str; PICKS] = ["new", "recovery", "hole", "early", "sync_retx"];
 
@@ -190,7 +198,11 @@ enum Pick {
 
 impl MpRdmaTransport {
     pub fn new(p: MpRdmaParams) -> Self {
-        let iw = p.cfg.iw.unwrap_or_else(|| (p.cfg.bdp.0 as f64 / p.mtu as f64).ceil().max(1.0) as u32).max(1) as f64;
+        let iw = p
+            .cfg
+            .iw
+            .unwrap_or_else(|| (p.cfg.bdp.0 as f64 / p.mtu as f64).ceil().max(1.0) as u32)
+            .max(1) as f64;
         let rng = RngStream::new(p.seed, "mp-rdma", &[p.host as u64, p.qpn as u64]);
         let l = p.cfg.bitmap as usize;
         let srtt = p.cfg.initial_rtt.0 as f64;
@@ -234,7 +246,10 @@ impl MpRdmaTransport {
             bitmap: vec![Slot::Empty; l],
             nak_sent_for: None,
             sync_early_hi: None,
-            stats: MpStats { ood_hist: vec![0; l.max(1)], ..Default::default() },
+            stats: MpStats {
+                ood_hist: vec![0; l.max(1)],
+                ..Default::default()
+            },
             p,
         }
     }
@@ -286,7 +301,8 @@ impl MpRdmaTransport {
             self.burst_armed = true;
             self.burst_gen += 1;
             let wait = (self.srtt * self.p.cfg.burst_rtt_frac).max(1.0) as Time;
-            fx.timers.push((now + wait, TimerKind::Burst, self.burst_gen));
+            fx.timers
+                .push((now + wait, TimerKind::Burst, self.burst_gen));
         }
     }
 
@@ -371,10 +387,15 @@ impl MpRdmaTransport {
         &mut self.bitmap[psn as usize % l]
     }
 
-
     fn feedback(&mut self, now: Time, fb: Feedback, fx: &mut TxFx) {
         match fb {
-            Feedback::Ack { cum, sack, echo_sport, ece, retx } => {
+            Feedback::Ack {
+                cum,
+                sack,
+                echo_sport,
+                ece,
+                retx,
+            } => {
                 self.stats.acks += 1;
                 self.last_activity = now;
                 self.last_ack = now;
@@ -382,7 +403,9 @@ impl MpRdmaTransport {
                 if ece {
                     self.stats.ecn_acks += 1;
                     self.shrink(0.5);
-                } else if !self.p.cfg.cwnd_validation || self.credits.len() < self.p.cfg.max_per_ack as usize {
+                } else if !self.p.cfg.cwnd_validation
+                    || self.credits.len() < self.p.cfg.max_per_ack as usize
+                {
                     self.cwnd += 1.0 / self.cwnd;
                 }
                 self.inflate += 1.0;
@@ -418,7 +441,15 @@ impl MpRdmaTransport {
                     }
                 }
             }
-            Feedback::Nak { expected, echo_sport } | Feedback::SyncNak { expected, echo_sport, .. } => {
+            Feedback::Nak {
+                expected,
+                echo_sport,
+            }
+            | Feedback::SyncNak {
+                expected,
+                echo_sport,
+                ..
+            } => {
                 // A packet beyond the receiver's bitmap was dropped; `expected` is the hole
                 // holding the window back. The dropped packet stays outstanding (no inflate):
                 // its retransmission's ACK will return its credit, on a path that works.
@@ -490,7 +521,8 @@ impl MpRdmaTransport {
                 if self.p.cfg.burst_after_last_ack {
                     // Only if no ACK came for the timer's length: while ACKs return, they clock
                     // the rest of the burst onto their own VPs.
-                    let due = self.last_ack + (self.srtt * self.p.cfg.burst_rtt_frac).max(1.0) as Time;
+                    let due =
+                        self.last_ack + (self.srtt * self.p.cfg.burst_rtt_frac).max(1.0) as Time;
                     if now < due {
                         fx.timers.push((due, TimerKind::Burst, gen));
                         return;
@@ -544,7 +576,11 @@ impl MpRdmaTransport {
                 // RTO (found with Fig. 11b, seed 2: 50 ms at 0 Gbps). With `nack_clocks` each
                 // resent copy at or beyond walk_from (= snd_una here) re-enters the window as it
                 // goes out (see on_sent), so all of it counts as gone now.
-                let resent_now = if self.p.cfg.nack_clocks { 0.0 } else { n as f64 };
+                let resent_now = if self.p.cfg.nack_clocks {
+                    0.0
+                } else {
+                    n as f64
+                };
                 self.inflate = (self.outstanding() - resent_now).max(0.0);
                 for _ in 0..n {
                     let vp = self.random_vp();
@@ -580,11 +616,23 @@ impl Transport for MpRdmaTransport {
         }
         // A synchronise message at the cursor may have to wait (§3.4); meanwhile the clocks it
         // would use are kept for it.
-        let hold = if have_new { self.sync.hold(now, next_new, self.snd_una, self.cwnd, self.srtt, self.last_progress) } else { Hold::Go };
+        let hold = if have_new {
+            self.sync.hold(
+                now,
+                next_new,
+                self.snd_una,
+                self.cwnd,
+                self.srtt,
+                self.last_progress,
+            )
+        } else {
+            Hold::Go
+        };
         let may_new = have_new && hold == Hold::Go;
         // Nothing in flight and nothing allowed: no ACK will come to clock anything. Start (or
         // restart after idle, from IW) on random VPs.
-        if have_new && self.credits.is_empty() && self.snd_una == self.snd_nxt && !self.in_recovery {
+        if have_new && self.credits.is_empty() && self.snd_una == self.snd_nxt && !self.in_recovery
+        {
             let idle = now.saturating_sub(self.last_activity) as f64;
             let mut src = Src::Start;
             if !self.started || idle > self.p.cfg.restart_rtts * self.srtt {
@@ -629,7 +677,9 @@ impl Transport for MpRdmaTransport {
                     (None, _) => (una, Pick::One),
                     (Some(_), Some(s)) => (s, Pick::SyncRetx),
                     (Some(_), None) if walk < self.recovery.min(limit) => (walk, Pick::Recovery),
-                    (Some(_), None) if may_new && next_new < limit && walk >= self.recovery => (next_new, Pick::New),
+                    (Some(_), None) if may_new && next_new < limit && walk >= self.recovery => {
+                        (next_new, Pick::New)
+                    }
                     (Some(t), None) => {
                         let hole_check = t + (self.srtt * 1.5).ceil() as Time + 1;
                         return Plan::Wait(match hold {
@@ -670,7 +720,11 @@ impl Transport for MpRdmaTransport {
                 }
                 continue;
             };
-            let vp = if self.probe_next { self.random_vp_peek() } else { vp };
+            let vp = if self.probe_next {
+                self.random_vp_peek()
+            } else {
+                vp
+            };
             self.planned = Some((psn, vp, pick, src));
             return Plan::Send { psn, sport: vp };
         }
@@ -680,12 +734,28 @@ impl Transport for MpRdmaTransport {
         0
     }
 
-    fn on_sent(&mut self, now: Time, psn: u32, npsn: u32, _wire: u32, reliable: bool, fx: &mut TxFx) {
+    fn on_sent(
+        &mut self,
+        now: Time,
+        psn: u32,
+        npsn: u32,
+        _wire: u32,
+        reliable: bool,
+        fx: &mut TxFx,
+    ) {
         self.last_activity = now;
         let planned = self.planned.take();
         let (vp, pick, src) = match planned {
             Some((p, vp, pick, src)) if p == psn => (vp, pick, src),
-            _ => (self.p.sport, if psn >= self.snd_nxt { Pick::New } else { Pick::Early }, Src::Ack),
+            _ => (
+                self.p.sport,
+                if psn >= self.snd_nxt {
+                    Pick::New
+                } else {
+                    Pick::Early
+                },
+                Src::Ack,
+            ),
         };
         let mut probe = false;
         if planned.is_some() {
@@ -722,7 +792,11 @@ impl Transport for MpRdmaTransport {
             }
             Pick::Early => {}
         }
-        if self.p.cfg.nack_clocks && self.in_recovery && matches!(pick, Pick::Recovery | Pick::One) && psn >= self.walk_from {
+        if self.p.cfg.nack_clocks
+            && self.in_recovery
+            && matches!(pick, Pick::Recovery | Pick::One)
+            && psn >= self.walk_from
+        {
             // The walk resends what the bitmap dropped (or, after RTO, everything): its NACK (or
             // the timeout) counted it as gone, so the copy re-enters the window (its ACK will
             // count it gone again). Holes below walk_from were never counted and need nothing.
@@ -734,7 +808,11 @@ impl Transport for MpRdmaTransport {
             // If this retransmission (or its ACK) is lost when the window is full of packets the
             // receiver dropped beyond its bitmap, no ACK comes back to clock another try: check
             // again after 1.5 srtt (a failed path otherwise stalls the flow until RTO).
-            fx.timers.push((now + (self.srtt * 1.5).ceil() as Time + 1, TimerKind::Hole, psn));
+            fx.timers.push((
+                now + (self.srtt * 1.5).ceil() as Time + 1,
+                TimerKind::Hole,
+                psn,
+            ));
         }
         match pick {
             Pick::New | Pick::Recovery | Pick::One | Pick::SyncRetx => {}
@@ -756,14 +834,22 @@ impl Transport for MpRdmaTransport {
         self.hole_rearm = false;
         self.feedback(now, fb, fx);
         if let (true, Some((h, t))) = (self.hole_rearm, self.hole_retx) {
-            fx.timers.push((t + (self.srtt * 1.5).ceil() as Time + 1, TimerKind::Hole, h));
+            fx.timers
+                .push((t + (self.srtt * 1.5).ceil() as Time + 1, TimerKind::Hole, h));
         }
         if self.window_moved && !self.credits.is_empty() {
             fx.kick = true;
         }
     }
 
-    fn on_timer(&mut self, now: Time, kind: TimerKind, gen: u32, first_missing: u32, fx: &mut TxFx) {
+    fn on_timer(
+        &mut self,
+        now: Time,
+        kind: TimerKind,
+        gen: u32,
+        first_missing: u32,
+        fx: &mut TxFx,
+    ) {
         self.timer(now, kind, gen, first_missing, fx)
     }
 
@@ -789,17 +875,26 @@ impl Transport for MpRdmaTransport {
         }
 
         let l = self.bitmap.len() as u32;
-        let dup = d.psn < self.rcv_nxt || (d.psn - self.rcv_nxt < l && *self.slot(d.psn) != Slot::Empty);
+        let dup =
+            d.psn < self.rcv_nxt || (d.psn - self.rcv_nxt < l && *self.slot(d.psn) != Slot::Empty);
         if dup {
             self.stats.dup_rx += 1;
-            out.push(Reply::Ack { cum: self.rcv_nxt, sack: Some(d.psn), echo_sport: d.sport, ece: d.ce, retx: d.retx });
+            out.push(Reply::Ack {
+                cum: self.rcv_nxt,
+                sack: Some(d.psn),
+                echo_sport: d.sport,
+                ece: d.ce,
+                retx: d.retx,
+            });
             return RxClass::Duplicate;
         }
         if d.psn - self.rcv_nxt >= l {
             // Beyond the bitmap: drop, and NACK the PSN that holds the window back (every such
             // drop: the sender ignores repeats while that PSN's retransmission is in flight).
             self.stats.bitmap_drops += 1;
-            out.push(Reply::Nak { expected: self.rcv_nxt });
+            out.push(Reply::Nak {
+                expected: self.rcv_nxt,
+            });
             return RxClass::Drop;
         }
         if let Some(first) = d.sync_first {
@@ -811,7 +906,10 @@ impl Transport for MpRdmaTransport {
                     self.sync_early_hi = Some(first);
                     self.stats.sync_early += 1;
                 }
-                out.push(Reply::SyncNak { expected: self.rcv_nxt, psn: d.psn });
+                out.push(Reply::SyncNak {
+                    expected: self.rcv_nxt,
+                    psn: d.psn,
+                });
                 return RxClass::Drop;
             }
         }
@@ -837,15 +935,29 @@ impl Transport for MpRdmaTransport {
             *self.slot(n) = Slot::Empty;
             self.rcv_nxt += 1;
         }
-        out.push(Reply::Ack { cum: self.rcv_nxt, sack: Some(d.psn), echo_sport: d.sport, ece: d.ce, retx: d.retx });
+        out.push(Reply::Ack {
+            cum: self.rcv_nxt,
+            sack: Some(d.psn),
+            echo_sport: d.sport,
+            ece: d.ce,
+            retx: d.retx,
+        });
     }
 
-    fn on_read_request(&mut self, _now: Time, psn: u32, npsn: u32, out: &mut Vec<Reply>) -> RxClass {
+    fn on_read_request(
+        &mut self,
+        _now: Time,
+        psn: u32,
+        npsn: u32,
+        out: &mut Vec<Reply>,
+    ) -> RxClass {
         // READ requests are served in order (their responses use the connection's own port).
         if psn > self.rcv_nxt {
             if self.nak_sent_for != Some(self.rcv_nxt) {
                 self.nak_sent_for = Some(self.rcv_nxt);
-                out.push(Reply::Nak { expected: self.rcv_nxt });
+                out.push(Reply::Nak {
+                    expected: self.rcv_nxt,
+                });
             }
             return RxClass::Drop;
         }
@@ -917,8 +1029,22 @@ impl Transport for MpRdmaTransport {
             ("sync_dropped", s.sync_dropped as f64),
         ];
         // The accounting: packets sent by what allowed them, and by what they carried.
-        const BY_SRC: [&str; SRCS] = ["sent_ack", "sent_burst", "sent_start", "sent_restart", "sent_nack", "sent_hole_timer", "sent_rto"];
-        const BY_PICK: [&str; PICKS] = ["sent_new", "sent_recovery", "sent_hole", "sent_early", "sent_sync_retx"];
+        const BY_SRC: [&str; SRCS] = [
+            "sent_ack",
+            "sent_burst",
+            "sent_start",
+            "sent_restart",
+            "sent_nack",
+            "sent_hole_timer",
+            "sent_rto",
+        ];
+        const BY_PICK: [&str; PICKS] = [
+            "sent_new",
+            "sent_recovery",
+            "sent_hole",
+            "sent_early",
+            "sent_sync_retx",
+        ];
         for (i, name) in BY_SRC.iter().enumerate() {
             v.push((name, s.sent[i].iter().sum::<u64>() as f64));
         }
@@ -980,7 +1106,16 @@ mod tests {
     use braid_engine::time::US;
 
     fn t(cfg: MpRdmaConfig) -> MpRdmaTransport {
-        MpRdmaTransport::new(MpRdmaParams { cfg, mtu: 1000, rto: 1_000 * US, rnr_delay: 10 * US, sport: 50000, seed: 7, host: 0, qpn: 0 })
+        MpRdmaTransport::new(MpRdmaParams {
+            cfg,
+            mtu: 1000,
+            rto: 1_000 * US,
+            rnr_delay: 10 * US,
+            sport: 50000,
+            seed: 7,
+            host: 0,
+            qpn: 0,
+        })
     }
 
     /// Sends everything the transport allows now (new data always available); returns (psn, vp).
@@ -999,13 +1134,26 @@ mod tests {
 
     fn ack(m: &mut MpRdmaTransport, now: Time, cum: u32, sack: u32, vp: u16, ece: bool) -> TxFx {
         let mut fx = TxFx::default();
-        m.on_feedback(now, Feedback::Ack { cum, sack: Some(sack), echo_sport: vp, ece, retx: false }, &mut fx);
+        m.on_feedback(
+            now,
+            Feedback::Ack {
+                cum,
+                sack: Some(sack),
+                echo_sport: vp,
+                ece,
+                retx: false,
+            },
+            &mut fx,
+        );
         fx
     }
 
     #[test]
     fn initial_window_goes_to_iw_random_vps() {
-        let mut m = t(MpRdmaConfig { iw: Some(16), ..Default::default() });
+        let mut m = t(MpRdmaConfig {
+            iw: Some(16),
+            ..Default::default()
+        });
         let mut next = 0;
         let sent = drain(&mut m, 0, &mut next);
         assert_eq!(sent.len(), 16);
@@ -1015,7 +1163,11 @@ mod tests {
 
     #[test]
     fn an_ack_clocks_its_packets_onto_its_own_vp() {
-        let mut m = t(MpRdmaConfig { iw: Some(8), probe_p: 0.0, ..Default::default() });
+        let mut m = t(MpRdmaConfig {
+            iw: Some(8),
+            probe_p: 0.0,
+            ..Default::default()
+        });
         let mut next = 0;
         let sent = drain(&mut m, 0, &mut next);
         // Each in-order ACK clocks one packet (and a second when cwnd grows past an integer) onto
@@ -1024,8 +1176,14 @@ mod tests {
             let now = 10 * US + i as Time;
             ack(&mut m, now, psn + 1, psn, vp, false);
             let out = drain(&mut m, now, &mut next);
-            assert!(!out.is_empty() && out.len() <= 2, "one ACK clocks one or two packets: {out:?}");
-            assert!(out.iter().all(|&(_, v)| v == vp), "clocked onto the ACK's VP {vp}: {out:?}");
+            assert!(
+                !out.is_empty() && out.len() <= 2,
+                "one ACK clocks one or two packets: {out:?}"
+            );
+            assert!(
+                out.iter().all(|&(_, v)| v == vp),
+                "clocked onto the ACK's VP {vp}: {out:?}"
+            );
         }
         // cwnd grew by about 1/cwnd per ACK: 8 ACKs ≈ +1.
         assert!((m.cwnd - 9.0).abs() < 0.1, "cwnd {}", m.cwnd);
@@ -1033,7 +1191,11 @@ mod tests {
 
     #[test]
     fn ecn_acks_shrink_the_window_by_half_a_packet_and_clock_less() {
-        let mut m = t(MpRdmaConfig { iw: Some(8), probe_p: 0.0, ..Default::default() });
+        let mut m = t(MpRdmaConfig {
+            iw: Some(8),
+            probe_p: 0.0,
+            ..Default::default()
+        });
         let mut next = 0;
         let sent = drain(&mut m, 0, &mut next);
         let mut clocked = 0;
@@ -1041,13 +1203,25 @@ mod tests {
             ack(&mut m, 10 * US, psn + 1, psn, vp, true);
             clocked += drain(&mut m, 10 * US, &mut next).len();
         }
-        assert!((m.cwnd - 4.0).abs() < 1e-9, "8 ECN ACKs: 8 - 8/2 = 4, got {}", m.cwnd);
-        assert_eq!(clocked, 4, "the window shrank by 4, so 4 of 8 ACKs clocked a packet");
+        assert!(
+            (m.cwnd - 4.0).abs() < 1e-9,
+            "8 ECN ACKs: 8 - 8/2 = 4, got {}",
+            m.cwnd
+        );
+        assert_eq!(
+            clocked, 4,
+            "the window shrank by 4, so 4 of 8 ACKs clocked a packet"
+        );
     }
 
     #[test]
     fn an_ack_far_behind_the_highest_sack_prunes_its_path() {
-        let mut m = t(MpRdmaConfig { iw: Some(64), delta: 16, probe_p: 0.0, ..Default::default() });
+        let mut m = t(MpRdmaConfig {
+            iw: Some(64),
+            delta: 16,
+            probe_p: 0.0,
+            ..Default::default()
+        });
         let mut next = 0;
         let sent = drain(&mut m, 0, &mut next);
         // The fast path delivered PSN 40 first (cum stays 0: 0..39 outstanding).
@@ -1059,7 +1233,10 @@ mod tests {
         // PSN 10 arrives late on its own (slow) VP: 10 < snd_ool = 40 − 16. No clock, cwnd − 1.
         let (_, slow) = sent[10];
         ack(&mut m, 20 * US, 0, 10, slow, false);
-        assert!(drain(&mut m, 20 * US, &mut next).is_empty(), "a pruned ACK clocks nothing");
+        assert!(
+            drain(&mut m, 20 * US, &mut next).is_empty(),
+            "a pruned ACK clocks nothing"
+        );
         assert!(m.cwnd < c0, "pruned: cwnd {} < {c0}", m.cwnd);
         assert_eq!(m.stats.ooo_pruned, 1);
         // PSN 30 (30 ≥ 24) is within Δ and clocks normally.
@@ -1069,14 +1246,37 @@ mod tests {
         assert!(!out.is_empty() && out.iter().all(|x| x.1 == mid), "{out:?}");
         // A retransmission's ACK is exempt, however low its SACK.
         let mut fx = TxFx::default();
-        m.on_feedback(22 * US, Feedback::Ack { cum: 0, sack: Some(1), echo_sport: slow, ece: false, retx: true }, &mut fx);
+        m.on_feedback(
+            22 * US,
+            Feedback::Ack {
+                cum: 0,
+                sack: Some(1),
+                echo_sport: slow,
+                ece: false,
+                retx: true,
+            },
+            &mut fx,
+        );
         assert_eq!(m.stats.ooo_pruned, 1);
     }
 
     #[test]
     fn receiver_drops_beyond_the_bitmap_and_nacks_the_hole() {
-        let mut m = t(MpRdmaConfig { bitmap: 64, ..Default::default() });
-        let d = |psn| DataInfo { psn, first: true, last: true, ce: false, sport: 1, read_response: false, retx: false, completion: false, sync_first: None };
+        let mut m = t(MpRdmaConfig {
+            bitmap: 64,
+            ..Default::default()
+        });
+        let d = |psn| DataInfo {
+            psn,
+            first: true,
+            last: true,
+            ce: false,
+            sport: 1,
+            read_response: false,
+            retx: false,
+            completion: false,
+            sync_first: None,
+        };
         let mut out = vec![];
         // PSN 0 is lost; 1..=63 fit in the bitmap.
         for psn in 1..64 {
@@ -1087,14 +1287,27 @@ mod tests {
         out.clear();
         assert_eq!(m.on_data(0, d(64), &mut out), RxClass::Drop);
         assert_eq!(m.on_data(0, d(65), &mut out), RxClass::Drop);
-        assert_eq!(out, vec![Reply::Nak { expected: 0 }; 2], "each drop NACKs the hole");
+        assert_eq!(
+            out,
+            vec![Reply::Nak { expected: 0 }; 2],
+            "each drop NACKs the hole"
+        );
         // The retransmission fills the hole: the cumulative point jumps to 64.
         out.clear();
         let mut r = d(0);
         r.retx = true;
         assert_eq!(m.on_data(0, r, &mut out), RxClass::Accept);
         m.on_accepted(0, r, &mut out);
-        assert_eq!(out, vec![Reply::Ack { cum: 64, sack: Some(0), echo_sport: 1, ece: false, retx: true }]);
+        assert_eq!(
+            out,
+            vec![Reply::Ack {
+                cum: 64,
+                sack: Some(0),
+                echo_sport: 1,
+                ece: false,
+                retx: true
+            }]
+        );
         assert_eq!(m.on_data(0, d(5), &mut out), RxClass::Duplicate);
     }
 
@@ -1102,46 +1315,99 @@ mod tests {
     fn a_nack_starts_recovery_and_acks_clock_retransmissions() {
         // The NACK itself clocks only the hole (braid's earlier rule; see the next test for
         // `nack_clocks`).
-        let mut m = t(MpRdmaConfig { iw: Some(8), probe_p: 0.0, nack_clocks: false, ..Default::default() });
+        let mut m = t(MpRdmaConfig {
+            iw: Some(8),
+            probe_p: 0.0,
+            nack_clocks: false,
+            ..Default::default()
+        });
         let mut next = 0;
         let sent = drain(&mut m, 0, &mut next);
         let mut fx = TxFx::default();
-        m.on_feedback(5 * US, Feedback::Nak { expected: 2, echo_sport: 1 }, &mut fx);
+        m.on_feedback(
+            5 * US,
+            Feedback::Nak {
+                expected: 2,
+                echo_sport: 1,
+            },
+            &mut fx,
+        );
         assert!(m.in_recovery && m.recovery == 8 && m.snd_una == 2);
         let out = drain(&mut m, 5 * US, &mut next);
-        assert_eq!(out.iter().map(|x| x.0).collect::<Vec<_>>(), vec![2], "the NACK clocks the first retransmission");
+        assert_eq!(
+            out.iter().map(|x| x.0).collect::<Vec<_>>(),
+            vec![2],
+            "the NACK clocks the first retransmission"
+        );
         ack(&mut m, 6 * US, 3, 2, sent[3].1, false);
         let out = drain(&mut m, 6 * US, &mut next);
-        assert_eq!(out[0].0, 3, "in recovery an ACK clocks a retransmission, not new data: {out:?}");
+        assert_eq!(
+            out[0].0, 3,
+            "in recovery an ACK clocks a retransmission, not new data: {out:?}"
+        );
         ack(&mut m, 7 * US, 8, 7, sent[7].1, false);
         assert!(!m.in_recovery, "snd_una reached `recovery`");
     }
 
     #[test]
     fn a_lost_hole_retransmission_is_resent_by_the_hole_timer() {
-        let mut m = t(MpRdmaConfig { iw: Some(8), probe_p: 0.0, nack_clocks: false, ..Default::default() });
+        let mut m = t(MpRdmaConfig {
+            iw: Some(8),
+            probe_p: 0.0,
+            nack_clocks: false,
+            ..Default::default()
+        });
         let mut next = 0;
         drain(&mut m, 0, &mut next);
         let mut fx = TxFx::default();
-        m.on_feedback(5 * US, Feedback::Nak { expected: 2, echo_sport: 1 }, &mut fx);
+        m.on_feedback(
+            5 * US,
+            Feedback::Nak {
+                expected: 2,
+                echo_sport: 1,
+            },
+            &mut fx,
+        );
         // The NACK clocks the hole; its send arms the hole timer.
-        let Plan::Send { psn, .. } = m.plan(5 * US, next, true) else { panic!("the hole goes first") };
+        let Plan::Send { psn, .. } = m.plan(5 * US, next, true) else {
+            panic!("the hole goes first")
+        };
         assert_eq!(psn, 2);
         let mut fx = TxFx::default();
         m.on_sent(5 * US, psn, 1, 1058, true, &mut fx);
-        let (at, kind, gen) = fx.timers.iter().copied().find(|x| x.1 == TimerKind::Hole).expect("hole timer armed");
+        let (at, kind, gen) = fx
+            .timers
+            .iter()
+            .copied()
+            .find(|x| x.1 == TimerKind::Hole)
+            .expect("hole timer armed");
         assert_eq!((kind, gen), (TimerKind::Hole, 2));
-        assert!(m.credits() == 0 && matches!(m.plan(5 * US, next, true), Plan::Blocked), "nothing else may go");
+        assert!(
+            m.credits() == 0 && matches!(m.plan(5 * US, next, true), Plan::Blocked),
+            "nothing else may go"
+        );
         // Neither the retransmission nor its ACK came back: the timer grants one packet, the hole.
         let mut fx = TxFx::default();
         m.on_timer(at, TimerKind::Hole, gen, 0, &mut fx);
         assert!(fx.kick && m.credits() == 1);
         assert!(matches!(m.plan(at, next, true), Plan::Send { psn: 2, .. }));
         // Once the hole is filled a late timer does nothing.
-        let mut m2 = t(MpRdmaConfig { iw: Some(8), probe_p: 0.0, nack_clocks: false, ..Default::default() });
+        let mut m2 = t(MpRdmaConfig {
+            iw: Some(8),
+            probe_p: 0.0,
+            nack_clocks: false,
+            ..Default::default()
+        });
         let mut next2 = 0;
         let sent = drain(&mut m2, 0, &mut next2);
-        m2.on_feedback(5 * US, Feedback::Nak { expected: 2, echo_sport: 1 }, &mut TxFx::default());
+        m2.on_feedback(
+            5 * US,
+            Feedback::Nak {
+                expected: 2,
+                echo_sport: 1,
+            },
+            &mut TxFx::default(),
+        );
         drain(&mut m2, 5 * US, &mut next2);
         ack(&mut m2, 6 * US, 8, 2, sent[2].1, false);
         let before = m2.credits();
@@ -1152,14 +1418,23 @@ mod tests {
 
     #[test]
     fn burst_control_sends_at_most_two_per_ack_and_the_rest_on_the_timer() {
-        let mut m = t(MpRdmaConfig { iw: Some(8), probe_p: 0.0, ..Default::default() });
+        let mut m = t(MpRdmaConfig {
+            iw: Some(8),
+            probe_p: 0.0,
+            ..Default::default()
+        });
         let mut next = 0;
         let sent = drain(&mut m, 0, &mut next);
         // One ACK acknowledges all 8 (a cumulative jump): 8+ packets allowed, 2 go now.
         let fx = ack(&mut m, 10 * US, 8, 7, sent[7].1, false);
         let out = drain(&mut m, 10 * US, &mut next);
         assert_eq!(out.len(), 2);
-        let (at, kind, gen) = fx.timers.iter().copied().find(|x| x.1 == TimerKind::Burst).expect("burst timer armed");
+        let (at, kind, gen) = fx
+            .timers
+            .iter()
+            .copied()
+            .find(|x| x.1 == TimerKind::Burst)
+            .expect("burst timer armed");
         assert_eq!(at, 10 * US + m.srtt() / 2);
         let mut fx = TxFx::default();
         m.on_timer(at, kind, gen, 0, &mut fx);
@@ -1172,13 +1447,23 @@ mod tests {
     #[test]
     fn the_burst_timer_waits_while_acks_keep_coming() {
         for after_last_ack in [true, false] {
-            let mut m = t(MpRdmaConfig { iw: Some(8), probe_p: 0.0, burst_after_last_ack: after_last_ack, ..Default::default() });
+            let mut m = t(MpRdmaConfig {
+                iw: Some(8),
+                probe_p: 0.0,
+                burst_after_last_ack: after_last_ack,
+                ..Default::default()
+            });
             let mut next = 0;
             let sent = drain(&mut m, 0, &mut next);
             // A cumulative jump allows 8+ packets: 2 go on the ACK's VP, the timer is armed.
             let fx = ack(&mut m, 10 * US, 4, 3, sent[3].1, false);
             drain(&mut m, 10 * US, &mut next);
-            let (at, _, gen) = fx.timers.iter().copied().find(|x| x.1 == TimerKind::Burst).expect("burst timer armed");
+            let (at, _, gen) = fx
+                .timers
+                .iter()
+                .copied()
+                .find(|x| x.1 == TimerKind::Burst)
+                .expect("burst timer armed");
             // An ACK arrives just before the timer; it clocks (up to) two on its own VP.
             let late = at - 1;
             ack(&mut m, late, 5, 4, sent[4].1, false);
@@ -1190,22 +1475,35 @@ mod tests {
             if after_last_ack {
                 // §3.5: "if no subsequent ACKs return": one just did, so nothing goes on random
                 // VPs yet; the timer is re-armed srtt/2 after that ACK.
-                assert!(fired.is_empty() && m.stats.burst_timer_pkts == 0, "{fired:?}");
+                assert!(
+                    fired.is_empty() && m.stats.burst_timer_pkts == 0,
+                    "{fired:?}"
+                );
                 let (at2, kind, gen2) = fx.timers[0];
-                assert_eq!((at2, kind, gen2), (late + m.srtt() / 2, TimerKind::Burst, gen));
+                assert_eq!(
+                    (at2, kind, gen2),
+                    (late + m.srtt() / 2, TimerKind::Burst, gen)
+                );
                 // No ACK since: now the rest goes, on random VPs.
                 m.on_timer(at2, kind, gen2, 0, &mut TxFx::default());
                 let out = drain(&mut m, at2, &mut next);
                 assert!(!out.is_empty() && m.stats.burst_timer_pkts == out.len() as u64);
             } else {
-                assert!(!fired.is_empty() && m.stats.burst_timer_pkts > 0, "fixed timer: fires regardless");
+                assert!(
+                    !fired.is_empty() && m.stats.burst_timer_pkts > 0,
+                    "fixed timer: fires regardless"
+                );
             }
         }
     }
 
     #[test]
     fn a_timeout_lets_the_acks_of_the_resent_packets_clock_again() {
-        let mut m = t(MpRdmaConfig { iw: Some(16), probe_p: 0.0, ..Default::default() });
+        let mut m = t(MpRdmaConfig {
+            iw: Some(16),
+            probe_p: 0.0,
+            ..Default::default()
+        });
         let mut next = 0;
         drain(&mut m, 0, &mut next);
         // Nothing comes back (all 16 lost on failed paths) and cwnd has meanwhile fallen to 4:
@@ -1214,59 +1512,152 @@ mod tests {
         let mut fx = TxFx::default();
         m.on_timer(1_000 * US, TimerKind::Rto, 0, 0, &mut fx);
         let resent = drain(&mut m, 1_000 * US, &mut next);
-        assert_eq!(resent.iter().map(|x| x.0).collect::<Vec<_>>(), vec![0, 1, 2, 3]);
+        assert_eq!(
+            resent.iter().map(|x| x.0).collect::<Vec<_>>(),
+            vec![0, 1, 2, 3]
+        );
         // The resent PSN 1 is acknowledged (PSN 0's copy is lost again): the 16 presumed-lost
         // packets count as gone, so this ACK clocks the next retransmission on its VP. (With
         // inflate reset to 0, awnd = 4 + 1 − 16 < 0: no clock, and the flow waits for the next RTO.)
         let vp = resent[1].1;
-        m.on_feedback(1_010 * US, Feedback::Ack { cum: 0, sack: Some(1), echo_sport: vp, ece: false, retx: true }, &mut TxFx::default());
+        m.on_feedback(
+            1_010 * US,
+            Feedback::Ack {
+                cum: 0,
+                sack: Some(1),
+                echo_sport: vp,
+                ece: false,
+                retx: true,
+            },
+            &mut TxFx::default(),
+        );
         let out = drain(&mut m, 1_010 * US, &mut next);
-        assert!(!out.is_empty() && out.iter().all(|x| x.1 == vp), "clocked on the ACK's VP: {out:?}");
+        assert!(
+            !out.is_empty() && out.iter().all(|x| x.1 == vp),
+            "clocked on the ACK's VP: {out:?}"
+        );
     }
 
     #[test]
     fn nack_credits_go_back_to_their_vps_and_wait_for_the_hole() {
         // L = 4: PSN 0 is lost, 1..3 fill the bitmap, 4 and 5 are dropped beyond it (NACKs).
-        let mut m = t(MpRdmaConfig { iw: Some(8), bitmap: 4, delta: 2, probe_p: 0.0, ..Default::default() });
+        let mut m = t(MpRdmaConfig {
+            iw: Some(8),
+            bitmap: 4,
+            delta: 2,
+            probe_p: 0.0,
+            ..Default::default()
+        });
         let mut next = 0;
         drain(&mut m, 0, &mut next);
         let (x, y) = (50001, 50002);
-        m.on_feedback(5 * US, Feedback::Nak { expected: 0, echo_sport: x }, &mut TxFx::default());
+        m.on_feedback(
+            5 * US,
+            Feedback::Nak {
+                expected: 0,
+                echo_sport: x,
+            },
+            &mut TxFx::default(),
+        );
         // Its credit is X's: it resends the hole there.
         assert_eq!(drain(&mut m, 5 * US, &mut next), vec![(0, x)]);
-        m.on_feedback(6 * US, Feedback::Nak { expected: 0, echo_sport: y }, &mut TxFx::default());
+        m.on_feedback(
+            6 * US,
+            Feedback::Nak {
+                expected: 0,
+                echo_sport: y,
+            },
+            &mut TxFx::default(),
+        );
         // Y's credits (PSNs 4 and 5 have left the network, so two of 8 are free) cannot go:
         // everything below snd_una + L is received or resent. They wait, on Y.
         assert!(drain(&mut m, 6 * US, &mut next).is_empty() && m.credits() == 2);
         // The hole's copy arrives (cum 0 → 4): Y's credits resend PSNs 4, 5 (dropped) on Y.
         let mut fx = TxFx::default();
-        m.on_feedback(15 * US, Feedback::Ack { cum: 4, sack: Some(0), echo_sport: x, ece: false, retx: true }, &mut fx);
+        m.on_feedback(
+            15 * US,
+            Feedback::Ack {
+                cum: 4,
+                sack: Some(0),
+                echo_sport: x,
+                ece: false,
+                retx: true,
+            },
+            &mut fx,
+        );
         let out = drain(&mut m, 15 * US, &mut next);
         assert_eq!(out[..2], [(4, y), (5, y)], "{out:?}");
         // Under the earlier rule a NACK counts nothing for the window: only the one credit a
         // NACK grants when nothing else is allowed.
-        let mut m = t(MpRdmaConfig { iw: Some(8), bitmap: 4, delta: 2, probe_p: 0.0, nack_clocks: false, ..Default::default() });
+        let mut m = t(MpRdmaConfig {
+            iw: Some(8),
+            bitmap: 4,
+            delta: 2,
+            probe_p: 0.0,
+            nack_clocks: false,
+            ..Default::default()
+        });
         let mut next = 0;
         drain(&mut m, 0, &mut next);
-        m.on_feedback(5 * US, Feedback::Nak { expected: 0, echo_sport: x }, &mut TxFx::default());
+        m.on_feedback(
+            5 * US,
+            Feedback::Nak {
+                expected: 0,
+                echo_sport: x,
+            },
+            &mut TxFx::default(),
+        );
         drain(&mut m, 5 * US, &mut next);
-        m.on_feedback(6 * US, Feedback::Nak { expected: 0, echo_sport: y }, &mut TxFx::default());
-        assert!(m.inflate == 0.0 && m.credits() == 1, "inflate {} credits {}", m.inflate, m.credits());
+        m.on_feedback(
+            6 * US,
+            Feedback::Nak {
+                expected: 0,
+                echo_sport: y,
+            },
+            &mut TxFx::default(),
+        );
+        assert!(
+            m.inflate == 0.0 && m.credits() == 1,
+            "inflate {} credits {}",
+            m.inflate,
+            m.credits()
+        );
     }
 
     #[test]
     fn a_nack_with_nothing_allowed_resends_the_hole_on_its_echoed_vp() {
-        let mut m = t(MpRdmaConfig { iw: Some(8), probe_p: 0.0, ..Default::default() });
+        let mut m = t(MpRdmaConfig {
+            iw: Some(8),
+            probe_p: 0.0,
+            ..Default::default()
+        });
         let mut next = 0;
         drain(&mut m, 0, &mut next);
         let mut fx = TxFx::default();
-        m.on_feedback(5 * US, Feedback::Nak { expected: 2, echo_sport: 50123 }, &mut fx);
-        assert_eq!(m.plan(5 * US, next, true), Plan::Send { psn: 2, sport: 50123 });
+        m.on_feedback(
+            5 * US,
+            Feedback::Nak {
+                expected: 2,
+                echo_sport: 50123,
+            },
+            &mut fx,
+        );
+        assert_eq!(
+            m.plan(5 * US, next, true),
+            Plan::Send {
+                psn: 2,
+                sport: 50123
+            }
+        );
     }
 
     #[test]
     fn no_new_data_retransmits_early_then_loses_the_window() {
-        let mut m = t(MpRdmaConfig { iw: Some(4), probe_p: 0.0, ..Default::default() });
+        let mut m = t(MpRdmaConfig {
+            iw: Some(4),
+            probe_p: 0.0,
+            ..Default::default()
+        });
         let mut next = 0;
         let sent = drain(&mut m, 0, &mut next);
         // PSN 3 was delivered, 0..2 are outstanding; no new data: early retransmissions of 0, 1.
@@ -1277,7 +1668,11 @@ mod tests {
             m.on_sent(10 * US, psn, 1, 1058, true, &mut fx);
             got.push(psn);
         }
-        assert_eq!(got, vec![0], "one clock, one early retransmission of the oldest unacknowledged PSN");
+        assert_eq!(
+            got,
+            vec![0],
+            "one clock, one early retransmission of the oldest unacknowledged PSN"
+        );
         // Everything acknowledged, nothing to send: the clock is lost and cwnd shrinks by one.
         let c = m.cwnd;
         ack(&mut m, 11 * US, 4, 0, sent[0].1, false);
@@ -1290,7 +1685,11 @@ mod tests {
     #[test]
     fn a_sync_message_leaves_delta_t_after_its_predecessors_and_keeps_its_clock() {
         // Δ = 32, α = 1.0 (defaults), srtt = initial_rtt = 12 µs (no sample taken below).
-        let mut m = t(MpRdmaConfig { iw: Some(8), probe_p: 0.0, ..Default::default() });
+        let mut m = t(MpRdmaConfig {
+            iw: Some(8),
+            probe_p: 0.0,
+            ..Default::default()
+        });
         let mut next = 0;
         let sent = drain(&mut m, 0, &mut next);
         m.sync_at(8);
@@ -1300,37 +1699,73 @@ mod tests {
         // Δt = α·Δ / (cwnd / RTT) = 32 / (64 / 12 µs) = 6 µs after the last predecessor (t = 0).
         assert_eq!(m.plan(US, 8, true), Plan::Wait(6 * US));
         assert_eq!(m.plan(5 * US, 8, true), Plan::Wait(6 * US));
-        assert!(m.credits() >= 1, "the clock is kept for the held message, not lost");
+        assert!(
+            m.credits() >= 1,
+            "the clock is kept for the held message, not lost"
+        );
         assert_eq!(m.stats.window_reductions + m.stats.early_retx, 0);
-        let Plan::Send { psn, sport } = m.plan(6 * US, 8, true) else { panic!("Δt has passed") };
-        assert_eq!((psn, sport), (8, sent[3].1), "on the VP of the ACK that clocked it");
+        let Plan::Send { psn, sport } = m.plan(6 * US, 8, true) else {
+            panic!("Δt has passed")
+        };
+        assert_eq!(
+            (psn, sport),
+            (8, sent[3].1),
+            "on the VP of the ACK that clocked it"
+        );
         m.on_sent(6 * US, 8, 1, 1058, true, &mut TxFx::default());
         let c: std::collections::BTreeMap<_, _> = m.counters().into_iter().collect();
-        assert_eq!((c["sync_sent"], c["sync_held_us"]), (1.0, 5.0), "held from 1 µs (ready) to 6 µs");
+        assert_eq!(
+            (c["sync_sent"], c["sync_held_us"]),
+            (1.0, 5.0),
+            "held from 1 µs (ready) to 6 µs"
+        );
         // The rest of the message is not held.
-        assert!(matches!(m.plan(6 * US, 9, true), Plan::Send { psn: 9, .. } | Plan::Blocked));
+        assert!(matches!(
+            m.plan(6 * US, 9, true),
+            Plan::Send { psn: 9, .. } | Plan::Blocked
+        ));
     }
 
     #[test]
     fn with_alpha_zero_or_acknowledged_predecessors_a_sync_message_goes_at_once() {
-        let mut m = t(MpRdmaConfig { iw: Some(8), probe_p: 0.0, alpha: 0.0, ..Default::default() });
+        let mut m = t(MpRdmaConfig {
+            iw: Some(8),
+            probe_p: 0.0,
+            alpha: 0.0,
+            ..Default::default()
+        });
         let mut next = 0;
         let sent = drain(&mut m, 0, &mut next);
         m.sync_at(8);
         ack(&mut m, US, 0, 3, sent[3].1, false);
-        assert!(matches!(m.plan(US, 8, true), Plan::Send { psn: 8, .. }), "α = 0: Δt = 0");
-        let mut m = t(MpRdmaConfig { iw: Some(8), probe_p: 0.0, ..Default::default() });
+        assert!(
+            matches!(m.plan(US, 8, true), Plan::Send { psn: 8, .. }),
+            "α = 0: Δt = 0"
+        );
+        let mut m = t(MpRdmaConfig {
+            iw: Some(8),
+            probe_p: 0.0,
+            ..Default::default()
+        });
         let mut next = 0;
         let sent = drain(&mut m, 0, &mut next);
         m.sync_at(8);
         ack(&mut m, US, 8, 7, sent[7].1, false);
-        assert!(matches!(m.plan(US, 8, true), Plan::Send { psn: 8, .. }), "nothing earlier is outstanding");
+        assert!(
+            matches!(m.plan(US, 8, true), Plan::Send { psn: 8, .. }),
+            "nothing earlier is outstanding"
+        );
     }
 
     #[test]
     fn stop_wait_sends_a_sync_message_only_when_everything_before_is_acknowledged() {
         use crate::config::SyncMode;
-        let mut m = t(MpRdmaConfig { iw: Some(8), probe_p: 0.0, sync_mode: SyncMode::StopWait, ..Default::default() });
+        let mut m = t(MpRdmaConfig {
+            iw: Some(8),
+            probe_p: 0.0,
+            sync_mode: SyncMode::StopWait,
+            ..Default::default()
+        });
         let mut next = 0;
         let sent = drain(&mut m, 0, &mut next);
         m.sync_at(8);
@@ -1340,18 +1775,42 @@ mod tests {
         // Nothing goes beyond the predecessors, so no NACK will report PSN 7: 2 srtt after the
         // last progress (10 µs) the oldest unacknowledged packet is probed.
         assert_eq!(m.plan(20 * US, 8, true), Plan::Wait(34 * US));
-        let Plan::Send { psn, .. } = m.plan(34 * US, 8, true) else { panic!("tail-loss probe") };
+        let Plan::Send { psn, .. } = m.plan(34 * US, 8, true) else {
+            panic!("tail-loss probe")
+        };
         assert_eq!(psn, 7);
         m.on_sent(34 * US, 7, 1, 1058, true, &mut TxFx::default());
         assert_eq!(m.sync.stats.probes, 1);
-        assert_eq!(m.plan(35 * US, 8, true), Plan::Wait(58 * US), "next probe 2 srtt after it");
+        assert_eq!(
+            m.plan(35 * US, 8, true),
+            Plan::Wait(58 * US),
+            "next probe 2 srtt after it"
+        );
         // Its ACK completes the predecessors: the synchronise message goes.
         let mut fx = TxFx::default();
-        m.on_feedback(40 * US, Feedback::Ack { cum: 8, sack: Some(7), echo_sport: sent[0].1, ece: false, retx: true }, &mut fx);
+        m.on_feedback(
+            40 * US,
+            Feedback::Ack {
+                cum: 8,
+                sack: Some(7),
+                echo_sport: sent[0].1,
+                ece: false,
+                retx: true,
+            },
+            &mut fx,
+        );
         assert!(fx.kick);
-        assert!(matches!(m.plan(40 * US, 8, true), Plan::Send { psn: 8, .. }));
+        assert!(matches!(
+            m.plan(40 * US, 8, true),
+            Plan::Send { psn: 8, .. }
+        ));
         // With delta = 0 (no OOO bound) the delay mode falls back to the same wait.
-        let mut m = t(MpRdmaConfig { iw: Some(8), probe_p: 0.0, delta: 0, ..Default::default() });
+        let mut m = t(MpRdmaConfig {
+            iw: Some(8),
+            probe_p: 0.0,
+            delta: 0,
+            ..Default::default()
+        });
         let mut next = 0;
         let sent = drain(&mut m, 0, &mut next);
         m.sync_at(8);
@@ -1361,7 +1820,10 @@ mod tests {
 
     #[test]
     fn an_early_sync_packet_is_dropped_and_nacked_and_accepted_once_earlier_messages_complete() {
-        let mut m = t(MpRdmaConfig { bitmap: 64, ..Default::default() });
+        let mut m = t(MpRdmaConfig {
+            bitmap: 64,
+            ..Default::default()
+        });
         // Message A = PSNs 0..=4, synchronise message B = 5..=6.
         let d = |psn: u32| DataInfo {
             psn,
@@ -1383,8 +1845,24 @@ mod tests {
         // PSN 3 of A is missing: B must not touch memory.
         assert_eq!(m.on_data(0, d(5), &mut out), RxClass::Drop);
         assert_eq!(m.on_data(0, d(6), &mut out), RxClass::Drop);
-        assert_eq!(out, vec![Reply::SyncNak { expected: 3, psn: 5 }, Reply::SyncNak { expected: 3, psn: 6 }]);
-        assert_eq!((m.stats.sync_early, m.stats.sync_dropped), (1, 2), "one message early, two packets dropped");
+        assert_eq!(
+            out,
+            vec![
+                Reply::SyncNak {
+                    expected: 3,
+                    psn: 5
+                },
+                Reply::SyncNak {
+                    expected: 3,
+                    psn: 6
+                }
+            ]
+        );
+        assert_eq!(
+            (m.stats.sync_early, m.stats.sync_dropped),
+            (1, 2),
+            "one message early, two packets dropped"
+        );
         // A completes; B's resent packets are placed.
         for psn in [3, 6, 5] {
             assert_eq!(m.on_data(0, d(psn), &mut out), RxClass::Accept, "PSN {psn}");
@@ -1396,20 +1874,52 @@ mod tests {
 
     #[test]
     fn a_sync_nack_recovers_the_hole_then_resends_the_dropped_packets() {
-        let mut m = t(MpRdmaConfig { iw: Some(16), probe_p: 0.0, ..Default::default() });
+        let mut m = t(MpRdmaConfig {
+            iw: Some(16),
+            probe_p: 0.0,
+            ..Default::default()
+        });
         let mut next = 0;
         drain(&mut m, 0, &mut next);
         // PSNs 10..=15 are a synchronise message; the receiver waits for PSN 3 and dropped 10, 11.
         let mut fx = TxFx::default();
-        m.on_feedback(20 * US, Feedback::SyncNak { expected: 3, psn: 10, echo_sport: 5 }, &mut fx);
-        m.on_feedback(20 * US, Feedback::SyncNak { expected: 3, psn: 11, echo_sport: 5 }, &mut fx);
+        m.on_feedback(
+            20 * US,
+            Feedback::SyncNak {
+                expected: 3,
+                psn: 10,
+                echo_sport: 5,
+            },
+            &mut fx,
+        );
+        m.on_feedback(
+            20 * US,
+            Feedback::SyncNak {
+                expected: 3,
+                psn: 11,
+                echo_sport: 5,
+            },
+            &mut fx,
+        );
         assert!(fx.kick && m.in_recovery);
-        let Plan::Send { psn, .. } = m.plan(20 * US, 16, true) else { panic!("the hole goes first") };
+        let Plan::Send { psn, .. } = m.plan(20 * US, 16, true) else {
+            panic!("the hole goes first")
+        };
         assert_eq!(psn, 3);
         m.on_sent(20 * US, 3, 1, 1058, true, &mut TxFx::default());
         // The hole's ACK: the receiver now waits for 10 (the first dropped synchronise packet).
         let mut fx = TxFx::default();
-        m.on_feedback(30 * US, Feedback::Ack { cum: 10, sack: Some(3), echo_sport: 7, ece: false, retx: true }, &mut fx);
+        m.on_feedback(
+            30 * US,
+            Feedback::Ack {
+                cum: 10,
+                sack: Some(3),
+                echo_sport: 7,
+                ece: false,
+                retx: true,
+            },
+            &mut fx,
+        );
         let mut got = vec![];
         while let Plan::Send { psn, .. } = m.plan(30 * US, 16, true) {
             m.on_sent(30 * US, psn, 1, 1058, true, &mut TxFx::default());
@@ -1418,7 +1928,11 @@ mod tests {
                 break;
             }
         }
-        assert_eq!(&got[..2], &[10, 11], "each dropped packet resent once: {got:?}");
+        assert_eq!(
+            &got[..2],
+            &[10, 11],
+            "each dropped packet resent once: {got:?}"
+        );
         assert_eq!(m.sync.stats.nacks, 2);
     }
 }

@@ -83,7 +83,15 @@ pub struct SyncSender {
 
 impl SyncSender {
     pub fn new(mode: SyncMode, alpha: f64, delta: u32) -> Self {
-        SyncSender { mode, alpha, delta, pending: None, last_sent: None, resend: None, stats: SyncStats::default() }
+        SyncSender {
+            mode,
+            alpha,
+            delta,
+            pending: None,
+            last_sent: None,
+            resend: None,
+            stats: SyncStats::default(),
+        }
     }
 
     /// Δt = α·Δ / (cwnd / RTT) in picoseconds (`srtt` in ps, `cwnd` in packets).
@@ -105,8 +113,18 @@ impl SyncSender {
 
     /// May the new packet `next_new` go now? `last_progress` is when the cumulative point last
     /// moved.
-    pub fn hold(&mut self, now: Time, next_new: u32, snd_una: u32, cwnd: f64, srtt: f64, last_progress: Time) -> Hold {
-        let Some((psn, since)) = self.pending.as_mut() else { return Hold::Go };
+    pub fn hold(
+        &mut self,
+        now: Time,
+        next_new: u32,
+        snd_una: u32,
+        cwnd: f64,
+        srtt: f64,
+        last_progress: Time,
+    ) -> Hold {
+        let Some((psn, since)) = self.pending.as_mut() else {
+            return Hold::Go;
+        };
         if *psn != next_new {
             return Hold::Go;
         }
@@ -162,7 +180,11 @@ impl SyncSender {
         // (an earlier synchronise message dropped in turn): the resend fills it. Gating on it
         // would resend one packet per round trip.
         let prev = self.resend.map(|r| r.after);
-        let after = if (next..end).contains(&expected) { prev.unwrap_or(expected.saturating_sub(1)) } else { prev.unwrap_or(0).max(expected) };
+        let after = if (next..end).contains(&expected) {
+            prev.unwrap_or(expected.saturating_sub(1))
+        } else {
+            prev.unwrap_or(0).max(expected)
+        };
         self.resend = Some(Resend { after, next, end });
     }
 
@@ -217,9 +239,16 @@ mod tests {
         assert_eq!(h(&mut s, 14 * US), Hold::Until(19 * US));
         assert_eq!(h(&mut s, 19 * US), Hold::Go);
         s.on_sent(19 * US, 100, true);
-        assert_eq!((s.stats.sent, s.stats.held_ps), (1, 8 * US), "held from 11 µs (first ready) to 19 µs");
+        assert_eq!(
+            (s.stats.sent, s.stats.held_ps),
+            (1, 8 * US),
+            "held from 11 µs (first ready) to 19 µs"
+        );
         // Not at the cursor any more: later packets go freely.
-        assert_eq!(s.hold(20 * US, 101, 50, 64.0, (12 * US) as f64, 0), Hold::Go);
+        assert_eq!(
+            s.hold(20 * US, 101, 50, 64.0, (12 * US) as f64, 0),
+            Hold::Go
+        );
     }
 
     #[test]
@@ -228,8 +257,16 @@ mod tests {
             let mut s = SyncSender::new(mode, 1.0, 32);
             s.on_sent(10 * US, 99, true);
             s.at_cursor(100);
-            assert_ne!(s.hold(10 * US, 100, 99, 64.0, (12 * US) as f64, 0), Hold::Go, "{mode:?}");
-            assert_eq!(s.hold(10 * US, 100, 100, 64.0, (12 * US) as f64, 0), Hold::Go, "{mode:?}");
+            assert_ne!(
+                s.hold(10 * US, 100, 99, 64.0, (12 * US) as f64, 0),
+                Hold::Go,
+                "{mode:?}"
+            );
+            assert_eq!(
+                s.hold(10 * US, 100, 100, 64.0, (12 * US) as f64, 0),
+                Hold::Go,
+                "{mode:?}"
+            );
         }
     }
 
@@ -241,7 +278,10 @@ mod tests {
             s.at_cursor(100);
             // Long after Δt, still held: only acknowledgements release it. The probe is due 2 srtt
             // after the later of the last send and the last progress of the cumulative point.
-            assert_eq!(s.hold(100 * US, 100, 99, 64.0, (12 * US) as f64, 30 * US), Hold::Acked { probe_at: 54 * US });
+            assert_eq!(
+                s.hold(100 * US, 100, 99, 64.0, (12 * US) as f64, 30 * US),
+                Hold::Acked { probe_at: 54 * US }
+            );
         }
     }
 
@@ -252,7 +292,11 @@ mod tests {
         s.on_nak(90, 101);
         s.on_nak(90, 100);
         s.on_nak(90, 103);
-        assert_eq!(s.resend_next(90, 154), None, "the hole is not acknowledged yet");
+        assert_eq!(
+            s.resend_next(90, 154),
+            None,
+            "the hole is not acknowledged yet"
+        );
         assert_eq!(s.resend_next(100, 154), Some(100));
         s.resent(100);
         assert_eq!(s.resend_next(100, 154), Some(101));
@@ -273,7 +317,11 @@ mod tests {
         // waiting for 100 (A's first packet, itself dropped).
         s.on_nak(90, 100);
         s.on_nak(100, 132);
-        assert_eq!(s.resend_next(90, 200), None, "PSN 90 is not acknowledged yet");
+        assert_eq!(
+            s.resend_next(90, 200),
+            None,
+            "PSN 90 is not acknowledged yet"
+        );
         // Once 90 is, A and B go back to back (not one per round trip as 100 becomes the hole).
         assert_eq!(s.resend_next(100, 200), Some(100));
         s.resent(100);

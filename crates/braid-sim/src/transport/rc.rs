@@ -107,7 +107,10 @@ impl Transport for RcTransport {
         if gate > now {
             Plan::Wait(gate)
         } else {
-            Plan::Send { psn, sport: self.cfg.sport }
+            Plan::Send {
+                psn,
+                sport: self.cfg.sport,
+            }
         }
     }
 
@@ -115,7 +118,15 @@ impl Transport for RcTransport {
         self.next_tx_ps
     }
 
-    fn on_sent(&mut self, now: Time, psn: u32, npsn: u32, wire: u32, reliable: bool, fx: &mut TxFx) {
+    fn on_sent(
+        &mut self,
+        now: Time,
+        psn: u32,
+        npsn: u32,
+        wire: u32,
+        reliable: bool,
+        fx: &mut TxFx,
+    ) {
         self.snd_nxt = psn + npsn;
         self.max_sent = self.max_sent.max(psn + npsn);
         self.pace(now, wire);
@@ -133,7 +144,9 @@ impl Transport for RcTransport {
     fn on_feedback(&mut self, now: Time, fb: Feedback, fx: &mut TxFx) {
         match fb {
             Feedback::Ack { cum, .. } => self.ack_point(now, cum),
-            Feedback::Nak { expected, .. } | Feedback::SyncNak { expected, .. } | Feedback::RnrNak { psn: expected } => {
+            Feedback::Nak { expected, .. }
+            | Feedback::SyncNak { expected, .. }
+            | Feedback::RnrNak { psn: expected } => {
                 // Everything below the expected PSN arrived; go back to it.
                 self.ack_point(now, expected);
                 self.last_progress = now;
@@ -144,45 +157,63 @@ impl Transport for RcTransport {
                 fx.kick = true;
             }
             Feedback::Cnp => {
-                let (Some(cc), Some(d)) = (&mut self.cc, &self.cfg.dcqcn) else { return };
+                let (Some(cc), Some(d)) = (&mut self.cc, &self.cfg.dcqcn) else {
+                    return;
+                };
                 if cc.on_cnp(now, d) {
                     // (Re)start the rate-increase timer from this cut; the alpha timer keeps its
                     // phase. A slower rate never needs an earlier send, so no kick.
                     self.rate_gen += 1;
-                    fx.timers.push((now + d.rate_timer.0, TimerKind::RateInc, self.rate_gen));
+                    fx.timers
+                        .push((now + d.rate_timer.0, TimerKind::RateInc, self.rate_gen));
                     if !self.cc_timers_on {
                         self.cc_timers_on = true;
                         self.alpha_gen += 1;
-                        fx.timers.push((now + d.alpha_timer.0, TimerKind::Alpha, self.alpha_gen));
+                        fx.timers
+                            .push((now + d.alpha_timer.0, TimerKind::Alpha, self.alpha_gen));
                     }
                 }
             }
         }
     }
 
-    fn on_timer(&mut self, now: Time, kind: TimerKind, gen: u32, first_missing: u32, fx: &mut TxFx) {
+    fn on_timer(
+        &mut self,
+        now: Time,
+        kind: TimerKind,
+        gen: u32,
+        first_missing: u32,
+        fx: &mut TxFx,
+    ) {
         match kind {
             TimerKind::Alpha => {
-                let (Some(cc), Some(d)) = (&mut self.cc, &self.cfg.dcqcn) else { return };
+                let (Some(cc), Some(d)) = (&mut self.cc, &self.cfg.dcqcn) else {
+                    return;
+                };
                 if gen != self.alpha_gen {
                     return;
                 }
                 cc.on_alpha_timer(d);
                 if cc.active || cc.alpha > 1e-3 {
-                    fx.timers.push((now + d.alpha_timer.0, TimerKind::Alpha, gen));
+                    fx.timers
+                        .push((now + d.alpha_timer.0, TimerKind::Alpha, gen));
                 } else {
                     self.cc_timers_on = false;
                 }
             }
             TimerKind::RateInc => {
-                let (Some(cc), Some(d)) = (&mut self.cc, &self.cfg.dcqcn) else { return };
+                let (Some(cc), Some(d)) = (&mut self.cc, &self.cfg.dcqcn) else {
+                    return;
+                };
                 if gen != self.rate_gen || !cc.active {
                     return;
                 }
                 cc.on_rate_timer(d);
-                fx.timers.push((now + d.rate_timer.0, TimerKind::RateInc, gen));
+                fx.timers
+                    .push((now + d.rate_timer.0, TimerKind::RateInc, gen));
                 // A faster rate may allow the next packet earlier than planned.
-                let min_next = now + (8.0 * (self.cfg.mtu + ROCE_HEADER) as f64 * S as f64 / cc.rate()) as Time;
+                let min_next = now
+                    + (8.0 * (self.cfg.mtu + ROCE_HEADER) as f64 * S as f64 / cc.rate()) as Time;
                 if self.next_tx_ps > min_next {
                     self.next_tx_ps = min_next;
                 }
@@ -234,13 +265,21 @@ impl Transport for RcTransport {
         }
         if d.psn < self.epsn {
             // Duplicate: re-acknowledge so the sender can move on.
-            out.push(Reply::Ack { cum: self.epsn, sack: Some(d.psn), echo_sport: d.sport, ece: d.ce, retx: d.retx });
+            out.push(Reply::Ack {
+                cum: self.epsn,
+                sack: Some(d.psn),
+                echo_sport: d.sport,
+                ece: d.ce,
+                retx: d.retx,
+            });
             return RxClass::Duplicate;
         }
         if d.psn > self.epsn {
             if !self.nak_sent {
                 self.nak_sent = true;
-                out.push(Reply::Nak { expected: self.epsn });
+                out.push(Reply::Nak {
+                    expected: self.epsn,
+                });
             }
             return RxClass::Drop;
         }
@@ -256,15 +295,29 @@ impl Transport for RcTransport {
         self.unacked += 1;
         if d.last || self.unacked >= self.cfg.ack_every {
             self.unacked = 0;
-            out.push(Reply::Ack { cum: self.epsn, sack: Some(d.psn), echo_sport: d.sport, ece: d.ce, retx: d.retx });
+            out.push(Reply::Ack {
+                cum: self.epsn,
+                sack: Some(d.psn),
+                echo_sport: d.sport,
+                ece: d.ce,
+                retx: d.retx,
+            });
         }
     }
 
-    fn on_read_request(&mut self, _now: Time, psn: u32, npsn: u32, out: &mut Vec<Reply>) -> RxClass {
+    fn on_read_request(
+        &mut self,
+        _now: Time,
+        psn: u32,
+        npsn: u32,
+        out: &mut Vec<Reply>,
+    ) -> RxClass {
         if psn > self.epsn {
             if !self.nak_sent {
                 self.nak_sent = true;
-                out.push(Reply::Nak { expected: self.epsn });
+                out.push(Reply::Nak {
+                    expected: self.epsn,
+                });
             }
             return RxClass::Drop;
         }

@@ -6,7 +6,8 @@ use serde_json::{json, Value};
 use std::path::Path;
 
 pub fn build(s: &Value) -> Simulation {
-    Simulation::from_json(&s.to_string(), Path::new("."), None).unwrap_or_else(|e| panic!("scenario rejected: {e}"))
+    Simulation::from_json(&s.to_string(), Path::new("."), None)
+        .unwrap_or_else(|e| panic!("scenario rejected: {e}"))
 }
 
 /// Runs a scenario to the end and checks conservation (every completed flow delivered exactly its
@@ -14,7 +15,8 @@ pub fn build(s: &Value) -> Simulation {
 pub fn run(s: &Value) -> (Simulation, Results) {
     let mut sim = build(s);
     sim.run();
-    sim.verify_delivery().unwrap_or_else(|e| panic!("conservation violated: {e}"));
+    sim.verify_delivery()
+        .unwrap_or_else(|e| panic!("conservation violated: {e}"));
     let r = sim.results();
     (sim, r)
 }
@@ -28,7 +30,10 @@ pub fn dumbbell(left: u32, right: u32, host: Value, bottleneck: Value) -> Value 
 }
 
 pub fn flows(list: &[(u32, u32, &str)]) -> Value {
-    let f: Vec<Value> = list.iter().map(|(s, d, size)| json!({"src": s, "dst": d, "size": size})).collect();
+    let f: Vec<Value> = list
+        .iter()
+        .map(|(s, d, size)| json!({"src": s, "dst": d, "size": size}))
+        .collect();
     json!([{"pattern": "flows", "flows": f}])
 }
 
@@ -52,5 +57,8 @@ pub fn mean_gbps(r: &Results, nflows: usize, from_ps: u64, to_ps: u64) -> Vec<f6
             bytes[f[i] as usize] += b[i];
         }
     }
-    bytes.iter().map(|&x| x as f64 * 8.0 / ((to_ps - from_ps) as f64 / 1e12) / 1e9).collect()
+    bytes
+        .iter()
+        .map(|&x| x as f64 * 8.0 / ((to_ps - from_ps) as f64 / 1e12) / 1e9)
+        .collect()
 }
