@@ -233,8 +233,8 @@ fn host_chunks<T: Send>(v: &mut [T], m: usize) -> rayon::slice::ChunksMut<'_, T>
 impl Admm {
     pub fn new(p: Arc<Problem>, lay: Arc<Layout>, opt: AdmmOptions) -> Admm {
         let sc = Scaled::new(&p, &lay, opt.scaling);
-        let z0 = (!lay.diag).then(|| lay.row_sums(&equal_split(&sc)));
-        let curv = curvature(&sc, &lay, z0.as_deref());
+        let z0 = lay.row_sums(&equal_split(&sc));
+        let curv = curvature(&sc, &lay, Some(&z0));
         let rho0 = median_rho(&sample_curvature(&curv[..p.entries()], 0, p.entries()));
         let rs = row_scales(&curv, rho0, opt.row_scaling && lay.diag);
         let glob = Global {
@@ -991,16 +991,19 @@ impl<T> SendPtr<T> {
 /// divided by the sum of its squared coefficients (the curvature seen in z; NaN for link rows
 /// and inactive entries) ...
 ///
-/// Two-sided (`z0` = the CQ row sums P x0 at the equal split, see [`equal_split`]), the row's
-/// value is the larger of that and the geometric mean of it with the curvature of the CQ
-/// utility at z0, `6 β / z0⁴`: the penalty ADMM needs sits between the curvatures of its two
-/// blocks, and on the paper's instances the CQ side is the stiffer one as m grows (its
-/// curvature over the utility's, in the same units: ~0.1 at m = 50, ~10 at m = 500, ~10³ at
-/// m = 5000, since the per-application rates fall as 1/m and the CQ curvature grows as z⁻⁴).
-/// Starting from the utility's curvature alone, residual balancing took > 1400 iterations to a
-/// 10⁻⁴ gap at n = 100, m = 5000; from this start, ~400 (docs/drum.md). One-sided (`None`) the
-/// value is unchanged: there each row gets its own penalty by it, and residual balancing
-/// recovers from any start in 51–59 iterations (measured).
+/// With `z0` (the CQ row sums P x0 at the equal split, see [`equal_split`]; both operation
+/// types pass it), the row's value is the larger of that and 3× the geometric mean of it with
+/// the curvature of the CQ utility at z0, `6 β / z0⁴`: the penalty ADMM needs sits between the
+/// curvatures of its two blocks, and on the paper's instances the CQ side is the stiffer one as
+/// m grows (its curvature over the utility's, in the same units: ~0.1 at m = 50, ~10 at
+/// m = 500, ~10³ at m = 5000, since the per-application rates fall as 1/m and the CQ curvature
+/// grows as z⁻⁴). Two-sided, from the utility's curvature alone residual balancing took > 1400
+/// iterations to a 10⁻⁴ gap at n = 100, m = 5000; from this start, ~400. One-sided it starts
+/// ρ ~80× higher at m = 5000 (the balancing used to double it 8 times in the first 15
+/// iterations, each then costing 2–5 capacity-search passes per host): 56 → 44 iterations at
+/// n = 1000, m = 5000, 32 → 19 at m = 500, 30 → 26 at m = 50; α = 2 at m = 500 17 → 23, α = 4 and
+/// n = 100, m = 50 unchanged (docs/drum.md). Factors 1, 2, 5 and 10 were measured as well; 3 was
+/// the best compromise across sizes and α. `None`: the utility's curvature alone.
 pub fn curvature(sc: &Scaled, lay: &Layout, z0: Option<&[f64]>) -> Vec<f64> {
     let (n, m) = (sc.n, sc.m);
     let mut curv = vec![f64::NAN; lay.rows];

@@ -180,14 +180,10 @@ fn global_scaling(
     let wsum: f64 = all.iter().map(|h| h.wsum).sum();
     let sc = Scaled::with_factors(p, lay, f);
     let nn = p.entries();
-    // two-sided, the curvature needs the CQ rows at the equal split: own rows summed over all
-    // ranks' senders, as the local solve sums them
-    let z0 = if lay.diag {
-        None
-    } else {
-        Some(rows_of(lay, ex, &equal_split(&sc), comm)?)
-    };
-    let curv = curvature(&sc, lay, z0.as_deref());
+    // the curvature needs the CQ rows at the equal split (two-sided: own rows summed over all
+    // ranks' senders, as the local solve sums them)
+    let z0 = rows_of(lay, ex, &equal_split(&sc), comm)?;
+    let curv = curvature(&sc, lay, Some(&z0));
     let sample = sample_curvature(&curv[..nn], piece.h0 * p.m, piece.n_total * p.m);
     let all: Vec<f64> = comm
         .allgather(&f64s_bytes(&sample))?
