@@ -1,35 +1,64 @@
 //! The verbs seam: the one interface between applications, middleware and an RNIC.
 //!
 //! It follows ibverbs semantics (work requests with `wr_id`, scatter-gather lists, lkey/rkey,
-//! signaled and unsignaled completions, immediate data, inline sends) and is sans-IO: nothing here
-//! knows whether the NIC underneath is simulated or real. Applications and middleware are state
-//! machines driven by three things only: their own calls into [`Verbs`], completion-queue events
-//! and timers they asked for ([`Event`]).
+//! signaled and unsignaled completions, immediate data, inline sends, QP states, armed completion
+//! queues) and is sans-IO: nothing here knows whether the NIC underneath is simulated or real.
+//! Applications and middleware are state machines driven by their own calls into [`Verbs`] and by
+//! [`Event`]s: completion notifications of CQs they armed, timers they asked for, and wakes from
+//! another tenant's middleware on the same host.
 //!
 //! A middleware implements [`Middleware`]: it receives every verb call from above together with the
 //! verbs below it, so middlewares stack (`app -> m1 -> m2 -> NIC`). [`Stack`] threads a call through
-//! such a chain; [`Raw`] is the passthrough.
+//! such a chain; [`Raw`] is the passthrough. The host, not the application, is the unit at which
+//! middleware is built ([`host`]): a factory builds one layer per tenant and may add one agent per
+//! host, shared by the host's tenants.
 
+pub mod cost;
+pub mod host;
+pub mod rendezvous;
 mod stack;
+pub mod testing;
 mod types;
 
+pub use cost::{CpuCost, Work};
+pub use host::{BuildError, HostCtx, MiddlewareFactory, TenantId, AGENT};
 pub use stack::{Middleware, Raw, Stack};
 pub use types::*;
 
 /// The verbs an application (or a middleware, on the layer below it) can call.
 ///
 /// Times are picoseconds since the start of the run (simulated) or of the process (real NIC).
+///
+/// Ownership follows ibverbs across processes: every QP, CQ and memory region belongs to the
+/// tenant that created it, and another tenant naming it gets [`VerbsError::NoSuchQp`],
+/// [`VerbsError::NoSuchCq`] or [`VerbsError::BadKey`], exactly as if it did not exist.
 pub trait Verbs {
-    /// Current time in picoseconds.
+    /// Current time in picoseconds (with a CPU cost model: including the CPU time this tenant
+    /// has spent in the current callback).
     fn now(&self) -> u64;
-    /// This host's address (what a peer puts in [`RemoteQp::host`]).
+    /// This host's primary address (what a peer puts in [`RemoteQp::host`]); see
+    /// [`Caps::local_addrs`] for all of them.
     fn local_host(&self) -> u32;
+    /// What this NIC can do. Mechanisms check it when they are built, not at call time.
+    fn caps(&self) -> &Caps;
+    /// The tenant on whose behalf calls are made (0: the host's agent slot).
+    fn tenant(&self) -> TenantId;
 
     fn create_cq(&mut self, depth: u32) -> Result<CqId, VerbsError>;
     fn destroy_cq(&mut self, cq: CqId) -> Result<(), VerbsError>;
+    /// Arms `cq` (ibv_req_notify_cq): the next completion added to it produces one
+    /// [`Event::Completion`], after which it is disarmed. Completions already queued when it is
+    /// armed do not notify: poll after arming (the ibverbs idiom: poll, arm, poll again).
+    fn req_notify_cq(&mut self, cq: CqId) -> Result<(), VerbsError>;
     fn create_qp(&mut self, init: &QpInit) -> Result<QpNum, VerbsError>;
-    /// Moves a QP to ready-to-send towards `remote` (ibv_modify_qp INIT -> RTR -> RTS).
+    /// Moves a QP from Init or Reset to ready-to-send towards `remote` (ibv_modify_qp
+    /// INIT -> RTR -> RTS).
     fn connect_qp(&mut self, qp: QpNum, remote: RemoteQp) -> Result<(), VerbsError>;
+    /// ibv_modify_qp for the transitions a consumer drives itself: to Error (outstanding WRs are
+    /// flushed), to Reset (ready to connect again), or a new UDP source port.
+    fn modify_qp(&mut self, qp: QpNum, m: QpModify) -> Result<(), VerbsError>;
+    /// ibv_query_qp.
+    fn query_qp(&mut self, qp: QpNum) -> Result<QpAttr, VerbsError>;
     fn destroy_qp(&mut self, qp: QpNum) -> Result<(), VerbsError>;
     /// Registers `len` bytes at virtual address `addr`.
     fn reg_mr(&mut self, addr: u64, len: u64, access: Access) -> Result<MemoryRegion, VerbsError>;
@@ -42,12 +71,23 @@ pub trait Verbs {
 
     /// Asks for [`Event::Timer`] with `token` at absolute time `at`.
     fn set_timer(&mut self, at: u64, token: u64);
+    /// Delivers [`Event::Wake`] with `token` to tenant `tenant` of this host as soon as possible
+    /// (after the current callback). How a host agent tells a tenant's layer to act.
+    fn wake(&mut self, tenant: TenantId, token: u64);
+    /// Accounts CPU work done by the caller (middleware bookkeeping, copies) under the backend's
+    /// cost model. Verbs calls themselves are charged by the backend.
+    fn charge(&mut self, work: Work) {
+        self.charge_as("app", work)
+    }
+    /// [`Verbs::charge`] attributed to a named layer (the stack calls this for its layers).
+    fn charge_as(&mut self, _layer: &'static str, _work: Work) {}
 
-    /// Writes bytes into local registered memory (only meaningful when the NIC tracks data).
+    /// Writes bytes into local registered memory (regions registered with [`Access::track`], or
+    /// every region when the NIC tracks all data).
     fn write_local(&mut self, _addr: u64, _data: &[u8]) -> Result<(), VerbsError> {
         Err(VerbsError::Unsupported("memory contents are not tracked"))
     }
-    /// Reads bytes from local registered memory (only meaningful when the NIC tracks data).
+    /// Reads bytes from local registered memory (tracked regions only).
     fn read_local(&self, _addr: u64, _len: u64) -> Result<Vec<u8>, VerbsError> {
         Err(VerbsError::Unsupported("memory contents are not tracked"))
     }
@@ -56,10 +96,14 @@ pub trait Verbs {
 /// What drives a verbs consumer besides its own calls.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Event {
-    /// Completions were added to this CQ (a completion-channel notification).
+    /// An armed CQ received a completion (a completion-channel notification); the CQ is now
+    /// disarmed.
     Completion(CqId),
     /// A timer requested with [`Verbs::set_timer`] fired.
     Timer(u64),
+    /// Another tenant's middleware (usually the host agent) called [`Verbs::wake`] for us. Wakes
+    /// travel up through every layer; a layer consumes the tokens it owns and forwards the rest.
+    Wake(u64),
 }
 
 /// An application: a state machine over the verbs below it.
@@ -68,8 +112,20 @@ pub trait App {
     fn start(&mut self, verbs: &mut dyn Verbs);
     /// Called for every event addressed to this application.
     fn on_event(&mut self, verbs: &mut dyn Verbs, event: Event);
-    /// True once the application has nothing more to do (used to end runs early).
+    /// True once the application has nothing more to do.
     fn is_done(&self) -> bool {
         false
+    }
+}
+
+/// An application that does nothing: the host agent slot's, and a placeholder in tests.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Idle;
+
+impl App for Idle {
+    fn start(&mut self, _: &mut dyn Verbs) {}
+    fn on_event(&mut self, _: &mut dyn Verbs, _: Event) {}
+    fn is_done(&self) -> bool {
+        true
     }
 }

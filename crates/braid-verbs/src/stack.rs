@@ -1,8 +1,8 @@
 //! Middleware and stacks of middleware.
 
 use crate::{
-    Access, CqId, Event, MemoryRegion, QpInit, QpNum, RecvWr, RemoteQp, SendWr, Verbs, VerbsError,
-    WorkCompletion,
+    Access, Caps, CqId, Event, MemoryRegion, QpAttr, QpInit, QpModify, QpNum, RecvWr, RemoteQp,
+    SendWr, TenantId, Verbs, VerbsError, Work, WorkCompletion,
 };
 
 /// A layer between an application and the verbs below it. Every method receives the verbs of the
@@ -10,6 +10,28 @@ use crate::{
 /// only what it changes.
 pub trait Middleware {
     fn name(&self) -> &'static str;
+
+    /// Called once when the tenant (or the host agent) starts, before the application, lowest
+    /// layer first: the moment to create the layer's own QPs, CQs and timers.
+    fn start(&mut self, _below: &mut dyn Verbs) {}
+    /// The layer's counters for results (`<name>_<counter>` per tenant).
+    fn counters(&self) -> Vec<(&'static str, f64)> {
+        Vec::new()
+    }
+    fn req_notify_cq(&mut self, below: &mut dyn Verbs, cq: CqId) -> Result<(), VerbsError> {
+        below.req_notify_cq(cq)
+    }
+    fn modify_qp(
+        &mut self,
+        below: &mut dyn Verbs,
+        qp: QpNum,
+        m: QpModify,
+    ) -> Result<(), VerbsError> {
+        below.modify_qp(qp, m)
+    }
+    fn query_qp(&mut self, below: &mut dyn Verbs, qp: QpNum) -> Result<QpAttr, VerbsError> {
+        below.query_qp(qp)
+    }
 
     fn create_cq(&mut self, below: &mut dyn Verbs, depth: u32) -> Result<CqId, VerbsError> {
         below.create_cq(depth)
@@ -69,7 +91,8 @@ pub trait Middleware {
         below.poll_cq(cq, max, out)
     }
     /// An event coming up from below. Push what the layer above should see into `up` (the
-    /// default forwards it unchanged). Timers this layer set arrive here with its own token.
+    /// default forwards it unchanged). Timers this layer set arrive here with its own token;
+    /// completions and wakes travel up through every layer.
     fn on_event(&mut self, _below: &mut dyn Verbs, event: Event, up: &mut Vec<Event>) {
         up.push(event);
     }
@@ -97,6 +120,9 @@ pub struct Stack<'a> {
     layers: &'a mut [Box<dyn Middleware>],
     bottom: &'a mut dyn Verbs,
     base: usize,
+    /// Who calls into this (sub-)stack: the layer just above it, or "app"; CPU work it charges
+    /// is attributed to it.
+    caller: &'static str,
 }
 
 impl<'a> Stack<'a> {
@@ -106,7 +132,33 @@ impl<'a> Stack<'a> {
             layers,
             bottom,
             base: 0,
+            caller: "app",
         }
+    }
+
+    /// Starts every layer, the lowest first (each sees the layers below it already started).
+    pub fn start_layers(&mut self) {
+        for k in (0..self.layers.len()).rev() {
+            let (head, tail) = self.layers.split_at_mut(k + 1);
+            let mut below = Stack {
+                layers: tail,
+                bottom: &mut *self.bottom,
+                base: self.base + k + 1,
+                caller: head[k].name(),
+            };
+            head[k].start(&mut below);
+        }
+    }
+
+    /// Every layer's counters, top to bottom: (layer name, counter, value).
+    pub fn counters(&self) -> Vec<(&'static str, &'static str, f64)> {
+        self.layers
+            .iter()
+            .flat_map(|l| {
+                let n = l.name();
+                l.counters().into_iter().map(move |(k, v)| (n, k, v))
+            })
+            .collect()
     }
 
     /// Routes an event from the bottom up through the layers; what reaches the top is pushed to
@@ -128,11 +180,12 @@ impl<'a> Stack<'a> {
                     layers: tail,
                     bottom: &mut *self.bottom,
                     base: self.base + k + 1,
+                    caller: head[k].name(),
                 };
                 head[k].on_event(&mut below, ev, &mut produced);
                 (k, produced)
             }
-            Event::Completion(_) => (self.layers.len(), vec![event]),
+            Event::Completion(_) | Event::Wake(_) => (self.layers.len(), vec![event]),
         };
         // Pass what came out of layer `start` (or the NIC) up through layers start-1 .. 0.
         let mut evs = first;
@@ -143,6 +196,7 @@ impl<'a> Stack<'a> {
                 layers: tail,
                 bottom: &mut *self.bottom,
                 base: self.base + j + 1,
+                caller: head[j].name(),
             };
             for ev in evs {
                 head[j].on_event(&mut below, ev, &mut next);
@@ -155,12 +209,14 @@ impl<'a> Stack<'a> {
     fn split(&mut self) -> Option<(&mut Box<dyn Middleware>, Stack<'_>)> {
         let base = self.base;
         let (first, rest) = self.layers.split_first_mut()?;
+        let caller = first.name();
         Some((
             first,
             Stack {
                 layers: rest,
                 bottom: &mut *self.bottom,
                 base: base + 1,
+                caller,
             },
         ))
     }
@@ -181,6 +237,30 @@ impl Verbs for Stack<'_> {
     }
     fn local_host(&self) -> u32 {
         self.bottom.local_host()
+    }
+    fn caps(&self) -> &Caps {
+        self.bottom.caps()
+    }
+    fn tenant(&self) -> TenantId {
+        self.bottom.tenant()
+    }
+    fn req_notify_cq(&mut self, cq: CqId) -> Result<(), VerbsError> {
+        thread!(self, req_notify_cq(cq))
+    }
+    fn modify_qp(&mut self, qp: QpNum, m: QpModify) -> Result<(), VerbsError> {
+        thread!(self, modify_qp(qp, m))
+    }
+    fn query_qp(&mut self, qp: QpNum) -> Result<QpAttr, VerbsError> {
+        thread!(self, query_qp(qp))
+    }
+    fn wake(&mut self, tenant: TenantId, token: u64) {
+        self.bottom.wake(tenant, token)
+    }
+    fn charge(&mut self, work: Work) {
+        self.bottom.charge_as(self.caller, work)
+    }
+    fn charge_as(&mut self, layer: &'static str, work: Work) {
+        self.bottom.charge_as(layer, work)
     }
     fn create_cq(&mut self, depth: u32) -> Result<CqId, VerbsError> {
         thread!(self, create_cq(depth))
@@ -228,61 +308,8 @@ impl Verbs for Stack<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::{Call, Recorder};
     use crate::{SendOp, Sge};
-
-    /// A bottom that records calls.
-    #[derive(Default)]
-    struct Recorder {
-        sends: Vec<(QpNum, u64)>,
-        timers: Vec<(u64, u64)>,
-    }
-    impl Verbs for Recorder {
-        fn now(&self) -> u64 {
-            0
-        }
-        fn local_host(&self) -> u32 {
-            0
-        }
-        fn create_cq(&mut self, _: u32) -> Result<CqId, VerbsError> {
-            Ok(1)
-        }
-        fn destroy_cq(&mut self, _: CqId) -> Result<(), VerbsError> {
-            Ok(())
-        }
-        fn create_qp(&mut self, _: &QpInit) -> Result<QpNum, VerbsError> {
-            Ok(7)
-        }
-        fn connect_qp(&mut self, _: QpNum, _: RemoteQp) -> Result<(), VerbsError> {
-            Ok(())
-        }
-        fn destroy_qp(&mut self, _: QpNum) -> Result<(), VerbsError> {
-            Ok(())
-        }
-        fn reg_mr(&mut self, addr: u64, len: u64, _: Access) -> Result<MemoryRegion, VerbsError> {
-            Ok(MemoryRegion {
-                addr,
-                len,
-                lkey: 1,
-                rkey: 2,
-            })
-        }
-        fn dereg_mr(&mut self, _: &MemoryRegion) -> Result<(), VerbsError> {
-            Ok(())
-        }
-        fn post_send(&mut self, qp: QpNum, wr: SendWr) -> Result<(), VerbsError> {
-            self.sends.push((qp, wr.wr_id));
-            Ok(())
-        }
-        fn post_recv(&mut self, _: QpNum, _: RecvWr) -> Result<(), VerbsError> {
-            Ok(())
-        }
-        fn poll_cq(&mut self, _: CqId, _: usize, _: &mut Vec<WorkCompletion>) -> usize {
-            0
-        }
-        fn set_timer(&mut self, at: u64, token: u64) {
-            self.timers.push((at, token));
-        }
-    }
 
     /// Splits every send into two and counts its own timer.
     struct Splitter {
@@ -336,7 +363,7 @@ mod tests {
 
     #[test]
     fn layers_stack_and_timers_return_to_their_owner() {
-        let mut bottom = Recorder::default();
+        let mut bottom = Recorder::new();
         let mut layers: Vec<Box<dyn Middleware>> = vec![
             Box::new(Raw),
             Box::new(Splitter { fired: 0 }),
@@ -349,11 +376,11 @@ mod tests {
         }
         // Two splitters: 1 -> 10, 11 -> 100, 101, 110, 111.
         assert_eq!(
-            bottom.sends.iter().map(|s| s.1).collect::<Vec<_>>(),
+            bottom.sends().iter().map(|s| s.1.wr_id).collect::<Vec<_>>(),
             vec![100, 101, 110, 111]
         );
         // The app's timer is untagged; each splitter's carries its layer's tag.
-        let timers = bottom.timers.clone();
+        let timers = bottom.timers();
         assert!(timers.contains(&(5, 99)));
         let mut out = Vec::new();
         for (_, tok) in timers {
@@ -365,5 +392,73 @@ mod tests {
         let mut s = Stack::new(&mut layers, &mut bottom);
         s.deliver(Event::Completion(4), &mut out);
         assert_eq!(out.last(), Some(&Event::Completion(4)));
+    }
+
+    /// Charges one WR built per post it passes down, and counts wakes it sees.
+    #[derive(Default)]
+    struct Counting {
+        wakes: u32,
+        started: bool,
+    }
+    impl Middleware for Counting {
+        fn name(&self) -> &'static str {
+            "counting"
+        }
+        fn start(&mut self, below: &mut dyn Verbs) {
+            self.started = true;
+            below.charge(Work::Ns(5));
+        }
+        fn post_send(
+            &mut self,
+            below: &mut dyn Verbs,
+            qp: QpNum,
+            wr: SendWr,
+        ) -> Result<(), VerbsError> {
+            below.charge(Work::WrBuilt(1));
+            below.post_send(qp, wr)
+        }
+        fn on_event(&mut self, _: &mut dyn Verbs, event: Event, up: &mut Vec<Event>) {
+            if let Event::Wake(7) = event {
+                self.wakes += 1;
+            } else {
+                up.push(event);
+            }
+        }
+        fn counters(&self) -> Vec<(&'static str, f64)> {
+            vec![("wakes", self.wakes as f64)]
+        }
+    }
+
+    #[test]
+    fn charges_are_attributed_to_the_calling_layer_and_wakes_travel_up() {
+        let mut bottom = Recorder::new();
+        let mut layers: Vec<Box<dyn Middleware>> = vec![Box::new(Counting::default())];
+        let mut out = Vec::new();
+        {
+            let mut s = Stack::new(&mut layers, &mut bottom);
+            s.start_layers();
+            s.charge(Work::Copy(100));
+            s.post_send(1, wr(1)).unwrap();
+            s.deliver(Event::Wake(7), &mut out);
+            s.deliver(Event::Wake(8), &mut out);
+            assert_eq!(s.counters(), vec![("counting", "wakes", 1.0)]);
+        }
+        assert_eq!(out, vec![Event::Wake(8)]);
+        let charges: Vec<_> = bottom
+            .calls
+            .iter()
+            .filter_map(|c| match c {
+                Call::Charge(who, w) => Some((*who, *w)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            charges,
+            vec![
+                ("counting", Work::Ns(5)),
+                ("app", Work::Copy(100)),
+                ("counting", Work::WrBuilt(1))
+            ]
+        );
     }
 }

@@ -27,8 +27,20 @@ pub struct QpInit {
     pub managed_send: bool,
     /// Cross-channel managed receive queue: RECVs wait for RECV_ENABLE.
     pub managed_recv: bool,
-    /// Traffic class (priority) of this QP's packets; None = the NIC's default.
+    /// Created with cross-channel support (mlx5's IBV_EXP_QP_CREATE_CROSS_CHANNEL): only such a
+    /// QP may post WAIT, SEND_ENABLE and RECV_ENABLE. Managed queues imply it.
+    pub cross_channel: bool,
+    /// Traffic class (priority) of this QP's packets; None = the NIC's default. It is also the
+    /// QP's service level, which the NIC's transmit arbiter maps to its class (SP/ETS).
     pub priority: Option<u8>,
+    /// Which of the host's addresses ([`Caps::local_addrs`], a RoCEv2 GID index) the QP's
+    /// packets carry as their source.
+    pub local_addr: u8,
+    /// RC: how many times a packet is retransmitted after a timeout before the QP gives up with
+    /// [`WcStatus::RetryExceeded`] and moves to Error (ibverbs `retry_cnt`, 0-7).
+    pub retry_cnt: u8,
+    /// RC: retries after RNR NAKs; 7 means "forever", as in ibverbs.
+    pub rnr_retry: u8,
 }
 
 impl QpInit {
@@ -42,10 +54,90 @@ impl QpInit {
             sq_sig_all: false,
             managed_send: false,
             managed_recv: false,
+            cross_channel: false,
             priority: None,
+            local_addr: 0,
+            retry_cnt: 7,
+            rnr_retry: 7,
         }
     }
+
+    /// A QP of another type with the same defaults.
+    pub fn of_type(qp_type: QpType, cq: CqId) -> Self {
+        Self {
+            qp_type,
+            ..Self::rc(cq)
+        }
+    }
+
+    /// Whether the QP may post cross-channel WRs.
+    pub fn is_cross_channel(&self) -> bool {
+        self.cross_channel || self.managed_send || self.managed_recv
+    }
 }
+
+/// ibverbs QP states (the ones a consumer can observe here: Init after creation, Rts once
+/// connected; Rtr is passed through inside [`crate::Verbs::connect_qp`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum QpState {
+    Reset,
+    Init,
+    Rtr,
+    Rts,
+    /// Entered when the transport gives up (retries spent, remote access error) or on
+    /// request; every outstanding WR completes with [`WcStatus::Flushed`]; posts fail.
+    Error,
+}
+
+/// What [`crate::Verbs::modify_qp`] can change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QpModify {
+    /// To Error: outstanding and later-posted WRs complete with [`WcStatus::Flushed`].
+    Error,
+    /// To Reset: queues emptied (without completions, as ibverbs), ready for `connect_qp`.
+    Reset,
+    /// The UDP source port of the QP's packets from now on. On real RoCEv2 NICs the port is
+    /// derived from the GRH flow label (ibv_ah_attr.grh.flow_label), so a backend sets the flow
+    /// label that hashes to it, or reports `sport_control = false` in [`Caps`].
+    UdpSport(u16),
+}
+
+/// ibv_query_qp's answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QpAttr {
+    pub qpn: QpNum,
+    pub qp_type: QpType,
+    pub state: QpState,
+    /// The source address its packets carry.
+    pub local_addr: u32,
+    pub udp_sport: u16,
+    pub remote: Option<RemoteQp>,
+    pub retry_cnt: u8,
+    pub rnr_retry: u8,
+    pub cross_channel: bool,
+    pub send_cq: CqId,
+    pub recv_cq: CqId,
+    /// Send WRs posted and not yet completed or flushed (what a monitor of queue depth reads).
+    pub send_outstanding: u32,
+}
+
+/// What a NIC can do (ibv_query_device plus the vendor extensions braid's mechanisms need).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Caps {
+    /// WAIT / SEND_ENABLE / RECV_ENABLE and managed queues (mlx5 experimental verbs).
+    pub cross_channel: bool,
+    /// The host's addresses (RoCEv2 GID table entries), index = [`QpInit::local_addr`].
+    pub local_addrs: Vec<u32>,
+    /// Whether [`RemoteQp::udp_sport`] and [`QpModify::UdpSport`] take effect.
+    pub sport_control: bool,
+    /// Whether memory contents can be tracked ([`Access::track`]).
+    pub data_tracking: bool,
+    pub mtu: u32,
+    /// The port's line rate in bit/s.
+    pub line_rate_bps: u64,
+    pub max_qp_wr: u32,
+}
+
 
 /// The remote end of a connection, as exchanged out of band (rdma_cm or a socket).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,6 +154,10 @@ pub struct Access {
     pub local_write: bool,
     pub remote_write: bool,
     pub remote_read: bool,
+    /// Keep this region's bytes (chunk headers, control messages, data checks), so that
+    /// `read_local`/`write_local` work on it and its payloads travel. Costs memory in a simulator;
+    /// always true on a real NIC.
+    pub track: bool,
 }
 
 impl Access {
@@ -69,7 +165,19 @@ impl Access {
         local_write: true,
         remote_write: true,
         remote_read: true,
+        track: false,
     };
+    /// Local access only: no remote peer may touch it.
+    pub const LOCAL: Access = Access {
+        local_write: true,
+        remote_write: false,
+        remote_read: false,
+        track: false,
+    };
+    /// The same access with contents tracked.
+    pub const fn tracked(self) -> Access {
+        Access { track: true, ..self }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -181,12 +289,16 @@ pub struct RecvWr {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WcStatus {
     Success,
-    /// The transport gave up (retry count exceeded).
+    /// The transport gave up (retry count exceeded); the QP is in Error.
     RetryExceeded,
+    /// RNR NAKs outlasted `rnr_retry`; the QP is in Error.
+    RnrRetryExceeded,
     /// A RECV was too small for the SEND.
     LocalLengthError,
-    /// The QP was destroyed with this WR outstanding.
+    /// The QP went to Error (or was destroyed) with this WR outstanding.
     Flushed,
+    /// The peer refused the access (rkey, bounds or permissions); no byte was changed and the
+    /// requester's QP is in Error.
     RemoteAccessError,
 }
 
@@ -226,6 +338,7 @@ pub enum VerbsError {
     InvalidState(&'static str),
     InvalidWr(&'static str),
     Unsupported(&'static str),
+    InvalidArgument(&'static str),
 }
 
 impl std::fmt::Display for VerbsError {
@@ -238,6 +351,7 @@ impl std::fmt::Display for VerbsError {
             VerbsError::InvalidState(s) => write!(f, "invalid QP state: {s}"),
             VerbsError::InvalidWr(s) => write!(f, "invalid work request: {s}"),
             VerbsError::Unsupported(s) => write!(f, "unsupported: {s}"),
+            VerbsError::InvalidArgument(s) => write!(f, "invalid argument: {s}"),
         }
     }
 }

@@ -1,0 +1,140 @@
+//! The host as the unit at which middleware is built.
+//!
+//! Every host has tenants (its applications, each with its own verbs stack) and one agent slot,
+//! tenant [`AGENT`], whose stack holds the host-scoped halves of mechanisms (PeRF's daemon,
+//! Justitia's pacer, the DRUM agent). A [`MiddlewareFactory`] (a mechanism's config) builds the
+//! per-tenant layer; through [`HostCtx`] it finds or creates the state the host's tenants share
+//! and adds the agent layer once. Agent and layers talk through that shared state and
+//! [`crate::Verbs::wake`]: smoltcp's split of one interface per host and one socket per tenant.
+
+use crate::{Caps, Middleware};
+use std::any::{Any, TypeId};
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
+
+/// A tenant of a host: 0 is the host's agent slot, applications are numbered from 1.
+pub type TenantId = u32;
+
+/// The host agent slot's tenant id.
+pub const AGENT: TenantId = 0;
+
+/// Why a mechanism could not be built for a tenant (bad parameters, a missing NIC capability).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BuildError {
+    /// The parameter at fault, relative to the mechanism's config (empty: the whole entry).
+    pub key: String,
+    pub message: String,
+}
+
+impl BuildError {
+    pub fn new(key: impl Into<String>, message: impl Into<String>) -> Self {
+        BuildError {
+            key: key.into(),
+            message: message.into(),
+        }
+    }
+    /// The NIC lacks a capability the mechanism needs.
+    pub fn missing_cap(what: &str, mechanism: &str) -> Self {
+        BuildError::new(
+            "",
+            format!("{mechanism} needs {what}, which this NIC does not offer (its caps() lack it)"),
+        )
+    }
+}
+
+impl std::fmt::Display for BuildError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.key.is_empty() {
+            f.write_str(&self.message)
+        } else {
+            write!(f, "{}: {}", self.key, self.message)
+        }
+    }
+}
+
+impl std::error::Error for BuildError {}
+
+/// What a factory sees of the host it builds for.
+pub struct HostCtx {
+    host: u32,
+    caps: Caps,
+    shared: HashMap<TypeId, Rc<dyn Any>>,
+    agents: Vec<Box<dyn Middleware>>,
+}
+
+impl HostCtx {
+    pub fn new(host: u32, caps: Caps) -> Self {
+        HostCtx {
+            host,
+            caps,
+            shared: HashMap::new(),
+            agents: Vec::new(),
+        }
+    }
+
+    /// The host's index in the run.
+    pub fn host(&self) -> u32 {
+        self.host
+    }
+
+    /// The capabilities of the host's NIC.
+    pub fn caps(&self) -> &Caps {
+        &self.caps
+    }
+
+    /// The host's one instance of `T`, created by `init` on first use. Returns it and whether
+    /// this call created it (the moment to add the agent layer that drives it).
+    pub fn shared<T: 'static>(&mut self, init: impl FnOnce() -> T) -> (Rc<RefCell<T>>, bool) {
+        let key = TypeId::of::<T>();
+        if let Some(s) = self.shared.get(&key) {
+            let s = s.clone().downcast::<RefCell<T>>().expect("keyed by type");
+            return (s, false);
+        }
+        let s = Rc::new(RefCell::new(init()));
+        self.shared.insert(key, s.clone());
+        (s, true)
+    }
+
+    /// Adds a layer to the host agent slot's stack (tenant [`AGENT`]). Agents are stacked in the
+    /// order they are added, the first on top.
+    pub fn add_agent(&mut self, layer: Box<dyn Middleware>) {
+        self.agents.push(layer);
+    }
+
+    /// The agent layers added so far (the world builds the agent slot's stack from them).
+    pub fn take_agents(&mut self) -> Vec<Box<dyn Middleware>> {
+        std::mem::take(&mut self.agents)
+    }
+}
+
+/// A mechanism's config is its factory (quinn-proto's congestion controllers): it builds the
+/// layer each tenant gets and, through [`HostCtx`], the host's shared part.
+pub trait MiddlewareFactory {
+    /// The mechanism's name (what a scenario's `kind` says).
+    fn name(&self) -> &'static str;
+    fn build(
+        &self,
+        host: &mut HostCtx,
+        tenant: TenantId,
+    ) -> Result<Box<dyn Middleware>, BuildError>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shared_state_is_one_per_host_and_type() {
+        let mut h = HostCtx::new(3, Caps::default());
+        let (a, first) = h.shared(|| 5u32);
+        assert!(first);
+        let (b, again) = h.shared(|| 9u32);
+        assert!(!again);
+        *a.borrow_mut() += 1;
+        assert_eq!(*b.borrow(), 6);
+        let (c, first_string) = h.shared(String::new);
+        assert!(first_string);
+        assert!(c.borrow().is_empty());
+    }
+}
