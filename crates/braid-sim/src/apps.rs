@@ -118,6 +118,7 @@ impl App for FlowSender {
     fn start(&mut self, v: &mut dyn Verbs) {
         let total: u64 = self.flows.iter().map(|f| f.size).sum();
         self.cq = v.create_cq(1 << 16).expect("create CQ");
+        v.req_notify_cq(self.cq).expect("arm CQ");
         let mr = v
             .reg_mr(self.base, total.max(1), Access::ALL)
             .expect("register memory");
@@ -177,7 +178,7 @@ impl App for FlowSender {
             }
             Event::Completion(cq) => {
                 let mut wcs = Vec::new();
-                while v.poll_cq(cq, 64, &mut wcs) > 0 {}
+                poll_and_rearm(v, cq, &mut wcs).expect("poll own CQ");
                 let mut log = self.log.borrow_mut();
                 for wc in wcs {
                     let f = &self.flows[wc.wr_id as usize];
@@ -186,6 +187,7 @@ impl App for FlowSender {
                     self.done += 1;
                 }
             }
+            Event::Wake(_) => {}
         }
     }
 
@@ -372,6 +374,7 @@ impl App for PerfClient {
     fn start(&mut self, v: &mut dyn Verbs) {
         let n = self.spec.qps as usize;
         self.cq = v.create_cq(1 << 16).expect("create CQ");
+        v.req_notify_cq(self.cq).expect("arm CQ");
         let mr = v
             .reg_mr(self.base, (self.size().max(1)) * n as u64, Access::ALL)
             .expect("register memory");
@@ -450,9 +453,10 @@ impl App for PerfClient {
                 }
             }
             Event::Timer(_) => self.check_done(now),
+            Event::Wake(_) => {}
             Event::Completion(cq) => {
                 let mut wcs = Vec::new();
-                while v.poll_cq(cq, 256, &mut wcs) > 0 {}
+                poll_and_rearm(v, cq, &mut wcs).expect("poll own CQ");
                 for wc in wcs {
                     let i = wc.wr_id as usize % self.qps.len().max(1);
                     match (self.spec.kind, wc.opcode) {
@@ -562,6 +566,7 @@ impl App for PerfServer {
         let n = self.spec.qps as usize;
         let size = self.spec.size.0.max(1);
         let cq = v.create_cq(1 << 16).expect("create CQ");
+        v.req_notify_cq(cq).expect("arm CQ");
         let mr = v
             .reg_mr(self.base, size * n as u64, Access::ALL)
             .expect("register memory");
@@ -611,10 +616,10 @@ impl App for PerfServer {
                     self.post_recvs(v, i, depth);
                 }
             }
-            Event::Timer(_) => {}
+            Event::Timer(_) | Event::Wake(_) => {}
             Event::Completion(cq) => {
                 let mut wcs = Vec::new();
-                while v.poll_cq(cq, 256, &mut wcs) > 0 {}
+                poll_and_rearm(v, cq, &mut wcs).expect("poll own CQ");
                 for wc in wcs {
                     let i = wc.wr_id as usize % self.qps.len().max(1);
                     match wc.opcode {

@@ -1,6 +1,7 @@
 //! Model parameters as they appear in scenario files: switches, NICs, transports, measurement.
 //! Defaults are the values of the papers the models come from; every one can be set.
 
+use braid_middleware::{MiddlewareEntry, MiddlewareSpec};
 use braid_topo::units::{Bytes, Duration, Rate};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -201,6 +202,9 @@ pub struct NicConfig {
     pub rx_xoff: Bytes,
     /// Carry real bytes and verify where they land.
     pub data_check: bool,
+    /// Cross-channel WAIT / SEND_ENABLE / RECV_ENABLE and managed queues (ConnectX's vendor
+    /// verbs); false models a NIC without them (e.g. Soft-RoCE), reported in `caps()`.
+    pub cross_channel: bool,
 }
 
 impl Default for NicConfig {
@@ -219,6 +223,65 @@ impl Default for NicConfig {
             rnr_delay: Duration(10_000_000),
             rx_xoff: Bytes(64_000),
             data_check: false,
+            cross_channel: true,
+        }
+    }
+}
+
+/// `[host]`: the hosts' CPUs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct HostConfig {
+    pub cpu: CpuConfig,
+}
+
+/// `[host.cpu]`: what verbs calls and middleware work cost a tenant's thread (nanoseconds), and
+/// whether that time delays the tenant. Defaults: docs/middleware.md, "CPU cost".
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct CpuConfig {
+    /// One post_send / post_recv call (a doorbell).
+    pub post_ns: f64,
+    /// One poll_cq call.
+    pub poll_ns: f64,
+    /// Each completion a poll returns.
+    pub poll_cqe_ns: f64,
+    /// Each work request a middleware builds (splits, injects).
+    pub wr_build_ns: f64,
+    /// Copy bandwidth in GB/s.
+    pub copy_gbps: f64,
+    /// Create/connect/modify/register calls.
+    pub control_ns: f64,
+    /// The tenant's thread is busy for the time it spends: its posts reach the NIC later. With
+    /// false (the default, so that the calibrated anchors stay as they were), CPU time is only
+    /// accounted and reported.
+    pub delay: bool,
+}
+
+impl Default for CpuConfig {
+    fn default() -> Self {
+        let c = braid_verbs::CpuCost::default();
+        CpuConfig {
+            post_ns: c.post_ns,
+            poll_ns: c.poll_ns,
+            poll_cqe_ns: c.poll_cqe_ns,
+            wr_build_ns: c.wr_build_ns,
+            copy_gbps: c.copy_bytes_per_ns,
+            control_ns: c.control_ns,
+            delay: false,
+        }
+    }
+}
+
+impl CpuConfig {
+    pub fn cost(&self) -> braid_verbs::CpuCost {
+        braid_verbs::CpuCost {
+            post_ns: self.post_ns,
+            poll_ns: self.poll_ns,
+            poll_cqe_ns: self.poll_cqe_ns,
+            wr_build_ns: self.wr_build_ns,
+            copy_bytes_per_ns: self.copy_gbps,
+            control_ns: self.control_ns,
         }
     }
 }
@@ -502,16 +565,17 @@ pub struct LinkEvent {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct MiddlewareConfig {
-    /// The verbs stack every application gets, top to bottom (names of middleware).
-    pub default: Vec<String>,
+    /// The verbs stack every tenant gets, top to bottom: mechanism names (`"raw"`) or tables
+    /// (`{ kind = "perf", sub_wr = "16KB" }`).
+    pub default: Vec<MiddlewareEntry>,
     /// Per-host overrides, keyed by host index.
-    pub per_host: std::collections::BTreeMap<String, Vec<String>>,
+    pub per_host: std::collections::BTreeMap<String, Vec<MiddlewareEntry>>,
 }
 
 impl Default for MiddlewareConfig {
     fn default() -> Self {
         Self {
-            default: vec!["raw".into()],
+            default: vec![MiddlewareEntry(MiddlewareSpec::Raw(Default::default()))],
             per_host: Default::default(),
         }
     }
@@ -551,7 +615,7 @@ pub struct AppSpec {
     #[serde(default = "yes")]
     pub enabled: bool,
     /// This tenant's verbs stack, top to bottom (default: its host's stack from `[middleware]`).
-    pub middleware: Option<Vec<String>>,
+    pub middleware: Option<Vec<MiddlewareEntry>>,
     /// This tenant's transport: a partial `[transport]` table over its `src` host's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transport: Option<TransportOverride>,

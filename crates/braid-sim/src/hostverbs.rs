@@ -1,73 +1,222 @@
 //! The simulated RNIC seen through the verbs seam: what applications and middleware call.
+//!
+//! One `HostVerbs` serves one callback of one tenant. It enforces ownership (a tenant names only
+//! the QPs, CQs and memory regions it created, as a process does with ibverbs), charges the
+//! tenant's CPU under the cost model (the tenant's thread is busy meanwhile: `now()` advances
+//! and its posts reach the NIC later), and collects what the world must do after the call.
 
 use crate::nic::{Effects, Nic, NicParams};
 use braid_engine::Time;
 use braid_verbs::*;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 /// What verbs calls asked of the world (carried out after the call returns).
 #[derive(Default)]
 pub struct HostSink {
     pub timers: Vec<(Time, u64)>,
+    pub wakes: Vec<(TenantId, u64)>,
     pub effects: Effects,
+}
+
+/// Which tenant owns each resource of a host's NIC (ibverbs objects belong to a process).
+#[derive(Debug, Default)]
+pub struct Owners {
+    /// By CQ number; `u32::MAX` = none.
+    pub cq: Vec<TenantId>,
+    /// By QP number.
+    pub qp: Vec<TenantId>,
+    /// By lkey.
+    pub mr: HashMap<u32, TenantId>,
+}
+
+const NONE: TenantId = u32::MAX;
+
+impl Owners {
+    fn set(v: &mut Vec<TenantId>, i: u32, t: TenantId) {
+        let i = i as usize;
+        if v.len() <= i {
+            v.resize(i + 1, NONE);
+        }
+        v[i] = t;
+    }
+    pub fn cq_owner(&self, cq: CqId) -> Option<TenantId> {
+        self.cq.get(cq as usize).copied().filter(|&t| t != NONE)
+    }
+    pub fn qp_owner(&self, qp: QpNum) -> Option<TenantId> {
+        self.qp.get(qp as usize).copied().filter(|&t| t != NONE)
+    }
+}
+
+/// A tenant's CPU: when its thread is free again, and what it has spent, by layer.
+#[derive(Debug, Default, Clone)]
+pub struct TenantCpu {
+    pub free_at: Time,
+    pub total_ps: u64,
+    pub by_layer: BTreeMap<&'static str, u64>,
+    pub posts: u64,
+    pub polls: u64,
 }
 
 pub struct HostVerbs<'a> {
     pub nic: &'a mut Nic,
     pub params: &'a NicParams,
-    pub now: Time,
-    pub host_index: u32,
-    /// The application whose stack this is: CQs it creates deliver their events to it.
-    pub app: u32,
+    pub caps: &'a Caps,
+    pub cost: &'a CpuCost,
+    /// When the callback started (the event's time, or later if the tenant's CPU was busy).
+    pub start: Time,
+    /// CPU time spent in this callback so far.
+    pub spent: Time,
+    /// Whether spent CPU time delays the tenant (`host.cpu.delay`); accounted either way.
+    pub delay: bool,
+    pub tenant: TenantId,
+    pub owners: &'a mut Owners,
+    pub cpu: &'a mut TenantCpu,
     pub sink: &'a mut HostSink,
-    pub cq_owner: &'a mut HashMap<u32, u32>,
+}
+
+impl HostVerbs<'_> {
+    fn spend(&mut self, layer: &'static str, w: Work) {
+        let ps = self.cost.ps(w);
+        if ps == 0 {
+            return;
+        }
+        if self.delay {
+            self.spent += ps;
+        }
+        self.cpu.total_ps += ps;
+        *self.cpu.by_layer.entry(layer).or_default() += ps;
+    }
+    fn own_qp(&self, qp: QpNum) -> Result<(), VerbsError> {
+        match self.owners.qp_owner(qp) {
+            Some(t) if t == self.tenant => Ok(()),
+            _ => Err(VerbsError::NoSuchQp(qp)),
+        }
+    }
+    fn own_cq(&self, cq: CqId) -> Result<(), VerbsError> {
+        match self.owners.cq_owner(cq) {
+            Some(t) if t == self.tenant => Ok(()),
+            _ => Err(VerbsError::NoSuchCq(cq)),
+        }
+    }
 }
 
 impl Verbs for HostVerbs<'_> {
     fn now(&self) -> u64 {
-        self.now
+        self.start + self.spent
     }
-    /// A host's address is its node id (what packets carry).
+    /// A host's primary address is its node id (what packets carry).
     fn local_host(&self) -> u32 {
         self.nic.host
     }
+    fn caps(&self) -> &Caps {
+        self.caps
+    }
+    fn tenant(&self) -> TenantId {
+        self.tenant
+    }
     fn create_cq(&mut self, depth: u32) -> Result<CqId, VerbsError> {
+        self.spend("verbs", Work::Control);
         let cq = self.nic.create_cq(depth);
-        self.cq_owner.insert(cq, self.app);
+        Owners::set(&mut self.owners.cq, cq, self.tenant);
         Ok(cq)
     }
     fn destroy_cq(&mut self, cq: CqId) -> Result<(), VerbsError> {
+        self.own_cq(cq)?;
         self.nic.destroy_cq(cq)?;
-        self.cq_owner.remove(&cq);
+        Owners::set(&mut self.owners.cq, cq, NONE);
         Ok(())
     }
+    fn req_notify_cq(&mut self, cq: CqId) -> Result<(), VerbsError> {
+        self.own_cq(cq)?;
+        self.nic.req_notify_cq(cq)
+    }
     fn create_qp(&mut self, init: &QpInit) -> Result<QpNum, VerbsError> {
-        self.nic.create_qp(init, self.params)
+        self.own_cq(init.send_cq)?;
+        self.own_cq(init.recv_cq)?;
+        if init.is_cross_channel() && !self.caps.cross_channel {
+            return Err(VerbsError::Unsupported("cross-channel QPs (nic.cross_channel = false)"));
+        }
+        self.spend("verbs", Work::Control);
+        let qp = self.nic.create_qp(init, self.params)?;
+        Owners::set(&mut self.owners.qp, qp, self.tenant);
+        Ok(qp)
     }
     fn connect_qp(&mut self, qp: QpNum, remote: RemoteQp) -> Result<(), VerbsError> {
+        self.own_qp(qp)?;
+        self.spend("verbs", Work::Control);
         self.nic.connect_qp(qp, remote)
     }
+    fn modify_qp(&mut self, qp: QpNum, m: QpModify) -> Result<(), VerbsError> {
+        self.own_qp(qp)?;
+        self.spend("verbs", Work::Control);
+        self.nic.modify_qp(qp, m, &mut self.sink.effects)
+    }
+    fn query_qp(&mut self, qp: QpNum) -> Result<QpAttr, VerbsError> {
+        self.own_qp(qp)?;
+        self.nic.query_qp(qp)
+    }
     fn destroy_qp(&mut self, qp: QpNum) -> Result<(), VerbsError> {
-        self.nic.destroy_qp(qp, &mut self.sink.effects)
+        self.own_qp(qp)?;
+        self.nic.destroy_qp(qp, &mut self.sink.effects)?;
+        Owners::set(&mut self.owners.qp, qp, NONE);
+        Ok(())
     }
     fn reg_mr(&mut self, addr: u64, len: u64, access: Access) -> Result<MemoryRegion, VerbsError> {
-        self.nic.mem.register(addr, len, access)
+        self.spend("verbs", Work::Control);
+        let mr = self.nic.mem.register(addr, len, access)?;
+        self.owners.mr.insert(mr.lkey, self.tenant);
+        Ok(mr)
     }
     fn dereg_mr(&mut self, mr: &MemoryRegion) -> Result<(), VerbsError> {
-        self.nic.mem.deregister(mr)
+        if self.owners.mr.get(&mr.lkey) != Some(&self.tenant) {
+            return Err(VerbsError::BadKey(mr.lkey));
+        }
+        self.nic.mem.deregister(mr)?;
+        self.owners.mr.remove(&mr.lkey);
+        Ok(())
     }
     fn post_send(&mut self, qp: QpNum, wr: SendWr) -> Result<(), VerbsError> {
-        self.nic
-            .post_send(qp, wr, self.now, self.params, &mut self.sink.effects)
+        self.own_qp(qp)?;
+        if !wr.inline {
+            for s in &wr.sg_list {
+                if s.length > 0 && self.owners.mr.get(&s.lkey) != Some(&self.tenant) {
+                    return Err(VerbsError::BadKey(s.lkey));
+                }
+            }
+        }
+        self.spend("verbs", Work::Post);
+        self.cpu.posts += 1;
+        let at = self.now();
+        self.nic.post_send(qp, wr, at, self.params, &mut self.sink.effects)
     }
     fn post_recv(&mut self, qp: QpNum, wr: RecvWr) -> Result<(), VerbsError> {
+        self.own_qp(qp)?;
+        for s in &wr.sg_list {
+            if s.length > 0 && self.owners.mr.get(&s.lkey) != Some(&self.tenant) {
+                return Err(VerbsError::BadKey(s.lkey));
+            }
+        }
+        self.spend("verbs", Work::Post);
+        self.cpu.posts += 1;
         self.nic.post_recv(qp, wr, &mut self.sink.effects)
     }
     fn poll_cq(&mut self, cq: CqId, max: usize, out: &mut Vec<WorkCompletion>) -> usize {
-        self.nic.poll_cq(cq, max, out)
+        if self.own_cq(cq).is_err() {
+            return 0;
+        }
+        let n = self.nic.poll_cq(cq, max, out);
+        self.spend("verbs", Work::Poll(n as u32));
+        self.cpu.polls += 1;
+        n
     }
     fn set_timer(&mut self, at: u64, token: u64) {
         self.sink.timers.push((at, token));
+    }
+    fn wake(&mut self, tenant: TenantId, token: u64) {
+        self.sink.wakes.push((tenant, token));
+    }
+    fn charge_as(&mut self, layer: &'static str, work: Work) {
+        self.spend(layer, work);
     }
     fn write_local(&mut self, addr: u64, data: &[u8]) -> Result<(), VerbsError> {
         if !self.nic.mem.track_data {
@@ -75,6 +224,7 @@ impl Verbs for HostVerbs<'_> {
                 "memory contents are tracked only with nic.data_check = true",
             ));
         }
+        self.spend("verbs", Work::Copy(data.len() as u64));
         self.nic.mem.write(addr, data)
     }
     fn read_local(&self, addr: u64, len: u64) -> Result<Vec<u8>, VerbsError> {

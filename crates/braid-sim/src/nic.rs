@@ -69,6 +69,7 @@ enum QpState {
     Init,
     Rts,
 }
+// (The verbs-level QpState is braid_verbs::QpState; this one is the NIC's own.)
 
 #[derive(Debug)]
 struct SendWqe {
@@ -197,6 +198,8 @@ struct Cq {
     /// QPs whose send queue waits on this CQ.
     waiters: Vec<QpNum>,
     overruns: u64,
+    /// Armed by req_notify_cq: the next completion notifies (once).
+    armed: bool,
 }
 
 /// Counters of one NIC.
@@ -341,6 +344,65 @@ impl Nic {
             .ok_or(VerbsError::NoSuchCq(cq))?;
         slot.take().ok_or(VerbsError::NoSuchCq(cq))?;
         Ok(())
+    }
+
+    /// ibv_req_notify_cq: the next completion added to `cq` notifies.
+    pub fn req_notify_cq(&mut self, cq: CqId) -> Result<(), VerbsError> {
+        match self.cqs.get_mut(cq as usize) {
+            Some(Some(c)) => {
+                c.armed = true;
+                Ok(())
+            }
+            _ => Err(VerbsError::NoSuchCq(cq)),
+        }
+    }
+
+    /// ibv_modify_qp to Error, Reset, or a new UDP source port.
+    pub fn modify_qp(
+        &mut self,
+        qpn: QpNum,
+        m: QpModify,
+        _eff: &mut Effects,
+    ) -> Result<(), VerbsError> {
+        let q = self.qp_mut(qpn)?;
+        match m {
+            QpModify::UdpSport(s) => {
+                q.sport = s;
+                q.t.set_sport(s);
+                Ok(())
+            }
+            QpModify::Error | QpModify::Reset => {
+                Err(VerbsError::Unsupported("QP Error/Reset transitions"))
+            }
+        }
+    }
+
+    /// ibv_query_qp.
+    pub fn query_qp(&self, qpn: QpNum) -> Result<QpAttr, VerbsError> {
+        let q = self.qp(qpn).ok_or(VerbsError::NoSuchQp(qpn))?;
+        let state = match q.state {
+            QpState::Init => braid_verbs::QpState::Init,
+            QpState::Rts => braid_verbs::QpState::Rts,
+        };
+        let connected = q.state == QpState::Rts && q.qp_type != QpType::Ud;
+        Ok(QpAttr {
+            qpn,
+            qp_type: q.qp_type,
+            state,
+            local_addr: self.host,
+            udp_sport: q.sport,
+            remote: connected.then_some(RemoteQp {
+                host: q.remote_host,
+                qpn: q.remote_qpn,
+                udp_sport: Some(q.sport),
+            }),
+            retry_cnt: 7,
+            rnr_retry: 7,
+            cross_channel: q.managed_send || q.managed_recv,
+            send_cq: q.send_cq,
+            recv_cq: q.recv_cq,
+            send_outstanding: q.sq.len() as u32,
+        })
     }
 
     pub fn create_qp(&mut self, init: &QpInit, p: &NicParams) -> Result<QpNum, VerbsError> {
@@ -592,7 +654,9 @@ impl Nic {
         }
         c.entries.push_back(w);
         c.total += 1;
-        if !eff.notify.contains(&cq) {
+        // ibverbs: only an armed CQ notifies, once, and is disarmed by it.
+        if c.armed {
+            c.armed = false;
             eff.notify.push(cq);
         }
         // QPs whose WAIT watches this CQ may proceed.
@@ -711,7 +775,9 @@ impl Nic {
                 } else {
                     // First time at the cursor: WQE processing time and message-rate limits.
                     if w.ready_ps.is_none() && w.first_psn.is_none() {
-                        let mut t = now.max(self.wqe_free_ps) + p.nic.wqe_time.0;
+                        // Not before it was posted (a busy tenant CPU posts later than the
+                        // event that made it post).
+                        let mut t = now.max(self.wqe_free_ps).max(w.post_ps) + p.nic.wqe_time.0;
                         self.wqe_free_ps = t;
                         t = t.max(self.next_msg_ps).max(q.next_msg_ps);
                         if p.nic.max_msg_rate > 0.0 {

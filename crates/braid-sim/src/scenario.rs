@@ -43,6 +43,9 @@ pub struct Scenario {
     pub measure: MeasureConfig,
     #[serde(default)]
     pub middleware: MiddlewareConfig,
+    /// The hosts' CPUs (cost model of verbs calls and middleware work).
+    #[serde(default)]
+    pub host: HostConfig,
 }
 
 fn default_seed() -> u64 {
@@ -217,9 +220,6 @@ impl Scenario {
                 return Err(err(format!("{p}.iterations"), "expected at least 1"));
             }
             self.transport_for(Some(a.src), a.transport.as_ref(), &format!("{p}.transport"))?;
-            for (j, name) in a.middleware.iter().flatten().enumerate() {
-                check_middleware(&format!("{p}.middleware[{j}]"), name)?;
-            }
             if !(0.0..=1.0).contains(&a.sync_ratio) {
                 return Err(err(
                     format!("{p}.sync_ratio"),
@@ -239,19 +239,28 @@ impl Scenario {
                 ));
             }
         }
-        for (i, name) in self.middleware.default.iter().enumerate() {
-            check_middleware(&format!("middleware.default[{i}]"), name)?;
-        }
-        for (h, names) in &self.middleware.per_host {
+        for h in self.middleware.per_host.keys() {
             if h.parse::<u32>().is_err() {
                 return Err(err(
                     format!("middleware.per_host.{h}"),
                     "keys are host indices, e.g. \"3\"",
                 ));
             }
-            for (i, name) in names.iter().enumerate() {
-                check_middleware(&format!("middleware.per_host.{h}[{i}]"), name)?;
+        }
+        let c = &self.host.cpu;
+        for (k, v) in [
+            ("post_ns", c.post_ns),
+            ("poll_ns", c.poll_ns),
+            ("poll_cqe_ns", c.poll_cqe_ns),
+            ("wr_build_ns", c.wr_build_ns),
+            ("control_ns", c.control_ns),
+        ] {
+            if !(v.is_finite() && v >= 0.0) {
+                return Err(err(format!("host.cpu.{k}"), "expected nanoseconds >= 0"));
             }
+        }
+        if !(c.copy_gbps > 0.0) {
+            return Err(err("host.cpu.copy_gbps", "expected a bandwidth in GB/s > 0"));
         }
         Ok(())
     }
@@ -373,6 +382,8 @@ fn check_transport(path: &str, t: &TransportConfig) -> Result<(), ScenarioError>
 pub struct TrafficEntry {
     pub spec: TrafficSpec,
     pub transport: Option<TransportOverride>,
+    /// This table's verbs stack (it is a tenant of each host it sends from or to).
+    pub middleware: Option<Vec<braid_middleware::MiddlewareEntry>>,
 }
 
 impl From<TrafficSpec> for TrafficEntry {
@@ -380,14 +391,16 @@ impl From<TrafficSpec> for TrafficEntry {
         TrafficEntry {
             spec,
             transport: None,
+            middleware: None,
         }
     }
 }
 
-/// A map without its `transport` entry, which it keeps aside.
+/// A map without its `transport` and `middleware` entries, which it keeps aside.
 struct WithoutTransport<A> {
     map: A,
     transport: Option<TransportOverride>,
+    middleware: Option<Vec<braid_middleware::MiddlewareEntry>>,
 }
 
 impl<'de, A: MapAccess<'de>> MapAccess<'de> for WithoutTransport<A> {
@@ -400,6 +413,7 @@ impl<'de, A: MapAccess<'de>> MapAccess<'de> for WithoutTransport<A> {
             match self.map.next_key::<String>()? {
                 None => return Ok(None),
                 Some(k) if k == "transport" => self.transport = Some(self.map.next_value()?),
+                Some(k) if k == "middleware" => self.middleware = Some(self.map.next_value()?),
                 Some(k) => {
                     return seed
                         .deserialize(IntoDeserializer::<A::Error>::into_deserializer(k))
@@ -425,11 +439,13 @@ impl<'de> Deserialize<'de> for TrafficEntry {
                 let mut rest = WithoutTransport {
                     map,
                     transport: None,
+                    middleware: None,
                 };
                 let spec = TrafficSpec::deserialize(MapAccessDeserializer::new(&mut rest))?;
                 Ok(TrafficEntry {
                     spec,
                     transport: rest.transport,
+                    middleware: rest.middleware,
                 })
             }
         }
@@ -446,6 +462,12 @@ impl Serialize for TrafficEntry {
                 serde_json::to_value(t).map_err(serde::ser::Error::custom)?,
             );
         }
+        if let (Some(m), Some(obj)) = (&self.middleware, v.as_object_mut()) {
+            obj.insert(
+                "middleware".into(),
+                serde_json::to_value(m).map_err(serde::ser::Error::custom)?,
+            );
+        }
         v.serialize(s)
     }
 }
@@ -459,33 +481,19 @@ impl JsonSchema for TrafficEntry {
         let mut s = TrafficSpec::json_schema(g);
         let t = serde_json::to_value(g.subschema_for::<TransportOverride>())
             .expect("schema serialises");
+        let m = serde_json::to_value(g.subschema_for::<Vec<braid_middleware::MiddlewareEntry>>())
+            .expect("schema serialises");
         for key in ["oneOf", "anyOf"] {
             if let Some(variants) = s.get_mut(key).and_then(|v| v.as_array_mut()) {
                 for v in variants {
                     if let Some(props) = v.get_mut("properties").and_then(|p| p.as_object_mut()) {
                         props.insert("transport".into(), t.clone());
+                        props.insert("middleware".into(), m.clone());
                     }
                 }
             }
         }
         s
-    }
-}
-
-/// Middleware braid ships (more come with the mechanisms' issues).
-pub const MIDDLEWARE: &[&str] = &["raw"];
-
-fn check_middleware(path: &str, name: &str) -> Result<(), ScenarioError> {
-    if MIDDLEWARE.contains(&name) {
-        Ok(())
-    } else {
-        Err(err(
-            path,
-            format!(
-                "unknown middleware {name:?}; available: {}",
-                MIDDLEWARE.join(", ")
-            ),
-        ))
     }
 }
 

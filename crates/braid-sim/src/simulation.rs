@@ -10,7 +10,8 @@ use crate::nic::NicParams;
 use crate::scenario::Scenario;
 use crate::world::{AppSlot, Ev, Role, World};
 use braid_engine::{EventQueue, Handler, Time};
-use braid_verbs::{Middleware, Raw};
+use braid_middleware::MiddlewareEntry;
+use braid_verbs::{HostCtx, Middleware};
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
@@ -50,16 +51,57 @@ fn join(prefix: &str, rel: &str) -> String {
     }
 }
 
-fn make_stack(names: &[String]) -> Vec<Box<dyn Middleware>> {
-    names
-        .iter()
-        .map(|n| -> Box<dyn Middleware> {
-            match n.as_str() {
-                "raw" => Box::new(Raw),
-                other => unreachable!("validated middleware name {other}"),
+/// Builds tenants' verbs stacks from their middleware entries, host by host: each mechanism's
+/// config is its factory, and one [`HostCtx`] per host lets the tenants of a host share their
+/// mechanisms' host agent. [`StackBuilder::finish`] installs the agents in slot 0.
+struct StackBuilder {
+    hosts: BTreeMap<u32, HostCtx>,
+}
+
+impl StackBuilder {
+    fn new() -> Self {
+        StackBuilder {
+            hosts: BTreeMap::new(),
+        }
+    }
+
+    /// The stack of tenant `tenant` on host `h`; `path` names the entries in errors.
+    fn build(
+        &mut self,
+        world: &World,
+        h: u32,
+        tenant: u32,
+        entries: &[MiddlewareEntry],
+        path: &str,
+    ) -> Result<Vec<Box<dyn Middleware>>, ScenarioError> {
+        let ctx = self
+            .hosts
+            .entry(h)
+            .or_insert_with(|| HostCtx::new(h, world.hosts[h as usize].caps.clone()));
+        entries
+            .iter()
+            .enumerate()
+            .map(|(j, e)| {
+                e.0.factory().build(ctx, tenant).map_err(|b| {
+                    err(
+                        join(&format!("{path}[{j}]"), &b.key),
+                        format!("{} (on host {h})", b.message),
+                    )
+                })
+            })
+            .collect()
+    }
+
+    /// Puts each host's agent layers into its agent slot and starts it first.
+    fn finish(self, world: &mut World, queue: &mut EventQueue<Ev>) {
+        for (h, mut ctx) in self.hosts {
+            let agents = ctx.take_agents();
+            if !agents.is_empty() {
+                world.hosts[h as usize].apps[0].stack = agents;
+                queue.schedule(0, Ev::AppStart { host: h, app: 0 });
             }
-        })
-        .collect()
+        }
+    }
 }
 
 /// The distinct transports of a run's tenants; index 0 is `[transport]` itself.
@@ -125,6 +167,8 @@ impl Simulation {
         let measure = Measure::new(sc.measure.interval.0, sc.measure.messages);
         let mut world = World::new(&graph, params, sc.switch.clone(), measure, seed)
             .map_err(|m| err("topology", m))?;
+        world.cpu_cost = sc.host.cpu.cost();
+        world.cpu_delay = sc.host.cpu.delay;
         let n_hosts = world.hosts.len() as u32;
         if n_hosts == 0 {
             return Err(err("topology", "the topology has no hosts"));
@@ -210,9 +254,10 @@ impl Simulation {
         // destination host (and per transport, when tenants differ).
         let log: SharedLog = Rc::new(RefCell::new(FlowLog::default()));
         let rdv: Rendezvous = Rc::new(RefCell::new(HashMap::new()));
-        let mut senders: BTreeMap<(u32, usize), Vec<SendFlow>> = BTreeMap::new();
-        // Per (destination host, transport): (flow id, connection id, size) of each flow.
-        type Sinks = BTreeMap<(u32, usize), Vec<(u32, u32, u64)>>;
+        let mut senders: BTreeMap<(u32, usize, usize), Vec<SendFlow>> = BTreeMap::new();
+        // Per (destination host, traffic table, transport): (flow id, connection id, size) of
+        // each flow. Every table is a tenant of its own on each host.
+        type Sinks = BTreeMap<(u32, usize, usize), Vec<(u32, u32, u64)>>;
         let mut sinks: Sinks = BTreeMap::new();
         let mut conn = 0u32;
         for (i, t) in sc.traffic.iter().enumerate() {
@@ -274,11 +319,11 @@ impl Simulation {
                     }
                 };
                 senders
-                    .entry((f.src, tr))
+                    .entry((f.src, i, tr))
                     .or_default()
                     .push(SendFlow::new(id, conn, f.size, f.start_ps, f.priority));
                 sinks
-                    .entry((f.dst, tr))
+                    .entry((f.dst, i, tr))
                     .or_default()
                     .push((id, conn, f.size));
                 conn += 1;
@@ -290,38 +335,50 @@ impl Simulation {
             app_no += 1;
             app_no << 40
         };
-        let stack_for = |h: u32| -> Vec<Box<dyn Middleware>> {
-            let names = sc
-                .middleware
-                .per_host
-                .get(&h.to_string())
-                .unwrap_or(&sc.middleware.default);
-            make_stack(names)
-        };
-        // Each application is a tenant with its own stack: its own `middleware` list, else its
-        // host's.
+        // Each tenant (an `[[apps]]` side, a `[[traffic]]` table's sender or sink on a host) gets
+        // its own stack: its own `middleware` list, else its host's, else the default.
+        let mut stacks = StackBuilder::new();
+        let mut starts: Vec<(u32, u32)> = Vec::new();
         let mut add_app = |world: &mut World,
                            h: u32,
                            app: Box<dyn braid_verbs::App>,
-                           own: Option<&Vec<String>>,
-                           params: Option<Rc<NicParams>>| {
+                           own: Option<(&Vec<MiddlewareEntry>, String)>,
+                           label: String,
+                           params: Option<Rc<NicParams>>|
+         -> Result<(), ScenarioError> {
             let idx = world.hosts[h as usize].apps.len() as u32;
-            let stack = own.map(|n| make_stack(n)).unwrap_or_else(|| stack_for(h));
-            world.hosts[h as usize]
-                .apps
-                .push(AppSlot { app, stack, params });
-            queue.schedule(0, Ev::AppStart { host: h, app: idx });
+            let key = h.to_string();
+            let (entries, path) = match (own, sc.middleware.per_host.get(&key)) {
+                (Some((m, p)), _) => (m, p),
+                (None, Some(m)) => (m, format!("middleware.per_host.{key}")),
+                (None, None) => (&sc.middleware.default, "middleware.default".to_string()),
+            };
+            let stack = stacks.build(world, h, idx, entries, &path)?;
+            let mut slot = AppSlot::new(app, stack, label);
+            slot.params = params;
+            world.hosts[h as usize].apps.push(slot);
+            starts.push((h, idx));
+            Ok(())
         };
-        for ((h, tr), flows) in sinks {
+        for ((h, table, tr), flows) in sinks {
+            let own = sc.traffic[table]
+                .middleware
+                .as_ref()
+                .map(|m| (m, format!("traffic[{table}].middleware")));
             add_app(
                 &mut world,
                 h,
                 Box::new(FlowSink::new(log.clone(), rdv.clone(), flows, next_base())),
-                None,
+                own,
+                format!("traffic[{table}].sink"),
                 transports.params(tr),
-            );
+            )?;
         }
-        for ((h, tr), flows) in senders {
+        for ((h, table, tr), flows) in senders {
+            let own = sc.traffic[table]
+                .middleware
+                .as_ref()
+                .map(|m| (m, format!("traffic[{table}].middleware")));
             add_app(
                 &mut world,
                 h,
@@ -332,9 +389,10 @@ impl Simulation {
                     next_base(),
                     data_check,
                 )),
-                None,
+                own,
+                format!("traffic[{table}].sender"),
                 transports.params(tr),
-            );
+            )?;
         }
         for (i, a) in sc.apps.iter().enumerate() {
             if !a.enabled {
@@ -368,9 +426,12 @@ impl Simulation {
                     rdv.clone(),
                     next_base(),
                 )),
-                a.middleware.as_ref(),
+                a.middleware
+                    .as_ref()
+                    .map(|m| (m, format!("apps[{i}].middleware"))),
+                format!("apps[{i}].server"),
                 transports.params(tr),
-            );
+            )?;
             add_app(
                 &mut world,
                 a.src,
@@ -384,9 +445,17 @@ impl Simulation {
                     seed,
                     i as u64,
                 )),
-                a.middleware.as_ref(),
+                a.middleware
+                    .as_ref()
+                    .map(|m| (m, format!("apps[{i}].middleware"))),
+                format!("apps[{i}].client"),
                 transports.params(tr),
-            );
+            )?;
+        }
+        // The host agents start first, then the tenants in the order they were added.
+        stacks.finish(&mut world, &mut queue);
+        for (h, idx) in starts {
+            queue.schedule(0, Ev::AppStart { host: h, app: idx });
         }
         if world.measure.interval > 0 {
             queue.schedule(world.measure.interval, Ev::Sample);
@@ -424,11 +493,7 @@ impl Simulation {
             .get_mut(host as usize)
             .ok_or_else(|| format!("no host {host}"))?;
         let idx = h.apps.len() as u32;
-        h.apps.push(AppSlot {
-            app,
-            stack,
-            params: None,
-        });
+        h.apps.push(AppSlot::new(app, stack, format!("added[{idx}]")));
         self.queue.schedule(0, Ev::AppStart { host, app: idx });
         Ok(())
     }
@@ -448,7 +513,8 @@ impl Simulation {
         }
     }
 
-    /// Names of the middleware in each application's stack, top to bottom, per host.
+    /// Names of the middleware in each tenant's stack, top to bottom, per host (the agent
+    /// slot, tenant 0, is left out: see [`Simulation::agents`]).
     pub fn stacks(&self) -> Vec<Vec<Vec<&'static str>>> {
         self.world
             .hosts
@@ -456,9 +522,19 @@ impl Simulation {
             .map(|h| {
                 h.apps
                     .iter()
+                    .skip(1)
                     .map(|a| a.stack.iter().map(|m| m.name()).collect())
                     .collect()
             })
+            .collect()
+    }
+
+    /// Names of the layers in each host's agent slot (host-scoped mechanisms), per host.
+    pub fn agents(&self) -> Vec<Vec<&'static str>> {
+        self.world
+            .hosts
+            .iter()
+            .map(|h| h.apps[0].stack.iter().map(|m| m.name()).collect())
             .collect()
     }
 

@@ -30,8 +30,10 @@ pub enum Ev {
         qp: u32,
         gen: u32,
     },
-    /// A timer an application or middleware asked for.
+    /// A timer an application or middleware asked for (`app`: the tenant).
     AppTimer { host: u32, app: u32, token: u64 },
+    /// Another tenant's middleware woke this tenant.
+    Wake { host: u32, app: u32, token: u64 },
     /// Start an application.
     AppStart { host: u32, app: u32 },
     /// A link goes down or comes up.
@@ -52,10 +54,14 @@ pub struct Node {
     pub ports: Vec<Port>,
 }
 
-/// An application with its own verbs stack (one tenant).
+/// A tenant: an application with its own verbs stack (slot 0 of every host is the host agent's,
+/// with an idle application and the host-scoped middleware layers).
 pub struct AppSlot {
     pub app: Box<dyn App>,
     pub stack: Vec<Box<dyn Middleware>>,
+    /// What results call this tenant (e.g. "apps[0].client", "traffic[1].sender").
+    pub label: String,
+    pub cpu: crate::hostverbs::TenantCpu,
     /// The NIC parameters its QPs are created with when its tenant runs a transport of its own
     /// (`[[apps]].transport`, `[[traffic]].transport`, `transport.per_host`); None = the world's.
     pub params: Option<std::rc::Rc<NicParams>>,
@@ -64,9 +70,23 @@ pub struct AppSlot {
 pub struct Host {
     pub node: u32,
     pub nic: Nic,
+    /// Its tenants; index 0 is the host agent slot.
     pub apps: Vec<AppSlot>,
-    /// Which application owns a CQ (completion events go to it).
-    pub cq_owner: HashMap<u32, u32>,
+    /// Which tenant owns each QP, CQ and memory region (completion events go to the CQ's).
+    pub owners: crate::hostverbs::Owners,
+    pub caps: braid_verbs::Caps,
+}
+
+impl AppSlot {
+    pub fn new(app: Box<dyn App>, stack: Vec<Box<dyn Middleware>>, label: String) -> Self {
+        AppSlot {
+            app,
+            stack,
+            label,
+            cpu: Default::default(),
+            params: None,
+        }
+    }
 }
 
 #[derive(Debug, Default, Clone)]
@@ -93,13 +113,16 @@ pub struct World {
     pub sw: SwitchConfig,
     pub counters: Counters,
     pub measure: Measure,
-    /// Completions to deliver to applications after the current event.
-    pending_notify: Vec<(u32, u32)>,
+    /// Completion notifications to deliver after the current event: (host, tenant, CQ).
+    pending_notify: Vec<(u32, u32, u32)>,
+    /// The host CPU cost model, and whether spent CPU time delays a tenant.
+    pub cpu_cost: braid_verbs::CpuCost,
+    pub cpu_delay: bool,
     pub seed: u64,
     /// Bit p set: priority p is lossless (PFC enabled and listed).
     lossless_mask: u8,
     /// Events handled, by kind (see [`Ev::KINDS`]).
-    pub ev_counts: [u64; 8],
+    pub ev_counts: [u64; 9],
 }
 
 impl World {
@@ -155,11 +178,25 @@ impl World {
                     nodes[i].role = Role::Host(hi);
                     host_index[i] = hi;
                     let rate = nodes[i].ports[0].rate;
+                    let caps = braid_verbs::Caps {
+                        cross_channel: params.nic.cross_channel,
+                        local_addrs: vec![i as u32],
+                        sport_control: true,
+                        data_tracking: true,
+                        mtu: params.nic.mtu,
+                        line_rate_bps: rate,
+                        max_qp_wr: 1 << 15,
+                    };
                     hosts.push(Host {
                         node: i as u32,
                         nic: Nic::new(i as u32, rate, &params, seed),
-                        apps: Vec::new(),
-                        cq_owner: HashMap::new(),
+                        apps: vec![AppSlot::new(
+                            Box::new(braid_verbs::Idle),
+                            Vec::new(),
+                            "agent".into(),
+                        )],
+                        owners: Default::default(),
+                        caps,
                     });
                 }
                 NodeKind::Switch => {
@@ -215,9 +252,11 @@ impl World {
             counters: Counters::default(),
             measure,
             pending_notify: Vec::new(),
+            cpu_cost: braid_verbs::CpuCost::default(),
+            cpu_delay: false,
             seed,
             lossless_mask: 0,
-            ev_counts: [0; 8],
+            ev_counts: [0; 9],
         };
         if w.sw.pfc.enabled {
             w.lossless_mask = w.sw.lossless.iter().fold(0u8, |m, &p| m | (1 << (p & 7)));
@@ -793,12 +832,9 @@ impl World {
             }
         }
         for cq in eff.notify {
-            if let Some(&app) = self.hosts[h as usize].cq_owner.get(&cq) {
-                let key = (h, app);
-                if !self.pending_notify.iter().any(|x| *x == key) {
-                    self.pending_notify.push(key);
-                }
-                let _ = cq;
+            // Only armed CQs notify (once per arming), so there is nothing to deduplicate.
+            if let Some(t) = self.hosts[h as usize].owners.cq_owner(cq) {
+                self.pending_notify.push((h, t, cq));
             }
             self.measure.note_cq(h, cq);
         }
@@ -808,7 +844,7 @@ impl World {
         }
     }
 
-    /// Runs an application callback with its verbs stack over this host's NIC.
+    /// Runs a tenant's callback with its verbs stack over this host's NIC (`ev` None: start it).
     pub fn with_app(
         &mut self,
         now: Time,
@@ -818,22 +854,36 @@ impl World {
         ev: Option<Event>,
     ) {
         let mut sink = crate::hostverbs::HostSink::default();
+        let end;
         {
             let host = &mut self.hosts[h as usize];
             let slot = &mut host.apps[app as usize];
             let params = slot.params.as_deref().unwrap_or(&self.params);
+            // The tenant's thread runs the callback once it is free.
+            let start = if self.cpu_delay {
+                now.max(slot.cpu.free_at)
+            } else {
+                now
+            };
             let mut bottom = crate::hostverbs::HostVerbs {
                 nic: &mut host.nic,
                 params,
-                now,
-                host_index: h,
-                app,
+                caps: &host.caps,
+                cost: &self.cpu_cost,
+                start,
+                spent: 0,
+                delay: self.cpu_delay,
+                tenant: app,
+                owners: &mut host.owners,
+                cpu: &mut slot.cpu,
                 sink: &mut sink,
-                cq_owner: &mut host.cq_owner,
             };
             let mut stack = Stack::new(&mut slot.stack, &mut bottom);
             match ev {
-                None => slot.app.start(&mut stack),
+                None => {
+                    stack.start_layers();
+                    slot.app.start(&mut stack);
+                }
                 Some(ev) => {
                     let mut up = Vec::new();
                     stack.deliver(ev, &mut up);
@@ -842,6 +892,8 @@ impl World {
                     }
                 }
             }
+            end = bottom.start + bottom.spent;
+            slot.cpu.free_at = end;
         }
         for (t, token) in sink.timers.drain(..) {
             q.schedule(
@@ -853,6 +905,18 @@ impl World {
                 },
             );
         }
+        for (tenant, token) in sink.wakes.drain(..) {
+            if (tenant as usize) < self.hosts[h as usize].apps.len() {
+                q.schedule(
+                    end,
+                    Ev::Wake {
+                        host: h,
+                        app: tenant,
+                        token,
+                    },
+                );
+            }
+        }
         let eff = std::mem::take(&mut sink.effects);
         self.apply(now, h, eff, q);
     }
@@ -860,19 +924,8 @@ impl World {
     fn flush_notifications(&mut self, now: Time, q: &mut EventQueue<Ev>) {
         while !self.pending_notify.is_empty() {
             let batch = std::mem::take(&mut self.pending_notify);
-            for (h, app) in batch {
-                // Deliver one completion event per CQ this app owns that has entries.
-                let cqs: Vec<u32> = self.hosts[h as usize]
-                    .cq_owner
-                    .iter()
-                    .filter(|(_, &a)| a == app)
-                    .map(|(&c, _)| c)
-                    .collect();
-                let mut cqs = cqs;
-                cqs.sort_unstable();
-                for cq in cqs {
-                    self.with_app(now, h, app, q, Some(Event::Completion(cq)));
-                }
+            for (h, app, cq) in batch {
+                self.with_app(now, h, app, q, Some(Event::Completion(cq)));
             }
         }
     }
@@ -893,7 +946,7 @@ fn resolve_node(s: &str, names: &HashMap<String, u32>) -> Option<u32> {
 }
 
 impl Ev {
-    pub const KINDS: [&'static str; 8] = [
+    pub const KINDS: [&'static str; 9] = [
         "arrive",
         "port_wake",
         "nic_rx",
@@ -902,6 +955,7 @@ impl Ev {
         "app_start",
         "link_state",
         "sample",
+        "wake",
     ];
     fn kind(&self) -> usize {
         match self {
@@ -913,6 +967,7 @@ impl Ev {
             Ev::AppStart { .. } => 5,
             Ev::LinkState { .. } => 6,
             Ev::Sample => 7,
+            Ev::Wake { .. } => 8,
         }
     }
 }
@@ -952,6 +1007,9 @@ impl Handler<Ev> for World {
             }
             Ev::AppTimer { host, app, token } => {
                 self.with_app(now, host, app, q, Some(Event::Timer(token)))
+            }
+            Ev::Wake { host, app, token } => {
+                self.with_app(now, host, app, q, Some(Event::Wake(token)))
             }
             Ev::AppStart { host, app } => self.with_app(now, host, app, q, None),
             Ev::LinkState { link, up } => {

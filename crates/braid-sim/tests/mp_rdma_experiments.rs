@@ -1177,6 +1177,7 @@ struct IdleSink(Rc<RefCell<Ends>>);
 impl App for IdleSink {
     fn start(&mut self, v: &mut dyn Verbs) {
         let cq = v.create_cq(64).unwrap();
+        v.req_notify_cq(cq).unwrap();
         let mr = v.reg_mr(0x1000_0000, 1 << 20, Access::ALL).unwrap();
         let qp = v.create_qp(&QpInit::rc(cq)).unwrap();
         self.0.borrow_mut().sink = Some((v.local_host(), qp, mr));
@@ -1233,6 +1234,7 @@ impl IdleSource {
 impl App for IdleSource {
     fn start(&mut self, v: &mut dyn Verbs) {
         let cq = v.create_cq(64).unwrap();
+        v.req_notify_cq(cq).unwrap();
         self.mr = Some(v.reg_mr(0x2000_0000, 1 << 20, Access::ALL).unwrap());
         self.qp = v.create_qp(&QpInit::rc(cq)).unwrap();
         self.ends.borrow_mut().source = Some((v.local_host(), self.qp));
@@ -1256,7 +1258,7 @@ impl App for IdleSource {
             Event::Timer(2) => self.post(v, 2),
             Event::Completion(cq) => {
                 let mut out = Vec::new();
-                v.poll_cq(cq, 8, &mut out);
+                braid_verbs::poll_and_rearm(v, cq, &mut out).unwrap();
                 for wc in out {
                     self.ends.borrow_mut().done.push(v.now());
                     if wc.wr_id == 1 {

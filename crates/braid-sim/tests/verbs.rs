@@ -33,6 +33,7 @@ struct Server {
 impl App for Server {
     fn start(&mut self, v: &mut dyn Verbs) {
         let cq = v.create_cq(1024).unwrap();
+        v.req_notify_cq(cq).unwrap();
         let mr = v.reg_mr(0x1000_0000, 4 << 20, Access::ALL).unwrap();
         let mut s = self.s.borrow_mut();
         s.server_host = v.local_host();
@@ -75,7 +76,7 @@ impl App for Server {
             }
             Event::Completion(cq) => {
                 let mut out = Vec::new();
-                v.poll_cq(cq, 100, &mut out);
+                braid_verbs::poll_and_rearm(v, cq, &mut out).unwrap();
                 let now = v.now();
                 for wc in out {
                     self.s
@@ -101,7 +102,11 @@ struct Client {
 impl App for Client {
     fn start(&mut self, v: &mut dyn Verbs) {
         self.cqs = (0..self.inits.len())
-            .map(|_| v.create_cq(1024).unwrap())
+            .map(|_| {
+                let cq = v.create_cq(1024).unwrap();
+                v.req_notify_cq(cq).unwrap();
+                cq
+            })
             .collect();
         self.mr = Some(v.reg_mr(0x2000_0000, 4 << 20, Access::ALL).unwrap());
         let mut s = self.s.borrow_mut();
@@ -143,7 +148,7 @@ impl App for Client {
             }
             Event::Completion(cq) => {
                 let mut out = Vec::new();
-                v.poll_cq(cq, 100, &mut out);
+                braid_verbs::poll_and_rearm(v, cq, &mut out).unwrap();
                 let now = v.now();
                 for wc in out {
                     assert_eq!(wc.status, WcStatus::Success);
@@ -377,6 +382,7 @@ fn bad_work_requests_are_rejected_at_post_time() {
     impl App for Bad {
         fn start(&mut self, v: &mut dyn Verbs) {
             let cq = v.create_cq(16).unwrap();
+            v.req_notify_cq(cq).unwrap();
             let qp = v.create_qp(&QpInit::rc(cq)).unwrap();
             // Not connected yet.
             assert!(matches!(
@@ -439,6 +445,7 @@ fn ud_datagrams_and_uc_writes() {
     impl App for Srv {
         fn start(&mut self, v: &mut dyn Verbs) {
             let cq = v.create_cq(64).unwrap();
+            v.req_notify_cq(cq).unwrap();
             let mr = v.reg_mr(0x1000, 4096, Access::ALL).unwrap();
             let ud = v
                 .create_qp(&QpInit {
@@ -501,7 +508,7 @@ fn ud_datagrams_and_uc_writes() {
                 }
                 Event::Completion(cq) => {
                     let mut out = Vec::new();
-                    v.poll_cq(cq, 64, &mut out);
+                    braid_verbs::poll_and_rearm(v, cq, &mut out).unwrap();
                     self.0.borrow_mut().server_wcs.extend(out);
                     v.set_timer(v.now() + 1_000_000, 2);
                 }
@@ -513,6 +520,7 @@ fn ud_datagrams_and_uc_writes() {
     impl App for Cli {
         fn start(&mut self, v: &mut dyn Verbs) {
             let cq = v.create_cq(64).unwrap();
+            v.req_notify_cq(cq).unwrap();
             let mr = v.reg_mr(0x9000, 4096, Access::ALL).unwrap();
             v.write_local(0x9000, &[1, 2, 3, 4]).unwrap();
             let ud = v
@@ -603,7 +611,7 @@ fn ud_datagrams_and_uc_writes() {
         fn on_event(&mut self, v: &mut dyn Verbs, ev: Event) {
             if let Event::Completion(cq) = ev {
                 let mut out = Vec::new();
-                v.poll_cq(cq, 64, &mut out);
+                braid_verbs::poll_and_rearm(v, cq, &mut out).unwrap();
                 self.0.borrow_mut().client_wcs.extend(out);
             }
         }
@@ -656,6 +664,7 @@ fn recv_enable_releases_a_managed_receive_queue() {
     impl App for Srv {
         fn start(&mut self, v: &mut dyn Verbs) {
             let cq = v.create_cq(64).unwrap();
+            v.req_notify_cq(cq).unwrap();
             let mr = v.reg_mr(0x1000, 4096, Access::ALL).unwrap();
             self.1 = v
                 .create_qp(&QpInit {
@@ -722,7 +731,7 @@ fn recv_enable_releases_a_managed_receive_queue() {
                 }
                 Event::Completion(cq) => {
                     let mut out = Vec::new();
-                    v.poll_cq(cq, 16, &mut out);
+                    braid_verbs::poll_and_rearm(v, cq, &mut out).unwrap();
                     for w in out {
                         if w.opcode == WcOpcode::Recv {
                             self.0.borrow_mut().recv_at = Some(v.now());
@@ -737,6 +746,7 @@ fn recv_enable_releases_a_managed_receive_queue() {
     impl App for Cli {
         fn start(&mut self, v: &mut dyn Verbs) {
             let cq = v.create_cq(64).unwrap();
+            v.req_notify_cq(cq).unwrap();
             let mr = v.reg_mr(0x9000, 4096, Access::ALL).unwrap();
             let qp = v.create_qp(&QpInit::rc(cq)).unwrap();
             self.0.borrow_mut().cli = Some((v.local_host(), qp));

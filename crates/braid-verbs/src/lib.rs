@@ -129,3 +129,29 @@ impl App for Idle {
         true
     }
 }
+
+/// The ibverbs idiom after a completion notification: poll `cq` empty, re-arm it, poll again (a
+/// completion that arrives between the last poll and the arming does not notify, so without
+/// the second poll it would wait for the next one). Appends to `out`; returns how many.
+pub fn poll_and_rearm(
+    v: &mut dyn Verbs,
+    cq: CqId,
+    out: &mut Vec<WorkCompletion>,
+) -> Result<usize, VerbsError> {
+    let mut n = 0;
+    loop {
+        let k = v.poll_cq(cq, 256, out);
+        n += k;
+        if k == 0 {
+            break;
+        }
+    }
+    v.req_notify_cq(cq)?;
+    loop {
+        let k = v.poll_cq(cq, 256, out);
+        n += k;
+        if k == 0 {
+            return Ok(n);
+        }
+    }
+}
