@@ -51,6 +51,9 @@ class RunResult:
     out_dir: Optional[Path] = None
     summary: dict = field(default_factory=dict)
     transport: pl.DataFrame = field(default_factory=pl.DataFrame)
+    #: One row per tenant: its middleware stack, CPU time (total and by layer), verbs calls, its
+    #: layers' counters, and for perftest clients latency percentiles, goodput and message rate.
+    tenants: pl.DataFrame = field(default_factory=pl.DataFrame)
 
     def __repr__(self) -> str:
         return (
@@ -196,6 +199,7 @@ def collect(sc: Scenario, sim: Any, seed: int, wall: float, cpu: float) -> RunRe
         throughput=_table(raw["throughput"]),
         queues=_table(raw["queues"]),
         transport=_table(raw["transport"]),
+        tenants=_table(raw["tenants"]),
         counters=dict(raw["counters"]),
         headline=dict(raw["headline"]),
         stats=stats,

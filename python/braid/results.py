@@ -22,7 +22,7 @@ from .scenario import BraidError, _json_default
 
 __all__ = ["write_results", "atomic_dir", "read_results", "TABLES"]
 
-TABLES = ("messages", "flows", "throughput", "queues", "transport")
+TABLES = ("messages", "flows", "throughput", "queues", "transport", "tenants")
 MARKERS = ("summary.json", "demo.json")
 
 

@@ -174,6 +174,7 @@ pub fn results_to_py<'py>(
         d.set_item("throughput", table_to_py(py, &frombuffer, &r.throughput)?)?;
         d.set_item("queues", table_to_py(py, &frombuffer, &r.queues)?)?;
         d.set_item("transport", table_to_py(py, &frombuffer, &r.transport)?)?;
+        d.set_item("tenants", table_to_py(py, &frombuffer, &r.tenants)?)?;
     }
     let counters = PyDict::new(py);
     for (k, v) in &r.counters {

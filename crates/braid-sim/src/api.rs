@@ -62,6 +62,10 @@ pub struct Results {
     /// Per QP: host, qpn, transport kind, bytes, the transport's counters and (MP-RDMA) the
     /// out-of-order degree percentiles (`transport_report`).
     pub transport: Table,
+    /// Per tenant (application side or traffic table on a host, and each host agent that runs
+    /// layers): its stack, CPU time by layer, verbs calls, its layers' counters and, for
+    /// perftest clients, latency percentiles, goodput and message rate (`tenants.rs`).
+    pub tenants: Table,
     /// Totals: drops, pfc_pauses, ecn_marks, cnps, retransmissions, ...
     pub counters: BTreeMap<String, u64>,
     /// Headline figures for summaries (e.g. total goodput, mean FCT, Jain index).

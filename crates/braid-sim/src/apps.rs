@@ -677,5 +677,6 @@ pub fn perf_record(spec: &AppSpec, src: u32, dst: u32) -> FlowRecord {
         dst_addr: None,
         bytes_done: 0,
         latencies: vec![],
+        msg_bytes: spec.size.0,
     }
 }

@@ -19,6 +19,7 @@ pub mod packet;
 pub mod qp_cache;
 pub mod results;
 pub mod scenario;
+pub mod tenants;
 pub mod simulation;
 pub mod transport;
 pub mod transport_report;

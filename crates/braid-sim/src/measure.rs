@@ -26,6 +26,8 @@ pub struct FlowRecord {
     pub bytes_done: u64,
     /// Round-trip samples (write_lat), picoseconds.
     pub latencies: Vec<Time>,
+    /// Bytes per message (perftest applications; 0 for traffic flows).
+    pub msg_bytes: u64,
 }
 
 /// Shared between the applications (which write it) and the run (which reads it).

@@ -224,6 +224,7 @@ pub fn assemble(
     crate::transport_report::add_counters(world, transport_base, &mut k);
     r.counters = k;
     r.transport = crate::transport_report::table(world);
+    r.tenants = crate::tenants::table(world, log);
 
     // Headline.
     let mut h = BTreeMap::new();

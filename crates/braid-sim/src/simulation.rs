@@ -304,6 +304,7 @@ impl Simulation {
                     dst_addr: None,
                     bytes_done: 0,
                     latencies: vec![],
+                    msg_bytes: 0,
                 });
                 let tr = match by_src.get(&f.src) {
                     Some(&x) => x,
@@ -344,6 +345,7 @@ impl Simulation {
                            app: Box<dyn braid_verbs::App>,
                            own: Option<(&Vec<MiddlewareEntry>, String)>,
                            label: String,
+                           flow: Option<u32>,
                            params: Option<Rc<NicParams>>|
          -> Result<(), ScenarioError> {
             let idx = world.hosts[h as usize].apps.len() as u32;
@@ -356,6 +358,7 @@ impl Simulation {
             let stack = stacks.build(world, h, idx, entries, &path)?;
             let mut slot = AppSlot::new(app, stack, label);
             slot.params = params;
+            slot.flow = flow;
             world.hosts[h as usize].apps.push(slot);
             starts.push((h, idx));
             Ok(())
@@ -371,6 +374,7 @@ impl Simulation {
                 Box::new(FlowSink::new(log.clone(), rdv.clone(), flows, next_base())),
                 own,
                 format!("traffic[{table}].sink"),
+                None,
                 transports.params(tr),
             )?;
         }
@@ -391,6 +395,7 @@ impl Simulation {
                 )),
                 own,
                 format!("traffic[{table}].sender"),
+                None,
                 transports.params(tr),
             )?;
         }
@@ -430,6 +435,7 @@ impl Simulation {
                     .as_ref()
                     .map(|m| (m, format!("apps[{i}].middleware"))),
                 format!("apps[{i}].server"),
+                Some(flow),
                 transports.params(tr),
             )?;
             add_app(
@@ -449,6 +455,7 @@ impl Simulation {
                     .as_ref()
                     .map(|m| (m, format!("apps[{i}].middleware"))),
                 format!("apps[{i}].client"),
+                Some(flow),
                 transports.params(tr),
             )?;
         }
@@ -495,6 +502,22 @@ impl Simulation {
         let idx = h.apps.len() as u32;
         h.apps.push(AppSlot::new(app, stack, format!("added[{idx}]")));
         self.queue.schedule(0, Ev::AppStart { host, app: idx });
+        Ok(())
+    }
+
+    /// Puts `layers` in a host's agent slot (tenant 0): host-scoped middleware written by hand, for
+    /// library users and tests. Call it before advancing.
+    pub fn set_agent(&mut self, host: u32, layers: Vec<Box<dyn Middleware>>) -> Result<(), String> {
+        if self.now > 0 {
+            return Err("agents must be set before the run starts".into());
+        }
+        let h = self
+            .world
+            .hosts
+            .get_mut(host as usize)
+            .ok_or_else(|| format!("no host {host}"))?;
+        h.apps[0].stack = layers;
+        self.queue.schedule(0, Ev::AppStart { host, app: 0 });
         Ok(())
     }
 

@@ -62,6 +62,8 @@ pub struct AppSlot {
     /// What results call this tenant (e.g. "apps[0].client", "traffic[1].sender").
     pub label: String,
     pub cpu: crate::hostverbs::TenantCpu,
+    /// The flow record this tenant's measurements go to (perftest applications).
+    pub flow: Option<u32>,
     /// The NIC parameters its QPs are created with when its tenant runs a transport of its own
     /// (`[[apps]].transport`, `[[traffic]].transport`, `transport.per_host`); None = the world's.
     pub params: Option<std::rc::Rc<NicParams>>,
@@ -84,6 +86,7 @@ impl AppSlot {
             stack,
             label,
             cpu: Default::default(),
+            flow: None,
             params: None,
         }
     }
