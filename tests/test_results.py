@@ -159,7 +159,7 @@ def test_scenario_error_attributes(small_toml):
 
 # --- determinism ------------------------------------------------------------------------------
 
-TABLES = ("flows", "messages", "throughput", "queues")
+TABLES = ("flows", "messages", "throughput", "queues", "tenants")
 
 
 def _run(seed):
