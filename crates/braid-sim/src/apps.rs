@@ -3,31 +3,25 @@
 //! (`write_bw`, `write_lat`, `send_bw`, `read_bw`).
 //!
 //! Connection setup happens out of band, as with rdma_cm: each side creates its QPs when it
-//! starts and publishes them in a [`Rendezvous`]; one timer tick later (after every application
-//! has started) both sides connect.
+//! starts and publishes them on a board (`braid_verbs::rendezvous`); one timer tick later (after
+//! every application has started) both sides connect.
 
 use crate::config::{AppKind, AppSpec};
 use crate::measure::{FlowRecord, SharedLog};
+use braid_verbs::rendezvous::{connect_all, Endpoint, Side, SharedBoard};
 use braid_verbs::*;
-use std::cell::RefCell;
-use std::collections::HashMap;
-use std::rc::Rc;
 
-/// One end of a connection as exchanged out of band.
-#[derive(Debug, Clone, Copy)]
-pub struct Endpoint {
-    pub host: u32,
-    pub qpn: QpNum,
-    pub addr: u64,
-    pub rkey: u32,
-}
-
-pub type Rendezvous = Rc<RefCell<HashMap<(u32, u8), Endpoint>>>;
+/// The board a run's applications exchange endpoints on.
+pub type Rendezvous = SharedBoard;
 
 /// Timer token for "every application has started: connect now".
 const CONNECT: u64 = (1 << 56) - 1;
-const CLIENT: u8 = 0;
-const SERVER: u8 = 1;
+
+fn lookup(rdv: &Rendezvous, conn: u32, side: Side) -> Endpoint {
+    rdv.borrow()
+        .lookup(conn as u64, side)
+        .expect("both sides publish before connecting")
+}
 
 /// Fills a buffer with a pattern unique to (flow, offset), for data checking.
 pub fn pattern(flow: u32, len: usize) -> Vec<u8> {
@@ -137,8 +131,9 @@ impl App for FlowSender {
                     .expect("fill buffer");
             }
             off += f.size;
-            self.rdv.borrow_mut().insert(
-                (f.conn, CLIENT),
+            self.rdv.borrow_mut().publish(
+                f.conn as u64,
+                Side::Client,
                 Endpoint {
                     host: v.local_host(),
                     qpn: f.qp,
@@ -155,22 +150,14 @@ impl App for FlowSender {
         match ev {
             Event::Timer(CONNECT) => {
                 for (i, f) in self.flows.iter().enumerate() {
-                    let r = self.rdv.borrow()[&(f.conn, SERVER)];
-                    v.connect_qp(
-                        f.qp,
-                        RemoteQp {
-                            host: r.host,
-                            qpn: r.qpn,
-                            udp_sport: None,
-                        },
-                    )
-                    .expect("connect");
+                    let r = lookup(&self.rdv, f.conn, Side::Server);
+                    v.connect_qp(f.qp, r.remote()).expect("connect");
                     v.set_timer(f.start.max(v.now()), i as u64);
                 }
             }
             Event::Timer(i) => {
                 let f = &self.flows[i as usize];
-                let r = self.rdv.borrow()[&(f.conn, SERVER)];
+                let r = lookup(&self.rdv, f.conn, Side::Server);
                 let mut wr = SendWr::new(i, SendOp::Write, sges(f.addr, f.size, self.lkey));
                 wr.remote_addr = r.addr;
                 wr.rkey = r.rkey;
@@ -226,8 +213,9 @@ impl App for FlowSink {
         let mut off = 0;
         for &(flow, conn, size) in &self.flows {
             let qp = v.create_qp(&QpInit::rc(cq)).expect("create QP");
-            self.rdv.borrow_mut().insert(
-                (conn, SERVER),
+            self.rdv.borrow_mut().publish(
+                conn as u64,
+                Side::Server,
                 Endpoint {
                     host: v.local_host(),
                     qpn: qp,
@@ -245,19 +233,10 @@ impl App for FlowSink {
 
     fn on_event(&mut self, v: &mut dyn Verbs, ev: Event) {
         if ev == Event::Timer(CONNECT) {
-            let rdv = self.rdv.borrow();
             for &(_, conn, _) in &self.flows {
-                let me = rdv[&(conn, SERVER)];
-                let r = rdv[&(conn, CLIENT)];
-                v.connect_qp(
-                    me.qpn,
-                    RemoteQp {
-                        host: r.host,
-                        qpn: r.qpn,
-                        udp_sport: None,
-                    },
-                )
-                .expect("connect");
+                let me = lookup(&self.rdv, conn, Side::Server);
+                let r = lookup(&self.rdv, conn, Side::Client);
+                v.connect_qp(me.qpn, r.remote()).expect("connect");
             }
         }
     }
@@ -385,8 +364,9 @@ impl App for PerfClient {
             if i == 0 {
                 self.log.borrow_mut().flows[self.flow as usize].src_qp = Some((v.local_host(), qp));
             }
-            self.rdv.borrow_mut().insert(
-                (self.conn0 + i as u32, CLIENT),
+            self.rdv.borrow_mut().publish(
+                (self.conn0 + i as u32) as u64,
+                Side::Client,
                 Endpoint {
                     host: v.local_host(),
                     qpn: qp,
@@ -411,19 +391,8 @@ impl App for PerfClient {
         let now = v.now();
         match ev {
             Event::Timer(CONNECT) => {
-                for i in 0..self.qps.len() {
-                    let r = self.rdv.borrow()[&(self.conn0 + i as u32, SERVER)];
-                    self.remote.push(r);
-                    v.connect_qp(
-                        self.qps[i],
-                        RemoteQp {
-                            host: r.host,
-                            qpn: r.qpn,
-                            udp_sport: None,
-                        },
-                    )
+                self.remote = connect_all(v, &self.rdv, self.conn0 as u64, Side::Client, &self.qps)
                     .expect("connect");
-                }
                 self.log.borrow_mut().flows[self.flow as usize].start_ps = now;
                 self.deadline = self.spec.duration.map(|d| now + d.0);
                 if let Some(d) = self.deadline {
@@ -574,8 +543,9 @@ impl App for PerfServer {
         for i in 0..n {
             let qp = v.create_qp(&QpInit::rc(cq)).expect("create QP");
             self.qps.push(qp);
-            self.rdv.borrow_mut().insert(
-                (self.conn0 + i as u32, SERVER),
+            self.rdv.borrow_mut().publish(
+                (self.conn0 + i as u32) as u64,
+                Side::Server,
                 Endpoint {
                     host: v.local_host(),
                     qpn: qp,
@@ -596,18 +566,9 @@ impl App for PerfServer {
     fn on_event(&mut self, v: &mut dyn Verbs, ev: Event) {
         match ev {
             Event::Timer(CONNECT) => {
-                for i in 0..self.qps.len() {
-                    let r = self.rdv.borrow()[&(self.conn0 + i as u32, CLIENT)];
-                    self.remote.push(r);
-                    v.connect_qp(
-                        self.qps[i],
-                        RemoteQp {
-                            host: r.host,
-                            qpn: r.qpn,
-                            udp_sport: None,
-                        },
-                    )
+                self.remote = connect_all(v, &self.rdv, self.conn0 as u64, Side::Server, &self.qps)
                     .expect("connect");
+                for i in 0..self.qps.len() {
                     let depth = match self.spec.kind {
                         AppKind::SendBw => (self.spec.tx_depth * 2).max(64),
                         AppKind::WriteLat => 1,

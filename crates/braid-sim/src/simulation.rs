@@ -253,7 +253,7 @@ impl Simulation {
         // Traffic: one flow per transfer, grouped into a sender per source and a sink per
         // destination host (and per transport, when tenants differ).
         let log: SharedLog = Rc::new(RefCell::new(FlowLog::default()));
-        let rdv: Rendezvous = Rc::new(RefCell::new(HashMap::new()));
+        let rdv: Rendezvous = braid_verbs::rendezvous::board();
         let mut senders: BTreeMap<(u32, usize, usize), Vec<SendFlow>> = BTreeMap::new();
         // Per (destination host, traffic table, transport): (flow id, connection id, size) of
         // each flow. Every table is a tenant of its own on each host.
