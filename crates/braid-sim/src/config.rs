@@ -236,7 +236,7 @@ pub struct HostConfig {
 }
 
 /// `[host.cpu]`: what verbs calls and middleware work cost a tenant's thread (nanoseconds), and
-/// whether that time delays the tenant. Defaults: docs/middleware.md, "CPU cost".
+/// whether that time delays the tenant. Defaults (UCX's cost model): docs/middleware.md, "CPU cost".
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct CpuConfig {

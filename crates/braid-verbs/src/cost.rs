@@ -5,10 +5,9 @@
 //! work into time under a [`CpuCost`] model: the tenant's thread is busy for that long, so what it
 //! posts reaches the NIC later and its `now()` advances. A real backend measures instead.
 //!
-//! The defaults are order-of-magnitude values from published measurements on x86 servers with
-//! ConnectX NICs (sources in `docs/middleware.md`): a doorbell-ringing post of one WR costs
-//! ~0.1-0.2 µs of CPU, a WR built into an existing post ~25 ns more, an empty or hit poll
-//! ~30-50 ns plus ~10 ns per completion, a copy ~10 GB/s.
+//! The defaults come from UCX's cost model of ConnectX NICs through verbs (sources in
+//! `docs/middleware.md`): a post is 75 ns to build the WQE plus 40 ns for the doorbell, a
+//! completion 20 ns to process, a copy ~12 GB/s.
 
 /// A unit of host CPU work.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,11 +41,11 @@ pub struct CpuCost {
 impl Default for CpuCost {
     fn default() -> Self {
         CpuCost {
-            post_ns: 150.0,
+            post_ns: 115.0,
             poll_ns: 40.0,
-            poll_cqe_ns: 10.0,
-            wr_build_ns: 25.0,
-            copy_bytes_per_ns: 10.0,
+            poll_cqe_ns: 20.0,
+            wr_build_ns: 75.0,
+            copy_bytes_per_ns: 12.0,
             control_ns: 1000.0,
         }
     }
@@ -88,9 +87,9 @@ mod tests {
     #[test]
     fn costs_convert_to_picoseconds() {
         let c = CpuCost::default();
-        assert_eq!(c.ps(Work::Post), 150_000);
-        assert_eq!(c.ps(Work::Poll(4)), 80_000);
-        assert_eq!(c.ps(Work::Copy(10_000)), 1_000_000);
+        assert_eq!(c.ps(Work::Post), 115_000);
+        assert_eq!(c.ps(Work::Poll(4)), 120_000);
+        assert_eq!(c.ps(Work::Copy(12_000)), 1_000_000);
         assert_eq!(CpuCost::FREE.ps(Work::Copy(1 << 30)), 0);
         assert_eq!(CpuCost::FREE.ps(Work::Post), 0);
     }
