@@ -880,10 +880,13 @@ impl Verbs for TenantVerbs<'_> {
     }
     fn poll_cq(&mut self, cq: CqId, max: usize, out: &mut Vec<WorkCompletion>) -> usize {
         let at = self.now();
-        let n = self.core.nics[self.host].poll_cq(self.tenant, cq, max, out);
+        let nic = &mut self.core.nics[self.host];
+        // ibv_poll_cq has no "not yours": a foreign CQ polls empty, logged as refused.
+        let owned = nic.cq_owner(cq) == Some(self.tenant);
+        let n = nic.poll_cq(self.tenant, cq, max, out);
         self.cpu.polls += 1;
         self.spend("verbs", Work::Poll(n as u32));
-        self.log(at, Call::Poll(cq), true);
+        self.log(at, Call::Poll(cq), owned);
         n
     }
     fn set_timer(&mut self, at: u64, token: u64) {

@@ -1429,10 +1429,14 @@ fn a_tenant_cannot_touch_another_tenants_objects() {
     assert_eq!(state(&net, &a), QpState::Rts);
     assert_eq!(poll(&mut net, &a).len(), 1);
     // Every refused call is in the log, marked failed.
-    assert!(net
-        .calls()
-        .iter()
-        .any(|l| l.tenant == t2 && l.call == Call::DestroyQp(qp) && !l.ok));
+    for call in [Call::DestroyQp(qp), Call::Poll(cq), Call::ReqNotify(cq)] {
+        assert!(
+            net.calls()
+                .iter()
+                .any(|l| l.tenant == t2 && l.call == call && !l.ok),
+            "{call:?}"
+        );
+    }
 }
 
 #[test]
