@@ -7,7 +7,8 @@
 //! (`hostverbs`); scenarios, measurement and results on top.
 
 pub mod api;
-pub mod apps;
+/// The applications live in `braid-apps` (verbs only, portable to real NICs).
+pub use braid_apps as apps;
 pub mod config;
 pub mod dcqcn;
 pub mod hostverbs;

@@ -1,9 +1,8 @@
 //! A run: scenario in, results out.
 
 use crate::api::{Column, Results, ScenarioError, Table};
-use crate::apps::{
-    perf_record, FlowSender, FlowSink, PerfClient, PerfServer, Rendezvous, SendFlow,
-};
+use crate::apps::{FlowSender, FlowSink, PerfClient, PerfServer, Rendezvous, SendFlow, SharedMeter};
+use crate::measure::perf_record;
 use crate::config::{TransportConfig, TransportOverride};
 use crate::measure::{FlowLog, FlowRecord, Measure, SharedLog};
 use crate::nic::NicParams;
@@ -254,6 +253,8 @@ impl Simulation {
         // destination host (and per transport, when tenants differ).
         let log: SharedLog = Rc::new(RefCell::new(FlowLog::default()));
         let rdv: Rendezvous = braid_verbs::rendezvous::board();
+        // The applications see the log only as the seam-level meter they report to.
+        let meter: SharedMeter = log.clone();
         let mut senders: BTreeMap<(u32, usize, usize), Vec<SendFlow>> = BTreeMap::new();
         // Per (destination host, traffic table, transport): (flow id, connection id, size) of
         // each flow. Every table is a tenant of its own on each host.
@@ -371,7 +372,7 @@ impl Simulation {
             add_app(
                 &mut world,
                 h,
-                Box::new(FlowSink::new(log.clone(), rdv.clone(), flows, next_base())),
+                Box::new(FlowSink::new(meter.clone(), rdv.clone(), flows, next_base())),
                 own,
                 format!("traffic[{table}].sink"),
                 None,
@@ -387,7 +388,7 @@ impl Simulation {
                 &mut world,
                 h,
                 Box::new(FlowSender::new(
-                    log.clone(),
+                    meter.clone(),
                     rdv.clone(),
                     flows,
                     next_base(),
@@ -424,10 +425,10 @@ impl Simulation {
                 &mut world,
                 a.dst,
                 Box::new(PerfServer::new(
-                    a.clone(),
+                    a.perf_spec(),
                     flow,
                     c0,
-                    log.clone(),
+                    meter.clone(),
                     rdv.clone(),
                     next_base(),
                 )),
@@ -442,15 +443,19 @@ impl Simulation {
                 &mut world,
                 a.src,
                 Box::new(PerfClient::new(
-                    a.clone(),
+                    a.perf_spec(),
                     flow,
                     c0,
-                    log.clone(),
+                    meter.clone(),
                     rdv.clone(),
                     next_base(),
-                    seed,
-                    i as u64,
-                )),
+                    (a.sync_ratio > 0.0).then(|| {
+                        // Which messages are flagged synchronise: drawn from the run's seed.
+                        let mut rng = braid_engine::RngStream::new(seed, "app-sync", &[i as u64]);
+                        let p = a.sync_ratio;
+                        Box::new(move || rng.bernoulli(p)) as crate::apps::SyncDraw
+                    }),
+)),
                 a.middleware
                     .as_ref()
                     .map(|m| (m, format!("apps[{i}].middleware"))),
