@@ -7,7 +7,7 @@
 //! starts and publishes them on a board (`braid_verbs::rendezvous`); one timer tick later (after
 //! every application has started) both sides connect.
 
-use braid_verbs::rendezvous::{connect_all, Endpoint, Side, SharedBoard};
+use braid_verbs::rendezvous::{connect_all, Endpoint, SharedBoard, Side};
 use braid_verbs::*;
 
 /// Where applications report what they measure, by flow (a traffic transfer, or one perftest
@@ -713,7 +713,14 @@ mod tests {
         let h = net.hosts();
         net.add_tenant(
             h[1],
-            Box::new(PerfServer::new(spec.clone(), 0, 0, meter.clone(), rdv.clone(), 1 << 40)),
+            Box::new(PerfServer::new(
+                spec.clone(),
+                0,
+                0,
+                meter.clone(),
+                rdv.clone(),
+                1 << 40,
+            )),
             vec![],
         );
         net.add_tenant(
