@@ -289,7 +289,7 @@ fn middleware_entries_are_checked_by_key() {
         .err()
         .unwrap();
     assert_eq!(e.path, "apps[0].middleware[0]", "{e}");
-    assert!(e.message.contains("unknown variant"), "{e}");
+    assert!(e.message.contains("unknown middleware"), "{e}");
     let mut bad = base.clone();
     bad["middleware"] = json!({"default": [{"kind": "raw", "x": 1}]});
     let e = braid_sim::Simulation::from_json(&bad.to_string(), std::path::Path::new("."), None)
