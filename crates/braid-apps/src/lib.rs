@@ -222,9 +222,14 @@ impl App for FlowSender {
                 let mut log = self.log.borrow_mut();
                 for wc in wcs {
                     let f = &self.flows[wc.wr_id as usize];
+                    self.done += 1;
+                    if wc.status != WcStatus::Success {
+                        // The connection failed (retries spent, access refused): the flow
+                        // never finishes.
+                        continue;
+                    }
                     log.progress(f.flow, f.size);
                     log.finished(f.flow, v.now());
-                    self.done += 1;
                 }
             }
             Event::Wake(_) => {}
@@ -319,6 +324,9 @@ pub struct PerfClient {
     deadline: Option<u64>,
     lat_sent: Vec<u64>,
     done: bool,
+    /// QPs whose WRs failed (the QP is in Error): nothing more is posted on them, and the
+    /// flow never finishes.
+    failed: Vec<bool>,
     /// Which messages carry the synchronise flag (MP-RDMA §5.2.5).
     sync: Option<SyncDraw>,
 }
@@ -356,6 +364,7 @@ impl PerfClient {
             deadline: None,
             lat_sent: vec![],
             done: false,
+            failed: vec![],
             sync,
         }
     }
@@ -386,7 +395,7 @@ impl PerfClient {
     }
 
     fn may_post(&self, i: usize, now: u64) -> bool {
-        self.posted[i] < self.target && self.deadline.is_none_or(|d| now < d)
+        !self.failed[i] && self.posted[i] < self.target && self.deadline.is_none_or(|d| now < d)
     }
 
     fn check_done(&mut self, now: u64) {
@@ -394,7 +403,9 @@ impl PerfClient {
             .all(|i| self.completed[i] >= self.posted[i] && !self.may_post(i, now));
         if all_in && !self.done {
             self.done = true;
-            self.log.borrow_mut().finished(self.flow, now);
+            if !self.failed.iter().any(|&f| f) {
+                self.log.borrow_mut().finished(self.flow, now);
+            }
         }
     }
 }
@@ -434,6 +445,7 @@ impl App for PerfClient {
         }
         self.posted = vec![0; n];
         self.completed = vec![0; n];
+        self.failed = vec![false; n];
         self.lat_sent = vec![0; n];
         v.set_timer(v.now().max(self.spec.start), CONNECT);
     }
@@ -479,6 +491,12 @@ impl App for PerfClient {
                 poll_and_rearm(v, cq, &mut wcs).expect("poll own CQ");
                 for wc in wcs {
                     let i = wc.wr_id as usize % self.qps.len().max(1);
+                    if wc.status != WcStatus::Success {
+                        // The QP is in Error: the rest of its WRs are flushed; post no more.
+                        self.failed[i] = true;
+                        self.completed[i] = self.posted[i];
+                        continue;
+                    }
                     match (self.spec.kind, wc.opcode) {
                         (PerfKind::WriteLat, WcOpcode::RecvWithImm) => {
                             // Pong arrived: one round trip.
@@ -631,6 +649,10 @@ impl App for PerfServer {
                 poll_and_rearm(v, cq, &mut wcs).expect("poll own CQ");
                 for wc in wcs {
                     let i = wc.wr_id as usize % self.qps.len().max(1);
+                    if wc.status != WcStatus::Success {
+                        // Flushed (the QP is in Error): reposting would only flush again.
+                        continue;
+                    }
                     match wc.opcode {
                         WcOpcode::Recv | WcOpcode::RecvWithImm => {
                             self.post_recvs(v, i, 1);
