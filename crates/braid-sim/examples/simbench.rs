@@ -21,6 +21,9 @@ fn a2a(n: u32, size: &str) -> String {
 }
 
 fn main() {
+    if std::env::var_os("SIMBENCH_SIZES").is_some() {
+        sizes();
+    }
     let mut args: Vec<String> = std::env::args().skip(1).collect();
     let mut repeat = 1;
     if let Some(i) = args.iter().position(|a| a == "--repeat") {
@@ -71,6 +74,9 @@ fn main() {
                 sim.now_ps(),
             );
             println!("{line}");
+            if std::env::var_os("SIMBENCH_COUNTERS").is_some() {
+                println!("  counters: {:?}", r.counters);
+            }
         }
         if repeat > 1 {
             walls.sort_by(|a, b| a.partial_cmp(b).unwrap());
@@ -78,4 +84,15 @@ fn main() {
         }
         let _ = line;
     }
+}
+
+#[allow(dead_code)]
+fn sizes() {
+    eprintln!(
+        "Qp {} RcTransport {} RcConfig {} Dcqcn {}",
+        std::mem::size_of::<braid_sim::nic::Qp>(),
+        std::mem::size_of::<braid_sim::transport::rc::RcTransport>(),
+        std::mem::size_of::<braid_sim::transport::rc::RcConfig>(),
+        std::mem::size_of::<braid_sim::dcqcn::Dcqcn>()
+    );
 }
