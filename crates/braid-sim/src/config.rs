@@ -654,6 +654,11 @@ pub struct AppSpec {
     /// (`SendWr::fence`, MP-RDMA §3.4), drawn per message from the run's seed. 0 = none.
     #[serde(default)]
     pub sync_ratio: f64,
+    /// Service level (traffic class) of this application's QPs, both ends: the priority of its
+    /// packets in switches and its class at the NIC's arbiter (`nic.arbiter`). Default:
+    /// `nic.priority`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority: Option<u8>,
 }
 
 fn one() -> u32 {
