@@ -57,6 +57,8 @@ pub struct PerfSpec {
     pub start: u64,
     /// A signaled completion every `cq_mod` messages.
     pub cq_mod: u32,
+    /// The service level (traffic class) of its QPs; None: the NIC's default.
+    pub priority: Option<u8>,
 }
 
 /// Decides which messages carry the synchronise flag (`SendWr::fence`); None: none.
@@ -420,7 +422,12 @@ impl App for PerfClient {
             .expect("register memory");
         self.lkey = mr.lkey;
         for i in 0..n {
-            let qp = v.create_qp(&QpInit::rc(self.cq)).expect("create QP");
+            let qp = v
+                .create_qp(&QpInit {
+                    priority: self.spec.priority,
+                    ..QpInit::rc(self.cq)
+                })
+                .expect("create QP");
             self.qps.push(qp);
             if i == 0 {
                 self.log
@@ -608,7 +615,12 @@ impl App for PerfServer {
             .expect("register memory");
         self.lkey = mr.lkey;
         for i in 0..n {
-            let qp = v.create_qp(&QpInit::rc(cq)).expect("create QP");
+            let qp = v
+                .create_qp(&QpInit {
+                    priority: self.spec.priority,
+                    ..QpInit::rc(cq)
+                })
+                .expect("create QP");
             self.qps.push(qp);
             self.rdv.borrow_mut().publish(
                 (self.conn0 + i as u32) as u64,
@@ -730,6 +742,7 @@ mod tests {
             duration: None,
             start: 0,
             cq_mod: 1,
+            priority: None,
         };
         let mut net = FakeNet::new(2);
         let h = net.hosts();

@@ -174,6 +174,22 @@ pub enum AckPriority {
     Data,
 }
 
+/// How the NIC's transmit arbiter picks the next QP to send a packet (the hardware baselines of
+/// PeRF). A QP's class is its service level (`QpInit::priority`, else `nic.priority`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum ArbiterPolicy {
+    /// Round robin over every active QP, whatever its class (as ConnectX NICs do by default).
+    #[default]
+    Rr,
+    /// Strict priority between classes: the lowest class number first (0 before 1 before ...);
+    /// round robin within a class.
+    Sp,
+    /// Enhanced Transmission Selection: deficit weighted round robin between classes by bytes
+    /// (quantum ∝ `ets_weights`), round robin within a class.
+    Ets,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct NicConfig {
@@ -210,6 +226,21 @@ pub struct NicConfig {
     /// node part; ECMP hashes the whole source address, so QPs on different addresses of one
     /// host may take different paths.
     pub addresses: u8,
+    /// The transmit arbiter between QPs: `"rr"` (round robin), `"sp"` (strict priority between
+    /// classes, lowest class number first) or `"ets"` (weighted round robin between classes by
+    /// bytes). Classes are the QPs' service levels.
+    pub arbiter: ArbiterPolicy,
+    /// ETS weights, class 0 first (e.g. `[16, 1]`); classes not listed weigh 1. A class's DWRR
+    /// quantum is its weight over the smallest weight, times one full frame (MTU + headers).
+    pub ets_weights: Vec<f64>,
+    /// Transmit read-ahead per arbitration turn: the NIC fetches (DMA-reads) a served QP's next
+    /// packets into `tx_prefetch / mtu` MTU-sized buffers, and that QP keeps the wire while it has
+    /// a packet ready, until it has sent that many packets (however small; a higher class preempts
+    /// it at a packet boundary under `sp`). 0 (the default) = one packet per turn: round robin at
+    /// MTU granularity, as before. A small message of another QP then waits for up to
+    /// `tx_prefetch / mtu` packets of a bandwidth tenant instead of one: PeRF's message-level
+    /// anomaly (docs/scenario.md, "Transmit arbitration").
+    pub tx_prefetch: Bytes,
 }
 
 impl Default for NicConfig {
@@ -230,6 +261,9 @@ impl Default for NicConfig {
             data_check: false,
             cross_channel: true,
             addresses: 1,
+            arbiter: ArbiterPolicy::Rr,
+            ets_weights: vec![],
+            tx_prefetch: Bytes(0),
         }
     }
 }
@@ -629,6 +663,11 @@ pub struct AppSpec {
     /// (`SendWr::fence`, MP-RDMA §3.4), drawn per message from the run's seed. 0 = none.
     #[serde(default)]
     pub sync_ratio: f64,
+    /// Service level (traffic class) of this application's QPs, both ends: the priority of its
+    /// packets in switches and its class at the NIC's arbiter (`nic.arbiter`). Default:
+    /// `nic.priority`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority: Option<u8>,
 }
 
 impl AppSpec {
@@ -648,6 +687,7 @@ impl AppSpec {
             duration: self.duration.map(|d| d.0),
             start: self.start.0,
             cq_mod: self.cq_mod,
+            priority: self.priority,
         }
     }
 }

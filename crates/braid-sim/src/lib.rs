@@ -10,6 +10,7 @@ pub mod api;
 mod build;
 /// The applications live in `braid-apps` (verbs only, portable to real NICs).
 pub use braid_apps as apps;
+pub mod arbiter;
 pub mod config;
 pub mod dcqcn;
 pub mod hostverbs;
