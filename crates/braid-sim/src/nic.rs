@@ -236,6 +236,9 @@ enum Status {
     Ready(Option<(u32, u16)>),
     WaitUntil(Time),
     Blocked,
+    /// It executed a WAIT: its turn at the arbiter is over (the WQE scheduler moves on to the
+    /// next QP, which is what PeRF's 0_WAITs rely on).
+    Yield,
 }
 
 pub struct Nic {
@@ -692,11 +695,22 @@ impl Nic {
             return NextTx::WaitUntil(self.tx_stall_until);
         }
         let mut earliest: Option<Time> = None;
-        for _ in 0..self.active.len() {
+        // Each active QP gets one look; a QP that yielded (executed a WAIT) gets another after
+        // the others. Every yield executes a WAIT, so this ends; the cap guards a model error.
+        let (mut looks, mut yields) = (self.active.len(), 0u32);
+        while looks > 0 {
+            looks -= 1;
             let Some(qpn) = self.active.pop_front() else {
                 break;
             };
             match self.status(qpn, now, p, eff) {
+                Status::Yield => {
+                    self.active.push_back(qpn);
+                    yields += 1;
+                    if yields < 1 << 16 {
+                        looks += 1;
+                    }
+                }
                 Status::Blocked => {
                     if let Some(Some(q)) = self.qps.get_mut(qpn as usize) {
                         q.in_active = false;
@@ -761,7 +775,12 @@ impl Nic {
             if q.cur < q.sq.len() && enabled {
                 let w = &mut q.sq[q.cur];
                 if w.first_psn.is_none() && !w.wr.op.carries_data() {
+                    let is_wait = matches!(w.wr.op, SendOp::Wait { .. }) && !w.done;
                     if self.execute_control(qpn, now, eff) {
+                        // An executed WAIT ends the QP's turn when another QP waits for one.
+                        if is_wait && !self.active.is_empty() {
+                            return Status::Yield;
+                        }
                         continue;
                     }
                     // Blocked on a WAIT: only retransmissions may go.
