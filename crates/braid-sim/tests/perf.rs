@@ -75,14 +75,21 @@ fn beside_small_tenants_b_is_split_and_everyone_is_classified() {
     assert_eq!(sim.stacks()[0], vec![vec!["perf"]; 3]);
     let b = "apps[0].client";
     let (d, m) = ("apps[1].client", "apps[2].client");
-    assert_eq!(cell(&r, b, "perf_class"), 2.0, "B_App is bandwidth-intensive");
+    assert_eq!(
+        cell(&r, b, "perf_class"),
+        2.0,
+        "B_App is bandwidth-intensive"
+    );
     assert_eq!(cell(&r, d, "perf_class"), 0.0, "D_App is delay-sensitive");
     assert_eq!(cell(&r, m, "perf_class"), 1.0, "M_App is message-intensive");
     let subs = cell(&r, b, "perf_sub_wrs");
     let zws = cell(&r, b, "perf_zero_waits");
     println!("B_App: {subs} sub-WRs, {zws} 0_WAITs");
     assert!(subs > 100.0, "{subs}");
-    assert!((zws - 16.0 * subs).abs() <= 16.0 * 130.0, "16 0_WAITs per sub-WR: {zws} vs {subs}");
+    assert!(
+        (zws - 16.0 * subs).abs() <= 16.0 * 130.0,
+        "16 0_WAITs per sub-WR: {zws} vs {subs}"
+    );
     assert_eq!(cell(&r, d, "perf_sub_wrs"), 0.0);
     assert_eq!(cell(&r, m, "perf_zero_waits"), 0.0);
     // The layer's work is charged to it.
@@ -113,37 +120,70 @@ fn split_writes_land_every_byte_in_place() {
     assert_eq!(subs, 245.0, "4,000,017 B in 16 KiB sub-WRs");
 }
 
-/// The isolation the paper reports. Needs an RNIC model in which B_App harms a small tenant
-/// (the `arbiter` branch); without it raw shows almost no anomaly (6.04 us alone vs 6.29 us
-/// beside write_bw 1 MB).
-#[test]
-#[ignore = "needs the arbiter branch's RNIC model (B_App harming small tenants)"]
-fn perf_protects_d_and_m_beside_b() {
+/// D_App p99 (us), M_App rate (Mops) and B_App goodput beside each (Gbps): alone, and beside
+/// B_App under `mw`.
+struct Isolation {
+    d_alone: f64,
+    m_alone: f64,
+    b_alone: f64,
+    d: f64,
+    m: f64,
+    b_with_d: f64,
+    b_with_m: f64,
+}
+
+fn isolation(mw: &str) -> Isolation {
     let dur = "8ms";
-    let alone_d = run(&scenario("raw", vec![d_app(dur)])).1;
-    let alone_m = run(&scenario("raw", vec![m_app(dur)])).1;
-    let alone_b = run(&scenario("raw", vec![b_app(dur)])).1;
     let p99 = |r: &braid_sim::Results, l: &str| cell(r, l, "lat_p99_us");
     let rate = |r: &braid_sim::Results, l: &str| cell(r, l, "msg_rate_mps");
     let gp = |r: &braid_sim::Results, l: &str| cell(r, l, "goodput_gbps");
-    let d0 = p99(&alone_d, "apps[0].client");
-    let m0 = rate(&alone_m, "apps[0].client");
-    let b0 = gp(&alone_b, "apps[0].client");
-    for mw in ["raw", "perf"] {
-        let bd = run(&scenario(mw, vec![b_app(dur), d_app(dur)])).1;
-        let bm = run(&scenario(mw, vec![b_app(dur), m_app(dur)])).1;
-        let (d1, m1) = (p99(&bd, "apps[1].client"), rate(&bm, "apps[1].client"));
-        let (bd_b, bm_b) = (gp(&bd, "apps[0].client"), gp(&bm, "apps[0].client"));
-        println!(
-            "{mw}: D p99 {d1:.2} us (alone {d0:.2}), M {m1:.2} Mops (alone {m0:.2}), \
-             B {bd_b:.1}/{bm_b:.1} Gbps (alone {b0:.1})"
-        );
-        if mw == "raw" {
-            assert!(d1 > 2.0 * d0 || m1 < 0.8 * m0, "raw shows the anomaly");
-        } else {
-            assert!(d1 <= 2.0 * d0, "D_App p99 {d1} vs alone {d0}");
-            assert!(m1 >= 0.8 * m0, "M_App {m1} vs alone {m0} Mops");
-            assert!(bd_b >= 0.8 * b0 && bm_b >= 0.8 * b0, "B_App {bd_b}, {bm_b} vs {b0}");
-        }
-    }
+    let alone_d = run(&scenario("raw", vec![d_app(dur)])).1;
+    let alone_m = run(&scenario("raw", vec![m_app(dur)])).1;
+    let alone_b = run(&scenario("raw", vec![b_app(dur)])).1;
+    let bd = run(&scenario(mw, vec![b_app(dur), d_app(dur)])).1;
+    let bm = run(&scenario(mw, vec![b_app(dur), m_app(dur)])).1;
+    let i = Isolation {
+        d_alone: p99(&alone_d, "apps[0].client"),
+        m_alone: rate(&alone_m, "apps[0].client"),
+        b_alone: gp(&alone_b, "apps[0].client"),
+        d: p99(&bd, "apps[1].client"),
+        m: rate(&bm, "apps[1].client"),
+        b_with_d: gp(&bd, "apps[0].client"),
+        b_with_m: gp(&bm, "apps[0].client"),
+    };
+    println!(
+        "{mw}: D p99 {:.2} us (alone {:.2}), M {:.2} Mops (alone {:.2}), B {:.1} beside D, \
+         {:.1} beside M Gbps (alone {:.1})",
+        i.d, i.d_alone, i.m, i.m_alone, i.b_with_d, i.b_with_m, i.b_alone
+    );
+    i
+}
+
+/// In braid's RNIC (round-robin between QPs, one MTU packet per turn; an executed WAIT ends its
+/// QP's turn) B_App's full-size packets cut M_App's message rate to a fifth; PeRF's 0_WAITs give
+/// M_App 16 more turns per 16 KiB sub-WR and most of its rate back, at a small cost to B_App.
+#[test]
+fn zero_waits_give_m_app_its_turns_back_in_the_simulated_rnic() {
+    let raw = isolation("raw");
+    let perf = isolation("perf");
+    assert!(raw.m < 0.3 * raw.m_alone, "raw shows the message-rate anomaly: {}", raw.m);
+    assert!(perf.m > 3.0 * raw.m, "perf {} vs raw {} Mops", perf.m, raw.m);
+    assert!(perf.m >= 0.65 * perf.m_alone, "perf {} vs alone {} Mops", perf.m, perf.m_alone);
+    assert!(perf.d <= 2.0 * perf.d_alone, "D_App p99 {} vs alone {}", perf.d, perf.d_alone);
+    assert!(perf.b_with_d >= 0.8 * perf.b_alone && perf.b_with_m >= 0.8 * perf.b_alone);
+}
+
+/// The isolation the paper reports, with the thresholds of braid's issue. Needs an RNIC model in
+/// which B_App harms a small tenant as on a ConnectX-6 (the `arbiter` branch); in braid's own
+/// model raw shows almost no latency anomaly (D_App p99 within 1.4x) and PeRF brings M_App to
+/// ~72% of its rate alone (the test above).
+#[test]
+#[ignore = "needs the arbiter branch's RNIC model (B_App harming small tenants)"]
+fn perf_protects_d_and_m_beside_b() {
+    let raw = isolation("raw");
+    assert!(raw.d > 2.0 * raw.d_alone || raw.m < 0.8 * raw.m_alone, "raw shows the anomaly");
+    let p = isolation("perf");
+    assert!(p.d <= 2.0 * p.d_alone, "D_App p99 {} vs alone {}", p.d, p.d_alone);
+    assert!(p.m >= 0.8 * p.m_alone, "M_App {} vs alone {} Mops", p.m, p.m_alone);
+    assert!(p.b_with_d >= 0.8 * p.b_alone && p.b_with_m >= 0.8 * p.b_alone);
 }
