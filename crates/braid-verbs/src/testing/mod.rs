@@ -1,5 +1,10 @@
 //! Test doubles for verbs consumers: [`Recorder`], a bottom that records every call and answers
-//! with fixed values. (The loopback fake NIC, `FakeNic`, lives in `testing/fake_nic.rs`.)
+//! with fixed values, and [`FakeNet`], an in-process network of fake RNICs ([`FakeNic`]) with
+//! ibverbs semantics, to unit-test middleware without the simulator (see [`fake_nic`]).
+
+pub mod fake_nic;
+
+pub use fake_nic::{Delivered, FakeNet, FakeNic, Logged, NetConfig, Stop, TenantCpu};
 
 use crate::*;
 
@@ -12,6 +17,7 @@ pub enum Call {
     CreateQp(QpInit),
     Connect(QpNum, RemoteQp),
     Modify(QpNum, QpModify),
+    Query(QpNum),
     DestroyQp(QpNum),
     RegMr(u64, u64),
     DeregMr(u32),
@@ -100,6 +106,7 @@ impl Verbs for Recorder {
         Ok(())
     }
     fn query_qp(&mut self, qp: QpNum) -> Result<QpAttr, VerbsError> {
+        self.calls.push(Call::Query(qp));
         Ok(QpAttr {
             qpn: qp,
             qp_type: QpType::Rc,
