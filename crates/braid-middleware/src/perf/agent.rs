@@ -146,9 +146,7 @@ impl PerfAgent {
             .copied()
             .filter(|t| h.tenants[t].class == Class::BandwidthIntensive)
             .collect();
-        let small = active
-            .iter()
-            .any(|t| h.tenants[t].class.is_small());
+        let small = active.iter().any(|t| h.tenants[t].class.is_small());
         if bws.len() > h.cfg.max_bw_tenants as usize && small {
             let turn = match h.bw_turn {
                 Some(t) if bws.contains(&t) && now < self.bw_turn_end => t,

@@ -109,27 +109,61 @@ mod tests {
         let mut c = Classifier::new(200, 5, 1024);
         assert_eq!(c.class(false), Class::DelaySensitive, "new tenants start D");
         for _ in 0..50 {
-            c.push(Sample { depth: 1, bytes: 16 });
+            c.push(Sample {
+                depth: 1,
+                bytes: 16,
+            });
         }
         assert_eq!(c.class(false), Class::DelaySensitive);
-        c.push(Sample { depth: 5, bytes: 80 });
-        assert_eq!(c.class(false), Class::MessageIntensive, "5 WRs deep is not < 5");
+        c.push(Sample {
+            depth: 5,
+            bytes: 80,
+        });
+        assert_eq!(
+            c.class(false),
+            Class::MessageIntensive,
+            "5 WRs deep is not < 5"
+        );
         let mut c = Classifier::new(200, 5, 1024);
-        c.push(Sample { depth: 2, bytes: 1024 });
-        assert_eq!(c.class(false), Class::MessageIntensive, "1024 B outstanding is not < 1024");
+        c.push(Sample {
+            depth: 2,
+            bytes: 1024,
+        });
+        assert_eq!(
+            c.class(false),
+            Class::MessageIntensive,
+            "1024 B outstanding is not < 1024"
+        );
         assert_eq!(c.class(true), Class::BandwidthIntensive);
     }
 
     #[test]
     fn the_window_forgets_old_bursts() {
         let mut c = Classifier::new(4, 5, 1024);
-        c.push(Sample { depth: 32, bytes: 512 });
+        c.push(Sample {
+            depth: 32,
+            bytes: 512,
+        });
         assert_eq!(c.class(false), Class::MessageIntensive);
         for _ in 0..3 {
-            c.push(Sample { depth: 1, bytes: 16 });
+            c.push(Sample {
+                depth: 1,
+                bytes: 16,
+            });
         }
-        assert_eq!(c.class(false), Class::MessageIntensive, "the burst is still in the window");
-        c.push(Sample { depth: 1, bytes: 16 });
-        assert_eq!(c.class(false), Class::DelaySensitive, "4 samples later it is gone");
+        assert_eq!(
+            c.class(false),
+            Class::MessageIntensive,
+            "the burst is still in the window"
+        );
+        c.push(Sample {
+            depth: 1,
+            bytes: 16,
+        });
+        assert_eq!(
+            c.class(false),
+            Class::DelaySensitive,
+            "4 samples later it is gone"
+        );
     }
 }

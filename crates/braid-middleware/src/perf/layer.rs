@@ -19,6 +19,7 @@
 //! with its `wr_id`) and refills the send queues; the application's `poll_cq` is served from what
 //! it kept, and its arming of the CQ is honoured (one event per arming, for new completions).
 
+use super::bucket::Bucket;
 use super::queue::{opcode_of, slice_sges, splittable, AppMeta, HwEntry, QpQueue};
 use super::state::{HostState, UNGATED};
 use super::PerfConfig;
@@ -55,27 +56,6 @@ struct Counters {
     hidden: u64,
     split_msgs: u64,
     bucket_waits: u64,
-}
-
-/// The token bucket (bytes; the level may go negative by one message).
-#[derive(Debug, Clone, Copy)]
-struct Bucket {
-    rate_bps: f64,
-    burst: f64,
-    level: f64,
-    at: u64,
-}
-
-impl Bucket {
-    fn refill(&mut self, now: u64) {
-        let dt = now.saturating_sub(self.at) as f64 / 1e12;
-        self.level = (self.level + dt * self.rate_bps / 8.0).min(self.burst);
-        self.at = now;
-    }
-    /// When the level is positive again.
-    fn ready_at(&self) -> u64 {
-        self.at + ((-self.level + 1.0) * 8.0 / self.rate_bps * 1e12).ceil() as u64
-    }
 }
 
 /// The layer PeRF puts in every tenant's stack.
@@ -253,7 +233,9 @@ impl PerfLayer {
         let sub = self.cfg.sub_wr.0;
         let zw_per_sub = self.cfg.zero_waits_per_sub_wr();
         loop {
-            let Some(q) = self.qps.get(&qpn) else { return Ok(()) };
+            let Some(q) = self.qps.get(&qpn) else {
+                return Ok(());
+            };
             if q.failed || !q.has_work() {
                 return Ok(());
             }
@@ -329,7 +311,11 @@ impl PerfLayer {
             let split = *a
                 .split
                 .get_or_insert(a.large && small && splittable(&a.wr) && a.bytes > sub);
-            let len = if split { sub.min(a.bytes - a.offset) } else { a.bytes - a.offset };
+            let len = if split {
+                sub.min(a.bytes - a.offset)
+            } else {
+                a.bytes - a.offset
+            };
             let last = a.offset + len >= a.bytes;
             let app_signaled = a.wr.signaled || q.sig_all;
             let large_bytes = if a.large { len } else { 0 };
@@ -626,7 +612,13 @@ impl Middleware for PerfLayer {
         self.dummy_cq(below)?;
         self.qps.insert(
             qpn,
-            QpQueue::new(qpn, init.send_cq, init.recv_cq, init.sq_sig_all, init.max_send_wr),
+            QpQueue::new(
+                qpn,
+                init.send_cq,
+                init.recv_cq,
+                init.sq_sig_all,
+                init.max_send_wr,
+            ),
         );
         self.cqs.entry(init.send_cq).or_default();
         self.cqs.entry(init.recv_cq).or_default();

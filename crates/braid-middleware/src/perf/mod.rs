@@ -21,6 +21,7 @@
 //! `docs/perf.md`.
 
 pub mod agent;
+mod bucket;
 pub mod classify;
 pub mod layer;
 mod queue;
@@ -138,7 +139,10 @@ impl PerfConfig {
             return bad("zero_wait_unit", "expected at least 1 B");
         }
         if self.zero_wait_unit.0 > self.sub_wr.0 {
-            return bad("zero_wait_unit", "expected at most sub_wr (at least one 0_WAIT per sub-WR)");
+            return bad(
+                "zero_wait_unit",
+                "expected at most sub_wr (at least one 0_WAIT per sub-WR)",
+            );
         }
         if self.sub_wr.0 / self.zero_wait_unit.0 > 4096 {
             return bad("zero_wait_unit", "expected at most 4096 0_WAITs per sub-WR");
@@ -150,7 +154,10 @@ impl PerfConfig {
             return bad("window", "expected at least sample_interval");
         }
         if self.window.0 / self.sample_interval.0 > 100_000 {
-            return bad("window", "expected at most 100,000 samples (window / sample_interval)");
+            return bad(
+                "window",
+                "expected at most 100,000 samples (window / sample_interval)",
+            );
         }
         if self.qp_limit_interval.0 == 0 {
             return bad("qp_limit_interval", "expected a positive duration");
@@ -162,7 +169,10 @@ impl PerfConfig {
             return bad("link_fraction", "expected a fraction in (0, 1]");
         }
         if !(self.qp_msg_rate.is_finite() && self.qp_msg_rate > 0.0) {
-            return bad("qp_msg_rate", "expected a positive number of messages per second");
+            return bad(
+                "qp_msg_rate",
+                "expected a positive number of messages per second",
+            );
         }
         if self.link_rate == Some(Rate(0)) {
             return bad("link_rate", "expected a positive rate");
@@ -186,7 +196,10 @@ impl PerfConfig {
             return bad("weight", "expected a positive number");
         }
         if self.rate == Some(Rate(0)) {
-            return bad("rate", "expected a positive rate (leave it out for no bucket)");
+            return bad(
+                "rate",
+                "expected a positive rate (leave it out for no bucket)",
+            );
         }
         if self.burst.0 == 0 {
             return bad("burst", "expected at least 1 B");

@@ -245,7 +245,11 @@ pub fn opcode_of(op: &SendOp) -> WcOpcode {
 /// (the immediate goes with the last part) and READs. A SEND consumes one RECV per message, so it
 /// is never cut.
 pub fn splittable(wr: &SendWr) -> bool {
-    !wr.inline && matches!(wr.op, SendOp::Write | SendOp::WriteWithImm(_) | SendOp::Read)
+    !wr.inline
+        && matches!(
+            wr.op,
+            SendOp::Write | SendOp::WriteWithImm(_) | SendOp::Read
+        )
 }
 
 /// The scatter-gather elements covering bytes `[off, off + len)` of `sg`.
@@ -277,16 +281,53 @@ mod tests {
     #[test]
     fn slices_cover_exactly_the_range_across_elements() {
         let sg = vec![
-            Sge { addr: 100, length: 10, lkey: 1 },
-            Sge { addr: 500, length: 20, lkey: 2 },
+            Sge {
+                addr: 100,
+                length: 10,
+                lkey: 1,
+            },
+            Sge {
+                addr: 500,
+                length: 20,
+                lkey: 2,
+            },
         ];
-        assert_eq!(slice_sges(&sg, 0, 10), vec![Sge { addr: 100, length: 10, lkey: 1 }]);
+        assert_eq!(
+            slice_sges(&sg, 0, 10),
+            vec![Sge {
+                addr: 100,
+                length: 10,
+                lkey: 1
+            }]
+        );
         assert_eq!(
             slice_sges(&sg, 5, 10),
-            vec![Sge { addr: 105, length: 5, lkey: 1 }, Sge { addr: 500, length: 5, lkey: 2 }]
+            vec![
+                Sge {
+                    addr: 105,
+                    length: 5,
+                    lkey: 1
+                },
+                Sge {
+                    addr: 500,
+                    length: 5,
+                    lkey: 2
+                }
+            ]
         );
-        assert_eq!(slice_sges(&sg, 25, 5), vec![Sge { addr: 515, length: 5, lkey: 2 }]);
-        let total: u32 = (0..30).step_by(7).flat_map(|o| slice_sges(&sg, o, 7.min(30 - o))).map(|s| s.length).sum();
+        assert_eq!(
+            slice_sges(&sg, 25, 5),
+            vec![Sge {
+                addr: 515,
+                length: 5,
+                lkey: 2
+            }]
+        );
+        let total: u32 = (0..30)
+            .step_by(7)
+            .flat_map(|o| slice_sges(&sg, o, 7.min(30 - o)))
+            .map(|s| s.length)
+            .sum();
         assert_eq!(total, 30);
     }
 }

@@ -28,7 +28,12 @@ impl Nic {
     }
     /// The send WRs posted to `qp`, in order.
     fn sends(&self, qp: QpNum) -> Vec<SendWr> {
-        self.rec.sends().into_iter().filter(|s| s.0 == qp).map(|s| s.1).collect()
+        self.rec
+            .sends()
+            .into_iter()
+            .filter(|s| s.0 == qp)
+            .map(|s| s.1)
+            .collect()
     }
     /// Completes the WRs posted to `qp` not completed yet (signaled ones produce a CQE).
     fn complete(&mut self, qp: QpNum) {
@@ -152,7 +157,9 @@ impl Tenant {
         t.with(|v| {
             let cq = v.create_cq(1024).unwrap();
             v.req_notify_cq(cq).unwrap();
-            let qps = (0..nqps).map(|_| v.create_qp(&QpInit::rc(cq)).unwrap()).collect();
+            let qps = (0..nqps)
+                .map(|_| v.create_qp(&QpInit::rc(cq)).unwrap())
+                .collect();
             (cq, qps)
         })
         .pipe(|(cq, qps)| {
@@ -230,7 +237,8 @@ fn host() -> HostCtx {
 }
 
 fn state(ctx: &mut HostCtx) -> Rc<RefCell<HostState>> {
-    ctx.shared::<HostState>(|| unreachable!("built by the factory")).0
+    ctx.shared::<HostState>(|| unreachable!("built by the factory"))
+        .0
 }
 
 const MIB: u32 = 1 << 20;
@@ -255,7 +263,11 @@ fn a_large_write_is_split_with_zero_waits_only_beside_a_small_tenant() {
     d.write(0, 1, 16, true).unwrap();
     b.write(0, 8, MIB, true).unwrap();
     let sends = &b.nic.sends(qp)[1..];
-    assert_eq!(sends.len(), 64 * 17, "64 sub-WRs, each followed by 16 0_WAITs");
+    assert_eq!(
+        sends.len(),
+        64 * 17,
+        "64 sub-WRs, each followed by 16 0_WAITs"
+    );
     let dummy = match sends[1].op {
         SendOp::Wait { cq, count: 0 } => cq,
         ref op => panic!("expected a 0_WAIT, got {op:?}"),
@@ -268,15 +280,30 @@ fn a_large_write_is_split_with_zero_waits_only_beside_a_small_tenant() {
         assert_eq!(s.sg_list[0].addr, 0x10_0000 + k as u64 * 16_384);
         assert_eq!(s.remote_addr, 0x80_0000 + k as u64 * 16_384);
         for w in &chunk[1..] {
-            assert_eq!(w.op, SendOp::Wait { cq: dummy, count: 0 });
+            assert_eq!(
+                w.op,
+                SendOp::Wait {
+                    cq: dummy,
+                    count: 0
+                }
+            );
             assert!(!w.signaled);
         }
     }
     assert_eq!(b.counter("sub_wrs"), 64.0);
     assert_eq!(b.counter("zero_waits"), 1024.0);
-    assert_eq!(b.nic.built(), 64 + 1024, "every WR the layer builds is charged");
+    assert_eq!(
+        b.nic.built(),
+        64 + 1024,
+        "every WR the layer builds is charged"
+    );
     // The QPs were created cross-channel (0_WAITs need it).
-    assert!(b.nic.rec.calls.iter().any(|c| matches!(c, Call::CreateQp(i) if i.cross_channel)));
+    assert!(b
+        .nic
+        .rec
+        .calls
+        .iter()
+        .any(|c| matches!(c, Call::CreateQp(i) if i.cross_channel)));
     // The small tenant's own 16 B write went down as it was.
     assert_eq!(d.nic.sends(d.qps[0]).len(), 1);
 }
@@ -298,10 +325,16 @@ fn the_application_sees_one_completion_per_signaled_wr_with_its_wr_id() {
     assert!(posted > 100, "split: {posted}");
     let wcs = b.complete(0);
     let ids: Vec<u64> = wcs.iter().map(|w| w.wr_id).collect();
-    assert_eq!(ids, vec![100, 102, 103], "unsignaled 101 is silent, parts are hidden");
+    assert_eq!(
+        ids,
+        vec![100, 102, 103],
+        "unsignaled 101 is silent, parts are hidden"
+    );
     assert_eq!(wcs[0].byte_len, MIB as u64);
     assert_eq!(wcs[2].byte_len, 40_000);
-    assert!(wcs.iter().all(|w| w.status == WcStatus::Success && w.opcode == WcOpcode::Write));
+    assert!(wcs
+        .iter()
+        .all(|w| w.status == WcStatus::Success && w.opcode == WcOpcode::Write));
     assert!(b.counter("hidden") > 0.0);
     // Nothing is left outstanding: the next poll is empty.
     assert!(b.complete(0).is_empty());
@@ -322,7 +355,11 @@ fn classification_follows_behaviour() {
     let st = state(&mut ctx);
     let mut agent = PerfAgent::new(st.clone());
     let class = |st: &Rc<RefCell<HostState>>| st.borrow().tenants[&1].class;
-    assert_eq!(class(&st), Class::DelaySensitive, "new tenants start delay-sensitive");
+    assert_eq!(
+        class(&st),
+        Class::DelaySensitive,
+        "new tenants start delay-sensitive"
+    );
     // One 16 B message at a time: delay-sensitive.
     let mut now = 0;
     for i in 0..4 {
@@ -396,16 +433,34 @@ fn a_paused_qp_sends_nothing_until_resumed() {
     let woken = agent.allocate(now);
     assert_eq!(st.borrow().qp_limit, 1);
     assert!(st.borrow().gating);
-    assert_eq!(woken, vec![1], "only the bandwidth tenant's allowance changed");
-    assert_eq!(st.borrow().tenants[&2].allowed_qps, state::UNGATED, "D is never paused");
+    assert_eq!(
+        woken,
+        vec![1],
+        "only the bandwidth tenant's allowance changed"
+    );
+    assert_eq!(
+        st.borrow().tenants[&2].allowed_qps,
+        state::UNGATED,
+        "D is never paused"
+    );
     let (q0, q1) = (b.qps[0], b.qps[1]);
     let before1 = b.nic.sends(q1).len();
     // QP 0 takes the one slot; QP 1 is paused: what it is given stays in the layer.
     b.write(0, 3, 65_536, true).unwrap();
     b.write(1, 4, 65_536, true).unwrap();
     b.write(1, 5, 65_536, true).unwrap();
-    let data = |b: &Tenant, q| b.nic.sends(q).iter().filter(|w| w.op.carries_data()).count();
-    assert_eq!(data(&b, q0), 1 + 4, "QP 0 sends (split into 16 KiB sub-WRs beside D)");
+    let data = |b: &Tenant, q| {
+        b.nic
+            .sends(q)
+            .iter()
+            .filter(|w| w.op.carries_data())
+            .count()
+    };
+    assert_eq!(
+        data(&b, q0),
+        1 + 4,
+        "QP 0 sends (split into 16 KiB sub-WRs beside D)"
+    );
     assert_eq!(b.nic.sends(q1).len(), before1, "a paused QP sends nothing");
     assert!(b.counter("pauses") >= 1.0);
     // Still paused while QP 0 works, within its turn.
@@ -416,7 +471,11 @@ fn a_paused_qp_sends_nothing_until_resumed() {
     b.nic.rec.now = now + 200_000;
     b.nic.complete(q0);
     b.complete(1);
-    assert_eq!(data(&b, q1) - before1, 2 * 4, "resumed: both queued WRs went down");
+    assert_eq!(
+        data(&b, q1) - before1,
+        2 * 4,
+        "resumed: both queued WRs went down"
+    );
     assert!(b.counter("resumes") >= 1.0);
     // The agent lifts the limit when D goes idle: a wake reschedules.
     let later = now + 1_000_000_000_000;
@@ -460,7 +519,11 @@ fn wqe_round_robin(queues: &[Vec<SendWr>], m: usize) -> Vec<f64> {
         for (i, q) in queues.iter().enumerate() {
             if let Some(w) = q.get(pos[i]) {
                 pos[i] += 1;
-                t += if w.op.carries_data() { w.len() as f64 * 8.0 / 100.0 } else { 5.0 };
+                t += if w.op.carries_data() {
+                    w.len() as f64 * 8.0 / 100.0
+                } else {
+                    5.0
+                };
                 if i == m {
                     done.push(t);
                 }
@@ -510,7 +573,11 @@ fn the_token_bucket_holds_a_tenant_to_its_rate() {
         t.write(0, i, 60_000, true).unwrap();
     }
     let q = t.qps[0];
-    assert_eq!(t.nic.sends(q).len(), 2, "the burst lets 100 KB (two) through");
+    assert_eq!(
+        t.nic.sends(q).len(),
+        2,
+        "the burst lets 100 KB (two) through"
+    );
     assert!(t.counter("bucket_waits") >= 1.0);
     let (at, tok) = *t.nic.rec.timers().last().unwrap();
     // 20 KB of debt at 1 GB/s: 20 us.
@@ -524,7 +591,10 @@ fn the_token_bucket_holds_a_tenant_to_its_rate() {
 #[test]
 fn a_nic_without_cross_channel_is_refused_at_build_time() {
     let mut ctx = HostCtx::new(0, Caps::default());
-    let e = PerfConfig::default().build(&mut ctx, 1).err().expect("refused");
+    let e = PerfConfig::default()
+        .build(&mut ctx, 1)
+        .err()
+        .expect("refused");
     assert!(e.message.contains("cross-channel"), "{e}");
 }
 
@@ -532,12 +602,48 @@ fn a_nic_without_cross_channel_is_refused_at_build_time() {
 fn bad_parameters_are_refused_by_key() {
     let mut ctx = host();
     let cases = [
-        (PerfConfig { sub_wr: braid_units::Bytes(0), ..Default::default() }, "sub_wr"),
-        (PerfConfig { zero_wait_unit: braid_units::Bytes(32_768), ..Default::default() }, "zero_wait_unit"),
-        (PerfConfig { qp_capacity: 0, ..Default::default() }, "qp_capacity"),
-        (PerfConfig { link_fraction: 1.5, ..Default::default() }, "link_fraction"),
-        (PerfConfig { weight: 0.0, ..Default::default() }, "weight"),
-        (PerfConfig { window: braid_units::Duration(1), ..Default::default() }, "window"),
+        (
+            PerfConfig {
+                sub_wr: braid_units::Bytes(0),
+                ..Default::default()
+            },
+            "sub_wr",
+        ),
+        (
+            PerfConfig {
+                zero_wait_unit: braid_units::Bytes(32_768),
+                ..Default::default()
+            },
+            "zero_wait_unit",
+        ),
+        (
+            PerfConfig {
+                qp_capacity: 0,
+                ..Default::default()
+            },
+            "qp_capacity",
+        ),
+        (
+            PerfConfig {
+                link_fraction: 1.5,
+                ..Default::default()
+            },
+            "link_fraction",
+        ),
+        (
+            PerfConfig {
+                weight: 0.0,
+                ..Default::default()
+            },
+            "weight",
+        ),
+        (
+            PerfConfig {
+                window: braid_units::Duration(1),
+                ..Default::default()
+            },
+            "window",
+        ),
     ];
     for (c, key) in cases {
         let e = c.build(&mut ctx, 1).err().expect("refused");
@@ -547,9 +653,10 @@ fn bad_parameters_are_refused_by_key() {
 
 #[test]
 fn scenario_entries_parse_with_units_and_defaults() {
-    let v: Vec<crate::MiddlewareEntry> =
-        serde_json::from_str(r#"["perf", {"kind": "perf", "sub_wr": "16KiB", "allowance": "5ms"}]"#)
-            .unwrap();
+    let v: Vec<crate::MiddlewareEntry> = serde_json::from_str(
+        r#"["perf", {"kind": "perf", "sub_wr": "16KiB", "allowance": "5ms"}]"#,
+    )
+    .unwrap();
     assert_eq!(v[0].0, crate::MiddlewareSpec::Perf(PerfConfig::default()));
     match &v[1].0 {
         crate::MiddlewareSpec::Perf(c) => {
@@ -559,8 +666,121 @@ fn scenario_entries_parse_with_units_and_defaults() {
         }
         _ => unreachable!(),
     }
-    let e = serde_json::from_str::<Vec<crate::MiddlewareEntry>>(r#"[{"kind": "perf", "chunk": 1}]"#)
-        .unwrap_err()
-        .to_string();
+    let e =
+        serde_json::from_str::<Vec<crate::MiddlewareEntry>>(r#"[{"kind": "perf", "chunk": 1}]"#)
+            .unwrap_err()
+            .to_string();
     assert!(e.contains("chunk"), "{e}");
+}
+
+/// Over the fake NIC, with bytes tracked and packets lost: what a split WRITE places is exactly
+/// what the application wrote, once (a WRITE_WITH_IMM split in parts consumes one RECV), and the
+/// application sees one completion per signaled WR.
+#[test]
+fn splitting_loses_duplicates_and_reorders_no_byte() {
+    use braid_verbs::testing::FakeNet;
+    let mut net = FakeNet::new(2);
+    let cfg = PerfConfig::default();
+    let b = net.add_tenant_with(1, Box::new(Idle), &[&cfg]).unwrap();
+    let d = net.add_tenant_with(1, Box::new(Idle), &[&cfg]).unwrap();
+    let r = net.add_tenant(2, Box::new(Idle), vec![]);
+    const LEN: u64 = 3 << 20;
+    let end = |v: &mut dyn Verbs| {
+        let cq = v.create_cq(4096).unwrap();
+        let qp = v.create_qp(&QpInit::rc(cq)).unwrap();
+        let mr = v.reg_mr(0x100_0000, LEN, Access::ALL.tracked()).unwrap();
+        (cq, qp, mr)
+    };
+    let (bcq, bqp, bmr) = net.call_as(1, b, end);
+    let (_, dqp, dmr) = net.call_as(1, d, end);
+    let (rcq, rqp, rmr) = net.call_as(2, r, end);
+    let rqp2 = net.call_as(2, r, |v| v.create_qp(&QpInit::rc(rcq)).unwrap());
+    let remote = |host, qpn| RemoteQp {
+        host,
+        qpn,
+        udp_sport: None,
+    };
+    net.call_as(1, b, |v| v.connect_qp(bqp, remote(2, rqp)))
+        .unwrap();
+    net.call_as(1, d, |v| v.connect_qp(dqp, remote(2, rqp2)))
+        .unwrap();
+    net.call_as(2, r, |v| v.connect_qp(rqp, remote(1, bqp)))
+        .unwrap();
+    net.call_as(2, r, |v| v.connect_qp(rqp2, remote(1, dqp)))
+        .unwrap();
+    let data: Vec<u8> = (0..LEN).map(|i| (i * 131 % 251) as u8).collect();
+    net.call_as(1, b, |v| v.write_local(bmr.addr, &data))
+        .unwrap();
+    net.call_as(2, r, |v| {
+        v.post_recv(
+            rqp,
+            RecvWr {
+                wr_id: 5,
+                sg_list: vec![],
+            },
+        )
+    })
+    .unwrap();
+    // D_App is active: B's large WRITEs are split.
+    net.call_as(1, d, |v| {
+        let mut w = write(1, 16, true);
+        w.sg_list[0] = Sge {
+            addr: dmr.addr,
+            length: 16,
+            lkey: dmr.lkey,
+        };
+        w.remote_addr = rmr.addr + LEN - 16;
+        w.rkey = rmr.rkey;
+        v.post_send(dqp, w)
+    })
+    .unwrap();
+    // Three WRITEs cover the buffer: two SGEs, odd sizes, an unsignaled one, an immediate.
+    let cuts = [0u64, 1 << 20, (1 << 20) + 700_001, LEN - 16];
+    let ops = [SendOp::Write, SendOp::Write, SendOp::WriteWithImm(77)];
+    for k in 0..3 {
+        let (lo, hi) = (cuts[k], cuts[k + 1]);
+        let mid = lo + (hi - lo) / 3;
+        let sg = vec![
+            Sge {
+                addr: bmr.addr + lo,
+                length: (mid - lo) as u32,
+                lkey: bmr.lkey,
+            },
+            Sge {
+                addr: bmr.addr + mid,
+                length: (hi - mid) as u32,
+                lkey: bmr.lkey,
+            },
+        ];
+        let mut w = SendWr::new(11 + k as u64, ops[k], sg);
+        w.remote_addr = rmr.addr + lo;
+        w.rkey = rmr.rkey;
+        w.signaled = k != 1;
+        net.call_as(1, b, |v| v.post_send(bqp, w)).unwrap();
+    }
+    net.lose_packets(1, bqp, 3);
+    net.run_until(100_000_000_000);
+    let got = net.nic(2).read_mem(r, rmr.addr, LEN - 16);
+    let first_bad = got.iter().zip(&data).position(|(a, b)| a != b);
+    assert_eq!(first_bad, None, "every byte where it belongs");
+    let mut wcs = Vec::new();
+    net.call_as(1, b, |v| while v.poll_cq(bcq, 16, &mut wcs) > 0 {});
+    let ids: Vec<(u64, WcStatus)> = wcs.iter().map(|w| (w.wr_id, w.status)).collect();
+    assert_eq!(ids, vec![(11, WcStatus::Success), (13, WcStatus::Success)]);
+    let mut rw = Vec::new();
+    net.call_as(2, r, |v| while v.poll_cq(rcq, 16, &mut rw) > 0 {});
+    let recvs: Vec<_> = rw
+        .iter()
+        .filter(|w| w.opcode == WcOpcode::RecvWithImm)
+        .collect();
+    assert_eq!(
+        recvs.len(),
+        1,
+        "one immediate for the whole WRITE_WITH_IMM: {rw:?}"
+    );
+    assert_eq!(recvs[0].imm, Some(77));
+    let c = net.counters(1, b);
+    let get = |k: &str| c.iter().find(|x| x.1 == k).unwrap().2;
+    assert!(get("sub_wrs") >= 190.0, "{c:?}");
+    assert!(get("zero_waits") >= 16.0 * 190.0, "{c:?}");
 }
