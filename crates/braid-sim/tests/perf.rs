@@ -187,3 +187,42 @@ fn perf_protects_d_and_m_beside_b() {
     assert!(p.m >= 0.8 * p.m_alone, "M_App {} vs alone {} Mops", p.m, p.m_alone);
     assert!(p.b_with_d >= 0.8 * p.b_alone && p.b_with_m >= 0.8 * p.b_alone);
 }
+
+/// The QP-level anomaly: B_App on 5 QPs beside single-QP M_App. PeRF's agent limits the host's
+/// active QPs (S = 1 MiB gives a limit of 1: each tenant keeps one QP), so B_App posts through one
+/// QP at a time, rotating, and M_App keeps its rate.
+#[test]
+fn multi_qp_b_app_is_paused_down_to_one_active_qp() {
+    let b5 = || {
+        let mut b = b_app("30ms");
+        b["qps"] = json!(5);
+        b
+    };
+    // The agent sets the limit every 10 ms: the first 10 ms are unlimited.
+    let mut sc = |mw| {
+        let mut s = scenario(mw, vec![b5(), m_app("30ms")]);
+        s["duration"] = json!("40ms");
+        s
+    };
+    let (_, raw) = run(&sc("raw"));
+    let (_, perf) = run(&sc("perf"));
+    let (b, m) = ("apps[0].client", "apps[1].client");
+    let rate = |r: &braid_sim::Results| cell(r, m, "msg_rate_mps");
+    let gp = |r: &braid_sim::Results| cell(r, b, "goodput_gbps");
+    println!(
+        "B_App x5 QPs + M_App: raw M {:.2} Mops B {:.1} Gbps; perf M {:.2} Mops B {:.1} Gbps, \
+         {} pauses, {} resumes, qp_limit {}",
+        rate(&raw),
+        gp(&raw),
+        rate(&perf),
+        gp(&perf),
+        cell(&perf, b, "perf_pauses"),
+        cell(&perf, b, "perf_resumes"),
+        cell(&perf, b, "perf_qp_limit"),
+    );
+    assert_eq!(cell(&perf, b, "perf_qp_limit"), 1.0);
+    assert!(cell(&perf, b, "perf_pauses") > 0.0 && cell(&perf, b, "perf_resumes") > 0.0);
+    assert_eq!(cell(&perf, m, "perf_pauses"), 0.0, "the single-QP tenant is not paused");
+    assert!(rate(&perf) > 3.0 * rate(&raw), "M_App {} vs raw {}", rate(&perf), rate(&raw));
+    assert!(gp(&perf) >= 0.8 * gp(&raw), "B_App {} vs raw {}", gp(&perf), gp(&raw));
+}

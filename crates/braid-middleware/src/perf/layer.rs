@@ -20,6 +20,7 @@
 //! it kept, and its arming of the CQ is honoured (one event per arming, for new completions).
 
 use super::bucket::Bucket;
+use super::mqse::Slots;
 use super::queue::{opcode_of, slice_sges, splittable, AppMeta, HwEntry, QpQueue};
 use super::state::{HostState, UNGATED};
 use super::PerfConfig;
@@ -51,8 +52,6 @@ struct CqState {
 struct Counters {
     sub_wrs: u64,
     zero_waits: u64,
-    pauses: u64,
-    resumes: u64,
     hidden: u64,
     split_msgs: u64,
     bucket_waits: u64,
@@ -67,9 +66,8 @@ pub struct PerfLayer {
     cqs: BTreeMap<CqId, CqState>,
     /// The CQ 0_WAITs wait on: nothing ever completes on it.
     dummy_cq: Option<CqId>,
-    /// MQSE: QPs holding a slot, and QPs waiting for one (FIFO).
-    slots: Vec<QpNum>,
-    waiting: VecDeque<QpNum>,
+    /// MQSE: which QPs may post.
+    mqse: Slots,
     bucket: Option<Bucket>,
     timer_at: Option<u64>,
     c: Counters,
@@ -90,8 +88,7 @@ impl PerfLayer {
             qps: BTreeMap::new(),
             cqs: BTreeMap::new(),
             dummy_cq: None,
-            slots: Vec::new(),
-            waiting: VecDeque::new(),
+            mqse: Slots::default(),
             bucket,
             timer_at: None,
             c: Counters::default(),
@@ -124,90 +121,50 @@ impl PerfLayer {
         p.queued = q.sw.len() as u32;
     }
 
-    /// Whether `qpn` may post now (MQSE), taking or rotating a slot if it can.
-    fn may_post(&mut self, qpn: QpNum, now: u64) -> bool {
+    /// Whether `qpn` may post now (MQSE), taking or rotating a slot if it can. QPs whose turn
+    /// ended get a signaled 0_WAIT behind their work (the PAUSE mark), whose completion tells
+    /// the layer their slot is free.
+    fn may_post(&mut self, below: &mut dyn Verbs, qpn: QpNum, now: u64) -> bool {
         let (allowed, paused) = {
             let h = self.host.borrow();
             h.tenants
                 .get(&self.tenant)
                 .map_or((UNGATED, false), |t| (t.allowed_qps, t.bw_paused))
         };
-        if paused {
-            self.wait(qpn);
-            return false;
+        let ok = self
+            .mqse
+            .may_post(qpn, now, allowed, paused, &mut self.qps, &self.cfg);
+        if let Some(at) = self.mqse.timer.take() {
+            self.rearm_timer_at(at);
         }
-        if allowed == UNGATED {
-            if let Some(i) = self.waiting.iter().position(|&q| q == qpn) {
-                self.waiting.remove(i);
-                self.c.resumes += 1;
-            }
-            return true;
+        for q in std::mem::take(&mut self.mqse.new_draining) {
+            self.mark_pause(below, q);
         }
-        let allowed = allowed.max(1) as usize;
-        // The allowance shrank: give up the slots of the idle holders first, then the newest.
-        while self.slots.len() > allowed {
-            let i = self
-                .slots
-                .iter()
-                .position(|q| !self.qps.get(q).is_some_and(|x| x.has_work()))
-                .unwrap_or(self.slots.len() - 1);
-            let q = self.slots.remove(i);
-            if self.qps.get(&q).is_some_and(|x| x.has_work()) {
-                self.wait(q);
-            }
-        }
-        if self.slots.contains(&qpn) {
-            return true;
-        }
-        self.wait(qpn);
-        if self.waiting.front() != Some(&qpn) {
-            return false;
-        }
-        if self.slots.len() >= allowed {
-            // Rotate: a holder with nothing queued, or that had its turn, hands over.
-            let cfg = &self.cfg;
-            let qps = &self.qps;
-            let done = |q: &QpNum| {
-                qps.get(q).is_none_or(|x| {
-                    (!x.has_work() && x.outstanding == 0)
-                        || x.slot_wrs >= cfg.rotate_wrs
-                        || x.slot_bytes >= cfg.rotate_bytes.0
-                        || now >= x.slot_since + cfg.release_after.0
-                })
-            };
-            let Some(i) = self.slots.iter().position(done) else {
-                // Come back when the first holder's time is up.
-                let at = self
-                    .slots
-                    .iter()
-                    .filter_map(|q| self.qps.get(q))
-                    .map(|x| x.slot_since + self.cfg.release_after.0)
-                    .min()
-                    .unwrap_or(now + self.cfg.release_after.0);
-                self.rearm_timer_at(at);
-                return false;
-            };
-            let old = self.slots.remove(i);
-            if self.qps.get(&old).is_some_and(|x| x.has_work()) {
-                self.wait(old);
-            }
-        }
-        self.waiting.pop_front();
-        self.slots.push(qpn);
-        self.c.resumes += 1;
-        if let Some(x) = self.qps.get_mut(&qpn) {
-            x.slot_since = now;
-            x.slot_wrs = 0;
-            x.slot_bytes = 0;
-        }
-        true
+        ok
     }
 
-    /// Marks a QP with work as paused (waiting for a slot).
-    fn wait(&mut self, qpn: QpNum) {
-        if !self.waiting.contains(&qpn) {
-            self.waiting.push_back(qpn);
-            self.c.pauses += 1;
+    /// Posts a signaled 0_WAIT behind a paused QP's work unless a signaled WR already ends it.
+    fn mark_pause(&mut self, below: &mut dyn Verbs, qpn: QpNum) {
+        let Some(cq) = self.dummy_cq else { return };
+        let Some(q) = self.qps.get_mut(&qpn) else {
+            return;
+        };
+        if q.hw.back().is_none_or(|e| e.signaled) {
+            return;
+        }
+        let seq = q.next_seq;
+        let wr = SendWr::new(seq, SendOp::Wait { cq, count: 0 }, vec![]);
+        below.charge(Work::WrBuilt(1));
+        if below.post_send(qpn, wr).is_ok() {
+            let ord = q.next_ord.saturating_sub(1);
+            q.posted(HwEntry {
+                seq,
+                ord,
+                last: false,
+                large_bytes: 0,
+                signaled: true,
+            });
+            self.c.zero_waits += 1;
         }
     }
 
@@ -240,7 +197,7 @@ impl PerfLayer {
                 return Ok(());
             }
             let now = below.now();
-            if !self.may_post(qpn, now) {
+            if !self.may_post(below, qpn, now) {
                 return Ok(());
             }
             let small = self.host.borrow().small_active(now, self.tenant);
@@ -436,9 +393,9 @@ impl PerfLayer {
         for _ in 0..4 {
             let before: usize = self.qps.values().map(|q| q.sw.len()).sum();
             let order: Vec<QpNum> = self
-                .waiting
-                .iter()
-                .copied()
+                .mqse
+                .waiting()
+                .into_iter()
                 .chain(self.qps.keys().copied())
                 .collect();
             for qpn in order {
@@ -520,11 +477,13 @@ impl PerfLayer {
     fn arm_if_needed(&mut self, below: &mut dyn Verbs, cq: CqId) -> bool {
         let mut fresh = false;
         loop {
+            // (A QP may wait for another's completions: a slot held by a draining QP.)
             let need = self.cqs.get(&cq).is_some_and(|c| c.app_armed)
-                || self
-                    .qps
-                    .values()
-                    .any(|q| q.send_cq == cq && q.has_work() && q.hw_signaled > 0);
+                || (self.qps.values().any(|q| q.has_work())
+                    && self
+                        .qps
+                        .values()
+                        .any(|q| q.send_cq == cq && q.hw_signaled > 0));
             let c = self.cqs.entry(cq).or_default();
             if !need || c.below_armed {
                 return fresh;
@@ -560,8 +519,8 @@ impl Middleware for PerfLayer {
             ("sub_wrs", self.c.sub_wrs as f64),
             ("zero_waits", self.c.zero_waits as f64),
             ("split_msgs", self.c.split_msgs as f64),
-            ("pauses", self.c.pauses as f64),
-            ("resumes", self.c.resumes as f64),
+            ("pauses", self.mqse.pauses as f64),
+            ("resumes", self.mqse.resumes as f64),
             ("hidden", self.c.hidden as f64),
             ("bucket_waits", self.c.bucket_waits as f64),
             ("class_changes", t.map_or(0.0, |t| t.class_changes as f64)),
@@ -629,8 +588,7 @@ impl Middleware for PerfLayer {
     fn destroy_qp(&mut self, below: &mut dyn Verbs, qp: QpNum) -> Result<(), VerbsError> {
         below.destroy_qp(qp)?;
         self.qps.remove(&qp);
-        self.slots.retain(|&q| q != qp);
-        self.waiting.retain(|&q| q != qp);
+        self.mqse.forget(qp);
         let mut h = self.host.borrow_mut();
         h.tenant_mut(self.tenant).qps.retain(|q| q.qpn != qp);
         Ok(())

@@ -24,6 +24,7 @@ pub mod agent;
 mod bucket;
 pub mod classify;
 pub mod layer;
+mod mqse;
 mod queue;
 pub mod state;
 #[cfg(test)]

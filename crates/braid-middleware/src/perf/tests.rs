@@ -506,7 +506,21 @@ fn a_timed_release_rotates_the_slot() {
     b.nic.rec.now = at;
     let mut up = Vec::new();
     b.with(|s| s.deliver(Event::Timer(tok), &mut up));
+    // QP 0's turn is over: it posts no more, but keeps the slot while its 64 KB are in the NIC.
+    b.write(0, 3, 65_536, true).unwrap();
+    assert_eq!(b.nic.sends(b.qps[0]).len(), 1, "QP 0 paused");
+    assert_eq!(
+        b.nic.sends(q1).len(),
+        0,
+        "the slot is not free before QP 0 drained"
+    );
+    b.complete(0);
     assert_eq!(b.nic.sends(q1).len(), 1, "QP 1 got the turn");
+    assert_eq!(
+        b.nic.sends(b.qps[0]).len(),
+        1,
+        "and QP 0 waits for its next one"
+    );
 }
 
 /// The NIC scheduler PeRF relies on, reduced to its rule: one WQE per turn, round-robin over the
