@@ -29,6 +29,8 @@ mod queue;
 pub mod state;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_net;
 
 pub use classify::Class;
 pub use layer::PerfLayer;
