@@ -169,9 +169,14 @@ impl App for FlowSender {
                 let mut log = self.log.borrow_mut();
                 for wc in wcs {
                     let f = &self.flows[wc.wr_id as usize];
+                    self.done += 1;
+                    if wc.status != WcStatus::Success {
+                        // The connection failed (retries spent, access refused): the flow
+                        // never finishes.
+                        continue;
+                    }
                     log.flows[f.flow as usize].bytes_done = f.size;
                     log.finish(f.flow, v.now());
-                    self.done += 1;
                 }
             }
             Event::Wake(_) => {}
@@ -266,6 +271,9 @@ pub struct PerfClient {
     deadline: Option<u64>,
     lat_sent: Vec<u64>,
     done: bool,
+    /// QPs whose WRs failed (the QP is in Error): nothing more is posted on them, and the
+    /// flow never finishes.
+    failed: Vec<bool>,
     /// Which messages carry the synchronise flag (`sync_ratio`), drawn from the run's seed.
     sync_rng: braid_engine::RngStream,
 }
@@ -306,6 +314,7 @@ impl PerfClient {
             deadline: None,
             lat_sent: vec![],
             done: false,
+            failed: vec![],
             sync_rng: braid_engine::RngStream::new(seed, "app-sync", &[app]),
         }
     }
@@ -336,7 +345,7 @@ impl PerfClient {
     }
 
     fn may_post(&self, i: usize, now: u64) -> bool {
-        self.posted[i] < self.target && self.deadline.is_none_or(|d| now < d)
+        !self.failed[i] && self.posted[i] < self.target && self.deadline.is_none_or(|d| now < d)
     }
 
     fn check_done(&mut self, now: u64) {
@@ -344,7 +353,9 @@ impl PerfClient {
             .all(|i| self.completed[i] >= self.posted[i] && !self.may_post(i, now));
         if all_in && !self.done {
             self.done = true;
-            self.log.borrow_mut().finish(self.flow, now);
+            if !self.failed.iter().any(|&f| f) {
+                self.log.borrow_mut().finish(self.flow, now);
+            }
         }
     }
 }
@@ -388,6 +399,7 @@ impl App for PerfClient {
         }
         self.posted = vec![0; n];
         self.completed = vec![0; n];
+        self.failed = vec![false; n];
         self.lat_sent = vec![0; n];
         v.set_timer(v.now().max(self.spec.start.0), CONNECT);
     }
@@ -433,6 +445,12 @@ impl App for PerfClient {
                 poll_and_rearm(v, cq, &mut wcs).expect("poll own CQ");
                 for wc in wcs {
                     let i = wc.wr_id as usize % self.qps.len().max(1);
+                    if wc.status != WcStatus::Success {
+                        // The QP is in Error: the rest of its WRs are flushed; post no more.
+                        self.failed[i] = true;
+                        self.completed[i] = self.posted[i];
+                        continue;
+                    }
                     match (self.spec.kind, wc.opcode) {
                         (AppKind::WriteLat, WcOpcode::RecvWithImm) => {
                             // Pong arrived: one round trip.
@@ -593,6 +611,10 @@ impl App for PerfServer {
                 poll_and_rearm(v, cq, &mut wcs).expect("poll own CQ");
                 for wc in wcs {
                     let i = wc.wr_id as usize % self.qps.len().max(1);
+                    if wc.status != WcStatus::Success {
+                        // Flushed (the QP is in Error): reposting would only flush again.
+                        continue;
+                    }
                     match wc.opcode {
                         WcOpcode::Recv | WcOpcode::RecvWithImm => {
                             self.post_recvs(v, i, 1);

@@ -236,6 +236,11 @@ pub struct NicConfig {
     /// `tx_prefetch / mtu` packets of a bandwidth tenant instead of one: PeRF's message-level
     /// anomaly (docs/scenario.md, "Transmit arbitration").
     pub tx_prefetch: Bytes,
+    /// Addresses per host (RoCEv2 GID entries, `QpInit::local_addr` picks one): address k of
+    /// the host whose node id is n is `n | k << 24`; k = 0 is the node id. Switches route on the
+    /// node part; ECMP hashes the whole source address, so QPs on different addresses of one
+    /// host may take different paths.
+    pub addresses: u8,
 }
 
 impl Default for NicConfig {
@@ -258,6 +263,7 @@ impl Default for NicConfig {
             arbiter: ArbiterPolicy::Rr,
             ets_weights: vec![],
             tx_prefetch: Bytes(0),
+            addresses: 1,
         }
     }
 }
@@ -680,5 +686,29 @@ pub struct StaticRoute {
     pub node: String,
     /// Destination host indices; absent = every host.
     pub dst: Option<Vec<u32>>,
+    /// Source addresses the route applies to: a host index (all its addresses) or
+    /// `{host, addr}` (address `addr` of that host, see `nic.addresses`); absent = any source.
+    /// Routes with a source list take precedence over those without.
+    #[serde(default)]
+    pub src: Option<Vec<RouteSrc>>,
     pub next_hops: Vec<String>,
+}
+
+/// A source a static route matches: a host index (every address of that host) or
+/// `{host, addr}` (one of its addresses).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum RouteSrc {
+    /// Every address of this host (index).
+    Host(u32),
+    /// One address of a host.
+    Addr(RouteAddr),
+}
+
+/// Address `addr` (0-based, below `nic.addresses`) of host index `host`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RouteAddr {
+    pub host: u32,
+    pub addr: u8,
 }

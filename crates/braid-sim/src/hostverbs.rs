@@ -98,6 +98,27 @@ impl HostVerbs<'_> {
             _ => Err(VerbsError::NoSuchCq(cq)),
         }
     }
+    /// Whether `[addr, addr + len)` lies in a region of this tenant that keeps its bytes.
+    fn tracked_range(&self, addr: u64, len: u64) -> Result<(), VerbsError> {
+        let mut mine = self
+            .nic
+            .mem
+            .regions_holding(addr, len)
+            .filter(|(mr, _)| self.owners.mr.get(&mr.lkey) == Some(&self.tenant))
+            .peekable();
+        if mine.peek().is_none() {
+            return Err(VerbsError::InvalidArgument(
+                "address range outside this tenant's registered memory",
+            ));
+        }
+        if mine.any(|(_, tracked)| tracked) {
+            Ok(())
+        } else {
+            Err(VerbsError::Unsupported(
+                "memory contents are not tracked: register the region with Access::track (or set nic.data_check)",
+            ))
+        }
+    }
 }
 
 impl Verbs for HostVerbs<'_> {
@@ -149,7 +170,7 @@ impl Verbs for HostVerbs<'_> {
     fn modify_qp(&mut self, qp: QpNum, m: QpModify) -> Result<(), VerbsError> {
         self.own_qp(qp)?;
         self.spend("verbs", Work::Control);
-        self.nic.modify_qp(qp, m, &mut self.sink.effects)
+        self.nic.modify_qp(qp, m, self.params, &mut self.sink.effects)
     }
     fn query_qp(&mut self, qp: QpNum) -> Result<QpAttr, VerbsError> {
         self.own_qp(qp)?;
@@ -177,6 +198,14 @@ impl Verbs for HostVerbs<'_> {
     }
     fn post_send(&mut self, qp: QpNum, wr: SendWr) -> Result<(), VerbsError> {
         self.own_qp(qp)?;
+        // Cross-channel WRs name the tenant's own CQs and QPs.
+        match wr.op {
+            SendOp::Wait { cq, .. } => self.own_cq(cq)?,
+            SendOp::SendEnable { qp: t, .. } | SendOp::RecvEnable { qp: t, .. } => {
+                self.own_qp(t)?
+            }
+            _ => {}
+        }
         if !wr.inline {
             for s in &wr.sg_list {
                 if s.length > 0 && self.owners.mr.get(&s.lkey) != Some(&self.tenant) {
@@ -219,20 +248,12 @@ impl Verbs for HostVerbs<'_> {
         self.spend(layer, work);
     }
     fn write_local(&mut self, addr: u64, data: &[u8]) -> Result<(), VerbsError> {
-        if !self.nic.mem.track_data {
-            return Err(VerbsError::Unsupported(
-                "memory contents are tracked only with nic.data_check = true",
-            ));
-        }
+        self.tracked_range(addr, data.len() as u64)?;
         self.spend("verbs", Work::Copy(data.len() as u64));
         self.nic.mem.write(addr, data)
     }
     fn read_local(&self, addr: u64, len: u64) -> Result<Vec<u8>, VerbsError> {
-        if !self.nic.mem.track_data {
-            return Err(VerbsError::Unsupported(
-                "memory contents are tracked only with nic.data_check = true",
-            ));
-        }
+        self.tracked_range(addr, len)?;
         self.nic.mem.read(addr, len)
     }
 }

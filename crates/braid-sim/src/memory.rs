@@ -1,5 +1,6 @@
-//! Registered memory of one host. Sizes and keys always; real bytes only when the scenario asks
-//! for data checking, so tests can verify that every byte lands at the right address.
+//! Registered memory of one host. Sizes and keys always; real bytes for the regions registered
+//! with [`Access::track`], and for every region when the scenario asks for data checking
+//! (`nic.data_check`), so tests can verify that every byte lands at the right address.
 
 use braid_verbs::{Access, MemoryRegion, Sge, VerbsError};
 
@@ -13,7 +14,10 @@ struct Region {
 pub struct Memory {
     regions: Vec<Region>,
     next_key: u32,
+    /// Every region keeps its bytes (`nic.data_check`).
     pub track_data: bool,
+    /// Regions that keep their bytes (so the NIC skips all payload work while there are none).
+    tracked: usize,
 }
 
 impl Memory {
@@ -22,6 +26,7 @@ impl Memory {
             regions: Vec::new(),
             next_key: 0x100,
             track_data,
+            tracked: 0,
         }
     }
 
@@ -31,9 +36,10 @@ impl Memory {
         len: u64,
         access: Access,
     ) -> Result<MemoryRegion, VerbsError> {
-        if self.track_data && len > (1 << 32) {
+        let tracked = self.track_data || access.track;
+        if tracked && len > (1 << 32) {
             return Err(VerbsError::InvalidWr(
-                "data-checked regions are limited to 4 GiB",
+                "tracked (data-checked) regions are limited to 4 GiB",
             ));
         }
         let key = self.next_key;
@@ -44,7 +50,8 @@ impl Memory {
             lkey: key,
             rkey: key | 0x8000_0000,
         };
-        let data = self.track_data.then(|| vec![0u8; len as usize]);
+        let data = tracked.then(|| vec![0u8; len as usize]);
+        self.tracked += tracked as usize;
         self.regions.push(Region { mr, access, data });
         Ok(mr)
     }
@@ -55,7 +62,8 @@ impl Memory {
             .iter()
             .position(|r| r.mr.lkey == mr.lkey)
             .ok_or(VerbsError::BadKey(mr.lkey))?;
-        self.regions.swap_remove(i);
+        let r = self.regions.swap_remove(i);
+        self.tracked -= r.data.is_some() as usize;
         Ok(())
     }
 
@@ -88,10 +96,48 @@ impl Memory {
         })
     }
 
+    /// The region holding `[addr, addr + len)`; a tracked one if several do.
     fn region_at(&self, addr: u64, len: u64) -> Option<usize> {
+        let inside = |r: &Region| addr >= r.mr.addr && addr + len <= r.mr.addr + r.mr.len;
         self.regions
             .iter()
-            .position(|r| addr >= r.mr.addr && addr + len <= r.mr.addr + r.mr.len)
+            .position(|r| r.data.is_some() && inside(r))
+            .or_else(|| self.regions.iter().position(inside))
+    }
+
+    /// Whether any region keeps its bytes.
+    #[inline]
+    pub fn any_tracked(&self) -> bool {
+        self.tracked > 0
+    }
+
+    /// Whether `[addr, addr + len)` lies in a region that keeps its bytes.
+    pub fn is_tracked(&self, addr: u64, len: u64) -> bool {
+        self.tracked > 0
+            && self
+                .region_at(addr, len)
+                .is_some_and(|i| self.regions[i].data.is_some())
+    }
+
+    /// Whether any element of a scatter-gather list lies in a tracked region (its bytes then
+    /// travel with the packets; untracked parts read as zeros).
+    pub fn sges_tracked(&self, sges: &[Sge]) -> bool {
+        self.tracked > 0
+            && sges
+                .iter()
+                .any(|s| s.length > 0 && self.is_tracked(s.addr, s.length as u64))
+    }
+
+    /// The regions holding `[addr, addr + len)`, with whether each keeps its bytes.
+    pub fn regions_holding(
+        &self,
+        addr: u64,
+        len: u64,
+    ) -> impl Iterator<Item = (MemoryRegion, bool)> + '_ {
+        self.regions
+            .iter()
+            .filter(move |r| addr >= r.mr.addr && addr + len <= r.mr.addr + r.mr.len)
+            .map(|r| (r.mr, r.data.is_some()))
     }
 
     /// Reads `len` bytes at `addr` (registered memory only; zeroes when data is not tracked).

@@ -209,6 +209,18 @@ pub struct Switch {
     pub ecn_rng: RngStream,
     /// Per destination host index: ECMP group (index into the world's groups).
     pub routes: Vec<u32>,
+    /// Static routes that match source addresses too (checked first, in order).
+    pub src_routes: Vec<SrcRoute>,
+}
+
+/// A static route for packets from some source addresses to some destination hosts.
+pub struct SrcRoute {
+    /// Source addresses (exact, alias included).
+    pub src: Vec<u32>,
+    /// Per destination host index: whether the route applies.
+    pub dst: Vec<bool>,
+    /// ECMP group (index into the world's groups).
+    pub gid: u32,
 }
 
 /// Where a buffered packet's bytes are accounted.

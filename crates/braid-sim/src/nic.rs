@@ -14,7 +14,9 @@ use crate::qp_cache::QpCache;
 use crate::transport::mp_rdma::{MpRdmaParams, MpRdmaTransport};
 use crate::transport::rc::{RcConfig, RcTransport};
 pub use crate::transport::TimerKind;
-use crate::transport::{DataInfo, Feedback, Plan, Reply, RxClass, Transport, TxFx};
+use crate::transport::{
+    DataInfo, Fatal, Feedback, Plan, Reply, RetryLimits, RxClass, Transport, TxFx,
+};
 use braid_engine::time::{Time, S};
 use braid_verbs::*;
 use std::collections::VecDeque;
@@ -67,10 +69,48 @@ pub struct Effects {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum QpState {
+    /// Emptied and disconnected (after `modify_qp(Reset)`): posts are refused, arriving packets
+    /// dropped, until `connect_qp`.
+    Reset,
+    /// Created, not connected. (It still accepts arriving packets, as if in RTR.)
     Init,
     Rts,
+    /// The transport gave up, the peer refused an access, or the consumer asked: nothing is
+    /// sent or received, every WR posted completes Flushed at once.
+    Error,
 }
 // (The verbs-level QpState is braid_verbs::QpState; this one is the NIC's own.)
+
+impl QpState {
+    fn verbs(self) -> braid_verbs::QpState {
+        match self {
+            QpState::Reset => braid_verbs::QpState::Reset,
+            QpState::Init => braid_verbs::QpState::Init,
+            QpState::Rts => braid_verbs::QpState::Rts,
+            QpState::Error => braid_verbs::QpState::Error,
+        }
+    }
+}
+
+/// InfiniBand QP numbers are 24 bits: the NIC tags its transport timers with the QP's epoch in
+/// the 8 bits above, so that timers of an incarnation that went to Error or Reset are ignored.
+const QPN_BITS: u32 = 24;
+const QPN_MASK: u32 = (1 << QPN_BITS) - 1;
+
+/// Address `k` of a host whose node id is `node` ([`Caps::local_addrs`], a RoCEv2 GID index):
+/// `node | k << 24`. Address 0 is the node id itself; switches route on the node part.
+pub fn host_alias(node: u32, k: u8) -> u32 {
+    node | (k as u32) << 24
+}
+
+/// The node id an address belongs to (masks the alias index).
+#[inline]
+pub fn addr_node(addr: u32) -> u32 {
+    addr & 0x00FF_FFFF
+}
+
+/// AETH NAK code of a remote access error (IBA 9.7.5.2.4), in a NAK packet's `aux`.
+pub const NAK_REMOTE_ACCESS: u32 = 2;
 
 #[derive(Debug)]
 struct SendWqe {
@@ -84,7 +124,8 @@ struct SendWqe {
     ready_ps: Option<Time>,
     /// Control WRs: executed. Data WRs: acknowledged (READ: all response data in).
     done: bool,
-    /// WAIT: the CQ completion count it waits for, fixed when it reaches the cursor.
+    /// WAIT: the CQ completion count it waits for, fixed when it is posted (the CQ's
+    /// cumulative wait index plus its count; None for a zero-count WAIT, which never blocks).
     wait_target: Option<u64>,
     /// READ: response packets received in order.
     read_got: u32,
@@ -127,6 +168,14 @@ pub struct Qp {
     sq_sig_all: bool,
     managed_send: bool,
     managed_recv: bool,
+    cross_channel: bool,
+    retry: RetryLimits,
+    /// The source address its packets carry (one of the host's addresses).
+    pub local_addr: u32,
+    /// The source port it was created with (restored by Reset).
+    default_sport: u16,
+    /// Bumped on Error and Reset: timers of the previous incarnation are stale.
+    epoch: u8,
     max_send_wr: u32,
     max_recv_wr: u32,
     pub prio: u8,
@@ -201,6 +250,9 @@ struct Cq {
     overruns: u64,
     /// Armed by req_notify_cq: the next completion notifies (once).
     armed: bool,
+    /// The cumulative wait index (mlx5 `wait_index`): where the last WAIT posted on this CQ
+    /// left it. A WAIT{n} waits for `total >= wait_index + n` and moves the index there.
+    wait_index: u64,
 }
 
 /// Counters of one NIC.
@@ -251,7 +303,10 @@ enum Status {
 }
 
 pub struct Nic {
+    /// Node id: the host's primary address.
     pub host: u32,
+    /// How many addresses the host has (`nic.addresses`): `host_alias(host, k)` for k below it.
+    pub addresses: u8,
     pub line_rate: u64,
     qps: Vec<Option<Qp>>,
     cqs: Vec<Option<Cq>>,
@@ -288,6 +343,7 @@ impl Nic {
     pub fn new(host: u32, line_rate: u64, p: &NicParams, sport_seed: u64) -> Self {
         Nic {
             host,
+            addresses: p.nic.addresses.max(1),
             line_rate,
             qps: Vec::new(),
             cqs: Vec::new(),
@@ -399,47 +455,128 @@ impl Nic {
     }
 
     /// ibv_modify_qp to Error, Reset, or a new UDP source port.
+    ///
+    /// - Error: every outstanding send WR, then every RECV, completes `Flushed` on its CQ (in
+    ///   order, signaled or not); nothing more is sent or received; later posts complete
+    ///   `Flushed` at once.
+    /// - Reset: the queues are emptied without completions, the QP's completions still in its
+    ///   CQs are removed (libmlx5's `cq_clean`), the connection and its transport state are
+    ///   forgotten; `connect_qp` may follow.
+    /// - UdpSport: the source port of the packets sent from now on.
     pub fn modify_qp(
         &mut self,
         qpn: QpNum,
         m: QpModify,
-        _eff: &mut Effects,
+        p: &NicParams,
+        eff: &mut Effects,
     ) -> Result<(), VerbsError> {
         let q = self.qp_mut(qpn)?;
         match m {
             QpModify::UdpSport(s) => {
                 q.sport = s;
                 q.t.set_sport(s);
-                Ok(())
             }
-            QpModify::Error | QpModify::Reset => {
-                Err(VerbsError::Unsupported("QP Error/Reset transitions"))
+            QpModify::Error => self.enter_error(qpn, None, eff),
+            QpModify::Reset => self.reset_qp(qpn, p),
+        }
+        Ok(())
+    }
+
+    /// Moves a QP to Error: the send queue completes in order (WR `fail.0`, if given, with status
+    /// `fail.1`, every other one `Flushed`), then the receive queue `Flushed`. Stale transport
+    /// timers are ignored from now on; READ responses being sent are dropped.
+    fn enter_error(&mut self, qpn: QpNum, fail: Option<(usize, WcStatus)>, eff: &mut Effects) {
+        let Some(Some(q)) = self.qps.get_mut(qpn as usize) else {
+            return;
+        };
+        if q.state == QpState::Error {
+            return;
+        }
+        q.state = QpState::Error;
+        q.epoch = q.epoch.wrapping_add(1);
+        let sq = std::mem::take(&mut q.sq);
+        let rq = std::mem::take(&mut q.rq);
+        q.sq_base += sq.len() as u64;
+        q.recv_base += rq.len() as u64;
+        q.cur = 0;
+        q.cur_pkt = 0;
+        q.reads.clear();
+        q.rx_pending.clear();
+        let (scq, rcq) = (q.send_cq, q.recv_cq);
+        for (i, w) in sq.iter().enumerate() {
+            let status = match fail {
+                Some((j, st)) if j == i => st,
+                _ => WcStatus::Flushed,
+            };
+            self.push_cqe(scq, wc(w.wr.wr_id, status, op_of(&w.wr.op), 0, qpn), eff);
+        }
+        for r in &rq {
+            self.push_cqe(rcq, wc(r.wr.wr_id, WcStatus::Flushed, WcOpcode::Recv, 0, qpn), eff);
+        }
+    }
+
+    /// Moves a QP to Reset (see [`Nic::modify_qp`]).
+    fn reset_qp(&mut self, qpn: QpNum, p: &NicParams) {
+        let (qp_type, sport, retry) = match self.qp(qpn) {
+            Some(q) => (q.qp_type, q.default_sport, q.retry),
+            None => return,
+        };
+        let t = self.make_transport(qp_type, qpn, sport, retry, p);
+        let q = self.qps[qpn as usize].as_mut().expect("checked");
+        q.state = QpState::Reset;
+        q.epoch = q.epoch.wrapping_add(1);
+        q.t = t;
+        q.remote_host = u32::MAX;
+        q.remote_qpn = 0;
+        q.sport = sport;
+        q.sq.clear();
+        q.sq_base = 0;
+        q.send_enabled = 0;
+        q.cur = 0;
+        q.cur_pkt = 0;
+        q.next_psn = 0;
+        q.next_msg_ps = 0;
+        q.read_rewound = false;
+        q.rq.clear();
+        q.recv_enabled = 0;
+        q.recv_base = 0;
+        q.uc_epsn = 0;
+        q.uc_discard = false;
+        q.recv_off = 0;
+        q.reads.clear();
+        q.send_msn = 0;
+        q.rx_pending.clear();
+        if let Some(a) = q.rx_audit.as_mut() {
+            *a = PsnSet::default();
+        }
+        let (scq, rcq) = (q.send_cq, q.recv_cq);
+        for cq in [scq, rcq] {
+            if let Some(Some(c)) = self.cqs.get_mut(cq as usize) {
+                c.entries.retain(|e| e.qp_num != qpn);
+                c.waiters.retain(|&w| w != qpn);
             }
         }
+        self.cache.forget(qpn);
     }
 
     /// ibv_query_qp.
     pub fn query_qp(&self, qpn: QpNum) -> Result<QpAttr, VerbsError> {
         let q = self.qp(qpn).ok_or(VerbsError::NoSuchQp(qpn))?;
-        let state = match q.state {
-            QpState::Init => braid_verbs::QpState::Init,
-            QpState::Rts => braid_verbs::QpState::Rts,
-        };
         let connected = q.state == QpState::Rts && q.qp_type != QpType::Ud;
         Ok(QpAttr {
             qpn,
             qp_type: q.qp_type,
-            state,
-            local_addr: self.host,
+            state: q.state.verbs(),
+            local_addr: q.local_addr,
             udp_sport: q.sport,
             remote: connected.then_some(RemoteQp {
                 host: q.remote_host,
                 qpn: q.remote_qpn,
                 udp_sport: Some(q.sport),
             }),
-            retry_cnt: 7,
-            rnr_retry: 7,
-            cross_channel: q.managed_send || q.managed_recv,
+            retry_cnt: q.retry.retry_cnt,
+            rnr_retry: q.retry.rnr_retry,
+            cross_channel: q.cross_channel,
             send_cq: q.send_cq,
             recv_cq: q.recv_cq,
             send_outstanding: q.sq.len() as u32,
@@ -453,11 +590,28 @@ impl Nic {
             }
         }
         let qpn = self.qps.len() as QpNum;
+        if qpn > QPN_MASK {
+            return Err(VerbsError::Unsupported("QP numbers are 24 bits"));
+        }
+        if init.local_addr >= self.addresses {
+            return Err(VerbsError::InvalidArgument(
+                "local_addr: no such address (caps.local_addrs; nic.addresses)",
+            ));
+        }
+        if init.retry_cnt > 7 || init.rnr_retry > 7 {
+            return Err(VerbsError::InvalidArgument(
+                "retry_cnt and rnr_retry are 0..=7",
+            ));
+        }
+        let retry = RetryLimits {
+            retry_cnt: init.retry_cnt,
+            rnr_retry: init.rnr_retry,
+        };
         // RoCEv2 NICs derive the UDP source port from the QP; here a seeded hash, in 49152..65535.
         let sport = 0xC000
             | (braid_engine::derive_seed(self.sport_seed, "sport", &[self.host as u64, qpn as u64])
                 & 0x3FFF) as u16;
-        let t = self.make_transport(init.qp_type, qpn, sport, p);
+        let t = self.make_transport(init.qp_type, qpn, sport, retry, p);
         self.qps.push(Some(Qp {
             qpn,
             qp_type: init.qp_type,
@@ -466,6 +620,11 @@ impl Nic {
             sq_sig_all: init.sq_sig_all,
             managed_send: init.managed_send,
             managed_recv: init.managed_recv,
+            cross_channel: init.is_cross_channel(),
+            retry,
+            local_addr: host_alias(self.host, init.local_addr),
+            default_sport: sport,
+            epoch: 0,
             max_send_wr: init.max_send_wr,
             max_recv_wr: init.max_recv_wr,
             prio: init.priority.unwrap_or(p.nic.priority),
@@ -506,6 +665,7 @@ impl Nic {
         qp_type: QpType,
         qpn: QpNum,
         sport: u16,
+        retry: RetryLimits,
         p: &NicParams,
     ) -> Box<dyn Transport> {
         let dcqcn = match p.transport.kind {
@@ -521,6 +681,7 @@ impl Nic {
             rnr_delay: p.nic.rnr_delay.0,
             ack_every: p.nic.ack_every,
             dcqcn,
+            retry,
         };
         match &self.transport_factory {
             Some(f) => f(&crate::transport::TransportCtx {
@@ -538,24 +699,42 @@ impl Nic {
                     seed: self.sport_seed,
                     host: self.host,
                     qpn,
+                    retry,
                 }))
             }
             None => Box::new(RcTransport::new(rc)),
         }
     }
 
-    /// Carries out what a transport asked for.
+    /// Carries out what a transport asked for. Timers carry the QP's epoch above its 24-bit
+    /// number; a transport that gives up fails the head WR and moves its QP to Error.
     fn transport_fx(&mut self, qpn: QpNum, fx: TxFx, eff: &mut Effects) {
+        let epoch = self.qp(qpn).map_or(0, |q| q.epoch);
         for (t, kind, gen) in fx.timers {
-            eff.timers.push((t, kind, qpn, gen));
+            eff.timers
+                .push((t, kind, qpn | (epoch as u32) << QPN_BITS, gen));
+        }
+        if let Some(f) = fx.fatal {
+            let status = match f {
+                Fatal::RetryExceeded => WcStatus::RetryExceeded,
+                Fatal::RnrRetryExceeded => WcStatus::RnrRetryExceeded,
+            };
+            self.enter_error(qpn, Some((0, status)), eff);
+            return;
         }
         if fx.kick {
             self.activate(qpn, eff);
         }
     }
 
+    /// ibv_modify_qp INIT (or RESET) -> RTR -> RTS.
     pub fn connect_qp(&mut self, qpn: QpNum, remote: RemoteQp) -> Result<(), VerbsError> {
         let q = self.qp_mut(qpn)?;
+        if !matches!(q.state, QpState::Init | QpState::Reset) {
+            return Err(VerbsError::InvalidState(
+                "connect_qp needs a QP in Init or Reset (modify it to Reset first)",
+            ));
+        }
         if q.qp_type != QpType::Ud {
             q.remote_host = remote.host;
             q.remote_qpn = remote.qpn;
@@ -612,10 +791,20 @@ impl Nic {
             }
         }
         let q = self.qp_mut(qpn)?;
-        if q.state != QpState::Rts {
+        if !matches!(q.state, QpState::Rts | QpState::Error) {
             return Err(VerbsError::InvalidState("QP is not connected"));
         }
-        if q.sq.len() as u32 >= q.max_send_wr {
+        let cross = matches!(
+            wr.op,
+            SendOp::Wait { .. } | SendOp::SendEnable { .. } | SendOp::RecvEnable { .. }
+        );
+        if cross && !q.cross_channel {
+            return Err(VerbsError::InvalidWr(
+                "WAIT/SEND_ENABLE/RECV_ENABLE need a QP created with cross_channel",
+            ));
+        }
+        let in_error = q.state == QpState::Error;
+        if !in_error && q.sq.len() as u32 >= q.max_send_wr {
             return Err(VerbsError::QueueFull);
         }
         match (q.qp_type, &wr.op) {
@@ -640,6 +829,27 @@ impl Nic {
         };
         let signaled = wr.signaled || q.sq_sig_all;
         let _ = data_check;
+        let send_cq = q.send_cq;
+        // A WAIT's target is fixed at post time, as libmlx5 computes it: the CQ's cumulative
+        // wait index plus the count, which becomes the new index. A zero-count WAIT never blocks.
+        let wait_target = match wr.op {
+            SendOp::Wait { cq, count } => match self.cqs.get_mut(cq as usize) {
+                Some(Some(c)) if count > 0 => {
+                    c.wait_index += count as u64;
+                    Some(c.wait_index)
+                }
+                Some(Some(_)) => None,
+                _ => return Err(VerbsError::NoSuchCq(cq)),
+            },
+            _ => None,
+        };
+        if in_error {
+            // ibverbs on mlx5: a WR posted to a QP in Error completes at once, flushed.
+            let c = wc(wr.wr_id, WcStatus::Flushed, op_of(&wr.op), 0, qpn);
+            self.push_cqe(send_cq, c, eff);
+            return Ok(());
+        }
+        let q = self.qps[qpn as usize].as_mut().expect("checked");
         q.sq.push_back(SendWqe {
             wr,
             bytes,
@@ -648,7 +858,7 @@ impl Nic {
             post_ps: now,
             ready_ps: None,
             done: false,
-            wait_target: None,
+            wait_target,
             read_got: 0,
             signaled,
             msn: 0,
@@ -667,12 +877,24 @@ impl Nic {
             self.mem.check_sge(s)?;
         }
         let q = self.qp_mut(qpn)?;
+        match q.state {
+            QpState::Reset => return Err(VerbsError::InvalidState("post_recv on a QP in Reset")),
+            QpState::Error => {
+                // As a send: flushed at once.
+                let (cq, c) = (
+                    q.recv_cq,
+                    wc(wr.wr_id, WcStatus::Flushed, WcOpcode::Recv, 0, qpn),
+                );
+                self.push_cqe(cq, c, eff);
+                return Ok(());
+            }
+            QpState::Init | QpState::Rts => {}
+        }
         if q.rq.len() as u32 >= q.max_recv_wr {
             return Err(VerbsError::QueueFull);
         }
         q.rq.push_back(RecvWqe { wr });
         // A sender held back by receiver-not-ready retries on its own timer; nothing to kick here.
-        let _ = eff;
         Ok(())
     }
 
@@ -1019,7 +1241,7 @@ impl Nic {
             return true;
         }
         match w.wr.op {
-            SendOp::Wait { cq, count } => {
+            SendOp::Wait { cq, .. } => {
                 let total = match self.cqs.get(cq as usize) {
                     Some(Some(c)) => c.total,
                     _ => {
@@ -1029,8 +1251,8 @@ impl Nic {
                         return true;
                     }
                 };
-                let target = *w.wait_target.get_or_insert(total + count as u64);
-                if total < target {
+                // The target was fixed at post time (None: a zero-count WAIT, done at once).
+                if w.wait_target.is_some_and(|target| total < target) {
                     let c = self.cqs[cq as usize].as_mut().unwrap();
                     if !c.waiters.contains(&qpn) {
                         c.waiters.push(qpn);
@@ -1076,10 +1298,9 @@ impl Nic {
         eff: &mut Effects,
     ) -> PktId {
         let mtu = p.nic.mtu as u64;
-        let host = self.host;
         let q = self.qps[qpn as usize].as_mut().unwrap();
         let mut pk = Packet::control(PktKind::Data, 0);
-        pk.src = host;
+        pk.src = q.local_addr;
         pk.dst = q.remote_host;
         pk.sport = q.sport;
         pk.prio = q.prio;
@@ -1100,7 +1321,7 @@ impl Nic {
             pk.last = job.next + 1 == job.npkts;
             pk.addr = job.remote_addr + off;
             pk.size = ROCE_HEADER + pk.payload;
-            if self.mem.track_data {
+            if self.mem.is_tracked(job.remote_addr + off, len) {
                 payload_bytes = Some(
                     self.mem
                         .read(job.remote_addr + off, len)
@@ -1200,7 +1421,8 @@ impl Nic {
                     pk.dst = d.host;
                     pk.dst_qp = d.qpn;
                 }
-                if self.mem.track_data {
+                // The bytes travel when the source memory keeps them (a tracked region).
+                if self.mem.sges_tracked(&w.wr.sg_list) {
                     payload_bytes = Some(self.mem.gather(&w.wr.sg_list, off, len));
                 }
                 npsn = 1;
@@ -1337,7 +1559,8 @@ impl Nic {
             _ => ACK_SIZE,
         };
         let mut pk = Packet::control(kind, size);
-        pk.src = self.host;
+        // From the replying QP's own address (a host may have several).
+        pk.src = self.qp(from_qp).map_or(self.host, |q| q.local_addr);
         pk.dst = to_host;
         pk.dst_qp = to_qp;
         pk.src_qp = from_qp;
@@ -1368,12 +1591,18 @@ impl Nic {
     ) {
         let pk = pool.get(id).clone();
         pool.free(id);
-        let payload = if self.mem.track_data {
-            self.payloads.remove(&id)
-        } else {
+        let payload = if self.payloads.is_empty() {
             None
+        } else {
+            self.payloads.remove(&id)
         };
         let qpn = pk.dst_qp;
+        // A QP in Reset or Error drops whatever reaches it, silently (no ACK, no NAK).
+        if let Some(q) = self.qp(qpn) {
+            if matches!(q.state, QpState::Reset | QpState::Error) {
+                return;
+            }
+        }
         let fb = match pk.kind {
             PktKind::Data => return self.on_data(now, &pk, payload, p, pool, eff),
             PktKind::ReadReq => return self.on_read_req(now, &pk, p, pool, eff),
@@ -1384,6 +1613,9 @@ impl Nic {
                 ece: pk.ece,
                 retx: pk.retx,
             },
+            PktKind::Nak if pk.aux == NAK_REMOTE_ACCESS => {
+                return self.on_access_nak(now, qpn, pk.psn, pk.sport, eff)
+            }
             PktKind::Nak if pk.sack != u32::MAX => Feedback::SyncNak {
                 expected: pk.psn,
                 psn: pk.sack,
@@ -1427,16 +1659,23 @@ impl Nic {
         self.retire(qpn, now, eff);
     }
 
+    /// A transport timer fired. `tagged` is the QP number with the epoch it was set in above
+    /// bit 24: timers of an earlier incarnation (before Error or Reset) are ignored.
     pub fn on_timer(
         &mut self,
         now: Time,
         kind: TimerKind,
-        qpn: QpNum,
+        tagged: u32,
         gen: u32,
         _p: &NicParams,
         eff: &mut Effects,
     ) {
+        let qpn = tagged & QPN_MASK;
+        let epoch = (tagged >> QPN_BITS) as u8;
         let Ok(q) = self.qp_mut(qpn) else { return };
+        if q.epoch != epoch || matches!(q.state, QpState::Reset | QpState::Error) {
+            return;
+        }
         let from = first_missing(q);
         let before = q.t.timeouts();
         let mut fx = TxFx::default();
@@ -1464,6 +1703,7 @@ impl Nic {
                     (PktKind::Nak, expected)
                 }
                 Reply::RnrNak { psn } => (PktKind::RnrNak, psn),
+                Reply::AccessNak { psn } => (PktKind::Nak, psn),
                 Reply::Cnp => (PktKind::Cnp, 0),
             };
             // MP-RDMA replies travel on the VP of the data packet they answer (the ACK echoes
@@ -1499,6 +1739,9 @@ impl Nic {
             if let Reply::SyncNak { psn, .. } = r {
                 pool.get_mut(id).sack = psn;
             }
+            if let Reply::AccessNak { .. } = r {
+                pool.get_mut(id).aux = NAK_REMOTE_ACCESS;
+            }
         }
     }
 
@@ -1510,16 +1753,22 @@ impl Nic {
         pool: &mut PacketPool,
         eff: &mut Effects,
     ) {
+        // rkey, bounds and remote-read permission (a zero-length READ checks nothing, IBA C9-88).
         let ok_access =
-            !self.mem.track_data || self.mem.check_remote(pk.imm, pk.addr, pk.msg_len, false);
-        if !ok_access {
-            self.stats.access_errors += 1;
-        }
+            pk.msg_len == 0 || self.mem.check_remote(pk.imm, pk.addr, pk.msg_len, false);
         let Ok(q) = self.qp_mut(pk.dst_qp) else {
             return;
         };
         let mut replies = Vec::new();
         let class = q.t.on_read_request(now, pk.psn, pk.aux, &mut replies);
+        if class == RxClass::Accept && !ok_access {
+            // Class C error: NAK the request, answer nothing, and the responder goes to Error.
+            self.stats.access_errors += 1;
+            replies.push(Reply::AccessNak { psn: pk.psn });
+            self.send_replies(now, pk, &mut replies, p, pool, eff);
+            self.enter_error(pk.dst_qp, None, eff);
+            return;
+        }
         if class == RxClass::Accept {
             // A re-request replaces whatever answer was in progress from that PSN on.
             q.reads.retain(|j| j.first_psn + j.npkts <= pk.psn);
@@ -1580,9 +1829,27 @@ impl Nic {
         match class {
             RxClass::Duplicate => {}
             RxClass::Drop => self.stats.ooo_drops += 1,
-            RxClass::Accept => self.accept_data(now, pk, info, payload, &mut replies, eff),
+            RxClass::Accept => self.accept_data(now, pk, info, payload, p, &mut replies, eff),
         }
+        let refused = replies
+            .iter()
+            .any(|r| matches!(r, Reply::AccessNak { .. }));
         self.send_replies(now, pk, &mut replies, p, pool, eff);
+        if refused {
+            // Class C error (IBA 9.9.3.1.3): the responder goes to Error too.
+            self.enter_error(qpn, None, eff);
+        }
+    }
+
+    /// Whether the WRITE a data packet belongs to may touch this host's memory: rkey, bounds of
+    /// the whole message and remote-write permission (a zero-length WRITE checks nothing, IBA
+    /// C9-88). Other packets always may.
+    fn write_allowed(&self, pk: &Packet, mtu: u64) -> bool {
+        if pk.op != DataOp::Write || pk.msg_len == 0 {
+            return true;
+        }
+        let start = pk.addr.saturating_sub(pk.ipsn as u64 * mtu);
+        self.mem.check_remote(pk.aux, start, pk.msg_len, true)
     }
 
     /// Places an in-sequence data packet, completes its message at the responder, and lets the
@@ -1593,14 +1860,16 @@ impl Nic {
         pk: &Packet,
         info: DataInfo,
         payload: Option<Vec<u8>>,
+        p: &NicParams,
         replies: &mut Vec<Reply>,
         eff: &mut Effects,
     ) {
         let qpn = pk.dst_qp;
+        let mtu = p.nic.mtu as u64;
         let q = self.qps[qpn as usize].as_mut().unwrap();
         let qp_type = q.qp_type;
         if qp_type == QpType::Rc && q.t.out_of_order() {
-            return self.accept_data_ooo(now, pk, info, payload, replies, eff);
+            return self.accept_data_ooo(now, pk, info, payload, mtu, replies, eff);
         }
         if qp_type == QpType::Uc {
             // UC: a gap loses the rest of its message; the next first packet starts afresh.
@@ -1615,6 +1884,18 @@ impl Nic {
                 return;
             }
         }
+        // A WRITE is checked at its first packet (in order, the rest follow it or nothing does):
+        // refused, it changes no byte; RC NAKs it, UC drops the message silently.
+        if pk.first && !self.write_allowed(pk, mtu) {
+            self.stats.access_errors += 1;
+            let q = self.qps[qpn as usize].as_mut().unwrap();
+            match qp_type {
+                QpType::Rc => replies.push(Reply::AccessNak { psn: pk.psn }),
+                _ => q.uc_discard = true,
+            }
+            return;
+        }
+        let q = self.qps[qpn as usize].as_mut().unwrap();
         // The first packet of a SEND needs a posted (and, if managed, enabled) RECV.
         let needs_recv = pk.op == DataOp::Send || (pk.has_imm && pk.last);
         if pk.op == DataOp::Send && pk.first {
@@ -1699,10 +1980,17 @@ impl Nic {
         pk: &Packet,
         info: DataInfo,
         payload: Option<Vec<u8>>,
+        mtu: u64,
         replies: &mut Vec<Reply>,
         eff: &mut Effects,
     ) {
         let qpn = pk.dst_qp;
+        // Out of order, any packet may come first: each checks its whole message.
+        if !self.write_allowed(pk, mtu) {
+            self.stats.access_errors += 1;
+            replies.push(Reply::AccessNak { psn: pk.psn });
+            return;
+        }
         let q = self.qps[qpn as usize].as_mut().unwrap();
         let needs_recv = pk.op == DataOp::Send || (pk.has_imm && pk.last);
         let mut sg = None;
@@ -1795,6 +2083,36 @@ impl Nic {
         for (cq, c) in cqes {
             self.push_cqe(cq, c, eff);
         }
+    }
+
+    /// A remote access error NAK at the requester: what lies below its PSN is acknowledged (an
+    /// in-order transport's NAK implies it), the WR holding the PSN completes
+    /// `RemoteAccessError`, and the QP goes to Error (the rest flushed).
+    fn on_access_nak(&mut self, now: Time, qpn: QpNum, psn: u32, sport: u16, eff: &mut Effects) {
+        let Some(q) = self.qp(qpn) else { return };
+        if q.state != QpState::Rts {
+            return;
+        }
+        if !q.t.out_of_order() {
+            let fb = Feedback::Ack {
+                cum: psn,
+                sack: None,
+                echo_sport: sport,
+                ece: false,
+                retx: false,
+            };
+            self.feedback(now, qpn, fb, eff);
+        }
+        let Some(q) = self.qp(qpn) else { return };
+        let at = q
+            .sq
+            .iter()
+            .position(|w| {
+                w.first_psn
+                    .is_some_and(|f| psn >= f && psn < f + w.npkts.max(1))
+            })
+            .unwrap_or(0);
+        self.enter_error(qpn, Some((at, WcStatus::RemoteAccessError)), eff);
     }
 
     /// A READ response at the requester: in order, it is placed and acknowledges its PSN; a gap

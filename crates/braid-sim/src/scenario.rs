@@ -184,6 +184,12 @@ impl Scenario {
                 ));
             }
         }
+        if nic.addresses == 0 {
+            return Err(err(
+                "nic.addresses",
+                "expected at least 1 address per host (1..=255)",
+            ));
+        }
         for (k, v) in [
             ("nic.max_msg_rate", nic.max_msg_rate),
             ("nic.max_qp_msg_rate", nic.max_qp_msg_rate),

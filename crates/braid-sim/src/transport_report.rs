@@ -99,12 +99,7 @@ pub fn table(world: &World) -> Table {
         "remote_host",
         Column::U64(
             qps.iter()
-                .map(|(_, q)| {
-                    world
-                        .host_index
-                        .get(q.remote_host as usize)
-                        .map_or(u64::MAX, |&h| h as u64)
-                })
+                .map(|(_, q)| world.host_of(q.remote_host).map_or(u64::MAX, |h| h as u64))
                 .collect(),
         ),
     );

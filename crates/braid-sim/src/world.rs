@@ -7,7 +7,7 @@
 use crate::config::{LinkEvent, SwitchConfig};
 use crate::measure::Measure;
 use crate::net::{auto_headroom, ecmp_hash, red_probability, Pool, Port, Switch, MAX_PRIO};
-use crate::nic::{Effects, NextTx, Nic, NicParams, TimerKind};
+use crate::nic::{addr_node, host_alias, Effects, NextTx, Nic, NicParams, TimerKind};
 use crate::packet::{Packet, PacketPool, PktId, PktKind, ACK_SIZE, PFC_SIZE, ROCE_HEADER};
 use braid_engine::time::serialization;
 use braid_engine::{EventQueue, Handler, RngStream, Time};
@@ -181,9 +181,14 @@ impl World {
                     nodes[i].role = Role::Host(hi);
                     host_index[i] = hi;
                     let rate = nodes[i].ports[0].rate;
+                    if i as u32 > 0x00FF_FFFF {
+                        return Err("more than 2^24 nodes: addresses would overflow".into());
+                    }
                     let caps = braid_verbs::Caps {
                         cross_channel: params.nic.cross_channel,
-                        local_addrs: vec![i as u32],
+                        local_addrs: (0..params.nic.addresses.max(1))
+                            .map(|k| host_alias(i as u32, k))
+                            .collect(),
                         sport_control: true,
                         data_tracking: true,
                         mtu: params.nic.mtu,
@@ -238,6 +243,7 @@ impl World {
                         ecmp_seed: braid_engine::derive_seed(sw.ecmp_seed, "ecmp", &[i as u64]),
                         ecn_rng: RngStream::new(seed, "ecn", &[i as u64]),
                         routes: Vec::new(),
+                        src_routes: Vec::new(),
                     });
                 }
             }
@@ -385,8 +391,47 @@ impl World {
                         format!("host {d} does not exist (the topology has {n_hosts} hosts)"),
                     ));
                 }
-                self.switches[s as usize].routes[d as usize] = gid;
             }
+            let Some(srcs) = &r.src else {
+                for &d in &dsts {
+                    self.switches[s as usize].routes[d as usize] = gid;
+                }
+                continue;
+            };
+            // Source-specific: matched on the packet's whole source address, before the
+            // destination's route.
+            let naddr = self.params.nic.addresses.max(1);
+            let mut src = Vec::new();
+            for (j, x) in srcs.iter().enumerate() {
+                let (h, k) = match *x {
+                    crate::config::RouteSrc::Host(h) => (h, None),
+                    crate::config::RouteSrc::Addr(a) => (a.host, Some(a.addr)),
+                };
+                if h >= n_hosts {
+                    return Err((
+                        format!("routes[{i}].src[{j}]"),
+                        format!("host {h} does not exist (the topology has {n_hosts} hosts)"),
+                    ));
+                }
+                let node = self.hosts[h as usize].node;
+                match k {
+                    None => src.extend((0..naddr).map(|k| host_alias(node, k))),
+                    Some(k) if k < naddr => src.push(host_alias(node, k)),
+                    Some(k) => {
+                        return Err((
+                            format!("routes[{i}].src[{j}].addr"),
+                            format!("host {h} has addresses 0..{naddr} (nic.addresses), not {k}"),
+                        ))
+                    }
+                }
+            }
+            let mut dst = vec![false; n_hosts as usize];
+            for &d in &dsts {
+                dst[d as usize] = true;
+            }
+            self.switches[s as usize]
+                .src_routes
+                .push(crate::net::SrcRoute { src, dst, gid });
         }
         Ok(())
     }
@@ -394,8 +439,21 @@ impl World {
     /// The egress port a switch uses for a packet.
     #[inline]
     fn route(&self, sw: usize, pk: &Packet) -> Option<u16> {
-        let dst = self.host_index[pk.dst as usize];
-        let gid = *self.switches[sw].routes.get(dst as usize)?;
+        // Routing follows the destination's node; a source-specific static route wins.
+        let dst = *self.host_index.get(addr_node(pk.dst) as usize)?;
+        let s = &self.switches[sw];
+        let by_src = if s.src_routes.is_empty() {
+            None
+        } else {
+            s.src_routes
+                .iter()
+                .find(|r| r.dst.get(dst as usize) == Some(&true) && r.src.contains(&pk.src))
+                .map(|r| r.gid)
+        };
+        let gid = match by_src {
+            Some(g) => g,
+            None => *s.routes.get(dst as usize)?,
+        };
         if gid == u32::MAX {
             return None;
         }
@@ -417,9 +475,16 @@ impl World {
     pub fn path_of(&self, src_host: u32, dst_host: u32, sport: u16) -> Vec<u32> {
         let src = self.hosts[src_host as usize].node;
         let dst = self.hosts[dst_host as usize].node;
+        self.path_between(src, dst, sport)
+    }
+
+    /// Node ids a packet visits from source address `src_addr` to destination address
+    /// `dst_addr` (any of the hosts' addresses) with this source port (ECMP replayed).
+    pub fn path_between(&self, src_addr: u32, dst_addr: u32, sport: u16) -> Vec<u32> {
+        let (src, dst) = (addr_node(src_addr), addr_node(dst_addr));
         let mut pk = Packet::control(PktKind::Data, 0);
-        pk.src = src;
-        pk.dst = dst;
+        pk.src = src_addr;
+        pk.dst = dst_addr;
         pk.sport = sport;
         let mut path = vec![src];
         let mut node = self.nodes[src as usize].ports[0].peer_node;
@@ -633,16 +698,19 @@ impl World {
     }
 
     fn drop_packet(&mut self, id: PktId) {
-        if self.params.nic.data_check {
-            if let Some(h) = self.host_of(self.pool.get(id).src) {
-                self.hosts[h].nic.payloads.remove(&id);
+        // Payload bytes (tracked memory) travel in the sender NIC's side table.
+        if let Some(h) = self.host_of(self.pool.get(id).src) {
+            let p = &mut self.hosts[h].nic.payloads;
+            if !p.is_empty() {
+                p.remove(&id);
             }
         }
         self.pool.free(id);
     }
 
-    fn host_of(&self, node: u32) -> Option<usize> {
-        match self.host_index.get(node as usize) {
+    /// The host index of an address (any of the host's), if it is a host's.
+    pub fn host_of(&self, addr: u32) -> Option<usize> {
+        match self.host_index.get(addr_node(addr) as usize) {
             Some(&h) if h != u32::MAX => Some(h as usize),
             _ => None,
         }
@@ -695,7 +763,7 @@ impl World {
         }
         match self.nodes[node as usize].role {
             Role::Host(h) => {
-                if pk.dst != node {
+                if addr_node(pk.dst) != node {
                     self.drop_packet(id);
                     return;
                 }
@@ -716,13 +784,15 @@ impl World {
     }
 
     fn nic_receive(&mut self, now: Time, h: u32, id: PktId, q: &mut EventQueue<Ev>) {
-        // Data checking: the payload travels in the sender NIC's side table.
-        let payload = if self.params.nic.data_check {
-            let src_host = self.host_of(self.pool.get(id).src);
-            src_host.and_then(|s| self.hosts[s].nic.payloads.remove(&id))
-        } else {
-            None
-        };
+        // Payload bytes (tracked memory) travel in the sender NIC's side table.
+        let payload = self.host_of(self.pool.get(id).src).and_then(|s| {
+            let p = &mut self.hosts[s].nic.payloads;
+            if p.is_empty() {
+                None
+            } else {
+                p.remove(&id)
+            }
+        });
         let mut eff = Effects::default();
         let host = &mut self.hosts[h as usize];
         if let Some(b) = payload {

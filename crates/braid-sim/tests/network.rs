@@ -166,11 +166,12 @@ fn bad_scenarios_name_the_key_and_the_expected_form() {
 #[test]
 fn link_failure_stops_traffic_and_recovery_restores_it() {
     // One flow across a bottleneck that goes down for 1 ms: nothing is delivered meanwhile, and
-    // go-back-N (RTO) recovers after the link comes back.
+    // go-back-N (RTO) recovers after the link comes back. (The QP gives up after retry_cnt = 7
+    // retries without progress, as ibverbs: 8 x rto must outlast the outage.)
     let s = json!({
         "duration": "50ms",
         "topology": dumbbell(1, 1, link("40Gbps", "1us"), link("40Gbps", "1us")),
-        "nic": {"rto": "100us", "data_check": true},
+        "nic": {"rto": "200us", "data_check": true},
         "measure": {"interval": "100us"},
         "link_events": [{"a": "swL", "b": "swR", "down": "1ms", "up": "2ms"}],
         "traffic": flows(&[(0, 1, "20MB")]),

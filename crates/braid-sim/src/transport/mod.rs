@@ -97,6 +97,84 @@ pub struct TxFx {
     pub timers: Vec<(Time, TimerKind, u32)>,
     /// The QP may have something to send (or send sooner).
     pub kick: bool,
+    /// The transport gives up on the connection: the NIC completes the send queue's head WR
+    /// with this status, moves the QP to Error and flushes the rest (ibverbs semantics). The
+    /// transport is not called again for this QP until it is reset.
+    pub fatal: Option<Fatal>,
+}
+
+/// Why a transport gave up (the head WR's completion status).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fatal {
+    /// `retry_cnt` retransmission timeouts in a row without progress
+    /// ([`braid_verbs::WcStatus::RetryExceeded`]).
+    RetryExceeded,
+    /// More receiver-not-ready NAKs in a row than `rnr_retry` allows
+    /// ([`braid_verbs::WcStatus::RnrRetryExceeded`]).
+    RnrRetryExceeded,
+}
+
+/// The retry limits of a QP (ibverbs `retry_cnt` and `rnr_retry`), counted the ibverbs way:
+/// `retry_cnt` retransmissions after timeouts, so the (`retry_cnt` + 1)-th consecutive timeout
+/// without progress is fatal; `rnr_retry` retries after RNR NAKs, 7 meaning forever. Progress (the
+/// acknowledged point moving) restores both budgets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetryLimits {
+    pub retry_cnt: u8,
+    pub rnr_retry: u8,
+}
+
+impl Default for RetryLimits {
+    /// ibverbs' usual maximum: 7 retries, RNR retries forever.
+    fn default() -> Self {
+        RetryLimits {
+            retry_cnt: 7,
+            rnr_retry: 7,
+        }
+    }
+}
+
+/// Counts consecutive timeouts and RNR NAKs against [`RetryLimits`] (shared by the built-in
+/// transports).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RetryBudget {
+    pub limits: RetryLimits,
+    timeouts: u8,
+    rnrs: u8,
+}
+
+impl RetryBudget {
+    pub fn new(limits: RetryLimits) -> Self {
+        RetryBudget {
+            limits,
+            timeouts: 0,
+            rnrs: 0,
+        }
+    }
+    /// The acknowledged point moved: both budgets are whole again.
+    pub fn progress(&mut self) {
+        self.timeouts = 0;
+        self.rnrs = 0;
+    }
+    /// A retransmission timeout without progress: Err once `retry_cnt` retries are spent.
+    pub fn timeout(&mut self) -> Result<(), Fatal> {
+        if self.timeouts >= self.limits.retry_cnt {
+            return Err(Fatal::RetryExceeded);
+        }
+        self.timeouts += 1;
+        Ok(())
+    }
+    /// An RNR NAK without progress: Err once `rnr_retry` retries are spent (never with 7).
+    pub fn rnr(&mut self) -> Result<(), Fatal> {
+        if self.limits.rnr_retry >= 7 {
+            return Ok(());
+        }
+        if self.rnrs >= self.limits.rnr_retry {
+            return Err(Fatal::RnrRetryExceeded);
+        }
+        self.rnrs += 1;
+        Ok(())
+    }
 }
 
 /// How a receiver answers one data packet.
@@ -130,6 +208,11 @@ pub enum Reply {
     },
     /// Receiver not ready (no RECV posted for a SEND): retry `psn` later. Sent by the NIC.
     RnrNak {
+        psn: u32,
+    },
+    /// Remote access error (bad rkey, out of bounds, no permission) at `psn`: the requester's
+    /// WR fails and both QPs go to Error. Sent by the NIC.
+    AccessNak {
         psn: u32,
     },
     Cnp,

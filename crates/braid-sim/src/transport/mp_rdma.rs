@@ -28,7 +28,9 @@
 //!   dropped and NACKed.
 
 use super::mp_sync::{Hold, SyncSender};
-use super::{DataInfo, Feedback, Plan, Reply, RxClass, TimerKind, Transport, TxFx};
+use super::{
+    DataInfo, Feedback, Plan, Reply, RetryBudget, RetryLimits, RxClass, TimerKind, Transport, TxFx,
+};
 use crate::config::MpRdmaConfig;
 use braid_engine::{RngStream, Time};
 use std::collections::VecDeque;
@@ -55,6 +57,8 @@ pub struct MpRdmaParams {
     pub seed: u64,
     pub host: u32,
     pub qpn: u32,
+    /// The QP's `retry_cnt` and `rnr_retry`: past them the connection gives up (as RC does).
+    pub retry: RetryLimits,
 }
 
 /// Counters of one MP-RDMA QP.
@@ -173,6 +177,7 @@ pub struct MpRdmaTransport {
     rto_pending: bool,
     last_progress: Time,
     timeouts: u64,
+    budget: RetryBudget,
     /// VPs that carried at least one packet (for tests and reports; a NIC would not keep this).
     pub vps_used: std::collections::BTreeSet<u16>,
     /// Synchronise: the hold of a flagged message and the resending of dropped ones.
@@ -206,6 +211,7 @@ impl MpRdmaTransport {
         let rng = RngStream::new(p.seed, "mp-rdma", &[p.host as u64, p.qpn as u64]);
         let l = p.cfg.bitmap as usize;
         let srtt = p.cfg.initial_rtt.0 as f64;
+        let budget = RetryBudget::new(p.retry);
         MpRdmaTransport {
             iw,
             rng,
@@ -240,6 +246,7 @@ impl MpRdmaTransport {
             rto_pending: false,
             last_progress: 0,
             timeouts: 0,
+            budget,
             vps_used: Default::default(),
             sync: SyncSender::new(p.cfg.sync_mode, p.cfg.alpha, p.cfg.delta),
             rcv_nxt: 0,
@@ -320,6 +327,7 @@ impl MpRdmaTransport {
             self.inflate = (self.inflate - (cum - self.snd_una) as f64).max(0.0);
             self.snd_una = cum;
             self.last_progress = now;
+            self.budget.progress();
             if let Some((s, _)) = self.rtt_seq {
                 if s < cum {
                     // Its own SACK did not come back (lost, or a retransmission): no sample.
@@ -498,6 +506,10 @@ impl MpRdmaTransport {
             }
             Feedback::RnrNak { psn } => {
                 self.ack_point(now, psn);
+                if let Err(f) = self.budget.rnr() {
+                    fx.fatal = Some(f);
+                    return;
+                }
                 self.last_progress = now;
                 self.rnr_until = now + self.p.rnr_delay;
                 self.hole_retx = None;
@@ -557,6 +569,12 @@ impl MpRdmaTransport {
                 }
                 // Last resort: retransmit everything unacknowledged, clocked from IW random VPs.
                 self.timeouts += 1;
+                if let Err(f) = self.budget.timeout() {
+                    // retry_cnt timeouts in a row without progress: give up (as RC does).
+                    self.rto_pending = false;
+                    fx.fatal = Some(f);
+                    return;
+                }
                 self.last_progress = now;
                 fx.timers.push((now + self.p.rto, TimerKind::Rto, 0));
                 self.in_recovery = true;
@@ -1115,6 +1133,7 @@ mod tests {
             seed: 7,
             host: 0,
             qpn: 0,
+            retry: Default::default(),
         })
     }
 

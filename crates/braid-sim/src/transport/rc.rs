@@ -3,7 +3,9 @@
 //! and DCQCN rate control (reaction point here, notification point on the receive side).
 //! Unreliable connections (UC) use the same state for rate control only.
 
-use super::{DataInfo, Feedback, Plan, Reply, RxClass, TimerKind, Transport, TxFx};
+use super::{
+    DataInfo, Feedback, Plan, Reply, RetryBudget, RetryLimits, RxClass, TimerKind, Transport, TxFx,
+};
 use crate::config::DcqcnConfig;
 use crate::dcqcn::Dcqcn;
 use crate::packet::ROCE_HEADER;
@@ -21,6 +23,8 @@ pub struct RcConfig {
     pub ack_every: u32,
     /// DCQCN parameters, or None for line rate without congestion control.
     pub dcqcn: Option<DcqcnConfig>,
+    /// The QP's `retry_cnt` and `rnr_retry` (reliable connections give up past them).
+    pub retry: RetryLimits,
 }
 
 #[derive(Debug)]
@@ -39,6 +43,7 @@ pub struct RcTransport {
     rate_gen: u32,
     cc_timers_on: bool,
     timeouts: u64,
+    budget: RetryBudget,
     // receiver
     epsn: u32,
     nak_sent: bool,
@@ -49,6 +54,7 @@ pub struct RcTransport {
 impl RcTransport {
     pub fn new(cfg: RcConfig) -> Self {
         let cc = cfg.dcqcn.as_ref().map(|d| Dcqcn::new(cfg.line_rate, d));
+        let budget = RetryBudget::new(cfg.retry);
         RcTransport {
             cfg,
             snd_una: 0,
@@ -63,6 +69,7 @@ impl RcTransport {
             rate_gen: 0,
             cc_timers_on: false,
             timeouts: 0,
+            budget,
             epsn: 0,
             nak_sent: false,
             unacked: 0,
@@ -84,6 +91,7 @@ impl RcTransport {
         if cum > self.snd_una {
             self.snd_una = cum;
             self.last_progress = now;
+            self.budget.progress();
         }
         self.snd_nxt = self.snd_nxt.max(self.snd_una);
     }
@@ -152,6 +160,10 @@ impl Transport for RcTransport {
                 self.last_progress = now;
                 self.snd_nxt = expected;
                 if matches!(fb, Feedback::RnrNak { .. }) {
+                    if let Err(f) = self.budget.rnr() {
+                        fx.fatal = Some(f);
+                        return;
+                    }
                     self.rnr_until = now + self.cfg.rnr_delay;
                 }
                 fx.kick = true;
@@ -230,6 +242,12 @@ impl Transport for RcTransport {
                     return;
                 }
                 self.timeouts += 1;
+                if let Err(f) = self.budget.timeout() {
+                    // retry_cnt retransmissions went unanswered: give up.
+                    self.rto_pending = false;
+                    fx.fatal = Some(f);
+                    return;
+                }
                 self.last_progress = now;
                 fx.timers.push((now + self.cfg.rto, TimerKind::Rto, 0));
                 self.snd_nxt = first_missing;
