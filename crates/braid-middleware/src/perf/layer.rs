@@ -20,6 +20,7 @@
 //! it kept, and its arming of the CQ is honoured (one event per arming, for new completions).
 
 use super::bucket::Bucket;
+use super::classify::Class;
 use super::mqse::Slots;
 use super::queue::{opcode_of, slice_sges, splittable, AppMeta, HwEntry, QpQueue};
 use super::state::{HostState, UNGATED};
@@ -652,8 +653,14 @@ impl Middleware for PerfLayer {
             } else {
                 0.5 * t.avg_size + 0.5 * bytes as f64
             };
-            if large && wr.op != SendOp::Read {
+            // Bandwidth-intensive from this post on (the class follows at once; the agent's
+            // samples decide between the other two).
+            if large && wr.op != SendOp::Read && !t.bw_send {
                 t.bw_send = true;
+                if t.class != Class::BandwidthIntensive {
+                    t.class = Class::BandwidthIntensive;
+                    t.class_changes += 1;
+                }
             }
         }
         let was_idle = !q.has_work();

@@ -686,3 +686,45 @@ fn scenario_entries_parse_with_units_and_defaults() {
             .to_string();
     assert!(e.contains("chunk"), "{e}");
 }
+
+#[test]
+fn two_bandwidth_tenants_do_not_split_for_each_other() {
+    let cfg = PerfConfig::default();
+    let mut ctx = host();
+    let mut a = Tenant::new(&mut ctx, &cfg, 1, 1);
+    let mut b = Tenant::new(&mut ctx, &cfg, 2, 1);
+    a.start();
+    b.start();
+    // Both post large WRITEs before any sample: each is bandwidth-intensive at once.
+    a.write(0, 1, MIB, true).unwrap();
+    b.write(0, 1, MIB, true).unwrap();
+    a.write(0, 2, MIB, true).unwrap();
+    assert_eq!(a.counter("class"), 2.0);
+    assert_eq!(b.counter("class_changes"), 1.0);
+    assert_eq!(
+        a.nic.sends(a.qps[0]).len(),
+        2,
+        "whole WRs: no small tenant to yield to"
+    );
+    assert_eq!(b.nic.sends(b.qps[0]).len(), 1);
+}
+
+#[test]
+fn weight_scales_the_zero_waits() {
+    let cfg = |w: f64| PerfConfig {
+        weight: w,
+        ..PerfConfig::default()
+    };
+    assert_eq!(cfg(1.0).zero_waits_per_sub_wr(), 16);
+    assert_eq!(cfg(2.0).zero_waits_per_sub_wr(), 8);
+    assert_eq!(cfg(0.5).zero_waits_per_sub_wr(), 32);
+    let mut ctx = host();
+    let mut b = Tenant::new(&mut ctx, &cfg(4.0), 1, 1);
+    let mut d = Tenant::new(&mut ctx, &cfg(1.0), 2, 1);
+    b.start();
+    d.start();
+    d.write(0, 1, 16, true).unwrap();
+    b.write(0, 2, 65_536, true).unwrap();
+    assert_eq!(b.counter("sub_wrs"), 4.0);
+    assert_eq!(b.counter("zero_waits"), 16.0, "4 per 16 KiB at weight 4");
+}
