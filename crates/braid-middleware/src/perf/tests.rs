@@ -728,3 +728,46 @@ fn weight_scales_the_zero_waits() {
     assert_eq!(b.counter("sub_wrs"), 4.0);
     assert_eq!(b.counter("zero_waits"), 16.0, "4 per 16 KiB at weight 4");
 }
+
+#[test]
+fn more_than_four_bandwidth_tenants_take_turns_beside_a_small_one() {
+    let cfg = PerfConfig::default();
+    let mut ctx = host();
+    let mut bs: Vec<Tenant> = (1..=5).map(|t| Tenant::new(&mut ctx, &cfg, t, 1)).collect();
+    let mut d = Tenant::new(&mut ctx, &cfg, 6, 1);
+    for b in bs.iter_mut() {
+        b.start();
+        b.write(0, 1, 65_536, true).unwrap();
+    }
+    d.start();
+    d.write(0, 1, 16, true).unwrap();
+    let st = state(&mut ctx);
+    let mut agent = PerfAgent::new(st.clone());
+    let posting = |st: &Rc<RefCell<HostState>>| -> Vec<TenantId> {
+        let s = st.borrow();
+        (1..=5).filter(|t| !s.tenants[t].bw_paused).collect()
+    };
+    let t0 = 10_000_000_000;
+    let woken = agent.allocate(t0);
+    assert_eq!(posting(&st), vec![1], "one bandwidth tenant at a time");
+    assert!([2, 3, 4, 5].iter().all(|t| woken.contains(t)), "paused ones are woken: {woken:?}");
+    assert!(!woken.contains(&6), "D is neither limited nor paused");
+    // A paused tenant's posts wait in its layer.
+    let before = bs[1].nic.sends(bs[1].qps[0]).len();
+    bs[1].write(0, 2, 65_536, true).unwrap();
+    assert_eq!(bs[1].nic.sends(bs[1].qps[0]).len(), before);
+    assert!(bs[1].counter("pauses") >= 1.0);
+    // 100 ms later the turn moves on, and the woken tenant posts.
+    agent.allocate(t0 + 50_000_000_000);
+    assert_eq!(posting(&st), vec![1], "within its 100 ms");
+    agent.allocate(t0 + 100_000_000_000);
+    assert_eq!(posting(&st), vec![2]);
+    bs[1].nic.rec.now = t0 + 100_000_000_000;
+    let mut up = Vec::new();
+    bs[1].with(|s| s.deliver(Event::Wake(layer::WAKE_RESCHEDULE), &mut up));
+    assert!(
+        bs[1].nic.sends(bs[1].qps[0]).len() > before,
+        "resumed on the agent's wake"
+    );
+    assert!(up.is_empty(), "the layer consumes its wake");
+}
