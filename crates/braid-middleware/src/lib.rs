@@ -10,8 +10,10 @@
 //! its layer (and, if host-scoped, its agent through `HostCtx::shared`/`add_agent`), plus one arm
 //! in [`MiddlewareSpec`]. See `docs/middleware.md`.
 
+pub mod perf;
 pub mod raw;
 
+pub use perf::PerfConfig;
 pub use raw::RawConfig;
 
 use braid_verbs::MiddlewareFactory;
@@ -25,16 +27,19 @@ use serde::{Deserialize, Deserializer, Serialize};
 pub enum MiddlewareSpec {
     /// Plain RDMA.
     Raw(RawConfig),
+    /// PeRF: preemption with sub-WRs and 0_WAITs, multi-QP PAUSE/RESUME (docs/perf.md).
+    Perf(PerfConfig),
 }
 
 impl MiddlewareSpec {
     /// Every mechanism's name, as a scenario's `kind` says it.
-    pub const NAMES: &'static [&'static str] = &["raw"];
+    pub const NAMES: &'static [&'static str] = &["raw", "perf"];
 
     /// The mechanism's factory: its config.
     pub fn factory(&self) -> &dyn MiddlewareFactory {
         match self {
             MiddlewareSpec::Raw(c) => c,
+            MiddlewareSpec::Perf(c) => c,
         }
     }
     /// The mechanism's name.

@@ -297,6 +297,9 @@ enum Status {
     Ready(Option<(u32, u16)>),
     WaitUntil(Time),
     Blocked,
+    /// It executed a WAIT: its turn at the arbiter is over (the WQE scheduler moves on to the
+    /// next QP, which is what PeRF's 0_WAITs rely on).
+    Yield,
 }
 
 pub struct Nic {
@@ -1073,12 +1076,18 @@ impl Nic {
         eff: &mut Effects,
     ) -> Served {
         let mut remaining = self.arb.len(c);
+        let mut yields = 0u32;
         loop {
             let Some(j) = self.arb.first_candidate(c, remaining, pmask) else {
                 // The rest were looked at (or needed no look) and passed: to the back.
                 if remaining > 0 {
                     self.arb.rotate(c, remaining);
                     self.turn[c] = 0;
+                }
+                // A QP that yielded its turn to others that could not use it goes on.
+                if yields > 0 && yields < 1 << 16 && self.arb.has_candidate(c, pmask) {
+                    remaining = self.arb.len(c);
+                    continue;
                 }
                 return Served::Nothing;
             };
@@ -1089,6 +1098,14 @@ impl Nic {
             }
             let qpn = self.arb.front(c).expect("a candidate is in the rotation");
             match self.status(qpn, now, p, eff) {
+                Status::Yield => {
+                    // Its turn is over: to the back, looked at again after the others (every
+                    // yield executed a WAIT, so this ends; the cap guards a model error).
+                    self.arb.rotate(c, 1);
+                    self.turn[c] = 0;
+                    remaining -= 1;
+                    yields += 1;
+                }
                 Status::Blocked => {
                     self.arb.pop_front(c);
                     if let Some(Some(q)) = self.qps.get_mut(qpn as usize) {
@@ -1163,7 +1180,12 @@ impl Nic {
             if q.cur < q.sq.len() && enabled {
                 let w = &mut q.sq[q.cur];
                 if w.first_psn.is_none() && !w.wr.op.carries_data() {
+                    let is_wait = matches!(w.wr.op, SendOp::Wait { .. }) && !w.done;
                     if self.execute_control(qpn, now, eff) {
+                        // An executed WAIT ends the QP's turn when another QP waits for one.
+                        if is_wait && (0..8).map(|c| self.arb.len(c)).sum::<u32>() > 1 {
+                            return Status::Yield;
+                        }
                         continue;
                     }
                     // Blocked on a WAIT: only retransmissions may go.

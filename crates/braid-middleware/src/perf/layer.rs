@@ -1,0 +1,746 @@
+//! PeRF's per-tenant layer: the artifact's patched libmlx5 in each process.
+//!
+//! Every QP of the tenant gets a software queue ([`super::queue::QpQueue`]); what the
+//! application posts goes through it to the NIC:
+//! - **LMSE**: while a delay-sensitive or message-intensive tenant is active on the host, a large
+//!   WRITE or READ is cut into `sub_wr` sub-WRs and after every `sub_wr` bytes of large-message
+//!   data the layer posts `sub_wr / zero_wait_unit` 0_WAITs (WAIT on the layer's private CQ with
+//!   count 0: it completes at once, but takes a turn of the NIC's WQE scheduler). Alone, a WR goes
+//!   down whole (work-conserving).
+//! - **MQSE** (software PAUSE/RESUME): only as many of the tenant's QPs as the agent allows post;
+//!   a paused QP's WRs wait in its software queue until it gets a slot; slots rotate after
+//!   `rotate_wrs` WRs, `rotate_bytes` bytes or `release_after`, or when their holder has nothing
+//!   queued.
+//! - the token bucket (`rate`, `burst`), and the window of large-message bytes in the NIC
+//!   (`sq_bytes`) that keeps splitting prompt.
+//!
+//! The layer sees the NIC's completions first: on a completion event of a CQ it polls the CQ
+//! itself, keeps what the application should see (one completion per signaled application WR,
+//! with its `wr_id`) and refills the send queues; the application's `poll_cq` is served from what
+//! it kept, and its arming of the CQ is honoured (one event per arming, for new completions).
+
+use super::bucket::Bucket;
+use super::classify::Class;
+use super::mqse::Slots;
+use super::queue::{opcode_of, slice_sges, splittable, AppMeta, HwEntry, QpQueue};
+use super::state::{HostState, UNGATED};
+use super::PerfConfig;
+use braid_verbs::*;
+use std::cell::RefCell;
+use std::collections::{BTreeMap, VecDeque};
+use std::rc::Rc;
+
+/// The wake token the agent sends a layer when its tenant's allowance changed.
+pub const WAKE_RESCHEDULE: u64 = 0x5045_5246_0001;
+/// A layer's wake to itself: completions it made (flushes) wait to be announced.
+const WAKE_NOTIFY: u64 = 0x5045_5246_0002;
+/// Timer: re-check slots (rotation) and the token bucket.
+const TIMER_RESCHEDULE: u64 = 1;
+
+#[derive(Debug, Default)]
+struct CqState {
+    /// The application armed it and has not been notified since.
+    app_armed: bool,
+    /// The layer armed the CQ below.
+    below_armed: bool,
+    /// Completions the application has yet to poll.
+    buf: VecDeque<WorkCompletion>,
+    /// New completions in `buf` that no event announced yet.
+    unannounced: bool,
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+struct Counters {
+    sub_wrs: u64,
+    zero_waits: u64,
+    hidden: u64,
+    split_msgs: u64,
+    bucket_waits: u64,
+}
+
+/// The layer PeRF puts in every tenant's stack.
+pub struct PerfLayer {
+    cfg: PerfConfig,
+    tenant: TenantId,
+    host: Rc<RefCell<HostState>>,
+    qps: BTreeMap<QpNum, QpQueue>,
+    cqs: BTreeMap<CqId, CqState>,
+    /// The CQ 0_WAITs wait on: nothing ever completes on it.
+    dummy_cq: Option<CqId>,
+    /// MQSE: which QPs may post.
+    mqse: Slots,
+    bucket: Option<Bucket>,
+    timer_at: Option<u64>,
+    c: Counters,
+}
+
+impl PerfLayer {
+    pub fn new(cfg: PerfConfig, tenant: TenantId, host: Rc<RefCell<HostState>>) -> Self {
+        let bucket = cfg.rate.map(|r| Bucket {
+            rate_bps: r.0 as f64,
+            burst: cfg.burst.0 as f64,
+            level: cfg.burst.0 as f64,
+            at: 0,
+        });
+        PerfLayer {
+            cfg,
+            tenant,
+            host,
+            qps: BTreeMap::new(),
+            cqs: BTreeMap::new(),
+            dummy_cq: None,
+            mqse: Slots::default(),
+            bucket,
+            timer_at: None,
+            c: Counters::default(),
+        }
+    }
+
+    fn dummy_cq(&mut self, below: &mut dyn Verbs) -> Result<CqId, VerbsError> {
+        if let Some(c) = self.dummy_cq {
+            return Ok(c);
+        }
+        let c = below.create_cq(1)?;
+        self.dummy_cq = Some(c);
+        Ok(c)
+    }
+
+    /// Publishes a QP's state (and the tenant's) for the agent.
+    fn publish(&self, qpn: QpNum, posted_at: Option<u64>) {
+        let Some(q) = self.qps.get(&qpn) else { return };
+        let mut h = self.host.borrow_mut();
+        let t = h.tenant_mut(self.tenant);
+        if posted_at.is_some() {
+            t.last_post = posted_at;
+        }
+        let p = t.qp_mut(qpn);
+        if posted_at.is_some() {
+            p.last_post = posted_at;
+        }
+        p.outstanding = q.outstanding;
+        p.bytes = q.out_bytes;
+        p.queued = q.sw.len() as u32;
+    }
+
+    /// Whether `qpn` may post now (MQSE), taking or rotating a slot if it can. QPs whose turn
+    /// ended get a signaled 0_WAIT behind their work (the PAUSE mark), whose completion tells
+    /// the layer their slot is free.
+    fn may_post(&mut self, below: &mut dyn Verbs, qpn: QpNum, now: u64) -> bool {
+        let (allowed, paused) = {
+            let h = self.host.borrow();
+            h.tenants
+                .get(&self.tenant)
+                .map_or((UNGATED, false), |t| (t.allowed_qps, t.bw_paused))
+        };
+        let ok = self
+            .mqse
+            .may_post(qpn, now, allowed, paused, &mut self.qps, &self.cfg);
+        if let Some(at) = self.mqse.timer.take() {
+            self.rearm_timer_at(at);
+        }
+        for q in std::mem::take(&mut self.mqse.new_draining) {
+            self.mark_pause(below, q);
+        }
+        ok
+    }
+
+    /// Posts a signaled 0_WAIT behind a paused QP's work unless a signaled WR already ends it.
+    fn mark_pause(&mut self, below: &mut dyn Verbs, qpn: QpNum) {
+        let Some(cq) = self.dummy_cq else { return };
+        let Some(q) = self.qps.get_mut(&qpn) else {
+            return;
+        };
+        if q.hw.back().is_none_or(|e| e.signaled) {
+            return;
+        }
+        let seq = q.next_seq;
+        let wr = SendWr::new(seq, SendOp::Wait { cq, count: 0 }, vec![]);
+        below.charge(Work::WrBuilt(1));
+        if below.post_send(qpn, wr).is_ok() {
+            let ord = q.next_ord.saturating_sub(1);
+            q.posted(HwEntry {
+                seq,
+                ord,
+                last: false,
+                large_bytes: 0,
+                signaled: true,
+            });
+            self.c.zero_waits += 1;
+        }
+    }
+
+    /// A timer to come back (the stack routes it to this layer).
+    fn rearm_timer_at(&mut self, at: u64) {
+        self.timer_at = Some(self.timer_at.map_or(at, |t| t.min(at)));
+    }
+
+    fn flush_timer(&mut self, below: &mut dyn Verbs) {
+        if let Some(at) = self.timer_at.take() {
+            below.set_timer(at.max(below.now()), TIMER_RESCHEDULE);
+        }
+    }
+
+    /// Posts what the QP's software queue may post now. An error from posting the first part of
+    /// application WR `first_of` is returned (the WR is taken back by the caller).
+    fn refill(
+        &mut self,
+        below: &mut dyn Verbs,
+        qpn: QpNum,
+        first_of: Option<u64>,
+    ) -> Result<(), VerbsError> {
+        let sub = self.cfg.sub_wr.0;
+        let zw_per_sub = self.cfg.zero_waits_per_sub_wr();
+        loop {
+            let Some(q) = self.qps.get(&qpn) else {
+                return Ok(());
+            };
+            if q.failed || !q.has_work() {
+                return Ok(());
+            }
+            let now = below.now();
+            if !self.may_post(below, qpn, now) {
+                return Ok(());
+            }
+            let small = self.host.borrow().small_active(now, self.tenant);
+            let q = self.qps.get_mut(&qpn).expect("checked");
+            // 0_WAITs owed come first (only while a small tenant is there to use the turns).
+            if q.zw_pending > 0 {
+                if !small {
+                    q.zw_pending = 0;
+                    continue;
+                }
+                let cq = match self.dummy_cq {
+                    Some(c) => c,
+                    None => return Ok(()),
+                };
+                let seq = q.next_seq;
+                let mut wr = SendWr::new(seq, SendOp::Wait { cq, count: 0 }, vec![]);
+                wr.signaled = false;
+                below.charge(Work::WrBuilt(1));
+                match below.post_send(qpn, wr) {
+                    Ok(()) => {
+                        let ord = q.next_ord.saturating_sub(1);
+                        q.posted(HwEntry {
+                            seq,
+                            ord,
+                            last: false,
+                            large_bytes: 0,
+                            signaled: false,
+                        });
+                        q.zw_pending -= 1;
+                        self.c.zero_waits += 1;
+                        continue;
+                    }
+                    Err(VerbsError::QueueFull) => return Ok(()),
+                    Err(_) => {
+                        q.zw_pending = 0;
+                        continue;
+                    }
+                }
+            }
+            let a = q.sw.front().expect("has work");
+            // The window of large bytes in the NIC.
+            if a.large && q.hw_large > 0 {
+                let next = if a.split == Some(true) {
+                    sub.min(a.bytes - a.offset)
+                } else {
+                    a.bytes - a.offset
+                };
+                // (Past the window only while a completion is coming to refill it.)
+                if q.hw_large + next > self.cfg.sq_bytes.0 && q.hw_signaled > 0 {
+                    return Ok(());
+                }
+            }
+            // The token bucket (READs bring data in; they are not charged).
+            let charged = a.wr.op.carries_data() && a.wr.op != SendOp::Read;
+            if charged {
+                if let Some(b) = self.bucket.as_mut() {
+                    b.refill(now);
+                    if b.level <= 0.0 {
+                        let at = b.ready_at();
+                        self.c.bucket_waits += 1;
+                        self.rearm_timer_at(at);
+                        return Ok(());
+                    }
+                }
+            }
+            let a = q.sw.front_mut().expect("has work");
+            let first = a.offset == 0;
+            let split = *a
+                .split
+                .get_or_insert(a.large && small && splittable(&a.wr) && a.bytes > sub);
+            let len = if split {
+                sub.min(a.bytes - a.offset)
+            } else {
+                a.bytes - a.offset
+            };
+            let last = a.offset + len >= a.bytes;
+            let app_signaled = a.wr.signaled || q.sig_all;
+            let large_bytes = if a.large { len } else { 0 };
+            // Signal the application's own, one sub-WR in `signal_every`, whole large WRs (the
+            // window refills on their completion), and the part that fills the window.
+            let sig = (last && app_signaled)
+                || (split && q.since_signal + 1 >= self.cfg.signal_every)
+                || (a.large && !split)
+                || (a.large && q.hw_large + len + sub > self.cfg.sq_bytes.0);
+            let seq = q.next_seq;
+            let wr = if split {
+                let mut w = a.wr.clone();
+                w.wr_id = seq;
+                w.sg_list = slice_sges(&a.wr.sg_list, a.offset, len);
+                w.remote_addr = a.wr.remote_addr + a.offset;
+                w.signaled = sig;
+                w.fence = a.wr.fence && first;
+                if !last {
+                    if let SendOp::WriteWithImm(_) = w.op {
+                        w.op = SendOp::Write;
+                    }
+                }
+                below.charge(Work::WrBuilt(1));
+                w
+            } else {
+                let mut w = a.wr.clone();
+                w.wr_id = seq;
+                w.signaled = sig;
+                w
+            };
+            match below.post_send(qpn, wr) {
+                Ok(()) => {}
+                // Full below: it stays queued until completions free the queue.
+                Err(VerbsError::QueueFull) => return Ok(()),
+                Err(e) => {
+                    if first && first_of == Some(a.ord) {
+                        return Err(e);
+                    }
+                    // A later part failed: the application WR fails as a whole.
+                    let a = q.sw.pop_front().expect("front");
+                    q.outstanding = q.outstanding.saturating_sub(1);
+                    q.out_bytes = q.out_bytes.saturating_sub(a.bytes);
+                    let reported = q.metas.iter().any(|m| m.ord == a.ord && m.reported);
+                    q.metas.retain(|m| m.ord != a.ord);
+                    if !reported {
+                        let wc = WorkCompletion {
+                            wr_id: a.wr.wr_id,
+                            status: WcStatus::Flushed,
+                            opcode: opcode_of(&a.wr.op),
+                            byte_len: 0,
+                            imm: None,
+                            qp_num: qpn,
+                            src_host: 0,
+                            src_qp: 0,
+                        };
+                        let cq = q.send_cq;
+                        self.deliver_local(below, cq, wc);
+                    }
+                    continue;
+                }
+            }
+            if first {
+                q.metas.push_back(AppMeta {
+                    ord: a.ord,
+                    wr_id: a.wr.wr_id,
+                    signaled: app_signaled,
+                    bytes: a.bytes,
+                    opcode: opcode_of(&a.wr.op),
+                    complete_posted: false,
+                    reported: false,
+                });
+                q.slot_wrs += 1;
+                if split {
+                    self.c.split_msgs += 1;
+                }
+            }
+            q.slot_bytes += len;
+            if split {
+                self.c.sub_wrs += 1;
+                q.since_signal = if sig { 0 } else { q.since_signal + 1 };
+            }
+            if charged {
+                if let Some(b) = self.bucket.as_mut() {
+                    b.level -= len as f64;
+                }
+            }
+            let ord = a.ord;
+            a.offset += len;
+            if last {
+                if let Some(m) = q.metas.back_mut() {
+                    m.complete_posted = true;
+                }
+                q.sw.pop_front();
+            }
+            q.posted(HwEntry {
+                seq,
+                ord,
+                last,
+                large_bytes,
+                signaled: sig,
+            });
+            // 0_WAIT credit: sent large (non-READ) bytes, only beside a small tenant.
+            if small && large_bytes > 0 && charged {
+                let q = self.qps.get_mut(&qpn).expect("checked");
+                q.zw_credit += len;
+                while q.zw_credit >= sub {
+                    q.zw_credit -= sub;
+                    q.zw_pending += zw_per_sub;
+                }
+            } else if !small {
+                self.qps.get_mut(&qpn).expect("checked").zw_credit = 0;
+            }
+        }
+    }
+
+    /// Refills every QP that has work (slots freed by one may go to another).
+    fn refill_all(&mut self, below: &mut dyn Verbs) {
+        for _ in 0..4 {
+            let before: usize = self.qps.values().map(|q| q.sw.len()).sum();
+            let order: Vec<QpNum> = self
+                .mqse
+                .waiting()
+                .into_iter()
+                .chain(self.qps.keys().copied())
+                .collect();
+            for qpn in order {
+                if self.qps.get(&qpn).is_some_and(|q| q.has_work()) {
+                    let _ = self.refill(below, qpn, None);
+                    self.publish(qpn, None);
+                }
+            }
+            let after: usize = self.qps.values().map(|q| q.sw.len()).sum();
+            if after == before {
+                break;
+            }
+        }
+        self.flush_timer(below);
+        let cqs: Vec<CqId> = self.cqs.keys().copied().collect();
+        for cq in cqs {
+            self.arm_if_needed(below, cq);
+        }
+    }
+
+    /// A completion made by the layer itself (a flush): queued for the application, announced
+    /// by a wake to ourselves if it armed the CQ.
+    fn deliver_local(&mut self, below: &mut dyn Verbs, cq: CqId, wc: WorkCompletion) {
+        let c = self.cqs.entry(cq).or_default();
+        c.buf.push_back(wc);
+        if c.app_armed && !c.unannounced {
+            c.unannounced = true;
+            below.wake(self.tenant, WAKE_NOTIFY);
+        }
+    }
+
+    /// Polls `cq` below until it is empty, keeping what the application sees. Returns whether
+    /// new application-visible completions arrived.
+    fn drain(&mut self, below: &mut dyn Verbs, cq: CqId) -> bool {
+        let mut raw = Vec::new();
+        while below.poll_cq(cq, 64, &mut raw) > 0 {}
+        if raw.is_empty() {
+            return false;
+        }
+        let mut fresh = false;
+        let mut touched = Vec::new();
+        for wc in raw {
+            let is_recv = matches!(wc.opcode, WcOpcode::Recv | WcOpcode::RecvWithImm);
+            let q = match self.qps.get_mut(&wc.qp_num) {
+                Some(q) if !is_recv && q.send_cq == cq => q,
+                _ => {
+                    self.cqs.entry(cq).or_default().buf.push_back(wc);
+                    fresh = true;
+                    continue;
+                }
+            };
+            let failed = wc.status != WcStatus::Success;
+            match q.on_cqe(&wc) {
+                Some(app) => {
+                    self.cqs.entry(cq).or_default().buf.push_back(app);
+                    fresh = true;
+                }
+                None => self.c.hidden += 1,
+            }
+            if failed && q.failed && q.has_work() {
+                let mut out = Vec::new();
+                q.flush_sw(&mut out);
+                let c = self.cqs.entry(cq).or_default();
+                fresh |= !out.is_empty();
+                c.buf.extend(out);
+            }
+            if !touched.contains(&wc.qp_num) {
+                touched.push(wc.qp_num);
+            }
+        }
+        for qpn in touched {
+            self.publish(qpn, None);
+        }
+        fresh
+    }
+
+    /// Keeps `cq` armed below while the application waits on it or the layer has work to refill
+    /// on its completions (polling again after arming, as ibverbs requires).
+    fn arm_if_needed(&mut self, below: &mut dyn Verbs, cq: CqId) -> bool {
+        let mut fresh = false;
+        loop {
+            // (A QP may wait for another's completions: a slot held by a draining QP.)
+            let need = self.cqs.get(&cq).is_some_and(|c| c.app_armed)
+                || (self.qps.values().any(|q| q.has_work())
+                    && self
+                        .qps
+                        .values()
+                        .any(|q| q.send_cq == cq && q.hw_signaled > 0));
+            let c = self.cqs.entry(cq).or_default();
+            if !need || c.below_armed {
+                return fresh;
+            }
+            if below.req_notify_cq(cq).is_err() {
+                return fresh;
+            }
+            c.below_armed = true;
+            if !self.drain(below, cq) {
+                return fresh;
+            }
+            fresh = true;
+        }
+    }
+}
+
+impl Middleware for PerfLayer {
+    fn name(&self) -> &'static str {
+        "perf"
+    }
+
+    fn start(&mut self, below: &mut dyn Verbs) {
+        let _ = self.dummy_cq(below);
+        if let Some(b) = self.bucket.as_mut() {
+            b.at = below.now();
+        }
+    }
+
+    fn counters(&self) -> Vec<(&'static str, f64)> {
+        let h = self.host.borrow();
+        let t = h.tenants.get(&self.tenant);
+        vec![
+            ("sub_wrs", self.c.sub_wrs as f64),
+            ("zero_waits", self.c.zero_waits as f64),
+            ("split_msgs", self.c.split_msgs as f64),
+            ("pauses", self.mqse.pauses as f64),
+            ("resumes", self.mqse.resumes as f64),
+            ("hidden", self.c.hidden as f64),
+            ("bucket_waits", self.c.bucket_waits as f64),
+            ("class_changes", t.map_or(0.0, |t| t.class_changes as f64)),
+            ("class", t.map_or(0.0, |t| t.class.code())),
+            ("qp_limit", h.qp_limit as f64),
+        ]
+    }
+
+    fn create_cq(&mut self, below: &mut dyn Verbs, depth: u32) -> Result<CqId, VerbsError> {
+        // Room for the sub-WRs' and 0_WAITs' completions besides the application's.
+        let cq = below.create_cq(depth.saturating_mul(2).max(256))?;
+        self.cqs.insert(cq, CqState::default());
+        Ok(cq)
+    }
+
+    fn destroy_cq(&mut self, below: &mut dyn Verbs, cq: CqId) -> Result<(), VerbsError> {
+        below.destroy_cq(cq)?;
+        self.cqs.remove(&cq);
+        Ok(())
+    }
+
+    fn req_notify_cq(&mut self, below: &mut dyn Verbs, cq: CqId) -> Result<(), VerbsError> {
+        if !self.cqs.contains_key(&cq) {
+            return below.req_notify_cq(cq);
+        }
+        self.cqs.get_mut(&cq).expect("checked").app_armed = true;
+        let c = self.cqs.get_mut(&cq).expect("checked");
+        if !c.below_armed {
+            below.req_notify_cq(cq)?;
+            self.cqs.get_mut(&cq).expect("checked").below_armed = true;
+        }
+        Ok(())
+    }
+
+    fn create_qp(&mut self, below: &mut dyn Verbs, init: &QpInit) -> Result<QpNum, VerbsError> {
+        let mut i = init.clone();
+        // 0_WAITs need a cross-channel QP; the queue holds the sub-WRs and 0_WAITs too.
+        i.cross_channel = true;
+        let per_window = (self.cfg.sq_bytes.0 / self.cfg.sub_wr.0 + 1)
+            * (self.cfg.zero_waits_per_sub_wr() as u64 + 1);
+        let mut depth = (init.max_send_wr as u64 + per_window + 64).min(u32::MAX as u64) as u32;
+        let cap = below.caps().max_qp_wr;
+        if cap > 0 {
+            depth = depth.min(cap);
+        }
+        i.max_send_wr = depth.max(init.max_send_wr.min(if cap > 0 { cap } else { u32::MAX }));
+        let qpn = below.create_qp(&i)?;
+        self.dummy_cq(below)?;
+        self.qps.insert(
+            qpn,
+            QpQueue::new(
+                qpn,
+                init.send_cq,
+                init.recv_cq,
+                init.sq_sig_all,
+                init.max_send_wr,
+            ),
+        );
+        self.cqs.entry(init.send_cq).or_default();
+        self.cqs.entry(init.recv_cq).or_default();
+        self.host.borrow_mut().tenant_mut(self.tenant).qp_mut(qpn);
+        Ok(qpn)
+    }
+
+    fn destroy_qp(&mut self, below: &mut dyn Verbs, qp: QpNum) -> Result<(), VerbsError> {
+        below.destroy_qp(qp)?;
+        self.qps.remove(&qp);
+        self.mqse.forget(qp);
+        let mut h = self.host.borrow_mut();
+        h.tenant_mut(self.tenant).qps.retain(|q| q.qpn != qp);
+        Ok(())
+    }
+
+    fn modify_qp(
+        &mut self,
+        below: &mut dyn Verbs,
+        qp: QpNum,
+        m: QpModify,
+    ) -> Result<(), VerbsError> {
+        below.modify_qp(qp, m)?;
+        if let Some(q) = self.qps.get_mut(&qp) {
+            match m {
+                QpModify::Error => {
+                    q.failed = true;
+                    let mut out = Vec::new();
+                    q.flush_sw(&mut out);
+                    let cq = q.send_cq;
+                    for wc in out {
+                        self.deliver_local(below, cq, wc);
+                    }
+                }
+                QpModify::Reset => {
+                    let (s, r, all, max) = (q.send_cq, q.recv_cq, q.sig_all, q.app_max_send_wr);
+                    *q = QpQueue::new(qp, s, r, all, max);
+                }
+                QpModify::UdpSport(_) => {}
+            }
+            self.publish(qp, None);
+        }
+        Ok(())
+    }
+
+    fn post_send(
+        &mut self,
+        below: &mut dyn Verbs,
+        qp: QpNum,
+        wr: SendWr,
+    ) -> Result<(), VerbsError> {
+        let now = below.now();
+        let large_msg = self.cfg.large_msg.0;
+        let Some(q) = self.qps.get_mut(&qp) else {
+            return below.post_send(qp, wr);
+        };
+        if q.failed {
+            return Err(VerbsError::InvalidState("QP is in the error state"));
+        }
+        if q.outstanding >= q.app_max_send_wr {
+            return Err(VerbsError::QueueFull);
+        }
+        let bytes = wr.len();
+        let data = wr.op.carries_data();
+        let large = data && bytes >= large_msg;
+        // Classification inputs: the EWMA of sizes and the sticky bandwidth flag.
+        if data {
+            let mut h = self.host.borrow_mut();
+            let t = h.tenant_mut(self.tenant);
+            t.avg_size = if t.avg_size == 0.0 {
+                bytes as f64
+            } else {
+                0.5 * t.avg_size + 0.5 * bytes as f64
+            };
+            // Bandwidth-intensive from this post on (the class follows at once; the agent's
+            // samples decide between the other two).
+            if large && wr.op != SendOp::Read && !t.bw_send {
+                t.bw_send = true;
+                if t.class != Class::BandwidthIntensive {
+                    t.class = Class::BandwidthIntensive;
+                    t.class_changes += 1;
+                }
+            }
+        }
+        let was_idle = !q.has_work();
+        let ord = q.push(wr, large);
+        self.publish(qp, Some(now));
+        let r = self.refill(below, qp, was_idle.then_some(ord));
+        if let Err(e) = r {
+            // Rejected by the NIC: take it back, as if never posted.
+            let q = self.qps.get_mut(&qp).expect("exists");
+            if let Some(i) = q.sw.iter().position(|a| a.ord == ord) {
+                let a = q.sw.remove(i).expect("index");
+                q.outstanding -= 1;
+                q.out_bytes -= a.bytes;
+                q.next_ord -= 1;
+            }
+            self.publish(qp, None);
+            return Err(e);
+        }
+        self.publish(qp, None);
+        self.flush_timer(below);
+        if let Some(cq) = self.qps.get(&qp).map(|q| q.send_cq) {
+            if self.arm_if_needed(below, cq) {
+                self.cqs.entry(cq).or_default().unannounced = true;
+            }
+        }
+        Ok(())
+    }
+
+    fn poll_cq(
+        &mut self,
+        below: &mut dyn Verbs,
+        cq: CqId,
+        max: usize,
+        out: &mut Vec<WorkCompletion>,
+    ) -> usize {
+        if !self.cqs.contains_key(&cq) {
+            return below.poll_cq(cq, max, out);
+        }
+        if self.drain(below, cq) {
+            self.refill_all(below);
+        }
+        let c = self.cqs.get_mut(&cq).expect("checked");
+        let n = max.min(c.buf.len());
+        out.extend(c.buf.drain(..n));
+        if c.buf.is_empty() {
+            c.unannounced = false;
+        }
+        n
+    }
+
+    fn on_event(&mut self, below: &mut dyn Verbs, event: Event, up: &mut Vec<Event>) {
+        match event {
+            Event::Completion(cq) if self.cqs.contains_key(&cq) => {
+                self.cqs.get_mut(&cq).expect("checked").below_armed = false;
+                let mut fresh = self.drain(below, cq);
+                self.refill_all(below);
+                fresh |= self.arm_if_needed(below, cq);
+                let c = self.cqs.get_mut(&cq).expect("checked");
+                fresh |= c.unannounced;
+                if fresh && c.app_armed && !c.buf.is_empty() {
+                    c.app_armed = false;
+                    c.unannounced = false;
+                    up.push(Event::Completion(cq));
+                }
+            }
+            Event::Timer(TIMER_RESCHEDULE) | Event::Wake(WAKE_RESCHEDULE) => {
+                self.refill_all(below);
+            }
+            Event::Wake(WAKE_NOTIFY) => {
+                let cqs: Vec<CqId> = self.cqs.keys().copied().collect();
+                for cq in cqs {
+                    let c = self.cqs.get_mut(&cq).expect("listed");
+                    if c.unannounced && c.app_armed && !c.buf.is_empty() {
+                        c.app_armed = false;
+                        c.unannounced = false;
+                        up.push(Event::Completion(cq));
+                    }
+                }
+            }
+            e => up.push(e),
+        }
+    }
+}

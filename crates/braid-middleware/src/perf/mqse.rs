@@ -1,0 +1,156 @@
+//! The Multi-QP Scheduling Engine's PAUSE/RESUME, in software: which of a tenant's QPs may post.
+//!
+//! The agent sets how many QPs the tenant may have active (`allowed`). A QP that posts takes a
+//! free slot, or waits (FIFO) — it is *paused*: what the application gives it stays in the
+//! layer's software queue. A slot holder's turn is over after `rotate_wrs` application WRs,
+//! `rotate_bytes` bytes or `release_after`; with others waiting it then stops posting and
+//! *drains*: it keeps its slot until its large-message bytes already in the NIC are through, so
+//! that the NIC never has more of the tenant's QPs sending large messages than allowed. (The
+//! artifact does the hand-over in hardware: a WAIT behind the paused QP's work, released by a
+//! SEND_ENABLE through a managed loopback QP.) The layer marks the end of a draining QP's work
+//! with a signaled 0_WAIT, so that its completion frees the slot.
+
+use super::queue::QpQueue;
+use super::state::UNGATED;
+use super::PerfConfig;
+use braid_verbs::QpNum;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+#[derive(Debug, Default)]
+pub struct Slots {
+    /// May post.
+    holders: Vec<QpNum>,
+    /// Turn over: not posting, slot held until their large bytes in the NIC are through.
+    draining: Vec<QpNum>,
+    /// Newly draining (the layer marks the end of their work).
+    pub new_draining: Vec<QpNum>,
+    /// Paused QPs with work, first come first served.
+    waiting: VecDeque<QpNum>,
+    blocked: BTreeSet<QpNum>,
+    pub pauses: u64,
+    pub resumes: u64,
+    /// When a holder's turn ends (come back then).
+    pub timer: Option<u64>,
+}
+
+impl Slots {
+    /// The paused QPs, first first.
+    pub fn waiting(&self) -> Vec<QpNum> {
+        self.waiting.iter().copied().collect()
+    }
+
+    pub fn forget(&mut self, qpn: QpNum) {
+        self.holders.retain(|&q| q != qpn);
+        self.draining.retain(|&q| q != qpn);
+        self.waiting.retain(|&q| q != qpn);
+        self.blocked.remove(&qpn);
+    }
+
+    /// Whether `qpn` may post now; `allowed` QPs per the agent, `paused`: the whole tenant.
+    pub fn may_post(
+        &mut self,
+        qpn: QpNum,
+        now: u64,
+        allowed: u32,
+        paused: bool,
+        qps: &mut BTreeMap<QpNum, QpQueue>,
+        cfg: &PerfConfig,
+    ) -> bool {
+        let ok = self.decide(qpn, now, allowed, paused, qps, cfg);
+        if ok {
+            if self.blocked.remove(&qpn) {
+                self.resumes += 1;
+            }
+        } else if self.blocked.insert(qpn) {
+            self.pauses += 1;
+        }
+        ok
+    }
+
+    fn enqueue(&mut self, qpn: QpNum) {
+        if !self.waiting.contains(&qpn) {
+            self.waiting.push_back(qpn);
+        }
+    }
+
+    /// Takes `q` off the holders: draining if it has large bytes in the NIC, waiting if it has
+    /// work.
+    fn hand_over(&mut self, q: QpNum, qps: &BTreeMap<QpNum, QpQueue>) {
+        self.holders.retain(|&x| x != q);
+        let Some(x) = qps.get(&q) else { return };
+        if x.hw_large > 0 {
+            self.draining.push(q);
+            self.new_draining.push(q);
+        }
+        if x.has_work() {
+            self.enqueue(q);
+        }
+    }
+
+    fn decide(
+        &mut self,
+        qpn: QpNum,
+        now: u64,
+        allowed: u32,
+        paused: bool,
+        qps: &mut BTreeMap<QpNum, QpQueue>,
+        cfg: &PerfConfig,
+    ) -> bool {
+        if allowed == UNGATED && !paused {
+            self.holders.clear();
+            self.draining.clear();
+            self.waiting.clear();
+            return true;
+        }
+        // Drained QPs free their slots; holders with nothing left give theirs up.
+        self.draining
+            .retain(|q| qps.get(q).is_some_and(|x| x.hw_large > 0));
+        self.holders
+            .retain(|q| qps.get(q).is_some_and(|x| x.has_work() || x.hw_large > 0));
+        let allowed = if paused { 0 } else { allowed.max(1) as usize };
+        // The allowance shrank (or the tenant is paused): the newest holders hand over.
+        while self.holders.len() + self.draining.len() > allowed && !self.holders.is_empty() {
+            let q = *self.holders.last().expect("non-empty");
+            self.hand_over(q, qps);
+        }
+        let turn_over = |x: &QpQueue| {
+            x.slot_wrs >= cfg.rotate_wrs
+                || x.slot_bytes >= cfg.rotate_bytes.0
+                || now >= x.slot_since + cfg.release_after.0
+        };
+        if self.holders.contains(&qpn) {
+            let others = self.waiting.iter().any(|&q| q != qpn);
+            if !(others && turn_over(&qps[&qpn])) {
+                return true;
+            }
+            self.hand_over(qpn, qps);
+        }
+        self.enqueue(qpn);
+        if paused || self.waiting.front() != Some(&qpn) {
+            return false;
+        }
+        if self.holders.len() + self.draining.len() >= allowed {
+            if let Some(&h) = self.holders.iter().find(|q| turn_over(&qps[q])) {
+                self.hand_over(h, qps);
+                self.draining
+                    .retain(|q| qps.get(q).is_some_and(|x| x.hw_large > 0));
+            }
+        }
+        if self.holders.len() + self.draining.len() >= allowed {
+            // Come back when the first holder's turn is over (draining ones end on completions).
+            self.timer = self
+                .holders
+                .iter()
+                .map(|q| qps[q].slot_since + cfg.release_after.0)
+                .min();
+            return false;
+        }
+        self.waiting.pop_front();
+        self.holders.push(qpn);
+        let x = qps.get_mut(&qpn).expect("a QP of the layer");
+        x.slot_since = now;
+        x.slot_wrs = 0;
+        x.slot_bytes = 0;
+        true
+    }
+}

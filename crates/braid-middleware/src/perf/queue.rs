@@ -1,0 +1,333 @@
+//! One QP's software queue and the bookkeeping that maps the NIC's completions back to the
+//! application's work requests.
+//!
+//! Every WR the layer posts below carries a per-QP sequence number as its `wr_id`; the QP's
+//! hardware list (`hw`) remembers, for each, which application WR it belongs to (`ord`) and
+//! whether it is that WR's last part. RC completes a send queue in order, so a completion for
+//! sequence `s` retires every entry up to `s`: application WRs whose last part is retired are
+//! done (silently if they were unsignaled); the completion itself reaches the application only if
+//! it is the last part of a signaled application WR. Intermediate sub-WRs and 0_WAITs never
+//! reach it.
+
+use braid_verbs::{QpNum, SendOp, SendWr, Sge, WcOpcode, WcStatus, WorkCompletion};
+use std::collections::VecDeque;
+
+/// An application WR waiting (wholly or in part) in the software queue.
+#[derive(Debug, Clone)]
+pub struct AppWr {
+    pub ord: u64,
+    pub wr: SendWr,
+    pub bytes: u64,
+    /// At least `large_msg`: scheduled by the LMSE (window, 0_WAIT credit, splitting).
+    pub large: bool,
+    /// Bytes already posted as sub-WRs.
+    pub offset: u64,
+    /// Whether it is being split (decided when its first part is posted).
+    pub split: Option<bool>,
+}
+
+/// What the layer remembers of an application WR with parts in the NIC.
+#[derive(Debug, Clone)]
+pub struct AppMeta {
+    pub ord: u64,
+    pub wr_id: u64,
+    pub signaled: bool,
+    pub bytes: u64,
+    pub opcode: WcOpcode,
+    /// Its last part has been posted.
+    pub complete_posted: bool,
+    /// An error completion has been given to the application for it.
+    pub reported: bool,
+}
+
+/// One WR in the NIC's send queue.
+#[derive(Debug, Clone, Copy)]
+pub struct HwEntry {
+    pub seq: u64,
+    pub ord: u64,
+    pub last: bool,
+    /// Bytes of large-message data it carries (counted against the window).
+    pub large_bytes: u64,
+    pub signaled: bool,
+}
+
+/// A QP under PeRF.
+#[derive(Debug)]
+pub struct QpQueue {
+    pub qpn: QpNum,
+    pub send_cq: u32,
+    pub recv_cq: u32,
+    pub sig_all: bool,
+    /// What the application asked for as its send queue depth.
+    pub app_max_send_wr: u32,
+    pub sw: VecDeque<AppWr>,
+    pub hw: VecDeque<HwEntry>,
+    pub metas: VecDeque<AppMeta>,
+    pub next_seq: u64,
+    pub next_ord: u64,
+    /// Large-message bytes in the NIC.
+    pub hw_large: u64,
+    /// Signaled entries in the NIC (a completion will come).
+    pub hw_signaled: u32,
+    /// Sub-WRs posted since the last signaled one.
+    pub since_signal: u32,
+    /// Large bytes sent since the last batch of 0_WAITs, and 0_WAITs owed.
+    pub zw_credit: u64,
+    pub zw_pending: u32,
+    /// Application WRs not known complete, and their bytes.
+    pub outstanding: u32,
+    pub out_bytes: u64,
+    /// The QP failed: what is queued is flushed.
+    pub failed: bool,
+    /// MQSE: when it took its slot, and what it posted since.
+    pub slot_since: u64,
+    pub slot_wrs: u32,
+    pub slot_bytes: u64,
+}
+
+impl QpQueue {
+    pub fn new(qpn: QpNum, send_cq: u32, recv_cq: u32, sig_all: bool, app_max: u32) -> Self {
+        QpQueue {
+            qpn,
+            send_cq,
+            recv_cq,
+            sig_all,
+            app_max_send_wr: app_max,
+            sw: VecDeque::new(),
+            hw: VecDeque::new(),
+            metas: VecDeque::new(),
+            next_seq: 0,
+            next_ord: 0,
+            hw_large: 0,
+            hw_signaled: 0,
+            since_signal: 0,
+            zw_credit: 0,
+            zw_pending: 0,
+            outstanding: 0,
+            out_bytes: 0,
+            failed: false,
+            slot_since: 0,
+            slot_wrs: 0,
+            slot_bytes: 0,
+        }
+    }
+
+    /// Whether it has anything left to post.
+    pub fn has_work(&self) -> bool {
+        !self.sw.is_empty() || self.zw_pending > 0
+    }
+
+    /// Queues an application WR.
+    pub fn push(&mut self, wr: SendWr, large: bool) -> u64 {
+        let ord = self.next_ord;
+        self.next_ord += 1;
+        let bytes = wr.len();
+        self.outstanding += 1;
+        self.out_bytes += bytes;
+        self.sw.push_back(AppWr {
+            ord,
+            wr,
+            bytes,
+            large,
+            offset: 0,
+            split: None,
+        });
+        ord
+    }
+
+    /// Records a WR posted below (its `wr_id` is `seq`).
+    pub fn posted(&mut self, e: HwEntry) {
+        self.next_seq = e.seq + 1;
+        self.hw_large += e.large_bytes;
+        if e.signaled {
+            self.hw_signaled += 1;
+        }
+        self.hw.push_back(e);
+    }
+
+    /// The application's completion for a NIC completion of this QP, if it gets one.
+    pub fn on_cqe(&mut self, wc: &WorkCompletion) -> Option<WorkCompletion> {
+        let seq = wc.wr_id;
+        let entry = *self.hw.iter().find(|e| e.seq == seq)?;
+        let mut out = None;
+        if wc.status != WcStatus::Success {
+            self.failed = true;
+            if let Some(m) = self.metas.iter_mut().find(|m| m.ord == entry.ord) {
+                if !m.reported {
+                    m.reported = true;
+                    out = Some(WorkCompletion {
+                        wr_id: m.wr_id,
+                        opcode: m.opcode,
+                        byte_len: 0,
+                        ..*wc
+                    });
+                }
+            }
+        } else if entry.last {
+            if let Some(m) = self.metas.iter().find(|m| m.ord == entry.ord) {
+                if m.signaled && !m.reported {
+                    out = Some(WorkCompletion {
+                        wr_id: m.wr_id,
+                        opcode: m.opcode,
+                        byte_len: m.bytes,
+                        ..*wc
+                    });
+                }
+            }
+        }
+        // In-order completion: everything up to `seq` is done.
+        while self.hw.front().is_some_and(|e| e.seq <= seq) {
+            let e = self.hw.pop_front().expect("front");
+            self.hw_large -= e.large_bytes;
+            if e.signaled {
+                self.hw_signaled -= 1;
+            }
+            if e.last {
+                self.retire(e.ord);
+            }
+        }
+        out
+    }
+
+    fn retire(&mut self, ord: u64) {
+        if let Some(i) = self.metas.iter().position(|m| m.ord == ord) {
+            let m = self.metas.remove(i).expect("index");
+            self.outstanding = self.outstanding.saturating_sub(1);
+            self.out_bytes = self.out_bytes.saturating_sub(m.bytes);
+        }
+    }
+
+    /// Flushes the software queue (the QP failed or went to Error): every queued application WR
+    /// completes with `Flushed`, signaled or not, as the NIC flushes its own.
+    pub fn flush_sw(&mut self, out: &mut Vec<WorkCompletion>) {
+        self.zw_pending = 0;
+        while let Some(a) = self.sw.pop_back() {
+            self.outstanding = self.outstanding.saturating_sub(1);
+            self.out_bytes = self.out_bytes.saturating_sub(a.bytes);
+            let reported = self
+                .metas
+                .iter()
+                .find(|m| m.ord == a.ord)
+                .is_some_and(|m| m.reported);
+            self.metas.retain(|m| m.ord != a.ord);
+            if !reported {
+                out.push(WorkCompletion {
+                    wr_id: a.wr.wr_id,
+                    status: WcStatus::Flushed,
+                    opcode: opcode_of(&a.wr.op),
+                    byte_len: 0,
+                    imm: None,
+                    qp_num: self.qpn,
+                    src_host: 0,
+                    src_qp: 0,
+                });
+            }
+        }
+        // Flushed in software order: reverse what pop_back gave.
+        out.reverse();
+    }
+}
+
+/// The completion opcode of a send WR.
+pub fn opcode_of(op: &SendOp) -> WcOpcode {
+    match op {
+        SendOp::Send | SendOp::SendWithImm(_) => WcOpcode::Send,
+        SendOp::Write | SendOp::WriteWithImm(_) => WcOpcode::Write,
+        SendOp::Read => WcOpcode::Read,
+        SendOp::Wait { .. } => WcOpcode::Wait,
+        SendOp::SendEnable { .. } => WcOpcode::SendEnable,
+        SendOp::RecvEnable { .. } => WcOpcode::RecvEnable,
+        SendOp::Nop => WcOpcode::Nop,
+    }
+}
+
+/// Whether a WR may be cut into sub-WRs without changing what the peer sees: one-sided WRITEs
+/// (the immediate goes with the last part) and READs. A SEND consumes one RECV per message, so it
+/// is never cut.
+pub fn splittable(wr: &SendWr) -> bool {
+    !wr.inline
+        && matches!(
+            wr.op,
+            SendOp::Write | SendOp::WriteWithImm(_) | SendOp::Read
+        )
+}
+
+/// The scatter-gather elements covering bytes `[off, off + len)` of `sg`.
+pub fn slice_sges(sg: &[Sge], off: u64, len: u64) -> Vec<Sge> {
+    let mut out = Vec::new();
+    let (mut pos, end) = (0u64, off + len);
+    for s in sg {
+        let (a, b) = (pos, pos + s.length as u64);
+        pos = b;
+        let (lo, hi) = (a.max(off), b.min(end));
+        if lo < hi {
+            out.push(Sge {
+                addr: s.addr + (lo - a),
+                length: (hi - lo) as u32,
+                lkey: s.lkey,
+            });
+        }
+        if pos >= end {
+            break;
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slices_cover_exactly_the_range_across_elements() {
+        let sg = vec![
+            Sge {
+                addr: 100,
+                length: 10,
+                lkey: 1,
+            },
+            Sge {
+                addr: 500,
+                length: 20,
+                lkey: 2,
+            },
+        ];
+        assert_eq!(
+            slice_sges(&sg, 0, 10),
+            vec![Sge {
+                addr: 100,
+                length: 10,
+                lkey: 1
+            }]
+        );
+        assert_eq!(
+            slice_sges(&sg, 5, 10),
+            vec![
+                Sge {
+                    addr: 105,
+                    length: 5,
+                    lkey: 1
+                },
+                Sge {
+                    addr: 500,
+                    length: 5,
+                    lkey: 2
+                }
+            ]
+        );
+        assert_eq!(
+            slice_sges(&sg, 25, 5),
+            vec![Sge {
+                addr: 515,
+                length: 5,
+                lkey: 2
+            }]
+        );
+        let total: u32 = (0..30)
+            .step_by(7)
+            .flat_map(|o| slice_sges(&sg, o, 7.min(30 - o)))
+            .map(|s| s.length)
+            .sum();
+        assert_eq!(total, 30);
+    }
+}

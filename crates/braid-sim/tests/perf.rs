@@ -1,0 +1,304 @@
+//! PeRF (`middleware = ["perf"]`) on a host pair at 100 Gbit/s: the paper's B_App (write_bw
+//! 1 MiB), D_App (write_lat 16 B) and M_App (write_bw 16 B, 32 outstanding) share host 0's RNIC.
+
+mod common;
+use common::*;
+use serde_json::{json, Value};
+
+fn pair() -> Value {
+    json!({"kind": "edges", "nodes": 2, "switches": [],
+           "links": [{"a": 0, "b": 1, "rate": "100Gbps", "delay": "1us"}]})
+}
+
+fn b_app(dur: &str) -> Value {
+    json!({"kind": "write_bw", "src": 0, "dst": 1, "size": "1MiB", "duration": dur})
+}
+fn d_app(dur: &str) -> Value {
+    json!({"kind": "write_lat", "src": 0, "dst": 1, "size": "16B", "duration": dur, "start": "50us"})
+}
+fn m_app(dur: &str) -> Value {
+    json!({"kind": "write_bw", "src": 0, "dst": 1, "size": "16B", "tx_depth": 32,
+           "duration": dur, "start": "50us"})
+}
+
+fn scenario(middleware: &str, apps: Vec<Value>) -> Value {
+    scenario_with(json!(middleware), "0B", apps)
+}
+
+/// `prefetch`: the RNIC's DMA read-ahead per arbitration turn (`nic.tx_prefetch`; 0 = one
+/// packet per turn, braid's default).
+fn scenario_with(middleware: Value, prefetch: &str, apps: Vec<Value>) -> Value {
+    json!({
+        "duration": "20ms",
+        "topology": pair(),
+        "nic": {"mtu": 4096, "tx_prefetch": prefetch},
+        "middleware": {"default": [middleware]},
+        "apps": apps,
+    })
+}
+
+fn f64s(t: &braid_sim::Table, name: &str) -> Vec<f64> {
+    match t.get(name).unwrap_or_else(|| panic!("no column {name}")) {
+        braid_sim::Column::F64(v) => v.clone(),
+        braid_sim::Column::U64(v) => v.iter().map(|&x| x as f64).collect(),
+        braid_sim::Column::I64(v) => v.iter().map(|&x| x as f64).collect(),
+        _ => panic!("{name} is not numeric"),
+    }
+}
+
+/// One column's value for the tenant labelled `label`.
+fn cell(r: &braid_sim::Results, label: &str, col: &str) -> f64 {
+    let labels = match r.tenants.get("label").unwrap() {
+        braid_sim::Column::Str(v) => v.clone(),
+        _ => unreachable!(),
+    };
+    let i = labels
+        .iter()
+        .position(|l| l == label)
+        .unwrap_or_else(|| panic!("no tenant {label} in {labels:?}"));
+    f64s(&r.tenants, col)[i]
+}
+
+#[test]
+fn b_app_alone_keeps_its_throughput_under_perf() {
+    let (_, raw) = run(&scenario("raw", vec![b_app("4ms")]));
+    let (sim, perf) = run(&scenario("perf", vec![b_app("4ms")]));
+    let g_raw = cell(&raw, "apps[0].client", "goodput_gbps");
+    let g_perf = cell(&perf, "apps[0].client", "goodput_gbps");
+    println!("B_App alone: raw {g_raw:.2} Gbps, perf {g_perf:.2} Gbps");
+    assert!(g_raw > 80.0, "raw B_App {g_raw} Gbps");
+    assert!(g_perf >= 0.95 * g_raw, "perf {g_perf} vs raw {g_raw} Gbps");
+    // Alone it is never split (work-conserving), but it is classified bandwidth-intensive.
+    assert_eq!(cell(&perf, "apps[0].client", "perf_sub_wrs"), 0.0);
+    assert_eq!(cell(&perf, "apps[0].client", "perf_class"), 2.0);
+    assert_eq!(sim.agents()[0], vec!["perf_agent"], "one agent on host 0");
+}
+
+#[test]
+fn beside_small_tenants_b_is_split_and_everyone_is_classified() {
+    let apps = vec![b_app("6ms"), d_app("6ms"), m_app("6ms")];
+    let (sim, r) = run(&scenario("perf", apps));
+    assert_eq!(sim.stacks()[0], vec![vec!["perf"]; 3]);
+    let b = "apps[0].client";
+    let (d, m) = ("apps[1].client", "apps[2].client");
+    assert_eq!(
+        cell(&r, b, "perf_class"),
+        2.0,
+        "B_App is bandwidth-intensive"
+    );
+    assert_eq!(cell(&r, d, "perf_class"), 0.0, "D_App is delay-sensitive");
+    assert_eq!(cell(&r, m, "perf_class"), 1.0, "M_App is message-intensive");
+    let subs = cell(&r, b, "perf_sub_wrs");
+    let zws = cell(&r, b, "perf_zero_waits");
+    println!("B_App: {subs} sub-WRs, {zws} 0_WAITs");
+    assert!(subs > 100.0, "{subs}");
+    assert!(
+        (zws - 16.0 * subs).abs() <= 16.0 * 130.0,
+        "16 0_WAITs per sub-WR: {zws} vs {subs}"
+    );
+    assert_eq!(cell(&r, d, "perf_sub_wrs"), 0.0);
+    assert_eq!(cell(&r, m, "perf_zero_waits"), 0.0);
+    // The layer's work is charged to it.
+    assert!(cell(&r, b, "cpu_ns_perf") > 0.0);
+    // Everyone finished and measured.
+    assert!(cell(&r, b, "goodput_gbps") > 30.0);
+    assert!(cell(&r, d, "lat_p99_us") > 0.0);
+    assert!(cell(&r, m, "msg_rate_mps") > 0.5);
+}
+
+/// A 4 MB WRITE split beside a delay-sensitive tenant lands every byte, once, where it belongs
+/// (the simulator carries the bytes: `nic.data_check`).
+#[test]
+fn split_writes_land_every_byte_in_place() {
+    let s = json!({
+        "duration": "5ms",
+        "topology": pair(),
+        "nic": {"mtu": 4096, "data_check": true},
+        "middleware": {"default": ["perf"]},
+        "apps": [d_app("2ms")],
+        "traffic": [{"pattern": "flows",
+                     "flows": [{"src": 0, "dst": 1, "size": "4000017B", "start": "200us"}]}],
+    });
+    let (sim, r) = run(&s);
+    let checked = sim.verify_delivery().unwrap();
+    assert_eq!(checked, 4_000_017);
+    let subs = cell(&r, "traffic[0].sender", "perf_sub_wrs");
+    assert_eq!(subs, 245.0, "4,000,017 B in 16 KiB sub-WRs");
+}
+
+/// D_App p99 (us), M_App rate (Mops) and B_App goodput beside each (Gbps): alone, and beside
+/// B_App under `mw`.
+struct Isolation {
+    d_alone: f64,
+    m_alone: f64,
+    b_alone: f64,
+    d: f64,
+    m: f64,
+    b_with_d: f64,
+    b_with_m: f64,
+}
+
+fn isolation(mw: Value, prefetch: &str) -> Isolation {
+    let dur = "8ms";
+    let p99 = |r: &braid_sim::Results, l: &str| cell(r, l, "lat_p99_us");
+    let rate = |r: &braid_sim::Results, l: &str| cell(r, l, "msg_rate_mps");
+    let gp = |r: &braid_sim::Results, l: &str| cell(r, l, "goodput_gbps");
+    let sc = |mw: &Value, apps| scenario_with(mw.clone(), prefetch, apps);
+    let raw = json!("raw");
+    let alone_d = run(&sc(&raw, vec![d_app(dur)])).1;
+    let alone_m = run(&sc(&raw, vec![m_app(dur)])).1;
+    let alone_b = run(&sc(&raw, vec![b_app(dur)])).1;
+    let bd = run(&sc(&mw, vec![b_app(dur), d_app(dur)])).1;
+    let bm = run(&sc(&mw, vec![b_app(dur), m_app(dur)])).1;
+    let i = Isolation {
+        d_alone: p99(&alone_d, "apps[0].client"),
+        m_alone: rate(&alone_m, "apps[0].client"),
+        b_alone: gp(&alone_b, "apps[0].client"),
+        d: p99(&bd, "apps[1].client"),
+        m: rate(&bm, "apps[1].client"),
+        b_with_d: gp(&bd, "apps[0].client"),
+        b_with_m: gp(&bm, "apps[0].client"),
+    };
+    println!(
+        "{mw} (tx_prefetch {prefetch}): D p99 {:.2} us (alone {:.2}), M {:.2} Mops (alone {:.2}), B {:.1} beside D, \
+         {:.1} beside M Gbps (alone {:.1})",
+        i.d, i.d_alone, i.m, i.m_alone, i.b_with_d, i.b_with_m, i.b_alone
+    );
+    i
+}
+
+/// In braid's RNIC (round-robin between QPs, one MTU packet per turn; an executed WAIT ends its
+/// QP's turn) B_App's full-size packets cut M_App's message rate to a fifth; PeRF's 0_WAITs give
+/// M_App 16 more turns per 16 KiB sub-WR and most of its rate back, at a small cost to B_App.
+#[test]
+fn zero_waits_give_m_app_its_turns_back_in_the_simulated_rnic() {
+    let raw = isolation(json!("raw"), "0B");
+    let perf = isolation(json!("perf"), "0B");
+    assert!(
+        raw.m < 0.3 * raw.m_alone,
+        "raw shows the message-rate anomaly: {}",
+        raw.m
+    );
+    assert!(
+        perf.m > 3.0 * raw.m,
+        "perf {} vs raw {} Mops",
+        perf.m,
+        raw.m
+    );
+    assert!(
+        perf.m >= 0.65 * perf.m_alone,
+        "perf {} vs alone {} Mops",
+        perf.m,
+        perf.m_alone
+    );
+    assert!(
+        perf.d <= 2.0 * perf.d_alone,
+        "D_App p99 {} vs alone {}",
+        perf.d,
+        perf.d_alone
+    );
+    assert!(perf.b_with_d >= 0.8 * perf.b_alone && perf.b_with_m >= 0.8 * perf.b_alone);
+}
+
+/// The isolation the paper reports, with the thresholds of braid's issue, in the arbiter's
+/// anomaly model: the RNIC reads ahead 64 KiB of a QP's data per arbitration turn
+/// (`nic.tx_prefetch`, an assumption: the real read-ahead is not published), so B_App's 1 MiB
+/// WRITEs hold the wire for 64 KiB at a time and raw RDMA shows both anomalies. PeRF's sub-WRs end
+/// B_App's turns early and its 0_WAITs hand the turns over. With the artifact's code default
+/// sub-WR of 8 KiB every threshold holds; with the README's 16 KiB (braid's default) D_App and
+/// B_App do, and M_App gets ~70% of its rate alone (it waits behind a 16 KiB sub-WR per round
+/// trip with 32 outstanding).
+#[test]
+fn perf_protects_d_and_m_beside_b() {
+    let raw = isolation(json!("raw"), "64KiB");
+    assert!(
+        raw.d > 2.0 * raw.d_alone,
+        "raw shows the latency anomaly: {}",
+        raw.d
+    );
+    assert!(
+        raw.m < 0.5 * raw.m_alone,
+        "raw shows the message-rate anomaly: {}",
+        raw.m
+    );
+    let p = isolation(json!({"kind": "perf", "sub_wr": "8KiB"}), "64KiB");
+    assert!(
+        p.d <= 2.0 * p.d_alone,
+        "D_App p99 {} vs alone {}",
+        p.d,
+        p.d_alone
+    );
+    assert!(
+        p.m >= 0.8 * p.m_alone,
+        "M_App {} vs alone {} Mops",
+        p.m,
+        p.m_alone
+    );
+    assert!(p.b_with_d >= 0.8 * p.b_alone && p.b_with_m >= 0.8 * p.b_alone);
+    let q = isolation(json!("perf"), "64KiB");
+    assert!(
+        q.d <= 2.0 * q.d_alone,
+        "D_App p99 {} vs alone {}",
+        q.d,
+        q.d_alone
+    );
+    assert!(
+        q.m >= 0.65 * q.m_alone && q.m > 1.5 * raw.m,
+        "M_App {} Mops",
+        q.m
+    );
+    assert!(q.b_with_d >= 0.8 * q.b_alone && q.b_with_m >= 0.8 * q.b_alone);
+}
+
+/// The QP-level anomaly: B_App on 5 QPs beside single-QP M_App. PeRF's agent limits the host's
+/// active QPs (S = 1 MiB gives a limit of 1: each tenant keeps one QP), so B_App posts through one
+/// QP at a time, rotating, and M_App keeps its rate.
+#[test]
+fn multi_qp_b_app_is_paused_down_to_one_active_qp() {
+    let b5 = || {
+        let mut b = b_app("30ms");
+        b["qps"] = json!(5);
+        b
+    };
+    // The agent sets the limit every 10 ms: the first 10 ms are unlimited.
+    let sc = |mw| {
+        let mut s = scenario(mw, vec![b5(), m_app("30ms")]);
+        s["duration"] = json!("40ms");
+        s
+    };
+    let (_, raw) = run(&sc("raw"));
+    let (_, perf) = run(&sc("perf"));
+    let (b, m) = ("apps[0].client", "apps[1].client");
+    let rate = |r: &braid_sim::Results| cell(r, m, "msg_rate_mps");
+    let gp = |r: &braid_sim::Results| cell(r, b, "goodput_gbps");
+    println!(
+        "B_App x5 QPs + M_App: raw M {:.2} Mops B {:.1} Gbps; perf M {:.2} Mops B {:.1} Gbps, \
+         {} pauses, {} resumes, qp_limit {}",
+        rate(&raw),
+        gp(&raw),
+        rate(&perf),
+        gp(&perf),
+        cell(&perf, b, "perf_pauses"),
+        cell(&perf, b, "perf_resumes"),
+        cell(&perf, b, "perf_qp_limit"),
+    );
+    assert_eq!(cell(&perf, b, "perf_qp_limit"), 1.0);
+    assert!(cell(&perf, b, "perf_pauses") > 0.0 && cell(&perf, b, "perf_resumes") > 0.0);
+    assert_eq!(
+        cell(&perf, m, "perf_pauses"),
+        0.0,
+        "the single-QP tenant is not paused"
+    );
+    assert!(
+        rate(&perf) > 3.0 * rate(&raw),
+        "M_App {} vs raw {}",
+        rate(&perf),
+        rate(&raw)
+    );
+    assert!(
+        gp(&perf) >= 0.8 * gp(&raw),
+        "B_App {} vs raw {}",
+        gp(&perf),
+        gp(&raw)
+    );
+}
