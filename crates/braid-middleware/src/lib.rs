@@ -10,8 +10,10 @@
 //! its layer (and, if host-scoped, its agent through `HostCtx::shared`/`add_agent`), plus one arm
 //! in [`MiddlewareSpec`]. See `docs/middleware.md`.
 
+pub mod justitia;
 pub mod raw;
 
+pub use justitia::JustitiaConfig;
 pub use raw::RawConfig;
 
 use braid_verbs::MiddlewareFactory;
@@ -25,6 +27,9 @@ use serde::{Deserialize, Deserializer, Serialize};
 pub enum MiddlewareSpec {
     /// Plain RDMA.
     Raw(RawConfig),
+    /// Justitia (NSDI '22): split and pace bandwidth tenants against a latency target
+    /// (Justitia_R: `target = "15us"`).
+    Justitia(JustitiaConfig),
 }
 
 impl MiddlewareSpec {
@@ -32,6 +37,7 @@ impl MiddlewareSpec {
     pub fn factory(&self) -> &dyn MiddlewareFactory {
         match self {
             MiddlewareSpec::Raw(c) => c,
+            MiddlewareSpec::Justitia(c) => c,
         }
     }
     /// The mechanism's name.

@@ -56,12 +56,15 @@ fn join(prefix: &str, rel: &str) -> String {
 /// mechanisms' host agent. [`StackBuilder::finish`] installs the agents in slot 0.
 struct StackBuilder {
     hosts: BTreeMap<u32, HostCtx>,
+    /// The run's rendezvous board, which host agents share with the applications.
+    board: Rendezvous,
 }
 
 impl StackBuilder {
-    fn new() -> Self {
+    fn new(board: Rendezvous) -> Self {
         StackBuilder {
             hosts: BTreeMap::new(),
+            board,
         }
     }
 
@@ -74,10 +77,10 @@ impl StackBuilder {
         entries: &[MiddlewareEntry],
         path: &str,
     ) -> Result<Vec<Box<dyn Middleware>>, ScenarioError> {
-        let ctx = self
-            .hosts
-            .entry(h)
-            .or_insert_with(|| HostCtx::new(h, world.hosts[h as usize].caps.clone()));
+        let board = &self.board;
+        let ctx = self.hosts.entry(h).or_insert_with(|| {
+            HostCtx::new(h, world.hosts[h as usize].caps.clone()).with_board(board.clone())
+        });
         entries
             .iter()
             .enumerate()
@@ -338,7 +341,7 @@ impl Simulation {
         };
         // Each tenant (an `[[apps]]` side, a `[[traffic]]` table's sender or sink on a host) gets
         // its own stack: its own `middleware` list, else its host's, else the default.
-        let mut stacks = StackBuilder::new();
+        let mut stacks = StackBuilder::new(rdv.clone());
         let mut starts: Vec<(u32, u32)> = Vec::new();
         let mut add_app = |world: &mut World,
                            h: u32,
