@@ -1,0 +1,101 @@
+//! Justitia and Justitia_R on a 100 Gbit/s host pair: B_App (write_bw, 1 MiB) and D_App
+//! (write_lat, 16 B) from host 0 to host 1, as in PeRF's comparison.
+
+mod common;
+use common::*;
+use serde_json::{json, Value};
+
+/// Two hosts on one switch, 100 Gbit/s links.
+fn pair() -> Value {
+    json!({"kind": "edges", "nodes": ["h0", "h1", "sw"], "switches": ["sw"],
+           "links": [{"a": "h0", "b": "sw", "rate": "100Gbps", "delay": "1us"},
+                     {"a": "h1", "b": "sw", "rate": "100Gbps", "delay": "1us"}]})
+}
+
+const RUN: &str = "4ms";
+
+/// B_App and/or D_App with `mw` as every tenant's stack; both run for `RUN` after 100 µs.
+fn scenario(mw: Value, b_app: bool, d_app: bool) -> Value {
+    let mut apps = Vec::new();
+    if b_app {
+        apps.push(json!({"kind": "write_bw", "src": 0, "dst": 1, "size": "1MiB", "duration": RUN,
+                         "start": "100us", "tx_depth": 16}));
+    }
+    if d_app {
+        apps.push(json!({"kind": "write_lat", "src": 0, "dst": 1, "size": "16B", "duration": RUN,
+                         "start": "100us"}));
+    }
+    json!({
+        "duration": "5ms",
+        "topology": pair(),
+        "host": {"cpu": {"delay": true}},
+        "middleware": {"default": mw},
+        "apps": apps,
+    })
+}
+
+fn f64s(t: &braid_sim::Table, name: &str) -> Vec<f64> {
+    match t.get(name).unwrap_or_else(|| panic!("no column {name}")) {
+        braid_sim::Column::F64(v) => v.clone(),
+        _ => panic!("{name} is not a float column"),
+    }
+}
+
+fn strs(t: &braid_sim::Table, name: &str) -> Vec<String> {
+    match t.get(name).unwrap_or_else(|| panic!("no column {name}")) {
+        braid_sim::Column::Str(v) => v.clone(),
+        _ => panic!("{name} is not a string column"),
+    }
+}
+
+/// What a run measured: B_App's goodput (Gbit/s), D_App's p50 and p99 (µs), and the host-0
+/// agent's counters if any.
+#[derive(Debug)]
+struct Measured {
+    b_gbps: f64,
+    d_p50: f64,
+    d_p99: f64,
+    agent: Vec<(String, f64)>,
+}
+
+fn measure(mw: Value, b_app: bool, d_app: bool) -> Measured {
+    let (_, r) = run(&scenario(mw, b_app, d_app));
+    let t = &r.tenants;
+    let labels = strs(t, "label");
+    let row = |l: &str| labels.iter().position(|x| x == l);
+    let (b, d) = if b_app { (row("apps[0].client"), row("apps[1].client")) } else { (None, row("apps[0].client")) };
+    let agent = labels
+        .iter()
+        .zip(ints(t, "host"))
+        .position(|(l, h)| l == "agent" && h == 0)
+        .map(|i| {
+            t.columns
+                .iter()
+                .filter(|(n, _)| n.starts_with("justitia_"))
+                .filter_map(|(n, c)| match c {
+                    braid_sim::Column::F64(v) => Some((n.to_string(), v[i])),
+                    _ => None,
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    Measured {
+        b_gbps: b.map_or(f64::NAN, |i| f64s(t, "goodput_gbps")[i]),
+        d_p50: d.map_or(f64::NAN, |i| f64s(t, "lat_p50_us")[i]),
+        d_p99: d.map_or(f64::NAN, |i| f64s(t, "lat_p99_us")[i]),
+        agent,
+    }
+}
+
+#[test]
+fn explore() {
+    let raw = json!(["raw"]);
+    let j = json!(["justitia"]);
+    let jr = json!([{"kind": "justitia", "target": "15us"}]);
+    for (name, mw) in [("raw", &raw), ("justitia", &j), ("justitia_r", &jr)] {
+        for (b, d) in [(true, false), (false, true), (true, true)] {
+            let m = measure(mw.clone(), b, d);
+            eprintln!("{name:10} B={b} D={d}: {m:?}");
+        }
+    }
+}
