@@ -174,6 +174,22 @@ pub enum AckPriority {
     Data,
 }
 
+/// How the NIC's transmit arbiter picks the next QP to send a packet (the hardware baselines of
+/// PeRF). A QP's class is its service level (`QpInit::priority`, else `nic.priority`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum ArbiterPolicy {
+    /// Round robin over every active QP, whatever its class (as ConnectX NICs do by default).
+    #[default]
+    Rr,
+    /// Strict priority between classes: the lowest class number first (0 before 1 before ...);
+    /// round robin within a class.
+    Sp,
+    /// Enhanced Transmission Selection: deficit weighted round robin between classes by bytes
+    /// (quantum ∝ `ets_weights`), round robin within a class.
+    Ets,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct NicConfig {
@@ -205,6 +221,18 @@ pub struct NicConfig {
     /// Cross-channel WAIT / SEND_ENABLE / RECV_ENABLE and managed queues (ConnectX's vendor
     /// verbs); false models a NIC without them (e.g. Soft-RoCE), reported in `caps()`.
     pub cross_channel: bool,
+    /// The transmit arbiter between QPs: `"rr"` (round robin), `"sp"` (strict priority between
+    /// classes, lowest class number first) or `"ets"` (weighted round robin between classes by
+    /// bytes). Classes are the QPs' service levels.
+    pub arbiter: ArbiterPolicy,
+    /// ETS weights, class 0 first (e.g. `[16, 1]`); classes not listed weigh 1. A class's DWRR
+    /// quantum is its weight over the smallest weight, times one full frame (MTU + headers).
+    pub ets_weights: Vec<f64>,
+    /// DMA read-ahead: the bytes of a QP's data the NIC fetches from host memory for one
+    /// arbitration turn. A QP the arbiter serves keeps the wire, packet after packet, while it has
+    /// a packet ready and its turn has sent fewer bytes than this (a higher class preempts it under
+    /// `sp`). 0 (the default) = one packet per turn: round robin at MTU granularity.
+    pub tx_prefetch: Bytes,
 }
 
 impl Default for NicConfig {
@@ -224,6 +252,9 @@ impl Default for NicConfig {
             rx_xoff: Bytes(64_000),
             data_check: false,
             cross_channel: true,
+            arbiter: ArbiterPolicy::Rr,
+            ets_weights: vec![],
+            tx_prefetch: Bytes(0),
         }
     }
 }

@@ -8,6 +8,7 @@
 
 pub mod api;
 pub mod apps;
+pub mod arbiter;
 pub mod config;
 pub mod dcqcn;
 pub mod hostverbs;

@@ -6,7 +6,8 @@
 //! The NIC never touches the event queue: every call returns its wishes (timers, a transmit kick,
 //! CQ notifications, records) in [`Effects`], which the world carries out.
 
-use crate::config::{AckPriority, NicConfig, TransportConfig, TransportKind};
+use crate::arbiter::{Ets, Rotations};
+use crate::config::{AckPriority, ArbiterPolicy, NicConfig, TransportConfig, TransportKind};
 use crate::memory::Memory;
 use crate::packet::*;
 use crate::qp_cache::QpCache;
@@ -230,6 +231,14 @@ pub enum NextTx {
     Idle,
 }
 
+/// What the arbiter's look at one class found.
+enum Served {
+    Packet(PktId),
+    /// The transmit pipeline stalls (a QP-context cache miss) until then.
+    Stall(Time),
+    Nothing,
+}
+
 /// How a QP stands at the transmit arbiter.
 enum Status {
     /// Ready to send this PSN on this source port (None: a READ response).
@@ -244,8 +253,17 @@ pub struct Nic {
     qps: Vec<Option<Qp>>,
     cqs: Vec<Option<Cq>>,
     pub mem: Memory,
+    /// Control packets (ACK, NAK, CNP, PFC) as queued, not yet sorted into `ctrl_q`.
     ctrl: VecDeque<PktId>,
-    active: VecDeque<QpNum>,
+    /// Control packets by priority (index 8: PFC frames, never paused), with their queueing order.
+    ctrl_q: [VecDeque<(u64, PktId)>; 9],
+    ctrl_seq: u64,
+    /// Active QPs in round-robin order, per class (one class under `rr`).
+    arb: Rotations,
+    policy: ArbiterPolicy,
+    ets: Ets,
+    /// Bytes the QP at the front of each class has sent in its current turn (`nic.tx_prefetch`).
+    turn: [u64; 8],
     cache: QpCache,
     tx_stall_until: Time,
     wqe_free_ps: Time,
@@ -271,7 +289,15 @@ impl Nic {
             cqs: Vec::new(),
             mem: Memory::new(p.nic.data_check),
             ctrl: VecDeque::new(),
-            active: VecDeque::new(),
+            ctrl_q: Default::default(),
+            ctrl_seq: 0,
+            arb: Rotations::default(),
+            policy: p.nic.arbiter,
+            ets: Ets::new(
+                &p.nic.ets_weights,
+                p.nic.mtu as u64 + crate::packet::ROCE_HEADER as u64,
+            ),
+            turn: [0; 8],
             cache: QpCache::new(p.nic.qp_cache),
             tx_stall_until: 0,
             wqe_free_ps: 0,
@@ -289,7 +315,9 @@ impl Nic {
     /// Whether the transmit side might have something to send (control packets or active QPs).
     #[inline]
     pub fn has_pending(&self) -> bool {
-        !self.ctrl.is_empty() || !self.active.is_empty()
+        !self.ctrl.is_empty()
+            || self.ctrl_q.iter().any(|q| !q.is_empty())
+            || !self.arb.is_empty()
     }
 
     pub fn qp(&self, qpn: QpNum) -> Option<&Qp> {
@@ -310,10 +338,19 @@ impl Nic {
     }
 
     fn activate(&mut self, qpn: QpNum, eff: &mut Effects) {
+        let policy = self.policy;
         if let Some(Some(q)) = self.qps.get_mut(qpn as usize) {
             if !q.in_active && q.state == QpState::Rts {
                 q.in_active = true;
-                self.active.push_back(qpn);
+                let c = match policy {
+                    ArbiterPolicy::Rr => 0,
+                    ArbiterPolicy::Sp | ArbiterPolicy::Ets => (q.prio & 7) as usize,
+                };
+                // The arbitration class is the QP's service level (one class under `rr`).
+                self.arb.push_back(c, qpn);
+            } else if q.in_active {
+                // Something changed for it: it gets a look where it stands in the rotation.
+                self.arb.wake(qpn);
             }
             eff.kick = true;
         }
@@ -548,7 +585,7 @@ impl Nic {
                 eff,
             );
         }
-        self.active.retain(|&x| x != qpn);
+        self.arb.remove(qpn);
         self.cache.forget(qpn);
         Ok(())
     }
@@ -672,6 +709,12 @@ impl Nic {
 
     /// The arbiter: the next packet this NIC puts on the wire, if any. `paused[p]` is the PFC
     /// state of the NIC port for priority p.
+    ///
+    /// Control packets (ACK, NAK, CNP, PFC) go first, unless their priority is paused. Then the
+    /// policy between classes (`nic.arbiter`) picks a class, and within it the QPs take turns
+    /// round robin: a turn is one packet, or up to `nic.tx_prefetch` bytes while the QP has a
+    /// packet ready. A QP waiting for a time, or ready but PFC-paused, keeps its place in the
+    /// rotation without being looked at until that changes (see `arbiter.rs`).
     pub fn next_packet(
         &mut self,
         now: Time,
@@ -680,57 +723,192 @@ impl Nic {
         pool: &mut PacketPool,
         eff: &mut Effects,
     ) -> NextTx {
-        // Control packets (ACK, NAK, CNP, PFC) first, unless their priority is paused.
-        if let Some(i) = self.ctrl.iter().position(|&id| {
-            let c = pool.get(id);
-            c.kind == PktKind::Pfc || !paused[c.prio as usize & 7]
-        }) {
-            let id = self.ctrl.remove(i).expect("index from position");
+        if let Some(id) = self.next_ctrl(paused, pool) {
             return NextTx::Packet(id);
         }
         if self.tx_stall_until > now {
             return NextTx::WaitUntil(self.tx_stall_until);
         }
-        let mut earliest: Option<Time> = None;
-        for _ in 0..self.active.len() {
-            let Some(qpn) = self.active.pop_front() else {
-                break;
-            };
-            match self.status(qpn, now, p, eff) {
-                Status::Blocked => {
-                    if let Some(Some(q)) = self.qps.get_mut(qpn as usize) {
-                        q.in_active = false;
-                    }
-                }
-                Status::WaitUntil(t) => {
-                    self.active.push_back(qpn);
-                    earliest = Some(earliest.map_or(t, |e: Time| e.min(t)));
-                }
-                Status::Ready(psn) => {
-                    let prio = self.qps[qpn as usize].as_ref().unwrap().data_prio();
-                    if paused[prio as usize & 7] {
-                        // Resumed by the PFC resume's kick.
-                        self.active.push_back(qpn);
+        self.arb.release_timers(now);
+        let pmask = paused
+            .iter()
+            .enumerate()
+            .fold(0u8, |m, (i, &x)| m | ((x as u8) << i));
+        let served = match self.policy {
+            ArbiterPolicy::Rr => self.serve_class(0, now, pmask, p, pool, eff),
+            ArbiterPolicy::Sp => {
+                // The lowest class number first; within a class, round robin.
+                let mut r = Served::Nothing;
+                for c in 0..8 {
+                    if self.arb.len(c) == 0 {
                         continue;
                     }
-                    if !self.cache.access(qpn) {
-                        // Fetch the QP context over PCIe; the pipeline stalls meanwhile.
-                        self.stats.cache_misses += 1;
-                        self.active.push_front(qpn);
-                        self.tx_stall_until = now + p.nic.qp_cache_miss.0;
-                        return NextTx::WaitUntil(self.tx_stall_until);
+                    r = self.serve_class(c, now, pmask, p, pool, eff);
+                    if !matches!(r, Served::Nothing) {
+                        break;
                     }
-                    self.stats.cache_hits += 1;
-                    let id = self.build_packet(qpn, psn, now, p, pool, eff);
-                    // It stays in the rotation; the next look drops it if it has nothing more.
-                    self.active.push_back(qpn);
-                    return NextTx::Packet(id);
+                }
+                r
+            }
+            ArbiterPolicy::Ets => self.serve_ets(now, pmask, p, pool, eff),
+        };
+        match served {
+            Served::Packet(id) => NextTx::Packet(id),
+            Served::Stall(t) => NextTx::WaitUntil(t),
+            Served::Nothing => match self.arb.next_timer() {
+                Some(t) => NextTx::WaitUntil(t),
+                None => NextTx::Idle,
+            },
+        }
+    }
+
+    /// The first queued control packet whose priority is not paused (PFC frames always go).
+    fn next_ctrl(&mut self, paused: &[bool; 8], pool: &PacketPool) -> Option<PktId> {
+        // Sort what was queued since the last look into per-priority queues (each packet once),
+        // so that a paused priority's backlog costs nothing per look.
+        while let Some(id) = self.ctrl.pop_front() {
+            let c = pool.get(id);
+            let q = if c.kind == PktKind::Pfc {
+                8
+            } else {
+                c.prio as usize & 7
+            };
+            self.ctrl_q[q].push_back((self.ctrl_seq, id));
+            self.ctrl_seq += 1;
+        }
+        let mut best: Option<(u64, usize)> = None;
+        for (q, d) in self.ctrl_q.iter().enumerate() {
+            if q < 8 && paused[q] {
+                continue;
+            }
+            if let Some(&(seq, _)) = d.front() {
+                if best.is_none_or(|(b, _)| seq < b) {
+                    best = Some((seq, q));
                 }
             }
         }
-        match earliest {
-            Some(t) => NextTx::WaitUntil(t),
-            None => NextTx::Idle,
+        best.and_then(|(_, q)| self.ctrl_q[q].pop_front().map(|(_, id)| id))
+    }
+
+    /// ETS: deficit round robin between classes by bytes; a class's turn adds its quantum and
+    /// lasts while its deficit is positive (the last packet may overdraw it); a class with
+    /// nothing to send forfeits its deficit.
+    fn serve_ets(
+        &mut self,
+        now: Time,
+        pmask: u8,
+        p: &NicParams,
+        pool: &mut PacketPool,
+        eff: &mut Effects,
+    ) -> Served {
+        // Every class gets at most a few visits: one with nothing to send ends its turn, and a
+        // quantum is at least one full frame.
+        for _ in 0..32 {
+            let c = self.ets.cur;
+            if !self.arb.has_candidate(c, pmask) {
+                self.ets.deficit[c] = 0;
+                self.ets.advance();
+                continue;
+            }
+            if !self.ets.credited {
+                self.ets.deficit[c] += self.ets.quantum[c];
+                self.ets.credited = true;
+            }
+            if self.ets.deficit[c] <= 0 {
+                self.ets.advance();
+                continue;
+            }
+            match self.serve_class(c, now, pmask, p, pool, eff) {
+                Served::Packet(id) => {
+                    self.ets.deficit[c] -= pool.get(id).size as i64;
+                    if self.ets.deficit[c] <= 0 {
+                        self.ets.advance();
+                    }
+                    return Served::Packet(id);
+                }
+                Served::Stall(t) => return Served::Stall(t),
+                Served::Nothing => {
+                    self.ets.deficit[c] = 0;
+                    self.ets.advance();
+                }
+            }
+        }
+        Served::Nothing
+    }
+
+    /// One look at class `c`'s rotation, as the arbiter always did it: from the front, each QP
+    /// that needs a look is asked for its status; one that cannot send now goes to the back
+    /// (dropped if it has nothing at all), the first that can sends. Only the QPs present when the
+    /// look starts are looked at (ones activated meanwhile wait for the next look, at the back).
+    fn serve_class(
+        &mut self,
+        c: usize,
+        now: Time,
+        pmask: u8,
+        p: &NicParams,
+        pool: &mut PacketPool,
+        eff: &mut Effects,
+    ) -> Served {
+        let mut remaining = self.arb.len(c);
+        loop {
+            let Some(j) = self.arb.first_candidate(c, remaining, pmask) else {
+                // The rest were looked at (or needed no look) and passed: to the back.
+                if remaining > 0 {
+                    self.arb.rotate(c, remaining);
+                    self.turn[c] = 0;
+                }
+                return Served::Nothing;
+            };
+            if j > 0 {
+                self.arb.rotate(c, j);
+                remaining -= j;
+                self.turn[c] = 0;
+            }
+            let qpn = self.arb.front(c).expect("a candidate is in the rotation");
+            match self.status(qpn, now, p, eff) {
+                Status::Blocked => {
+                    self.arb.pop_front(c);
+                    if let Some(Some(q)) = self.qps.get_mut(qpn as usize) {
+                        q.in_active = false;
+                    }
+                    remaining -= 1;
+                    self.turn[c] = 0;
+                }
+                Status::WaitUntil(t) => {
+                    self.arb.park_until(qpn, t);
+                    self.arb.rotate(c, 1);
+                    remaining -= 1;
+                    self.turn[c] = 0;
+                }
+                Status::Ready(psn) => {
+                    let prio = self.qps[qpn as usize].as_ref().unwrap().data_prio();
+                    if pmask & (1 << (prio & 7)) != 0 {
+                        // Looked at again once the PFC resume's kick comes.
+                        self.arb.park_paused(qpn, prio);
+                        self.arb.rotate(c, 1);
+                        remaining -= 1;
+                        self.turn[c] = 0;
+                        continue;
+                    }
+                    if !self.cache.access(qpn) {
+                        // Fetch the QP context over PCIe; the pipeline stalls meanwhile. The QP
+                        // stays at the front.
+                        self.stats.cache_misses += 1;
+                        self.tx_stall_until = now + p.nic.qp_cache_miss.0;
+                        return Served::Stall(self.tx_stall_until);
+                    }
+                    self.stats.cache_hits += 1;
+                    let id = self.build_packet(qpn, psn, now, p, pool, eff);
+                    // It stays in the rotation (the next look drops it if it has nothing more):
+                    // at the front while its turn lasts, else at the back.
+                    self.turn[c] += pool.get(id).size as u64;
+                    if self.turn[c] >= p.nic.tx_prefetch.0 {
+                        self.arb.rotate(c, 1);
+                        self.turn[c] = 0;
+                    }
+                    return Served::Packet(id);
+                }
+            }
         }
     }
 

@@ -1,0 +1,536 @@
+//! The bookkeeping of the RNIC's transmit arbiter: which QPs are active, in what round-robin
+//! order, which of them need a look, and the state of the policies between classes (strict
+//! priority, ETS). The decisions (a QP's status, building its packet) stay in `nic.rs`.
+//!
+//! Cost. The arbiter used to look at every active QP each time the wire freed: with a thousand
+//! QPs paused by PFC or waiting for their rate limiter, every event paid for a thousand looks. A
+//! QP that waits for a time now sleeps in a timer heap, and one that is ready but PFC-paused is
+//! skipped while its priority is paused, both without leaving its place in the rotation; the
+//! rotation is an order-statistic tree (a treap over the round-robin sequence), so finding the
+//! next QP that needs a look and rotating the sequence cost O(log n) whatever n is.
+//!
+//! Faithfulness. The sequence is exactly the deque the arbiter rotated before (front = next to
+//! look at; a QP looked at and passed goes to the back, as does the QP that sent; newly active QPs
+//! join at the back). What changed is only that a QP is not looked at while nothing can have
+//! changed for it: its wait time has not come, or its priority is still paused, and nobody
+//! activated it (every event that can change a QP's status activates it: posts, feedback with a
+//! kick, timers, CQ events for WAIT, ENABLE). Looking at such a QP returned the same answer and
+//! changed nothing, so runs are the same as with the old arbiter.
+
+use braid_engine::Time;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+const NIL: u32 = u32::MAX;
+/// `own` bit of a QP that needs a look (newly active, activated, its wait is over, it sent).
+pub const DIRTY: u16 = 1 << 8;
+
+#[derive(Debug, Clone, Copy)]
+struct Node {
+    l: u32,
+    r: u32,
+    p: u32,
+    pri: u32,
+    size: u32,
+    /// DIRTY, or bit `prio` (ready but its priority was paused), or 0 (waiting for a time).
+    own: u16,
+    /// OR of `own` over the subtree.
+    mask: u16,
+    /// In a rotation.
+    member: bool,
+    class: u8,
+    /// Bumped whenever the QP's parked state changes: timer entries of older generations are void.
+    gen: u32,
+}
+
+impl Default for Node {
+    fn default() -> Self {
+        Node {
+            l: NIL,
+            r: NIL,
+            p: NIL,
+            pri: 0,
+            size: 0,
+            own: 0,
+            mask: 0,
+            member: false,
+            class: 0,
+            gen: 0,
+        }
+    }
+}
+
+/// Active QPs in round-robin order per class, with the QPs that need a look findable in
+/// O(log n). One node per QP number, shared by the classes' sequences.
+pub struct Rotations {
+    nodes: Vec<Node>,
+    roots: [u32; 8],
+    /// (wake time, qpn, generation) of QPs waiting for a time.
+    timers: BinaryHeap<Reverse<(Time, u32, u32)>>,
+    rng: u64,
+}
+
+impl Default for Rotations {
+    fn default() -> Self {
+        Rotations {
+            nodes: Vec::new(),
+            roots: [NIL; 8],
+            timers: BinaryHeap::new(),
+            rng: 0x9E37_79B9_7F4A_7C15,
+        }
+    }
+}
+
+impl Rotations {
+    // ------------------------------------------------------------------ treap internals
+
+    #[inline]
+    fn size(&self, x: u32) -> u32 {
+        if x == NIL {
+            0
+        } else {
+            self.nodes[x as usize].size
+        }
+    }
+    #[inline]
+    fn mask(&self, x: u32) -> u16 {
+        if x == NIL {
+            0
+        } else {
+            self.nodes[x as usize].mask
+        }
+    }
+    #[inline]
+    fn pull(&mut self, x: u32) {
+        let n = self.nodes[x as usize];
+        let size = 1 + self.size(n.l) + self.size(n.r);
+        let mask = n.own | self.mask(n.l) | self.mask(n.r);
+        let n = &mut self.nodes[x as usize];
+        n.size = size;
+        n.mask = mask;
+    }
+    #[inline]
+    fn set_parent(&mut self, x: u32, p: u32) {
+        if x != NIL {
+            self.nodes[x as usize].p = p;
+        }
+    }
+
+    /// Joins two sequences (every element of `a` before every element of `b`).
+    fn merge(&mut self, a: u32, b: u32) -> u32 {
+        if a == NIL {
+            return b;
+        }
+        if b == NIL {
+            return a;
+        }
+        if self.nodes[a as usize].pri >= self.nodes[b as usize].pri {
+            let ar = self.nodes[a as usize].r;
+            let m = self.merge(ar, b);
+            self.nodes[a as usize].r = m;
+            self.set_parent(m, a);
+            self.pull(a);
+            a
+        } else {
+            let bl = self.nodes[b as usize].l;
+            let m = self.merge(a, bl);
+            self.nodes[b as usize].l = m;
+            self.set_parent(m, b);
+            self.pull(b);
+            b
+        }
+    }
+
+    /// Splits a sequence into its first `k` elements and the rest. The roots returned have no
+    /// parent.
+    fn split(&mut self, t: u32, k: u32) -> (u32, u32) {
+        if t == NIL {
+            return (NIL, NIL);
+        }
+        let l = self.nodes[t as usize].l;
+        let ls = self.size(l);
+        if k <= ls {
+            let (a, b) = self.split(l, k);
+            self.nodes[t as usize].l = b;
+            self.set_parent(b, t);
+            self.pull(t);
+            self.set_parent(a, NIL);
+            self.nodes[t as usize].p = NIL;
+            (a, t)
+        } else {
+            let r = self.nodes[t as usize].r;
+            let (a, b) = self.split(r, k - ls - 1);
+            self.nodes[t as usize].r = a;
+            self.set_parent(a, t);
+            self.pull(t);
+            self.set_parent(b, NIL);
+            self.nodes[t as usize].p = NIL;
+            (t, b)
+        }
+    }
+
+    fn set_root(&mut self, c: usize, r: u32) {
+        self.set_parent(r, NIL);
+        self.roots[c] = r;
+    }
+
+    /// Position of a member in its class's sequence.
+    fn index_of(&self, x: u32) -> u32 {
+        let mut i = self.size(self.nodes[x as usize].l);
+        let mut x = x;
+        loop {
+            let p = self.nodes[x as usize].p;
+            if p == NIL {
+                return i;
+            }
+            if self.nodes[p as usize].r == x {
+                i += self.size(self.nodes[p as usize].l) + 1;
+            }
+            x = p;
+        }
+    }
+
+    fn set_own(&mut self, x: u32, own: u16) {
+        self.nodes[x as usize].own = own;
+        let mut y = x;
+        while y != NIL {
+            let n = self.nodes[y as usize];
+            let m = n.own | self.mask(n.l) | self.mask(n.r);
+            if m == n.mask && y != x {
+                break;
+            }
+            self.nodes[y as usize].mask = m;
+            y = n.p;
+        }
+    }
+
+    fn next_pri(&mut self) -> u32 {
+        // xorshift64*: the tree's shape only, never the simulation's randomness.
+        self.rng ^= self.rng >> 12;
+        self.rng ^= self.rng << 25;
+        self.rng ^= self.rng >> 27;
+        (self.rng.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 32) as u32
+    }
+
+    // ------------------------------------------------------------------ the rotation
+
+    /// Whether `qpn` is in a rotation.
+    #[inline]
+    pub fn contains(&self, qpn: u32) -> bool {
+        self.nodes.get(qpn as usize).is_some_and(|n| n.member)
+    }
+
+    /// Active QPs of class `c` (waiting and paused ones included).
+    #[inline]
+    pub fn len(&self, c: usize) -> u32 {
+        self.size(self.roots[c])
+    }
+
+    /// No active QP in any class.
+    pub fn is_empty(&self) -> bool {
+        self.roots.iter().all(|&r| r == NIL)
+    }
+
+    /// Appends `qpn` to the back of class `c`'s sequence, needing a look.
+    pub fn push_back(&mut self, c: usize, qpn: u32) {
+        if self.nodes.len() <= qpn as usize {
+            self.nodes.resize(qpn as usize + 1, Node::default());
+        }
+        let pri = self.next_pri();
+        let gen = self.nodes[qpn as usize].gen.wrapping_add(1);
+        self.nodes[qpn as usize] = Node {
+            l: NIL,
+            r: NIL,
+            p: NIL,
+            pri,
+            size: 1,
+            own: DIRTY,
+            mask: DIRTY,
+            member: true,
+            class: c as u8,
+            gen,
+        };
+        let r = self.merge(self.roots[c], qpn);
+        self.set_root(c, r);
+    }
+
+    /// Marks a member as needing a look (it was activated, or its wait is over). Returns false if
+    /// it is not a member.
+    pub fn wake(&mut self, qpn: u32) -> bool {
+        if !self.contains(qpn) {
+            return false;
+        }
+        if self.nodes[qpn as usize].own != DIRTY {
+            let n = &mut self.nodes[qpn as usize];
+            n.gen = n.gen.wrapping_add(1);
+            self.set_own(qpn, DIRTY);
+        }
+        true
+    }
+
+    /// Parks a member until `t`: it gets no look before then unless woken.
+    pub fn park_until(&mut self, qpn: u32, t: Time) {
+        let n = &mut self.nodes[qpn as usize];
+        n.gen = n.gen.wrapping_add(1);
+        let gen = n.gen;
+        self.set_own(qpn, 0);
+        self.timers.push(Reverse((t, qpn, gen)));
+    }
+
+    /// Parks a member that is ready but whose priority `prio` is paused: it gets no look while
+    /// that priority stays paused, unless woken.
+    pub fn park_paused(&mut self, qpn: u32, prio: u8) {
+        let n = &mut self.nodes[qpn as usize];
+        n.gen = n.gen.wrapping_add(1);
+        self.set_own(qpn, 1 << (prio & 7));
+    }
+
+    /// Wakes the QPs whose wait is over at `now`.
+    pub fn release_timers(&mut self, now: Time) {
+        while let Some(&Reverse((t, qpn, gen))) = self.timers.peek() {
+            if t > now {
+                break;
+            }
+            self.timers.pop();
+            let n = &self.nodes[qpn as usize];
+            if n.member && n.gen == gen && n.own == 0 {
+                self.wake(qpn);
+            }
+        }
+    }
+
+    /// The earliest time a parked QP's wait ends, if any QP waits for a time.
+    pub fn next_timer(&mut self) -> Option<Time> {
+        while let Some(&Reverse((t, qpn, gen))) = self.timers.peek() {
+            let n = &self.nodes[qpn as usize];
+            if n.member && n.gen == gen && n.own == 0 {
+                return Some(t);
+            }
+            self.timers.pop();
+        }
+        None
+    }
+
+    /// Position of the first QP of class `c` that needs a look, given the paused priorities
+    /// (bit p = priority p paused), if it is among the first `limit`.
+    pub fn first_candidate(&self, c: usize, limit: u32, paused: u8) -> Option<u32> {
+        let want = DIRTY | (!paused) as u16;
+        let mut t = self.roots[c];
+        let mut base = 0;
+        loop {
+            if t == NIL || self.mask(t) & want == 0 {
+                return None;
+            }
+            let n = &self.nodes[t as usize];
+            if self.mask(n.l) & want != 0 {
+                t = n.l;
+                continue;
+            }
+            let i = base + self.size(n.l);
+            if n.own & want != 0 {
+                return (i < limit).then_some(i);
+            }
+            if i + 1 >= limit {
+                return None;
+            }
+            base = i + 1;
+            t = n.r;
+        }
+    }
+
+    /// Whether class `c` has a QP that needs a look (given the paused priorities).
+    pub fn has_candidate(&self, c: usize, paused: u8) -> bool {
+        self.mask(self.roots[c]) & (DIRTY | (!paused) as u16) != 0
+    }
+
+    /// The QP at the front of class `c`'s sequence.
+    pub fn front(&self, c: usize) -> Option<u32> {
+        let mut t = self.roots[c];
+        if t == NIL {
+            return None;
+        }
+        while self.nodes[t as usize].l != NIL {
+            t = self.nodes[t as usize].l;
+        }
+        Some(t)
+    }
+
+    /// Moves the first `k` QPs of class `c` to the back, in order.
+    pub fn rotate(&mut self, c: usize, k: u32) {
+        if k == 0 || k >= self.len(c) {
+            return;
+        }
+        let (a, b) = self.split(self.roots[c], k);
+        let r = self.merge(b, a);
+        self.set_root(c, r);
+    }
+
+    /// Takes the front QP of class `c` out of the rotation.
+    pub fn pop_front(&mut self, c: usize) -> Option<u32> {
+        let root = self.roots[c];
+        if root == NIL {
+            return None;
+        }
+        let (a, b) = self.split(root, 1);
+        self.set_root(c, b);
+        self.forget(a);
+        Some(a)
+    }
+
+    /// Takes `qpn` out of its rotation (wherever it is).
+    pub fn remove(&mut self, qpn: u32) {
+        if !self.contains(qpn) {
+            return;
+        }
+        let c = self.nodes[qpn as usize].class as usize;
+        let k = self.index_of(qpn);
+        let (a, b) = self.split(self.roots[c], k);
+        let (x, rest) = self.split(b, 1);
+        debug_assert_eq!(x, qpn);
+        let r = self.merge(a, rest);
+        self.set_root(c, r);
+        self.forget(qpn);
+    }
+
+    fn forget(&mut self, x: u32) {
+        let n = &mut self.nodes[x as usize];
+        let gen = n.gen.wrapping_add(1);
+        *n = Node {
+            gen,
+            ..Node::default()
+        };
+    }
+
+    /// The sequence of class `c`, front first (tests and debugging).
+    pub fn sequence(&self, c: usize) -> Vec<u32> {
+        let mut out = Vec::with_capacity(self.len(c) as usize);
+        let mut stack = Vec::new();
+        let mut t = self.roots[c];
+        while t != NIL || !stack.is_empty() {
+            while t != NIL {
+                stack.push(t);
+                t = self.nodes[t as usize].l;
+            }
+            let x = stack.pop().unwrap();
+            out.push(x);
+            t = self.nodes[x as usize].r;
+        }
+        out
+    }
+}
+
+/// The state of ETS's deficit round robin between classes.
+#[derive(Debug, Clone, Default)]
+pub struct Ets {
+    /// Bytes each class may still send in its current turn (may go below 0 by one packet).
+    pub deficit: [i64; 8],
+    /// Bytes a class's turn adds.
+    pub quantum: [i64; 8],
+    /// The class whose turn it is.
+    pub cur: usize,
+    /// Whether `cur` has had its quantum for this turn.
+    pub credited: bool,
+}
+
+impl Ets {
+    /// Quanta from the weights (class 0 first; missing classes weigh 1): the smallest weight gets
+    /// one full frame.
+    pub fn new(weights: &[f64], frame: u64) -> Self {
+        let w: Vec<f64> = (0..8)
+            .map(|c| weights.get(c).copied().unwrap_or(1.0))
+            .collect();
+        let min = w.iter().cloned().fold(f64::INFINITY, f64::min).max(1e-9);
+        let mut quantum = [0i64; 8];
+        for c in 0..8 {
+            quantum[c] = ((w[c] / min) * frame as f64).ceil() as i64;
+        }
+        Ets {
+            quantum,
+            ..Default::default()
+        }
+    }
+
+    /// The turn passes to the next class.
+    pub fn advance(&mut self) {
+        self.cur = (self.cur + 1) % 8;
+        self.credited = false;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::VecDeque;
+
+    /// The rotation against a plain deque under random operations.
+    #[test]
+    fn rotations_behave_like_a_deque() {
+        let mut r = Rotations::default();
+        let mut d: VecDeque<u32> = VecDeque::new();
+        let mut next = 0u32;
+        let mut x = 12345u64;
+        let mut rnd = |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n.max(1)
+        };
+        for _ in 0..20_000 {
+            match rnd(6) {
+                0 | 1 => {
+                    r.push_back(0, next);
+                    d.push_back(next);
+                    next += 1;
+                }
+                2 if !d.is_empty() => {
+                    let k = rnd(d.len() as u64) as u32;
+                    r.rotate(0, k);
+                    d.rotate_left(k as usize);
+                }
+                3 if !d.is_empty() => {
+                    let i = rnd(d.len() as u64) as usize;
+                    let q = d.remove(i).unwrap();
+                    r.remove(q);
+                }
+                4 if !d.is_empty() => {
+                    assert_eq!(r.pop_front(0), d.pop_front());
+                }
+                5 if !d.is_empty() => {
+                    // Park some, then look for the first candidate.
+                    let i = rnd(d.len() as u64) as usize;
+                    r.park_until(d[i], 100);
+                }
+                _ => {}
+            }
+            assert_eq!(r.len(0) as usize, d.len());
+        }
+        assert_eq!(r.sequence(0), d.iter().copied().collect::<Vec<_>>());
+        for &q in &d {
+            assert_eq!(r.sequence(0)[r.index_of(q) as usize], q);
+        }
+    }
+
+    #[test]
+    fn candidates_skip_parked_qps_and_paused_priorities() {
+        let mut r = Rotations::default();
+        for q in 0..10 {
+            r.push_back(0, q);
+        }
+        for q in 0..4 {
+            r.park_until(q, 50 + q as u64);
+        }
+        r.park_paused(4, 3);
+        assert_eq!(r.first_candidate(0, 10, 0), Some(4), "ready, priority not paused");
+        assert_eq!(r.first_candidate(0, 10, 1 << 3), Some(5), "priority 3 paused");
+        assert_eq!(r.first_candidate(0, 5, 1 << 3), None, "beyond the limit");
+        assert_eq!(r.next_timer(), Some(50));
+        r.release_timers(51);
+        assert_eq!(r.first_candidate(0, 10, 1 << 3), Some(0));
+        assert_eq!(r.first_candidate(0, 10, 0), Some(0));
+        // A woken QP's timer no longer counts.
+        r.wake(2);
+        assert_eq!(r.next_timer(), Some(53));
+        r.remove(3);
+        assert_eq!(r.next_timer(), None);
+    }
+}
