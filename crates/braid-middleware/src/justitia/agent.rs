@@ -26,12 +26,14 @@ pub struct HostState {
     receivers: Vec<u32>,
     /// (bandwidth + throughput, latency) tenants of each peer, from its INFO messages.
     remote: BTreeMap<u32, (u32, u32)>,
-    tokens: u32,
-    /// Tokens are counted up to this time.
+    /// The token bucket's credit in bytes (a token is a chunk's worth; negative: debt).
+    credit: f64,
+    /// Credit is counted up to this time.
     refill_from: u64,
-    /// Tenants waiting for a token, served round robin.
-    pending: VecDeque<TenantId>,
-    granted: BTreeMap<TenantId, u32>,
+    /// Tenants waiting for a token, with the bytes of the unit they want to post, served round
+    /// robin.
+    pending: VecDeque<(TenantId, u64)>,
+    granted: BTreeMap<TenantId, Vec<u64>>,
     /// The agent has a wake on its way.
     poked: bool,
     /// When the agent's token timer fires, if armed.
@@ -44,11 +46,14 @@ pub struct HostState {
     pub(crate) misses: u64,
     pub(crate) last_tail_ps: u64,
     pub(crate) tokens_granted: u64,
+    /// Credit the full bucket could not hold (bytes): capacity the bandwidth tenants left unused.
+    pub(crate) overflow: f64,
 }
 
 impl HostState {
     pub fn new(cfg: JustitiaConfig, line: u64, me: u32) -> Self {
         HostState {
+            credit: cfg.small_chunk.0 as f64,
             cfg,
             line,
             me,
@@ -56,7 +61,6 @@ impl HostState {
             peers: BTreeSet::new(),
             receivers: Vec::new(),
             remote: BTreeMap::new(),
-            tokens: 1,
             refill_from: 0,
             pending: VecDeque::new(),
             granted: BTreeMap::new(),
@@ -68,6 +72,7 @@ impl HostState {
             misses: 0,
             last_tail_ps: 0,
             tokens_granted: 0,
+            overflow: 0.0,
         }
     }
 
@@ -176,7 +181,8 @@ impl HostState {
 
     /// One reference sample: the window's tail `tail_ps` against the target. Halves the capacity
     /// on a miss (never below the floor), adds `increase` on a hit (never above the line).
-    pub fn on_sample(&mut self, tail_ps: u64) {
+    pub fn on_sample(&mut self, now: u64, tail_ps: u64) {
+        self.refill(now);
         self.samples += 1;
         self.last_tail_ps = tail_ps;
         if !self.controlling() {
@@ -191,41 +197,35 @@ impl HostState {
         }
     }
 
-    /// Time between tokens: one chunk at the capacity.
-    pub fn interval_ps(&self) -> u64 {
-        let ps = self.chunk() as u128 * 8 * 1_000_000_000_000 / self.cap.max(1) as u128;
-        (ps as u64).max(1)
+    /// The bucket's depth in bytes: `max_tokens` chunks.
+    fn depth(&self) -> f64 {
+        (self.cfg.max_tokens as u64 * self.chunk()) as f64
+    }
+
+    /// Credit a unit of `need` bytes must find in the bucket: a token's worth at most (a WR that
+    /// cannot be split goes on one token and leaves the bucket in debt).
+    fn threshold(&self, need: u64) -> f64 {
+        need.min(self.chunk()) as f64
     }
 
     fn refill(&mut self, now: u64) {
-        let max = self.cfg.max_tokens;
-        if self.tokens >= max || now <= self.refill_from {
-            if self.tokens >= max {
-                self.refill_from = self.refill_from.max(now);
-            }
-            return;
+        if now > self.refill_from {
+            let gained = (now - self.refill_from) as f64 * self.cap as f64 / 8e12;
+            let full = self.credit + gained;
+            self.credit = full.min(self.depth());
+            self.overflow += full - self.credit;
+            self.refill_from = now;
         }
-        let iv = self.interval_ps();
-        let n = (now - self.refill_from) / iv;
-        if n == 0 {
-            return;
-        }
-        self.tokens = (self.tokens as u64 + n).min(max as u64) as u32;
-        self.refill_from = if self.tokens >= max {
-            now
-        } else {
-            self.refill_from + n * iv
-        };
     }
 
-    /// Takes a token at once if nobody is waiting for one and the bucket has one.
-    pub fn try_take(&mut self, now: u64) -> bool {
+    /// Takes `need` bytes of credit at once if nobody is waiting and the bucket holds a token.
+    pub fn try_take(&mut self, now: u64, need: u64) -> bool {
         if !self.pending.is_empty() {
             return false;
         }
         self.refill(now);
-        if self.tokens > 0 {
-            self.tokens -= 1;
+        if self.credit >= self.threshold(need) {
+            self.credit -= need as f64;
             self.tokens_granted += 1;
             true
         } else {
@@ -233,22 +233,22 @@ impl HostState {
         }
     }
 
-    /// Queues `t` for a token; true if the agent must be woken to serve it.
-    pub fn request(&mut self, t: TenantId) -> bool {
-        if !self.pending.contains(&t) {
-            self.pending.push_back(t);
+    /// Queues `t` for a token of `need` bytes; true if the agent must be woken to serve it.
+    pub fn request(&mut self, t: TenantId, need: u64) -> bool {
+        if !self.pending.iter().any(|p| p.0 == t) {
+            self.pending.push_back((t, need));
         }
         self.timer_at.is_none() && self.poke()
     }
 
-    /// Tokens the agent granted `t` (taken).
-    pub fn take_granted(&mut self, t: TenantId) -> u32 {
-        self.granted.remove(&t).unwrap_or(0)
+    /// The tokens (their sizes in bytes) the agent granted `t`.
+    pub fn take_granted(&mut self, t: TenantId) -> Vec<u64> {
+        self.granted.remove(&t).unwrap_or_default()
     }
 
-    /// Returns unused tokens to the bucket.
-    pub fn give_back(&mut self, n: u32) {
-        self.tokens = (self.tokens + n).min(self.cfg.max_tokens);
+    /// Returns unused credit to the bucket.
+    pub fn give_back(&mut self, bytes: u64) {
+        self.credit = (self.credit + bytes as f64).min(self.depth());
     }
 
     /// Whether a wake to the agent is needed (one at a time).
@@ -256,24 +256,28 @@ impl HostState {
         !std::mem::replace(&mut self.poked, true)
     }
 
-    /// Grants the bucket's tokens to waiting tenants in turn; returns who got one and when the
-    /// next token is due if someone still waits.
+    /// Grants tokens to waiting tenants in turn while the bucket has them; returns who got one
+    /// and when the next is due if someone still waits.
     fn serve(&mut self, now: u64) -> (Vec<TenantId>, Option<u64>) {
         self.refill(now);
         let mut woken = Vec::new();
-        while self.tokens > 0 {
-            let Some(t) = self.pending.pop_front() else {
+        while let Some(&(t, need)) = self.pending.front() {
+            if self.credit < self.threshold(need) {
                 break;
-            };
-            self.tokens -= 1;
+            }
+            self.pending.pop_front();
+            self.credit -= need as f64;
             self.tokens_granted += 1;
-            *self.granted.entry(t).or_default() += 1;
+            self.granted.entry(t).or_default().push(need);
             if !woken.contains(&t) {
                 woken.push(t);
             }
         }
-        let next = (!self.pending.is_empty()).then(|| self.refill_from + self.interval_ps());
-        (woken, next.map(|n| n.max(now + 1)))
+        let next = self.pending.front().map(|&(_, need)| {
+            let short = self.threshold(need) - self.credit;
+            now + ((short * 8e12 / self.cap.max(1) as f64).ceil() as u64).max(1)
+        });
+        (woken, next)
     }
 }
 
@@ -638,7 +642,7 @@ impl JustitiaAgent {
                         self.window.push(now.saturating_sub(at));
                         let q = self.st.borrow().cfg().percentile;
                         let tail = self.window.quantile(q);
-                        self.st.borrow_mut().on_sample(tail);
+                        self.st.borrow_mut().on_sample(now, tail);
                         let iv = self.st.borrow().cfg().probe_interval.0;
                         if iv > 0 {
                             self.probe_timer = true;
@@ -709,6 +713,7 @@ impl Middleware for JustitiaAgent {
             ("tail_us", s.last_tail_ps as f64 / 1e6),
             ("chunk_bytes", s.chunk() as f64),
             ("tokens_granted", s.tokens_granted as f64),
+            ("unused_mb", s.overflow / 1e6),
             ("bandwidth_tenants", b as f64),
             ("throughput_tenants", t as f64),
             ("latency_tenants", l as f64),

@@ -62,8 +62,6 @@ struct Held {
     off: u64,
     /// Its slot once split.
     app: Option<usize>,
-    /// Tokens still owed before an unsplittable WR larger than a chunk goes.
-    owed: Option<u64>,
 }
 
 /// What the layer remembers of a split (or re-signaled) application WR.
@@ -89,8 +87,8 @@ pub struct JustitiaLayer {
     /// Registered with the agent for a token.
     waiting: bool,
     wait_since: u64,
-    /// Tokens the agent granted, not used yet.
-    grants: u32,
+    /// Tokens the agent granted (their bytes), not used yet.
+    grants: VecDeque<u64>,
     /// Throughput tenants: WRs left of the batches granted.
     debit: i64,
     /// The last post failed with a full send queue: retry after the next poll.
@@ -121,7 +119,7 @@ impl JustitiaLayer {
             seq: 0,
             waiting: false,
             wait_since: 0,
-            grants: 0,
+            grants: VecDeque::new(),
             debit: 0,
             blocked: false,
             apps: Vec::new(),
@@ -206,6 +204,27 @@ impl JustitiaLayer {
         }
     }
 
+    /// The bytes of credit the next unit of `h` takes: a chunk of a split WR, a whole WR, or a
+    /// token's worth for a throughput tenant's batch.
+    fn need(&self, h: &Held) -> u64 {
+        let chunk = self.st.borrow().chunk();
+        match self.class {
+            Some(Class::Throughput) => chunk,
+            _ => {
+                let rest = h.wr.len() - h.off;
+                let splittable = matches!(
+                    h.wr.op,
+                    SendOp::Write | SendOp::WriteWithImm(_) | SendOp::Read
+                ) && !h.wr.inline;
+                if splittable || h.app.is_some() {
+                    rest.min(chunk).max(1)
+                } else {
+                    rest.max(1)
+                }
+            }
+        }
+    }
+
     /// Whether the head of the queue may go without a token.
     fn free_to_go(&self, h: &Held) -> bool {
         !h.wr.op.carries_data()
@@ -221,38 +240,33 @@ impl JustitiaLayer {
             if self.blocked {
                 break;
             }
-            let mut token = false;
+            let mut token = None;
             if !self.free_to_go(front) {
                 let now = v.now();
-                let have = if self.grants > 0 {
-                    self.grants -= 1;
-                    true
-                } else {
-                    !self.waiting && self.st.borrow_mut().try_take(now)
+                let need = self.need(front);
+                let have = match self.grants.pop_front() {
+                    Some(g) => Some(g),
+                    None => {
+                        (!self.waiting && self.st.borrow_mut().try_take(now, need)).then_some(need)
+                    }
                 };
-                if !have {
+                let Some(g) = have else {
                     if !self.waiting {
                         self.waiting = true;
                         self.wait_since = now;
                         self.waits += 1;
-                        let wake = self.st.borrow_mut().request(self.tenant);
+                        let wake = self.st.borrow_mut().request(self.tenant, need);
                         if wake {
                             v.wake(AGENT, WAKE_AGENT);
                         }
                     }
                     break;
-                }
+                };
                 if self.class == Some(Class::Throughput) {
                     self.debit += self.batch;
                     continue;
                 }
-                if let Some(owed) = self.queue.front_mut().and_then(|h| h.owed.as_mut()) {
-                    if *owed > 1 {
-                        *owed -= 1;
-                        continue;
-                    }
-                }
-                token = true;
+                token = Some(g);
             }
             match self.post_unit(v) {
                 Ok(()) => {}
@@ -260,7 +274,9 @@ impl JustitiaLayer {
                     // The send queue is full of unsignaled work: retry once the app has polled,
                     // with the token this attempt took.
                     self.blocked = true;
-                    self.grants += token as u32;
+                    if let Some(g) = token {
+                        self.grants.push_front(g);
+                    }
                     break;
                 }
                 Err(e) => {
@@ -278,10 +294,9 @@ impl JustitiaLayer {
                 }
             }
         }
-        if self.queue.is_empty() && self.grants > 0 {
-            self.st
-                .borrow_mut()
-                .give_back(std::mem::take(&mut self.grants));
+        if self.queue.is_empty() && !self.grants.is_empty() {
+            let unused = self.grants.drain(..).sum();
+            self.st.borrow_mut().give_back(unused);
         }
         result
     }
@@ -550,13 +565,6 @@ impl Middleware for JustitiaLayer {
             self.debit -= 1;
             return below.post_send(qp, wr);
         }
-        let chunk = self.st.borrow().chunk();
-        let splittable = matches!(
-            wr.op,
-            SendOp::Write | SendOp::WriteWithImm(_) | SendOp::Read
-        );
-        let owed = (self.class == Some(Class::Bandwidth) && !splittable && wr.len() > chunk)
-            .then(|| wr.len().div_ceil(chunk));
         self.seq += 1;
         let seq = self.seq;
         self.queue.push_back(Held {
@@ -565,7 +573,6 @@ impl Middleware for JustitiaLayer {
             wr,
             off: 0,
             app: None,
-            owed,
         });
         self.pump(below, Some(seq))
     }
@@ -621,7 +628,8 @@ impl Middleware for JustitiaLayer {
                     self.waiting = false;
                     self.wait_ps += now.saturating_sub(self.wait_since);
                 }
-                self.grants += self.st.borrow_mut().take_granted(self.tenant);
+                let granted = self.st.borrow_mut().take_granted(self.tenant);
+                self.grants.extend(granted);
                 let _ = self.pump(below, None);
             }
             Event::Wake(WAKE_SELF) => {

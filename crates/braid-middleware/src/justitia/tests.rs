@@ -378,27 +378,27 @@ fn capacity_halves_on_a_miss_never_below_the_share_and_grows_back() {
     let mut s = state(cfg.clone());
     s.set_class(1, Class::Bandwidth);
     // No latency tenant: nothing to protect, the capacity stays at line rate.
-    s.on_sample(miss);
+    s.on_sample(0, miss);
     assert_eq!((s.capacity(), s.misses), (100_000_000_000, 0));
     s.set_class(2, Class::Latency);
-    s.on_sample(miss);
+    s.on_sample(0, miss);
     assert_eq!((s.capacity(), s.misses), (50_000_000_000, 1), "halved");
-    s.on_sample(miss);
+    s.on_sample(0, miss);
     assert_eq!(
         s.capacity(),
         50_000_000_000,
         "one bandwidth tenant's share (latency counts as one): 1/2"
     );
-    s.on_sample(hit);
+    s.on_sample(0, hit);
     assert_eq!(s.capacity(), 60_000_000_000, "grows back by `increase`");
     for _ in 0..10 {
-        s.on_sample(hit);
+        s.on_sample(0, hit);
     }
     assert_eq!(s.capacity(), 100_000_000_000, "never above the line rate");
     // Three bandwidth tenants: their share is 3/4.
     s.set_class(3, Class::Bandwidth);
     s.set_class(4, Class::Throughput);
-    s.on_sample(miss);
+    s.on_sample(0, miss);
     assert_eq!(s.capacity(), 75_000_000_000);
     // Without TREAT_L_AS_ONE: B / (B + L), here 1 / (1 + 3).
     let mut s = state(JustitiaConfig {
@@ -410,14 +410,14 @@ fn capacity_halves_on_a_miss_never_below_the_share_and_grows_back() {
         s.set_class(t, Class::Latency);
     }
     for _ in 0..5 {
-        s.on_sample(miss);
+        s.on_sample(0, miss);
     }
     assert_eq!(s.capacity(), 25_000_000_000);
     // The latency tenants leave (here: the only one changes class): back to the line rate.
     let mut s = state(JustitiaConfig::default());
     s.set_class(1, Class::Bandwidth);
     s.set_class(2, Class::Latency);
-    s.on_sample(miss);
+    s.on_sample(0, miss);
     assert_eq!(s.capacity(), 50_000_000_000);
     s.set_class(2, Class::Bandwidth);
     assert_eq!(s.capacity(), 100_000_000_000);
