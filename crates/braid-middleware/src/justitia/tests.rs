@@ -654,3 +654,30 @@ fn the_layer_charges_a_built_wr_per_chunk() {
         Some(10 * NetConfig::default().cpu.ps(Work::WrBuilt(1)))
     );
 }
+
+#[test]
+fn a_latency_tenants_calls_reach_the_nic_one_for_one() {
+    let (mut net, _b, _b2, lat) = setup(&calm(), true);
+    let (l, l2) = lat.unwrap();
+    let before = net.calls_of(H1, l.t).len();
+    post(&mut net, &l, write(5, &l, 0, 16, &l2)).unwrap();
+    net.run_until(net.now() + 50_000_000);
+    let mut out = Vec::new();
+    net.call_as(H1, l.t, |v| v.poll_cq(l.cq, 16, &mut out));
+    net.call_as(H1, l.t, |v| v.poll_cq(l.cq, 16, &mut out));
+    let calls: Vec<Call> = net.calls_of(H1, l.t)[before..].to_vec();
+    assert_eq!(
+        calls,
+        vec![
+            Call::PostSend(l.qp, write(5, &l, 0, 16, &l2)),
+            Call::Poll(l.cq),
+            Call::Poll(l.cq)
+        ]
+    );
+    assert_eq!(out.iter().map(|w| w.wr_id).collect::<Vec<_>>(), vec![5]);
+    assert_eq!(
+        net.cpu(H1, l.t).by_layer.get("justitia"),
+        None,
+        "no work charged to the layer"
+    );
+}
