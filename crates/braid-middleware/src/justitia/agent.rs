@@ -431,6 +431,10 @@ impl JustitiaAgent {
         let (Some(cq), Some(mr)) = (self.cq, self.mr) else {
             return;
         };
+        if self.board_since.is_none() && self.st.borrow().peers.len() == self.links.len() {
+            // Nothing new, nothing waiting (the common case: every token's service).
+            return;
+        }
         let me = v.local_host();
         let wanted: Vec<u32> = self.st.borrow().peers.iter().copied().collect();
         for p in wanted {
