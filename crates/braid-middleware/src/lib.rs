@@ -33,6 +33,9 @@ pub enum MiddlewareSpec {
 }
 
 impl MiddlewareSpec {
+    /// Every mechanism's name, as a scenario's `kind` says it.
+    pub const NAMES: &'static [&'static str] = &["raw", "justitia"];
+
     /// The mechanism's factory: its config.
     pub fn factory(&self) -> &dyn MiddlewareFactory {
         match self {
@@ -60,6 +63,9 @@ impl<'de> Deserialize<'de> for MiddlewareEntry {
                 f.write_str("a middleware name (\"raw\") or a table with `kind` and parameters")
             }
             fn visit_str<E: de::Error>(self, name: &str) -> Result<MiddlewareEntry, E> {
+                if !MiddlewareSpec::NAMES.contains(&name) {
+                    return Err(E::custom(unknown(name)));
+                }
                 let map = std::iter::once(("kind", name)).collect::<Vec<_>>();
                 let d = de::value::MapDeserializer::<_, E>::new(
                     map.into_iter()
@@ -70,10 +76,25 @@ impl<'de> Deserialize<'de> for MiddlewareEntry {
             fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<MiddlewareEntry, A::Error> {
                 MiddlewareSpec::deserialize(de::value::MapAccessDeserializer::new(map))
                     .map(MiddlewareEntry)
+                    .map_err(|e| {
+                        // Say "middleware", not serde's "variant".
+                        let m = e.to_string();
+                        match m.strip_prefix("unknown variant `") {
+                            Some(rest) => de::Error::custom(unknown(rest.split('`').next().unwrap_or(""))),
+                            None => e,
+                        }
+                    })
             }
         }
         d.deserialize_any(V)
     }
+}
+
+fn unknown(name: &str) -> String {
+    format!(
+        "unknown middleware {name:?}; available: {}",
+        MiddlewareSpec::NAMES.join(", ")
+    )
 }
 
 impl JsonSchema for MiddlewareEntry {
@@ -105,10 +126,22 @@ mod tests {
     }
 
     #[test]
+    fn every_listed_name_is_a_mechanism_and_every_mechanism_is_listed() {
+        for n in MiddlewareSpec::NAMES {
+            let v = parse(&format!("[{n:?}]")).unwrap();
+            assert_eq!(v[0].0.name(), *n);
+        }
+        let schema = serde_json::to_value(schemars::schema_for!(MiddlewareSpec)).unwrap();
+        let variants = schema["oneOf"].as_array().map_or(0, |v| v.len());
+        assert_eq!(variants, MiddlewareSpec::NAMES.len(), "{schema}");
+    }
+
+    #[test]
     fn unknown_names_and_keys_are_refused_by_name() {
         let e = parse(r#"["nope"]"#).unwrap_err();
-        assert!(e.contains("unknown variant `nope`"), "{e}");
-        assert!(e.contains("raw"), "{e}");
+        assert!(e.contains("unknown middleware \"nope\"; available: raw"), "{e}");
+        let e = parse(r#"[{"kind": "nope"}]"#).unwrap_err();
+        assert!(e.contains("unknown middleware \"nope\""), "{e}");
         let e = parse(r#"[{"kind": "raw", "speed": 3}]"#).unwrap_err();
         assert!(e.contains("speed"), "{e}");
     }

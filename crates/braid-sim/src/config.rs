@@ -656,6 +656,27 @@ pub struct AppSpec {
     pub sync_ratio: f64,
 }
 
+impl AppSpec {
+    /// The benchmark's parameters as the (simulator-free) application takes them.
+    pub fn perf_spec(&self) -> braid_apps::PerfSpec {
+        braid_apps::PerfSpec {
+            kind: match self.kind {
+                AppKind::WriteBw => braid_apps::PerfKind::WriteBw,
+                AppKind::WriteLat => braid_apps::PerfKind::WriteLat,
+                AppKind::SendBw => braid_apps::PerfKind::SendBw,
+                AppKind::ReadBw => braid_apps::PerfKind::ReadBw,
+            },
+            size: self.size.0,
+            qps: self.qps,
+            tx_depth: self.tx_depth,
+            iterations: self.iterations,
+            duration: self.duration.map(|d| d.0),
+            start: self.start.0,
+            cq_mod: self.cq_mod,
+        }
+    }
+}
+
 fn one() -> u32 {
     1
 }

@@ -134,7 +134,9 @@ impl Verbs for HostVerbs<'_> {
         self.own_cq(init.send_cq)?;
         self.own_cq(init.recv_cq)?;
         if init.is_cross_channel() && !self.caps.cross_channel {
-            return Err(VerbsError::Unsupported("cross-channel QPs (nic.cross_channel = false)"));
+            return Err(VerbsError::Unsupported(
+                "cross-channel QPs (nic.cross_channel = false)",
+            ));
         }
         self.spend("verbs", Work::Control);
         let qp = self.nic.create_qp(init, self.params)?;
@@ -187,7 +189,8 @@ impl Verbs for HostVerbs<'_> {
         self.spend("verbs", Work::Post);
         self.cpu.posts += 1;
         let at = self.now();
-        self.nic.post_send(qp, wr, at, self.params, &mut self.sink.effects)
+        self.nic
+            .post_send(qp, wr, at, self.params, &mut self.sink.effects)
     }
     fn post_recv(&mut self, qp: QpNum, wr: RecvWr) -> Result<(), VerbsError> {
         self.own_qp(qp)?;

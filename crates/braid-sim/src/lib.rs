@@ -7,8 +7,10 @@
 //! (`hostverbs`); scenarios, measurement and results on top.
 
 pub mod api;
-pub mod apps;
 pub mod arbiter;
+mod build;
+/// The applications live in `braid-apps` (verbs only, portable to real NICs).
+pub use braid_apps as apps;
 pub mod config;
 pub mod dcqcn;
 pub mod hostverbs;
@@ -20,8 +22,8 @@ pub mod packet;
 pub mod qp_cache;
 pub mod results;
 pub mod scenario;
-pub mod tenants;
 pub mod simulation;
+pub mod tenants;
 pub mod transport;
 pub mod transport_report;
 pub mod world;

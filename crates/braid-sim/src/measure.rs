@@ -41,6 +41,59 @@ pub struct FlowLog {
 
 pub type SharedLog = Rc<RefCell<FlowLog>>;
 
+/// The applications report to the flow log.
+impl braid_apps::Meter for FlowLog {
+    fn sending_qp(&mut self, flow: u32, host: u32, qp: u32) {
+        self.flows[flow as usize].src_qp = Some((host, qp));
+    }
+    fn receiving_qp(&mut self, flow: u32, host: u32, qp: u32) {
+        self.rx_qp_flow.insert((host, qp), flow);
+    }
+    fn landing_at(&mut self, flow: u32, host: u32, addr: u64) {
+        self.flows[flow as usize].dst_addr = Some((host, addr));
+    }
+    fn started(&mut self, flow: u32, at: Time) {
+        self.flows[flow as usize].start_ps = at;
+    }
+    fn progress(&mut self, flow: u32, bytes: u64) {
+        self.flows[flow as usize].bytes_done += bytes;
+    }
+    fn latency(&mut self, flow: u32, ps: Time) {
+        self.flows[flow as usize].latencies.push(ps);
+    }
+    fn finished(&mut self, flow: u32, at: Time) {
+        self.finish(flow, at);
+    }
+}
+
+/// The flow record a perftest application starts with.
+pub fn perf_record(spec: &crate::config::AppSpec, src: u32, dst: u32) -> FlowRecord {
+    use crate::config::AppKind;
+    let kind = match spec.kind {
+        AppKind::WriteBw => "write_bw",
+        AppKind::WriteLat => "write_lat",
+        AppKind::SendBw => "send_bw",
+        AppKind::ReadBw => "read_bw",
+    };
+    FlowRecord {
+        id: 0,
+        kind,
+        src,
+        dst,
+        size: spec
+            .iterations
+            .map(|n| n * spec.size.0 * spec.qps as u64)
+            .unwrap_or(0),
+        start_ps: spec.start.0,
+        finish_ps: None,
+        src_qp: None,
+        dst_addr: None,
+        bytes_done: 0,
+        latencies: vec![],
+        msg_bytes: spec.size.0,
+    }
+}
+
 impl FlowLog {
     pub fn add(&mut self, mut r: FlowRecord) -> u32 {
         r.id = self.flows.len() as u32;

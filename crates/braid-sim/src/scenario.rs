@@ -260,7 +260,10 @@ impl Scenario {
             }
         }
         if !(c.copy_gbps > 0.0) {
-            return Err(err("host.cpu.copy_gbps", "expected a bandwidth in GB/s > 0"));
+            return Err(err(
+                "host.cpu.copy_gbps",
+                "expected a bandwidth in GB/s > 0",
+            ));
         }
         Ok(())
     }

@@ -42,7 +42,11 @@ pub fn table(world: &World, log: &FlowLog) -> Table {
     t.push("tenant", col_u(&|_, i| i as u64));
     t.push(
         "label",
-        Column::Str(rows.iter().map(|&(h, i)| slot(h, i).label.clone()).collect()),
+        Column::Str(
+            rows.iter()
+                .map(|&(h, i)| slot(h, i).label.clone())
+                .collect(),
+        ),
     );
     t.push(
         "stack",

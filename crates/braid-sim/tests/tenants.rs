@@ -49,13 +49,26 @@ fn two_tenants_on_one_host_have_their_own_stacks_and_results() {
     assert_eq!(ints(t, "host")[lat], 0);
     let p50 = f64s(t, "lat_p50_us");
     let p99 = f64s(t, "lat_p99_us");
-    assert!(p50[lat] > 1.0 && p50[lat] < 20.0, "write_lat p50 {}", p50[lat]);
+    assert!(
+        p50[lat] > 1.0 && p50[lat] < 20.0,
+        "write_lat p50 {}",
+        p50[lat]
+    );
     assert!(p99[lat] >= p50[lat]);
     assert!(p50[bw].is_nan(), "write_bw measures no round trips");
     let gp = f64s(t, "goodput_gbps");
-    assert!(gp[bw] > 50.0 && gp[bw] <= 100.0, "write_bw goodput {}", gp[bw]);
+    assert!(
+        gp[bw] > 50.0 && gp[bw] <= 100.0,
+        "write_bw goodput {}",
+        gp[bw]
+    );
     let mr = f64s(t, "msg_rate_mps");
-    assert!((mr[bw] - gp[bw] * 1e3 / 8.0 / 64_000.0).abs() / mr[bw] < 0.01, "{} vs {}", mr[bw], gp[bw]);
+    assert!(
+        (mr[bw] - gp[bw] * 1e3 / 8.0 / 64_000.0).abs() / mr[bw] < 0.01,
+        "{} vs {}",
+        mr[bw],
+        gp[bw]
+    );
     // CPU: every post and poll is accounted to the tenant that made it.
     let cpu = f64s(t, "cpu_ns");
     let posts = ints(t, "posts");
@@ -139,20 +152,28 @@ impl App for TenantB {
                 let mut out = Vec::new();
                 r.push(("poll A's CQ", v.poll_cq(cq, 8, &mut out) == 0));
                 r.push(("arm A's CQ", v.req_notify_cq(cq).is_err()));
-                r.push(("modify A's QP", v.modify_qp(qp, QpModify::UdpSport(5)).is_err()));
+                r.push((
+                    "modify A's QP",
+                    v.modify_qp(qp, QpModify::UdpSport(5)).is_err(),
+                ));
                 r.push(("query A's QP", v.query_qp(qp).is_err()));
                 r.push(("destroy A's QP", v.destroy_qp(qp).is_err()));
                 r.push(("destroy A's CQ", v.destroy_cq(cq).is_err()));
                 r.push(("dereg A's MR", v.dereg_mr(&mr).is_err()));
-                r.push((
-                    "QP on A's CQ",
-                    v.create_qp(&QpInit::rc(cq)).is_err(),
-                ));
+                r.push(("QP on A's CQ", v.create_qp(&QpInit::rc(cq)).is_err()));
                 // A's lkey in B's own WR.
                 let own_cq = v.create_cq(16).unwrap();
                 v.req_notify_cq(own_cq).unwrap();
                 let own = v.create_qp(&QpInit::rc(own_cq)).unwrap();
-                let mut w = SendWr::new(6, SendOp::Send, vec![Sge { addr: mr.addr, length: 8, lkey: mr.lkey }]);
+                let mut w = SendWr::new(
+                    6,
+                    SendOp::Send,
+                    vec![Sge {
+                        addr: mr.addr,
+                        length: 8,
+                        lkey: mr.lkey,
+                    }],
+                );
                 w.signaled = true;
                 r.push(("A's lkey in B's WR", v.post_send(own, w).is_err()));
                 self.0.borrow_mut().b_results = r;
@@ -160,7 +181,10 @@ impl App for TenantB {
             Event::Completion(cq) => {
                 let mut out = Vec::new();
                 poll_and_rearm(v, cq, &mut out).unwrap();
-                self.0.borrow_mut().b_completions.extend(out.iter().map(|w| w.wr_id));
+                self.0
+                    .borrow_mut()
+                    .b_completions
+                    .extend(out.iter().map(|w| w.wr_id));
             }
             _ => {}
         }
@@ -172,8 +196,10 @@ fn a_tenant_cannot_touch_another_tenants_objects() {
     let s = json!({"duration": "100us", "topology": dumbbell(1, 1, link("40Gbps", "1us"), link("40Gbps", "1us"))});
     let mut sim = build(&s);
     let b: B = Default::default();
-    sim.add_app(0, Box::new(TenantA(b.clone())), vec![]).unwrap();
-    sim.add_app(0, Box::new(TenantB(b.clone())), vec![]).unwrap();
+    sim.add_app(0, Box::new(TenantA(b.clone())), vec![])
+        .unwrap();
+    sim.add_app(0, Box::new(TenantB(b.clone())), vec![])
+        .unwrap();
     sim.run();
     let r = &b.borrow().b_results;
     assert_eq!(r.len(), 10, "{r:?}");
@@ -235,9 +261,14 @@ fn the_host_agent_wakes_the_named_tenant_through_its_stack() {
     let b1: B = Default::default();
     let b2: B = Default::default();
     let eaten = Rc::new(RefCell::new(0));
-    sim.add_app(0, Box::new(Sleeper(b1.clone())), vec![]).unwrap(); // tenant 1
-    sim.add_app(0, Box::new(Sleeper(b2.clone())), vec![Box::new(Eats78(eaten.clone()))])
-        .unwrap(); // tenant 2
+    sim.add_app(0, Box::new(Sleeper(b1.clone())), vec![])
+        .unwrap(); // tenant 1
+    sim.add_app(
+        0,
+        Box::new(Sleeper(b2.clone())),
+        vec![Box::new(Eats78(eaten.clone()))],
+    )
+    .unwrap(); // tenant 2
     sim.set_agent(0, vec![Box::new(Waker)]).unwrap();
     sim.run();
     assert_eq!(b2.borrow().woken, vec![(2, 77)]);
@@ -258,7 +289,7 @@ fn middleware_entries_are_checked_by_key() {
         .err()
         .unwrap();
     assert_eq!(e.path, "apps[0].middleware[0]", "{e}");
-    assert!(e.message.contains("unknown variant"), "{e}");
+    assert!(e.message.contains("unknown middleware"), "{e}");
     let mut bad = base.clone();
     bad["middleware"] = json!({"default": [{"kind": "raw", "x": 1}]});
     let e = braid_sim::Simulation::from_json(&bad.to_string(), std::path::Path::new("."), None)

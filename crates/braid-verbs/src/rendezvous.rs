@@ -86,10 +86,9 @@ pub fn connect_all(
 ) -> Result<Vec<Endpoint>, VerbsError> {
     let mut peers = Vec::with_capacity(qps.len());
     for (i, &qp) in qps.iter().enumerate() {
-        let r = board
-            .borrow()
-            .lookup(conn0 + i as u64, side.peer())
-            .ok_or(VerbsError::InvalidState("the peer has not published its endpoint"))?;
+        let r = board.borrow().lookup(conn0 + i as u64, side.peer()).ok_or(
+            VerbsError::InvalidState("the peer has not published its endpoint"),
+        )?;
         v.connect_qp(qp, r.remote())?;
         peers.push(r);
     }

@@ -138,7 +138,6 @@ pub struct Caps {
     pub max_qp_wr: u32,
 }
 
-
 /// The remote end of a connection, as exchanged out of band (rdma_cm or a socket).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RemoteQp {
@@ -176,7 +175,10 @@ impl Access {
     };
     /// The same access with contents tracked.
     pub const fn tracked(self) -> Access {
-        Access { track: true, ..self }
+        Access {
+            track: true,
+            ..self
+        }
     }
 }
 

@@ -86,8 +86,42 @@
 //! everything behind it, data WRs are pipelined and complete in order. RC uses message sequence
 //! numbers with go-back-N: a lost message makes the responder drop what follows it until the
 //! requester's timer ([`NetConfig::rc_timeout_ps`]) sends it again; an RNR NAK pauses the
-//! requester for [`NetConfig::rnr_timeout_ps`]. See the crate's report on the `fakenic` branch
-//! for the list of what is and is not modelled.
+//! requester for [`NetConfig::rnr_timeout_ps`].
+//!
+//! Semantics that follow real NICs rather than the simplest reading (each has a test):
+//! cross-channel indices are computed at post time as libmlx5 does (a WAIT waits for the CQ's
+//! wait index plus its count, and moves the index there; SEND/RECV_ENABLE likewise per target
+//! queue, count 0 means "all posted so far", beyond what is posted is refused); only RC and UC
+//! remote access errors are class C/E (RC: both QPs go to Error, UC: silently dropped); a
+//! zero-length RDMA operation checks no key (IBA C9-88); destroying a QP or resetting it
+//! produces no completions and removes its completions from its CQs (libmlx5 `cq_clean`);
+//! `destroy_cq` fails while a QP uses the CQ; `reg_mr` with `remote_write` needs
+//! `local_write`; keys and QP numbers differ per host and lkey != rkey, so a key used in the
+//! wrong place fails.
+//!
+//! # Not modelled
+//!
+//! - Packets and the fabric: a message is one unit on the wire (losses are counted in MTU
+//!   packets, but a message that loses any is lost whole, with no partial placement); no
+//!   interleaving between QPs on the link, no switches, congestion, PFC, ECN/DCQCN, receive-side
+//!   contention, QP-context cache, WQE processing time or message-rate limits. ACKs take no link
+//!   time. Loss injection applies to the requests a QP sends, not to ACKs or READ responses.
+//! - RC recovery uses the timeout only (no NAK-sequence-error fast retransmit).
+//! - Statuses the seam lacks: a SEND longer than its RECV completes `LocalLengthError` at the
+//!   responder and `RemoteAccessError` at the requester (ibverbs: `IBV_WC_REM_INV_REQ_ERR`);
+//!   local key, bounds and permission errors are refused at post time (`BadKey`) instead of
+//!   completing with `IBV_WC_LOC_PROT_ERR`; a UD message above the MTU is refused at post time.
+//! - CQ overrun: mlx5 raises a CQ error event; here the completion is dropped and counted.
+//! - Atomics, SRQs, memory windows, XRC, the SQD/SQE states, Rtr as a step of its own,
+//!   asynchronous events, Q_Keys/P_Keys, multicast, `IBV_EXP_SEND_WAIT_EN_LAST` (every
+//!   cross-channel WR advances its index, as if it carried the flag).
+//! - Memory: only regions registered with [`Access::track`] keep bytes. A WRITE or SEND from
+//!   untracked memory leaves the target unchanged (untracked parts of a partly tracked list read
+//!   as zeros); a region deregistered after a WR was posted is not checked again. A UD
+//!   receive's GRH is 40 zero bytes.
+//! - CPU: work is accounted per tenant and layer (and, with [`NetConfig::cpu_delay`], delays
+//!   the tenant), but tenants do not contend for cores.
+//! - A dead host stays dead.
 
 mod nic;
 #[cfg(test)]
@@ -432,11 +466,12 @@ impl FakeNet {
         let i = self.idx(host);
         let id = self.hosts[i].tenants.len() as TenantId;
         let caps = self.core.nics[i].caps.clone();
+        let addr = self.core.nics[i].addr();
         let h = &mut self.hosts[i];
         let board = &self.board;
         let ctx = h
             .ctx
-            .get_or_insert_with(|| HostCtx::new(host, caps).with_board(board.clone()));
+            .get_or_insert_with(|| HostCtx::new(addr, caps).with_board(board.clone()));
         let built: Result<Vec<_>, _> = factories.iter().map(|f| f.build(ctx, id)).collect();
         let agents = ctx.take_agents();
         if !agents.is_empty() {
@@ -661,6 +696,7 @@ impl FakeNet {
 
     /// The calls one tenant made, in order.
     pub fn calls_of(&self, host: u32, tenant: TenantId) -> Vec<Call> {
+        let host = self.nic(host).addr();
         self.core
             .log
             .iter()
@@ -676,6 +712,7 @@ impl FakeNet {
 
     /// The events delivered to one tenant's stack, in order (starts left out).
     pub fn events_of(&self, host: u32, tenant: TenantId) -> Vec<Event> {
+        let host = self.nic(host).addr();
         self.core
             .delivered
             .iter()
@@ -854,10 +891,13 @@ impl Verbs for TenantVerbs<'_> {
     }
     fn poll_cq(&mut self, cq: CqId, max: usize, out: &mut Vec<WorkCompletion>) -> usize {
         let at = self.now();
-        let n = self.core.nics[self.host].poll_cq(self.tenant, cq, max, out);
+        let nic = &mut self.core.nics[self.host];
+        // ibv_poll_cq has no "not yours": a foreign CQ polls empty, logged as refused.
+        let owned = nic.cq_owner(cq) == Some(self.tenant);
+        let n = nic.poll_cq(self.tenant, cq, max, out);
         self.cpu.polls += 1;
         self.spend("verbs", Work::Poll(n as u32));
-        self.log(at, Call::Poll(cq), true);
+        self.log(at, Call::Poll(cq), owned);
         n
     }
     fn set_timer(&mut self, at: u64, token: u64) {

@@ -730,8 +730,8 @@ impl FakeNic {
                 "retry_cnt and rnr_retry are 3-bit (0-7)",
             ));
         }
-        // QP numbers: 24 bits, the host in the top byte so that a local QPN used as a remote
-        // one is caught.
+        // QP numbers: 24 bits, the host's index + 1 above the low 16, so that a local QPN used
+        // as a remote one is caught.
         let qpn = ((self.index as u32 + 1) << 16) | (self.next_qp & 0xffff);
         self.next_qp += 1;
         let sport = 49152 + ((qpn.wrapping_mul(2654435761) >> 16) % 16384) as u16;

@@ -1091,10 +1091,12 @@ fn a_blocked_wait_blocks_its_queue_and_a_zero_wait_takes_its_turn() {
     let mut w = op_wr(1, SendOp::Wait { cq: f.cq, count: 1 });
     w.signaled = false; // an unsignaled WAIT produces no completion
     post(&mut cc.net, &a, w).unwrap();
+    // A WAIT for 0 more completions of a CQ nobody waited on: satisfied from the start, but it
+    // completes only when its turn comes.
     post(
         &mut cc.net,
         &a,
-        op_wr(2, SendOp::Wait { cq: f.cq, count: 0 }),
+        op_wr(2, SendOp::Wait { cq: a.cq, count: 0 }),
     )
     .unwrap();
     post(&mut cc.net, &a, write(3, &a, 0, 5, &b, 0)).unwrap();
@@ -1103,10 +1105,12 @@ fn a_blocked_wait_blocks_its_queue_and_a_zero_wait_takes_its_turn() {
     assert_eq!(cc.net.nic(B).read_mem(b.tenant, BUF, 5), [0; 5]);
     assert_eq!(cc.net.nic(A).qp_attr(a.qp).unwrap().send_outstanding, 3);
     feed_one(&mut cc, 100);
+    let wcs = poll(&mut cc.net, &a);
     assert_eq!(
-        statuses(&poll(&mut cc.net, &a)),
+        statuses(&wcs),
         vec![(2, WcStatus::Success), (3, WcStatus::Success)]
     );
+    assert_eq!(wcs[0].opcode, WcOpcode::Wait);
     assert_eq!(cc.net.nic(B).read_mem(b.tenant, BUF, 5), b"gated");
 }
 
@@ -1157,6 +1161,21 @@ fn send_enable_releases_wrs_of_a_managed_send_queue() {
     assert_eq!(statuses(&poll(&mut net, &m)), vec![(0, WcStatus::Success)]);
     let e = poll(&mut net, &ctl);
     assert_eq!((e[0].wr_id, e[0].opcode), (10, WcOpcode::SendEnable));
+    // Counts are cumulative: a second SEND_ENABLE{1} enables the second WR...
+    post(
+        &mut net,
+        &ctl,
+        op_wr(12, SendOp::SendEnable { qp: m.qp, count: 1 }),
+    )
+    .unwrap();
+    net.run();
+    assert_eq!(statuses(&poll(&mut net, &m)), vec![(1, WcStatus::Success)]);
+    // ...and the index (2 of 3 posted) leaves room for one more, not two.
+    let over = op_wr(13, SendOp::SendEnable { qp: m.qp, count: 2 });
+    assert!(matches!(
+        post(&mut net, &ctl, over),
+        Err(VerbsError::InvalidWr(_))
+    ));
     // Count 0 enables everything posted so far.
     post(&mut net, &m, write(3, &m, 0, 8, &mb, 0)).unwrap();
     post(
@@ -1169,11 +1188,7 @@ fn send_enable_releases_wrs_of_a_managed_send_queue() {
     net.run();
     assert_eq!(
         statuses(&poll(&mut net, &m)),
-        vec![
-            (1, WcStatus::Success),
-            (2, WcStatus::Success),
-            (3, WcStatus::Success)
-        ]
+        vec![(2, WcStatus::Success), (3, WcStatus::Success)]
     );
     assert_eq!(net.nic(A).qp_attr(m.qp).unwrap().send_outstanding, 1);
 }
@@ -1414,10 +1429,14 @@ fn a_tenant_cannot_touch_another_tenants_objects() {
     assert_eq!(state(&net, &a), QpState::Rts);
     assert_eq!(poll(&mut net, &a).len(), 1);
     // Every refused call is in the log, marked failed.
-    assert!(net
-        .calls()
-        .iter()
-        .any(|l| l.tenant == t2 && l.call == Call::DestroyQp(qp) && !l.ok));
+    for call in [Call::DestroyQp(qp), Call::Poll(cq), Call::ReqNotify(cq)] {
+        assert!(
+            net.calls()
+                .iter()
+                .any(|l| l.tenant == t2 && l.call == call && !l.ok),
+            "{call:?}"
+        );
+    }
 }
 
 #[test]

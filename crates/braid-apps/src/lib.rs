@@ -1,15 +1,66 @@
-//! Applications, written against the verbs seam only (they run unchanged over any stack):
-//! flow senders and sinks for traffic patterns, and perftest-like benchmarks
-//! (`write_bw`, `write_lat`, `send_bw`, `read_bw`).
+//! Applications, written against the verbs seam only (they run unchanged over any stack and over
+//! any NIC, simulated or real): flow senders and sinks for traffic patterns, and perftest-like
+//! benchmarks (`write_bw`, `write_lat`, `send_bw`, `read_bw`). What they measure goes to a
+//! [`Meter`], which the simulator implements with its flow log and a real-NIC runner with its own.
 //!
 //! Connection setup happens out of band, as with rdma_cm: each side creates its QPs when it
 //! starts and publishes them on a board (`braid_verbs::rendezvous`); one timer tick later (after
 //! every application has started) both sides connect.
 
-use crate::config::{AppKind, AppSpec};
-use crate::measure::{FlowRecord, SharedLog};
-use braid_verbs::rendezvous::{connect_all, Endpoint, Side, SharedBoard};
+use braid_verbs::rendezvous::{connect_all, Endpoint, SharedBoard, Side};
 use braid_verbs::*;
+
+/// Where applications report what they measure, by flow (a traffic transfer, or one perftest
+/// application's run).
+pub trait Meter {
+    /// The QP that sends a flow's data.
+    fn sending_qp(&mut self, flow: u32, host: u32, qp: QpNum);
+    /// A QP that receives a flow's data (for goodput series and conservation checks).
+    fn receiving_qp(&mut self, flow: u32, host: u32, qp: QpNum);
+    /// Where a flow's bytes land (for data checks).
+    fn landing_at(&mut self, flow: u32, host: u32, addr: u64);
+    /// The measurement starts (connections up).
+    fn started(&mut self, flow: u32, at: u64);
+    /// More bytes of the flow completed.
+    fn progress(&mut self, flow: u32, bytes: u64);
+    /// A round-trip sample, picoseconds.
+    fn latency(&mut self, flow: u32, ps: u64);
+    fn finished(&mut self, flow: u32, at: u64);
+}
+
+/// A meter shared by a run's applications.
+pub type SharedMeter = std::rc::Rc<std::cell::RefCell<dyn Meter>>;
+
+/// perftest's benchmarks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PerfKind {
+    WriteBw,
+    WriteLat,
+    SendBw,
+    ReadBw,
+}
+
+/// A perftest-like benchmark's parameters (perftest's flags: -s, -q, -t, -n, -D, --cq-mod).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PerfSpec {
+    pub kind: PerfKind,
+    /// Bytes per message.
+    pub size: u64,
+    pub qps: u32,
+    /// Outstanding work requests per QP.
+    pub tx_depth: u32,
+    /// Messages per QP (None: until `duration`; neither: 1000).
+    pub iterations: Option<u64>,
+    /// Picoseconds.
+    pub duration: Option<u64>,
+    /// Picoseconds: when to connect and start.
+    pub start: u64,
+    /// A signaled completion every `cq_mod` messages.
+    pub cq_mod: u32,
+}
+
+/// Decides which messages carry the synchronise flag (`SendWr::fence`); None: none.
+pub type SyncDraw = Box<dyn FnMut() -> bool>;
 
 /// The board a run's applications exchange endpoints on.
 pub type Rendezvous = SharedBoard;
@@ -77,7 +128,7 @@ impl SendFlow {
 
 /// Sends each of its flows as one RDMA WRITE on a QP of its own (as HPCC ns-3 does).
 pub struct FlowSender {
-    log: SharedLog,
+    log: SharedMeter,
     rdv: Rendezvous,
     flows: Vec<SendFlow>,
     base: u64,
@@ -89,7 +140,7 @@ pub struct FlowSender {
 
 impl FlowSender {
     pub fn new(
-        log: SharedLog,
+        log: SharedMeter,
         rdv: Rendezvous,
         flows: Vec<SendFlow>,
         base: u64,
@@ -141,7 +192,9 @@ impl App for FlowSender {
                     rkey: mr.rkey,
                 },
             );
-            self.log.borrow_mut().flows[f.flow as usize].src_qp = Some((v.local_host(), f.qp));
+            self.log
+                .borrow_mut()
+                .sending_qp(f.flow, v.local_host(), f.qp);
         }
         v.set_timer(v.now(), CONNECT);
     }
@@ -169,8 +222,8 @@ impl App for FlowSender {
                 let mut log = self.log.borrow_mut();
                 for wc in wcs {
                     let f = &self.flows[wc.wr_id as usize];
-                    log.flows[f.flow as usize].bytes_done = f.size;
-                    log.finish(f.flow, v.now());
+                    log.progress(f.flow, f.size);
+                    log.finished(f.flow, v.now());
                     self.done += 1;
                 }
             }
@@ -185,7 +238,7 @@ impl App for FlowSender {
 
 /// The receiving side of flows: QPs and memory, nothing to post (WRITEs need no RECV).
 pub struct FlowSink {
-    log: SharedLog,
+    log: SharedMeter,
     rdv: Rendezvous,
     /// (flow id, connection id, size)
     flows: Vec<(u32, u32, u64)>,
@@ -193,7 +246,7 @@ pub struct FlowSink {
 }
 
 impl FlowSink {
-    pub fn new(log: SharedLog, rdv: Rendezvous, flows: Vec<(u32, u32, u64)>, base: u64) -> Self {
+    pub fn new(log: SharedMeter, rdv: Rendezvous, flows: Vec<(u32, u32, u64)>, base: u64) -> Self {
         FlowSink {
             log,
             rdv,
@@ -224,8 +277,8 @@ impl App for FlowSink {
                 },
             );
             let mut log = self.log.borrow_mut();
-            log.rx_qp_flow.insert((v.local_host(), qp), flow);
-            log.flows[flow as usize].dst_addr = Some((v.local_host(), self.base + off));
+            log.receiving_qp(flow, v.local_host(), qp);
+            log.landing_at(flow, v.local_host(), self.base + off);
             off += size;
         }
         v.set_timer(v.now(), CONNECT);
@@ -250,10 +303,10 @@ impl App for FlowSink {
 
 /// The client side of a perftest-like benchmark: posts the work and measures.
 pub struct PerfClient {
-    spec: AppSpec,
+    spec: PerfSpec,
     flow: u32,
     conn0: u32,
-    log: SharedLog,
+    log: SharedMeter,
     rdv: Rendezvous,
     base: u64,
     cq: CqId,
@@ -266,23 +319,20 @@ pub struct PerfClient {
     deadline: Option<u64>,
     lat_sent: Vec<u64>,
     done: bool,
-    /// Which messages carry the synchronise flag (`sync_ratio`), drawn from the run's seed.
-    sync_rng: braid_engine::RngStream,
+    /// Which messages carry the synchronise flag (MP-RDMA §5.2.5).
+    sync: Option<SyncDraw>,
 }
 
 impl PerfClient {
-    /// `seed` and `app` (the application's index in the scenario) seed the choice of
-    /// synchronise messages.
-    #[allow(clippy::too_many_arguments)]
+    /// `sync` draws, per message, whether it carries the synchronise flag.
     pub fn new(
-        spec: AppSpec,
+        spec: PerfSpec,
         flow: u32,
         conn0: u32,
-        log: SharedLog,
+        log: SharedMeter,
         rdv: Rendezvous,
         base: u64,
-        seed: u64,
-        app: u64,
+        sync: Option<SyncDraw>,
     ) -> Self {
         let target = match (spec.iterations, spec.duration) {
             (Some(n), _) => n,
@@ -306,27 +356,27 @@ impl PerfClient {
             deadline: None,
             lat_sent: vec![],
             done: false,
-            sync_rng: braid_engine::RngStream::new(seed, "app-sync", &[app]),
+            sync,
         }
     }
 
     fn size(&self) -> u64 {
-        self.spec.size.0
+        self.spec.size
     }
 
     fn post_one(&mut self, v: &mut dyn Verbs, i: usize) {
         let op = match self.spec.kind {
-            AppKind::WriteBw => SendOp::Write,
-            AppKind::ReadBw => SendOp::Read,
-            AppKind::SendBw => SendOp::Send,
-            AppKind::WriteLat => SendOp::WriteWithImm(self.posted[i] as u32),
+            PerfKind::WriteBw => SendOp::Write,
+            PerfKind::ReadBw => SendOp::Read,
+            PerfKind::SendBw => SendOp::Send,
+            PerfKind::WriteLat => SendOp::WriteWithImm(self.posted[i] as u32),
         };
         let addr = self.base + i as u64 * self.size().max(1);
         let mut wr = SendWr::new(i as u64, op, sges(addr, self.size(), self.lkey));
         wr.remote_addr = self.remote[i].addr;
         wr.rkey = self.remote[i].rkey;
         // A fraction of the stream is flagged synchronise (MP-RDMA §5.2.5).
-        wr.fence = self.spec.sync_ratio > 0.0 && self.sync_rng.bernoulli(self.spec.sync_ratio);
+        wr.fence = self.sync.as_mut().is_some_and(|d| d());
         // perftest --cq-mod: only every n-th WR asks for a completion.
         wr.signaled = (self.posted[i] + 1) % self.spec.cq_mod as u64 == 0
             || self.posted[i] + 1 == self.target;
@@ -344,7 +394,7 @@ impl PerfClient {
             .all(|i| self.completed[i] >= self.posted[i] && !self.may_post(i, now));
         if all_in && !self.done {
             self.done = true;
-            self.log.borrow_mut().finish(self.flow, now);
+            self.log.borrow_mut().finished(self.flow, now);
         }
     }
 }
@@ -362,7 +412,9 @@ impl App for PerfClient {
             let qp = v.create_qp(&QpInit::rc(self.cq)).expect("create QP");
             self.qps.push(qp);
             if i == 0 {
-                self.log.borrow_mut().flows[self.flow as usize].src_qp = Some((v.local_host(), qp));
+                self.log
+                    .borrow_mut()
+                    .sending_qp(self.flow, v.local_host(), qp);
             }
             self.rdv.borrow_mut().publish(
                 (self.conn0 + i as u32) as u64,
@@ -374,17 +426,16 @@ impl App for PerfClient {
                     rkey: mr.rkey,
                 },
             );
-            if self.spec.kind == AppKind::ReadBw {
+            if self.spec.kind == PerfKind::ReadBw {
                 self.log
                     .borrow_mut()
-                    .rx_qp_flow
-                    .insert((v.local_host(), qp), self.flow);
+                    .receiving_qp(self.flow, v.local_host(), qp);
             }
         }
         self.posted = vec![0; n];
         self.completed = vec![0; n];
         self.lat_sent = vec![0; n];
-        v.set_timer(v.now().max(self.spec.start.0), CONNECT);
+        v.set_timer(v.now().max(self.spec.start), CONNECT);
     }
 
     fn on_event(&mut self, v: &mut dyn Verbs, ev: Event) {
@@ -393,13 +444,13 @@ impl App for PerfClient {
             Event::Timer(CONNECT) => {
                 self.remote = connect_all(v, &self.rdv, self.conn0 as u64, Side::Client, &self.qps)
                     .expect("connect");
-                self.log.borrow_mut().flows[self.flow as usize].start_ps = now;
-                self.deadline = self.spec.duration.map(|d| now + d.0);
+                self.log.borrow_mut().started(self.flow, now);
+                self.deadline = self.spec.duration.map(|d| now + d);
                 if let Some(d) = self.deadline {
                     v.set_timer(d, CONNECT - 1);
                 }
                 for i in 0..self.qps.len() {
-                    if self.spec.kind == AppKind::WriteLat {
+                    if self.spec.kind == PerfKind::WriteLat {
                         let len = self.size();
                         let _ = v.post_recv(
                             self.qps[i],
@@ -429,14 +480,13 @@ impl App for PerfClient {
                 for wc in wcs {
                     let i = wc.wr_id as usize % self.qps.len().max(1);
                     match (self.spec.kind, wc.opcode) {
-                        (AppKind::WriteLat, WcOpcode::RecvWithImm) => {
+                        (PerfKind::WriteLat, WcOpcode::RecvWithImm) => {
                             // Pong arrived: one round trip.
                             self.completed[i] += 1;
                             {
                                 let mut log = self.log.borrow_mut();
-                                let f = &mut log.flows[self.flow as usize];
-                                f.latencies.push(now - self.lat_sent[i]);
-                                f.bytes_done += self.size();
+                                log.latency(self.flow, now - self.lat_sent[i]);
+                                log.progress(self.flow, self.size());
                             }
                             if self.may_post(i, now) {
                                 let len = self.size();
@@ -451,15 +501,14 @@ impl App for PerfClient {
                                 self.post_one(v, i);
                             }
                         }
-                        (AppKind::WriteLat, _) => {}
+                        (PerfKind::WriteLat, _) => {}
                         _ => {
                             // A signaled completion stands for cq_mod WRs (or the remainder).
                             let n = (self.posted[i] - self.completed[i])
                                 .min(self.spec.cq_mod as u64)
                                 .max(1);
                             self.completed[i] += n;
-                            self.log.borrow_mut().flows[self.flow as usize].bytes_done +=
-                                n * self.size();
+                            self.log.borrow_mut().progress(self.flow, n * self.size());
                             for _ in 0..n {
                                 if self.may_post(i, now) {
                                     self.post_one(v, i);
@@ -480,10 +529,10 @@ impl App for PerfClient {
 
 /// The server side: memory to WRITE into / READ from, RECVs for SEND, the pong of write_lat.
 pub struct PerfServer {
-    spec: AppSpec,
+    spec: PerfSpec,
     flow: u32,
     conn0: u32,
-    log: SharedLog,
+    log: SharedMeter,
     rdv: Rendezvous,
     base: u64,
     lkey: u32,
@@ -494,10 +543,10 @@ pub struct PerfServer {
 
 impl PerfServer {
     pub fn new(
-        spec: AppSpec,
+        spec: PerfSpec,
         flow: u32,
         conn0: u32,
-        log: SharedLog,
+        log: SharedMeter,
         rdv: Rendezvous,
         base: u64,
     ) -> Self {
@@ -516,7 +565,7 @@ impl PerfServer {
     }
 
     fn post_recvs(&mut self, v: &mut dyn Verbs, i: usize, n: u32) {
-        let len = self.spec.size.0;
+        let len = self.spec.size;
         for _ in 0..n {
             let addr = self.base + i as u64 * len.max(1);
             let _ = v.post_recv(
@@ -533,7 +582,7 @@ impl PerfServer {
 impl App for PerfServer {
     fn start(&mut self, v: &mut dyn Verbs) {
         let n = self.spec.qps as usize;
-        let size = self.spec.size.0.max(1);
+        let size = self.spec.size.max(1);
         let cq = v.create_cq(1 << 16).expect("create CQ");
         v.req_notify_cq(cq).expect("arm CQ");
         let mr = v
@@ -553,14 +602,13 @@ impl App for PerfServer {
                     rkey: mr.rkey,
                 },
             );
-            if self.spec.kind != AppKind::ReadBw {
+            if self.spec.kind != PerfKind::ReadBw {
                 self.log
                     .borrow_mut()
-                    .rx_qp_flow
-                    .insert((v.local_host(), qp), self.flow);
+                    .receiving_qp(self.flow, v.local_host(), qp);
             }
         }
-        v.set_timer(v.now().max(self.spec.start.0), CONNECT);
+        v.set_timer(v.now().max(self.spec.start), CONNECT);
     }
 
     fn on_event(&mut self, v: &mut dyn Verbs, ev: Event) {
@@ -570,8 +618,8 @@ impl App for PerfServer {
                     .expect("connect");
                 for i in 0..self.qps.len() {
                     let depth = match self.spec.kind {
-                        AppKind::SendBw => (self.spec.tx_depth * 2).max(64),
-                        AppKind::WriteLat => 1,
+                        PerfKind::SendBw => (self.spec.tx_depth * 2).max(64),
+                        PerfKind::WriteLat => 1,
                         _ => 0,
                     };
                     self.post_recvs(v, i, depth);
@@ -586,10 +634,10 @@ impl App for PerfServer {
                     match wc.opcode {
                         WcOpcode::Recv | WcOpcode::RecvWithImm => {
                             self.post_recvs(v, i, 1);
-                            if self.spec.kind == AppKind::WriteLat {
+                            if self.spec.kind == PerfKind::WriteLat {
                                 // Pong.
                                 self.seq += 1;
-                                let len = self.spec.size.0;
+                                let len = self.spec.size;
                                 let addr = self.base + i as u64 * len.max(1);
                                 let mut wr = SendWr::new(
                                     i as u64,
@@ -607,7 +655,6 @@ impl App for PerfServer {
                 }
             }
         }
-        let _ = &self.log;
     }
 
     fn is_done(&self) -> bool {
@@ -615,29 +662,87 @@ impl App for PerfServer {
     }
 }
 
-/// The flow record a perftest application starts with.
-pub fn perf_record(spec: &AppSpec, src: u32, dst: u32) -> FlowRecord {
-    let kind = match spec.kind {
-        AppKind::WriteBw => "write_bw",
-        AppKind::WriteLat => "write_lat",
-        AppKind::SendBw => "send_bw",
-        AppKind::ReadBw => "read_bw",
-    };
-    FlowRecord {
-        id: 0,
-        kind,
-        src,
-        dst,
-        size: spec
-            .iterations
-            .map(|n| n * spec.size.0 * spec.qps as u64)
-            .unwrap_or(0),
-        start_ps: spec.start.0,
-        finish_ps: None,
-        src_qp: None,
-        dst_addr: None,
-        bytes_done: 0,
-        latencies: vec![],
-        msg_bytes: spec.size.0,
+#[cfg(test)]
+mod tests {
+    //! The applications run unchanged over another verbs backend: the in-process fake NIC.
+    use super::*;
+    use braid_verbs::testing::FakeNet;
+    use std::cell::RefCell;
+    use std::rc::Rc;
+
+    #[derive(Default)]
+    struct Log {
+        bytes: u64,
+        lat: Vec<u64>,
+        finished: Option<u64>,
+        started: Option<u64>,
+    }
+    impl Meter for Log {
+        fn sending_qp(&mut self, _: u32, _: u32, _: QpNum) {}
+        fn receiving_qp(&mut self, _: u32, _: u32, _: QpNum) {}
+        fn landing_at(&mut self, _: u32, _: u32, _: u64) {}
+        fn started(&mut self, _: u32, at: u64) {
+            self.started = Some(at);
+        }
+        fn progress(&mut self, _: u32, b: u64) {
+            self.bytes += b;
+        }
+        fn latency(&mut self, _: u32, ps: u64) {
+            self.lat.push(ps);
+        }
+        fn finished(&mut self, _: u32, at: u64) {
+            self.finished = Some(at);
+        }
+    }
+
+    fn run(kind: PerfKind, size: u64, iterations: u64) -> Log {
+        let log = Rc::new(RefCell::new(Log::default()));
+        let meter: SharedMeter = log.clone();
+        let rdv = braid_verbs::rendezvous::board();
+        let spec = PerfSpec {
+            kind,
+            size,
+            qps: 2,
+            tx_depth: 4,
+            iterations: Some(iterations),
+            duration: None,
+            start: 0,
+            cq_mod: 1,
+        };
+        let mut net = FakeNet::new(2);
+        let h = net.hosts();
+        net.add_tenant(
+            h[1],
+            Box::new(PerfServer::new(
+                spec.clone(),
+                0,
+                0,
+                meter.clone(),
+                rdv.clone(),
+                1 << 40,
+            )),
+            vec![],
+        );
+        net.add_tenant(
+            h[0],
+            Box::new(PerfClient::new(spec, 0, 0, meter, rdv, 1 << 40, None)),
+            vec![],
+        );
+        net.run();
+        let out = std::mem::take(&mut *log.borrow_mut());
+        out
+    }
+
+    #[test]
+    fn perftest_apps_run_on_the_fake_nic() {
+        for kind in [PerfKind::WriteBw, PerfKind::SendBw, PerfKind::ReadBw] {
+            let l = run(kind, 4096, 50);
+            assert_eq!(l.bytes, 2 * 50 * 4096, "{kind:?}");
+            assert!(l.finished.is_some() && l.started.is_some(), "{kind:?}");
+        }
+        let l = run(PerfKind::WriteLat, 16, 20);
+        assert_eq!(l.lat.len(), 2 * 20);
+        // Two one-way latencies of the fake (2 µs each) per round trip, at least.
+        assert!(l.lat.iter().all(|&x| x >= 4_000_000), "{:?}", &l.lat[..4]);
     }
 }

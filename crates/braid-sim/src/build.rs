@@ -1,0 +1,596 @@
+//! Building a run from a validated scenario, as a short pipeline of named steps:
+//!
+//! 1. [`network`]: the topology becomes a world (hosts, switches, links), with sampled queues,
+//!    per-port ECN, static routes and scheduled link events, all resolved against node names;
+//! 2. [`Tenants`]: every tenant — each `[[traffic]]` table's sender and sink on each host it
+//!    uses, each `[[apps]]` entry's client and server — gets its application, its transport and
+//!    its verbs stack built from its middleware configs (one [`HostCtx`] per host, so a host's
+//!    tenants share their mechanisms' agent);
+//! 3. [`Tenants::finish`]: host agents go into slot 0 of their host; starts are scheduled.
+//!
+//! (Step 0, `Scenario::validate`, runs when the scenario is parsed.)
+
+use crate::api::ScenarioError;
+use crate::apps::{
+    FlowSender, FlowSink, PerfClient, PerfServer, Rendezvous, SendFlow, SharedMeter, SyncDraw,
+};
+use crate::config::{TransportConfig, TransportOverride};
+use crate::measure::{perf_record, FlowLog, FlowRecord, Measure, SharedLog};
+use crate::nic::NicParams;
+use crate::scenario::Scenario;
+use crate::world::{AppSlot, Ev, Role, World};
+use braid_engine::EventQueue;
+use braid_middleware::MiddlewareEntry;
+use braid_topo::topology::Graph;
+use braid_verbs::{App, HostCtx, Middleware};
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+use std::rc::Rc;
+
+pub(crate) fn err(path: impl Into<String>, message: impl Into<String>) -> ScenarioError {
+    ScenarioError {
+        path: path.into(),
+        message: message.into(),
+    }
+}
+
+/// Joins a table's key path with a path relative to it.
+pub(crate) fn join(prefix: &str, rel: &str) -> String {
+    if rel.is_empty() {
+        prefix.to_string()
+    } else if rel.starts_with('[') {
+        format!("{prefix}{rel}")
+    } else {
+        format!("{prefix}.{rel}")
+    }
+}
+
+/// The network a scenario describes, resolved: the world, the graph it was built from (traffic
+/// generators walk it) and the event queue with the link events in it.
+pub(crate) struct Network {
+    pub world: World,
+    pub graph: Graph,
+    pub queue: EventQueue<Ev>,
+}
+
+/// Step 1: topology, world, sampled queues, ECN by port, static routes, link events.
+pub(crate) fn network(sc: &Scenario, base_dir: &Path, seed: u64) -> Result<Network, ScenarioError> {
+    let graph = sc
+        .topology
+        .build(base_dir)
+        .map_err(|e| err(join("topology", &e.path), e.message))?;
+    let params = NicParams::new(sc.nic.clone(), sc.transport.clone());
+    let measure = Measure::new(sc.measure.interval.0, sc.measure.messages);
+    let mut world = World::new(&graph, params, sc.switch.clone(), measure, seed)
+        .map_err(|m| err("topology", m))?;
+    world.cpu_cost = sc.host.cpu.cost();
+    world.cpu_delay = sc.host.cpu.delay;
+    let n_hosts = world.hosts.len() as u32;
+    if n_hosts == 0 {
+        return Err(err("topology", "the topology has no hosts"));
+    }
+    for h in sc.transport.per_host.keys() {
+        if h.parse::<u32>().map_or(true, |h| h >= n_hosts) {
+            return Err(err(
+                format!("transport.per_host.{h}"),
+                format!("host {h} does not exist (the topology has {n_hosts} hosts)"),
+            ));
+        }
+    }
+    let names: HashMap<String, u32> = world
+        .nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (n.name.clone(), i as u32))
+        .collect();
+    sampled_queues(&mut world, sc, &names)?;
+    apply_ecn_by_port(&mut world, &sc.switch.ecn.by_port, &names)?;
+    world
+        .install_routes(&sc.routes, &names)
+        .map_err(|(p, m)| err(p, m))?;
+    let mut queue = EventQueue::new();
+    world
+        .schedule_link_events(&sc.link_events, &mut queue, &names)
+        .map_err(|m| {
+            let (p, msg) = m.split_once(": ").unwrap_or(("link_events", &m));
+            err(p, msg.to_string())
+        })?;
+    Ok(Network {
+        world,
+        graph,
+        queue,
+    })
+}
+
+/// `measure.queues`: the ports whose queue lengths are sampled.
+fn sampled_queues(
+    world: &mut World,
+    sc: &Scenario,
+    names: &HashMap<String, u32>,
+) -> Result<(), ScenarioError> {
+    for (i, spec) in sc.measure.queues.iter().enumerate() {
+        let path = format!("measure.queues[{i}]");
+        if spec == "all-fabric" {
+            for (ni, node) in world.nodes.iter().enumerate() {
+                if let Role::Switch(_) = node.role {
+                    for (pi, p) in node.ports.iter().enumerate() {
+                        if matches!(world.nodes[p.peer_node as usize].role, Role::Switch(_)) {
+                            world.measure.queue_ports.push((ni as u32, pi as u16));
+                            world
+                                .measure
+                                .queue_names
+                                .push(format!("{}:{}", node.name, pi));
+                        }
+                    }
+                }
+            }
+            continue;
+        }
+        let (node, port) = spec.rsplit_once(':').ok_or_else(|| {
+            err(
+                &path,
+                "expected \"node:port\" (e.g. \"tor0:5\") or \"all-fabric\"",
+            )
+        })?;
+        let ni = names.get(node).copied().or_else(|| {
+            node.parse::<u32>()
+                .ok()
+                .filter(|&x| (x as usize) < world.nodes.len())
+        });
+        let ni = ni.ok_or_else(|| err(&path, format!("no node named {node:?}")))?;
+        let pi: u16 = port
+            .parse()
+            .map_err(|_| err(&path, "the port must be a number"))?;
+        if pi as usize >= world.nodes[ni as usize].ports.len() {
+            return Err(err(
+                &path,
+                format!("{node} has {} ports", world.nodes[ni as usize].ports.len()),
+            ));
+        }
+        world.measure.queue_ports.push((ni, pi));
+        world.measure.queue_names.push(spec.clone());
+    }
+    Ok(())
+}
+
+/// Builds tenants' verbs stacks from their middleware entries, host by host: each mechanism's
+/// config is its factory, and one [`HostCtx`] per host lets the tenants of a host share their
+/// mechanisms' host agent. [`StackBuilder::finish`] installs the agents in slot 0.
+struct StackBuilder {
+    hosts: BTreeMap<u32, HostCtx>,
+    /// The run's rendezvous board, which host agents share with the applications.
+    board: Rendezvous,
+}
+
+impl StackBuilder {
+    /// The stack of tenant `tenant` on host `h`; `path` names the entries in errors.
+    fn build(
+        &mut self,
+        world: &World,
+        h: u32,
+        tenant: u32,
+        entries: &[MiddlewareEntry],
+        path: &str,
+    ) -> Result<Vec<Box<dyn Middleware>>, ScenarioError> {
+        let board = &self.board;
+        let ctx = self.hosts.entry(h).or_insert_with(|| {
+            HostCtx::new(h, world.hosts[h as usize].caps.clone()).with_board(board.clone())
+        });
+        entries
+            .iter()
+            .enumerate()
+            .map(|(j, e)| {
+                e.0.factory().build(ctx, tenant).map_err(|b| {
+                    err(
+                        join(&format!("{path}[{j}]"), &b.key),
+                        format!("{} (on host {h})", b.message),
+                    )
+                })
+            })
+            .collect()
+    }
+
+    /// Puts each host's agent layers into its agent slot and starts it first.
+    fn finish(self, world: &mut World, queue: &mut EventQueue<Ev>) {
+        for (h, mut ctx) in self.hosts {
+            let agents = ctx.take_agents();
+            if !agents.is_empty() {
+                world.hosts[h as usize].apps[0].stack = agents;
+                queue.schedule(0, Ev::AppStart { host: h, app: 0 });
+            }
+        }
+    }
+}
+
+/// The distinct transports of a run's tenants; index 0 is `[transport]` itself.
+struct Transports {
+    list: Vec<TransportConfig>,
+    /// NIC parameters with each transport (None for index 0: the world's own).
+    params: Vec<Option<Rc<NicParams>>>,
+    nic: crate::config::NicConfig,
+}
+
+impl Transports {
+    fn new(sc: &Scenario) -> Self {
+        Transports {
+            list: vec![sc.transport.overridden(None).expect("no override")],
+            params: vec![None],
+            nic: sc.nic.clone(),
+        }
+    }
+
+    /// The number of the transport a connection initiated by `src` runs for a tenant with
+    /// override `own` (named `path` in errors).
+    fn index(
+        &mut self,
+        sc: &Scenario,
+        src: Option<u32>,
+        own: Option<&TransportOverride>,
+        path: &str,
+    ) -> Result<usize, ScenarioError> {
+        let t = sc.transport_for(src, own, path)?;
+        if let Some(i) = self.list.iter().position(|x| *x == t) {
+            return Ok(i);
+        }
+        self.params
+            .push(Some(Rc::new(NicParams::new(self.nic.clone(), t.clone()))));
+        self.list.push(t);
+        Ok(self.list.len() - 1)
+    }
+
+    fn params(&self, i: usize) -> Option<Rc<NicParams>> {
+        self.params[i].clone()
+    }
+}
+
+/// Step 2: the run's tenants. Every connection runs the transport of its tenant (`[[traffic]]`
+/// or `[[apps]]` entry) resolved over its initiating host's; distinct ones are numbered, 0 =
+/// `[transport]` itself; a tenant's applications carry theirs to the NIC, which builds its QPs
+/// with it (apps see verbs only).
+pub(crate) struct Tenants<'s> {
+    sc: &'s Scenario,
+    seed: u64,
+    pub log: SharedLog,
+    /// The applications see the log only as the seam-level meter they report to.
+    meter: SharedMeter,
+    rdv: Rendezvous,
+    transports: Transports,
+    stacks: StackBuilder,
+    /// (host, tenant) in the order they were added: the order they start in.
+    starts: Vec<(u32, u32)>,
+    /// Connection ids (rendezvous keys) handed out so far.
+    conn: u32,
+    /// Applications so far (each gets its own 2^40-byte address range).
+    app_no: u64,
+}
+
+/// What a tenant's slot is made of.
+struct TenantSpec<'a> {
+    host: u32,
+    app: Box<dyn App>,
+    /// Its own middleware entries and their key path (else its host's, else the default).
+    own: Option<(&'a Vec<MiddlewareEntry>, String)>,
+    label: String,
+    flow: Option<u32>,
+    transport: usize,
+}
+
+impl<'s> Tenants<'s> {
+    pub fn new(sc: &'s Scenario, seed: u64) -> Self {
+        let log: SharedLog = Rc::new(RefCell::new(FlowLog::default()));
+        let rdv = braid_verbs::rendezvous::board();
+        Tenants {
+            sc,
+            seed,
+            meter: log.clone(),
+            log,
+            rdv: rdv.clone(),
+            transports: Transports::new(sc),
+            stacks: StackBuilder {
+                hosts: BTreeMap::new(),
+                board: rdv,
+            },
+            starts: Vec::new(),
+            conn: 0,
+            app_no: 0,
+        }
+    }
+
+    fn next_base(&mut self) -> u64 {
+        self.app_no += 1;
+        self.app_no << 40
+    }
+
+    /// Adds one tenant to its host, with its stack.
+    fn add(&mut self, world: &mut World, t: TenantSpec<'_>) -> Result<(), ScenarioError> {
+        let h = t.host;
+        let idx = world.hosts[h as usize].apps.len() as u32;
+        let key = h.to_string();
+        let (entries, path) = match (t.own, self.sc.middleware.per_host.get(&key)) {
+            (Some((m, p)), _) => (m, p),
+            (None, Some(m)) => (m, format!("middleware.per_host.{key}")),
+            (None, None) => (
+                &self.sc.middleware.default,
+                "middleware.default".to_string(),
+            ),
+        };
+        let stack = self.stacks.build(world, h, idx, entries, &path)?;
+        let mut slot = AppSlot::new(t.app, stack, t.label);
+        slot.params = self.transports.params(t.transport);
+        slot.flow = t.flow;
+        world.hosts[h as usize].apps.push(slot);
+        self.starts.push((h, idx));
+        Ok(())
+    }
+
+    /// `[[traffic]]`: one flow per transfer; per table, a sender tenant on each source host and a
+    /// sink tenant on each destination host (per transport, when hosts' transports differ).
+    pub fn traffic(
+        &mut self,
+        world: &mut World,
+        graph: &Graph,
+        base_dir: &Path,
+    ) -> Result<(), ScenarioError> {
+        let sc = self.sc;
+        let n_hosts = world.hosts.len() as u32;
+        let mut senders: BTreeMap<(u32, usize, usize), Vec<SendFlow>> = BTreeMap::new();
+        // Per (destination host, traffic table, transport): (flow id, connection id, size).
+        type Sinks = BTreeMap<(u32, usize, usize), Vec<(u32, u32, u64)>>;
+        let mut sinks: Sinks = BTreeMap::new();
+        for (i, t) in sc.traffic.iter().enumerate() {
+            let flows = t
+                .spec
+                .generate_on(graph, self.seed, i as u64, base_dir)
+                .map_err(|e| err(join(&format!("traffic[{i}]"), &e.path), e.message))?;
+            // Transport by source host, resolved once per (table, host).
+            let mut by_src: HashMap<u32, usize> = HashMap::new();
+            for f in flows {
+                if f.src >= n_hosts || f.dst >= n_hosts {
+                    return Err(err(
+                        format!("traffic[{i}]"),
+                        format!(
+                            "flow {} -> {} names a host beyond the topology's {n_hosts}",
+                            f.src, f.dst
+                        ),
+                    ));
+                }
+                if f.priority >= sc.switch.priorities {
+                    return Err(err(
+                        format!("traffic[{i}].priority"),
+                        format!(
+                            "priority {} does not exist (switch.priorities = {})",
+                            f.priority, sc.switch.priorities
+                        ),
+                    ));
+                }
+                if f.src == f.dst {
+                    return Err(err(
+                        format!("traffic[{i}]"),
+                        format!("flow from host {} to itself", f.src),
+                    ));
+                }
+                let id = self.log.borrow_mut().add(FlowRecord {
+                    id: 0,
+                    kind: "flow",
+                    src: f.src,
+                    dst: f.dst,
+                    size: f.size,
+                    start_ps: f.start_ps,
+                    finish_ps: None,
+                    src_qp: None,
+                    dst_addr: None,
+                    bytes_done: 0,
+                    latencies: vec![],
+                    msg_bytes: 0,
+                });
+                let tr = match by_src.get(&f.src) {
+                    Some(&x) => x,
+                    None => {
+                        let x = self.transports.index(
+                            sc,
+                            Some(f.src),
+                            t.transport.as_ref(),
+                            &format!("traffic[{i}].transport"),
+                        )?;
+                        by_src.insert(f.src, x);
+                        x
+                    }
+                };
+                let conn = self.conn;
+                self.conn += 1;
+                senders
+                    .entry((f.src, i, tr))
+                    .or_default()
+                    .push(SendFlow::new(id, conn, f.size, f.start_ps, f.priority));
+                sinks
+                    .entry((f.dst, i, tr))
+                    .or_default()
+                    .push((id, conn, f.size));
+            }
+        }
+        let own = |table: usize| {
+            sc.traffic[table]
+                .middleware
+                .as_ref()
+                .map(|m| (m, format!("traffic[{table}].middleware")))
+        };
+        for ((h, table, tr), flows) in sinks {
+            let base = self.next_base();
+            let app = FlowSink::new(self.meter.clone(), self.rdv.clone(), flows, base);
+            self.add(
+                world,
+                TenantSpec {
+                    host: h,
+                    app: Box::new(app),
+                    own: own(table),
+                    label: format!("traffic[{table}].sink"),
+                    flow: None,
+                    transport: tr,
+                },
+            )?;
+        }
+        for ((h, table, tr), flows) in senders {
+            let base = self.next_base();
+            let app = FlowSender::new(
+                self.meter.clone(),
+                self.rdv.clone(),
+                flows,
+                base,
+                sc.nic.data_check,
+            );
+            self.add(
+                world,
+                TenantSpec {
+                    host: h,
+                    app: Box::new(app),
+                    own: own(table),
+                    label: format!("traffic[{table}].sender"),
+                    flow: None,
+                    transport: tr,
+                },
+            )?;
+        }
+        Ok(())
+    }
+
+    /// `[[apps]]`: a server tenant on `dst` and a client tenant on `src`, sharing one flow record.
+    pub fn apps(&mut self, world: &mut World) -> Result<(), ScenarioError> {
+        let sc = self.sc;
+        let n_hosts = world.hosts.len() as u32;
+        for (i, a) in sc.apps.iter().enumerate() {
+            if !a.enabled {
+                continue;
+            }
+            for (k, v) in [("src", a.src), ("dst", a.dst)] {
+                if v >= n_hosts {
+                    return Err(err(
+                        format!("apps[{i}].{k}"),
+                        format!("host {v} does not exist (the topology has {n_hosts} hosts)"),
+                    ));
+                }
+            }
+            let flow = self.log.borrow_mut().add(perf_record(a, a.src, a.dst));
+            let c0 = self.conn;
+            self.conn += a.qps;
+            let tr = self.transports.index(
+                sc,
+                Some(a.src),
+                a.transport.as_ref(),
+                &format!("apps[{i}].transport"),
+            )?;
+            let own = || {
+                a.middleware
+                    .as_ref()
+                    .map(|m| (m, format!("apps[{i}].middleware")))
+            };
+            let base = self.next_base();
+            let server = PerfServer::new(
+                a.perf_spec(),
+                flow,
+                c0,
+                self.meter.clone(),
+                self.rdv.clone(),
+                base,
+            );
+            self.add(
+                world,
+                TenantSpec {
+                    host: a.dst,
+                    app: Box::new(server),
+                    own: own(),
+                    label: format!("apps[{i}].server"),
+                    flow: Some(flow),
+                    transport: tr,
+                },
+            )?;
+            // Which messages are flagged synchronise: drawn from the run's seed.
+            let sync = (a.sync_ratio > 0.0).then(|| {
+                let mut rng = braid_engine::RngStream::new(self.seed, "app-sync", &[i as u64]);
+                let p = a.sync_ratio;
+                Box::new(move || rng.bernoulli(p)) as SyncDraw
+            });
+            let base = self.next_base();
+            let client = PerfClient::new(
+                a.perf_spec(),
+                flow,
+                c0,
+                self.meter.clone(),
+                self.rdv.clone(),
+                base,
+                sync,
+            );
+            self.add(
+                world,
+                TenantSpec {
+                    host: a.src,
+                    app: Box::new(client),
+                    own: own(),
+                    label: format!("apps[{i}].client"),
+                    flow: Some(flow),
+                    transport: tr,
+                },
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Step 3: the host agents start first, then the tenants in the order they were added.
+    pub fn finish(self, world: &mut World, queue: &mut EventQueue<Ev>) -> SharedLog {
+        self.stacks.finish(world, queue);
+        for (h, idx) in self.starts {
+            queue.schedule(0, Ev::AppStart { host: h, app: idx });
+        }
+        self.log
+    }
+}
+
+/// `switch.ecn.by_port`: gives the egress ports of `node` towards `peer` their own RED curve.
+/// Both must be nodes of the topology, `node` a switch (only switches mark) and `peer` its
+/// neighbour.
+fn apply_ecn_by_port(
+    world: &mut World,
+    by_port: &[crate::config::EcnByPort],
+    names: &HashMap<String, u32>,
+) -> Result<(), ScenarioError> {
+    let n_nodes = world.nodes.len();
+    let resolve = |path: String, name: &str| -> Result<u32, ScenarioError> {
+        names
+            .get(name)
+            .copied()
+            .or_else(|| name.parse::<u32>().ok().filter(|&x| (x as usize) < n_nodes))
+            .ok_or_else(|| err(path, format!("no node named {name:?}")))
+    };
+    for (i, c) in by_port.iter().enumerate() {
+        let p = format!("switch.ecn.by_port[{i}]");
+        let node = resolve(format!("{p}.node"), &c.node)?;
+        let peer = resolve(format!("{p}.peer"), &c.peer)?;
+        if !matches!(world.nodes[node as usize].role, Role::Switch(_)) {
+            return Err(err(
+                format!("{p}.node"),
+                format!("{} is a host; ECN is marked at switch egress ports", c.node),
+            ));
+        }
+        let curve = crate::config::EcnCurve {
+            kmin: c.kmin,
+            kmax: c.kmax,
+            pmax: c.pmax,
+        };
+        let mut found = false;
+        for port in world.nodes[node as usize]
+            .ports
+            .iter_mut()
+            .filter(|pt| pt.peer_node == peer)
+        {
+            port.ecn = curve;
+            found = true;
+        }
+        if !found {
+            return Err(err(
+                format!("{p}.peer"),
+                format!("{} has no link to {}", c.node, c.peer),
+            ));
+        }
+    }
+    Ok(())
+}
