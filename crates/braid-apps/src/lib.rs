@@ -409,7 +409,12 @@ impl App for PerfClient {
             .expect("register memory");
         self.lkey = mr.lkey;
         for i in 0..n {
-            let qp = v.create_qp(&QpInit::rc(self.cq)).expect("create QP");
+            let qp = v
+                .create_qp(&QpInit {
+                    priority: self.spec.priority,
+                    ..QpInit::rc(self.cq)
+                })
+                .expect("create QP");
             self.qps.push(qp);
             if i == 0 {
                 self.log
@@ -590,7 +595,12 @@ impl App for PerfServer {
             .expect("register memory");
         self.lkey = mr.lkey;
         for i in 0..n {
-            let qp = v.create_qp(&QpInit::rc(cq)).expect("create QP");
+            let qp = v
+                .create_qp(&QpInit {
+                    priority: self.spec.priority,
+                    ..QpInit::rc(cq)
+                })
+                .expect("create QP");
             self.qps.push(qp);
             self.rdv.borrow_mut().publish(
                 (self.conn0 + i as u32) as u64,

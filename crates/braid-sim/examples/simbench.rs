@@ -75,7 +75,22 @@ fn main() {
             );
             println!("{line}");
             if std::env::var_os("SIMBENCH_COUNTERS").is_some() {
-                println!("  counters: {:?}", r.counters);
+                for k in ["drops", "pfc_pauses", "timeouts", "cnps", "ecn_marks", "retransmissions"] {
+                    print!(" {k}={}", r.counters.get(k).copied().unwrap_or(0));
+                }
+                println!();
+            }
+            if std::env::var_os("SIMBENCH_FLOWS").is_some() {
+                for f in sim.flows() {
+                    let mut l = f.latencies.clone();
+                    l.sort();
+                    let q = |x: f64| l.get(((l.len() as f64 - 1.0) * x) as usize).copied().unwrap_or(0);
+                    println!(
+                        "  flow {} {} {}->{} bytes {} start {} finish {:?} lat n={} p50={} p99={} max={}",
+                        f.id, f.kind, f.src, f.dst, f.bytes_done, f.start_ps, f.finish_ps,
+                        l.len(), q(0.5), q(0.99), q(1.0)
+                    );
+                }
             }
         }
         if repeat > 1 {

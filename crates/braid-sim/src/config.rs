@@ -228,10 +228,13 @@ pub struct NicConfig {
     /// ETS weights, class 0 first (e.g. `[16, 1]`); classes not listed weigh 1. A class's DWRR
     /// quantum is its weight over the smallest weight, times one full frame (MTU + headers).
     pub ets_weights: Vec<f64>,
-    /// DMA read-ahead: the bytes of a QP's data the NIC fetches from host memory for one
-    /// arbitration turn. A QP the arbiter serves keeps the wire, packet after packet, while it has
-    /// a packet ready and its turn has sent fewer bytes than this (a higher class preempts it under
-    /// `sp`). 0 (the default) = one packet per turn: round robin at MTU granularity.
+    /// Transmit read-ahead per arbitration turn: the NIC fetches (DMA-reads) a served QP's next
+    /// packets into `tx_prefetch / mtu` MTU-sized buffers, and that QP keeps the wire while it has
+    /// a packet ready, until it has sent that many packets (however small; a higher class preempts
+    /// it at a packet boundary under `sp`). 0 (the default) = one packet per turn: round robin at
+    /// MTU granularity, as before. A small message of another QP then waits for up to
+    /// `tx_prefetch / mtu` packets of a bandwidth tenant instead of one: PeRF's message-level
+    /// anomaly (docs/scenario.md, "Transmit arbitration").
     pub tx_prefetch: Bytes,
 }
 
@@ -654,6 +657,11 @@ pub struct AppSpec {
     /// (`SendWr::fence`, MP-RDMA §3.4), drawn per message from the run's seed. 0 = none.
     #[serde(default)]
     pub sync_ratio: f64,
+    /// Service level (traffic class) of this application's QPs, both ends: the priority of its
+    /// packets in switches and its class at the NIC's arbiter (`nic.arbiter`). Default:
+    /// `nic.priority`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority: Option<u8>,
 }
 
 impl AppSpec {

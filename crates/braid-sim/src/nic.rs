@@ -262,7 +262,8 @@ pub struct Nic {
     arb: Rotations,
     policy: ArbiterPolicy,
     ets: Ets,
-    /// Bytes the QP at the front of each class has sent in its current turn (`nic.tx_prefetch`).
+    /// Read-ahead the QP at the front of each class has used in its current turn: one MTU buffer
+    /// per packet sent (`nic.tx_prefetch`).
     turn: [u64; 8],
     cache: QpCache,
     tx_stall_until: Time,
@@ -900,8 +901,9 @@ impl Nic {
                     self.stats.cache_hits += 1;
                     let id = self.build_packet(qpn, psn, now, p, pool, eff);
                     // It stays in the rotation (the next look drops it if it has nothing more):
-                    // at the front while its turn lasts, else at the back.
-                    self.turn[c] += pool.get(id).size as u64;
+                    // at the front while its turn lasts, else at the back. A turn is one packet,
+                    // or as many as the read-ahead holds: `tx_prefetch` bytes of MTU buffers.
+                    self.turn[c] += p.nic.mtu as u64;
                     if self.turn[c] >= p.nic.tx_prefetch.0 {
                         self.arb.rotate(c, 1);
                         self.turn[c] = 0;

@@ -170,6 +170,20 @@ impl Scenario {
         if nic.rto.0 == 0 {
             return Err(err("nic.rto", "must be positive, e.g. \"4ms\""));
         }
+        if nic.ets_weights.len() > 8 {
+            return Err(err(
+                "nic.ets_weights",
+                format!("expected at most 8 weights (classes 0-7), got {}", nic.ets_weights.len()),
+            ));
+        }
+        for (i, w) in nic.ets_weights.iter().enumerate() {
+            if !(*w > 0.0 && w.is_finite()) {
+                return Err(err(
+                    format!("nic.ets_weights[{i}]"),
+                    "expected a positive weight (e.g. 16 and 1 for a 16:1 share)",
+                ));
+            }
+        }
         for (k, v) in [
             ("nic.max_msg_rate", nic.max_msg_rate),
             ("nic.max_qp_msg_rate", nic.max_qp_msg_rate),
@@ -215,6 +229,17 @@ impl Scenario {
             }
             if a.cq_mod == 0 {
                 return Err(err(format!("{p}.cq_mod"), "expected at least 1"));
+            }
+            if let Some(pr) = a.priority {
+                if pr >= sw.priorities {
+                    return Err(err(
+                        format!("{p}.priority"),
+                        format!(
+                            "priority {pr} does not exist (switch.priorities = {})",
+                            sw.priorities
+                        ),
+                    ));
+                }
             }
             if a.iterations == Some(0) {
                 return Err(err(format!("{p}.iterations"), "expected at least 1"));

@@ -62,3 +62,75 @@ pub fn mean_gbps(r: &Results, nflows: usize, from_ps: u64, to_ps: u64) -> Vec<f6
         .map(|&x| x as f64 * 8.0 / ((to_ps - from_ps) as f64 / 1e12) / 1e9)
         .collect()
 }
+
+fn toml_value(v: &toml_edit::Value) -> Value {
+    use toml_edit::Value as V;
+    match v {
+        V::String(s) => json!(s.value()),
+        V::Integer(i) => json!(i.value()),
+        V::Float(f) => json!(f.value()),
+        V::Boolean(b) => json!(b.value()),
+        V::Datetime(d) => json!(d.value().to_string()),
+        V::Array(a) => Value::Array(a.iter().map(toml_value).collect()),
+        V::InlineTable(t) => Value::Object(
+            t.iter()
+                .map(|(k, v)| (k.to_string(), toml_value(v)))
+                .collect(),
+        ),
+    }
+}
+
+fn toml_item(i: &toml_edit::Item) -> Value {
+    use toml_edit::Item;
+    match i {
+        Item::None => Value::Null,
+        Item::Value(v) => toml_value(v),
+        Item::Table(t) => Value::Object(
+            t.iter()
+                .map(|(k, v)| (k.to_string(), toml_item(v)))
+                .collect(),
+        ),
+        Item::ArrayOfTables(a) => Value::Array(
+            a.iter()
+                .map(|t| toml_item(&Item::Table(t.clone())))
+                .collect(),
+        ),
+    }
+}
+
+/// An experiment file (`experiments/<path>`, TOML) as the JSON scenario the simulator takes.
+pub fn experiment(path: &str) -> Value {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../experiments")
+        .join(path);
+    let text = std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+    let doc: toml_edit::DocumentMut = text
+        .parse()
+        .unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+    toml_item(doc.as_item())
+}
+
+/// `s` with values replaced at dotted key paths ("apps.1.size"; numbers index arrays).
+pub fn with_keys(mut s: Value, edits: &[(&str, Value)]) -> Value {
+    for (path, v) in edits {
+        let mut cur = &mut s;
+        let keys: Vec<&str> = path.split('.').collect();
+        for k in &keys[..keys.len() - 1] {
+            cur = match k.parse::<usize>() {
+                Ok(i) => &mut cur[i],
+                Err(_) => {
+                    if cur.get(*k).is_none() {
+                        cur[*k] = json!({});
+                    }
+                    &mut cur[*k]
+                }
+            };
+        }
+        let last = keys[keys.len() - 1];
+        match last.parse::<usize>() {
+            Ok(i) => cur[i] = v.clone(),
+            Err(_) => cur[last] = v.clone(),
+        }
+    }
+    s
+}
