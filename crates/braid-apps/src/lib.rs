@@ -57,6 +57,8 @@ pub struct PerfSpec {
     pub start: u64,
     /// A signaled completion every `cq_mod` messages.
     pub cq_mod: u32,
+    /// Service level (traffic class) of its QPs, both ends; None: the NIC's default.
+    pub priority: Option<u8>,
 }
 
 /// Decides which messages carry the synchronise flag (`SendWr::fence`); None: none.
@@ -718,6 +720,7 @@ mod tests {
             duration: None,
             start: 0,
             cq_mod: 1,
+            priority: None,
         };
         let mut net = FakeNet::new(2);
         let h = net.hosts();

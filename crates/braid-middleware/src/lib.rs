@@ -80,7 +80,9 @@ impl<'de> Deserialize<'de> for MiddlewareEntry {
                         // Say "middleware", not serde's "variant".
                         let m = e.to_string();
                         match m.strip_prefix("unknown variant `") {
-                            Some(rest) => de::Error::custom(unknown(rest.split('`').next().unwrap_or(""))),
+                            Some(rest) => {
+                                de::Error::custom(unknown(rest.split('`').next().unwrap_or("")))
+                            }
                             None => e,
                         }
                     })
@@ -139,7 +141,10 @@ mod tests {
     #[test]
     fn unknown_names_and_keys_are_refused_by_name() {
         let e = parse(r#"["nope"]"#).unwrap_err();
-        assert!(e.contains("unknown middleware \"nope\"; available: raw"), "{e}");
+        assert!(
+            e.contains("unknown middleware \"nope\"; available: raw"),
+            "{e}"
+        );
         let e = parse(r#"[{"kind": "nope"}]"#).unwrap_err();
         assert!(e.contains("unknown middleware \"nope\""), "{e}");
         let e = parse(r#"[{"kind": "raw", "speed": 3}]"#).unwrap_err();

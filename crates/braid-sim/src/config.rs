@@ -681,6 +681,7 @@ impl AppSpec {
             duration: self.duration.map(|d| d.0),
             start: self.start.0,
             cq_mod: self.cq_mod,
+            priority: self.priority,
         }
     }
 }

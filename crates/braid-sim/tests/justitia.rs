@@ -2,9 +2,9 @@
 //! and D_App (write_lat, 16 B) from host 0 to host 1, as in PeRF's comparison. Every tenant runs
 //! the stack under test (so both hosts have a pacer); tenants' CPU time delays them.
 //!
-//! D_App starts at 100 µs, B_App at 200 µs, both run 4 ms. Where the RNIC model matters, the
-//! arbiter's DMA read-ahead (`nic.tx_prefetch`) is what lets a bandwidth tenant hold the wire for
-//! a turn of that many bytes while it has packets ready: the anomaly Justitia's pacing removes.
+//! D_App starts at 100 µs, B_App at 200 µs, both run 4 ms. The RNIC's transmit read-ahead
+//! (`nic.tx_prefetch`, MTU buffers per arbitration turn) is what lets a bandwidth tenant hold the
+//! wire while it has packets ready: the anomaly Justitia removes.
 //!
 //! `cargo test -p braid-sim --test justitia -- --ignored --nocapture` prints the whole matrix.
 
@@ -12,11 +12,19 @@ mod common;
 use common::*;
 use serde_json::{json, Value};
 
-/// Two hosts on one switch, 100 Gbit/s links of 1 µs.
+/// Two hosts on one switch, 100 Gbit/s links of 400 ns (standing for NIC, cable and switch: the
+/// arbiter branch's `experiments/perf/anomaly_message.toml`).
 fn pair() -> Value {
     json!({"kind": "edges", "nodes": ["h0", "h1", "sw"], "switches": ["sw"],
-           "links": [{"a": "h0", "b": "sw", "rate": "100Gbps", "delay": "1us"},
-                     {"a": "h1", "b": "sw", "rate": "100Gbps", "delay": "1us"}]})
+           "links": [{"a": "h0", "b": "sw", "rate": "100Gbps", "delay": "400ns"},
+                     {"a": "h1", "b": "sw", "rate": "100Gbps", "delay": "400ns"}]})
+}
+
+/// The RNIC of PeRF's testbed as the arbiter branch calibrates it: MTU 4096 and 64 KB of
+/// transmit read-ahead (16 MTU buffers per arbitration turn), with which D_App's round trip
+/// beside B_App is 2.3 times its round trip alone.
+fn anomaly_nic() -> Value {
+    json!({"mtu": 4096, "tx_prefetch": "64KB"})
 }
 
 fn scenario(mw: &Value, nic: &Value, b_app: bool, d_app: bool, data_flow: bool) -> Value {
@@ -151,82 +159,89 @@ fn justitia_r() -> Value {
 /// keeps raw RDMA's throughput; the reference flow runs but nothing is to be protected.
 #[test]
 fn b_app_alone_keeps_raw_throughput() {
-    let nic = json!({});
-    let r = measure(&raw(), &nic, true, false);
-    for (name, mw) in [("justitia", justitia()), ("justitia_r", justitia_r())] {
-        let m = measure(&mw, &nic, true, false);
-        eprintln!("B alone: raw {r}\n         {name} {m}");
-        assert!(
-            m.b_gbps >= 0.95 * r.b_gbps,
-            "{name}: {:.2} of raw {:.2} Gbit/s",
-            m.b_gbps,
-            r.b_gbps
-        );
-        assert_eq!(m.agent("chunk_bytes"), 1e6, "no latency tenant: 1 MB chunks");
-        assert_eq!(m.agent("capacity_gbps"), 100.0);
-        assert_eq!(m.agent("target_misses"), 0.0);
-        assert!(m.agent("samples") > 100.0, "the reference flow ran");
+    for nic in [json!({"mtu": 4096}), anomaly_nic()] {
+        let r = measure(&raw(), &nic, true, false);
+        for (name, mw) in [("justitia", justitia()), ("justitia_r", justitia_r())] {
+            let m = measure(&mw, &nic, true, false);
+            eprintln!("B alone, {nic}: raw {r}\n  {name} {m}");
+            assert!(
+                m.b_gbps >= 0.95 * r.b_gbps,
+                "{name}: {:.2} of raw {:.2} Gbit/s",
+                m.b_gbps,
+                r.b_gbps
+            );
+            assert_eq!(m.agent("chunk_bytes"), 1e6, "no latency tenant: 1 MB chunks");
+            assert_eq!(m.agent("capacity_gbps"), 100.0);
+            assert_eq!(m.agent("target_misses"), 0.0);
+            assert!(m.agent("samples") > 100.0, "the reference flow ran");
+        }
     }
 }
 
-/// With a 256 KB read-ahead, B_App's turns at the RNIC hold D_App's 16 B WRITEs back by ~20 µs.
-/// Justitia splits B_App into 5,000 B chunks and, since the reference flow misses its 2 µs
-/// target, halves the virtual link to B_App's share (50%): B_App's send queue runs dry between
-/// chunks and D_App gets the wire at once. Justitia_R (15 µs) reacts only while the tail exceeds
-/// 15 µs; it ends between the two on both D_App's tail and B_App's throughput.
+/// PeRF's message-level comparison. Beside B_App, D_App's round trip grows from 2.4 to 5.3 µs
+/// (raw). Justitia splits B_App into 5,000 B chunks and, since the reference flow misses its 2 µs
+/// target, halves B_App's virtual link to its share (50%): D_App is nearly as fast as alone.
+/// Justitia_R's 15 µs target is never missed: it only splits, which shortens B_App's turns at
+/// the RNIC, and leaves B_App its throughput; it ends between the two on D_App's tail and on
+/// B_App's throughput.
 #[test]
 fn justitia_cuts_d_app_tail_beside_b_app_and_justitia_r_sits_in_between() {
-    let nic = json!({"tx_prefetch": "256KB"});
+    let nic = anomaly_nic();
     let alone = measure(&raw(), &nic, false, true);
     let r = measure(&raw(), &nic, true, true);
     let j = measure(&justitia(), &nic, true, true);
     let jr = measure(&justitia_r(), &nic, true, true);
     eprintln!("D alone {alone}\nraw     {r}\nJ       {j}\nJ_R     {jr}");
-    assert!(r.d_p99 > 3.0 * alone.d_p99, "the RNIC model shows the anomaly");
-    assert!(j.d_p99 < 0.5 * r.d_p99, "Justitia protects D_App");
-    assert!(j.d_p99 < 1.25 * alone.d_p99, "nearly as if alone");
-    assert!(j.d_p99 <= jr.d_p99 && jr.d_p99 <= r.d_p99, "J_R between J and raw");
-    assert!(j.b_gbps <= jr.b_gbps && jr.b_gbps <= r.b_gbps, "J_R between J and raw");
+    assert!(r.d_p99 > 2.0 * alone.d_p99, "the RNIC model shows the anomaly");
+    assert!(j.d_p99 < 0.6 * r.d_p99, "Justitia protects D_App");
+    assert!(j.d_p99 < 1.3 * alone.d_p99, "nearly as if alone");
+    assert!(j.d_p99 < jr.d_p99 && jr.d_p99 < r.d_p99, "J_R between J and raw");
+    assert!(j.b_gbps < jr.b_gbps && jr.b_gbps < r.b_gbps, "J_R between J and raw");
     assert_eq!(j.agent("capacity_gbps"), 50.0, "one bandwidth tenant's share");
     assert_eq!(j.agent("chunk_bytes"), 5000.0);
     assert!(j.agent("target_misses") > 0.0);
-    assert!(jr.agent("target_misses") > 0.0, "the 20 µs turns exceed 15 µs too");
-    assert!(jr.agent("target_misses") < j.agent("target_misses"));
     assert!(j.b_gbps > 0.45 * r.b_gbps, "B_App keeps its share");
+    assert_eq!(jr.agent("target_misses"), 0.0, "a tail under 15 µs");
+    assert_eq!(jr.agent("capacity_gbps"), 100.0);
+    assert!(jr.b_gbps >= 0.95 * r.b_gbps, "J_R leaves B_App its throughput");
 }
 
-/// With a 128 KB read-ahead the turns cost D_App ~10 µs: above Justitia's 2 µs target, below
-/// Justitia_R's 15 µs. Justitia_R then only splits (the turns span chunks, so that alone does not
-/// help here) and never cuts B_App; Justitia does.
+/// With 1 MB of read-ahead (a turn of 256 MTU buffers, ~85 µs) D_App waits ~80 µs beside raw
+/// B_App, far over 15 µs: Justitia_R cuts B_App's capacity too, and D_App's tail falls nearly
+/// to Justitia's.
 #[test]
-fn justitia_r_leaves_a_tail_below_its_target_alone() {
-    let nic = json!({"tx_prefetch": "128KB"});
+fn justitia_r_cuts_bandwidth_once_the_tail_exceeds_15us() {
+    let nic = json!({"mtu": 4096, "tx_prefetch": "1MB"});
     let r = measure(&raw(), &nic, true, true);
     let j = measure(&justitia(), &nic, true, true);
     let jr = measure(&justitia_r(), &nic, true, true);
     eprintln!("raw     {r}\nJ       {j}\nJ_R     {jr}");
-    assert_eq!(jr.agent("target_misses"), 0.0);
-    assert_eq!(jr.agent("capacity_gbps"), 100.0);
-    assert!(jr.agent("tail_us") > 2.0 && jr.agent("tail_us") < 15.0);
-    assert!(jr.b_gbps >= 0.95 * r.b_gbps, "J_R leaves B_App alone");
-    assert!(j.d_p99 < 0.6 * r.d_p99, "Justitia still protects D_App");
-    assert!(j.d_p99 <= jr.d_p99 && jr.d_p99 <= 1.05 * r.d_p99);
+    assert!(r.d_p99 > 30.0, "the anomaly exceeds 15 µs");
+    assert!(jr.agent("target_misses") > 0.0);
+    assert!(jr.agent("capacity_gbps") < 100.0);
+    assert!(jr.d_p99 < 0.1 * r.d_p99);
+    assert!(j.d_p99 <= jr.d_p99 && jr.b_gbps >= j.b_gbps);
 }
 
 /// Conservation through the split: two flows of odd sizes, WRITEs split into 5,000 B chunks
 /// beside D_App, land every byte once at the right address (`nic.data_check`).
 #[test]
 fn split_writes_land_every_byte_once_in_place() {
-    let nic = json!({"data_check": true});
+    let nic = json!({"mtu": 4096, "tx_prefetch": "64KB", "data_check": true});
     let m = measure_with(&justitia(), &nic, false, true, true);
     assert_eq!(m.agent("chunk_bytes"), 5000.0);
 }
 
-/// The whole matrix, for the docs: `-- --ignored --nocapture`.
+/// The whole matrix, for the docs: `-- --ignored --nocapture` (other NICs: `JUSTITIA_NICS`, a
+/// JSON list of `[nic]` tables).
 #[test]
 #[ignore]
 fn print_matrix() {
-    for nic in [json!({}), json!({"tx_prefetch": "128KB"}), json!({"tx_prefetch": "256KB"})] {
+    let nics: Vec<Value> = match std::env::var("JUSTITIA_NICS") {
+        Ok(s) => serde_json::from_str(&s).unwrap(),
+        Err(_) => vec![json!({"mtu": 4096}), anomaly_nic()],
+    };
+    for nic in nics {
         eprintln!("nic = {nic}");
         for (name, mw) in [("raw", raw()), ("justitia", justitia()), ("justitia_r", justitia_r())] {
             for (b, d) in [(true, false), (false, true), (true, true)] {
