@@ -30,12 +30,16 @@ fn anomaly_nic() -> Value {
 fn scenario(mw: &Value, nic: &Value, b_app: bool, d_app: bool, data_flow: bool) -> Value {
     let mut apps = Vec::new();
     if d_app {
-        apps.push(json!({"kind": "write_lat", "src": 0, "dst": 1, "size": "16B",
-                         "duration": "4ms", "start": "100us"}));
+        apps.push(
+            json!({"kind": "write_lat", "src": 0, "dst": 1, "size": "16B",
+                         "duration": "4ms", "start": "100us"}),
+        );
     }
     if b_app {
-        apps.push(json!({"kind": "write_bw", "src": 0, "dst": 1, "size": "1MiB",
-                         "duration": "4ms", "start": "200us", "tx_depth": 16}));
+        apps.push(
+            json!({"kind": "write_bw", "src": 0, "dst": 1, "size": "1MiB",
+                         "duration": "4ms", "start": "200us", "tx_depth": 16}),
+        );
     }
     let mut s = json!({
         "duration": "20ms",
@@ -92,7 +96,13 @@ impl std::fmt::Display for Measured {
             "B {:6.2} Gbit/s  D p50 {:6.2} p99 {:6.2} µs",
             self.b_gbps, self.d_p50, self.d_p99
         )?;
-        for k in ["capacity_gbps", "target_misses", "samples", "tail_us", "chunk_bytes"] {
+        for k in [
+            "capacity_gbps",
+            "target_misses",
+            "samples",
+            "tail_us",
+            "chunk_bytes",
+        ] {
             let v = self.agent(k);
             if !v.is_nan() {
                 write!(f, "  {k}={v:.2}")?;
@@ -131,7 +141,11 @@ fn measure_with(mw: &Value, nic: &Value, b_app: bool, d_app: bool, data_flow: bo
         .unwrap_or_default();
     if data_flow {
         let checked = sim.verify_delivery().expect("every byte once, in place");
-        assert_eq!(checked, 3_333_333 + 1_234_567, "both flows completed and were checked");
+        assert_eq!(
+            checked,
+            3_333_333 + 1_234_567,
+            "both flows completed and were checked"
+        );
     }
     Measured {
         b_gbps: b.map_or(f64::NAN, |i| f64s(t, "goodput_gbps")[i]),
@@ -170,7 +184,11 @@ fn b_app_alone_keeps_raw_throughput() {
                 m.b_gbps,
                 r.b_gbps
             );
-            assert_eq!(m.agent("chunk_bytes"), 1e6, "no latency tenant: 1 MB chunks");
+            assert_eq!(
+                m.agent("chunk_bytes"),
+                1e6,
+                "no latency tenant: 1 MB chunks"
+            );
             assert_eq!(m.agent("capacity_gbps"), 100.0);
             assert_eq!(m.agent("target_misses"), 0.0);
             assert!(m.agent("samples") > 100.0, "the reference flow ran");
@@ -192,18 +210,34 @@ fn justitia_cuts_d_app_tail_beside_b_app_and_justitia_r_sits_in_between() {
     let j = measure(&justitia(), &nic, true, true);
     let jr = measure(&justitia_r(), &nic, true, true);
     eprintln!("D alone {alone}\nraw     {r}\nJ       {j}\nJ_R     {jr}");
-    assert!(r.d_p99 > 2.0 * alone.d_p99, "the RNIC model shows the anomaly");
+    assert!(
+        r.d_p99 > 2.0 * alone.d_p99,
+        "the RNIC model shows the anomaly"
+    );
     assert!(j.d_p99 < 0.6 * r.d_p99, "Justitia protects D_App");
     assert!(j.d_p99 < 1.3 * alone.d_p99, "nearly as if alone");
-    assert!(j.d_p99 < jr.d_p99 && jr.d_p99 < r.d_p99, "J_R between J and raw");
-    assert!(j.b_gbps < jr.b_gbps && jr.b_gbps < r.b_gbps, "J_R between J and raw");
-    assert_eq!(j.agent("capacity_gbps"), 50.0, "one bandwidth tenant's share");
+    assert!(
+        j.d_p99 < jr.d_p99 && jr.d_p99 < r.d_p99,
+        "J_R between J and raw"
+    );
+    assert!(
+        j.b_gbps < jr.b_gbps && jr.b_gbps < r.b_gbps,
+        "J_R between J and raw"
+    );
+    assert_eq!(
+        j.agent("capacity_gbps"),
+        50.0,
+        "one bandwidth tenant's share"
+    );
     assert_eq!(j.agent("chunk_bytes"), 5000.0);
     assert!(j.agent("target_misses") > 0.0);
     assert!(j.b_gbps > 0.45 * r.b_gbps, "B_App keeps its share");
     assert_eq!(jr.agent("target_misses"), 0.0, "a tail under 15 µs");
     assert_eq!(jr.agent("capacity_gbps"), 100.0);
-    assert!(jr.b_gbps >= 0.95 * r.b_gbps, "J_R leaves B_App its throughput");
+    assert!(
+        jr.b_gbps >= 0.95 * r.b_gbps,
+        "J_R leaves B_App its throughput"
+    );
 }
 
 /// With 1 MB of read-ahead (a turn of 256 MTU buffers, ~85 µs) D_App waits ~80 µs beside raw
@@ -243,7 +277,11 @@ fn print_matrix() {
     };
     for nic in nics {
         eprintln!("nic = {nic}");
-        for (name, mw) in [("raw", raw()), ("justitia", justitia()), ("justitia_r", justitia_r())] {
+        for (name, mw) in [
+            ("raw", raw()),
+            ("justitia", justitia()),
+            ("justitia_r", justitia_r()),
+        ] {
             for (b, d) in [(true, false), (false, true), (true, true)] {
                 let m = measure(&mw, &nic, b, d);
                 eprintln!("  {name:10} B_App={b:5} D_App={d:5}: {m}");
