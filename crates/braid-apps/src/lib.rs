@@ -57,7 +57,7 @@ pub struct PerfSpec {
     pub start: u64,
     /// A signaled completion every `cq_mod` messages.
     pub cq_mod: u32,
-    /// The service level (traffic class) of its QPs; None: the NIC's default.
+    /// Service level (traffic class) of its QPs, both ends; None: the NIC's default.
     pub priority: Option<u8>,
 }
 

@@ -10,9 +10,11 @@
 //! its layer (and, if host-scoped, its agent through `HostCtx::shared`/`add_agent`), plus one arm
 //! in [`MiddlewareSpec`]. See `docs/middleware.md`.
 
+pub mod justitia;
 pub mod perf;
 pub mod raw;
 
+pub use justitia::JustitiaConfig;
 pub use perf::PerfConfig;
 pub use raw::RawConfig;
 
@@ -29,17 +31,21 @@ pub enum MiddlewareSpec {
     Raw(RawConfig),
     /// PeRF: preemption with sub-WRs and 0_WAITs, multi-QP PAUSE/RESUME (docs/perf.md).
     Perf(PerfConfig),
+    /// Justitia (NSDI '22): split and pace bandwidth tenants against a latency target
+    /// (Justitia_R: `target = "15us"`).
+    Justitia(JustitiaConfig),
 }
 
 impl MiddlewareSpec {
     /// Every mechanism's name, as a scenario's `kind` says it.
-    pub const NAMES: &'static [&'static str] = &["raw", "perf"];
+    pub const NAMES: &'static [&'static str] = &["raw", "perf", "justitia"];
 
     /// The mechanism's factory: its config.
     pub fn factory(&self) -> &dyn MiddlewareFactory {
         match self {
             MiddlewareSpec::Raw(c) => c,
             MiddlewareSpec::Perf(c) => c,
+            MiddlewareSpec::Justitia(c) => c,
         }
     }
     /// The mechanism's name.
@@ -79,7 +85,9 @@ impl<'de> Deserialize<'de> for MiddlewareEntry {
                         // Say "middleware", not serde's "variant".
                         let m = e.to_string();
                         match m.strip_prefix("unknown variant `") {
-                            Some(rest) => de::Error::custom(unknown(rest.split('`').next().unwrap_or(""))),
+                            Some(rest) => {
+                                de::Error::custom(unknown(rest.split('`').next().unwrap_or("")))
+                            }
                             None => e,
                         }
                     })
@@ -138,7 +146,10 @@ mod tests {
     #[test]
     fn unknown_names_and_keys_are_refused_by_name() {
         let e = parse(r#"["nope"]"#).unwrap_err();
-        assert!(e.contains("unknown middleware \"nope\"; available: raw"), "{e}");
+        assert!(
+            e.contains("unknown middleware \"nope\"; available: raw"),
+            "{e}"
+        );
         let e = parse(r#"[{"kind": "nope"}]"#).unwrap_err();
         assert!(e.contains("unknown middleware \"nope\""), "{e}");
         let e = parse(r#"[{"kind": "raw", "speed": 3}]"#).unwrap_err();

@@ -159,6 +159,8 @@ fn sampled_queues(
 /// mechanisms' host agent. [`StackBuilder::finish`] installs the agents in slot 0.
 struct StackBuilder {
     hosts: BTreeMap<u32, HostCtx>,
+    /// The run's rendezvous board, which host agents share with the applications.
+    board: Rendezvous,
 }
 
 impl StackBuilder {
@@ -171,10 +173,10 @@ impl StackBuilder {
         entries: &[MiddlewareEntry],
         path: &str,
     ) -> Result<Vec<Box<dyn Middleware>>, ScenarioError> {
-        let ctx = self
-            .hosts
-            .entry(h)
-            .or_insert_with(|| HostCtx::new(h, world.hosts[h as usize].caps.clone()));
+        let board = &self.board;
+        let ctx = self.hosts.entry(h).or_insert_with(|| {
+            HostCtx::new(h, world.hosts[h as usize].caps.clone()).with_board(board.clone())
+        });
         entries
             .iter()
             .enumerate()
@@ -277,15 +279,17 @@ struct TenantSpec<'a> {
 impl<'s> Tenants<'s> {
     pub fn new(sc: &'s Scenario, seed: u64) -> Self {
         let log: SharedLog = Rc::new(RefCell::new(FlowLog::default()));
+        let rdv = braid_verbs::rendezvous::board();
         Tenants {
             sc,
             seed,
             meter: log.clone(),
             log,
-            rdv: braid_verbs::rendezvous::board(),
+            rdv: rdv.clone(),
             transports: Transports::new(sc),
             stacks: StackBuilder {
                 hosts: BTreeMap::new(),
+                board: rdv,
             },
             starts: Vec::new(),
             conn: 0,

@@ -1198,7 +1198,12 @@ impl Nic {
                     };
                 } else {
                     // First time at the cursor: WQE processing time and message-rate limits.
-                    if w.ready_ps.is_none() && w.first_psn.is_none() {
+                    if w.ready_ps.is_none() && w.first_psn.is_none() && w.post_ps > now {
+                        // A busy tenant CPU posts it later than the event that made it post: it
+                        // is not at the NIC yet, and reserves nothing of the WQE pipeline (other
+                        // QPs' WQEs go meanwhile).
+                        new_at = Some(w.post_ps);
+                    } else if w.ready_ps.is_none() && w.first_psn.is_none() {
                         // Not before it was posted (a busy tenant CPU posts later than the
                         // event that made it post).
                         let mut t = now.max(self.wqe_free_ps).max(w.post_ps) + p.nic.wqe_time.0;
@@ -1211,8 +1216,10 @@ impl Nic {
                             q.next_msg_ps = t + (S as f64 / p.nic.max_qp_msg_rate) as Time;
                         }
                         w.ready_ps = Some(t);
+                        new_at = Some(t);
+                    } else {
+                        new_at = Some(w.ready_ps.unwrap_or(now));
                     }
-                    new_at = Some(w.ready_ps.unwrap_or(now));
                     sync = w.wr.fence && w.first_psn.is_none();
                 }
             }

@@ -7,6 +7,7 @@
 //! and adds the agent layer once. Agent and layers talk through that shared state and
 //! [`crate::Verbs::wake`]: smoltcp's split of one interface per host and one socket per tenant.
 
+use crate::rendezvous::SharedBoard;
 use crate::{Caps, Middleware};
 use std::any::{Any, TypeId};
 use std::cell::RefCell;
@@ -61,6 +62,7 @@ pub struct HostCtx {
     caps: Caps,
     shared: HashMap<TypeId, Rc<dyn Any>>,
     agents: Vec<Box<dyn Middleware>>,
+    board: Option<SharedBoard>,
 }
 
 impl HostCtx {
@@ -70,7 +72,21 @@ impl HostCtx {
             caps,
             shared: HashMap::new(),
             agents: Vec::new(),
+            board: None,
         }
+    }
+
+    /// The run's out-of-band board ([`crate::rendezvous`]), on which host agents exchange the
+    /// endpoints of their own connections (Justitia's pacers, as rdma_cm or a TCP socket between
+    /// daemons would). Keys with the top bit set are reserved for middleware.
+    pub fn with_board(mut self, board: SharedBoard) -> Self {
+        self.board = Some(board);
+        self
+    }
+
+    /// The run's out-of-band board, if the backend offers one.
+    pub fn board(&self) -> Option<&SharedBoard> {
+        self.board.as_ref()
     }
 
     /// The host's index in the run.

@@ -321,6 +321,8 @@ impl Core {
 pub struct FakeNet {
     core: Core,
     hosts: Vec<Host>,
+    /// The out-of-band board host agents get through [`HostCtx::board`].
+    board: crate::rendezvous::SharedBoard,
 }
 
 impl FakeNet {
@@ -340,6 +342,7 @@ impl FakeNet {
                 tenants: Vec::new(),
             },
             hosts: Vec::new(),
+            board: crate::rendezvous::board(),
         };
         for a in 1..=hosts {
             net.add_host(Self::default_caps(a));
@@ -465,7 +468,10 @@ impl FakeNet {
         let caps = self.core.nics[i].caps.clone();
         let addr = self.core.nics[i].addr();
         let h = &mut self.hosts[i];
-        let ctx = h.ctx.get_or_insert_with(|| HostCtx::new(addr, caps));
+        let board = &self.board;
+        let ctx = h
+            .ctx
+            .get_or_insert_with(|| HostCtx::new(addr, caps).with_board(board.clone()));
         let built: Result<Vec<_>, _> = factories.iter().map(|f| f.build(ctx, id)).collect();
         let agents = ctx.take_agents();
         if !agents.is_empty() {
@@ -477,6 +483,11 @@ impl FakeNet {
             agent.layers.extend(agents);
         }
         Ok(self.add_tenant(host, app, built?))
+    }
+
+    /// The net's out-of-band board (what [`HostCtx::board`] gives the factories).
+    pub fn board(&self) -> &crate::rendezvous::SharedBoard {
+        &self.board
     }
 
     /// Sets the agent slot's (tenant 0's) layers, top first, before it starts.
