@@ -303,3 +303,27 @@ fn middleware_entries_are_checked_by_key() {
         .unwrap();
     assert_eq!(e.path, "host.cpu.post_ns", "{e}");
 }
+
+/// A mechanism that needs a NIC capability the host's NIC lacks is refused when the run is
+/// built, with the key of the stack entry; a parameter out of range names its key.
+#[test]
+fn a_mechanism_without_its_capability_or_with_a_bad_parameter_is_refused_by_key() {
+    let mut s = json!({
+        "duration": "1ms",
+        "topology": dumbbell(1, 1, link("40Gbps", "1us"), link("40Gbps", "1us")),
+        "nic": {"cross_channel": false},
+        "apps": [{"kind": "write_bw", "src": 0, "dst": 1, "size": "1KB", "iterations": 10,
+                  "middleware": ["perf"]}],
+    });
+    let e = braid_sim::Simulation::from_json(&s.to_string(), std::path::Path::new("."), None)
+        .err()
+        .expect("perf needs cross-channel WAIT/ENABLE");
+    assert!(e.path.starts_with("apps[0].middleware[0]"), "{e}");
+    assert!(e.message.contains("cross-channel"), "{e}");
+    s["nic"]["cross_channel"] = json!(true);
+    s["apps"][0]["middleware"] = json!([{"kind": "perf", "sub_wr": "0B"}]);
+    let e = braid_sim::Simulation::from_json(&s.to_string(), std::path::Path::new("."), None)
+        .err()
+        .expect("a zero sub-WR size is refused");
+    assert_eq!(e.path, "apps[0].middleware[0].sub_wr", "{e}");
+}
