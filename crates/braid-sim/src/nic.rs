@@ -852,7 +852,7 @@ impl Nic {
     ) -> Served {
         let mut remaining = self.arb.len(c);
         loop {
-            let Some(j) = self.arb.first_candidate(c, remaining, pmask) else {
+            let Some((j, qpn)) = self.arb.first_candidate(c, remaining, pmask) else {
                 // The rest were looked at (or needed no look) and passed: to the back.
                 if remaining > 0 {
                     self.arb.rotate(c, remaining);
@@ -861,11 +861,11 @@ impl Nic {
                 return Served::Nothing;
             };
             if j > 0 {
-                self.arb.rotate(c, j);
+                // Those before it need no look: passed, to the back.
+                self.arb.rotate_to(c, qpn);
                 remaining -= j;
                 self.turn[c] = 0;
             }
-            let qpn = self.arb.front(c).expect("a candidate is in the rotation");
             match self.status(qpn, now, p, eff) {
                 Status::Blocked => {
                     self.arb.pop_front(c);
