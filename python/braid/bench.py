@@ -109,7 +109,7 @@ QP_HOSTS = (100, 300, 1000)
 QP_FLOWS = 1_000_000
 
 
-def _all_to_all(n: int, flows: int = QP_FLOWS) -> dict:
+def _all_to_all(n: int, flows: int) -> dict:
     """All-to-all 1 KB WRITEs among `n` hosts on one switch (100G, 1 us links, DCQCN, PFC; a
     128 MB buffer so that the 1,000-port switch has shared buffer beyond its PFC headroom), as
     rounds: round r starts at r x 0.2 us x n (one round of n(n-1) flows takes about 0.2 us x n to
@@ -135,10 +135,15 @@ def _all_to_all(n: int, flows: int = QP_FLOWS) -> dict:
     }
 
 
-def qp_benchmarks(flows: int = QP_FLOWS) -> List[tuple]:
-    """The QPs-per-host series (a2a-100, a2a-300, a2a-1000): per-event cost against the QPs a
-    host keeps active (99, 299, 999), at equal flow counts (so equal memory)."""
-    return [(f"a2a-{n}", f"QPs per host: all-to-all 1 KB, {n:,} hosts on one switch ({n - 1} QPs active per host), ~{flows / 1e6:g} M flows", _all_to_all(n, flows), None) for n in QP_HOSTS]
+def qp_benchmarks(flows: Optional[int] = None) -> List[tuple]:
+    """The QPs-per-host series (a2a-100, a2a-300, a2a-1000; `QP_HOSTS`): per-event cost against
+    the QPs a host keeps active (99, 299, 999), at equal flow counts (`QP_FLOWS`, so equal
+    memory)."""
+    flows = QP_FLOWS if flows is None else flows
+    return [
+        (f"a2a-{n}", f"QPs per host: all-to-all 1 KB, {n:,} hosts on one switch ({n - 1} QPs active per host), ~{flows:,} flows", _all_to_all(n, flows), None)
+        for n in QP_HOSTS
+    ]
 
 
 def benchmarks(anchors: Optional[Path], quick: bool, scale_only: bool = False, window_us: float = SCALE_WINDOW_US) -> List[tuple]:
