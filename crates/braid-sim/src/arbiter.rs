@@ -638,8 +638,16 @@ mod tests {
             r.park_until(q, 50 + q as u64);
         }
         r.park_paused(4, 3);
-        assert_eq!(r.first_candidate(0, 10, 0), Some((4, 4)), "ready, priority not paused");
-        assert_eq!(r.first_candidate(0, 10, 1 << 3), Some((5, 5)), "priority 3 paused");
+        assert_eq!(
+            r.first_candidate(0, 10, 0),
+            Some((4, 4)),
+            "ready, priority not paused"
+        );
+        assert_eq!(
+            r.first_candidate(0, 10, 1 << 3),
+            Some((5, 5)),
+            "priority 3 paused"
+        );
         assert_eq!(r.first_candidate(0, 5, 1 << 3), None, "beyond the limit");
         // From a rotated front, the search wraps around.
         r.rotate(0, 6);
