@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 import braid
-from braid.bench import SCALE_SERIES, benchmarks, fit_line, run_bench, scale_benchmarks, scale_fits
+from braid.bench import QP_HOSTS, SCALE_SERIES, benchmarks, fit_line, qp_benchmarks, run_bench, scale_benchmarks, scale_fits
 from braid.cli import main
 
 
@@ -48,6 +48,37 @@ def test_smallest_scale_point_runs_through_bench(tmp_path):
     assert 0 < r["base_rss_mb"] <= r["build_rss_mb"] <= r["max_rss_mb"] < 4096
     # One point is no series: no fit.
     assert out["fits"] == []
+
+
+def test_qps_per_host_series_is_all_to_all_on_one_switch_at_equal_flow_counts():
+    todo = qp_benchmarks()
+    assert [b[0] for b in todo] == [f"a2a-{n}" for n in QP_HOSTS] == ["a2a-100", "a2a-300", "a2a-1000"]
+    for (_, _, sc, _), n in zip(todo, QP_HOSTS):
+        topo = sc["topology"]
+        assert topo["kind"] == "edges" and topo["switches"] == [0] and len(topo["links"]) == n
+        assert all(t["pattern"] == "all-to-all" and t["size"] == "1KB" for t in sc["traffic"])
+        flows = len(sc["traffic"]) * n * (n - 1)
+        assert 0.95e6 <= flows <= 1.05e6, (n, flows)
+    # In the default run, not in --quick.
+    assert {"a2a-100", "a2a-300", "a2a-1000"} <= {b[0] for b in benchmarks(None, quick=False)}
+    assert not {b[0] for b in benchmarks(None, quick=True)} & {"a2a-100", "a2a-300", "a2a-1000"}
+    # Valid scenarios (a small copy of each: the same generator with fewer flows).
+    for _, _, sc, _ in qp_benchmarks(flows=20_000):
+        braid.validate(sc)
+
+
+def test_qps_per_host_point_runs_through_bench(tmp_path, monkeypatch):
+    import braid.bench as bench
+
+    monkeypatch.setattr(bench, "QP_FLOWS", 2_000)
+    monkeypatch.setattr(bench, "QP_HOSTS", (20, 40))
+    out = run_bench(only=["a2a-20", "a2a-40"], json_out=str(tmp_path / "b.json"))
+    rows = {r["name"]: r for r in out["scenarios"]}
+    for name, n in (("a2a-20", 20), ("a2a-40", 40)):
+        r = rows[name]
+        assert "error" not in r, r.get("error")
+        assert r["stats"]["hosts"] == n
+        assert r["headline"]["flows_completed"] == r["headline"]["flows"] > 0
 
 
 def test_scale_option_rejects_unknown_name():

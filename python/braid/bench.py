@@ -25,7 +25,7 @@ from typing import Dict, Iterable, List, Optional, Sequence
 
 from .scenario import BraidError, load_scenario, packaged_scenario
 
-__all__ = ["run_bench", "find_anchors", "benchmarks", "scale_benchmarks", "scale_fits", "fit_line", "SCALE_SERIES"]
+__all__ = ["run_bench", "find_anchors", "benchmarks", "scale_benchmarks", "scale_fits", "fit_line", "SCALE_SERIES", "qp_benchmarks", "QP_HOSTS"]
 
 
 def find_anchors(explicit: Optional[str] = None) -> Optional[Path]:
@@ -102,6 +102,50 @@ def scale_benchmarks(window_us: float = SCALE_WINDOW_US, drain_us: float = SCALE
     return out
 
 
+#: The QPs-per-host series: all-to-all 1 KB flows among this many hosts on one switch.
+QP_HOSTS = (100, 300, 1000)
+#: Flows per point: the all-to-all is repeated (in rounds) to about this many flows, so that every
+#: point has the same memory footprint and the points differ in QPs per host only.
+QP_FLOWS = 1_000_000
+
+
+def _all_to_all(n: int, flows: int) -> dict:
+    """All-to-all 1 KB WRITEs among `n` hosts on one switch (100G, 1 us links, DCQCN, PFC; a
+    128 MB buffer so that the 1,000-port switch has shared buffer beyond its PFC headroom), as
+    rounds: round r starts at r x 0.2 us x n (one round of n(n-1) flows takes about 0.2 us x n to
+    finish), round(flows / n(n-1)) rounds in all. Each host keeps n - 1 sender QPs active at a
+    time (n - 1 flows to send, one QP each, the pattern of HPCC ns-3); the run ends when every
+    flow is done."""
+    per_round = n * (n - 1)
+    rounds = max(1, round(flows / per_round))
+    spacing = 0.2 * n
+    return {
+        "name": f"QPs per host: all-to-all 1 KB among {n} hosts on one switch, {rounds} round(s) of {per_round:,} flows",
+        "duration": f"{rounds * spacing + 1000:g}us",
+        "topology": {
+            "kind": "edges",
+            "nodes": n + 1,
+            "switches": [0],
+            "links": [{"a": h, "b": 0, "rate": "100Gbps", "delay": "1us"} for h in range(1, n + 1)],
+        },
+        "switch": {"buffer": "128MB"},
+        "transport": {"kind": "dcqcn"},
+        "traffic": [{"pattern": "all-to-all", "size": "1KB", "start": f"{r * spacing:g}us"} for r in range(rounds)],
+        "measure": {"interval": "0us", "messages": False},
+    }
+
+
+def qp_benchmarks(flows: Optional[int] = None) -> List[tuple]:
+    """The QPs-per-host series (a2a-100, a2a-300, a2a-1000; `QP_HOSTS`): per-event cost against
+    the QPs a host keeps active (99, 299, 999), at equal flow counts (`QP_FLOWS`, so equal
+    memory)."""
+    flows = QP_FLOWS if flows is None else flows
+    return [
+        (f"a2a-{n}", f"QPs per host: all-to-all 1 KB, {n:,} hosts on one switch ({n - 1} QPs active per host), ~{flows:,} flows", _all_to_all(n, flows), None)
+        for n in QP_HOSTS
+    ]
+
+
 def benchmarks(anchors: Optional[Path], quick: bool, scale_only: bool = False, window_us: float = SCALE_WINDOW_US) -> List[tuple]:
     """(name, description, scenario dict or path, base_dir). `quick` leaves out the long ones (the
     HPCC fat-tree and the scale series); `scale_only` runs just the scale series."""
@@ -126,6 +170,7 @@ def benchmarks(anchors: Optional[Path], quick: bool, scale_only: bool = False, w
             )
     if not quick:
         out += scale_benchmarks(window_us)
+        out += qp_benchmarks()
     return out
 
 
@@ -315,7 +360,8 @@ def run_bench(
         rows.append(r)
         med = f" (median of {repeat})" if repeat > 1 else ""
         c.print(" [red]failed[/red]" if "error" in r else f" {r['cpu_s']:.2f} s CPU{med}")
-    main_rows = [r for r in rows if "series" not in r]
+    qp_rows = [r for r in rows if r["name"].startswith("a2a-")]
+    main_rows = [r for r in rows if "series" not in r and r not in qp_rows]
     scale_rows = [r for r in rows if "series" in r]
     if main_rows:
         t = Table(title="braid bench", header_style="bold")
@@ -377,6 +423,34 @@ def run_bench(
                 f"(+ {fmt(f['peak_intercept_mb'], 3)} MB, R² = {_r2(f['peak_r2'])}); "
                 f"built {f['build_mb_per_unit'] * 1024:.1f} KB/{unit} (+ {fmt(f['build_intercept_mb'], 3)} MB, R² = {_r2(f['build_r2'])})"
             )
+    if qp_rows:
+        t = Table(title="braid bench: QPs per host (all-to-all 1 KB on one switch, ~1 M flows each)", header_style="bold")
+        for col in ("scenario", "hosts", "active QPs/host", "flows", "Mev", "Mev/s", "CPU s", "peak MB"):
+            t.add_column(col, justify="left" if col == "scenario" else "right", no_wrap=True)
+        rates = []
+        for r in qp_rows:
+            if "error" in r:
+                t.add_row(r["name"], f"[red]{r['error']}[/red]", "", "", "", "", "", "")
+                continue
+            st, h = r["stats"], r["headline"]
+            cpu = r["cpu_s"]
+            ev = st.get("events", 0)
+            if cpu:
+                rates.append(ev / cpu)
+            hosts = int(st.get("hosts", 0))
+            t.add_row(
+                r["name"],
+                f"{hosts:,}",
+                f"{hosts - 1:,}",
+                f"{int(h.get('flows_completed', 0)):,}/{int(h.get('flows', 0)):,}",
+                f"{ev / 1e6:.2f}",
+                f"{ev / cpu / 1e6:.2f}" if cpu else "-",
+                f"{cpu:.2f}",
+                _mb(r["max_rss_mb"]),
+            )
+        c.print(t)
+        if len(rates) > 1:
+            c.print(f"events/s, fastest over slowest point: {max(rates) / min(rates):.2f}x (Mev/s per CPU second of the child, build included)")
     out = {"scenarios": rows, "fits": fits}
     if json_out:
         Path(json_out).write_text(json.dumps(out, indent=2) + "\n")

@@ -184,9 +184,12 @@ def bench(only: tuple, quick: bool, scale: bool, repeat: int, anchors: Optional[
       ft-k8, ft-k16, ft-k24  scale: 3-tier fat-tree (100G hosts, 400G fabric, 1 us, DCQCN),
                              Poisson web-search at 0.3 load for 200 us, stop 100 us later
       ft-k16-2x, ft-k16-4x   scale: k = 16 with 400 / 800 us of arrivals (2x / 4x the flows)
+      a2a-100, a2a-300,      QPs per host: all-to-all 1 KB flows among 100 / 300 / 1,000
+      a2a-1000               hosts on one switch (99 / 299 / 999 QPs active per host), repeated
+                             to ~1 M flows each; events/s should not depend on QPs per host
 
     The HPCC scenarios need the anchor folder (--anchors). The default run is all of them
-    (about a minute of CPU). "built MB" is the RSS once a run is built, before any event; "peak
+    (a couple of minutes of CPU). "built MB" is the RSS once a run is built, before any event; "peak
     MB" the peak RSS (ru_maxrss of the child process).
     """
     from .bench import run_bench

@@ -326,7 +326,11 @@ mod tests {
         let n = 200_000u64;
         for i in 0..n {
             // Mostly "now", some a little later in the same bucket, in scrambled order.
-            let t = if i % 7 == 0 { 100 + (i * 37) % 900 } else { 100 };
+            let t = if i % 7 == 0 {
+                100 + (i * 37) % 900
+            } else {
+                100
+            };
             q.schedule(t, i + 1);
         }
         let t0 = std::time::Instant::now();

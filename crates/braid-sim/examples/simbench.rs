@@ -37,7 +37,10 @@ fn main() {
         jobs.push((format!("a2a-{n}-{size}"), a2a(n, &size)));
     } else {
         for f in &args {
-            jobs.push((f.clone(), std::fs::read_to_string(f).expect("read scenario")));
+            jobs.push((
+                f.clone(),
+                std::fs::read_to_string(f).expect("read scenario"),
+            ));
         }
     }
     for (name, json) in jobs {
@@ -75,7 +78,14 @@ fn main() {
             );
             println!("{line}");
             if std::env::var_os("SIMBENCH_COUNTERS").is_some() {
-                for k in ["drops", "pfc_pauses", "timeouts", "cnps", "ecn_marks", "retransmissions"] {
+                for k in [
+                    "drops",
+                    "pfc_pauses",
+                    "timeouts",
+                    "cnps",
+                    "ecn_marks",
+                    "retransmissions",
+                ] {
                     print!(" {k}={}", r.counters.get(k).copied().unwrap_or(0));
                 }
                 println!();
@@ -84,7 +94,11 @@ fn main() {
                 for f in sim.flows() {
                     let mut l = f.latencies.clone();
                     l.sort();
-                    let q = |x: f64| l.get(((l.len() as f64 - 1.0) * x) as usize).copied().unwrap_or(0);
+                    let q = |x: f64| {
+                        l.get(((l.len() as f64 - 1.0) * x) as usize)
+                            .copied()
+                            .unwrap_or(0)
+                    };
                     println!(
                         "  flow {} {} {}->{} bytes {} start {} finish {:?} lat n={} p50={} p99={} max={}",
                         f.id, f.kind, f.src, f.dst, f.bytes_done, f.start_ps, f.finish_ps,

@@ -62,9 +62,17 @@ impl Default for Node {
 
 /// Active QPs in round-robin order per class, with the QPs that need a look findable in
 /// O(log n). One node per QP number, shared by the classes' sequences.
+///
+/// Each class's rotation is a cycle: a treap over a sequence that never reorders (only inserts
+/// and removals change it) and a *finger* on the QP at the front. Passing QPs to the back moves
+/// the finger (the old deque's pop-and-push kept the same cyclic order); a newly active QP goes
+/// just before the finger (the back). So the common step, the front QP sends and goes to the back,
+/// is an in-order successor: O(1) amortised.
 pub struct Rotations {
     nodes: Vec<Node>,
     roots: [u32; 8],
+    /// The front QP of each class (NIL: empty).
+    fingers: [u32; 8],
     /// (wake time, qpn, generation) of QPs waiting for a time.
     timers: BinaryHeap<Reverse<(Time, u32, u32)>>,
     rng: u64,
@@ -75,6 +83,7 @@ impl Default for Rotations {
         Rotations {
             nodes: Vec::new(),
             roots: [NIL; 8],
+            fingers: [NIL; 8],
             timers: BinaryHeap::new(),
             rng: 0x9E37_79B9_7F4A_7C15,
         }
@@ -174,7 +183,7 @@ impl Rotations {
         self.roots[c] = r;
     }
 
-    /// Position of a member in its class's sequence.
+    /// Position of a member in its class's (unrotated) sequence.
     fn index_of(&self, x: u32) -> u32 {
         let mut i = self.size(self.nodes[x as usize].l);
         let mut x = x;
@@ -185,6 +194,87 @@ impl Rotations {
             }
             if self.nodes[p as usize].r == x {
                 i += self.size(self.nodes[p as usize].l) + 1;
+            }
+            x = p;
+        }
+    }
+
+    /// The member at position `k` of the (unrotated) sequence rooted at `t`.
+    fn select(&self, mut t: u32, mut k: u32) -> u32 {
+        loop {
+            let n = &self.nodes[t as usize];
+            let ls = self.size(n.l);
+            if k < ls {
+                t = n.l;
+            } else if k == ls {
+                return t;
+            } else {
+                k -= ls + 1;
+                t = n.r;
+            }
+        }
+    }
+
+    fn leftmost(&self, mut t: u32) -> u32 {
+        while t != NIL && self.nodes[t as usize].l != NIL {
+            t = self.nodes[t as usize].l;
+        }
+        t
+    }
+
+    /// The next member in sequence order (NIL after the last).
+    fn succ(&self, x: u32) -> u32 {
+        let r = self.nodes[x as usize].r;
+        if r != NIL {
+            return self.leftmost(r);
+        }
+        let mut x = x;
+        loop {
+            let p = self.nodes[x as usize].p;
+            if p == NIL || self.nodes[p as usize].l == x {
+                return p;
+            }
+            x = p;
+        }
+    }
+
+    /// The first member of subtree `t` whose `own` meets `want` (the subtree's mask must).
+    fn leftmost_match(&self, mut t: u32, want: u16) -> u32 {
+        loop {
+            let n = &self.nodes[t as usize];
+            if self.mask(n.l) & want != 0 {
+                t = n.l;
+            } else if n.own & want != 0 {
+                return t;
+            } else {
+                t = n.r;
+            }
+        }
+    }
+
+    /// The first member at or after `x` in sequence order (not wrapping) whose `own` meets `want`.
+    fn match_from(&self, x: u32, want: u16) -> u32 {
+        let n = &self.nodes[x as usize];
+        if n.own & want != 0 {
+            return x;
+        }
+        if self.mask(n.r) & want != 0 {
+            return self.leftmost_match(n.r, want);
+        }
+        let mut x = x;
+        loop {
+            let p = self.nodes[x as usize].p;
+            if p == NIL {
+                return NIL;
+            }
+            let pn = &self.nodes[p as usize];
+            if pn.l == x {
+                if pn.own & want != 0 {
+                    return p;
+                }
+                if self.mask(pn.r) & want != 0 {
+                    return self.leftmost_match(pn.r, want);
+                }
             }
             x = p;
         }
@@ -212,6 +302,26 @@ impl Rotations {
         (self.rng.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 32) as u32
     }
 
+    /// Takes member `x` of class `c` out of the sequence (the finger is the caller's business).
+    fn unlink(&mut self, c: usize, x: u32) {
+        let k = self.index_of(x);
+        let (a, b) = self.split(self.roots[c], k);
+        let (x2, rest) = self.split(b, 1);
+        debug_assert_eq!(x2, x);
+        let r = self.merge(a, rest);
+        self.set_root(c, r);
+        self.forget(x);
+    }
+
+    fn forget(&mut self, x: u32) {
+        let n = &mut self.nodes[x as usize];
+        let gen = n.gen.wrapping_add(1);
+        *n = Node {
+            gen,
+            ..Node::default()
+        };
+    }
+
     // ------------------------------------------------------------------ the rotation
 
     /// Whether `qpn` is in a rotation.
@@ -231,7 +341,7 @@ impl Rotations {
         self.roots.iter().all(|&r| r == NIL)
     }
 
-    /// Appends `qpn` to the back of class `c`'s sequence, needing a look.
+    /// Appends `qpn` to the back of class `c`'s rotation (just before the front), needing a look.
     pub fn push_back(&mut self, c: usize, qpn: u32) {
         if self.nodes.len() <= qpn as usize {
             self.nodes.resize(qpn as usize + 1, Node::default());
@@ -250,7 +360,16 @@ impl Rotations {
             class: c as u8,
             gen,
         };
-        let r = self.merge(self.roots[c], qpn);
+        let f = self.fingers[c];
+        if f == NIL {
+            self.set_root(c, qpn);
+            self.fingers[c] = qpn;
+            return;
+        }
+        let k = self.index_of(f);
+        let (a, b) = self.split(self.roots[c], k);
+        let a = self.merge(a, qpn);
+        let r = self.merge(a, b);
         self.set_root(c, r);
     }
 
@@ -311,31 +430,26 @@ impl Rotations {
         None
     }
 
-    /// Position of the first QP of class `c` that needs a look, given the paused priorities
-    /// (bit p = priority p paused), if it is among the first `limit`.
-    pub fn first_candidate(&self, c: usize, limit: u32, paused: u8) -> Option<u32> {
+    /// The first QP of class `c`'s rotation that needs a look, given the paused priorities (bit
+    /// p = priority p paused), if it is among the first `limit`: (its position from the front,
+    /// the QP).
+    pub fn first_candidate(&self, c: usize, limit: u32, paused: u8) -> Option<(u32, u32)> {
         let want = DIRTY | (!paused) as u16;
-        let mut t = self.roots[c];
-        let mut base = 0;
-        loop {
-            if t == NIL || self.mask(t) & want == 0 {
-                return None;
-            }
-            let n = &self.nodes[t as usize];
-            if self.mask(n.l) & want != 0 {
-                t = n.l;
-                continue;
-            }
-            let i = base + self.size(n.l);
-            if n.own & want != 0 {
-                return (i < limit).then_some(i);
-            }
-            if i + 1 >= limit {
-                return None;
-            }
-            base = i + 1;
-            t = n.r;
+        let f = self.fingers[c];
+        if f == NIL || self.mask(self.roots[c]) & want == 0 || limit == 0 {
+            return None;
         }
+        let mut y = self.match_from(f, want);
+        if y == NIL {
+            // Wrap around: the first one from the start of the sequence (before the finger).
+            y = self.leftmost_match(self.roots[c], want);
+        }
+        if y == f {
+            return Some((0, y));
+        }
+        let n = self.len(c);
+        let j = (self.index_of(y) + n - self.index_of(f)) % n;
+        (j < limit).then_some((j, y))
     }
 
     /// Whether class `c` has a QP that needs a look (given the paused priorities).
@@ -343,38 +457,46 @@ impl Rotations {
         self.mask(self.roots[c]) & (DIRTY | (!paused) as u16) != 0
     }
 
-    /// The QP at the front of class `c`'s sequence.
+    /// The QP at the front of class `c`'s rotation.
+    #[inline]
     pub fn front(&self, c: usize) -> Option<u32> {
-        let mut t = self.roots[c];
-        if t == NIL {
-            return None;
-        }
-        while self.nodes[t as usize].l != NIL {
-            t = self.nodes[t as usize].l;
-        }
-        Some(t)
+        let f = self.fingers[c];
+        (f != NIL).then_some(f)
     }
 
     /// Moves the first `k` QPs of class `c` to the back, in order.
     pub fn rotate(&mut self, c: usize, k: u32) {
-        if k == 0 || k >= self.len(c) {
+        let n = self.len(c);
+        if n == 0 {
             return;
         }
-        let (a, b) = self.split(self.roots[c], k);
-        let r = self.merge(b, a);
-        self.set_root(c, r);
+        let k = k % n;
+        let f = self.fingers[c];
+        self.fingers[c] = match k {
+            0 => f,
+            1 => match self.succ(f) {
+                NIL => self.leftmost(self.roots[c]),
+                s => s,
+            },
+            _ => self.select(self.roots[c], (self.index_of(f) + k) % n),
+        };
+    }
+
+    /// Makes member `qpn` of class `c` the front, passing those before it to the back (a
+    /// `rotate` by its position, which the caller knows from [`Self::first_candidate`]).
+    pub fn rotate_to(&mut self, c: usize, qpn: u32) {
+        debug_assert!(self.contains(qpn) && self.nodes[qpn as usize].class as usize == c);
+        self.fingers[c] = qpn;
     }
 
     /// Takes the front QP of class `c` out of the rotation.
     pub fn pop_front(&mut self, c: usize) -> Option<u32> {
-        let root = self.roots[c];
-        if root == NIL {
+        let f = self.fingers[c];
+        if f == NIL {
             return None;
         }
-        let (a, b) = self.split(root, 1);
-        self.set_root(c, b);
-        self.forget(a);
-        Some(a)
+        self.remove(f);
+        Some(f)
     }
 
     /// Takes `qpn` out of its rotation (wherever it is).
@@ -383,25 +505,17 @@ impl Rotations {
             return;
         }
         let c = self.nodes[qpn as usize].class as usize;
-        let k = self.index_of(qpn);
-        let (a, b) = self.split(self.roots[c], k);
-        let (x, rest) = self.split(b, 1);
-        debug_assert_eq!(x, qpn);
-        let r = self.merge(a, rest);
-        self.set_root(c, r);
-        self.forget(qpn);
+        if self.fingers[c] == qpn {
+            let next = match self.succ(qpn) {
+                NIL => self.leftmost(self.roots[c]),
+                s => s,
+            };
+            self.fingers[c] = if next == qpn { NIL } else { next };
+        }
+        self.unlink(c, qpn);
     }
 
-    fn forget(&mut self, x: u32) {
-        let n = &mut self.nodes[x as usize];
-        let gen = n.gen.wrapping_add(1);
-        *n = Node {
-            gen,
-            ..Node::default()
-        };
-    }
-
-    /// The sequence of class `c`, front first (tests and debugging).
+    /// The rotation of class `c`, front first (tests and debugging).
     pub fn sequence(&self, c: usize) -> Vec<u32> {
         let mut out = Vec::with_capacity(self.len(c) as usize);
         let mut stack = Vec::new();
@@ -414,6 +528,9 @@ impl Rotations {
             let x = stack.pop().unwrap();
             out.push(x);
             t = self.nodes[x as usize].r;
+        }
+        if let Some(i) = out.iter().position(|&x| x == self.fingers[c]) {
+            out.rotate_left(i);
         }
         out
     }
@@ -503,11 +620,12 @@ mod tests {
                 _ => {}
             }
             assert_eq!(r.len(0) as usize, d.len());
+            if rnd(50) == 0 {
+                assert_eq!(r.sequence(0), d.iter().copied().collect::<Vec<_>>());
+            }
         }
         assert_eq!(r.sequence(0), d.iter().copied().collect::<Vec<_>>());
-        for &q in &d {
-            assert_eq!(r.sequence(0)[r.index_of(q) as usize], q);
-        }
+        assert_eq!(r.front(0), d.front().copied());
     }
 
     #[test]
@@ -520,17 +638,40 @@ mod tests {
             r.park_until(q, 50 + q as u64);
         }
         r.park_paused(4, 3);
-        assert_eq!(r.first_candidate(0, 10, 0), Some(4), "ready, priority not paused");
-        assert_eq!(r.first_candidate(0, 10, 1 << 3), Some(5), "priority 3 paused");
+        assert_eq!(
+            r.first_candidate(0, 10, 0),
+            Some((4, 4)),
+            "ready, priority not paused"
+        );
+        assert_eq!(
+            r.first_candidate(0, 10, 1 << 3),
+            Some((5, 5)),
+            "priority 3 paused"
+        );
         assert_eq!(r.first_candidate(0, 5, 1 << 3), None, "beyond the limit");
+        // From a rotated front, the search wraps around.
+        r.rotate(0, 6);
+        assert_eq!(r.first_candidate(0, 10, 1 << 3), Some((0, 6)));
+        r.park_until(6, 70);
+        r.park_until(7, 70);
+        r.park_until(8, 70);
+        r.park_until(9, 70);
+        assert_eq!(r.first_candidate(0, 10, 1 << 3), Some((9, 5)), "wrapped");
+        assert_eq!(r.first_candidate(0, 9, 1 << 3), None, "beyond the limit");
+        assert_eq!(r.first_candidate(0, 10, 0), Some((8, 4)), "wrapped");
+        r.rotate(0, 4);
         assert_eq!(r.next_timer(), Some(50));
         r.release_timers(51);
-        assert_eq!(r.first_candidate(0, 10, 1 << 3), Some(0));
-        assert_eq!(r.first_candidate(0, 10, 0), Some(0));
+        assert_eq!(r.first_candidate(0, 10, 1 << 3), Some((0, 0)));
+        assert_eq!(r.first_candidate(0, 10, 0), Some((0, 0)));
         // A woken QP's timer no longer counts.
         r.wake(2);
         assert_eq!(r.next_timer(), Some(53));
         r.remove(3);
+        assert_eq!(r.next_timer(), Some(70));
+        for q in 6..10 {
+            r.wake(q);
+        }
         assert_eq!(r.next_timer(), None);
     }
 }

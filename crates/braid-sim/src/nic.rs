@@ -311,10 +311,12 @@ pub struct Nic {
     qps: Vec<Option<Qp>>,
     cqs: Vec<Option<Cq>>,
     pub mem: Memory,
-    /// Control packets (ACK, NAK, CNP, PFC) as queued, not yet sorted into `ctrl_q`.
+    /// Control packets (ACK, NAK, CNP, PFC) as queued.
     ctrl: VecDeque<PktId>,
-    /// Control packets by priority (index 8: PFC frames, never paused), with their queueing order.
+    /// Control packets set aside while their priority was paused, by priority, with their
+    /// queueing order (index 8 unused: PFC frames are never paused).
     ctrl_q: [VecDeque<(u64, PktId)>; 9],
+    ctrl_held: u16,
     ctrl_seq: u64,
     /// Active QPs in round-robin order, per class (one class under `rr`).
     arb: Rotations,
@@ -350,6 +352,7 @@ impl Nic {
             mem: Memory::new(p.nic.data_check),
             ctrl: VecDeque::new(),
             ctrl_q: Default::default(),
+            ctrl_held: 0,
             ctrl_seq: 0,
             arb: Rotations::default(),
             policy: p.nic.arbiter,
@@ -375,9 +378,7 @@ impl Nic {
     /// Whether the transmit side might have something to send (control packets or active QPs).
     #[inline]
     pub fn has_pending(&self) -> bool {
-        !self.ctrl.is_empty()
-            || self.ctrl_q.iter().any(|q| !q.is_empty())
-            || !self.arb.is_empty()
+        !self.ctrl.is_empty() || self.ctrl_held != 0 || !self.arb.is_empty()
     }
 
     pub fn qp(&self, qpn: QpNum) -> Option<&Qp> {
@@ -990,7 +991,32 @@ impl Nic {
 
     /// The first queued control packet whose priority is not paused (PFC frames always go).
     fn next_ctrl(&mut self, paused: &[bool; 8], pool: &PacketPool) -> Option<PktId> {
-        // Sort what was queued since the last look into per-priority queues (each packet once),
+        // Packets set aside because their priority was paused (`ctrl_q`, bit q of
+        // `ctrl_held` = queue q non-empty) are older than those still in `ctrl`: the oldest
+        // eligible of them goes first.
+        if self.ctrl_held != 0 {
+            let mut best: Option<(u64, usize)> = None;
+            let mut m = self.ctrl_held;
+            while m != 0 {
+                let q = m.trailing_zeros() as usize;
+                m &= m - 1;
+                if q < 8 && paused[q] {
+                    continue;
+                }
+                let seq = self.ctrl_q[q].front().expect("held queue").0;
+                if best.is_none_or(|(b, _)| seq < b) {
+                    best = Some((seq, q));
+                }
+            }
+            if let Some((_, q)) = best {
+                let (_, id) = self.ctrl_q[q].pop_front().expect("held queue");
+                if self.ctrl_q[q].is_empty() {
+                    self.ctrl_held &= !(1 << q);
+                }
+                return Some(id);
+            }
+        }
+        // Then in queueing order; one whose priority is paused is set aside (each packet once),
         // so that a paused priority's backlog costs nothing per look.
         while let Some(id) = self.ctrl.pop_front() {
             let c = pool.get(id);
@@ -999,21 +1025,14 @@ impl Nic {
             } else {
                 c.prio as usize & 7
             };
+            if q == 8 || !paused[q] {
+                return Some(id);
+            }
             self.ctrl_q[q].push_back((self.ctrl_seq, id));
+            self.ctrl_held |= 1 << q;
             self.ctrl_seq += 1;
         }
-        let mut best: Option<(u64, usize)> = None;
-        for (q, d) in self.ctrl_q.iter().enumerate() {
-            if q < 8 && paused[q] {
-                continue;
-            }
-            if let Some(&(seq, _)) = d.front() {
-                if best.is_none_or(|(b, _)| seq < b) {
-                    best = Some((seq, q));
-                }
-            }
-        }
-        best.and_then(|(_, q)| self.ctrl_q[q].pop_front().map(|(_, id)| id))
+        None
     }
 
     /// ETS: deficit round robin between classes by bytes; a class's turn adds its quantum and
@@ -1078,7 +1097,7 @@ impl Nic {
         let mut remaining = self.arb.len(c);
         let mut yields = 0u32;
         loop {
-            let Some(j) = self.arb.first_candidate(c, remaining, pmask) else {
+            let Some((j, qpn)) = self.arb.first_candidate(c, remaining, pmask) else {
                 // The rest were looked at (or needed no look) and passed: to the back.
                 if remaining > 0 {
                     self.arb.rotate(c, remaining);
@@ -1092,11 +1111,11 @@ impl Nic {
                 return Served::Nothing;
             };
             if j > 0 {
-                self.arb.rotate(c, j);
+                // Those before it need no look: passed, to the back.
+                self.arb.rotate_to(c, qpn);
                 remaining -= j;
                 self.turn[c] = 0;
             }
-            let qpn = self.arb.front(c).expect("a candidate is in the rotation");
             match self.status(qpn, now, p, eff) {
                 Status::Yield => {
                     // Its turn is over: to the back, looked at again after the others (every

@@ -179,7 +179,10 @@ impl Scenario {
         if nic.ets_weights.len() > 8 {
             return Err(err(
                 "nic.ets_weights",
-                format!("expected at most 8 weights (classes 0-7), got {}", nic.ets_weights.len()),
+                format!(
+                    "expected at most 8 weights (classes 0-7), got {}",
+                    nic.ets_weights.len()
+                ),
             ));
         }
         for (i, w) in nic.ets_weights.iter().enumerate() {

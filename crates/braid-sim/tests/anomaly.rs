@@ -57,7 +57,10 @@ fn message_level_anomaly_d_app_beside_b_app() {
         q(&one_pkt, 0.99) / 1e6
     );
     // Several-fold (Justitia §2), at the median and the tail.
-    assert!(b99 > 2.0 * a99 && b50 > 2.0 * a50, "{b50} / {b99} vs {a50} / {a99}");
+    assert!(
+        b99 > 2.0 * a99 && b50 > 2.0 * a50,
+        "{b50} / {b99} vs {a50} / {a99}"
+    );
     // And no more than a full read-ahead of B_App (16 packets of 4 KB) at the sender plus the one
     // packet ahead of the ping at the switch.
     let turn = 16.0 * ser(4096 + 62, 100);
@@ -77,9 +80,16 @@ fn message_level_anomaly_grows_with_message_size_up_to_the_mtu_then_stays() {
     let alone = q(&d_latencies(&[("apps.1.enabled", json!(false))]), 0.5);
     let mut harm = Vec::new();
     for size in ["64B", "256B", "1KB", "4KB", "64KB", "1MB"] {
-        let l = d_latencies(&[("apps.1.size", json!(size)), ("apps.1.tx_depth", json!(128))]);
+        let l = d_latencies(&[
+            ("apps.1.size", json!(size)),
+            ("apps.1.tx_depth", json!(128)),
+        ]);
         let h = q(&l, 0.5) - alone;
-        eprintln!("B_App {size}: D_App p50 {:.2} us (+{:.2} us)", q(&l, 0.5) / 1e6, h / 1e6);
+        eprintln!(
+            "B_App {size}: D_App p50 {:.2} us (+{:.2} us)",
+            q(&l, 0.5) / 1e6,
+            h / 1e6
+        );
         harm.push(h);
     }
     // Grows up to the MTU (4 KB) ...
@@ -155,7 +165,10 @@ fn qp_level_anomaly_eight_qps_take_eight_ninths() {
     let (_, r) = run(&s);
     let g = mean_gbps(&r, 2, 200_000_000, 2_200_000_000);
     let share = g[0] / (g[0] + g[1]);
-    eprintln!("1-QP tenant {:.2} Gbps, 8-QP tenant {:.2} Gbps: share {share:.3}", g[0], g[1]);
+    eprintln!(
+        "1-QP tenant {:.2} Gbps, 8-QP tenant {:.2} Gbps: share {share:.3}",
+        g[0], g[1]
+    );
     assert!((share - 1.0 / 9.0).abs() < 0.01, "{g:?}");
     assert!(g[0] + g[1] > 0.98 * 100.0 * 4000.0 / 4062.0, "{g:?}");
 }

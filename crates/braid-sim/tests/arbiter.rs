@@ -14,11 +14,15 @@ fn ser(bytes: u64, gbps: u64) -> u64 {
 /// One 100G host pair (dumbbell, 1 µs links): a 16 B write_lat on class 1 (D_App), and, if
 /// `with_b`, a 1 MB write_bw on class 3 (B_App) from the same host.
 fn d_beside_b(nic: Value, with_b: bool) -> Vec<u64> {
-    let mut apps = vec![json!({"kind": "write_lat", "src": 0, "dst": 1, "size": "16B",
-                               "duration": "1ms", "priority": 1, "start": "20us"})];
+    let mut apps = vec![
+        json!({"kind": "write_lat", "src": 0, "dst": 1, "size": "16B",
+                               "duration": "1ms", "priority": 1, "start": "20us"}),
+    ];
     if with_b {
-        apps.push(json!({"kind": "write_bw", "src": 0, "dst": 1, "size": "1MB", "tx_depth": 4,
-                         "duration": "1.2ms", "priority": 3}));
+        apps.push(
+            json!({"kind": "write_bw", "src": 0, "dst": 1, "size": "1MB", "tx_depth": 4,
+                         "duration": "1.2ms", "priority": 3}),
+        );
     }
     let s = json!({
         "duration": "2ms",
