@@ -1880,6 +1880,7 @@ impl Nic {
 
     /// Places an in-sequence data packet, completes its message at the responder, and lets the
     /// transport acknowledge it.
+    #[allow(clippy::too_many_arguments)]
     fn accept_data(
         &mut self,
         now: Time,
@@ -2000,6 +2001,7 @@ impl Nic {
     /// Places a packet a multipath receiver accepted, possibly out of order (MP-RDMA §3.1): WRITE
     /// data goes to its address, SEND data to the RECV its MSN names at the offset it carries
     /// (iPSN × MTU). Messages complete in order, once the transport's rcv_nxt passes their tail.
+    #[allow(clippy::too_many_arguments)]
     fn accept_data_ooo(
         &mut self,
         now: Time,

@@ -1901,3 +1901,47 @@ fn a_static_route_matching_a_source_address_pins_that_address_only() {
         }
     }
 }
+
+#[test]
+fn mp_rdma_gives_up_after_retry_cnt_timeouts_too() {
+    // The same dead peer under MP-RDMA: its RTO counts against retry_cnt like RC's.
+    let b: B = Default::default();
+    let mut sim = build(&dumbbell_scenario(json!({
+        "nic": {"rto": "100us"},
+        "transport": {"kind": "mp-rdma"},
+        "link_events": [{"a": "swR", "b": "h1", "down": "20us"}],
+    })));
+    fn client(v: &mut dyn Verbs, me: &mut Me, _: &B, st: Step) {
+        let (qp, l, r) = (me.qps[0], me.mr.unwrap(), me.peer.mr.unwrap());
+        match st {
+            Step::Connected => v.set_timer(30_000_000, 2),
+            Step::Timer(2) => {
+                for id in 1..=2 {
+                    v.post_send(qp, write_to(id, &l, 10_000, r.addr, r.rkey))
+                        .unwrap();
+                }
+            }
+            _ => {}
+        }
+    }
+    sim.add_app(1, Box::new(Peer::new(&b, 1, vec![QpInit::rc(0)], nothing)), vec![])
+        .unwrap();
+    let init = QpInit {
+        retry_cnt: 2,
+        ..QpInit::rc(0)
+    };
+    sim.add_app(0, Box::new(Peer::new(&b, 0, vec![init], client)), vec![])
+        .unwrap();
+    sim.run();
+    assert_eq!(sim.world().hosts[0].nic.qps().next().unwrap().t.kind(), "mp-rdma");
+    let bd = b.borrow();
+    let got: Vec<_> = bd.wcs[0].iter().map(|e| (e.2.wr_id, e.2.status)).collect();
+    assert_eq!(
+        got,
+        vec![(1, WcStatus::RetryExceeded), (2, WcStatus::Flushed)]
+    );
+    let t = bd.wcs[0][0].0;
+    let expect = 30_000_000 + 3 * 100_000_000;
+    assert!(t >= expect && t < expect + 10_000_000, "gave up at {t}, expected ~{expect}");
+    assert_eq!(sim.world().hosts[0].nic.stats.timeouts, 3);
+}

@@ -205,8 +205,11 @@ pub enum SendOp {
     Write,
     WriteWithImm(u32),
     Read,
-    /// Cross-channel: block this send queue until `cq` has `count` more completions than when
-    /// the WAIT reached the head of the queue.
+    /// Cross-channel: block this send queue until `cq` has had `count` more completions than
+    /// the previous WAIT posted on `cq` waited for: each CQ keeps a cumulative wait index, fixed
+    /// at post time (libmlx5's `wait_index`), and this WAIT moves it to its own target. A zero
+    /// count adds nothing: braid's simulated NIC completes such a WAIT as soon as it executes
+    /// (PeRF's 0_WAIT); on mlx5 it waits for the index earlier WAITs left.
     Wait {
         cq: CqId,
         count: u32,
