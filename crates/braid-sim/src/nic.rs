@@ -832,14 +832,15 @@ impl Nic {
         let _ = data_check;
         let send_cq = q.send_cq;
         // A WAIT's target is fixed at post time, as libmlx5 computes it: the CQ's cumulative
-        // wait index plus the count, which becomes the new index. A zero-count WAIT never blocks.
+        // wait index plus the count, which becomes the new index. A zero-count WAIT (PeRF's
+        // 0_WAIT) therefore waits only for what earlier WAITs on that CQ wait for: on a CQ no
+        // counted WAIT uses, it completes as soon as it executes.
         let wait_target = match wr.op {
             SendOp::Wait { cq, count } => match self.cqs.get_mut(cq as usize) {
-                Some(Some(c)) if count > 0 => {
+                Some(Some(c)) => {
                     c.wait_index += count as u64;
                     Some(c.wait_index)
                 }
-                Some(Some(_)) => None,
                 _ => return Err(VerbsError::NoSuchCq(cq)),
             },
             _ => None,
@@ -1277,7 +1278,7 @@ impl Nic {
                         return true;
                     }
                 };
-                // The target was fixed at post time (None: a zero-count WAIT, done at once).
+                // The target was fixed at post time.
                 if w.wait_target.is_some_and(|target| total < target) {
                     let c = self.cqs[cq as usize].as_mut().unwrap();
                     if !c.waiters.contains(&qpn) {

@@ -1525,16 +1525,17 @@ fn cross_channel_wrs_need_a_cross_channel_qp() {
 }
 
 #[test]
-fn wait_counts_are_cumulative_per_cq_and_zero_waits_do_not_block() {
+fn wait_counts_are_cumulative_per_cq_and_zero_waits_wait_for_the_index() {
     // QP 0 completes three 100 KB WRITEs (~20 µs each) on its own send CQ c0. At time 0 the
     // cross-channel QPs (each with its own send CQ) post, in this order:
     //   QP 1: WAIT(c0, 1) #11, NOP #12
     //   QP 3: WAIT(c0, 0) #31, NOP #32
     //   QP 2: WAIT(c0, 1) #21, NOP #22
     //   QP 1: WAIT(c0, 1) #13, NOP #14
-    // Each WAIT counts from the previous WAIT posted on c0 (the CQ's cumulative index: 1, -, 2,
+    // Each WAIT counts from the previous WAIT posted on c0 (the CQ's cumulative index: 1, 1, 2,
     // 3), so #12 goes after the 1st WRITE, #22 after the 2nd, #14 after the 3rd; the zero-count
-    // WAIT never blocks. (Under the old rule, "count more than when the WAIT reached the head of
+    // WAIT waits for the index the WAITs before it left (1), as libmlx5 computes it, so #32 goes
+    // with #12 — on a CQ no counted WAIT uses (PeRF's 0_WAITs) it never blocks. (Under the old rule, "count more than when the WAIT reached the head of
     // its queue", #22 went with #12 and #14 after the 2nd WRITE.)
     let b: B = Default::default();
     let mut sim = build(&dumbbell_scenario(json!({})));
@@ -1584,7 +1585,11 @@ fn wait_counts_are_cumulative_per_cq_and_zero_waits_do_not_block() {
     };
     let (w1, w2, w3) = (t(1), t(2), t(3));
     assert!(w1 > 10_000_000 && w1 < w2 && w2 < w3, "{w1} {w2} {w3}");
-    assert!(t(32) < w1, "a zero-count WAIT does not block: {} vs {w1}", t(32));
+    assert!(
+        t(32) >= w1 && t(32) < w2,
+        "a zero-count WAIT waits for the index earlier WAITs left: {} vs {w1} {w2}",
+        t(32)
+    );
     assert!(t(12) >= w1 && t(12) < w2, "#12 after the 1st WRITE: {}", t(12));
     assert!(t(22) >= w2 && t(22) < w3, "#22 after the 2nd WRITE: {}", t(22));
     assert!(t(14) >= w3, "#14 after the 3rd WRITE: {}", t(14));
