@@ -1,0 +1,503 @@
+//! The RNIC: QPs (RC, UC, UD) with send and receive queues, CQs, registered memory, the transmit
+//! arbiter (round-robin between QPs at MTU granularity), the QP-context cache, cross-channel
+//! WAIT/ENABLE work requests, and the RoCEv2 RC transport (PSNs, cumulative ACK/NAK, go-back-N on
+//! NAK and timeout) with DCQCN rate control.
+//!
+//! The NIC never touches the event queue: every call returns its wishes (timers, a transmit kick,
+//! CQ notifications, records) in [`Effects`], which the world carries out.
+//!
+//! This file holds the NIC's types (QPs, CQs, WQEs, effects, counters) and the [`Nic`] itself
+//! with its small shared helpers; the behaviour is split by responsibility into `verbs`
+//! (resources and posting), `tx` (the transmit side), `build` (packet building and WQE
+//! retirement) and `rx` (the receive path, feedback and timers).
+
+use crate::arbiter::{Ets, Rotations};
+use crate::config::{AckPriority, ArbiterPolicy, NicConfig, TransportConfig};
+use crate::memory::Memory;
+use crate::packet::*;
+use crate::qp_cache::QpCache;
+pub use crate::transport::TimerKind;
+use crate::transport::{RetryLimits, Transport};
+use braid_engine::time::Time;
+use braid_verbs::*;
+use std::collections::VecDeque;
+
+mod build;
+mod rx;
+mod tx;
+mod verbs;
+
+/// Parameters every NIC shares, resolved once from the scenario.
+#[derive(Debug, Clone)]
+pub struct NicParams {
+    pub nic: NicConfig,
+    pub transport: TransportConfig,
+    pub ack_prio: u8,
+}
+
+impl NicParams {
+    pub fn new(nic: NicConfig, transport: TransportConfig) -> Self {
+        let ack_prio = match nic.ack_priority {
+            AckPriority::High => 0,
+            AckPriority::Data => nic.priority,
+        };
+        NicParams {
+            nic,
+            transport,
+            ack_prio,
+        }
+    }
+}
+
+/// A completed message, for the messages table.
+#[derive(Debug, Clone)]
+pub struct MsgRecord {
+    pub qpn: u32,
+    pub dst: u32,
+    pub op: &'static str,
+    pub bytes: u64,
+    pub post_ps: Time,
+    pub complete_ps: Time,
+    pub wr_id: u64,
+}
+
+/// What a NIC call wants done.
+#[derive(Default)]
+pub struct Effects {
+    pub timers: Vec<(Time, TimerKind, QpNum, u32)>,
+    /// The transmit side may have something new to send.
+    pub kick: bool,
+    pub notify: Vec<CqId>,
+    pub messages: Vec<MsgRecord>,
+    /// The receive backlog crossed the threshold: pause (true) / resume (false) the upstream port.
+    pub rx_pfc: Option<bool>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum QpState {
+    /// Emptied and disconnected (after `modify_qp(Reset)`): posts are refused, arriving packets
+    /// dropped, until `connect_qp`.
+    Reset,
+    /// Created, not connected. (It still accepts arriving packets, as if in RTR.)
+    Init,
+    Rts,
+    /// The transport gave up, the peer refused an access, or the consumer asked: nothing is
+    /// sent or received, every WR posted completes Flushed at once.
+    Error,
+}
+// (The verbs-level QpState is braid_verbs::QpState; this one is the NIC's own.)
+
+impl QpState {
+    fn verbs(self) -> braid_verbs::QpState {
+        match self {
+            QpState::Reset => braid_verbs::QpState::Reset,
+            QpState::Init => braid_verbs::QpState::Init,
+            QpState::Rts => braid_verbs::QpState::Rts,
+            QpState::Error => braid_verbs::QpState::Error,
+        }
+    }
+}
+
+/// InfiniBand QP numbers are 24 bits: the NIC tags its transport timers with the QP's epoch in
+/// the 8 bits above, so that timers of an incarnation that went to Error or Reset are ignored.
+const QPN_BITS: u32 = 24;
+const QPN_MASK: u32 = (1 << QPN_BITS) - 1;
+
+/// Address `k` of a host whose node id is `node` ([`Caps::local_addrs`], a RoCEv2 GID index):
+/// `node | k << 24`. Address 0 is the node id itself; switches route on the node part.
+pub fn host_alias(node: u32, k: u8) -> u32 {
+    node | (k as u32) << 24
+}
+
+/// The node id an address belongs to (masks the alias index).
+#[inline]
+pub fn addr_node(addr: u32) -> u32 {
+    addr & 0x00FF_FFFF
+}
+
+/// AETH NAK code of a remote access error (IBA 9.7.5.2.4), in a NAK packet's `aux`.
+pub const NAK_REMOTE_ACCESS: u32 = 2;
+
+#[derive(Debug)]
+struct SendWqe {
+    wr: SendWr,
+    bytes: u64,
+    /// PSN of the first packet; assigned when the WQE first reaches the transmit cursor.
+    first_psn: Option<u32>,
+    npkts: u32,
+    post_ps: Time,
+    /// Earliest start (WQE processing time and message-rate limits).
+    ready_ps: Option<Time>,
+    /// Control WRs: executed. Data WRs: acknowledged (READ: all response data in).
+    done: bool,
+    /// WAIT: the CQ completion count it waits for, fixed when it is posted (the CQ's
+    /// cumulative wait index plus its count; None for a zero-count WAIT, which never blocks).
+    wait_target: Option<u64>,
+    /// READ: response packets received in order.
+    read_got: u32,
+    signaled: bool,
+    /// MP-RDMA: message sequence number (among messages that consume a RECV).
+    msn: u32,
+}
+
+#[derive(Debug)]
+struct RecvWqe {
+    wr: RecvWr,
+}
+
+/// A message awaiting its in-order completion at an MP-RDMA receiver.
+#[derive(Debug)]
+struct PendingRecv {
+    byte_len: u64,
+    send: bool,
+    imm: Option<u32>,
+    src_host: u32,
+    src_qp: u32,
+}
+
+/// A READ the responder is answering.
+#[derive(Debug)]
+struct ReadJob {
+    first_psn: u32,
+    npkts: u32,
+    next: u32,
+    remote_addr: u64,
+    len: u64,
+}
+
+#[derive(Debug)]
+pub struct Qp {
+    pub qpn: QpNum,
+    pub qp_type: QpType,
+    send_cq: CqId,
+    recv_cq: CqId,
+    sq_sig_all: bool,
+    managed_send: bool,
+    managed_recv: bool,
+    cross_channel: bool,
+    retry: RetryLimits,
+    /// The source address its packets carry (one of the host's addresses).
+    pub local_addr: u32,
+    /// The source port it was created with (restored by Reset).
+    default_sport: u16,
+    /// Bumped on Error and Reset: timers of the previous incarnation are stale.
+    epoch: u8,
+    max_send_wr: u32,
+    max_recv_wr: u32,
+    pub prio: u8,
+    state: QpState,
+    pub remote_host: u32,
+    pub remote_qpn: QpNum,
+    pub sport: u16,
+    // --- requester / sender ---
+    sq: VecDeque<SendWqe>,
+    /// Absolute number of WRs retired before sq[0] (for ENABLE counting).
+    sq_base: u64,
+    send_enabled: u64,
+    /// New-data cursor: the first WQE not yet fully sent once, and the packet within it.
+    /// (Retransmissions are located by PSN; the transport decides which PSN goes next.)
+    cur: usize,
+    cur_pkt: u32,
+    /// The PSN the next new packet takes.
+    next_psn: u32,
+    next_msg_ps: Time,
+    read_rewound: bool,
+    /// Reliability and congestion control.
+    pub t: Box<dyn Transport>,
+    // --- responder / receiver ---
+    rq: VecDeque<RecvWqe>,
+    recv_enabled: u64,
+    recv_base: u64,
+    /// UC sequencing: the next PSN expected, and whether the current message is being discarded.
+    uc_epsn: u32,
+    uc_discard: bool,
+    /// SEND in progress: bytes placed so far.
+    recv_off: u64,
+    reads: VecDeque<ReadJob>,
+    in_active: bool,
+    /// MP-RDMA sender: MSN of the next message that consumes a RECV.
+    send_msn: u32,
+    /// MP-RDMA receiver: messages whose tail arrived and that complete (in order) once the
+    /// transport's rcv_nxt passes their tail PSN.
+    rx_pending: std::collections::BTreeMap<u32, PendingRecv>,
+    /// With `nic.data_check`: the PSNs this receiver has placed (or, READ requests, served),
+    /// kept by the NIC itself to audit synchronise independently of the transport.
+    rx_audit: Option<PsnSet>,
+    // --- statistics ---
+    pub rx_bytes: u64,
+    pub tx_bytes: u64,
+    pub retx_pkts: u64,
+}
+
+impl Qp {
+    /// The PSN of the next packet never sent: the cursor's position.
+    fn cursor_psn(&self) -> u32 {
+        match self.sq.get(self.cur).and_then(|w| w.first_psn) {
+            Some(f) => f + self.cur_pkt,
+            None => self.next_psn,
+        }
+    }
+    fn data_prio(&self) -> u8 {
+        self.prio
+    }
+    pub fn timeouts(&self) -> u64 {
+        self.t.timeouts()
+    }
+}
+
+#[derive(Debug, Default)]
+struct Cq {
+    entries: VecDeque<WorkCompletion>,
+    depth: u32,
+    /// Completions ever added (WAIT counts against this).
+    total: u64,
+    /// QPs whose send queue waits on this CQ.
+    waiters: Vec<QpNum>,
+    overruns: u64,
+    /// Armed by req_notify_cq: the next completion notifies (once).
+    armed: bool,
+    /// The cumulative wait index (mlx5 `wait_index`): where the last WAIT posted on this CQ
+    /// left it. A WAIT{n} waits for `total >= wait_index + n` and moves the index there.
+    wait_index: u64,
+}
+
+/// Counters of one NIC.
+#[derive(Debug, Default, Clone)]
+pub struct NicStats {
+    pub data_pkts: u64,
+    pub retx_pkts: u64,
+    pub timeouts: u64,
+    pub acks: u64,
+    pub naks: u64,
+    pub cnps_sent: u64,
+    pub cnps_recv: u64,
+    pub ooo_drops: u64,
+    pub rnr_naks: u64,
+    pub cache_misses: u64,
+    pub cache_hits: u64,
+    pub access_errors: u64,
+    pub cq_overruns: u64,
+    /// With `nic.data_check`: packets of synchronise messages placed in memory, and those placed
+    /// while an earlier PSN of their QP had not been placed yet (must stay 0: §3.4).
+    pub sync_placed: u64,
+    pub sync_placed_early: u64,
+}
+
+pub enum NextTx {
+    Packet(PktId),
+    WaitUntil(Time),
+    Idle,
+}
+
+/// What the arbiter's look at one class found.
+enum Served {
+    Packet(PktId),
+    /// The transmit pipeline stalls (a QP-context cache miss) until then.
+    Stall(Time),
+    Nothing,
+}
+
+/// How a QP stands at the transmit arbiter.
+enum Status {
+    /// Ready to send this PSN on this source port (None: a READ response).
+    Ready(Option<(u32, u16)>),
+    WaitUntil(Time),
+    Blocked,
+    /// It executed a WAIT: its turn at the arbiter is over (the WQE scheduler moves on to the
+    /// next QP, which is what PeRF's 0_WAITs rely on).
+    Yield,
+}
+
+pub struct Nic {
+    /// Node id: the host's primary address.
+    pub host: u32,
+    /// How many addresses the host has (`nic.addresses`): `host_alias(host, k)` for k below it.
+    pub addresses: u8,
+    pub line_rate: u64,
+    qps: Vec<Option<Qp>>,
+    cqs: Vec<Option<Cq>>,
+    pub mem: Memory,
+    /// Control packets (ACK, NAK, CNP, PFC) as queued.
+    ctrl: VecDeque<PktId>,
+    /// Control packets set aside while their priority was paused, by priority, with their
+    /// queueing order (index 8 unused: PFC frames are never paused).
+    ctrl_q: [VecDeque<(u64, PktId)>; 9],
+    ctrl_held: u16,
+    ctrl_seq: u64,
+    /// Active QPs in round-robin order, per class (one class under `rr`).
+    arb: Rotations,
+    policy: ArbiterPolicy,
+    ets: Ets,
+    /// Read-ahead the QP at the front of each class has used in its current turn: one MTU buffer
+    /// per packet sent (`nic.tx_prefetch`).
+    turn: [u64; 8],
+    cache: QpCache,
+    tx_stall_until: Time,
+    wqe_free_ps: Time,
+    next_msg_ps: Time,
+    /// Receive pipeline (used when the QP cache can miss).
+    rx_busy_until: Time,
+    pub rx_backlog: u64,
+    rx_paused_upstream: bool,
+    pub stats: NicStats,
+    sport_seed: u64,
+    /// Payload bytes of packets in flight when data is checked.
+    pub payloads: std::collections::HashMap<PktId, Vec<u8>>,
+    /// Builds transports for new QPs instead of the scenario's kind (library users, tests).
+    pub transport_factory: Option<crate::transport::TransportFactory>,
+}
+
+impl Nic {
+    pub fn new(host: u32, line_rate: u64, p: &NicParams, sport_seed: u64) -> Self {
+        Nic {
+            host,
+            addresses: p.nic.addresses.max(1),
+            line_rate,
+            qps: Vec::new(),
+            cqs: Vec::new(),
+            mem: Memory::new(p.nic.data_check),
+            ctrl: VecDeque::new(),
+            ctrl_q: Default::default(),
+            ctrl_held: 0,
+            ctrl_seq: 0,
+            arb: Rotations::default(),
+            policy: p.nic.arbiter,
+            ets: Ets::new(
+                &p.nic.ets_weights,
+                p.nic.mtu as u64 + crate::packet::ROCE_HEADER as u64,
+            ),
+            turn: [0; 8],
+            cache: QpCache::new(p.nic.qp_cache),
+            tx_stall_until: 0,
+            wqe_free_ps: 0,
+            next_msg_ps: 0,
+            rx_busy_until: 0,
+            rx_backlog: 0,
+            rx_paused_upstream: false,
+            stats: NicStats::default(),
+            sport_seed,
+            payloads: Default::default(),
+            transport_factory: None,
+        }
+    }
+
+    /// Whether the transmit side might have something to send (control packets or active QPs).
+    #[inline]
+    pub fn has_pending(&self) -> bool {
+        !self.ctrl.is_empty() || self.ctrl_held != 0 || !self.arb.is_empty()
+    }
+
+    pub fn qp(&self, qpn: QpNum) -> Option<&Qp> {
+        self.qps.get(qpn as usize).and_then(|q| q.as_ref())
+    }
+    pub fn qps(&self) -> impl Iterator<Item = &Qp> {
+        self.qps.iter().flatten()
+    }
+    pub fn cache_uses_rx_pipeline(&self) -> bool {
+        self.cache.enabled()
+    }
+
+    fn qp_mut(&mut self, qpn: QpNum) -> Result<&mut Qp, VerbsError> {
+        self.qps
+            .get_mut(qpn as usize)
+            .and_then(|q| q.as_mut())
+            .ok_or(VerbsError::NoSuchQp(qpn))
+    }
+
+    fn activate(&mut self, qpn: QpNum, eff: &mut Effects) {
+        let policy = self.policy;
+        if let Some(Some(q)) = self.qps.get_mut(qpn as usize) {
+            if !q.in_active && q.state == QpState::Rts {
+                q.in_active = true;
+                let c = match policy {
+                    ArbiterPolicy::Rr => 0,
+                    ArbiterPolicy::Sp | ArbiterPolicy::Ets => (q.prio & 7) as usize,
+                };
+                // The arbitration class is the QP's service level (one class under `rr`).
+                self.arb.push_back(c, qpn);
+            } else if q.in_active {
+                // Something changed for it: it gets a look where it stands in the rotation.
+                self.arb.wake(qpn);
+            }
+            eff.kick = true;
+        }
+    }
+}
+
+/// A set of PSNs as a contiguous prefix plus what lies beyond it (audit only).
+#[derive(Debug, Default)]
+struct PsnSet {
+    /// Every PSN below this is in the set.
+    prefix: u32,
+    beyond: std::collections::BTreeSet<u32>,
+}
+
+impl PsnSet {
+    fn insert(&mut self, psn: u32) {
+        if psn < self.prefix {
+            return;
+        }
+        self.beyond.insert(psn);
+        while self.beyond.remove(&self.prefix) {
+            self.prefix += 1;
+        }
+    }
+    fn all_below(&self, psn: u32) -> bool {
+        self.prefix >= psn
+    }
+}
+
+/// The first PSN not yet known to have arrived (what a timeout goes back to).
+fn first_missing(q: &Qp) -> u32 {
+    let acked = q.t.acked();
+    for w in &q.sq {
+        if w.done || !w.wr.op.carries_data() {
+            continue;
+        }
+        return match w.first_psn {
+            Some(f) if w.wr.op == SendOp::Read => f + w.read_got,
+            Some(f) => f.max(acked),
+            None => acked,
+        };
+    }
+    acked
+}
+
+fn wc(wr_id: u64, status: WcStatus, opcode: WcOpcode, byte_len: u64, qpn: QpNum) -> WorkCompletion {
+    WorkCompletion {
+        wr_id,
+        status,
+        opcode,
+        byte_len,
+        imm: None,
+        qp_num: qpn,
+        src_host: 0,
+        src_qp: 0,
+    }
+}
+
+fn op_of(op: &SendOp) -> WcOpcode {
+    match op {
+        SendOp::Send | SendOp::SendWithImm(_) => WcOpcode::Send,
+        SendOp::Write | SendOp::WriteWithImm(_) => WcOpcode::Write,
+        SendOp::Read => WcOpcode::Read,
+        SendOp::Wait { .. } => WcOpcode::Wait,
+        SendOp::SendEnable { .. } => WcOpcode::SendEnable,
+        SendOp::RecvEnable { .. } => WcOpcode::RecvEnable,
+        SendOp::Nop => WcOpcode::Nop,
+    }
+}
+
+fn op_name(op: &SendOp) -> &'static str {
+    match op {
+        SendOp::Send => "send",
+        SendOp::SendWithImm(_) => "send_imm",
+        SendOp::Write => "write",
+        SendOp::WriteWithImm(_) => "write_imm",
+        SendOp::Read => "read",
+        _ => "control",
+    }
+}
+
+#[cfg(test)]
+mod tests;

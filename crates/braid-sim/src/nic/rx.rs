@@ -1,0 +1,691 @@
+//! The receive path of the NIC: admission to the receive pipeline, control packets out,
+//! incoming data, READ requests and responses, ACK/NAK/CNP replies, transport feedback and
+//! timers.
+
+use super::{
+    first_missing, wc, Effects, Nic, NicParams, PendingRecv, QpState, ReadJob, TimerKind,
+    NAK_REMOTE_ACCESS, QPN_BITS, QPN_MASK,
+};
+use crate::packet::*;
+use crate::transport::{DataInfo, Feedback, Reply, RxClass, TxFx};
+use braid_engine::time::Time;
+use braid_verbs::*;
+
+impl Nic {
+    /// Whether a packet arriving now must wait for the receive pipeline (QP-cache misses);
+    /// returns the time its processing completes.
+    pub fn rx_admit(&mut self, now: Time, pkt: &Packet, p: &NicParams) -> Time {
+        if !self.cache.enabled() || pkt.kind == PktKind::Pfc {
+            return now;
+        }
+        let start = now.max(self.rx_busy_until);
+        let mut done = start;
+        if !self.cache.access(pkt.dst_qp) {
+            self.stats.cache_misses += 1;
+            done += p.nic.qp_cache_miss.0;
+        } else {
+            self.stats.cache_hits += 1;
+        }
+        self.rx_busy_until = done;
+        done
+    }
+
+    /// Receive-pipeline backlog bookkeeping (bytes waiting for processing) and PFC towards the
+    /// switch when it grows past the threshold.
+    pub fn rx_backlog_change(&mut self, delta: i64, p: &NicParams, eff: &mut Effects) {
+        self.rx_backlog = (self.rx_backlog as i64 + delta).max(0) as u64;
+        let xoff = p.nic.rx_xoff.0;
+        if !self.rx_paused_upstream && self.rx_backlog > xoff {
+            self.rx_paused_upstream = true;
+            eff.rx_pfc = Some(true);
+        } else if self.rx_paused_upstream && self.rx_backlog <= xoff / 2 {
+            self.rx_paused_upstream = false;
+            eff.rx_pfc = Some(false);
+        }
+    }
+
+    /// Queues a control packet (ACK, NAK, CNP, PFC) ahead of data.
+    pub fn push_ctrl(&mut self, id: PktId, eff: &mut Effects) {
+        self.ctrl.push_back(id);
+        eff.kick = true;
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn send_ctrl(
+        &mut self,
+        kind: PktKind,
+        to_host: u32,
+        to_qp: QpNum,
+        from_qp: QpNum,
+        psn: u32,
+        sport: u16,
+        now: Time,
+        p: &NicParams,
+        pool: &mut PacketPool,
+        eff: &mut Effects,
+    ) -> PktId {
+        let size = match kind {
+            PktKind::Cnp => CNP_SIZE,
+            _ => ACK_SIZE,
+        };
+        let mut pk = Packet::control(kind, size);
+        // From the replying QP's own address (a host may have several).
+        pk.src = self.qp(from_qp).map_or(self.host, |q| q.local_addr);
+        pk.dst = to_host;
+        pk.dst_qp = to_qp;
+        pk.src_qp = from_qp;
+        pk.psn = psn;
+        pk.sport = sport;
+        pk.prio = p.ack_prio;
+        pk.sent_ps = now;
+        match kind {
+            PktKind::Ack => self.stats.acks += 1,
+            PktKind::Nak => self.stats.naks += 1,
+            PktKind::RnrNak => self.stats.rnr_naks += 1,
+            PktKind::Cnp => self.stats.cnps_sent += 1,
+            _ => {}
+        }
+        let id = pool.alloc(pk);
+        self.push_ctrl(id, eff);
+        id
+    }
+
+    /// A packet for this NIC has been through the receive pipeline. Consumes the packet.
+    pub fn receive(
+        &mut self,
+        now: Time,
+        id: PktId,
+        p: &NicParams,
+        pool: &mut PacketPool,
+        eff: &mut Effects,
+    ) {
+        let pk = pool.get(id).clone();
+        pool.free(id);
+        let payload = if self.payloads.is_empty() {
+            None
+        } else {
+            self.payloads.remove(&id)
+        };
+        let qpn = pk.dst_qp;
+        // A QP in Reset or Error drops whatever reaches it, silently (no ACK, no NAK).
+        if let Some(q) = self.qp(qpn) {
+            if matches!(q.state, QpState::Reset | QpState::Error) {
+                return;
+            }
+        }
+        let fb = match pk.kind {
+            PktKind::Data => return self.on_data(now, &pk, payload, p, pool, eff),
+            PktKind::ReadReq => return self.on_read_req(now, &pk, p, pool, eff),
+            PktKind::Ack => Feedback::Ack {
+                cum: pk.psn,
+                sack: (pk.sack != u32::MAX).then_some(pk.sack),
+                echo_sport: pk.echo_sport,
+                ece: pk.ece,
+                retx: pk.retx,
+            },
+            PktKind::Nak if pk.aux == NAK_REMOTE_ACCESS => {
+                return self.on_access_nak(now, qpn, pk.psn, pk.sport, eff)
+            }
+            PktKind::Nak if pk.sack != u32::MAX => Feedback::SyncNak {
+                expected: pk.psn,
+                psn: pk.sack,
+                echo_sport: pk.sport,
+            },
+            PktKind::Nak => Feedback::Nak {
+                expected: pk.psn,
+                echo_sport: pk.sport,
+            },
+            PktKind::RnrNak => Feedback::RnrNak { psn: pk.psn },
+            PktKind::Cnp => {
+                self.stats.cnps_recv += 1;
+                Feedback::Cnp
+            }
+            PktKind::Pfc => unreachable!("PFC frames are handled by the port"),
+        };
+        self.feedback(now, qpn, fb, eff);
+    }
+
+    /// Hands feedback to a QP's transport, then completes what it acknowledged.
+    fn feedback(&mut self, now: Time, qpn: QpNum, fb: Feedback, eff: &mut Effects) {
+        let Ok(q) = self.qp_mut(qpn) else { return };
+        let mut fx = TxFx::default();
+        q.t.on_feedback(now, fb, &mut fx);
+        let acked = q.t.acked();
+        for w in q.sq.iter_mut() {
+            match w.first_psn {
+                Some(f)
+                    if w.wr.op != SendOp::Read
+                        && w.wr.op.carries_data()
+                        && f + w.npkts <= acked =>
+                {
+                    w.done = true
+                }
+                Some(_) => {}
+                None if !w.wr.op.carries_data() => {}
+                None => break,
+            }
+        }
+        self.transport_fx(qpn, fx, eff);
+        self.retire(qpn, now, eff);
+    }
+
+    /// A transport timer fired. `tagged` is the QP number with the epoch it was set in above
+    /// bit 24: timers of an earlier incarnation (before Error or Reset) are ignored.
+    pub fn on_timer(
+        &mut self,
+        now: Time,
+        kind: TimerKind,
+        tagged: u32,
+        gen: u32,
+        _p: &NicParams,
+        eff: &mut Effects,
+    ) {
+        let qpn = tagged & QPN_MASK;
+        let epoch = (tagged >> QPN_BITS) as u8;
+        let Ok(q) = self.qp_mut(qpn) else { return };
+        if q.epoch != epoch || matches!(q.state, QpState::Reset | QpState::Error) {
+            return;
+        }
+        let from = first_missing(q);
+        let before = q.t.timeouts();
+        let mut fx = TxFx::default();
+        q.t.on_timer(now, kind, gen, from, &mut fx);
+        self.stats.timeouts += q.t.timeouts() - before;
+        self.transport_fx(qpn, fx, eff);
+    }
+
+    /// Sends what a receiving transport replied (ACK, NAK, CNP) back to the sender of `pk`.
+    fn send_replies(
+        &mut self,
+        now: Time,
+        pk: &Packet,
+        replies: &mut Vec<Reply>,
+        p: &NicParams,
+        pool: &mut PacketPool,
+        eff: &mut Effects,
+    ) {
+        let qpn = pk.dst_qp;
+        let sport = self.qp(qpn).map_or(pk.sport, |q| q.sport);
+        for r in replies.drain(..) {
+            let (kind, psn) = match r {
+                Reply::Ack { cum, .. } => (PktKind::Ack, cum),
+                Reply::Nak { expected } | Reply::SyncNak { expected, .. } => {
+                    (PktKind::Nak, expected)
+                }
+                Reply::RnrNak { psn } => (PktKind::RnrNak, psn),
+                Reply::AccessNak { psn } => (PktKind::Nak, psn),
+                Reply::Cnp => (PktKind::Cnp, 0),
+            };
+            // MP-RDMA replies travel on the VP of the data packet they answer (the ACK echoes
+            // it), so ACKs and NACKs are spread over the paths like the data: on the QP's own
+            // port, the failure of that one path would cut every ACK of the connection.
+            // RoCEv2 RC replies keep the responder QP's own source port, as real NICs do.
+            // Per QP, not per scenario: tenants may run different transports.
+            let mp = self.qp(qpn).is_some_and(|q| q.t.out_of_order());
+            let sport = match r {
+                Reply::Ack {
+                    sack: Some(_),
+                    echo_sport,
+                    ..
+                } if mp => echo_sport,
+                Reply::Nak { .. } | Reply::SyncNak { .. } if mp => pk.sport,
+                _ => sport,
+            };
+            let id = self.send_ctrl(kind, pk.src, pk.src_qp, qpn, psn, sport, now, p, pool, eff);
+            if let Reply::Ack {
+                sack,
+                echo_sport,
+                ece,
+                retx,
+                ..
+            } = r
+            {
+                let a = pool.get_mut(id);
+                a.sack = sack.unwrap_or(u32::MAX);
+                a.echo_sport = echo_sport;
+                a.ece = ece;
+                a.retx = retx;
+            }
+            if let Reply::SyncNak { psn, .. } = r {
+                pool.get_mut(id).sack = psn;
+            }
+            if let Reply::AccessNak { .. } = r {
+                pool.get_mut(id).aux = NAK_REMOTE_ACCESS;
+            }
+        }
+    }
+
+    fn on_read_req(
+        &mut self,
+        now: Time,
+        pk: &Packet,
+        p: &NicParams,
+        pool: &mut PacketPool,
+        eff: &mut Effects,
+    ) {
+        // rkey, bounds and remote-read permission (a zero-length READ checks nothing, IBA C9-88).
+        let ok_access =
+            pk.msg_len == 0 || self.mem.check_remote(pk.imm, pk.addr, pk.msg_len, false);
+        let Ok(q) = self.qp_mut(pk.dst_qp) else {
+            return;
+        };
+        let mut replies = Vec::new();
+        let class = q.t.on_read_request(now, pk.psn, pk.aux, &mut replies);
+        if class == RxClass::Accept && !ok_access {
+            // Class C error: NAK the request, answer nothing, and the responder goes to Error.
+            self.stats.access_errors += 1;
+            replies.push(Reply::AccessNak { psn: pk.psn });
+            self.send_replies(now, pk, &mut replies, p, pool, eff);
+            self.enter_error(pk.dst_qp, None, eff);
+            return;
+        }
+        if class == RxClass::Accept {
+            // A re-request replaces whatever answer was in progress from that PSN on.
+            q.reads.retain(|j| j.first_psn + j.npkts <= pk.psn);
+            q.reads.push_back(ReadJob {
+                first_psn: pk.psn,
+                npkts: pk.aux,
+                next: 0,
+                remote_addr: pk.addr,
+                len: pk.msg_len,
+            });
+            if let Some(a) = q.rx_audit.as_mut() {
+                for k in 0..pk.aux {
+                    a.insert(pk.psn + k);
+                }
+            }
+            self.activate(pk.dst_qp, eff);
+        } else {
+            self.stats.ooo_drops += 1;
+        }
+        self.send_replies(now, pk, &mut replies, p, pool, eff);
+    }
+
+    fn on_data(
+        &mut self,
+        now: Time,
+        pk: &Packet,
+        payload: Option<Vec<u8>>,
+        p: &NicParams,
+        pool: &mut PacketPool,
+        eff: &mut Effects,
+    ) {
+        let qpn = pk.dst_qp;
+        let completion = pk.last && (pk.op == DataOp::Send || pk.has_imm);
+        let sync_first = pk.sync.then(|| pk.psn - pk.ipsn);
+        let info = DataInfo {
+            psn: pk.psn,
+            first: pk.first,
+            last: pk.last,
+            ce: pk.ce,
+            sport: pk.sport,
+            read_response: pk.op == DataOp::ReadResp,
+            retx: pk.retx,
+            completion,
+            sync_first,
+        };
+        let Ok(q) = self.qp_mut(qpn) else { return };
+        let qp_type = q.qp_type;
+        let mut replies = Vec::new();
+        let class = if qp_type == QpType::Ud {
+            RxClass::Accept
+        } else {
+            q.t.on_data(now, info, &mut replies)
+        };
+        if pk.op == DataOp::ReadResp {
+            self.send_replies(now, pk, &mut replies, p, pool, eff);
+            return self.on_read_resp(now, pk, payload, p, eff);
+        }
+        match class {
+            RxClass::Duplicate => {}
+            RxClass::Drop => self.stats.ooo_drops += 1,
+            RxClass::Accept => self.accept_data(now, pk, info, payload, p, &mut replies, eff),
+        }
+        let refused = replies
+            .iter()
+            .any(|r| matches!(r, Reply::AccessNak { .. }));
+        self.send_replies(now, pk, &mut replies, p, pool, eff);
+        if refused {
+            // Class C error (IBA 9.9.3.1.3): the responder goes to Error too.
+            self.enter_error(qpn, None, eff);
+        }
+    }
+
+    /// Whether the WRITE a data packet belongs to may touch this host's memory: rkey, bounds of
+    /// the whole message and remote-write permission (a zero-length WRITE checks nothing, IBA
+    /// C9-88). Other packets always may.
+    fn write_allowed(&self, pk: &Packet, mtu: u64) -> bool {
+        if pk.op != DataOp::Write || pk.msg_len == 0 {
+            return true;
+        }
+        let start = pk.addr.saturating_sub(pk.ipsn as u64 * mtu);
+        self.mem.check_remote(pk.aux, start, pk.msg_len, true)
+    }
+
+    /// Places an in-sequence data packet, completes its message at the responder, and lets the
+    /// transport acknowledge it.
+    #[allow(clippy::too_many_arguments)]
+    fn accept_data(
+        &mut self,
+        now: Time,
+        pk: &Packet,
+        info: DataInfo,
+        payload: Option<Vec<u8>>,
+        p: &NicParams,
+        replies: &mut Vec<Reply>,
+        eff: &mut Effects,
+    ) {
+        let qpn = pk.dst_qp;
+        let mtu = p.nic.mtu as u64;
+        let q = self.qps[qpn as usize].as_mut().unwrap();
+        let qp_type = q.qp_type;
+        if qp_type == QpType::Rc && q.t.out_of_order() {
+            return self.accept_data_ooo(now, pk, info, payload, mtu, replies, eff);
+        }
+        if qp_type == QpType::Uc {
+            // UC: a gap loses the rest of its message; the next first packet starts afresh.
+            if pk.first {
+                q.uc_discard = false;
+                q.recv_off = 0;
+            } else if pk.psn != q.uc_epsn {
+                q.uc_discard = true;
+            }
+            q.uc_epsn = pk.psn + 1;
+            if q.uc_discard {
+                return;
+            }
+        }
+        // A WRITE is checked at its first packet (in order, the rest follow it or nothing does):
+        // refused, it changes no byte; RC NAKs it, UC drops the message silently.
+        if pk.first && !self.write_allowed(pk, mtu) {
+            self.stats.access_errors += 1;
+            let q = self.qps[qpn as usize].as_mut().unwrap();
+            match qp_type {
+                QpType::Rc => replies.push(Reply::AccessNak { psn: pk.psn }),
+                _ => q.uc_discard = true,
+            }
+            return;
+        }
+        let q = self.qps[qpn as usize].as_mut().unwrap();
+        // The first packet of a SEND needs a posted (and, if managed, enabled) RECV.
+        let needs_recv = pk.op == DataOp::Send || (pk.has_imm && pk.last);
+        if pk.op == DataOp::Send && pk.first {
+            let enabled = !q.managed_recv || q.recv_base < q.recv_enabled;
+            if q.rq.is_empty() || !enabled {
+                if qp_type == QpType::Rc {
+                    // Receiver not ready: the sender retries this PSN after a delay.
+                    replies.push(Reply::RnrNak {
+                        psn: q.t.expected(),
+                    });
+                }
+                return;
+            }
+            q.recv_off = 0;
+        }
+        q.rx_bytes += pk.payload as u64;
+        if let Some(bytes) = &payload {
+            match pk.op {
+                DataOp::Send => {
+                    if let Some(r) = q.rq.front() {
+                        let sg = r.wr.sg_list.clone();
+                        let off = q.recv_off;
+                        self.mem.scatter(&sg, off, bytes);
+                    }
+                }
+                _ => {
+                    if self
+                        .mem
+                        .check_remote(pk.aux, pk.addr, bytes.len() as u64, true)
+                    {
+                        let _ = self.mem.write(pk.addr, bytes);
+                    } else {
+                        self.stats.access_errors += 1;
+                    }
+                }
+            }
+        }
+        let q = self.qps[qpn as usize].as_mut().unwrap();
+        if pk.op == DataOp::Send {
+            q.recv_off += pk.payload as u64;
+        }
+        if pk.last && needs_recv {
+            let byte_len = if pk.op == DataOp::Send {
+                q.recv_off
+            } else {
+                pk.msg_len
+            };
+            let capacity: u64 =
+                q.rq.front()
+                    .map(|r| r.wr.sg_list.iter().map(|s| s.length as u64).sum())
+                    .unwrap_or(0);
+            if let Some(r) = q.rq.pop_front() {
+                q.recv_base += 1;
+                let status = if pk.op == DataOp::Send && byte_len > capacity {
+                    WcStatus::LocalLengthError
+                } else {
+                    WcStatus::Success
+                };
+                let opcode = if pk.has_imm {
+                    WcOpcode::RecvWithImm
+                } else {
+                    WcOpcode::Recv
+                };
+                let mut c = wc(r.wr.wr_id, status, opcode, byte_len, qpn);
+                c.imm = pk.has_imm.then_some(pk.imm);
+                c.src_host = pk.src;
+                c.src_qp = pk.src_qp;
+                let cq = q.recv_cq;
+                self.push_cqe(cq, c, eff);
+            }
+        }
+        let q = self.qps[qpn as usize].as_mut().unwrap();
+        q.t.on_accepted(now, info, replies);
+    }
+
+    /// Places a packet a multipath receiver accepted, possibly out of order (MP-RDMA §3.1): WRITE
+    /// data goes to its address, SEND data to the RECV its MSN names at the offset it carries
+    /// (iPSN × MTU). Messages complete in order, once the transport's rcv_nxt passes their tail.
+    #[allow(clippy::too_many_arguments)]
+    fn accept_data_ooo(
+        &mut self,
+        now: Time,
+        pk: &Packet,
+        info: DataInfo,
+        payload: Option<Vec<u8>>,
+        mtu: u64,
+        replies: &mut Vec<Reply>,
+        eff: &mut Effects,
+    ) {
+        let qpn = pk.dst_qp;
+        // Out of order, any packet may come first: each checks its whole message.
+        if !self.write_allowed(pk, mtu) {
+            self.stats.access_errors += 1;
+            replies.push(Reply::AccessNak { psn: pk.psn });
+            return;
+        }
+        let q = self.qps[qpn as usize].as_mut().unwrap();
+        let needs_recv = pk.op == DataOp::Send || (pk.has_imm && pk.last);
+        let mut sg = None;
+        if needs_recv {
+            // The RECV of message `msn`: the receive queue's head belongs to MSN recv_base.
+            let idx = (pk.msn as u64).checked_sub(q.recv_base);
+            let r = idx.and_then(|i| {
+                let enabled = !q.managed_recv || q.recv_base + i < q.recv_enabled;
+                q.rq.get(i as usize).filter(|_| enabled)
+            });
+            match r {
+                Some(r) => sg = Some(r.wr.sg_list.clone()),
+                None => {
+                    replies.push(Reply::RnrNak { psn: pk.psn });
+                    return;
+                }
+            }
+        }
+        q.rx_bytes += pk.payload as u64;
+        if let Some(a) = q.rx_audit.as_mut() {
+            // The NIC's own check of §3.4: a synchronise packet is placed only once every PSN
+            // before its message has been.
+            if let Some(first) = info.sync_first {
+                self.stats.sync_placed += 1;
+                if !a.all_below(first) {
+                    self.stats.sync_placed_early += 1;
+                }
+            }
+            a.insert(pk.psn);
+        }
+        if let Some(bytes) = &payload {
+            match pk.op {
+                DataOp::Send => {
+                    if let Some(sg) = &sg {
+                        self.mem.scatter(sg, pk.addr, bytes);
+                    }
+                }
+                _ => {
+                    if self
+                        .mem
+                        .check_remote(pk.aux, pk.addr, bytes.len() as u64, true)
+                    {
+                        let _ = self.mem.write(pk.addr, bytes);
+                    } else {
+                        self.stats.access_errors += 1;
+                    }
+                }
+            }
+        }
+        let q = self.qps[qpn as usize].as_mut().unwrap();
+        if pk.last && needs_recv {
+            q.rx_pending.insert(
+                pk.psn,
+                PendingRecv {
+                    byte_len: pk.msg_len,
+                    send: pk.op == DataOp::Send,
+                    imm: pk.has_imm.then_some(pk.imm),
+                    src_host: pk.src,
+                    src_qp: pk.src_qp,
+                },
+            );
+        }
+        q.t.on_accepted(now, info, replies);
+        let upto = q.t.expected();
+        let mut cqes = Vec::new();
+        while let Some(e) = q.rx_pending.first_entry() {
+            if *e.key() >= upto {
+                break;
+            }
+            let m = e.remove();
+            let Some(r) = q.rq.pop_front() else { break };
+            q.recv_base += 1;
+            let capacity: u64 = r.wr.sg_list.iter().map(|s| s.length as u64).sum();
+            let status = if m.send && m.byte_len > capacity {
+                WcStatus::LocalLengthError
+            } else {
+                WcStatus::Success
+            };
+            let opcode = if m.imm.is_some() {
+                WcOpcode::RecvWithImm
+            } else {
+                WcOpcode::Recv
+            };
+            let mut c = wc(r.wr.wr_id, status, opcode, m.byte_len, qpn);
+            c.imm = m.imm;
+            c.src_host = m.src_host;
+            c.src_qp = m.src_qp;
+            cqes.push((q.recv_cq, c));
+        }
+        for (cq, c) in cqes {
+            self.push_cqe(cq, c, eff);
+        }
+    }
+
+    /// A remote access error NAK at the requester: what lies below its PSN is acknowledged (an
+    /// in-order transport's NAK implies it), the WR holding the PSN completes
+    /// `RemoteAccessError`, and the QP goes to Error (the rest flushed).
+    fn on_access_nak(&mut self, now: Time, qpn: QpNum, psn: u32, sport: u16, eff: &mut Effects) {
+        let Some(q) = self.qp(qpn) else { return };
+        if q.state != QpState::Rts {
+            return;
+        }
+        if !q.t.out_of_order() {
+            let fb = Feedback::Ack {
+                cum: psn,
+                sack: None,
+                echo_sport: sport,
+                ece: false,
+                retx: false,
+            };
+            self.feedback(now, qpn, fb, eff);
+        }
+        let Some(q) = self.qp(qpn) else { return };
+        let at = q
+            .sq
+            .iter()
+            .position(|w| {
+                w.first_psn
+                    .is_some_and(|f| psn >= f && psn < f + w.npkts.max(1))
+            })
+            .unwrap_or(0);
+        self.enter_error(qpn, Some((at, WcStatus::RemoteAccessError)), eff);
+    }
+
+    /// A READ response at the requester: in order, it is placed and acknowledges its PSN; a gap
+    /// makes the requester ask again from the missing PSN (once per gap).
+    fn on_read_resp(
+        &mut self,
+        now: Time,
+        pk: &Packet,
+        payload: Option<Vec<u8>>,
+        p: &NicParams,
+        eff: &mut Effects,
+    ) {
+        let qpn = pk.dst_qp;
+        let mtu = p.nic.mtu as u64;
+        let Some(Some(q)) = self.qps.get_mut(qpn as usize) else {
+            return;
+        };
+        let mut expected = None;
+        for (i, w) in q.sq.iter().enumerate() {
+            if w.wr.op == SendOp::Read && !w.done {
+                if let Some(f) = w.first_psn {
+                    expected = Some((i, f + w.read_got));
+                }
+                break;
+            }
+        }
+        let Some((i, want)) = expected else { return };
+        let mut fx = TxFx::default();
+        if pk.psn != want {
+            if pk.psn > want && !q.read_rewound {
+                q.read_rewound = true;
+                self.stats.ooo_drops += 1;
+                q.t.resend_from(now, want, &mut fx);
+                self.transport_fx(qpn, fx, eff);
+            }
+            return;
+        }
+        q.read_rewound = false;
+        q.rx_bytes += pk.payload as u64;
+        let w = &mut q.sq[i];
+        let off = w.read_got as u64 * mtu;
+        w.read_got += 1;
+        let sg = w.wr.sg_list.clone();
+        if w.read_got == w.npkts {
+            w.done = true;
+        }
+        if let Some(b) = payload {
+            self.mem.scatter(&sg, off, &b);
+        }
+        // The response acknowledges its own PSN (and everything before it).
+        self.feedback(
+            now,
+            qpn,
+            Feedback::Ack {
+                cum: pk.psn + 1,
+                sack: Some(pk.psn),
+                echo_sport: pk.sport,
+                ece: pk.ce,
+                retx: pk.retx,
+            },
+            eff,
+        );
+    }
+}

@@ -1,0 +1,535 @@
+//! Verbs resources of the NIC: creating, modifying, querying and destroying QPs and CQs,
+//! posting send and receive work requests, polling and notifying CQs.
+
+use super::{
+    host_alias, op_of, wc, Cq, Effects, Nic, NicParams, PsnSet, Qp, QpState, RecvWqe, SendWqe,
+    QPN_BITS, QPN_MASK,
+};
+use crate::config::TransportKind;
+use crate::transport::mp_rdma::{MpRdmaParams, MpRdmaTransport};
+use crate::transport::rc::{RcConfig, RcTransport};
+use crate::transport::{Fatal, RetryLimits, Transport, TxFx};
+use braid_engine::time::Time;
+use braid_verbs::*;
+use std::collections::VecDeque;
+
+impl Nic {
+    pub fn create_cq(&mut self, depth: u32) -> CqId {
+        self.cqs.push(Some(Cq {
+            depth,
+            ..Default::default()
+        }));
+        (self.cqs.len() - 1) as CqId
+    }
+
+    pub fn destroy_cq(&mut self, cq: CqId) -> Result<(), VerbsError> {
+        if self
+            .qps
+            .iter()
+            .flatten()
+            .any(|q| q.send_cq == cq || q.recv_cq == cq)
+        {
+            return Err(VerbsError::InvalidState("CQ still attached to a QP"));
+        }
+        let slot = self
+            .cqs
+            .get_mut(cq as usize)
+            .ok_or(VerbsError::NoSuchCq(cq))?;
+        slot.take().ok_or(VerbsError::NoSuchCq(cq))?;
+        Ok(())
+    }
+
+    /// ibv_req_notify_cq: the next completion added to `cq` notifies.
+    pub fn req_notify_cq(&mut self, cq: CqId) -> Result<(), VerbsError> {
+        match self.cqs.get_mut(cq as usize) {
+            Some(Some(c)) => {
+                c.armed = true;
+                Ok(())
+            }
+            _ => Err(VerbsError::NoSuchCq(cq)),
+        }
+    }
+
+    /// ibv_modify_qp to Error, Reset, or a new UDP source port.
+    ///
+    /// - Error: every outstanding send WR, then every RECV, completes `Flushed` on its CQ (in
+    ///   order, signaled or not); nothing more is sent or received; later posts complete
+    ///   `Flushed` at once.
+    /// - Reset: the queues are emptied without completions, the QP's completions still in its
+    ///   CQs are removed (libmlx5's `cq_clean`), the connection and its transport state are
+    ///   forgotten; `connect_qp` may follow.
+    /// - UdpSport: the source port of the packets sent from now on.
+    pub fn modify_qp(
+        &mut self,
+        qpn: QpNum,
+        m: QpModify,
+        p: &NicParams,
+        eff: &mut Effects,
+    ) -> Result<(), VerbsError> {
+        let q = self.qp_mut(qpn)?;
+        match m {
+            QpModify::UdpSport(s) => {
+                q.sport = s;
+                q.t.set_sport(s);
+            }
+            QpModify::Error => self.enter_error(qpn, None, eff),
+            QpModify::Reset => self.reset_qp(qpn, p),
+        }
+        Ok(())
+    }
+
+    /// Moves a QP to Error: the send queue completes in order (WR `fail.0`, if given, with status
+    /// `fail.1`, every other one `Flushed`), then the receive queue `Flushed`. Stale transport
+    /// timers are ignored from now on; READ responses being sent are dropped.
+    pub(super) fn enter_error(
+        &mut self,
+        qpn: QpNum,
+        fail: Option<(usize, WcStatus)>,
+        eff: &mut Effects,
+    ) {
+        let Some(Some(q)) = self.qps.get_mut(qpn as usize) else {
+            return;
+        };
+        if q.state == QpState::Error {
+            return;
+        }
+        q.state = QpState::Error;
+        q.epoch = q.epoch.wrapping_add(1);
+        let sq = std::mem::take(&mut q.sq);
+        let rq = std::mem::take(&mut q.rq);
+        q.sq_base += sq.len() as u64;
+        q.recv_base += rq.len() as u64;
+        q.cur = 0;
+        q.cur_pkt = 0;
+        q.reads.clear();
+        q.rx_pending.clear();
+        let (scq, rcq) = (q.send_cq, q.recv_cq);
+        for (i, w) in sq.iter().enumerate() {
+            let status = match fail {
+                Some((j, st)) if j == i => st,
+                _ => WcStatus::Flushed,
+            };
+            self.push_cqe(scq, wc(w.wr.wr_id, status, op_of(&w.wr.op), 0, qpn), eff);
+        }
+        for r in &rq {
+            self.push_cqe(rcq, wc(r.wr.wr_id, WcStatus::Flushed, WcOpcode::Recv, 0, qpn), eff);
+        }
+    }
+
+    /// Moves a QP to Reset (see [`Nic::modify_qp`]).
+    fn reset_qp(&mut self, qpn: QpNum, p: &NicParams) {
+        let (qp_type, sport, retry) = match self.qp(qpn) {
+            Some(q) => (q.qp_type, q.default_sport, q.retry),
+            None => return,
+        };
+        let t = self.make_transport(qp_type, qpn, sport, retry, p);
+        let q = self.qps[qpn as usize].as_mut().expect("checked");
+        q.state = QpState::Reset;
+        q.epoch = q.epoch.wrapping_add(1);
+        q.t = t;
+        q.remote_host = u32::MAX;
+        q.remote_qpn = 0;
+        q.sport = sport;
+        q.sq.clear();
+        q.sq_base = 0;
+        q.send_enabled = 0;
+        q.cur = 0;
+        q.cur_pkt = 0;
+        q.next_psn = 0;
+        q.next_msg_ps = 0;
+        q.read_rewound = false;
+        q.rq.clear();
+        q.recv_enabled = 0;
+        q.recv_base = 0;
+        q.uc_epsn = 0;
+        q.uc_discard = false;
+        q.recv_off = 0;
+        q.reads.clear();
+        q.send_msn = 0;
+        q.rx_pending.clear();
+        if let Some(a) = q.rx_audit.as_mut() {
+            *a = PsnSet::default();
+        }
+        let (scq, rcq) = (q.send_cq, q.recv_cq);
+        for cq in [scq, rcq] {
+            if let Some(Some(c)) = self.cqs.get_mut(cq as usize) {
+                c.entries.retain(|e| e.qp_num != qpn);
+                c.waiters.retain(|&w| w != qpn);
+            }
+        }
+        self.cache.forget(qpn);
+    }
+
+    /// ibv_query_qp.
+    pub fn query_qp(&self, qpn: QpNum) -> Result<QpAttr, VerbsError> {
+        let q = self.qp(qpn).ok_or(VerbsError::NoSuchQp(qpn))?;
+        let connected = q.state == QpState::Rts && q.qp_type != QpType::Ud;
+        Ok(QpAttr {
+            qpn,
+            qp_type: q.qp_type,
+            state: q.state.verbs(),
+            local_addr: q.local_addr,
+            udp_sport: q.sport,
+            remote: connected.then_some(RemoteQp {
+                host: q.remote_host,
+                qpn: q.remote_qpn,
+                udp_sport: Some(q.sport),
+            }),
+            retry_cnt: q.retry.retry_cnt,
+            rnr_retry: q.retry.rnr_retry,
+            cross_channel: q.cross_channel,
+            send_cq: q.send_cq,
+            recv_cq: q.recv_cq,
+            send_outstanding: q.sq.len() as u32,
+        })
+    }
+
+    pub fn create_qp(&mut self, init: &QpInit, p: &NicParams) -> Result<QpNum, VerbsError> {
+        for cq in [init.send_cq, init.recv_cq] {
+            if !matches!(self.cqs.get(cq as usize), Some(Some(_))) {
+                return Err(VerbsError::NoSuchCq(cq));
+            }
+        }
+        let qpn = self.qps.len() as QpNum;
+        if qpn > QPN_MASK {
+            return Err(VerbsError::Unsupported("QP numbers are 24 bits"));
+        }
+        if init.local_addr >= self.addresses {
+            return Err(VerbsError::InvalidArgument(
+                "local_addr: no such address (caps.local_addrs; nic.addresses)",
+            ));
+        }
+        if init.retry_cnt > 7 || init.rnr_retry > 7 {
+            return Err(VerbsError::InvalidArgument(
+                "retry_cnt and rnr_retry are 0..=7",
+            ));
+        }
+        let retry = RetryLimits {
+            retry_cnt: init.retry_cnt,
+            rnr_retry: init.rnr_retry,
+        };
+        // RoCEv2 NICs derive the UDP source port from the QP; here a seeded hash, in 49152..65535.
+        let sport = 0xC000
+            | (braid_engine::derive_seed(self.sport_seed, "sport", &[self.host as u64, qpn as u64])
+                & 0x3FFF) as u16;
+        let t = self.make_transport(init.qp_type, qpn, sport, retry, p);
+        self.qps.push(Some(Qp {
+            qpn,
+            qp_type: init.qp_type,
+            send_cq: init.send_cq,
+            recv_cq: init.recv_cq,
+            sq_sig_all: init.sq_sig_all,
+            managed_send: init.managed_send,
+            managed_recv: init.managed_recv,
+            cross_channel: init.is_cross_channel(),
+            retry,
+            local_addr: host_alias(self.host, init.local_addr),
+            default_sport: sport,
+            epoch: 0,
+            max_send_wr: init.max_send_wr,
+            max_recv_wr: init.max_recv_wr,
+            prio: init.priority.unwrap_or(p.nic.priority),
+            state: QpState::Init,
+            remote_host: u32::MAX,
+            remote_qpn: 0,
+            sport,
+            sq: VecDeque::new(),
+            sq_base: 0,
+            send_enabled: 0,
+            cur: 0,
+            cur_pkt: 0,
+            next_psn: 0,
+            next_msg_ps: 0,
+            read_rewound: false,
+            t,
+            rq: VecDeque::new(),
+            recv_enabled: 0,
+            recv_base: 0,
+            uc_epsn: 0,
+            uc_discard: false,
+            recv_off: 0,
+            reads: VecDeque::new(),
+            in_active: false,
+            send_msn: 0,
+            rx_pending: Default::default(),
+            rx_audit: p.nic.data_check.then(PsnSet::default),
+            rx_bytes: 0,
+            tx_bytes: 0,
+            retx_pkts: 0,
+        }));
+        Ok(qpn)
+    }
+
+    /// The transport a new QP runs (per the scenario's `transport.kind`).
+    fn make_transport(
+        &self,
+        qp_type: QpType,
+        qpn: QpNum,
+        sport: u16,
+        retry: RetryLimits,
+        p: &NicParams,
+    ) -> Box<dyn Transport> {
+        let dcqcn = match p.transport.kind {
+            TransportKind::Dcqcn if qp_type != QpType::Ud => Some(p.transport.dcqcn.clone()),
+            _ => None,
+        };
+        let rc = RcConfig {
+            reliable: qp_type == QpType::Rc,
+            sport,
+            line_rate: self.line_rate,
+            mtu: p.nic.mtu,
+            rto: p.nic.rto.0,
+            rnr_delay: p.nic.rnr_delay.0,
+            ack_every: p.nic.ack_every,
+            dcqcn,
+            retry,
+        };
+        match &self.transport_factory {
+            Some(f) => f(&crate::transport::TransportCtx {
+                rc,
+                host: self.host,
+                qpn,
+            }),
+            None if p.transport.kind == TransportKind::MpRdma && qp_type == QpType::Rc => {
+                Box::new(MpRdmaTransport::new(MpRdmaParams {
+                    cfg: p.transport.mp_rdma.clone(),
+                    mtu: p.nic.mtu,
+                    rto: p.nic.rto.0,
+                    rnr_delay: p.nic.rnr_delay.0,
+                    sport,
+                    seed: self.sport_seed,
+                    host: self.host,
+                    qpn,
+                    retry,
+                }))
+            }
+            None => Box::new(RcTransport::new(rc)),
+        }
+    }
+
+    /// Carries out what a transport asked for. Timers carry the QP's epoch above its 24-bit
+    /// number; a transport that gives up fails the head WR and moves its QP to Error.
+    pub(super) fn transport_fx(&mut self, qpn: QpNum, fx: TxFx, eff: &mut Effects) {
+        let epoch = self.qp(qpn).map_or(0, |q| q.epoch);
+        for (t, kind, gen) in fx.timers {
+            eff.timers
+                .push((t, kind, qpn | (epoch as u32) << QPN_BITS, gen));
+        }
+        if let Some(f) = fx.fatal {
+            let status = match f {
+                Fatal::RetryExceeded => WcStatus::RetryExceeded,
+                Fatal::RnrRetryExceeded => WcStatus::RnrRetryExceeded,
+            };
+            self.enter_error(qpn, Some((0, status)), eff);
+            return;
+        }
+        if fx.kick {
+            self.activate(qpn, eff);
+        }
+    }
+
+    /// ibv_modify_qp INIT (or RESET) -> RTR -> RTS.
+    pub fn connect_qp(&mut self, qpn: QpNum, remote: RemoteQp) -> Result<(), VerbsError> {
+        let q = self.qp_mut(qpn)?;
+        if !matches!(q.state, QpState::Init | QpState::Reset) {
+            return Err(VerbsError::InvalidState(
+                "connect_qp needs a QP in Init or Reset (modify it to Reset first)",
+            ));
+        }
+        if q.qp_type != QpType::Ud {
+            q.remote_host = remote.host;
+            q.remote_qpn = remote.qpn;
+        }
+        if let Some(s) = remote.udp_sport {
+            q.sport = s;
+            q.t.set_sport(s);
+        }
+        q.state = QpState::Rts;
+        Ok(())
+    }
+
+    pub fn destroy_qp(&mut self, qpn: QpNum, eff: &mut Effects) -> Result<(), VerbsError> {
+        let q = self
+            .qps
+            .get_mut(qpn as usize)
+            .and_then(|q| q.take())
+            .ok_or(VerbsError::NoSuchQp(qpn))?;
+        // Outstanding work completes with a flush error, as ibv_destroy_qp after error state would.
+        for w in q.sq.iter().filter(|w| !w.done) {
+            self.push_cqe(
+                q.send_cq,
+                wc(w.wr.wr_id, WcStatus::Flushed, op_of(&w.wr.op), 0, qpn),
+                eff,
+            );
+        }
+        for r in &q.rq {
+            self.push_cqe(
+                q.recv_cq,
+                wc(r.wr.wr_id, WcStatus::Flushed, WcOpcode::Recv, 0, qpn),
+                eff,
+            );
+        }
+        self.arb.remove(qpn);
+        self.cache.forget(qpn);
+        Ok(())
+    }
+
+    pub fn post_send(
+        &mut self,
+        qpn: QpNum,
+        wr: SendWr,
+        now: Time,
+        p: &NicParams,
+        eff: &mut Effects,
+    ) -> Result<(), VerbsError> {
+        let data_check = p.nic.data_check;
+        let mtu = p.nic.mtu as u64;
+        // Validate before touching the queue, as the driver would.
+        let bytes = wr.len();
+        if !wr.inline {
+            for s in &wr.sg_list {
+                self.mem.check_sge(s)?;
+            }
+        }
+        let q = self.qp_mut(qpn)?;
+        if !matches!(q.state, QpState::Rts | QpState::Error) {
+            return Err(VerbsError::InvalidState("QP is not connected"));
+        }
+        let cross = matches!(
+            wr.op,
+            SendOp::Wait { .. } | SendOp::SendEnable { .. } | SendOp::RecvEnable { .. }
+        );
+        if cross && !q.cross_channel {
+            return Err(VerbsError::InvalidWr(
+                "WAIT/SEND_ENABLE/RECV_ENABLE need a QP created with cross_channel",
+            ));
+        }
+        let in_error = q.state == QpState::Error;
+        if !in_error && q.sq.len() as u32 >= q.max_send_wr {
+            return Err(VerbsError::QueueFull);
+        }
+        match (q.qp_type, &wr.op) {
+            (QpType::Ud, SendOp::Send | SendOp::SendWithImm(_)) => {
+                if wr.ud_dest.is_none() {
+                    return Err(VerbsError::InvalidWr("UD send needs ud_dest"));
+                }
+                if bytes > mtu {
+                    return Err(VerbsError::InvalidWr("UD message larger than the MTU"));
+                }
+            }
+            (QpType::Ud, op) if op.carries_data() => {
+                return Err(VerbsError::InvalidWr("UD QPs only SEND"))
+            }
+            (QpType::Uc, SendOp::Read) => return Err(VerbsError::InvalidWr("UC QPs cannot READ")),
+            _ => {}
+        }
+        let npkts = if wr.op.carries_data() {
+            bytes.div_ceil(mtu).max(1) as u32
+        } else {
+            0
+        };
+        let signaled = wr.signaled || q.sq_sig_all;
+        let _ = data_check;
+        let send_cq = q.send_cq;
+        // A WAIT's target is fixed at post time, as libmlx5 computes it: the CQ's cumulative
+        // wait index plus the count, which becomes the new index. A zero-count WAIT (PeRF's
+        // 0_WAIT) therefore waits only for what earlier WAITs on that CQ wait for: on a CQ no
+        // counted WAIT uses, it completes as soon as it executes.
+        let wait_target = match wr.op {
+            SendOp::Wait { cq, count } => match self.cqs.get_mut(cq as usize) {
+                Some(Some(c)) => {
+                    c.wait_index += count as u64;
+                    Some(c.wait_index)
+                }
+                _ => return Err(VerbsError::NoSuchCq(cq)),
+            },
+            _ => None,
+        };
+        if in_error {
+            // ibverbs on mlx5: a WR posted to a QP in Error completes at once, flushed.
+            let c = wc(wr.wr_id, WcStatus::Flushed, op_of(&wr.op), 0, qpn);
+            self.push_cqe(send_cq, c, eff);
+            return Ok(());
+        }
+        let q = self.qps[qpn as usize].as_mut().expect("checked");
+        q.sq.push_back(SendWqe {
+            wr,
+            bytes,
+            first_psn: None,
+            npkts,
+            post_ps: now,
+            ready_ps: None,
+            done: false,
+            wait_target,
+            read_got: 0,
+            signaled,
+            msn: 0,
+        });
+        self.activate(qpn, eff);
+        Ok(())
+    }
+
+    pub fn post_recv(
+        &mut self,
+        qpn: QpNum,
+        wr: RecvWr,
+        eff: &mut Effects,
+    ) -> Result<(), VerbsError> {
+        for s in &wr.sg_list {
+            self.mem.check_sge(s)?;
+        }
+        let q = self.qp_mut(qpn)?;
+        match q.state {
+            QpState::Reset => return Err(VerbsError::InvalidState("post_recv on a QP in Reset")),
+            QpState::Error => {
+                // As a send: flushed at once.
+                let (cq, c) = (
+                    q.recv_cq,
+                    wc(wr.wr_id, WcStatus::Flushed, WcOpcode::Recv, 0, qpn),
+                );
+                self.push_cqe(cq, c, eff);
+                return Ok(());
+            }
+            QpState::Init | QpState::Rts => {}
+        }
+        if q.rq.len() as u32 >= q.max_recv_wr {
+            return Err(VerbsError::QueueFull);
+        }
+        q.rq.push_back(RecvWqe { wr });
+        // A sender held back by receiver-not-ready retries on its own timer; nothing to kick here.
+        Ok(())
+    }
+
+    pub fn poll_cq(&mut self, cq: CqId, max: usize, out: &mut Vec<WorkCompletion>) -> usize {
+        let Some(Some(c)) = self.cqs.get_mut(cq as usize) else {
+            return 0;
+        };
+        let n = max.min(c.entries.len());
+        out.extend(c.entries.drain(..n));
+        n
+    }
+
+    pub(super) fn push_cqe(&mut self, cq: CqId, w: WorkCompletion, eff: &mut Effects) {
+        let Some(Some(c)) = self.cqs.get_mut(cq as usize) else {
+            return;
+        };
+        if c.entries.len() as u32 >= c.depth && c.depth > 0 {
+            c.overruns += 1;
+            self.stats.cq_overruns += 1;
+        }
+        c.entries.push_back(w);
+        c.total += 1;
+        // ibverbs: only an armed CQ notifies, once, and is disarmed by it.
+        if c.armed {
+            c.armed = false;
+            eff.notify.push(cq);
+        }
+        // QPs whose WAIT watches this CQ may proceed.
+        if !c.waiters.is_empty() {
+            let waiters = std::mem::take(&mut c.waiters);
+            for q in waiters {
+                self.activate(q, eff);
+            }
+        }
+    }
+}

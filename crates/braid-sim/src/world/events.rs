@@ -1,0 +1,91 @@
+//! The event handler: what each world event does, and periodic sampling for measurement.
+
+use super::{Ev, World};
+use crate::nic::Effects;
+use braid_engine::{EventQueue, Handler, Time};
+use braid_verbs::Event;
+
+impl Handler<Ev> for World {
+    fn handle(&mut self, now: Time, ev: Ev, q: &mut EventQueue<Ev>) {
+        self.ev_counts[ev.kind()] += 1;
+        match ev {
+            Ev::Arrive { node, port, pkt } => self.arrive(now, node, port, pkt, q),
+            Ev::PortWake { node, port } => {
+                let p = &mut self.nodes[node as usize].ports[port as usize];
+                if p.wake_at == Some(now) {
+                    p.wake_at = None;
+                }
+                self.try_transmit(now, node, port, q);
+            }
+            Ev::NicRx { host, pkt } => {
+                let size = self.pool.get(pkt).size as i64;
+                let mut eff = Effects::default();
+                self.hosts[host as usize]
+                    .nic
+                    .rx_backlog_change(-size, &self.params, &mut eff);
+                self.apply(now, host, eff, q);
+                self.nic_receive(now, host, pkt, q);
+            }
+            Ev::Timer {
+                host,
+                kind,
+                qp,
+                gen,
+            } => {
+                let mut eff = Effects::default();
+                self.hosts[host as usize]
+                    .nic
+                    .on_timer(now, kind, qp, gen, &self.params, &mut eff);
+                self.apply(now, host, eff, q);
+            }
+            Ev::AppTimer { host, app, token } => {
+                self.with_app(now, host, app, q, Some(Event::Timer(token)))
+            }
+            Ev::Wake { host, app, token } => {
+                self.with_app(now, host, app, q, Some(Event::Wake(token)))
+            }
+            Ev::AppStart { host, app } => self.with_app(now, host, app, q, None),
+            Ev::LinkState { link, up } => {
+                let (a, pa, b, pb) = self.links[link as usize];
+                self.nodes[a as usize].ports[pa as usize].up = up;
+                self.nodes[b as usize].ports[pb as usize].up = up;
+                self.measure.link_change(now, link, up);
+            }
+            Ev::Sample => {
+                self.sample(now);
+                let iv = self.measure.interval;
+                if iv > 0 && !self.measure.stopped {
+                    q.schedule(now + iv, Ev::Sample);
+                }
+            }
+        }
+        if !self.pending_notify.is_empty() {
+            self.flush_notifications(now, q);
+        }
+    }
+}
+
+impl World {
+    fn sample(&mut self, now: Time) {
+        let rx: Vec<(u32, u32, u64)> = self
+            .hosts
+            .iter()
+            .enumerate()
+            .flat_map(|(h, host)| {
+                host.nic
+                    .qps()
+                    .filter(|qp| qp.rx_bytes > 0)
+                    .map(move |qp| (h as u32, qp.qpn, qp.rx_bytes))
+            })
+            .collect();
+        self.measure.sample_rx(now, &rx);
+        let queues: Vec<(usize, u64)> = self
+            .measure
+            .queue_ports
+            .iter()
+            .enumerate()
+            .map(|(i, &(n, p))| (i, self.nodes[n as usize].ports[p as usize].bytes))
+            .collect();
+        self.measure.sample_queues(now, &queues);
+    }
+}

@@ -1,0 +1,317 @@
+//! The packet hop machinery: egress ports transmitting (`try_transmit`, `put_on_wire`),
+//! drops, PFC frames, arrival at a node and forwarding through a switch.
+
+use super::{Ev, Role, World};
+use crate::net::{red_probability, Pool, MAX_PRIO};
+use crate::nic::{addr_node, Effects, NextTx};
+use crate::packet::{Packet, PktId, PktKind, PFC_SIZE};
+use braid_engine::{EventQueue, Time};
+
+impl World {
+    fn wake_at(&mut self, node: u32, port: u16, t: Time, q: &mut EventQueue<Ev>) {
+        let p = &mut self.nodes[node as usize].ports[port as usize];
+        if p.wake_at.is_none_or(|w| t < w) {
+            p.wake_at = Some(t);
+            q.schedule(t, Ev::PortWake { node, port });
+        }
+    }
+
+    /// Starts the next transmission on a port if it is free.
+    pub(super) fn try_transmit(&mut self, now: Time, node: u32, port: u16, q: &mut EventQueue<Ev>) {
+        let busy = self.nodes[node as usize].ports[port as usize].busy_until;
+        if busy > now {
+            self.wake_at(node, port, busy, q);
+            return;
+        }
+        let id = match self.nodes[node as usize].role {
+            Role::Host(h) => {
+                let paused = self.nodes[node as usize].ports[0].paused;
+                let mut eff = Effects::default();
+                let host = &mut self.hosts[h as usize];
+                let next =
+                    host.nic
+                        .next_packet(now, &paused, &self.params, &mut self.pool, &mut eff);
+                self.apply(now, h, eff, q);
+                match next {
+                    NextTx::Packet(id) => id,
+                    NextTx::WaitUntil(t) => {
+                        self.wake_at(node, port, t, q);
+                        return;
+                    }
+                    NextTx::Idle => return,
+                }
+            }
+            Role::Switch(s) => {
+                let p = &mut self.nodes[node as usize].ports[port as usize];
+                let Some(id) = p.dequeue(self.sw.scheduler, &self.sw.dwrr_quantum, &self.pool)
+                else {
+                    return;
+                };
+                let pk = self.pool.get_mut(id);
+                let size = pk.size as u64;
+                if pk.kind != PktKind::Pfc {
+                    // RED/ECN on the egress queue this packet leaves.
+                    let prio = (pk.prio as usize).min(p.queues.len() - 1);
+                    let qlen = p.qbytes[prio] + size;
+                    if self.sw.ecn.enabled && !pk.ce {
+                        let pr = red_probability(qlen, &p.ecn);
+                        let sw = &mut self.switches[s as usize];
+                        if pr > 0.0 && (pr >= 1.0 || sw.ecn_rng.uniform() < pr) {
+                            pk.ce = true;
+                            p.ecn_marks += 1;
+                            self.counters.ecn_marks += 1;
+                        }
+                    }
+                    // The packet leaves the shared buffer and its ingress queue.
+                    let in_port = pk.in_port as usize;
+                    let pprio = pk.prio as usize & 7;
+                    let sw = &mut self.switches[s as usize];
+                    if pk.in_hdrm {
+                        sw.hdrm_used[in_port] -= size;
+                    } else {
+                        sw.shared_used -= size;
+                    }
+                    sw.ingress[in_port][pprio] -= size;
+                    if sw.pause_sent[in_port][pprio]
+                        && sw.ingress[in_port][pprio] <= sw.xon(&self.sw)
+                    {
+                        sw.pause_sent[in_port][pprio] = false;
+                        self.counters.pfc_resumes += 1;
+                        self.send_pfc(now, node, in_port as u16, pprio as u8, false, q);
+                    }
+                }
+                id
+            }
+        };
+        self.put_on_wire(now, node, port, id, q);
+    }
+
+    fn put_on_wire(&mut self, now: Time, node: u32, port: u16, id: PktId, q: &mut EventQueue<Ev>) {
+        let pk = self.pool.get(id);
+        let size = pk.size as u64;
+        let is_data = pk.kind == PktKind::Data;
+        let is_pfc = pk.kind == PktKind::Pfc;
+        let p = &mut self.nodes[node as usize].ports[port as usize];
+        p.tx_pfc += is_pfc as u64;
+        let ser = p.serialization(size);
+        p.busy_until = now + ser;
+        p.tx_bytes += size;
+        p.tx_pkts += 1;
+        let (peer, peer_port, delay, up) = (p.peer_node, p.peer_port, p.delay, p.up);
+        let lost = up && p.loss > 0.0 && is_data && p.loss_rng.bernoulli(p.loss);
+        if !up {
+            self.counters.drops_link_down += 1;
+            self.drop_packet(id);
+        } else if lost {
+            self.counters.drops_loss += 1;
+            self.drop_packet(id);
+        } else {
+            q.schedule(
+                now + ser + delay,
+                Ev::Arrive {
+                    node: peer,
+                    port: peer_port,
+                    pkt: id,
+                },
+            );
+        }
+        // Come back when this transmission ends, if anything may follow.
+        let more = match self.nodes[node as usize].role {
+            Role::Host(h) => self.hosts[h as usize].nic.has_pending(),
+            Role::Switch(_) => {
+                let p = &self.nodes[node as usize].ports[port as usize];
+                !p.ctrl.is_empty() || p.bytes > 0
+            }
+        };
+        if more {
+            self.wake_at(node, port, now + ser, q);
+        }
+    }
+
+    fn drop_packet(&mut self, id: PktId) {
+        // Payload bytes (tracked memory) travel in the sender NIC's side table.
+        if let Some(h) = self.host_of(self.pool.get(id).src) {
+            let p = &mut self.hosts[h].nic.payloads;
+            if !p.is_empty() {
+                p.remove(&id);
+            }
+        }
+        self.pool.free(id);
+    }
+
+    /// The host index of an address (any of the host's), if it is a host's.
+    pub fn host_of(&self, addr: u32) -> Option<usize> {
+        match self.host_index.get(addr_node(addr) as usize) {
+            Some(&h) if h != u32::MAX => Some(h as usize),
+            _ => None,
+        }
+    }
+
+    /// Queues a PFC frame on `port` of `node` (towards the upstream that feeds that port).
+    pub(super) fn send_pfc(
+        &mut self,
+        now: Time,
+        node: u32,
+        port: u16,
+        prio: u8,
+        pause: bool,
+        q: &mut EventQueue<Ev>,
+    ) {
+        let mut pk = Packet::control(PktKind::Pfc, PFC_SIZE);
+        pk.prio = prio;
+        pk.aux = pause as u32;
+        let id = self.pool.alloc(pk);
+        if pause {
+            self.counters.pfc_pauses += 1;
+        }
+        match self.nodes[node as usize].role {
+            Role::Switch(_) => {
+                self.nodes[node as usize].ports[port as usize]
+                    .ctrl
+                    .push_back(id);
+                self.try_transmit(now, node, port, q);
+            }
+            Role::Host(h) => {
+                let mut eff = Effects::default();
+                self.hosts[h as usize].nic.push_ctrl(id, &mut eff);
+                self.apply(now, h, eff, q);
+            }
+        }
+    }
+
+    // ------------------------------------------------------------------ arrival
+
+    pub(super) fn arrive(
+        &mut self,
+        now: Time,
+        node: u32,
+        port: u16,
+        id: PktId,
+        q: &mut EventQueue<Ev>,
+    ) {
+        let pk = self.pool.get(id);
+        if pk.kind == PktKind::Pfc {
+            let (prio, on) = (pk.prio as usize, pk.aux == 1);
+            self.pool.free(id);
+            self.nodes[node as usize].ports[port as usize].set_paused(prio, on, now);
+            if !on {
+                self.try_transmit(now, node, port, q);
+            }
+            return;
+        }
+        match self.nodes[node as usize].role {
+            Role::Host(h) => {
+                if addr_node(pk.dst) != node {
+                    self.drop_packet(id);
+                    return;
+                }
+                let nic = &mut self.hosts[h as usize].nic;
+                let done = nic.rx_admit(now, pk, &self.params);
+                if done > now {
+                    let mut eff = Effects::default();
+                    let size = pk.size as i64;
+                    nic.rx_backlog_change(size, &self.params, &mut eff);
+                    q.schedule(done, Ev::NicRx { host: h, pkt: id });
+                    self.apply(now, h, eff, q);
+                } else {
+                    self.nic_receive(now, h, id, q);
+                }
+            }
+            Role::Switch(s) => self.forward(now, s as usize, node, port, id, q),
+        }
+    }
+
+    pub(super) fn nic_receive(&mut self, now: Time, h: u32, id: PktId, q: &mut EventQueue<Ev>) {
+        // Payload bytes (tracked memory) travel in the sender NIC's side table.
+        let payload = self.host_of(self.pool.get(id).src).and_then(|s| {
+            let p = &mut self.hosts[s].nic.payloads;
+            if p.is_empty() {
+                None
+            } else {
+                p.remove(&id)
+            }
+        });
+        let mut eff = Effects::default();
+        let host = &mut self.hosts[h as usize];
+        if let Some(b) = payload {
+            host.nic.payloads.insert(id, b);
+        }
+        host.nic
+            .receive(now, id, &self.params, &mut self.pool, &mut eff);
+        self.apply(now, h, eff, q);
+    }
+
+    fn forward(
+        &mut self,
+        now: Time,
+        s: usize,
+        node: u32,
+        in_port: u16,
+        id: PktId,
+        q: &mut EventQueue<Ev>,
+    ) {
+        let pk = self.pool.get(id);
+        let Some(out) = self.route(s, pk) else {
+            self.counters.drops_buffer += 1;
+            self.drop_packet(id);
+            return;
+        };
+        let size = pk.size as u64;
+        let prio = (pk.prio as usize).min(MAX_PRIO - 1);
+        let lossless = self.lossless_mask & (1 << prio) != 0;
+        let control = matches!(
+            pk.kind,
+            PktKind::Ack | PktKind::Nak | PktKind::RnrNak | PktKind::Cnp
+        );
+        let sw = &mut self.switches[s];
+        let Some(pool) = sw.admit(in_port as usize, size, lossless, control) else {
+            self.counters.drops_buffer += 1;
+            self.drop_packet(id);
+            return;
+        };
+        // Fast path: an idle egress with nothing queued sends the packet at once. The buffer would
+        // hold it for no time, so nothing changes but the work (unless it would trip XOFF, which
+        // the full path handles).
+        let egress = &self.nodes[node as usize].ports[out as usize];
+        let q_prio = prio.min(egress.queues.len() - 1);
+        let would_pause = lossless && sw.ingress[in_port as usize][prio] + size > sw.xoff(&self.sw);
+        if egress.busy_until <= now
+            && egress.bytes == 0
+            && egress.ctrl.is_empty()
+            && !egress.paused[q_prio]
+            && !would_pause
+        {
+            self.counters.packets_forwarded += 1;
+            if self.sw.ecn.enabled && !self.pool.get(id).ce {
+                let pr = red_probability(size, &egress.ecn);
+                if pr > 0.0 && (pr >= 1.0 || sw.ecn_rng.uniform() < pr) {
+                    self.pool.get_mut(id).ce = true;
+                    self.nodes[node as usize].ports[out as usize].ecn_marks += 1;
+                    self.counters.ecn_marks += 1;
+                }
+            }
+            self.put_on_wire(now, node, out, id, q);
+            return;
+        }
+        match pool {
+            Pool::Shared => sw.shared_used += size,
+            Pool::Headroom => sw.hdrm_used[in_port as usize] += size,
+        }
+        sw.ingress[in_port as usize][prio] += size;
+        self.counters.packets_forwarded += 1;
+        let pause = lossless
+            && !sw.pause_sent[in_port as usize][prio]
+            && sw.ingress[in_port as usize][prio] > sw.xoff(&self.sw);
+        if pause {
+            sw.pause_sent[in_port as usize][prio] = true;
+        }
+        let pk = self.pool.get_mut(id);
+        pk.in_port = in_port;
+        pk.in_hdrm = pool == Pool::Headroom;
+        self.nodes[node as usize].ports[out as usize].enqueue(id, prio, size);
+        if pause {
+            self.send_pfc(now, node, in_port, prio as u8, true, q);
+        }
+        self.try_transmit(now, node, out, q);
+    }
+}

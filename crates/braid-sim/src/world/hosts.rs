@@ -1,0 +1,139 @@
+//! Hosts and tenants: carrying out a NIC's effects (`apply`), running an application
+//! through its verbs stack (`with_app`) and delivering CQ notifications.
+
+use super::{Ev, World};
+use crate::nic::Effects;
+use braid_engine::{EventQueue, Time};
+use braid_verbs::{Event, Stack};
+
+impl World {
+    /// Carries out what a NIC call asked for.
+    pub fn apply(&mut self, now: Time, h: u32, eff: Effects, q: &mut EventQueue<Ev>) {
+        for (t, kind, qp, gen) in eff.timers {
+            q.schedule(
+                t.max(now),
+                Ev::Timer {
+                    host: h,
+                    kind,
+                    qp,
+                    gen,
+                },
+            );
+        }
+        for m in eff.messages {
+            self.measure.message(h, m);
+        }
+        if let Some(on) = eff.rx_pfc {
+            let node = self.hosts[h as usize].node;
+            let prio = self.params.nic.priority;
+            if on {
+                self.send_pfc(now, node, 0, prio, true, q);
+            } else {
+                self.send_pfc(now, node, 0, prio, false, q);
+            }
+        }
+        for cq in eff.notify {
+            // Only armed CQs notify (once per arming), so there is nothing to deduplicate.
+            if let Some(t) = self.hosts[h as usize].owners.cq_owner(cq) {
+                self.pending_notify.push((h, t, cq));
+            }
+            self.measure.note_cq(h, cq);
+        }
+        if eff.kick {
+            let node = self.hosts[h as usize].node;
+            self.try_transmit(now, node, 0, q);
+        }
+    }
+
+    /// Runs a tenant's callback with its verbs stack over this host's NIC (`ev` None: start it).
+    pub fn with_app(
+        &mut self,
+        now: Time,
+        h: u32,
+        app: u32,
+        q: &mut EventQueue<Ev>,
+        ev: Option<Event>,
+    ) {
+        let mut sink = crate::hostverbs::HostSink::default();
+        let end;
+        {
+            let host = &mut self.hosts[h as usize];
+            let slot = &mut host.apps[app as usize];
+            let params = slot.params.as_deref().unwrap_or(&self.params);
+            // The tenant's thread runs the callback once it is free.
+            let start = if self.cpu_delay {
+                now.max(slot.cpu.free_at)
+            } else {
+                now
+            };
+            let mut bottom = crate::hostverbs::HostVerbs {
+                nic: &mut host.nic,
+                params,
+                caps: &host.caps,
+                cost: &self.cpu_cost,
+                start,
+                spent: 0,
+                delay: self.cpu_delay,
+                tenant: app,
+                owners: &mut host.owners,
+                cpu: &mut slot.cpu,
+                sink: &mut sink,
+            };
+            let mut stack = Stack::new(&mut slot.stack, &mut bottom);
+            match ev {
+                None => {
+                    stack.start_layers();
+                    slot.app.start(&mut stack);
+                }
+                Some(ev) => {
+                    let mut up = Vec::new();
+                    stack.deliver(ev, &mut up);
+                    for e in up {
+                        slot.app.on_event(&mut stack, e);
+                    }
+                }
+            }
+            end = bottom.start + bottom.spent;
+            slot.cpu.free_at = end;
+        }
+        for (t, token) in sink.timers.drain(..) {
+            q.schedule(
+                t.max(now),
+                Ev::AppTimer {
+                    host: h,
+                    app,
+                    token,
+                },
+            );
+        }
+        for (tenant, token) in sink.wakes.drain(..) {
+            if (tenant as usize) < self.hosts[h as usize].apps.len() {
+                q.schedule(
+                    end,
+                    Ev::Wake {
+                        host: h,
+                        app: tenant,
+                        token,
+                    },
+                );
+            }
+        }
+        let eff = std::mem::take(&mut sink.effects);
+        self.apply(now, h, eff, q);
+    }
+
+    pub(super) fn flush_notifications(&mut self, now: Time, q: &mut EventQueue<Ev>) {
+        while !self.pending_notify.is_empty() {
+            let batch = std::mem::take(&mut self.pending_notify);
+            for (h, app, cq) in batch {
+                self.with_app(now, h, app, q, Some(Event::Completion(cq)));
+            }
+        }
+    }
+
+    pub fn all_apps_done(&self) -> bool {
+        self.hosts
+            .iter()
+            .all(|h| h.apps.iter().all(|a| a.app.is_done()))
+    }
+}

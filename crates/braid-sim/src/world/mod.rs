@@ -1,0 +1,162 @@
+//! The world: nodes, links, hosts (NIC + verbs stacks + applications) and switches, driven by
+//! the engine's events.
+//!
+//! Events per packet are kept to a minimum: a packet hop is one `Arrive` event; an egress port
+//! schedules a `PortWake` only when something is waiting behind the packet it is sending.
+//!
+//! This file holds the world's types (events, nodes, hosts, tenants, counters) and the [`World`]
+//! itself; the behaviour is split into `routes` (construction and routing), `hop` (the packet hop
+//! machinery and PFC), `hosts` (NIC effects, applications and notifications) and `events` (the
+//! event handler and sampling).
+
+use crate::config::SwitchConfig;
+use crate::measure::Measure;
+use crate::net::{Port, Switch};
+use crate::nic::{Nic, NicParams, TimerKind};
+use crate::packet::{PacketPool, PktId};
+use braid_verbs::{App, Middleware};
+
+mod events;
+mod hop;
+mod hosts;
+mod routes;
+
+#[derive(Debug, Clone, Copy)]
+pub enum Ev {
+    /// A packet finished arriving at `node` on `port`.
+    Arrive { node: u32, port: u16, pkt: PktId },
+    /// An egress port may transmit.
+    PortWake { node: u32, port: u16 },
+    /// A packet finished the NIC receive pipeline.
+    NicRx { host: u32, pkt: PktId },
+    /// A transport timer.
+    Timer {
+        host: u32,
+        kind: TimerKind,
+        qp: u32,
+        gen: u32,
+    },
+    /// A timer an application or middleware asked for (`app`: the tenant).
+    AppTimer { host: u32, app: u32, token: u64 },
+    /// Another tenant's middleware woke this tenant.
+    Wake { host: u32, app: u32, token: u64 },
+    /// Start an application.
+    AppStart { host: u32, app: u32 },
+    /// A link goes down or comes up.
+    LinkState { link: u32, up: bool },
+    /// Take measurement samples.
+    Sample,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    Host(u32),
+    Switch(u32),
+}
+
+pub struct Node {
+    pub name: String,
+    pub role: Role,
+    pub ports: Vec<Port>,
+}
+
+/// A tenant: an application with its own verbs stack (slot 0 of every host is the host agent's,
+/// with an idle application and the host-scoped middleware layers).
+pub struct AppSlot {
+    pub app: Box<dyn App>,
+    pub stack: Vec<Box<dyn Middleware>>,
+    /// What results call this tenant (e.g. "apps[0].client", "traffic[1].sender").
+    pub label: String,
+    pub cpu: crate::hostverbs::TenantCpu,
+    /// The flow record this tenant's measurements go to (perftest applications).
+    pub flow: Option<u32>,
+    /// The NIC parameters its QPs are created with when its tenant runs a transport of its own
+    /// (`[[apps]].transport`, `[[traffic]].transport`, `transport.per_host`); None = the world's.
+    pub params: Option<std::rc::Rc<NicParams>>,
+}
+
+pub struct Host {
+    pub node: u32,
+    pub nic: Nic,
+    /// Its tenants; index 0 is the host agent slot.
+    pub apps: Vec<AppSlot>,
+    /// Which tenant owns each QP, CQ and memory region (completion events go to the CQ's).
+    pub owners: crate::hostverbs::Owners,
+    pub caps: braid_verbs::Caps,
+}
+
+impl AppSlot {
+    pub fn new(app: Box<dyn App>, stack: Vec<Box<dyn Middleware>>, label: String) -> Self {
+        AppSlot {
+            app,
+            stack,
+            label,
+            cpu: Default::default(),
+            flow: None,
+            params: None,
+        }
+    }
+}
+
+#[derive(Debug, Default, Clone)]
+pub struct Counters {
+    pub drops_buffer: u64,
+    pub drops_loss: u64,
+    pub drops_link_down: u64,
+    pub pfc_pauses: u64,
+    pub pfc_resumes: u64,
+    pub ecn_marks: u64,
+    pub packets_forwarded: u64,
+}
+
+pub struct World {
+    pub nodes: Vec<Node>,
+    pub hosts: Vec<Host>,
+    pub switches: Vec<Switch>,
+    /// Node id -> host index (u32::MAX for switches).
+    pub host_index: Vec<u32>,
+    pub groups: Vec<Vec<u16>>,
+    pub links: Vec<(u32, u16, u32, u16)>,
+    pub pool: PacketPool,
+    pub params: NicParams,
+    pub sw: SwitchConfig,
+    pub counters: Counters,
+    pub measure: Measure,
+    /// Completion notifications to deliver after the current event: (host, tenant, CQ).
+    pending_notify: Vec<(u32, u32, u32)>,
+    /// The host CPU cost model, and whether spent CPU time delays a tenant.
+    pub cpu_cost: braid_verbs::CpuCost,
+    pub cpu_delay: bool,
+    pub seed: u64,
+    /// Bit p set: priority p is lossless (PFC enabled and listed).
+    lossless_mask: u8,
+    /// Events handled, by kind (see [`Ev::KINDS`]).
+    pub ev_counts: [u64; 9],
+}
+
+impl Ev {
+    pub const KINDS: [&'static str; 9] = [
+        "arrive",
+        "port_wake",
+        "nic_rx",
+        "timer",
+        "app_timer",
+        "app_start",
+        "link_state",
+        "sample",
+        "wake",
+    ];
+    fn kind(&self) -> usize {
+        match self {
+            Ev::Arrive { .. } => 0,
+            Ev::PortWake { .. } => 1,
+            Ev::NicRx { .. } => 2,
+            Ev::Timer { .. } => 3,
+            Ev::AppTimer { .. } => 4,
+            Ev::AppStart { .. } => 5,
+            Ev::LinkState { .. } => 6,
+            Ev::Sample => 7,
+            Ev::Wake { .. } => 8,
+        }
+    }
+}

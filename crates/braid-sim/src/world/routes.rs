@@ -1,0 +1,470 @@
+//! Building the world from the topology (nodes, hosts, switches, links) and routing: the
+//! shortest-path ECMP tables, installed routes, the route of a packet at a switch, path and
+//! ideal-FCT queries, and scheduled link events.
+
+use super::{AppSlot, Counters, Ev, Host, Node, Role, World};
+use crate::config::{LinkEvent, SwitchConfig};
+use crate::measure::Measure;
+use crate::net::{auto_headroom, ecmp_hash, Port, Switch, MAX_PRIO};
+use crate::nic::{addr_node, host_alias, Nic, NicParams};
+use crate::packet::{Packet, PacketPool, PktKind, ACK_SIZE, ROCE_HEADER};
+use braid_engine::time::serialization;
+use braid_engine::{EventQueue, RngStream, Time};
+use braid_topo::topology::{Graph, NodeKind};
+use std::collections::HashMap;
+
+impl World {
+    pub fn new(
+        graph: &Graph,
+        params: NicParams,
+        sw: SwitchConfig,
+        measure: Measure,
+        seed: u64,
+    ) -> Result<World, String> {
+        let n = graph.nodes.len();
+        let prios = sw.priorities as usize;
+        let mut nodes: Vec<Node> = graph
+            .nodes
+            .iter()
+            .map(|d| Node {
+                name: d.name.clone(),
+                role: Role::Switch(0),
+                ports: Vec::new(),
+            })
+            .collect();
+        let mut host_index = vec![u32::MAX; n];
+        let mut hosts = Vec::new();
+        let mut switches = Vec::new();
+        let mut links = Vec::new();
+        for (li, l) in graph.links.iter().enumerate() {
+            let (a, b) = (l.a as usize, l.b as usize);
+            let pa = nodes[a].ports.len() as u16;
+            let pb = nodes[b].ports.len() as u16;
+            let curve = sw.ecn.curve_for(l.rate_bps);
+            let rng_a = RngStream::new(seed, "link-loss", &[li as u64, 0]);
+            let rng_b = RngStream::new(seed, "link-loss", &[li as u64, 1]);
+            nodes[a].ports.push(Port::new(
+                l.b, pb, li as u32, l.rate_bps, l.delay_ps, l.loss, prios, curve, rng_a,
+            ));
+            nodes[b].ports.push(Port::new(
+                l.a, pa, li as u32, l.rate_bps, l.delay_ps, l.loss, prios, curve, rng_b,
+            ));
+            links.push((l.a, pa, l.b, pb));
+        }
+        for (i, d) in graph.nodes.iter().enumerate() {
+            match d.kind {
+                NodeKind::Host => {
+                    let hi = hosts.len() as u32;
+                    if nodes[i].ports.len() != 1 {
+                        return Err(format!(
+                            "host {} ({}) has {} links; a host must have exactly one (its NIC port)",
+                            hi,
+                            d.name,
+                            nodes[i].ports.len()
+                        ));
+                    }
+                    nodes[i].role = Role::Host(hi);
+                    host_index[i] = hi;
+                    let rate = nodes[i].ports[0].rate;
+                    if i as u32 > 0x00FF_FFFF {
+                        return Err("more than 2^24 nodes: addresses would overflow".into());
+                    }
+                    let caps = braid_verbs::Caps {
+                        cross_channel: params.nic.cross_channel,
+                        local_addrs: (0..params.nic.addresses.max(1))
+                            .map(|k| host_alias(i as u32, k))
+                            .collect(),
+                        sport_control: true,
+                        data_tracking: true,
+                        mtu: params.nic.mtu,
+                        line_rate_bps: rate,
+                        max_qp_wr: 1 << 15,
+                    };
+                    hosts.push(Host {
+                        node: i as u32,
+                        nic: Nic::new(i as u32, rate, &params, seed),
+                        apps: vec![AppSlot::new(
+                            Box::new(braid_verbs::Idle),
+                            Vec::new(),
+                            "agent".into(),
+                        )],
+                        owners: Default::default(),
+                        caps,
+                    });
+                }
+                NodeKind::Switch => {
+                    let si = switches.len() as u32;
+                    nodes[i].role = Role::Switch(si);
+                    let np = nodes[i].ports.len();
+                    let frame = params.nic.mtu as u64 + crate::packet::ROCE_HEADER as u64;
+                    let headroom: Vec<u64> = if sw.pfc.enabled && !sw.lossless.is_empty() {
+                        nodes[i]
+                            .ports
+                            .iter()
+                            .map(|p| {
+                                sw.pfc
+                                    .headroom
+                                    .map_or_else(|| auto_headroom(p.rate, p.delay, frame), |h| h.0)
+                            })
+                            .collect()
+                    } else {
+                        vec![0; np]
+                    };
+                    let reserved: u64 = headroom.iter().sum();
+                    if reserved >= sw.buffer.0 {
+                        return Err(format!(
+                            "switch {}: PFC headroom for its {} ports ({} bytes) leaves no shared buffer (switch.buffer = {} bytes); raise switch.buffer or lower switch.pfc.headroom",
+                            d.name, np, reserved, sw.buffer.0
+                        ));
+                    }
+                    switches.push(Switch {
+                        node: i as u32,
+                        shared: sw.buffer.0 - reserved,
+                        shared_used: 0,
+                        hdrm_used: vec![0; np],
+                        headroom,
+                        ingress: vec![[0; MAX_PRIO]; np],
+                        pause_sent: vec![[false; MAX_PRIO]; np],
+                        ecmp_seed: braid_engine::derive_seed(sw.ecmp_seed, "ecmp", &[i as u64]),
+                        ecn_rng: RngStream::new(seed, "ecn", &[i as u64]),
+                        routes: Vec::new(),
+                        src_routes: Vec::new(),
+                    });
+                }
+            }
+        }
+        let mut w = World {
+            nodes,
+            hosts,
+            switches,
+            host_index,
+            groups: Vec::new(),
+            links,
+            pool: PacketPool::default(),
+            params,
+            sw,
+            counters: Counters::default(),
+            measure,
+            pending_notify: Vec::new(),
+            cpu_cost: braid_verbs::CpuCost::default(),
+            cpu_delay: false,
+            seed,
+            lossless_mask: 0,
+            ev_counts: [0; 9],
+        };
+        if w.sw.pfc.enabled {
+            w.lossless_mask = w.sw.lossless.iter().fold(0u8, |m, &p| m | (1 << (p & 7)));
+        }
+        w.build_routes()?;
+        Ok(w)
+    }
+
+    /// Shortest-path ECMP groups: for every switch and destination host, every port towards a
+    /// neighbour one hop closer. Hosts never forward.
+    fn build_routes(&mut self) -> Result<(), String> {
+        let n = self.nodes.len();
+        let mut interned: HashMap<Vec<u16>, u32> = HashMap::new();
+        for s in &mut self.switches {
+            s.routes = vec![u32::MAX; self.hosts.len()];
+        }
+        let mut dist = vec![u32::MAX; n];
+        let mut queue = std::collections::VecDeque::new();
+        for (hi, h) in self.hosts.iter().enumerate() {
+            dist.iter_mut().for_each(|d| *d = u32::MAX);
+            dist[h.node as usize] = 0;
+            queue.clear();
+            queue.push_back(h.node);
+            while let Some(u) = queue.pop_front() {
+                // Only switches relay; the destination host starts the search.
+                if u != h.node && matches!(self.nodes[u as usize].role, Role::Host(_)) {
+                    continue;
+                }
+                for p in &self.nodes[u as usize].ports {
+                    let v = p.peer_node as usize;
+                    if dist[v] == u32::MAX {
+                        dist[v] = dist[u as usize] + 1;
+                        queue.push_back(v as u32);
+                    }
+                }
+            }
+            for s in 0..self.switches.len() {
+                let node = self.switches[s].node as usize;
+                if dist[node] == u32::MAX {
+                    continue;
+                }
+                let group: Vec<u16> = self.nodes[node]
+                    .ports
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, p)| dist[p.peer_node as usize] + 1 == dist[node])
+                    .filter(|(_, p)| {
+                        p.peer_node == h.node
+                            || matches!(self.nodes[p.peer_node as usize].role, Role::Switch(_))
+                    })
+                    .map(|(i, _)| i as u16)
+                    .collect();
+                if group.is_empty() {
+                    continue;
+                }
+                let next = interned.len() as u32;
+                let gid = *interned.entry(group.clone()).or_insert_with(|| {
+                    self.groups.push(group);
+                    next
+                });
+                self.switches[s].routes[hi] = gid;
+            }
+        }
+        Ok(())
+    }
+
+    /// Installs static routes (after the shortest-path ones). Errors name the key path.
+    pub fn install_routes(
+        &mut self,
+        routes: &[crate::config::StaticRoute],
+        names: &HashMap<String, u32>,
+    ) -> Result<(), (String, String)> {
+        let mut interned: HashMap<Vec<u16>, u32> = self
+            .groups
+            .iter()
+            .enumerate()
+            .map(|(i, g)| (g.clone(), i as u32))
+            .collect();
+        for (i, r) in routes.iter().enumerate() {
+            let at = |k: &str| format!("routes[{i}].{k}");
+            let node = resolve_node(&r.node, names)
+                .ok_or_else(|| (at("node"), format!("no node named {:?}", r.node)))?;
+            let Role::Switch(s) = self.nodes[node as usize].role else {
+                return Err((
+                    at("node"),
+                    format!("{:?} is a host; only switches route", r.node),
+                ));
+            };
+            if r.next_hops.is_empty() {
+                return Err((at("next_hops"), "expected at least one neighbour".into()));
+            }
+            let mut ports = Vec::new();
+            for (j, h) in r.next_hops.iter().enumerate() {
+                let n = resolve_node(h, names).ok_or_else(|| {
+                    (
+                        format!("routes[{i}].next_hops[{j}]"),
+                        format!("no node named {h:?}"),
+                    )
+                })?;
+                let p = self.nodes[node as usize]
+                    .ports
+                    .iter()
+                    .position(|p| p.peer_node == n)
+                    .ok_or_else(|| {
+                        (
+                            format!("routes[{i}].next_hops[{j}]"),
+                            format!("{h:?} is not a neighbour of {:?}", r.node),
+                        )
+                    })?;
+                ports.push(p as u16);
+            }
+            let next = self.groups.len() as u32;
+            let gid = *interned.entry(ports.clone()).or_insert_with(|| {
+                self.groups.push(ports);
+                next
+            });
+            let n_hosts = self.hosts.len() as u32;
+            let dsts: Vec<u32> = r.dst.clone().unwrap_or_else(|| (0..n_hosts).collect());
+            for (j, &d) in dsts.iter().enumerate() {
+                if d >= n_hosts {
+                    return Err((
+                        format!("routes[{i}].dst[{j}]"),
+                        format!("host {d} does not exist (the topology has {n_hosts} hosts)"),
+                    ));
+                }
+            }
+            let Some(srcs) = &r.src else {
+                for &d in &dsts {
+                    self.switches[s as usize].routes[d as usize] = gid;
+                }
+                continue;
+            };
+            // Source-specific: matched on the packet's whole source address, before the
+            // destination's route.
+            let naddr = self.params.nic.addresses.max(1);
+            let mut src = Vec::new();
+            for (j, x) in srcs.iter().enumerate() {
+                let (h, k) = match *x {
+                    crate::config::RouteSrc::Host(h) => (h, None),
+                    crate::config::RouteSrc::Addr(a) => (a.host, Some(a.addr)),
+                };
+                if h >= n_hosts {
+                    return Err((
+                        format!("routes[{i}].src[{j}]"),
+                        format!("host {h} does not exist (the topology has {n_hosts} hosts)"),
+                    ));
+                }
+                let node = self.hosts[h as usize].node;
+                match k {
+                    None => src.extend((0..naddr).map(|k| host_alias(node, k))),
+                    Some(k) if k < naddr => src.push(host_alias(node, k)),
+                    Some(k) => {
+                        return Err((
+                            format!("routes[{i}].src[{j}].addr"),
+                            format!("host {h} has addresses 0..{naddr} (nic.addresses), not {k}"),
+                        ))
+                    }
+                }
+            }
+            let mut dst = vec![false; n_hosts as usize];
+            for &d in &dsts {
+                dst[d as usize] = true;
+            }
+            self.switches[s as usize]
+                .src_routes
+                .push(crate::net::SrcRoute { src, dst, gid });
+        }
+        Ok(())
+    }
+
+    /// The egress port a switch uses for a packet.
+    #[inline]
+    pub(super) fn route(&self, sw: usize, pk: &Packet) -> Option<u16> {
+        // Routing follows the destination's node; a source-specific static route wins.
+        let dst = *self.host_index.get(addr_node(pk.dst) as usize)?;
+        let s = &self.switches[sw];
+        let by_src = if s.src_routes.is_empty() {
+            None
+        } else {
+            s.src_routes
+                .iter()
+                .find(|r| r.dst.get(dst as usize) == Some(&true) && r.src.contains(&pk.src))
+                .map(|r| r.gid)
+        };
+        let gid = match by_src {
+            Some(g) => g,
+            None => *s.routes.get(dst as usize)?,
+        };
+        if gid == u32::MAX {
+            return None;
+        }
+        let g = &self.groups[gid as usize];
+        if g.len() == 1 {
+            return Some(g[0]);
+        }
+        let h = ecmp_hash(
+            self.switches[sw].ecmp_seed,
+            pk.src,
+            pk.dst,
+            pk.sport,
+            pk.dport,
+        );
+        Some(g[(h % g.len() as u64) as usize])
+    }
+
+    /// Node ids a packet with this 5-tuple visits from `src` host to `dst` host (ECMP replayed).
+    pub fn path_of(&self, src_host: u32, dst_host: u32, sport: u16) -> Vec<u32> {
+        let src = self.hosts[src_host as usize].node;
+        let dst = self.hosts[dst_host as usize].node;
+        self.path_between(src, dst, sport)
+    }
+
+    /// Node ids a packet visits from source address `src_addr` to destination address
+    /// `dst_addr` (any of the hosts' addresses) with this source port (ECMP replayed).
+    pub fn path_between(&self, src_addr: u32, dst_addr: u32, sport: u16) -> Vec<u32> {
+        let (src, dst) = (addr_node(src_addr), addr_node(dst_addr));
+        let mut pk = Packet::control(PktKind::Data, 0);
+        pk.src = src_addr;
+        pk.dst = dst_addr;
+        pk.sport = sport;
+        let mut path = vec![src];
+        let mut node = self.nodes[src as usize].ports[0].peer_node;
+        while node != dst && path.len() < 64 {
+            path.push(node);
+            let Role::Switch(s) = self.nodes[node as usize].role else {
+                break;
+            };
+            let Some(p) = self.route(s as usize, &pk) else {
+                break;
+            };
+            node = self.nodes[node as usize].ports[p as usize].peer_node;
+        }
+        path.push(node);
+        path
+    }
+
+    /// FCT of a WRITE of `bytes` on an empty network at line rate: the first packet's
+    /// store-and-forward latency, the rest at the bottleneck rate, and the last ACK's return.
+    pub fn ideal_fct(&self, src_host: u32, dst_host: u32, sport: u16, bytes: u64) -> Time {
+        let path = self.path_of(src_host, dst_host, sport);
+        let mtu = self.params.nic.mtu as u64;
+        let npkts = bytes.div_ceil(mtu).max(1);
+        let first = bytes.min(mtu) + ROCE_HEADER as u64;
+        let last = (bytes - (npkts - 1) * mtu) + ROCE_HEADER as u64;
+        let wire = bytes + npkts * ROCE_HEADER as u64;
+        let mut lat_first = 0;
+        let mut lat_last = 0;
+        let mut ack = 0;
+        let mut bottleneck = u64::MAX;
+        for w in path.windows(2) {
+            let p = self.nodes[w[0] as usize]
+                .ports
+                .iter()
+                .find(|p| p.peer_node == w[1])
+                .expect("path follows links");
+            lat_first += serialization(first, p.rate) + p.delay;
+            lat_last += serialization(last, p.rate) + p.delay;
+            ack += serialization(ACK_SIZE as u64, p.rate) + p.delay;
+            bottleneck = bottleneck.min(p.rate);
+        }
+        if npkts == 1 {
+            return lat_first + ack;
+        }
+        // The last packet leaves the source after all others at the bottleneck rate.
+        let body = serialization(wire - last, bottleneck);
+        body.max(lat_first - serialization(first, bottleneck)) + lat_last + ack
+    }
+
+    pub fn schedule_link_events(
+        &self,
+        events: &[LinkEvent],
+        q: &mut EventQueue<Ev>,
+        names: &HashMap<String, u32>,
+    ) -> Result<(), String> {
+        for (i, e) in events.iter().enumerate() {
+            let a = resolve_node(&e.a, names)
+                .ok_or_else(|| format!("link_events[{i}].a: no node named {:?}", e.a))?;
+            let b = resolve_node(&e.b, names)
+                .ok_or_else(|| format!("link_events[{i}].b: no node named {:?}", e.b))?;
+            let link = self
+                .links
+                .iter()
+                .position(|&(x, _, y, _)| (x == a && y == b) || (x == b && y == a))
+                .ok_or_else(|| {
+                    format!("link_events[{i}]: no link between {:?} and {:?}", e.a, e.b)
+                })?;
+            q.schedule(
+                e.down.0,
+                Ev::LinkState {
+                    link: link as u32,
+                    up: false,
+                },
+            );
+            if let Some(up) = e.up {
+                if up.0 <= e.down.0 {
+                    return Err(format!("link_events[{i}].up: must be later than down"));
+                }
+                q.schedule(
+                    up.0,
+                    Ev::LinkState {
+                        link: link as u32,
+                        up: true,
+                    },
+                );
+            }
+        }
+        Ok(())
+    }
+}
+
+fn resolve_node(s: &str, names: &HashMap<String, u32>) -> Option<u32> {
+    names.get(s).copied().or_else(|| {
+        s.parse()
+            .ok()
+            .filter(|&id: &u32| names.values().any(|&v| v == id))
+    })
+}
