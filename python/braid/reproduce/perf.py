@@ -287,7 +287,7 @@ def _isolation(m: Dict[str, List[dict]]) -> List[Row]:
         ),
     ]
     # CPU per message beside the benefit: the victims' and B_App's cpu_ns_per_msg.
-    note = "CPU per application message (cpu_ns_per_msg), B_App's per 1 MiB message (85 µs of wire at 100 Gbit/s); agent: host 0's pacer/agent over the run"
+    note = "CPU per application message (cpu_ns_per_msg), B_App's per 1 MiB message (85 µs of wire at 100 Gbit/s); agent: host 0's agent over the run, as charged (verbs calls: Justitia's probes and polls; PeRF's agent makes none)"
     for k in MECHANISMS:
         dd, mm = _one(m, f"D {k}"), _one(m, f"M {k}")
         agent = dd.get("agent_cpu_ns", float("nan")) / (dd["sim_ms"] * 1e6)
