@@ -130,6 +130,13 @@ def test_cli_user_errors():
     assert res.exit_code == 2 and "--jobs" in res.stderr
 
 
+def test_cli_out_must_be_a_folder(tmp_path):
+    f = tmp_path / "a-file"
+    f.write_text("x")
+    res = invoke("reproduce", "test/one-flow", "--out", f)
+    assert res.exit_code == 2 and "--out" in res.stderr
+
+
 def test_missing_scenario_is_a_clear_error(tmp_path):
     with pytest.raises(BraidError, match="one-flow.toml is missing"):
         reproduce(["test/one-flow"], jobs=1, folder=tmp_path)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Optional
@@ -23,7 +24,8 @@ MARK = {True: "[green]yes[/green]", False: "[red]no[/red]", None: "[dim]·[/dim]
 @click.option("--json", "json_out", metavar="FILE", help="Also write every row and raw measurement as JSON.")
 @click.option("--check", is_flag=True, help="Exit with status 1 if any quantity does not reproduce the paper's shape.")
 @click.option("--experiments", "folder", metavar="DIR", help="Folder of experiment scenarios (default: the one shipped with braid).")
-def reproduce(ids: tuple, list_only: bool, full: bool, include_slow: bool, jobs: Optional[int], json_out: Optional[str], check: bool, folder: Optional[str]) -> None:
+@click.option("--out", "out_dir", metavar="DIR", help="Where experiments write their plots (e.g. perf/matrix's heat map; default: ./braid-reproduce).")
+def reproduce(ids: tuple, list_only: bool, full: bool, include_slow: bool, jobs: Optional[int], json_out: Optional[str], check: bool, folder: Optional[str], out_dir: Optional[str]) -> None:
     """Run the papers' experiments on the built-in simulator and print, for each quantity, the
     paper's figure, braid's, and whether braid reproduces the paper's shape (ratios, orderings,
     trends: our testbed is not theirs).
@@ -48,6 +50,12 @@ def reproduce(ids: tuple, list_only: bool, full: bool, include_slow: bool, jobs:
         return
     if jobs is not None and jobs < 1:
         raise BraidError("--jobs", f"expected a positive integer, got {jobs}")
+    if out_dir is not None:
+        od = Path(out_dir)
+        if od.exists() and not od.is_dir():
+            raise BraidError("--out", f"expected a folder, got the file {out_dir!r}")
+        # Plots are written where the summaries run (this process), which reads it from here.
+        os.environ["BRAID_REPRODUCE_OUT"] = str(od)
     chosen = select(ids, include_slow)
     skipped = [e.id for e in registry().values() if e not in chosen and e.cost == "slow" and not ids]
     path = Path(folder) if folder else None
