@@ -164,6 +164,7 @@ impl PerfLayer {
                 last: false,
                 large_bytes: 0,
                 signaled: true,
+                data: false,
             });
             self.c.zero_waits += 1;
         }
@@ -226,6 +227,7 @@ impl PerfLayer {
                             last: false,
                             large_bytes: 0,
                             signaled: false,
+                            data: false,
                         });
                         q.zw_pending -= 1;
                         self.c.zero_waits += 1;
@@ -275,6 +277,7 @@ impl PerfLayer {
                 a.bytes - a.offset
             };
             let last = a.offset + len >= a.bytes;
+            let carries = a.wr.op.carries_data();
             let app_signaled = a.wr.signaled || q.sig_all;
             let large_bytes = if a.large { len } else { 0 };
             // Signal the application's own, one sub-WR in `signal_every`, whole large WRs (the
@@ -374,6 +377,7 @@ impl PerfLayer {
                 last,
                 large_bytes,
                 signaled: sig,
+                data: carries,
             });
             // 0_WAIT credit: sent large (non-READ) bytes, only beside a small tenant.
             if small && large_bytes > 0 && charged {

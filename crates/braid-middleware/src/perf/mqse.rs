@@ -4,8 +4,9 @@
 //! free slot, or waits (FIFO) — it is *paused*: what the application gives it stays in the
 //! layer's software queue. A slot holder's turn is over after `rotate_wrs` application WRs,
 //! `rotate_bytes` bytes or `release_after`; with others waiting it then stops posting and
-//! *drains*: it keeps its slot until its large-message bytes already in the NIC are through, so
-//! that the NIC never has more of the tenant's QPs sending large messages than allowed. (The
+//! *drains*: it keeps its slot until the data WRs it already posted (of any size: PeRF pauses
+//! QPs whatever their messages) are through, so that the NIC never has more of the tenant's QPs
+//! sending than allowed. A holder keeps its slot likewise while it has work or data in the NIC. (The
 //! artifact does the hand-over in hardware: a WAIT behind the paused QP's work, released by a
 //! SEND_ENABLE through a managed loopback QP.) The layer marks the end of a draining QP's work
 //! with a signaled 0_WAIT, so that its completion frees the slot.
@@ -20,7 +21,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 pub struct Slots {
     /// May post.
     holders: Vec<QpNum>,
-    /// Turn over: not posting, slot held until their large bytes in the NIC are through.
+    /// Turn over: not posting, slot held until their data WRs in the NIC are through.
     draining: Vec<QpNum>,
     /// Newly draining (the layer marks the end of their work).
     pub new_draining: Vec<QpNum>,
@@ -73,12 +74,12 @@ impl Slots {
         }
     }
 
-    /// Takes `q` off the holders: draining if it has large bytes in the NIC, waiting if it has
+    /// Takes `q` off the holders: draining if it has data WRs in the NIC, waiting if it has
     /// work.
     fn hand_over(&mut self, q: QpNum, qps: &BTreeMap<QpNum, QpQueue>) {
         self.holders.retain(|&x| x != q);
         let Some(x) = qps.get(&q) else { return };
-        if x.hw_large > 0 {
+        if x.data_in_nic() {
             self.draining.push(q);
             self.new_draining.push(q);
         }
@@ -104,9 +105,9 @@ impl Slots {
         }
         // Drained QPs free their slots; holders with nothing left give theirs up.
         self.draining
-            .retain(|q| qps.get(q).is_some_and(|x| x.hw_large > 0));
+            .retain(|q| qps.get(q).is_some_and(|x| x.data_in_nic()));
         self.holders
-            .retain(|q| qps.get(q).is_some_and(|x| x.has_work() || x.hw_large > 0));
+            .retain(|q| qps.get(q).is_some_and(|x| x.has_work() || x.data_in_nic()));
         let allowed = if paused { 0 } else { allowed.max(1) as usize };
         // The allowance shrank (or the tenant is paused): the newest holders hand over.
         while self.holders.len() + self.draining.len() > allowed && !self.holders.is_empty() {
@@ -133,7 +134,7 @@ impl Slots {
             if let Some(&h) = self.holders.iter().find(|q| turn_over(&qps[q])) {
                 self.hand_over(h, qps);
                 self.draining
-                    .retain(|q| qps.get(q).is_some_and(|x| x.hw_large > 0));
+                    .retain(|q| qps.get(q).is_some_and(|x| x.data_in_nic()));
             }
         }
         if self.holders.len() + self.draining.len() >= allowed {

@@ -49,6 +49,8 @@ pub struct HwEntry {
     /// Bytes of large-message data it carries (counted against the window).
     pub large_bytes: u64,
     pub signaled: bool,
+    /// It carries data (a part of a data WR, of any size; not a 0_WAIT).
+    pub data: bool,
 }
 
 /// A QP under PeRF.
@@ -67,6 +69,9 @@ pub struct QpQueue {
     pub next_ord: u64,
     /// Large-message bytes in the NIC.
     pub hw_large: u64,
+    /// Data-carrying WRs in the NIC, of any size (0_WAITs are not counted): the MQSE keeps a
+    /// QP's slot while it has some.
+    pub hw_data: u32,
     /// Signaled entries in the NIC (a completion will come).
     pub hw_signaled: u32,
     /// Sub-WRs posted since the last signaled one.
@@ -99,6 +104,7 @@ impl QpQueue {
             next_seq: 0,
             next_ord: 0,
             hw_large: 0,
+            hw_data: 0,
             hw_signaled: 0,
             since_signal: 0,
             zw_credit: 0,
@@ -115,6 +121,14 @@ impl QpQueue {
     /// Whether it has anything left to post.
     pub fn has_work(&self) -> bool {
         !self.sw.is_empty() || self.zw_pending > 0
+    }
+
+    /// Whether WRs it posted that carry data (of any size) are still in the NIC: the MQSE
+    /// counts it as sending (a holder keeps its slot, a paused one is draining) until they are
+    /// through. 0_WAITs left behind a completion are not counted. A failed QP sends nothing
+    /// more (the NIC flushes what it holds), so it holds no slot.
+    pub fn data_in_nic(&self) -> bool {
+        self.hw_data > 0 && !self.failed
     }
 
     /// Queues an application WR.
@@ -139,6 +153,9 @@ impl QpQueue {
     pub fn posted(&mut self, e: HwEntry) {
         self.next_seq = e.seq + 1;
         self.hw_large += e.large_bytes;
+        if e.data {
+            self.hw_data += 1;
+        }
         if e.signaled {
             self.hw_signaled += 1;
         }
@@ -179,6 +196,9 @@ impl QpQueue {
         while self.hw.front().is_some_and(|e| e.seq <= seq) {
             let e = self.hw.pop_front().expect("front");
             self.hw_large -= e.large_bytes;
+            if e.data {
+                self.hw_data -= 1;
+            }
             if e.signaled {
                 self.hw_signaled -= 1;
             }

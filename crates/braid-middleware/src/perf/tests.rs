@@ -486,6 +486,53 @@ fn a_paused_qp_sends_nothing_until_resumed() {
 }
 
 #[test]
+fn a_small_message_qp_is_paused_while_the_other_has_data_in_the_nic() {
+    // PeRF pauses QPs whatever their message size: a 2-QP tenant of 1,000 B WRITEs (no large
+    // bytes ever in the NIC) beside D, held to 1 QP, sends on one QP at a time.
+    let cfg = PerfConfig::default();
+    let mut ctx = host();
+    let mut b = Tenant::new(&mut ctx, &cfg, 1, 2);
+    let mut d = Tenant::new(&mut ctx, &cfg, 2, 1);
+    b.start();
+    d.start();
+    d.write(0, 9, 16, true).unwrap();
+    let st = state(&mut ctx);
+    st.borrow_mut().tenants.get_mut(&1).unwrap().allowed_qps = 1;
+    let (q0, q1) = (b.qps[0], b.qps[1]);
+    let data = |b: &Tenant, q| {
+        b.nic
+            .sends(q)
+            .iter()
+            .filter(|w| w.op.carries_data())
+            .count()
+    };
+    b.write(0, 1, 1_000, true).unwrap();
+    b.write(1, 2, 1_000, true).unwrap();
+    b.write(1, 3, 1_000, true).unwrap();
+    assert_eq!(data(&b, q0), 1, "QP 0 takes the slot");
+    assert_eq!(
+        b.nic.sends(q1).len(),
+        0,
+        "QP 1 is paused while QP 0's data is in the NIC"
+    );
+    assert!(b.counter("pauses") >= 1.0);
+    // QP 0 keeps its turn.
+    b.write(0, 4, 1_000, true).unwrap();
+    assert_eq!(data(&b, q0), 2);
+    assert_eq!(b.nic.sends(q1).len(), 0, "still paused");
+    // QP 0's data completes: its slot is free and QP 1 resumes.
+    let done = b.complete(0);
+    assert_eq!(done.len(), 2);
+    assert_eq!(data(&b, q1), 2, "resumed: both queued WRs went down");
+    assert!(b.counter("resumes") >= 1.0);
+    // Now QP 0 waits for QP 1's data.
+    b.write(0, 5, 1_000, true).unwrap();
+    assert_eq!(data(&b, q0), 2, "QP 0 paused in turn");
+    b.complete(1);
+    assert_eq!(data(&b, q0), 3, "and resumed when QP 1's data completed");
+}
+
+#[test]
 fn a_timed_release_rotates_the_slot() {
     let cfg = PerfConfig::default();
     let mut ctx = host();
