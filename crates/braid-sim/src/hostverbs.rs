@@ -27,6 +27,9 @@ pub struct Owners {
     pub qp: Vec<TenantId>,
     /// By lkey.
     pub mr: HashMap<u32, TenantId>,
+    /// A QP a middleware created inside an application's `create_qp`/`connect_qp` call -> the
+    /// application's QP it serves (multipath layers); what measurements attribute its bytes to.
+    pub family: HashMap<QpNum, QpNum>,
 }
 
 const NONE: TenantId = u32::MAX;
@@ -44,6 +47,11 @@ impl Owners {
     }
     pub fn qp_owner(&self, qp: QpNum) -> Option<TenantId> {
         self.qp.get(qp as usize).copied().filter(|&t| t != NONE)
+    }
+    /// The application QP whose traffic `qp` carries: itself, or the one a middleware created it
+    /// for.
+    pub fn family_head(&self, qp: QpNum) -> QpNum {
+        self.family.get(&qp).copied().unwrap_or(qp)
     }
 }
 
@@ -72,6 +80,8 @@ pub struct HostVerbs<'a> {
     pub owners: &'a mut Owners,
     pub cpu: &'a mut TenantCpu,
     pub sink: &'a mut HostSink,
+    /// QPs created in this callback, in order (read by `world::facing`).
+    pub created: &'a std::cell::RefCell<Vec<QpNum>>,
 }
 
 impl HostVerbs<'_> {
@@ -162,6 +172,7 @@ impl Verbs for HostVerbs<'_> {
         self.spend("verbs", Work::Control);
         let qp = self.nic.create_qp(init, self.params)?;
         Owners::set(&mut self.owners.qp, qp, self.tenant);
+        self.created.borrow_mut().push(qp);
         Ok(qp)
     }
     fn connect_qp(&mut self, qp: QpNum, remote: RemoteQp) -> Result<(), VerbsError> {

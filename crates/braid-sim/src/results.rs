@@ -141,7 +141,10 @@ pub fn assemble(
     // Goodput series, per flow.
     let (mut tt, mut tf, mut tb, mut tg) = (vec![], vec![], vec![], vec![]);
     for &(t, node, qpn, bytes, dt) in &world.measure.tput {
-        let Some(&flow) = log.rx_qp_flow.get(&(world.hosts[node as usize].node, qpn)) else {
+        // A middleware's QP counts for the application QP it serves (world::facing).
+        let host = &world.hosts[node as usize];
+        let head = host.owners.family_head(qpn);
+        let Some(&flow) = log.rx_qp_flow.get(&(host.node, head)) else {
             continue;
         };
         tt.push(t);

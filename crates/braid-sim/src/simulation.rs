@@ -243,6 +243,15 @@ impl Simulation {
             let bytes = self.world.hosts[h].nic.qp(qpn).map_or(0, |q| q.rx_bytes);
             *rx.entry(flow).or_default() += bytes;
         }
+        // And the QPs a multipath middleware receives the flow's bytes on (world::facing).
+        for host in &self.world.hosts {
+            for (&qpn, &head) in &host.owners.family {
+                if let Some(&flow) = log.rx_qp_flow.get(&(host.node, head)) {
+                    let bytes = host.nic.qp(qpn).map_or(0, |q| q.rx_bytes);
+                    *rx.entry(flow).or_default() += bytes;
+                }
+            }
+        }
         let mut checked = 0;
         for f in log
             .flows

@@ -55,6 +55,7 @@ impl World {
         ev: Option<Event>,
     ) {
         let mut sink = crate::hostverbs::HostSink::default();
+        let created = std::cell::RefCell::new(Vec::new());
         let end;
         {
             let host = &mut self.hosts[h as usize];
@@ -78,22 +79,36 @@ impl World {
                 owners: &mut host.owners,
                 cpu: &mut slot.cpu,
                 sink: &mut sink,
+                created: &created,
             };
             let mut stack = Stack::new(&mut slot.stack, &mut bottom);
-            match ev {
+            let family = match ev {
                 None => {
                     stack.start_layers();
-                    slot.app.start(&mut stack);
+                    let mut facing = super::facing::Facing {
+                        stack: &mut stack,
+                        created: &created,
+                        family: Vec::new(),
+                    };
+                    slot.app.start(&mut facing);
+                    facing.family
                 }
                 Some(ev) => {
                     let mut up = Vec::new();
                     stack.deliver(ev, &mut up);
+                    let mut facing = super::facing::Facing {
+                        stack: &mut stack,
+                        created: &created,
+                        family: Vec::new(),
+                    };
                     for e in up {
-                        slot.app.on_event(&mut stack, e);
+                        slot.app.on_event(&mut facing, e);
                     }
+                    facing.family
                 }
-            }
+            };
             end = bottom.start + bottom.spent;
+            host.owners.family.extend(family);
             slot.cpu.free_at = end;
         }
         for (t, token) in sink.timers.drain(..) {

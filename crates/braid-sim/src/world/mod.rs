@@ -17,6 +17,7 @@ use crate::packet::{PacketPool, PktId};
 use braid_verbs::{App, Middleware};
 
 mod events;
+mod facing;
 mod hop;
 mod hosts;
 mod routes;
