@@ -208,6 +208,12 @@ pub fn assemble(
         .map(|p| p.paused_ps)
         .sum();
     k.insert("pfc_paused_ps".into(), paused);
+    // QPs created on all NICs (applications', middleware's and agents'): what a multipath layer
+    // multiplies, and the QP-context cache has to hold.
+    k.insert(
+        "qps_created".into(),
+        world.hosts.iter().map(|h| h.nic.qps_created()).sum(),
+    );
     // Per-port ECN marks and packets sent, for every switch port that marked anything
     // ("ecn_marks:<node>:<port>", "tx_pkts:<node>:<port>"; marking ratio = the first / the second).
     for n in &world.nodes {

@@ -393,6 +393,10 @@ impl Nic {
     pub fn qps(&self) -> impl Iterator<Item = &Qp> {
         self.qps.iter().flatten()
     }
+    /// QPs ever created on this NIC (QP numbers are not reused).
+    pub fn qps_created(&self) -> u64 {
+        self.qps.len() as u64
+    }
     pub fn cache_uses_rx_pipeline(&self) -> bool {
         self.cache.enabled()
     }
