@@ -327,3 +327,82 @@ fn a_mechanism_without_its_capability_or_with_a_bad_parameter_is_refused_by_key(
         .expect("a zero sub-WR size is refused");
     assert_eq!(e.path, "apps[0].middleware[0].sub_wr", "{e}");
 }
+
+/// A multipath-like layer: one extra QP for every application QP (made inside its `create_qp`),
+/// one more when the application connects, and one of its own at start.
+#[derive(Default)]
+struct Twin {
+    cq: CqId,
+    own: Rc<RefCell<Vec<QpNum>>>,
+}
+impl Middleware for Twin {
+    fn name(&self) -> &'static str {
+        "twin"
+    }
+    fn start(&mut self, below: &mut dyn Verbs) {
+        self.cq = below.create_cq(16).unwrap();
+        let q = below.create_qp(&QpInit::rc(self.cq)).unwrap();
+        self.own.borrow_mut().push(q);
+    }
+    fn create_qp(&mut self, below: &mut dyn Verbs, init: &QpInit) -> Result<QpNum, VerbsError> {
+        let a = below.create_qp(init)?;
+        let b = below.create_qp(init)?;
+        self.own.borrow_mut().push(b);
+        Ok(a)
+    }
+    fn connect_qp(
+        &mut self,
+        below: &mut dyn Verbs,
+        qp: QpNum,
+        remote: RemoteQp,
+    ) -> Result<(), VerbsError> {
+        below.connect_qp(qp, remote)?;
+        let c = below.create_qp(&QpInit::rc(self.cq))?;
+        self.own.borrow_mut().push(c);
+        Ok(())
+    }
+}
+
+/// Creates two QPs and connects the first.
+struct TwoQps(u32, Rc<RefCell<Vec<QpNum>>>);
+impl App for TwoQps {
+    fn start(&mut self, v: &mut dyn Verbs) {
+        let cq = v.create_cq(16).unwrap();
+        let a = v.create_qp(&QpInit::rc(cq)).unwrap();
+        let b = v.create_qp(&QpInit::rc(cq)).unwrap();
+        let remote = RemoteQp {
+            host: self.0,
+            qpn: 1,
+            udp_sport: None,
+        };
+        v.connect_qp(a, remote).unwrap();
+        self.1.borrow_mut().extend([a, b]);
+    }
+    fn on_event(&mut self, _: &mut dyn Verbs, _: Event) {}
+}
+
+#[test]
+fn qps_a_layer_creates_inside_an_application_call_count_for_that_application_qp() {
+    let s = json!({"duration": "10us", "topology": dumbbell(1, 1, link("40Gbps", "1us"), link("40Gbps", "1us"))});
+    let mut sim = build(&s);
+    let (apps, layer) = (Rc::new(RefCell::new(vec![])), Rc::new(RefCell::new(vec![])));
+    let peer = sim.host_address(1);
+    let twin = Twin {
+        cq: 0,
+        own: layer.clone(),
+    };
+    sim.add_app(0, Box::new(TwoQps(peer, apps.clone())), vec![Box::new(twin)])
+        .unwrap();
+    sim.run();
+    let (apps, layer) = (apps.borrow(), layer.borrow());
+    // layer: [its own (start), twin of a, twin of b, made at a's connect]
+    assert_eq!((apps.len(), layer.len()), (2, 4));
+    let owners = &sim.world().hosts[0].owners;
+    assert_eq!(owners.family_head(layer[1]), apps[0]);
+    assert_eq!(owners.family_head(layer[2]), apps[1]);
+    assert_eq!(owners.family_head(layer[3]), apps[0]);
+    // The layer's own QP, made outside any application call, serves no application QP.
+    assert_eq!(owners.family_head(layer[0]), layer[0]);
+    assert_eq!(owners.family_head(apps[0]), apps[0]);
+    assert_eq!(owners.family.len(), 3);
+}

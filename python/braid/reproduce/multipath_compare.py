@@ -1,0 +1,251 @@
+"""Which multipath scheme, on which fabric and traffic, at what cost: the comparison none of the
+papers has (issue 13, experiment 6).
+
+Single-path DCQCN, data partition (N = 4 and 8 QPs per connection, static and dynamic
+assignment), Virtuoso and MP-RDMA run the same scenario files side by side; each scheme is one
+set of overrides (:data:`SCHEMES`). The fabrics are the MP-RDMA paper's two-ToR testbed (5 + 5
+hosts, 4 spines, 40G) and a leaf-spine of 4 spines x 8 leaves (32 hosts, 40G, non-blocking); the
+traffic is a permutation of long flows, an incast, web-search at 30% and 70% load, and the testbed
+with a spine link failing or dropping 0.1% of packets (python/braid/experiments/multipath/
+compare-*.toml; their headers say what they model). Every NIC caches 256 QP contexts (the MP-RDMA
+paper's Fig. 2), so the QPs a software scheme multiplies have a price.
+
+Per run: total goodput and the slowest flow's (long-flow workloads), completion time of the
+incast, FCT p50/p99 by flow size (web-search), retransmissions, QPs created, QP-cache misses and
+host CPU per GB delivered. ``braid reproduce multipath/compare`` prints one row per workload and
+scheme and writes a bar chart (``multipath-compare.png``) to ``--out`` (or
+``$BRAID_REPRODUCE_OUT``, default ``./braid-reproduce``). docs/multipath.md discusses the results.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from .metrics import flow_goodput_gbps, mean
+from .registry import Row, Run, experiment
+
+DOC = "docs/multipath.md (Which multipath scheme)"
+
+#: One set of overrides per scheme. Single-path DCQCN is what the scenario files say.
+SCHEMES: Dict[str, Tuple[str, ...]] = {
+    "DCQCN": (),
+    "partition-4 static": ('middleware.default=[{kind="partition",qps=4,assign="static"}]',),
+    "partition-4 dynamic": ('middleware.default=[{kind="partition",qps=4,assign="dynamic"}]',),
+    "partition-8 static": ('middleware.default=[{kind="partition",qps=8,assign="static"}]',),
+    "partition-8 dynamic": ('middleware.default=[{kind="partition",qps=8,assign="dynamic"}]',),
+    "Virtuoso": ('middleware.default=[{kind="virtuoso",paths=4}]', "nic.addresses=4"),
+    "MP-RDMA": ('transport.kind="mp-rdma"',),
+}
+MULTIPATH = tuple(s for s in SCHEMES if s != "DCQCN")
+
+
+@dataclass(frozen=True)
+class Workload:
+    label: str
+    scenario: str
+    #: "goodput" (long flows: total and slowest flow over ``window`` ms), "incast" (the last
+    #: flow's completion) or "fct" (FCT by size).
+    metric: str
+    window: Tuple[float, float] = (1.0, 4.0)
+    overrides: Tuple[str, ...] = ()
+    #: Seeds in the quick and the full sweep (ECMP collisions make single-path runs vary by seed).
+    seeds: Tuple[int, int] = (2, 5)
+
+
+WORKLOADS: Tuple[Workload, ...] = (
+    Workload("two-ToR permutation", "multipath/compare-two-tor-permutation.toml", "goodput"),
+    Workload("two-ToR, spine link down at 1 ms", "multipath/compare-two-tor-failure.toml", "goodput", (2.0, 4.0)),
+    Workload("two-ToR, spine1 drops 0.1%", "multipath/compare-two-tor-lossy.toml", "goodput"),
+    Workload("two-ToR incast 9 → 1", "multipath/compare-two-tor-incast.toml", "incast", seeds=(1, 2)),
+    Workload("leaf-spine permutation", "multipath/compare-leaf-spine-permutation.toml", "goodput"),
+    Workload("leaf-spine incast 16 → 1", "multipath/compare-leaf-spine-incast.toml", "incast", seeds=(1, 2)),
+    Workload("leaf-spine web-search 30%", "multipath/compare-leaf-spine-web-search.toml", "fct", overrides=("traffic[0].load=0.3",), seeds=(1, 3)),
+    Workload("leaf-spine web-search 70%", "multipath/compare-leaf-spine-web-search.toml", "fct", overrides=("traffic[0].load=0.7",), seeds=(1, 3)),
+)
+
+#: Flow-size classes of the FCT columns (bytes, upper bounds exclusive).
+SIZE_CLASSES = (("< 100KB", 0, 100_000), ("100KB–1MB", 100_000, 1_000_000), ("≥ 1MB", 1_000_000, 1 << 62))
+
+_COUNTERS = ("retransmissions", "timeouts", "drops", "qps_created", "qp_cache_misses")
+
+
+def measure(res) -> dict:
+    """Everything one run reports; the summary picks what its workload's metric needs."""
+    import polars as pl
+
+    out: dict = {c: float(res.counters.get(c, 0)) for c in _COUNTERS}
+    end_ms = res.stats.get("sim_time_ps", 0.0) / 1e9
+    for t0 in (1.0, 2.0):
+        g = flow_goodput_gbps(res, t0, 4.0)
+        out[f"goodput_{t0:g}"] = g
+    fl = res.flows.filter(pl.col("kind") == "flow")
+    out["flows"] = fl.height
+    done = fl.filter(pl.col("finish_ps").is_not_null())
+    out["unfinished"] = fl.height - done.height
+    out["last_finish_ms"] = float(done["finish_ps"].max()) / 1e9 if done.height else math.nan
+    out["first_start_ms"] = float(fl["start_ps"].min()) / 1e9 if fl.height else math.nan
+    for name, lo, hi in SIZE_CLASSES:
+        c = done.filter((pl.col("size") >= lo) & (pl.col("size") < hi))
+        fct = c["fct_ps"].cast(pl.Float64) / 1e6
+        out[f"fct_p50_{name}"] = float(fct.quantile(0.5, "nearest")) if c.height else math.nan
+        out[f"fct_p99_{name}"] = float(fct.quantile(0.99, "nearest")) if c.height else math.nan
+        out[f"n_{name}"] = c.height
+    delivered = float(res.throughput["bytes"].sum()) if res.throughput.height else 0.0
+    out["delivered_gb"] = delivered / 1e9
+    out["cpu_ns"] = float(res.tenants["cpu_ns"].sum()) if res.tenants.height else 0.0
+    out["end_ms"] = end_ms
+    return out
+
+
+def _runs(full: bool, schemes: Sequence[str] = tuple(SCHEMES), workloads: Sequence[Workload] = WORKLOADS) -> List[Run]:
+    runs = []
+    for w in workloads:
+        for s in schemes:
+            for seed in range(1, w.seeds[1 if full else 0] + 1):
+                runs.append(Run(f"{w.label} | {s}", w.scenario, seed, measure, w.overrides + SCHEMES[s]))
+    return runs
+
+
+def headline(w: Workload, ms: List[dict]) -> float:
+    """The one number a workload is judged by (mean over seeds): total goodput (Gbps, higher is
+    better), the incast's completion (ms, lower) or the large flows' p99 FCT (µs, lower)."""
+    if w.metric == "goodput":
+        key = f"goodput_{w.window[0]:g}"
+        return mean(sum(m[key]) for m in ms)
+    if w.metric == "incast":
+        return mean(m["last_finish_ms"] - m["first_start_ms"] for m in ms)
+    return mean(m[f"fct_p99_{SIZE_CLASSES[-1][0]}"] for m in ms)
+
+
+def higher_is_better(w: Workload) -> bool:
+    return w.metric == "goodput"
+
+
+def _fmt(x: float, nd: int = 1) -> str:
+    return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{nd}f}"
+
+
+def _cost(ms: List[dict]) -> str:
+    gb = sum(m["delivered_gb"] for m in ms)
+    cpu = sum(m["cpu_ns"] for m in ms) / 1e6 / gb if gb > 0 else math.nan  # ms of CPU per GB
+    return (
+        f"retx {mean(m['retransmissions'] for m in ms):.0f}, QPs {mean(m['qps_created'] for m in ms):.0f}, "
+        f"cache misses {mean(m['qp_cache_misses'] for m in ms):.0f}, CPU {_fmt(cpu, 2)} ms/GB"
+    )
+
+
+def describe(w: Workload, ms: List[dict]) -> str:
+    """One scheme on one workload, as the row shows it."""
+    if w.metric == "goodput":
+        key = f"goodput_{w.window[0]:g}"
+        lo = mean(min(m[key]) if m[key] else math.nan for m in ms)
+        s = f"{headline(w, ms):.1f} Gbps (slowest flow {lo:.1f})"
+    elif w.metric == "incast":
+        s = f"done in {headline(w, ms):.2f} ms"
+        unfinished = sum(m["unfinished"] for m in ms)
+        if unfinished:
+            s += f" ({unfinished} flows unfinished)"
+    else:
+        parts = []
+        for name, _, _ in SIZE_CLASSES:
+            p50 = mean(m[f"fct_p50_{name}"] for m in ms)
+            p99 = mean(m[f"fct_p99_{name}"] for m in ms)
+            parts.append(f"{name} {_fmt(p50, 0)}/{_fmt(p99, 0)}")
+        s = "FCT p50/p99 µs: " + ", ".join(parts)
+        unfinished = sum(m["unfinished"] for m in ms)
+        if unfinished:
+            s += f" ({unfinished} unfinished)"
+    return f"{s}; {_cost(ms)}"
+
+
+def out_dir() -> Path:
+    """Where the chart goes: ``$BRAID_REPRODUCE_OUT``, else ``./braid-reproduce``."""
+    return Path(os.environ.get("BRAID_REPRODUCE_OUT") or "braid-reproduce")
+
+
+def chart(table: Dict[Tuple[str, str], float], path: Path) -> Path:
+    """One panel per workload: each scheme's headline number, DCQCN's as a dashed line."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    wls = [w for w in WORKLOADS if any((w.label, s) in table for s in SCHEMES)]
+    cols = 4
+    rows_n = max(1, math.ceil(len(wls) / cols))
+    fig, axes = plt.subplots(rows_n, cols, figsize=(4.2 * cols, 3.4 * rows_n), squeeze=False)
+    for ax in axes.flat[len(wls):]:
+        ax.axis("off")
+    for ax, w in zip(axes.flat, wls):
+        names = [s for s in SCHEMES if (w.label, s) in table]
+        vals = [table[(w.label, s)] for s in names]
+        ax.bar(range(len(names)), vals, color=["#888888" if s == "DCQCN" else "#3b75af" if s.startswith("partition") else "#d1802f" if s == "Virtuoso" else "#4f9a4f" for s in names])
+        base = table.get((w.label, "DCQCN"))
+        if base is not None and not math.isnan(base):
+            ax.axhline(base, color="k", ls="--", lw=0.8)
+        ax.set_xticks(range(len(names)), [n.replace("partition-", "part-").replace(" dynamic", " dyn").replace(" static", " st") for n in names], rotation=45, ha="right", fontsize=7)
+        unit = {"goodput": "total goodput (Gbps) ↑", "incast": "incast completion (ms) ↓", "fct": "≥1MB flows p99 FCT (µs) ↓"}[w.metric]
+        ax.set_title(f"{w.label}\n{unit}", fontsize=8.5)
+        ax.tick_params(axis="y", labelsize=7)
+    fig.suptitle("multipath schemes side by side (mean over seeds; dashed: single-path DCQCN)", fontsize=10)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    fig.savefig(tmp, dpi=110, format="png")
+    plt.close(fig)
+    os.replace(tmp, path)
+    return path
+
+
+def summarize(m: Dict[str, List[dict]], write_chart: bool = True) -> List[Row]:
+    rows: List[Row] = []
+    table: Dict[Tuple[str, str], float] = {}
+    for w in WORKLOADS:
+        present = [s for s in SCHEMES if f"{w.label} | {s}" in m]
+        if not present:
+            continue
+        for s in present:
+            table[(w.label, s)] = headline(w, m[f"{w.label} | {s}"])
+        base = table.get((w.label, "DCQCN"))
+        for s in present:
+            ms = m[f"{w.label} | {s}"]
+            ok: Optional[bool] = None
+            paper = "-"
+            note = ""
+            if s != "DCQCN" and base is not None:
+                x = table[(w.label, s)]
+                better = x > base if higher_is_better(w) else x < base
+                rel = x / base - 1 if base else math.nan
+                note = f"{rel:+.0%} vs DCQCN"
+                if w.label == "two-ToR permutation":
+                    # The one claim the issue makes: every multipath scheme beats single-path
+                    # DCQCN's total goodput on the testbed (ECMP collisions leave a spine idle).
+                    paper, ok = "> DCQCN", better
+            rows.append(Row(f"{w.label}: {s}", paper, describe(w, ms), ok, note))
+        # Who wins this workload, and by how much.
+        best = (max if higher_is_better(w) else min)(present, key=lambda s: table[(w.label, s)] if not math.isnan(table[(w.label, s)]) else (-math.inf if higher_is_better(w) else math.inf))
+        rows.append(Row(f"{w.label}: best", "-", f"{best} ({_fmt(table[(w.label, best)], 2)})"))
+    if write_chart and table:
+        try:
+            path = chart(table, out_dir() / "multipath-compare.png")
+            rows.append(Row("chart", "-", str(path.resolve())))
+        except OSError as e:  # an unwritable folder costs the figure, not the table
+            rows.append(Row("chart", "-", f"not written: {e}"))
+    return rows
+
+
+@experiment(
+    "multipath/compare",
+    "beyond the papers (issue 13): single-path DCQCN, data partition, Virtuoso, MP-RDMA",
+    "two fabrics × permutation, incast, web-search 30/70%, failed and lossy link; goodput, FCT, retransmissions, QPs, cache misses, CPU/GB",
+    _runs,
+    cost="slow",
+    doc=DOC,
+    scenarios=tuple(sorted({w.scenario for w in WORKLOADS})),
+)
+def _compare(m: Dict[str, List[dict]]) -> List[Row]:
+    return summarize(m)
