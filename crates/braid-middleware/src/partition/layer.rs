@@ -852,10 +852,10 @@ impl Middleware for PartitionLayer {
 
     fn req_notify_cq(&mut self, below: &mut dyn Verbs, cq: CqId) -> Result<(), VerbsError> {
         below.req_notify_cq(cq)?;
-        if let Some(c) = self.app_cqs.get_mut(&cq) {
-            c.armed = true;
-            c.fresh = false;
-        }
+        // (The application may arm a CQ before it creates the QPs that use it.)
+        let c = self.app_cqs.entry(cq).or_default();
+        c.armed = true;
+        c.fresh = false;
         Ok(())
     }
 
@@ -1204,7 +1204,10 @@ impl Middleware for PartitionLayer {
         };
         if conn.error {
             let cq = conn.recv_cq;
-            self.push_app(cq, app_wc(wr.wr_id, WcStatus::Flushed, WcOpcode::Recv, 0, qp));
+            self.push_app(
+                cq,
+                app_wc(wr.wr_id, WcStatus::Flushed, WcOpcode::Recv, 0, qp),
+            );
             self.announce(below, None);
             return Ok(());
         }

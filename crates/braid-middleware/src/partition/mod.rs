@@ -106,7 +106,10 @@ impl PartitionConfig {
             return Err(BuildError::new("qps", "expected an integer from 1 to 16"));
         }
         if self.chunk.0 < 64 || self.chunk.0 > (1 << 30) {
-            return Err(BuildError::new("chunk", "expected a size from 64 B to 1 GiB"));
+            return Err(BuildError::new(
+                "chunk",
+                "expected a size from 64 B to 1 GiB",
+            ));
         }
         if self.window.0 == 0 {
             return Err(BuildError::new("window", "expected at least 1 B"));

@@ -155,7 +155,11 @@ fn a_1mib_write_is_split_over_4_qps_and_lands_byte_for_byte_with_one_completion(
         p.net.call_as(1, ta, |v| v.post_send(aqp, w)).unwrap();
         p.net.run();
         let wcs = poll(&mut p.net, 1, ta, acq);
-        assert_eq!(wcs.len(), 1, "{assign:?}: one completion for the application");
+        assert_eq!(
+            wcs.len(),
+            1,
+            "{assign:?}: one completion for the application"
+        );
         assert_eq!(
             (wcs[0].wr_id, wcs[0].status, wcs[0].opcode, wcs[0].qp_num),
             (42, WcStatus::Success, WcOpcode::Write, aqp)
@@ -184,9 +188,7 @@ fn a_1mib_write_is_split_over_4_qps_and_lands_byte_for_byte_with_one_completion(
         // One completion event for the armed CQ.
         let evs = p.a_events.borrow();
         assert_eq!(
-            evs.iter()
-                .filter(|e| **e == Event::Completion(acq))
-                .count(),
+            evs.iter().filter(|e| **e == Event::Completion(acq)).count(),
             1
         );
         // CPU: the layer charged the WRs it built (32 chunks).
@@ -199,7 +201,12 @@ fn a_1mib_write_is_split_over_4_qps_and_lands_byte_for_byte_with_one_completion(
 #[test]
 fn send_recv_chunks_arrive_out_of_order_and_are_reassembled_into_one_recv() {
     let len = 300_000u64;
-    let mut p = pair(&cfg(3, 16 << 10, Assign::Dynamic), false, MIB, QpInit::rc(0));
+    let mut p = pair(
+        &cfg(3, 16 << 10, Assign::Dynamic),
+        false,
+        MIB,
+        QpInit::rc(0),
+    );
     let (ta, acq, aqp, amr) = p.a;
     let (tb, bcq, bqp, bmr) = p.b;
     let bytes = data(len, 2);
@@ -225,12 +232,27 @@ fn send_recv_chunks_arrive_out_of_order_and_are_reassembled_into_one_recv() {
     p.net.run();
     let s = poll(&mut p.net, 1, ta, acq);
     assert_eq!(s.len(), 1);
-    assert_eq!((s[0].wr_id, s[0].status, s[0].opcode), (5, WcStatus::Success, WcOpcode::Send));
+    assert_eq!(
+        (s[0].wr_id, s[0].status, s[0].opcode),
+        (5, WcStatus::Success, WcOpcode::Send)
+    );
     let r = poll(&mut p.net, 2, tb, bcq);
     assert_eq!(r.len(), 1, "one RECV completion for the whole message");
     assert_eq!(
-        (r[0].wr_id, r[0].status, r[0].opcode, r[0].byte_len, r[0].imm),
-        (77, WcStatus::Success, WcOpcode::RecvWithImm, len, Some(0xabcd))
+        (
+            r[0].wr_id,
+            r[0].status,
+            r[0].opcode,
+            r[0].byte_len,
+            r[0].imm
+        ),
+        (
+            77,
+            WcStatus::Success,
+            WcOpcode::RecvWithImm,
+            len,
+            Some(0xabcd)
+        )
     );
     assert_eq!((r[0].qp_num, r[0].src_host, r[0].src_qp), (bqp, 1, aqp));
     assert_eq!(p.net.nic(2).read_mem(tb, bmr.addr + 100, len), bytes);
@@ -239,22 +261,47 @@ fn send_recv_chunks_arrive_out_of_order_and_are_reassembled_into_one_recv() {
     assert_eq!(counter(&p.net, 2, tb, "rx_chunks"), 19.0);
     assert_eq!(counter(&p.net, 2, tb, "copied_bytes"), 2.0 * len as f64);
     let cpu = p.net.cpu(2, tb).by_layer.get("partition").copied().unwrap();
-    assert!(cpu >= 2 * CpuCost::default().ps(Work::Copy(len)) - 1000, "{cpu}");
+    assert!(
+        cpu >= 2 * CpuCost::default().ps(Work::Copy(len)) - 1000,
+        "{cpu}"
+    );
     // The lost chunk really did arrive last: its member's chunk count is the one that lagged.
     assert!(counter(&p.net, 1, ta, "chunks_q1") >= 1.0);
-    assert_eq!(p.b_events.borrow().iter().filter(|e| **e == Event::Completion(bcq)).count(), 1);
+    assert_eq!(
+        p.b_events
+            .borrow()
+            .iter()
+            .filter(|e| **e == Event::Completion(bcq))
+            .count(),
+        1
+    );
 }
 
 #[test]
 fn write_with_imm_posts_its_imm_last_and_the_receiver_sees_the_total_length() {
     let len = 200_000u64;
-    let mut p = pair(&cfg(4, 32 << 10, Assign::Dynamic), false, MIB, QpInit::rc(0));
+    let mut p = pair(
+        &cfg(4, 32 << 10, Assign::Dynamic),
+        false,
+        MIB,
+        QpInit::rc(0),
+    );
     let (ta, acq, aqp, amr) = p.a;
     let (tb, bcq, bqp, _) = p.b;
     let bytes = data(len, 3);
-    p.net.call_as(1, ta, |v| v.write_local(amr.addr, &bytes)).unwrap();
     p.net
-        .call_as(2, tb, |v| v.post_recv(bqp, RecvWr { wr_id: 9, sg_list: vec![] }))
+        .call_as(1, ta, |v| v.write_local(amr.addr, &bytes))
+        .unwrap();
+    p.net
+        .call_as(2, tb, |v| {
+            v.post_recv(
+                bqp,
+                RecvWr {
+                    wr_id: 9,
+                    sg_list: vec![],
+                },
+            )
+        })
         .unwrap();
     // Two messages back to back: a WRITE and a WRITE_WITH_IMM; the imm's completion at the
     // receiver must imply both landed.
@@ -282,15 +329,26 @@ fn write_with_imm_posts_its_imm_last_and_the_receiver_sees_the_total_length() {
         .iter()
         .filter(|c| matches!(c, testing::Call::PostSend(_, w) if w.op == SendOp::Write))
         .count();
-    assert_eq!(posts_before, 4 + 3, "all WRITE chunks but the last precede the imm");
+    assert_eq!(
+        posts_before,
+        4 + 3,
+        "all WRITE chunks but the last precede the imm"
+    );
 }
 
 #[test]
 fn a_member_put_in_error_mid_transfer_has_its_chunks_resent_on_the_others() {
-    let mut p = pair(&cfg(4, 16 << 10, Assign::Dynamic), false, 4 * MIB, QpInit::rc(0));
+    let mut p = pair(
+        &cfg(4, 16 << 10, Assign::Dynamic),
+        false,
+        4 * MIB,
+        QpInit::rc(0),
+    );
     let (ta, acq, aqp, amr) = p.a;
     let bytes = data(4 * MIB, 4);
-    p.net.call_as(1, ta, |v| v.write_local(amr.addr, &bytes)).unwrap();
+    p.net
+        .call_as(1, ta, |v| v.write_local(amr.addr, &bytes))
+        .unwrap();
     let w = rdma(3, SendOp::Write, &p, 0, 4 * MIB);
     p.net.call_as(1, ta, |v| v.post_send(aqp, w)).unwrap();
     // A quarter of the way through, member 2 goes to Error (flushing what it has outstanding).
@@ -327,7 +385,9 @@ fn a_member_whose_retries_run_out_is_replaced_and_send_recv_still_delivers_once(
     let (ta, acq, aqp, amr) = p.a;
     let (tb, bcq, bqp, bmr) = p.b;
     let bytes = data(len, 5);
-    p.net.call_as(1, ta, |v| v.write_local(amr.addr, &bytes)).unwrap();
+    p.net
+        .call_as(1, ta, |v| v.write_local(amr.addr, &bytes))
+        .unwrap();
     let recv = RecvWr {
         wr_id: 8,
         sg_list: vec![Sge {
@@ -422,7 +482,12 @@ fn when_every_member_fails_the_wr_completes_with_retry_exceeded() {
 
 #[test]
 fn a_bad_rkey_fails_the_wr_with_remote_access_error_and_is_not_resent() {
-    let mut p = pair(&cfg(4, 16 << 10, Assign::Dynamic), false, MIB, QpInit::rc(0));
+    let mut p = pair(
+        &cfg(4, 16 << 10, Assign::Dynamic),
+        false,
+        MIB,
+        QpInit::rc(0),
+    );
     let (ta, acq, aqp, _) = p.a;
     let mut w = rdma(30, SendOp::Write, &p, 0, MIB);
     w.rkey ^= 0x77;
@@ -430,7 +495,10 @@ fn a_bad_rkey_fails_the_wr_with_remote_access_error_and_is_not_resent() {
     p.net.run();
     let wcs = poll(&mut p.net, 1, ta, acq);
     assert_eq!(wcs.len(), 1);
-    assert_eq!((wcs[0].wr_id, wcs[0].status), (30, WcStatus::RemoteAccessError));
+    assert_eq!(
+        (wcs[0].wr_id, wcs[0].status),
+        (30, WcStatus::RemoteAccessError)
+    );
     assert_eq!(counter(&p.net, 1, ta, "resent"), 0.0);
 }
 
@@ -440,7 +508,9 @@ fn small_sends_keep_their_order_and_unsignaled_wrs_complete_silently() {
     let (ta, acq, aqp, amr) = p.a;
     let (tb, bcq, bqp, bmr) = p.b;
     let bytes = data(64 * 100, 6);
-    p.net.call_as(1, ta, |v| v.write_local(amr.addr, &bytes)).unwrap();
+    p.net
+        .call_as(1, ta, |v| v.write_local(amr.addr, &bytes))
+        .unwrap();
     for i in 0..100u64 {
         let recv = RecvWr {
             wr_id: 1000 + i,
@@ -476,7 +546,9 @@ fn a_peer_without_the_layer_gets_a_single_qp_connection() {
     let mut p = pair(&cfg(4, 16 << 10, Assign::Dynamic), true, MIB, QpInit::rc(0));
     let (ta, acq, aqp, amr) = p.a;
     let bytes = data(MIB, 7);
-    p.net.call_as(1, ta, |v| v.write_local(amr.addr, &bytes)).unwrap();
+    p.net
+        .call_as(1, ta, |v| v.write_local(amr.addr, &bytes))
+        .unwrap();
     let w = rdma(1, SendOp::Write, &p, 0, MIB);
     p.net.call_as(1, ta, |v| v.post_send(aqp, w)).unwrap();
     p.net.run();
@@ -549,4 +621,53 @@ fn bad_parameters_and_missing_capabilities_are_refused_by_name() {
     )
     .unwrap();
     assert_eq!(ok.0.name(), "partition");
+}
+
+#[test]
+fn a_cq_armed_before_its_qp_exists_still_notifies_once() {
+    let c = cfg(2, 16 << 10, Assign::Dynamic);
+    let mut net = FakeNet::new(2);
+    let ev = Rc::new(RefCell::new(Vec::new()));
+    let ta = net
+        .add_tenant_with(1, Box::new(Events(ev.clone())), &[&c])
+        .unwrap();
+    let tb = net.add_tenant_with(2, Box::new(Idle), &[&c]).unwrap();
+    net.run();
+    let (acq, aqp, amr) = net.call_as(1, ta, |v| {
+        let cq = v.create_cq(64).unwrap();
+        v.req_notify_cq(cq).unwrap(); // armed first, as FlowSender does
+        let qp = v.create_qp(&QpInit::rc(cq)).unwrap();
+        (cq, qp, v.reg_mr(SRC, MIB, Access::ALL.tracked()).unwrap())
+    });
+    let (bqp, bmr) = net.call_as(2, tb, |v| {
+        let cq = v.create_cq(64).unwrap();
+        (
+            v.create_qp(&QpInit::rc(cq)).unwrap(),
+            v.reg_mr(DST, MIB, Access::ALL).unwrap(),
+        )
+    });
+    net.call_as(1, ta, |v| v.connect_qp(aqp, remote(2, bqp)))
+        .unwrap();
+    net.call_as(2, tb, |v| v.connect_qp(bqp, remote(1, aqp)))
+        .unwrap();
+    let mut w = SendWr::new(
+        1,
+        SendOp::Write,
+        vec![Sge {
+            addr: amr.addr,
+            length: 100_000,
+            lkey: amr.lkey,
+        }],
+    );
+    (w.remote_addr, w.rkey) = (bmr.addr, bmr.rkey);
+    net.call_as(1, ta, |v| v.post_send(aqp, w)).unwrap();
+    net.run();
+    assert_eq!(
+        ev.borrow()
+            .iter()
+            .filter(|e| **e == Event::Completion(acq))
+            .count(),
+        1
+    );
+    assert_eq!(poll(&mut net, 1, ta, acq).len(), 1);
 }

@@ -1,0 +1,195 @@
+//! Data-partition load balancing (`partition`) in the simulator: bytes land once at their
+//! addresses under reordering across paths and a member QP failing; dynamic assignment moves
+//! chunks off a slowed path and static does not (the paper's Figs. 2 and 3); N QPs per
+//! connection cost NIC QP-cache misses.
+//!
+//! The two-path fabric: h0 - s0 = {fast, slow} = s1 - h1. Each host has two addresses; a static
+//! route at s0 sends what host 0 sends from address 0 over `fast` and from address 1 over `slow`,
+//! and s1 sends everything back to host 0 over `fast` (ACKs never take the slow or failed path).
+//! The layer puts member i on address i mod 2, so with `qps = 2` member 0 takes the fast path
+//! and member 1 the slow one.
+
+mod common;
+use common::*;
+use serde_json::{json, Value};
+
+fn two_paths(slow_rate: &str, slow_delay: &str) -> Value {
+    json!({"kind": "edges", "nodes": ["h0", "h1", "s0", "s1", "fast", "slow"],
+           "switches": ["s0", "s1", "fast", "slow"],
+           "links": [
+               {"a": "h0", "b": "s0", "rate": "40Gbps", "delay": "1us"},
+               {"a": "h1", "b": "s1", "rate": "40Gbps", "delay": "1us"},
+               {"a": "s0", "b": "fast", "rate": "40Gbps", "delay": "1us"},
+               {"a": "fast", "b": "s1", "rate": "40Gbps", "delay": "1us"},
+               {"a": "s0", "b": "slow", "rate": slow_rate, "delay": slow_delay},
+               {"a": "slow", "b": "s1", "rate": slow_rate, "delay": slow_delay}]})
+}
+
+fn routes() -> Value {
+    json!([
+        {"node": "s0", "dst": [1], "src": [{"host": 0, "addr": 0}], "next_hops": ["fast"]},
+        {"node": "s0", "dst": [1], "src": [{"host": 0, "addr": 1}], "next_hops": ["slow"]},
+        {"node": "s1", "dst": [0], "next_hops": ["fast"]}
+    ])
+}
+
+fn partition(qps: u32, chunk: &str, assign: &str) -> Value {
+    json!([{"kind": "partition", "qps": qps, "chunk": chunk, "assign": assign}])
+}
+
+fn scenario(topo: Value, mw: Value, flows_list: &[(u32, u32, &str)]) -> Value {
+    json!({
+        "duration": "50ms",
+        "topology": topo,
+        "nic": {"addresses": 2, "data_check": true, "rto": "100us"},
+        "transport": {"kind": "none"},
+        "routes": routes(),
+        "middleware": {"default": mw},
+        "traffic": flows(flows_list),
+    })
+}
+
+/// Sum of a tenants-table counter column over every tenant.
+fn tenant_sum(r: &braid_sim::Results, col: &str) -> f64 {
+    match r.tenants.get(col) {
+        Some(braid_sim::Column::F64(v)) => v.iter().sum(),
+        Some(braid_sim::Column::U64(v)) => v.iter().map(|&x| x as f64).sum(),
+        Some(braid_sim::Column::I64(v)) => v.iter().map(|&x| x as f64).sum(),
+        _ => panic!("no column {col}"),
+    }
+}
+
+/// Every finished flow's bytes are at its destination, byte for byte, and the receiving host's
+/// QPs (all members) accepted at least the flows' bytes. Returns the finish times (ps).
+fn check_placement(sim: &braid_sim::Simulation) -> Vec<u64> {
+    let w = sim.world();
+    let mut fin = Vec::new();
+    let mut total = 0;
+    for f in sim.flows() {
+        let finish = f
+            .finish_ps
+            .unwrap_or_else(|| panic!("flow {} unfinished", f.id));
+        fin.push(finish);
+        let (node, addr) = f.dst_addr.expect("landing address");
+        let h = w.host_index[node as usize] as usize;
+        let got = w.hosts[h].nic.mem.read(addr, f.size).unwrap();
+        let want = braid_sim::apps::pattern(f.id, f.size as usize);
+        assert!(got == want, "flow {}: bytes differ", f.id);
+        total += f.size;
+    }
+    let h1 = w.host_index[sim.host_address(1) as usize & 0xFF_FFFF] as usize;
+    let rx: u64 = w.hosts[h1].nic.qps().map(|q| q.rx_bytes).sum();
+    assert!(rx >= total, "receiver accepted {rx} of {total} bytes");
+    fin
+}
+
+#[test]
+fn bytes_land_once_in_place_under_reordering_and_a_failing_path() {
+    // The slow path is 5x longer (reordering across members), and goes down for good at
+    // 300 us: its members exhaust their retries (RetryExceeded after 8 x 100 us) and their
+    // chunks are re-sent over the fast path.
+    let mut s = scenario(
+        two_paths("40Gbps", "5us"),
+        partition(4, "16KiB", "dynamic"),
+        &[(0, 1, "3MB"), (0, 1, "1234567B"), (0, 1, "777B")],
+    );
+    s["link_events"] = json!([{"a": "s0", "b": "slow", "down": "300us"}]);
+    let mut sim = build(&s);
+    sim.run();
+    let fin = check_placement(&sim);
+    assert_eq!(fin.len(), 3);
+    let r = sim.results();
+    let failures = tenant_sum(&r, "partition_member_failures");
+    let resent = tenant_sum(&r, "partition_resent");
+    // Two slow members (1 and 3) of each connection still sending at 300 us fail.
+    assert!(failures >= 2.0 && failures % 2.0 == 0.0, "{failures}");
+    assert!(resent >= 2.0, "{resent}");
+    // Before the failure the slow path carried chunks too (members 1 and 3).
+    let slow = tenant_sum(&r, "partition_chunks_q1") + tenant_sum(&r, "partition_chunks_q3");
+    assert!(slow > 0.0);
+    assert_eq!(tenant_sum(&r, "partition_conn_errors"), 0.0);
+
+    // The same without a failure: every byte, the slow members used, nothing re-sent.
+    let s = scenario(
+        two_paths("40Gbps", "5us"),
+        partition(4, "16KiB", "dynamic"),
+        &[(0, 1, "3MB"), (0, 1, "1234567B")],
+    );
+    let mut sim = build(&s);
+    sim.run();
+    check_placement(&sim);
+    let r = sim.results();
+    assert_eq!(tenant_sum(&r, "partition_resent"), 0.0);
+    assert!(tenant_sum(&r, "partition_chunks_q1") > 10.0);
+}
+
+/// One 4 MB flow over two members, the second on a path of a tenth of the rate.
+fn slow_path_run(assign: &str) -> (f64, u64) {
+    let s = scenario(
+        two_paths("4Gbps", "1us"),
+        partition(2, "32KiB", assign),
+        &[(0, 1, "4MB")],
+    );
+    let mut sim = build(&s);
+    sim.run();
+    let fin = check_placement(&sim);
+    let r = sim.results();
+    let q0 = tenant_sum(&r, "partition_chunks_q0");
+    let q1 = tenant_sum(&r, "partition_chunks_q1");
+    assert_eq!(q0 + q1, 123.0, "4 MB in 32 KiB chunks");
+    (q1 / (q0 + q1), fin[0])
+}
+
+#[test]
+fn dynamic_assignment_moves_chunks_off_a_10x_slower_path_and_static_does_not() {
+    let (dyn_share, dyn_fct) = slow_path_run("dynamic");
+    let (st_share, st_fct) = slow_path_run("static");
+    eprintln!(
+        "slow path share: dynamic {dyn_share:.3} ({:.0} us), static {st_share:.3} ({:.0} us)",
+        dyn_fct as f64 / 1e6,
+        st_fct as f64 / 1e6
+    );
+    assert!(dyn_share <= 0.2, "dynamic: {dyn_share}");
+    assert!((st_share - 0.5).abs() < 0.02, "static: {st_share}");
+    // Static waits for the slow half: ~2 MB at 4 Gbps = 4 ms; dynamic ~4 MB at 44 Gbps.
+    assert!(
+        st_fct as f64 > 3.0 * dyn_fct as f64,
+        "{st_fct} vs {dyn_fct}"
+    );
+}
+
+/// 24 connections from host 0 to host 1 through one switch, 256 KB each, all at once, with a
+/// NIC QP cache of 32 entries: with one QP per connection the working set fits; with four it
+/// does not, and the NICs miss.
+fn qp_cache_run(qps: u32) -> (u64, u64) {
+    let list: Vec<(u32, u32, &str)> = (0..24).map(|_| (0, 1, "256KB")).collect();
+    let s = json!({
+        "duration": "50ms",
+        "topology": {"kind": "edges", "nodes": ["h0", "h1", "sw"], "switches": ["sw"],
+                     "links": [{"a": "h0", "b": "sw", "rate": "40Gbps", "delay": "1us"},
+                               {"a": "h1", "b": "sw", "rate": "40Gbps", "delay": "1us"}]},
+        "nic": {"qp_cache": 32, "qp_cache_miss": "1us"},
+        "transport": {"kind": "none"},
+        "middleware": {"default": partition(qps, "32KiB", "dynamic")},
+        "traffic": flows(&list),
+    });
+    let mut sim = build(&s);
+    sim.run();
+    let r = sim.results();
+    let last = sim
+        .flows()
+        .iter()
+        .map(|f| f.finish_ps.expect("finished"))
+        .max()
+        .unwrap();
+    (r.counters["qp_cache_misses"], last)
+}
+
+#[test]
+fn more_qps_per_connection_thrash_a_small_qp_cache() {
+    let (m1, t1) = qp_cache_run(1);
+    let (m4, t4) = qp_cache_run(4);
+    eprintln!("qps=1: {m1} misses, {t1} ps; qps=4: {m4} misses, {t4} ps");
+    assert!(m4 > 10 * m1.max(1), "misses {m1} -> {m4}");
+    assert!(t4 as f64 > 1.2 * t1 as f64, "completion {t1} -> {t4}");
+}
