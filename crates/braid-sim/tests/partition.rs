@@ -193,3 +193,31 @@ fn more_qps_per_connection_thrash_a_small_qp_cache() {
     assert!(m4 > 10 * m1.max(1), "misses {m1} -> {m4}");
     assert!(t4 as f64 > 1.2 * t1 as f64, "completion {t1} -> {t4}");
 }
+
+/// The two-tier experiment (experiments/multipath/partition-twotier.toml): completion time of
+/// the 10 MB transfer per QPs x chunk size. `PARTITION_SWEEP="1,2,4:1KB,32KB,128KB"` picks the
+/// grid. `cargo test -p braid-sim --test partition -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn two_tier_sweep() {
+    let grid = std::env::var("PARTITION_SWEEP").unwrap_or("1,2,4:4KB,32KB,128KB".into());
+    let (q, c) = grid.split_once(':').unwrap();
+    let mut base = experiment("multipath/partition-twotier.toml");
+    if let Ok(l) = std::env::var("PARTITION_LOAD") {
+        base = with_keys(base, &[("traffic.1.load", json!(l.parse::<f64>().unwrap()))]);
+    }
+    for qps in q.split(',') {
+        for chunk in c.split(',') {
+            let mw = json!([{"kind": "partition", "qps": qps.parse::<u32>().unwrap(),
+                             "chunk": chunk, "assign": "dynamic"}]);
+            let s = with_keys(base.clone(), &[("traffic.0.middleware", mw)]);
+            let t = std::time::Instant::now();
+            let mut sim = build(&s);
+            sim.run();
+            let f = &sim.flows()[0];
+            let fct = f.finish_ps.map_or(f64::NAN, |x| (x - f.start_ps) as f64 / 1e9);
+            eprintln!("qps {qps:>2} chunk {chunk:>6}: {fct:.3} ms (wall {:.1} s, {} flows)",
+                      t.elapsed().as_secs_f64(), sim.flows().len());
+        }
+    }
+}
