@@ -206,11 +206,14 @@ fn two_tier_sweep() {
     if let Ok(l) = std::env::var("PARTITION_LOAD") {
         base = with_keys(base, &[("traffic.1.load", json!(l.parse::<f64>().unwrap()))]);
     }
+    let window = std::env::var("PARTITION_WINDOW").unwrap_or("256KiB".into());
+    let seeds: u64 = std::env::var("PARTITION_SEEDS").map_or(1, |s| s.parse().unwrap());
     for qps in q.split(',') {
         for chunk in c.split(',') {
+          for seed in 1..=seeds {
             let mw = json!([{"kind": "partition", "qps": qps.parse::<u32>().unwrap(),
-                             "chunk": chunk, "assign": "dynamic"}]);
-            let s = with_keys(base.clone(), &[("traffic.0.middleware", mw)]);
+                             "chunk": chunk, "assign": "dynamic", "window": window}]);
+            let s = with_keys(base.clone(), &[("traffic.0.middleware", mw), ("seed", json!(seed))]);
             let t = std::time::Instant::now();
             let mut sim = build(&s);
             sim.run();
@@ -218,6 +221,7 @@ fn two_tier_sweep() {
             let fct = f.finish_ps.map_or(f64::NAN, |x| (x - f.start_ps) as f64 / 1e9);
             eprintln!("qps {qps:>2} chunk {chunk:>6}: {fct:.3} ms (wall {:.1} s, {} flows)",
                       t.elapsed().as_secs_f64(), sim.flows().len());
+          }
         }
     }
 }

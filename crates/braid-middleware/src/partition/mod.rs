@@ -72,8 +72,8 @@ pub struct PartitionConfig {
     /// `static` or `dynamic`.
     pub assign: Assign,
     /// Bytes outstanding per member QP (at least one chunk is always allowed). `window = chunk`
-    /// is the paper's one chunk per QP; the default keeps a 40G path's bandwidth-delay product
-    /// in flight so small chunks are not round-trip bound.
+    /// is the paper's one chunk per QP; the default (256 KiB) keeps a few round trips of a 40G
+    /// path in flight even when queues build, so small chunks are not round-trip bound.
     pub window: Bytes,
     /// Re-send a failed member's chunks on the surviving members (true), or fail the
     /// application's WR and logical QP at once (false).
@@ -91,7 +91,7 @@ impl Default for PartitionConfig {
             qps: 4,
             chunk: Bytes(32 * 1024),
             assign: Assign::Dynamic,
-            window: Bytes(64 * 1024),
+            window: Bytes(256 * 1024),
             resend: true,
             recv_buffers: 16,
             spread_addrs: true,
