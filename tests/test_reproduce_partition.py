@@ -30,7 +30,7 @@ def test_partition_experiments_are_registered_with_their_scenarios():
     # Quick: 3 QP counts x 3 chunk sizes x 2 seeds; --full: the paper's 1-16 x 1K-128K.
     quick = reg["partition/twotier"].runs(False)
     full = reg["partition/twotier"].runs(True)
-    assert len(quick) == 18 and len(full) == 7 * 8 * 4
+    assert len(quick) == 18 and len(full) == 7 * 8 * 4 + 3 * 8 * 2
     assert {r.overrides for r in full} >= {(partition._mw(16, "1KB"),), (partition._mw(1, "128KB"),)}
 
 
