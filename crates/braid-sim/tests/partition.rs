@@ -157,11 +157,9 @@ fn dynamic_assignment_moves_chunks_off_a_10x_slower_path_and_static_does_not() {
     );
     assert!(dyn_share <= 0.2, "dynamic: {dyn_share}");
     assert!((st_share - 0.5).abs() < 0.02, "static: {st_share}");
-    // Static waits for the slow half: ~2 MB at 4 Gbps = 4 ms; dynamic ~4 MB at 44 Gbps.
-    assert!(
-        st_fct as f64 > 3.0 * dyn_fct as f64,
-        "{st_fct} vs {dyn_fct}"
-    );
+    // Static waits for the slow half: ~2 MB at 4 Gbps = 4 ms; dynamic sends ~5/6 of the data
+    // over the fast path (one 32 KiB chunk per round trip there: ~1.7 ms).
+    assert!(st_fct as f64 > 2.0 * dyn_fct as f64, "{st_fct} vs {dyn_fct}");
 }
 
 /// 24 connections from host 0 to host 1 through one switch, 256 KB each, all at once, with a
