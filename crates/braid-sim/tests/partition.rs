@@ -159,7 +159,10 @@ fn dynamic_assignment_moves_chunks_off_a_10x_slower_path_and_static_does_not() {
     assert!((st_share - 0.5).abs() < 0.02, "static: {st_share}");
     // Static waits for the slow half: ~2 MB at 4 Gbps = 4 ms; dynamic sends ~5/6 of the data
     // over the fast path (one 32 KiB chunk per round trip there: ~1.7 ms).
-    assert!(st_fct as f64 > 2.0 * dyn_fct as f64, "{st_fct} vs {dyn_fct}");
+    assert!(
+        st_fct as f64 > 2.0 * dyn_fct as f64,
+        "{st_fct} vs {dyn_fct}"
+    );
 }
 
 /// 24 connections from host 0 to host 1 through one switch, 256 KB each, all at once, with a
@@ -208,24 +211,35 @@ fn two_tier_sweep() {
     let (q, c) = grid.split_once(':').unwrap();
     let mut base = experiment("multipath/partition-twotier.toml");
     if let Ok(l) = std::env::var("PARTITION_LOAD") {
-        base = with_keys(base, &[("traffic.1.load", json!(l.parse::<f64>().unwrap()))]);
+        base = with_keys(
+            base,
+            &[("traffic.1.load", json!(l.parse::<f64>().unwrap()))],
+        );
     }
     let window = std::env::var("PARTITION_WINDOW").unwrap_or("256KiB".into());
     let seeds: u64 = std::env::var("PARTITION_SEEDS").map_or(1, |s| s.parse().unwrap());
     for qps in q.split(',') {
         for chunk in c.split(',') {
-          for seed in 1..=seeds {
-            let mw = json!([{"kind": "partition", "qps": qps.parse::<u32>().unwrap(),
+            for seed in 1..=seeds {
+                let mw = json!([{"kind": "partition", "qps": qps.parse::<u32>().unwrap(),
                              "chunk": chunk, "assign": "dynamic", "window": window}]);
-            let s = with_keys(base.clone(), &[("traffic.0.middleware", mw), ("seed", json!(seed))]);
-            let t = std::time::Instant::now();
-            let mut sim = build(&s);
-            sim.run();
-            let f = &sim.flows()[0];
-            let fct = f.finish_ps.map_or(f64::NAN, |x| (x - f.start_ps) as f64 / 1e9);
-            eprintln!("qps {qps:>2} chunk {chunk:>6}: {fct:.3} ms (wall {:.1} s, {} flows)",
-                      t.elapsed().as_secs_f64(), sim.flows().len());
-          }
+                let s = with_keys(
+                    base.clone(),
+                    &[("traffic.0.middleware", mw), ("seed", json!(seed))],
+                );
+                let t = std::time::Instant::now();
+                let mut sim = build(&s);
+                sim.run();
+                let f = &sim.flows()[0];
+                let fct = f
+                    .finish_ps
+                    .map_or(f64::NAN, |x| (x - f.start_ps) as f64 / 1e9);
+                eprintln!(
+                    "qps {qps:>2} chunk {chunk:>6}: {fct:.3} ms (wall {:.1} s, {} flows)",
+                    t.elapsed().as_secs_f64(),
+                    sim.flows().len()
+                );
+            }
         }
     }
 }
