@@ -243,3 +243,76 @@ fn two_tier_sweep() {
         }
     }
 }
+
+fn col(r: &braid_sim::Results, name: &str, row: usize) -> f64 {
+    match r.tenants.get(name) {
+        Some(braid_sim::Column::F64(v)) => v[row],
+        Some(braid_sim::Column::U64(v)) => v[row] as f64,
+        _ => panic!("no column {name}"),
+    }
+}
+
+/// The perftest-like applications run unchanged over the layer (both ends partitioned, one
+/// member per path): SEND/RECV reassembled at the server, WRITE_WITH_IMM ping-pong, WRITE and
+/// READ, each near the 40 Gbit/s line with both members carrying chunks.
+#[test]
+fn perftest_apps_run_unchanged_over_two_members() {
+    for kind in ["send_bw", "write_bw", "read_bw", "write_lat"] {
+        let s = json!({
+            "duration": "5ms",
+            "topology": two_paths("40Gbps", "1us"),
+            "nic": {"addresses": 2},
+            "routes": routes(),
+            "middleware": {"default": partition(2, "16KiB", "dynamic")},
+            "apps": [{"kind": kind, "src": 0, "dst": 1, "size": "64KB",
+                      "iterations": 200, "tx_depth": 8}],
+        });
+        let mut sim = build(&s);
+        sim.run();
+        let r = sim.results();
+        // Row 0: the client (host 0), row 1: the server.
+        let (q0, q1) = (
+            col(&r, "partition_chunks_q0", 0),
+            col(&r, "partition_chunks_q1", 0),
+        );
+        assert!(q0 > 0.0 && q1 > 0.0, "{kind}: {q0} {q1}");
+        match kind {
+            "write_lat" => {
+                // Each 64 KB ping is 4 chunks, the last a WRITE_WITH_IMM; the server answers.
+                let lat = col(&r, "lat_p50_us", 0);
+                assert!(lat.is_finite() && lat < 100.0, "{kind}: {lat}");
+                assert!(col(&r, "partition_rx_chunks", 1) > 50.0);
+            }
+            _ => {
+                let g = col(&r, "goodput_gbps", 0);
+                assert!(g > 30.0, "{kind}: {g} Gbps");
+                if kind == "send_bw" {
+                    // 200 messages of 4 chunks, reassembled by the server's layer.
+                    assert_eq!(col(&r, "partition_rx_chunks", 1), 800.0);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn the_same_scenario_and_seed_give_the_same_run() {
+    let s = scenario(
+        two_paths("10Gbps", "3us"),
+        partition(3, "8KiB", "dynamic"),
+        &[(0, 1, "1MB"), (0, 1, "300KB")],
+    );
+    let run = || {
+        let mut sim = build(&s);
+        sim.run();
+        let r = sim.results();
+        let fin: Vec<Option<u64>> = sim.flows().iter().map(|f| f.finish_ps).collect();
+        let split: Vec<f64> = (0..3)
+            .map(|i| tenant_sum(&r, &format!("partition_chunks_q{i}")))
+            .collect();
+        (fin, split, r.counters)
+    };
+    let a = run();
+    assert_eq!(a, run());
+    assert!(a.1.iter().all(|&c| c > 0.0), "{:?}", a.1);
+}
