@@ -11,10 +11,12 @@
 //! in [`MiddlewareSpec`]. See `docs/middleware.md`.
 
 pub mod justitia;
+pub mod partition;
 pub mod perf;
 pub mod raw;
 
 pub use justitia::JustitiaConfig;
+pub use partition::PartitionConfig;
 pub use perf::PerfConfig;
 pub use raw::RawConfig;
 
@@ -34,11 +36,14 @@ pub enum MiddlewareSpec {
     /// Justitia (NSDI '22): split and pace bandwidth tenants against a latency target
     /// (Justitia_R: `target = "15us"`).
     Justitia(JustitiaConfig),
+    /// Data-partition load balancing: chunks over several QPs of distinct UDP source ports,
+    /// static or completion-driven assignment (docs/partition.md).
+    Partition(PartitionConfig),
 }
 
 impl MiddlewareSpec {
     /// Every mechanism's name, as a scenario's `kind` says it.
-    pub const NAMES: &'static [&'static str] = &["raw", "perf", "justitia"];
+    pub const NAMES: &'static [&'static str] = &["raw", "perf", "justitia", "partition"];
 
     /// The mechanism's factory: its config.
     pub fn factory(&self) -> &dyn MiddlewareFactory {
@@ -46,6 +51,7 @@ impl MiddlewareSpec {
             MiddlewareSpec::Raw(c) => c,
             MiddlewareSpec::Perf(c) => c,
             MiddlewareSpec::Justitia(c) => c,
+            MiddlewareSpec::Partition(c) => c,
         }
     }
     /// The mechanism's name.
