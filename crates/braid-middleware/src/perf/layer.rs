@@ -214,27 +214,41 @@ impl PerfLayer {
                     Some(c) => c,
                     None => return Ok(()),
                 };
-                let seq = q.next_seq;
-                let mut wr = SendWr::new(seq, SendOp::Wait { cq, count: 0 }, vec![]);
-                wr.signaled = false;
-                below.charge(Work::WrBuilt(1));
-                match below.post_send(qpn, wr) {
-                    Ok(()) => {
-                        let ord = q.next_ord.saturating_sub(1);
-                        q.posted(HwEntry {
-                            seq,
-                            ord,
-                            last: false,
-                            large_bytes: 0,
-                            signaled: false,
-                            data: false,
-                        });
-                        q.zw_pending -= 1;
-                        self.c.zero_waits += 1;
-                        continue;
-                    }
-                    Err(VerbsError::QueueFull) => return Ok(()),
-                    Err(_) => {
+                // All of them in one post list (one doorbell), as the artifact posts its
+                // chain of 0_WAITs; the list is built once per QP (`create_qp`), so only the
+                // post is charged here.
+                let n = q.zw_pending;
+                let wrs: Vec<SendWr> = (0..n as u64)
+                    .map(|i| {
+                        let mut wr =
+                            SendWr::new(q.next_seq + i, SendOp::Wait { cq, count: 0 }, vec![]);
+                        wr.signaled = false;
+                        wr
+                    })
+                    .collect();
+                let (posted, err) = match below.post_send_list(qpn, wrs) {
+                    Ok(()) => (n, None),
+                    Err(b) => (b.index as u32, Some(b.error)),
+                };
+                let ord = q.next_ord.saturating_sub(1);
+                for _ in 0..posted {
+                    let seq = q.next_seq;
+                    q.posted(HwEntry {
+                        seq,
+                        ord,
+                        last: false,
+                        large_bytes: 0,
+                        signaled: false,
+                        data: false,
+                    });
+                }
+                q.zw_pending -= posted;
+                self.c.zero_waits += posted as u64;
+                match err {
+                    None => continue,
+                    // Full below: the rest waits for completions to free the queue.
+                    Some(VerbsError::QueueFull) => return Ok(()),
+                    Some(_) => {
                         q.zw_pending = 0;
                         continue;
                     }
@@ -574,6 +588,9 @@ impl Middleware for PerfLayer {
         i.max_send_wr = depth.max(init.max_send_wr.min(if cap > 0 { cap } else { u32::MAX }));
         let qpn = below.create_qp(&i)?;
         self.dummy_cq(below)?;
+        // The QP's list of 0_WAITs, built once (the artifact links its `dummy` array when the
+        // QP is created) and posted whole after each sub-WR.
+        below.charge(Work::WrBuilt(self.cfg.zero_waits_per_sub_wr()));
         self.qps.insert(
             qpn,
             QpQueue::new(
@@ -689,6 +706,21 @@ impl Middleware for PerfLayer {
             if self.arm_if_needed(below, cq) {
                 self.cqs.entry(cq).or_default().unannounced = true;
             }
+        }
+        Ok(())
+    }
+
+    /// An application's list goes through the software queue WR by WR (each may be cut,
+    /// queued or paused); the first refused one stops it, as ibverbs' `bad_wr`.
+    fn post_send_list(
+        &mut self,
+        below: &mut dyn Verbs,
+        qp: QpNum,
+        wrs: Vec<SendWr>,
+    ) -> Result<(), BadWr> {
+        for (index, wr) in wrs.into_iter().enumerate() {
+            self.post_send(below, qp, wr)
+                .map_err(|error| BadWr { index, error })?;
         }
         Ok(())
     }

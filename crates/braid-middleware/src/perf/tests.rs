@@ -116,6 +116,9 @@ impl Verbs for Nic {
     fn post_send(&mut self, qp: QpNum, wr: SendWr) -> Result<(), VerbsError> {
         self.rec.post_send(qp, wr)
     }
+    fn post_send_list(&mut self, qp: QpNum, wrs: Vec<SendWr>) -> Result<(), BadWr> {
+        self.rec.post_send_list(qp, wrs)
+    }
     fn post_recv(&mut self, qp: QpNum, wr: RecvWr) -> Result<(), VerbsError> {
         self.rec.post_recv(qp, wr)
     }
@@ -294,9 +297,24 @@ fn a_large_write_is_split_with_zero_waits_only_beside_a_small_tenant() {
     assert_eq!(b.counter("zero_waits"), 1024.0);
     assert_eq!(
         b.nic.built(),
-        64 + 1024,
-        "every WR the layer builds is charged"
+        16 + 64,
+        "the QP's list of 16 0_WAITs is built once, each sub-WR once"
     );
+    // Each sub-WR is one post, its 16 0_WAITs one post list (one doorbell).
+    let calls = &b.nic.rec.calls;
+    let lists: Vec<usize> = calls
+        .iter()
+        .filter_map(|c| match c {
+            Call::PostSendList(q, ws) if *q == qp => Some(ws.len()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(lists, vec![16; 64]);
+    let singles = calls
+        .iter()
+        .filter(|c| matches!(c, Call::PostSend(q, _) if *q == qp))
+        .count();
+    assert_eq!(singles, 1 + 64, "the whole WR alone, then the sub-WRs");
     // The QPs were created cross-channel (0_WAITs need it).
     assert!(b
         .nic
@@ -797,7 +815,10 @@ fn more_than_four_bandwidth_tenants_take_turns_beside_a_small_one() {
     let t0 = 10_000_000_000;
     let woken = agent.allocate(t0);
     assert_eq!(posting(&st), vec![1], "one bandwidth tenant at a time");
-    assert!([2, 3, 4, 5].iter().all(|t| woken.contains(t)), "paused ones are woken: {woken:?}");
+    assert!(
+        [2, 3, 4, 5].iter().all(|t| woken.contains(t)),
+        "paused ones are woken: {woken:?}"
+    );
     assert!(!woken.contains(&6), "D is neither limited nor paused");
     // A paused tenant's posts wait in its layer.
     let before = bs[1].nic.sends(bs[1].qps[0]).len();

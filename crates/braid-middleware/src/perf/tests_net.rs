@@ -2,7 +2,7 @@
 //! tracked, packets lost.
 
 use super::*;
-use braid_verbs::testing::FakeNet;
+use braid_verbs::testing::{Call, FakeNet};
 use braid_verbs::*;
 
 fn write(wr_id: u64, len: u32, signaled: bool) -> SendWr {
@@ -282,4 +282,61 @@ fn a_failed_qp_reports_each_application_wr_once() {
     assert_eq!(ids, vec![20, 21, 22], "{wcs:?}");
     assert!(wcs.iter().all(|w| w.status != WcStatus::Success));
     assert_eq!(wcs[0].status, WcStatus::RetryExceeded);
+}
+
+/// An application's post list goes through the layer WR by WR (a bad WR stops it, as ibverbs'
+/// `bad_wr`), and the layer's 0_WAITs reach the NIC as one list per sub-WR: one doorbell.
+#[test]
+fn post_lists_through_the_layer_and_zero_waits_in_one_doorbell() {
+    let mut p = pair();
+    let (b, bmr, rmr, bqp) = (p.b, p.bmr, p.rmr, p.bqp);
+    let data: Vec<u8> = (0..65_536u32).map(|i| (i % 251) as u8).collect();
+    p.net
+        .call_as(1, b, |v| v.write_local(bmr.addr, &data))
+        .unwrap();
+    let w = |id: u64, off: u64, len: u32, lkey: u32| {
+        let mut w = SendWr::new(
+            id,
+            SendOp::Write,
+            vec![Sge {
+                addr: bmr.addr + off,
+                length: len,
+                lkey,
+            }],
+        );
+        w.remote_addr = rmr.addr + off;
+        w.rkey = rmr.rkey;
+        w
+    };
+    let list = vec![
+        w(1, 0, 32_768, bmr.lkey),
+        w(2, 32_768, 4096, 0xbad),
+        w(3, 36_864, 4096, bmr.lkey),
+    ];
+    let r = p.net.call_as(1, b, |v| v.post_send_list(bqp, list));
+    assert_eq!(r.map_err(|e| e.index), Err(1));
+    p.net.run_until(10_000_000_000);
+    let mut wcs = Vec::new();
+    let bcq = p.bcq;
+    p.net
+        .call_as(1, b, |v| while v.poll_cq(bcq, 16, &mut wcs) > 0 {});
+    assert_eq!(
+        wcs.iter().map(|w| (w.wr_id, w.status)).collect::<Vec<_>>(),
+        vec![(1, WcStatus::Success)]
+    );
+    assert_eq!(p.net.nic(2).read_mem(p.r, rmr.addr, 32_768), data[..32_768]);
+    assert_eq!(p.net.nic(2).read_mem(p.r, rmr.addr + 32_768, 8), vec![0; 8]);
+    // Beside the active D tenant the 32 KiB WRITE went as 2 sub-WRs, each followed by its 16
+    // 0_WAITs in one list.
+    assert_eq!(counter(&p.net, b, "sub_wrs"), 2.0);
+    let lists: Vec<usize> = p
+        .net
+        .calls_of(1, b)
+        .iter()
+        .filter_map(|c| match c {
+            Call::PostSendList(q, ws) if *q == bqp => Some(ws.len()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(lists, vec![16, 16]);
 }
