@@ -27,7 +27,7 @@ use super::state::{HostState, UNGATED};
 use super::PerfConfig;
 use braid_verbs::*;
 use std::cell::RefCell;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::rc::Rc;
 
 /// The wake token the agent sends a layer when its tenant's allowance changed.
@@ -64,6 +64,9 @@ pub struct PerfLayer {
     tenant: TenantId,
     host: Rc<RefCell<HostState>>,
     qps: BTreeMap<QpNum, QpQueue>,
+    /// The QPs with something left to post (`QpQueue::has_work`): what a refill visits, so
+    /// that its cost follows the QPs with work, not all of the tenant's.
+    work: BTreeSet<QpNum>,
     cqs: BTreeMap<CqId, CqState>,
     /// The CQ 0_WAITs wait on: nothing ever completes on it.
     dummy_cq: Option<CqId>,
@@ -87,6 +90,7 @@ impl PerfLayer {
             tenant,
             host,
             qps: BTreeMap::new(),
+            work: BTreeSet::new(),
             cqs: BTreeMap::new(),
             dummy_cq: None,
             mqse: Slots::default(),
@@ -109,17 +113,13 @@ impl PerfLayer {
     fn publish(&self, qpn: QpNum, posted_at: Option<u64>) {
         let Some(q) = self.qps.get(&qpn) else { return };
         let mut h = self.host.borrow_mut();
-        let t = h.tenant_mut(self.tenant);
-        if posted_at.is_some() {
-            t.last_post = posted_at;
-        }
-        let p = t.qp_mut(qpn);
-        if posted_at.is_some() {
-            p.last_post = posted_at;
-        }
-        p.outstanding = q.outstanding;
-        p.bytes = q.out_bytes;
-        p.queued = q.sw.len() as u32;
+        h.tenant_mut(self.tenant).publish_qp(
+            qpn,
+            posted_at,
+            q.outstanding,
+            q.out_bytes,
+            q.sw.len() as u32,
+        );
     }
 
     /// Whether `qpn` may post now (MQSE), taking or rotating a slot if it can. QPs whose turn
@@ -181,9 +181,29 @@ impl PerfLayer {
         }
     }
 
+    /// Keeps `work` in step with the QP's queue.
+    fn sync_work(&mut self, qpn: QpNum) {
+        if self.qps.get(&qpn).is_some_and(|q| q.has_work()) {
+            self.work.insert(qpn);
+        } else {
+            self.work.remove(&qpn);
+        }
+    }
+
     /// Posts what the QP's software queue may post now. An error from posting the first part of
     /// application WR `first_of` is returned (the WR is taken back by the caller).
     fn refill(
+        &mut self,
+        below: &mut dyn Verbs,
+        qpn: QpNum,
+        first_of: Option<u64>,
+    ) -> Result<(), VerbsError> {
+        let r = self.refill_qp(below, qpn, first_of);
+        self.sync_work(qpn);
+        r
+    }
+
+    fn refill_qp(
         &mut self,
         below: &mut dyn Verbs,
         qpn: QpNum,
@@ -407,25 +427,49 @@ impl PerfLayer {
         }
     }
 
-    /// Refills every QP that has work (slots freed by one may go to another).
+    /// Refills the QPs that may post (slots freed by one may go to another). Ungated, that is
+    /// every QP with work. Gated (the agent limits the tenant's active QPs), only the slot
+    /// holders and the first paused QP can post (the others wait their turn, `Slots`), so only
+    /// they are visited, then the next first while the first gets a slot; every QP with work
+    /// is visited once when gating starts, so that each joins the queue of paused QPs.
     fn refill_all(&mut self, below: &mut dyn Verbs) {
-        for _ in 0..4 {
-            let before: usize = self.qps.values().map(|q| q.sw.len()).sum();
-            let order: Vec<QpNum> = self
-                .mqse
-                .waiting()
-                .into_iter()
-                .chain(self.qps.keys().copied())
-                .collect();
-            for qpn in order {
-                if self.qps.get(&qpn).is_some_and(|q| q.has_work()) {
+        let gated = {
+            let h = self.host.borrow();
+            h.tenants
+                .get(&self.tenant)
+                .is_some_and(|t| t.allowed_qps != UNGATED || t.bw_paused)
+        };
+        if gated && self.mqse.gated() {
+            for qpn in self.mqse.holders() {
+                if self.work.contains(&qpn) {
                     let _ = self.refill(below, qpn, None);
                     self.publish(qpn, None);
                 }
             }
-            let after: usize = self.qps.values().map(|q| q.sw.len()).sum();
-            if after == before {
-                break;
+            // The first paused QP, while each gets a slot (bounded by the QPs waiting).
+            for _ in 0..self.mqse.waiting_len() {
+                let Some(qpn) = self.mqse.first_waiting() else {
+                    break;
+                };
+                if self.work.contains(&qpn) {
+                    let _ = self.refill(below, qpn, None);
+                    self.publish(qpn, None);
+                } else {
+                    // Nothing left to post: it leaves the queue on its next decision.
+                    self.mqse.drop_waiting(qpn);
+                    continue;
+                }
+                if self.mqse.first_waiting() == Some(qpn) {
+                    break;
+                }
+            }
+        } else {
+            let order: Vec<QpNum> = self.work.iter().copied().collect();
+            for qpn in order {
+                if self.work.contains(&qpn) {
+                    let _ = self.refill(below, qpn, None);
+                    self.publish(qpn, None);
+                }
             }
         }
         self.flush_timer(below);
@@ -455,7 +499,7 @@ impl PerfLayer {
             return false;
         }
         let mut fresh = false;
-        let mut touched = Vec::new();
+        let mut touched = BTreeSet::new();
         for wc in raw {
             let is_recv = matches!(wc.opcode, WcOpcode::Recv | WcOpcode::RecvWithImm);
             let q = match self.qps.get_mut(&wc.qp_num) {
@@ -481,11 +525,10 @@ impl PerfLayer {
                 fresh |= !out.is_empty();
                 c.buf.extend(out);
             }
-            if !touched.contains(&wc.qp_num) {
-                touched.push(wc.qp_num);
-            }
+            touched.insert(wc.qp_num);
         }
         for qpn in touched {
+            self.sync_work(qpn);
             self.publish(qpn, None);
         }
         fresh
@@ -496,15 +539,18 @@ impl PerfLayer {
     fn arm_if_needed(&mut self, below: &mut dyn Verbs, cq: CqId) -> bool {
         let mut fresh = false;
         loop {
+            if self.cqs.get(&cq).is_some_and(|c| c.below_armed) {
+                return fresh;
+            }
             // (A QP may wait for another's completions: a slot held by a draining QP.)
             let need = self.cqs.get(&cq).is_some_and(|c| c.app_armed)
-                || (self.qps.values().any(|q| q.has_work())
+                || (!self.work.is_empty()
                     && self
                         .qps
                         .values()
                         .any(|q| q.send_cq == cq && q.hw_signaled > 0));
             let c = self.cqs.entry(cq).or_default();
-            if !need || c.below_armed {
+            if !need {
                 return fresh;
             }
             if below.req_notify_cq(cq).is_err() {
@@ -603,16 +649,17 @@ impl Middleware for PerfLayer {
         );
         self.cqs.entry(init.send_cq).or_default();
         self.cqs.entry(init.recv_cq).or_default();
-        self.host.borrow_mut().tenant_mut(self.tenant).qp_mut(qpn);
+        self.host.borrow_mut().tenant_mut(self.tenant).add_qp(qpn);
         Ok(qpn)
     }
 
     fn destroy_qp(&mut self, below: &mut dyn Verbs, qp: QpNum) -> Result<(), VerbsError> {
         below.destroy_qp(qp)?;
         self.qps.remove(&qp);
+        self.work.remove(&qp);
         self.mqse.forget(qp);
         let mut h = self.host.borrow_mut();
-        h.tenant_mut(self.tenant).qps.retain(|q| q.qpn != qp);
+        h.tenant_mut(self.tenant).remove_qp(qp);
         Ok(())
     }
 
@@ -640,6 +687,7 @@ impl Middleware for PerfLayer {
                 }
                 QpModify::UdpSport(_) => {}
             }
+            self.sync_work(qp);
             self.publish(qp, None);
         }
         Ok(())
@@ -697,6 +745,7 @@ impl Middleware for PerfLayer {
                 q.out_bytes -= a.bytes;
                 q.next_ord -= 1;
             }
+            self.sync_work(qp);
             self.publish(qp, None);
             return Err(e);
         }

@@ -358,7 +358,7 @@ fn the_application_sees_one_completion_per_signaled_wr_with_its_wr_id() {
     assert!(b.complete(0).is_empty());
     let st = state(&mut ctx);
     let s = st.borrow();
-    assert_eq!(s.tenants[&1].qps[0].outstanding, 0);
+    assert_eq!(s.tenants[&1].qps().next().unwrap().outstanding, 0);
 }
 
 #[test]
