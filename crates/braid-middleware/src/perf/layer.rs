@@ -20,6 +20,7 @@
 //! it kept, and its arming of the CQ is honoured (one event per arming, for new completions).
 
 use super::bucket::Bucket;
+use super::hwpause::{HwPause, Posts};
 use super::classify::Class;
 use super::mqse::Slots;
 use super::queue::{opcode_of, slice_sges, splittable, AppMeta, HwEntry, QpQueue};
@@ -70,8 +71,10 @@ pub struct PerfLayer {
     cqs: BTreeMap<CqId, CqState>,
     /// The CQ 0_WAITs wait on: nothing ever completes on it.
     dummy_cq: Option<CqId>,
-    /// MQSE: which QPs may post.
+    /// MQSE: which QPs may post (software PAUSE).
     mqse: Slots,
+    /// MQSE in hardware (`hw_pause`): the managed loopback QP's rotation.
+    hwp: Option<HwPause>,
     bucket: Option<Bucket>,
     timer_at: Option<u64>,
     c: Counters,
@@ -94,6 +97,7 @@ impl PerfLayer {
             cqs: BTreeMap::new(),
             dummy_cq: None,
             mqse: Slots::default(),
+            hwp: None,
             bucket,
             timer_at: None,
             c: Counters::default(),
@@ -126,12 +130,17 @@ impl PerfLayer {
     /// ended get a signaled 0_WAIT behind their work (the PAUSE mark), whose completion tells
     /// the layer their slot is free.
     fn may_post(&mut self, below: &mut dyn Verbs, qpn: QpNum, now: u64) -> bool {
-        let (allowed, paused) = {
+        let (mut allowed, paused) = {
             let h = self.host.borrow();
             h.tenants
                 .get(&self.tenant)
                 .map_or((UNGATED, false), |t| (t.allowed_qps, t.bw_paused))
         };
+        if self.hwp.is_some() {
+            // The limit is enforced in the NIC (`hwpause`); only the tenant-wide pause of
+            // bandwidth tenants taking turns stays in software.
+            allowed = UNGATED;
+        }
         let ok = self
             .mqse
             .may_post(qpn, now, allowed, paused, &mut self.qps, &self.cfg);
@@ -300,6 +309,26 @@ impl PerfLayer {
                     }
                 }
             }
+            // Hardware PAUSE: a QP starting to post under the limit leads or is paused behind
+            // a WAIT (posted first, so that its data waits in the NIC).
+            if let Some(h) = self.hwp.as_mut() {
+                let f = q.sw.front().expect("has work");
+                if f.offset == 0 && f.wr.op.carries_data() {
+                    let allowed = self
+                        .host
+                        .borrow()
+                        .tenants
+                        .get(&self.tenant)
+                        .map_or(UNGATED, |t| t.allowed_qps);
+                    if allowed != UNGATED {
+                        let bytes = f.bytes;
+                        for (_, w) in h.admit(qpn, now, allowed as usize) {
+                            post_ctrl(below, Some(&mut *q), qpn, w);
+                        }
+                        h.account(qpn, bytes);
+                    }
+                }
+            }
             let a = q.sw.front_mut().expect("has work");
             let first = a.offset == 0;
             let split = *a
@@ -427,12 +456,71 @@ impl PerfLayer {
         }
     }
 
+    /// Hardware PAUSE: consumes the hand-over completions, rotates the first leader when its
+    /// turn is over, releases everyone when the limit is lifted.
+    fn hw_rotate(&mut self, below: &mut dyn Verbs) {
+        let Some(h) = self.hwp.as_mut() else { return };
+        let mut sink = Vec::new();
+        while below.poll_cq(h.mcq, 256, &mut sink) > 0 {
+            sink.clear();
+        }
+        let allowed = self
+            .host
+            .borrow()
+            .tenants
+            .get(&self.tenant)
+            .map_or(UNGATED, |t| t.allowed_qps);
+        let now = below.now();
+        let posts: Posts = if allowed == UNGATED {
+            h.ungate()
+        } else {
+            let (wrs, bytes) = (self.cfg.rotate_wrs, self.cfg.rotate_bytes.0);
+            let qps = &self.qps;
+            let (posts, next) = h.rotate(
+                now,
+                |t| t.wrs >= wrs || t.bytes >= bytes,
+                self.cfg.release_after.0,
+                |l| qps.get(&l).is_none_or(|q| !q.has_work() && !q.data_in_nic()),
+            );
+            if let Some(at) = next {
+                self.rearm_timer_at(at);
+            }
+            posts
+        };
+        for (target, w) in posts {
+            post_ctrl(below, self.qps.get_mut(&target), target, w);
+        }
+    }
+
+    /// Creates the managed loopback QP of the hardware PAUSE (`hw_pause`); on failure the
+    /// software PAUSE stays in charge.
+    fn start_hw_pause(&mut self, below: &mut dyn Verbs) -> Result<(), VerbsError> {
+        let idle = self.dummy_cq(below)?;
+        let mcq = below.create_cq(4096)?;
+        let init = QpInit {
+            managed_send: true,
+            cross_channel: true,
+            max_send_wr: 4096,
+            ..QpInit::rc(mcq)
+        };
+        let mqp = below.create_qp(&init)?;
+        let me = RemoteQp {
+            host: below.local_host(),
+            qpn: mqp,
+            udp_sport: None,
+        };
+        below.connect_qp(mqp, me)?;
+        self.hwp = Some(HwPause::new(mqp, mcq, idle));
+        Ok(())
+    }
+
     /// Refills the QPs that may post (slots freed by one may go to another). Ungated, that is
     /// every QP with work. Gated (the agent limits the tenant's active QPs), only the slot
     /// holders and the first paused QP can post (the others wait their turn, `Slots`), so only
     /// they are visited, then the next first while the first gets a slot; every QP with work
     /// is visited once when gating starts, so that each joins the queue of paused QPs.
     fn refill_all(&mut self, below: &mut dyn Verbs) {
+        self.hw_rotate(below);
         let gated = {
             let h = self.host.borrow();
             h.tenants
@@ -572,6 +660,9 @@ impl Middleware for PerfLayer {
 
     fn start(&mut self, below: &mut dyn Verbs) {
         let _ = self.dummy_cq(below);
+        if self.cfg.hw_pause && below.caps().cross_channel {
+            let _ = self.start_hw_pause(below);
+        }
         if let Some(b) = self.bucket.as_mut() {
             b.at = below.now();
         }
@@ -584,8 +675,14 @@ impl Middleware for PerfLayer {
             ("sub_wrs", self.c.sub_wrs as f64),
             ("zero_waits", self.c.zero_waits as f64),
             ("split_msgs", self.c.split_msgs as f64),
-            ("pauses", self.mqse.pauses as f64),
-            ("resumes", self.mqse.resumes as f64),
+            (
+                "pauses",
+                (self.mqse.pauses + self.hwp.as_ref().map_or(0, |h| h.pauses)) as f64,
+            ),
+            (
+                "resumes",
+                (self.mqse.resumes + self.hwp.as_ref().map_or(0, |h| h.resumes)) as f64,
+            ),
             ("hidden", self.c.hidden as f64),
             ("bucket_waits", self.c.bucket_waits as f64),
             ("class_changes", t.map_or(0.0, |t| t.class_changes as f64)),
@@ -750,6 +847,9 @@ impl Middleware for PerfLayer {
             return Err(e);
         }
         self.publish(qp, None);
+        // (The artifact's daemon checks the leader's budget continuously: here on each post,
+        // so that the hand-over is queued behind exactly the leader's budget of WRs.)
+        self.hw_rotate(below);
         self.flush_timer(below);
         if let Some(cq) = self.qps.get(&qp).map(|q| q.send_cq) {
             if self.arm_if_needed(below, cq) {
@@ -826,6 +926,34 @@ impl Middleware for PerfLayer {
                 }
             }
             e => up.push(e),
+        }
+    }
+}
+
+/// Posts a control WR (WAIT, SEND_ENABLE) of the hardware PAUSE. On one of the tenant's QPs
+/// (`q`) it takes the next sequence number and a place in the QP's hardware list (no data, no
+/// completion); on the managed QP it is the layer's own.
+fn post_ctrl(below: &mut dyn Verbs, q: Option<&mut QpQueue>, qpn: QpNum, mut wr: SendWr) {
+    below.charge(Work::WrBuilt(1));
+    match q {
+        Some(q) => {
+            let seq = q.next_seq;
+            wr.wr_id = seq;
+            let signaled = wr.signaled;
+            if below.post_send(qpn, wr).is_ok() {
+                let ord = q.next_ord.saturating_sub(1);
+                q.posted(HwEntry {
+                    seq,
+                    ord,
+                    last: false,
+                    large_bytes: 0,
+                    signaled,
+                    data: false,
+                });
+            }
+        }
+        None => {
+            let _ = below.post_send(qpn, wr);
         }
     }
 }
