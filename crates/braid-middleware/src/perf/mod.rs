@@ -10,7 +10,7 @@
 //!   turn of the NIC) while a delay-sensitive or message-intensive tenant is active on the host
 //!   (the Large Message Scheduling Engine); it hides the intermediate completions (one completion
 //!   per signaled application WR, with the application's `wr_id`); it lets only the QPs its agent
-//!   allows post (the Multi-QP Scheduling Engine's PAUSE/RESUME, in software), rotating them;
+//!   allows post (the Multi-QP Scheduling Engine's PAUSE/RESUME, in software, or in the NIC with `hw_pause`), rotating them;
 //!   and it applies the optional token bucket.
 //! - the **agent** ([`agent::PerfAgent`]) samples every tenant's send-queue depth every
 //!   `sample_interval` and classifies the tenants ([`classify`]), sets the host's active-QP limit
