@@ -62,7 +62,14 @@ impl HwPause {
     }
 
     fn wait(&self) -> SendWr {
-        let mut w = SendWr::new(0, SendOp::Wait { cq: self.mcq, count: 1 }, vec![]);
+        let mut w = SendWr::new(
+            0,
+            SendOp::Wait {
+                cq: self.mcq,
+                count: 1,
+            },
+            vec![],
+        );
         w.signaled = false;
         w
     }

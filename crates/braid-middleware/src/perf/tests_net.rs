@@ -419,7 +419,10 @@ fn hardware_pause_hands_over_through_the_managed_qp() {
             .collect()
     };
     assert_eq!(ops(bq[1]), vec!["wait", "write"]);
-    assert_eq!(ops(bq[0]), vec!["write", "write", "enable", "wait", "write"]);
+    assert_eq!(
+        ops(bq[0]),
+        vec!["write", "write", "enable", "wait", "write"]
+    );
     net.run_until(50_000_000_000);
     // The application sees its four completions, in the order the NIC let them go.
     let mut wcs = Vec::new();
