@@ -44,6 +44,9 @@ pub struct HwPause {
     /// QPs held behind a WAIT on `mcq`, in the order of their WAITs.
     waiting: VecDeque<QpNum>,
     turns: BTreeMap<QpNum, Turn>,
+    /// Hand-over WAITs queued on `mqp` whose completion has not been polled (the layer polls
+    /// `mcq` only while some are: a poll costs CPU).
+    pub marks: u32,
     pub pauses: u64,
     pub resumes: u64,
 }
@@ -76,7 +79,8 @@ impl HwPause {
 
     /// A hand-over from `leader`: the signaled WAIT queued on `mqp` (run when enabled) and the
     /// SEND_ENABLE behind the leader's work.
-    fn release(&self, leader: QpNum) -> Posts {
+    fn release(&mut self, leader: QpNum) -> Posts {
+        self.marks += 1;
         let mut mark = SendWr::new(
             0,
             SendOp::Wait {

@@ -9,7 +9,12 @@ impl PerfLayer {
     pub(super) fn hw_rotate(&mut self, below: &mut dyn Verbs) {
         let Some(h) = self.hwp.as_mut() else { return };
         let mut sink = Vec::new();
-        while below.poll_cq(h.mcq, 256, &mut sink) > 0 {
+        while h.marks > 0 {
+            let n = below.poll_cq(h.mcq, 256, &mut sink);
+            if n == 0 {
+                break;
+            }
+            h.marks = h.marks.saturating_sub(n as u32);
             sink.clear();
         }
         let allowed = self
