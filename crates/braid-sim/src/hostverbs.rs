@@ -108,6 +108,25 @@ impl HostVerbs<'_> {
             _ => Err(VerbsError::NoSuchCq(cq)),
         }
     }
+    /// What a send WR names belongs to this tenant: the CQs and QPs of cross-channel WRs,
+    /// the memory of its scatter-gather list.
+    fn check_wr(&self, wr: &SendWr) -> Result<(), VerbsError> {
+        match wr.op {
+            SendOp::Wait { cq, .. } => self.own_cq(cq)?,
+            SendOp::SendEnable { qp: t, .. } | SendOp::RecvEnable { qp: t, .. } => {
+                self.own_qp(t)?
+            }
+            _ => {}
+        }
+        if !wr.inline {
+            for s in &wr.sg_list {
+                if s.length > 0 && self.owners.mr.get(&s.lkey) != Some(&self.tenant) {
+                    return Err(VerbsError::BadKey(s.lkey));
+                }
+            }
+        }
+        Ok(())
+    }
     /// Whether `[addr, addr + len)` lies in a region of this tenant that keeps its bytes.
     fn tracked_range(&self, addr: u64, len: u64) -> Result<(), VerbsError> {
         let mut mine = self
@@ -183,7 +202,8 @@ impl Verbs for HostVerbs<'_> {
     fn modify_qp(&mut self, qp: QpNum, m: QpModify) -> Result<(), VerbsError> {
         self.own_qp(qp)?;
         self.spend("verbs", Work::Control);
-        self.nic.modify_qp(qp, m, self.params, &mut self.sink.effects)
+        self.nic
+            .modify_qp(qp, m, self.params, &mut self.sink.effects)
     }
     fn query_qp(&mut self, qp: QpNum) -> Result<QpAttr, VerbsError> {
         self.own_qp(qp)?;
@@ -211,26 +231,33 @@ impl Verbs for HostVerbs<'_> {
     }
     fn post_send(&mut self, qp: QpNum, wr: SendWr) -> Result<(), VerbsError> {
         self.own_qp(qp)?;
-        // Cross-channel WRs name the tenant's own CQs and QPs.
-        match wr.op {
-            SendOp::Wait { cq, .. } => self.own_cq(cq)?,
-            SendOp::SendEnable { qp: t, .. } | SendOp::RecvEnable { qp: t, .. } => {
-                self.own_qp(t)?
-            }
-            _ => {}
-        }
-        if !wr.inline {
-            for s in &wr.sg_list {
-                if s.length > 0 && self.owners.mr.get(&s.lkey) != Some(&self.tenant) {
-                    return Err(VerbsError::BadKey(s.lkey));
-                }
-            }
-        }
+        self.check_wr(&wr)?;
         self.spend("verbs", Work::Post);
         self.cpu.posts += 1;
         let at = self.now();
         self.nic
             .post_send(qp, wr, at, self.params, &mut self.sink.effects)
+    }
+    /// One call and one doorbell: the provider writes every WQE, then rings once, so the CPU
+    /// cost is [`Work::PostList`] and the NIC sees all of the list at the same moment (when the
+    /// tenant's thread has built it). Posted in order up to the first refused WR.
+    fn post_send_list(&mut self, qp: QpNum, wrs: Vec<SendWr>) -> Result<(), BadWr> {
+        if wrs.is_empty() {
+            return Ok(());
+        }
+        self.own_qp(qp).map_err(|error| BadWr { index: 0, error })?;
+        self.spend("verbs", Work::PostList(wrs.len() as u32));
+        self.cpu.posts += 1;
+        let at = self.now();
+        for (index, wr) in wrs.into_iter().enumerate() {
+            self.check_wr(&wr)
+                .and_then(|()| {
+                    self.nic
+                        .post_send(qp, wr, at, self.params, &mut self.sink.effects)
+                })
+                .map_err(|error| BadWr { index, error })?;
+        }
+        Ok(())
     }
     fn post_recv(&mut self, qp: QpNum, wr: RecvWr) -> Result<(), VerbsError> {
         self.own_qp(qp)?;

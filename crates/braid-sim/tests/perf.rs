@@ -302,3 +302,61 @@ fn multi_qp_b_app_is_paused_down_to_one_active_qp() {
         gp(&raw)
     );
 }
+
+/// With `host.cpu.delay = true` the tenant's thread is busy for what its verbs calls cost, so
+/// PeRF's per-sub-WR work bounds B_App. The artifact posts a sub-WR's 16 0_WAITs as one linked
+/// list (one doorbell; `Verbs::post_send_list`) from a list built once per QP: 40 + 16 x 75 ns
+/// instead of 16 x (75 + 115) ns per 16 KiB (1.34 us of wire), and B_App beside D_App is no
+/// longer CPU-bound (41.5 Gbit/s when each 0_WAIT was built and posted alone).
+#[test]
+fn zero_wait_lists_keep_b_app_fed_when_cpu_time_delays_it() {
+    let mut s = scenario("perf", vec![b_app("4ms"), d_app("4ms")]);
+    s["host"] = json!({"cpu": {"delay": true}});
+    let (_, r) = run(&s);
+    let b = "apps[0].client";
+    let gp = cell(&r, b, "goodput_gbps");
+    let subs = cell(&r, b, "perf_sub_wrs");
+    let cpu_per_sub = cell(&r, b, "cpu_ns") / subs.max(1.0);
+    println!("cpu.delay: B_App beside D_App {gp:.1} Gbps, {subs} sub-WRs, {cpu_per_sub:.0} ns of CPU per sub-WR");
+    assert!(subs > 100.0, "B_App is cut beside D_App: {subs}");
+    assert!(gp > 75.0, "B_App {gp} Gbps");
+    // One sub-WR costs its post and its build plus one list of 16 0_WAITs (and its share of
+    // polls): well under the 1.34 us its 16 KiB take on the wire.
+    assert!(cpu_per_sub < 1_600.0, "{cpu_per_sub} ns per sub-WR");
+}
+
+/// The same QP-level anomaly with PeRF's PAUSE/RESUME in the RNIC (`hw_pause = true`): B_App's
+/// paused QPs wait in the NIC behind WAITs released by the managed loopback QP's SEND_ENABLE
+/// chain. M_App keeps its rate as with the software PAUSE, B_App its throughput.
+#[test]
+fn hardware_pause_limits_a_multi_qp_b_app_in_the_rnic() {
+    let apps = |mw: Value| {
+        let mut b = b_app("30ms");
+        b["qps"] = json!(5);
+        let mut s = scenario_with(mw, "0B", vec![b, m_app("30ms")]);
+        s["duration"] = json!("40ms");
+        s
+    };
+    let (_, raw) = run(&apps(json!("raw")));
+    let (_, sw) = run(&apps(json!("perf")));
+    let (_, hw) = run(&apps(json!({"kind": "perf", "hw_pause": true})));
+    let (b, m) = ("apps[0].client", "apps[1].client");
+    let rate = |r: &braid_sim::Results| cell(r, m, "msg_rate_mps");
+    let gp = |r: &braid_sim::Results| cell(r, b, "goodput_gbps");
+    println!(
+        "B_App x5 + M_App: raw M {:.2} Mops B {:.1} Gbps; software PAUSE M {:.2} B {:.1}; \
+         hardware PAUSE M {:.2} B {:.1} ({} pauses, {} resumes)",
+        rate(&raw),
+        gp(&raw),
+        rate(&sw),
+        gp(&sw),
+        rate(&hw),
+        gp(&hw),
+        cell(&hw, b, "perf_pauses"),
+        cell(&hw, b, "perf_resumes"),
+    );
+    assert!(cell(&hw, b, "perf_pauses") > 0.0 && cell(&hw, b, "perf_resumes") > 0.0);
+    assert!(rate(&hw) > 3.0 * rate(&raw), "M_App {} vs raw {}", rate(&hw), rate(&raw));
+    assert!(rate(&hw) >= 0.8 * rate(&sw), "hardware {} vs software {}", rate(&hw), rate(&sw));
+    assert!(gp(&hw) >= 0.8 * gp(&raw), "B_App {} vs raw {}", gp(&hw), gp(&raw));
+}

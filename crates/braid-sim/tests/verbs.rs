@@ -1950,3 +1950,105 @@ fn mp_rdma_gives_up_after_retry_cnt_timeouts_too() {
     assert!(t >= expect && t < expect + 10_000_000, "gave up at {t}, expected ~{expect}");
     assert_eq!(sim.world().hosts[0].nic.stats.timeouts, 3);
 }
+
+#[test]
+fn destroying_a_qp_discards_its_work_without_completions() {
+    // ibv_destroy_qp gives no completions for what the QP still had (only a move to Error
+    // flushes); the other QP on the same CQs is untouched. At 20 µs the client destroys QP 0
+    // with a 1 MB WRITE half sent, a WRITE behind it and two RECVs posted.
+    let b: B = Default::default();
+    let mut sim = build(&dumbbell_scenario(json!({})));
+    fn client(v: &mut dyn Verbs, me: &mut Me, b: &B, st: Step) {
+        let (l, r) = (me.mr.unwrap(), me.peer.mr.unwrap());
+        match st {
+            Step::Connected => {
+                v.post_send(me.qps[0], write_to(1, &l, 1 << 20, r.addr, r.rkey))
+                    .unwrap();
+                v.post_send(me.qps[0], write_to(2, &l, 100, r.addr, r.rkey))
+                    .unwrap();
+                v.set_timer(20_000_000, 2);
+            }
+            Step::Timer(2) => {
+                v.destroy_qp(me.qps[0]).unwrap();
+                assert!(matches!(
+                    v.query_qp(me.qps[0]),
+                    Err(VerbsError::NoSuchQp(_))
+                ));
+                v.post_send(me.qps[1], write_to(3, &l, 100, r.addr, r.rkey))
+                    .unwrap();
+                note(b, "destroyed");
+            }
+            _ => {}
+        }
+    }
+    let two = vec![QpInit::rc(0), QpInit::rc(0)];
+    sim.add_app(1, Box::new(Peer::new(&b, 1, two.clone(), nothing)), vec![])
+        .unwrap();
+    let mut c = Peer::new(&b, 0, two, client);
+    c.recvs = 2;
+    sim.add_app(0, Box::new(c), vec![]).unwrap();
+    sim.run();
+    let srv_qp = b.borrow().eps[1].qps[0];
+    let rx = sim.world().hosts[1].nic.qp(srv_qp).unwrap().rx_bytes;
+    assert!(rx > 0 && rx < 1 << 20, "the WRITE stopped mid-way: {rx} bytes");
+    assert_eq!(b.borrow().notes, vec!["destroyed"]);
+    // Only QP 1's WRITE completes: nothing of QP 0 (not its WRs, not its RECVs), and QP 1's
+    // RECVs stay posted.
+    let got: Vec<_> = b.borrow().wcs[0]
+        .iter()
+        .map(|e| (e.2.wr_id, e.2.status, e.2.qp_num))
+        .collect();
+    let qp1 = b.borrow().eps[0].qps[1];
+    assert_eq!(got, vec![(3, WcStatus::Success, qp1)]);
+}
+
+#[test]
+fn a_qp_not_yet_connected_drops_what_reaches_it() {
+    // The server connects its QP only at 100 µs. The client's WRITE at 0 reaches a QP in Init:
+    // it is dropped without an ACK (a real RNIC receives from RTR on), so no byte lands and the
+    // requester hears nothing until its retransmission after the server connected.
+    let b: B = Default::default();
+    let mut sim = build(&dumbbell_scenario(json!({"nic": {"rto": "150us"}})));
+    fn server(v: &mut dyn Verbs, me: &mut Me, _: &B, st: Step) {
+        match st {
+            Step::Connected => {
+                assert_eq!(v.query_qp(me.qps[0]).unwrap().state, QpState::Init);
+                v.set_timer(100_000_000, 2);
+            }
+            Step::Timer(2) => v
+                .connect_qp(
+                    me.qps[0],
+                    RemoteQp {
+                        host: me.peer.addrs[0],
+                        qpn: me.peer.qps[0],
+                        udp_sport: None,
+                    },
+                )
+                .unwrap(),
+            _ => {}
+        }
+    }
+    fn client(v: &mut dyn Verbs, me: &mut Me, _: &B, st: Step) {
+        if st == Step::Connected {
+            let (l, r) = (me.mr.unwrap(), me.peer.mr.unwrap());
+            v.post_send(me.qps[0], write_to(1, &l, 100, r.addr, r.rkey))
+                .unwrap();
+        }
+    }
+    let mut s = Peer::new(&b, 1, vec![QpInit::rc(0)], server);
+    s.connect = false;
+    sim.add_app(1, Box::new(s), vec![]).unwrap();
+    sim.add_app(0, Box::new(Peer::new(&b, 0, vec![QpInit::rc(0)], client)), vec![])
+        .unwrap();
+    sim.advance(90_000_000);
+    let srv_qp = b.borrow().eps[1].qps[0];
+    let rx = |sim: &braid_sim::Simulation| sim.world().hosts[1].nic.qp(srv_qp).unwrap().rx_bytes;
+    assert_eq!(rx(&sim), 0, "nothing is received in Init");
+    assert!(b.borrow().wcs[0].is_empty(), "and nothing is acknowledged");
+    sim.run();
+    assert_eq!(rx(&sim), 100, "the retransmission lands once connected");
+    let bd = b.borrow();
+    let got: Vec<_> = bd.wcs[0].iter().map(|e| (e.2.wr_id, e.2.status)).collect();
+    assert_eq!(got, vec![(1, WcStatus::Success)]);
+    assert!(bd.wcs[0][0].0 >= 150_000_000, "completed after the retransmission timeout");
+}

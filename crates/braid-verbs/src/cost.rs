@@ -14,6 +14,10 @@
 pub enum Work {
     /// One ibv_post_send / ibv_post_recv call (one doorbell).
     Post,
+    /// One ibv_post_send of a list of `n` WRs: the provider writes `n` WQEs and rings the
+    /// doorbell once. Costs one post plus `n - 1` WQEs at `wr_build_ns` (UCX's `wqe_post`, the
+    /// per-WQE part of `post_ns`; the rest of `post_ns` is the doorbell).
+    PostList(u32),
     /// One ibv_poll_cq call that returned `n` completions.
     Poll(u32),
     /// A work request built by middleware (split, rewritten, injected).
@@ -66,6 +70,7 @@ impl CpuCost {
     pub fn ps(&self, w: Work) -> u64 {
         let ns = match w {
             Work::Post => self.post_ns,
+            Work::PostList(n) => self.post_ns + self.wr_build_ns * n.saturating_sub(1) as f64,
             Work::Poll(n) => self.poll_ns + self.poll_cqe_ns * n as f64,
             Work::WrBuilt(n) => self.wr_build_ns * n as f64,
             Work::Copy(b) => b as f64 / self.copy_bytes_per_ns,
@@ -89,6 +94,9 @@ mod tests {
         let c = CpuCost::default();
         assert_eq!(c.ps(Work::Post), 115_000);
         assert_eq!(c.ps(Work::Poll(4)), 120_000);
+        // A list of 17 WRs: 17 WQEs (75 ns) and one doorbell (40 ns), against 17 x 115 ns.
+        assert_eq!(c.ps(Work::PostList(17)), 1_315_000);
+        assert_eq!(c.ps(Work::PostList(1)), c.ps(Work::Post));
         assert_eq!(c.ps(Work::Copy(12_000)), 1_000_000);
         assert_eq!(CpuCost::FREE.ps(Work::Copy(1 << 30)), 0);
         assert_eq!(CpuCost::FREE.ps(Work::Post), 0);

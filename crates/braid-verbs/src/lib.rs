@@ -65,6 +65,19 @@ pub trait Verbs {
     fn dereg_mr(&mut self, mr: &MemoryRegion) -> Result<(), VerbsError>;
 
     fn post_send(&mut self, qp: QpNum, wr: SendWr) -> Result<(), VerbsError>;
+    /// ibv_post_send with a linked list of WRs: one call and one doorbell for all of them
+    /// (backends charge [`Work::PostList`]). It posts them in order and stops at the first one
+    /// the NIC refuses, reported as [`BadWr`] (ibverbs' `bad_wr`): the WRs before it are posted,
+    /// it and the rest are not. An empty list posts nothing.
+    ///
+    /// The default posts them one by one (a doorbell each); backends override it.
+    fn post_send_list(&mut self, qp: QpNum, wrs: Vec<SendWr>) -> Result<(), BadWr> {
+        for (index, wr) in wrs.into_iter().enumerate() {
+            self.post_send(qp, wr)
+                .map_err(|error| BadWr { index, error })?;
+        }
+        Ok(())
+    }
     fn post_recv(&mut self, qp: QpNum, wr: RecvWr) -> Result<(), VerbsError>;
     /// Moves up to `max` completions of `cq` into `out`; returns how many.
     fn poll_cq(&mut self, cq: CqId, max: usize, out: &mut Vec<WorkCompletion>) -> usize;

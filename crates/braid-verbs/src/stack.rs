@@ -1,8 +1,8 @@
 //! Middleware and stacks of middleware.
 
 use crate::{
-    Access, Caps, CqId, Event, MemoryRegion, QpAttr, QpInit, QpModify, QpNum, RecvWr, RemoteQp,
-    SendWr, TenantId, Verbs, VerbsError, Work, WorkCompletion,
+    Access, BadWr, Caps, CqId, Event, MemoryRegion, QpAttr, QpInit, QpModify, QpNum, RecvWr,
+    RemoteQp, SendWr, TenantId, Verbs, VerbsError, Work, WorkCompletion,
 };
 
 /// A layer between an application and the verbs below it. Every method receives the verbs of the
@@ -72,6 +72,18 @@ pub trait Middleware {
         wr: SendWr,
     ) -> Result<(), VerbsError> {
         below.post_send(qp, wr)
+    }
+    /// A list of send WRs posted with one call (one doorbell). The default passes the list
+    /// down whole: a layer that rewrites, queues or counts what [`Middleware::post_send`] sees
+    /// must override this too (posting each WR through its own `post_send` is always correct),
+    /// or the list bypasses it.
+    fn post_send_list(
+        &mut self,
+        below: &mut dyn Verbs,
+        qp: QpNum,
+        wrs: Vec<SendWr>,
+    ) -> Result<(), BadWr> {
+        below.post_send_list(qp, wrs)
     }
     fn post_recv(
         &mut self,
@@ -286,6 +298,9 @@ impl Verbs for Stack<'_> {
     fn post_send(&mut self, qp: QpNum, wr: SendWr) -> Result<(), VerbsError> {
         thread!(self, post_send(qp, wr))
     }
+    fn post_send_list(&mut self, qp: QpNum, wrs: Vec<SendWr>) -> Result<(), BadWr> {
+        thread!(self, post_send_list(qp, wrs))
+    }
     fn post_recv(&mut self, qp: QpNum, wr: RecvWr) -> Result<(), VerbsError> {
         thread!(self, post_recv(qp, wr))
     }
@@ -392,6 +407,22 @@ mod tests {
         let mut s = Stack::new(&mut layers, &mut bottom);
         s.deliver(Event::Completion(4), &mut out);
         assert_eq!(out.last(), Some(&Event::Completion(4)));
+    }
+
+    #[test]
+    fn a_post_list_goes_down_whole_through_layers_that_do_not_take_it() {
+        let mut bottom = Recorder::new();
+        let mut layers: Vec<Box<dyn Middleware>> = vec![Box::new(Raw), Box::new(Raw)];
+        {
+            let mut s = Stack::new(&mut layers, &mut bottom);
+            s.post_send_list(3, vec![wr(1), wr(2), wr(3)]).unwrap();
+        }
+        assert_eq!(bottom.calls.len(), 1);
+        assert!(matches!(&bottom.calls[0], Call::PostSendList(3, ws) if ws.len() == 3));
+        assert_eq!(
+            bottom.sends().iter().map(|s| s.1.wr_id).collect::<Vec<_>>(),
+            vec![1, 2, 3]
+        );
     }
 
     /// Charges one WR built per post it passes down, and counts wakes it sees.

@@ -362,3 +362,20 @@ impl std::fmt::Display for VerbsError {
 }
 
 impl std::error::Error for VerbsError {}
+
+/// Why a [`crate::Verbs::post_send_list`] stopped: ibv_post_send's `bad_wr`. The WRs before
+/// `index` were posted (they will complete as usual); the one at `index` and those after it were
+/// not.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BadWr {
+    pub index: usize,
+    pub error: VerbsError,
+}
+
+impl std::fmt::Display for BadWr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "work request {} of the list: {}", self.index, self.error)
+    }
+}
+
+impl std::error::Error for BadWr {}

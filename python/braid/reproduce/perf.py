@@ -324,7 +324,7 @@ def _isolation(m: Dict[str, List[dict]]) -> List[Row]:
             "-",
             ", ".join(f"{k} {_get(cd[k], 'apps[1]', 'goodput_gbps'):.1f}" for k in SOFTWARE) + "; " + ", ".join(f"{_get(cd[k], 'apps[0]', 'lat_p99_us'):.2f}" for k in SOFTWARE) + " µs",
             None,
-            "with the tenant's thread busy for what it spends, PeRF's one post per 0_WAIT (the seam has no post list) makes B_App CPU-bound",
+            "with the tenant's thread busy for what it spends; PeRF posts each sub-WR's 0_WAITs as one post list (one doorbell), as the artifact does",
         )
     )
     return rows

@@ -21,14 +21,20 @@
 
 use super::bucket::Bucket;
 use super::classify::Class;
+use super::hwpause::{HwPause, Posts};
 use super::mqse::Slots;
 use super::queue::{opcode_of, slice_sges, splittable, AppMeta, HwEntry, QpQueue};
 use super::state::{HostState, UNGATED};
 use super::PerfConfig;
 use braid_verbs::*;
 use std::cell::RefCell;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::rc::Rc;
+
+mod hw;
+mod lmse;
+
+use hw::post_ctrl;
 
 /// The wake token the agent sends a layer when its tenant's allowance changed.
 pub const WAKE_RESCHEDULE: u64 = 0x5045_5246_0001;
@@ -64,11 +70,16 @@ pub struct PerfLayer {
     tenant: TenantId,
     host: Rc<RefCell<HostState>>,
     qps: BTreeMap<QpNum, QpQueue>,
+    /// The QPs with something left to post (`QpQueue::has_work`): what a refill visits, so
+    /// that its cost follows the QPs with work, not all of the tenant's.
+    work: BTreeSet<QpNum>,
     cqs: BTreeMap<CqId, CqState>,
     /// The CQ 0_WAITs wait on: nothing ever completes on it.
     dummy_cq: Option<CqId>,
-    /// MQSE: which QPs may post.
+    /// MQSE: which QPs may post (software PAUSE).
     mqse: Slots,
+    /// MQSE in hardware (`hw_pause`): the managed loopback QP's rotation.
+    hwp: Option<HwPause>,
     bucket: Option<Bucket>,
     timer_at: Option<u64>,
     c: Counters,
@@ -87,9 +98,11 @@ impl PerfLayer {
             tenant,
             host,
             qps: BTreeMap::new(),
+            work: BTreeSet::new(),
             cqs: BTreeMap::new(),
             dummy_cq: None,
             mqse: Slots::default(),
+            hwp: None,
             bucket,
             timer_at: None,
             c: Counters::default(),
@@ -109,29 +122,30 @@ impl PerfLayer {
     fn publish(&self, qpn: QpNum, posted_at: Option<u64>) {
         let Some(q) = self.qps.get(&qpn) else { return };
         let mut h = self.host.borrow_mut();
-        let t = h.tenant_mut(self.tenant);
-        if posted_at.is_some() {
-            t.last_post = posted_at;
-        }
-        let p = t.qp_mut(qpn);
-        if posted_at.is_some() {
-            p.last_post = posted_at;
-        }
-        p.outstanding = q.outstanding;
-        p.bytes = q.out_bytes;
-        p.queued = q.sw.len() as u32;
+        h.tenant_mut(self.tenant).publish_qp(
+            qpn,
+            posted_at,
+            q.outstanding,
+            q.out_bytes,
+            q.sw.len() as u32,
+        );
     }
 
     /// Whether `qpn` may post now (MQSE), taking or rotating a slot if it can. QPs whose turn
     /// ended get a signaled 0_WAIT behind their work (the PAUSE mark), whose completion tells
     /// the layer their slot is free.
     fn may_post(&mut self, below: &mut dyn Verbs, qpn: QpNum, now: u64) -> bool {
-        let (allowed, paused) = {
+        let (mut allowed, paused) = {
             let h = self.host.borrow();
             h.tenants
                 .get(&self.tenant)
                 .map_or((UNGATED, false), |t| (t.allowed_qps, t.bw_paused))
         };
+        if self.hwp.is_some() {
+            // The limit is enforced in the NIC (`hwpause`); only the tenant-wide pause of
+            // bandwidth tenants taking turns stays in software.
+            allowed = UNGATED;
+        }
         let ok = self
             .mqse
             .may_post(qpn, now, allowed, paused, &mut self.qps, &self.cfg);
@@ -181,6 +195,15 @@ impl PerfLayer {
         }
     }
 
+    /// Keeps `work` in step with the QP's queue.
+    fn sync_work(&mut self, qpn: QpNum) {
+        if self.qps.get(&qpn).is_some_and(|q| q.has_work()) {
+            self.work.insert(qpn);
+        } else {
+            self.work.remove(&qpn);
+        }
+    }
+
     /// Posts what the QP's software queue may post now. An error from posting the first part of
     /// application WR `first_of` is returned (the WR is taken back by the caller).
     fn refill(
@@ -189,229 +212,55 @@ impl PerfLayer {
         qpn: QpNum,
         first_of: Option<u64>,
     ) -> Result<(), VerbsError> {
-        let sub = self.cfg.sub_wr.0;
-        let zw_per_sub = self.cfg.zero_waits_per_sub_wr();
-        loop {
-            let Some(q) = self.qps.get(&qpn) else {
-                return Ok(());
-            };
-            if q.failed || !q.has_work() {
-                return Ok(());
-            }
-            let now = below.now();
-            if !self.may_post(below, qpn, now) {
-                return Ok(());
-            }
-            let small = self.host.borrow().small_active(now, self.tenant);
-            let q = self.qps.get_mut(&qpn).expect("checked");
-            // 0_WAITs owed come first (only while a small tenant is there to use the turns).
-            if q.zw_pending > 0 {
-                if !small {
-                    q.zw_pending = 0;
-                    continue;
-                }
-                let cq = match self.dummy_cq {
-                    Some(c) => c,
-                    None => return Ok(()),
-                };
-                let seq = q.next_seq;
-                let mut wr = SendWr::new(seq, SendOp::Wait { cq, count: 0 }, vec![]);
-                wr.signaled = false;
-                below.charge(Work::WrBuilt(1));
-                match below.post_send(qpn, wr) {
-                    Ok(()) => {
-                        let ord = q.next_ord.saturating_sub(1);
-                        q.posted(HwEntry {
-                            seq,
-                            ord,
-                            last: false,
-                            large_bytes: 0,
-                            signaled: false,
-                            data: false,
-                        });
-                        q.zw_pending -= 1;
-                        self.c.zero_waits += 1;
-                        continue;
-                    }
-                    Err(VerbsError::QueueFull) => return Ok(()),
-                    Err(_) => {
-                        q.zw_pending = 0;
-                        continue;
-                    }
-                }
-            }
-            let a = q.sw.front().expect("has work");
-            // The window of large bytes in the NIC.
-            if a.large && q.hw_large > 0 {
-                let next = if a.split == Some(true) {
-                    sub.min(a.bytes - a.offset)
-                } else {
-                    a.bytes - a.offset
-                };
-                // (Past the window only while a completion is coming to refill it.)
-                if q.hw_large + next > self.cfg.sq_bytes.0 && q.hw_signaled > 0 {
-                    return Ok(());
-                }
-            }
-            // The token bucket (READs bring data in; they are not charged).
-            let charged = a.wr.op.carries_data() && a.wr.op != SendOp::Read;
-            if charged {
-                if let Some(b) = self.bucket.as_mut() {
-                    b.refill(now);
-                    if b.level <= 0.0 {
-                        let at = b.ready_at();
-                        self.c.bucket_waits += 1;
-                        self.rearm_timer_at(at);
-                        return Ok(());
-                    }
-                }
-            }
-            let a = q.sw.front_mut().expect("has work");
-            let first = a.offset == 0;
-            let split = *a
-                .split
-                .get_or_insert(a.large && small && splittable(&a.wr) && a.bytes > sub);
-            let len = if split {
-                sub.min(a.bytes - a.offset)
-            } else {
-                a.bytes - a.offset
-            };
-            let last = a.offset + len >= a.bytes;
-            let carries = a.wr.op.carries_data();
-            let app_signaled = a.wr.signaled || q.sig_all;
-            let large_bytes = if a.large { len } else { 0 };
-            // Signal the application's own, one sub-WR in `signal_every`, whole large WRs (the
-            // window refills on their completion), and the part that fills the window.
-            let sig = (last && app_signaled)
-                || (split && q.since_signal + 1 >= self.cfg.signal_every)
-                || (a.large && !split)
-                || (a.large && q.hw_large + len + sub > self.cfg.sq_bytes.0);
-            let seq = q.next_seq;
-            let wr = if split {
-                let mut w = a.wr.clone();
-                w.wr_id = seq;
-                w.sg_list = slice_sges(&a.wr.sg_list, a.offset, len);
-                w.remote_addr = a.wr.remote_addr + a.offset;
-                w.signaled = sig;
-                w.fence = a.wr.fence && first;
-                if !last {
-                    if let SendOp::WriteWithImm(_) = w.op {
-                        w.op = SendOp::Write;
-                    }
-                }
-                below.charge(Work::WrBuilt(1));
-                w
-            } else {
-                let mut w = a.wr.clone();
-                w.wr_id = seq;
-                w.signaled = sig;
-                w
-            };
-            match below.post_send(qpn, wr) {
-                Ok(()) => {}
-                // Full below: it stays queued until completions free the queue.
-                Err(VerbsError::QueueFull) => return Ok(()),
-                Err(e) => {
-                    if first && first_of == Some(a.ord) {
-                        return Err(e);
-                    }
-                    // A later part failed: the application WR fails as a whole.
-                    let a = q.sw.pop_front().expect("front");
-                    q.outstanding = q.outstanding.saturating_sub(1);
-                    q.out_bytes = q.out_bytes.saturating_sub(a.bytes);
-                    let reported = q.metas.iter().any(|m| m.ord == a.ord && m.reported);
-                    q.metas.retain(|m| m.ord != a.ord);
-                    if !reported {
-                        let wc = WorkCompletion {
-                            wr_id: a.wr.wr_id,
-                            status: WcStatus::Flushed,
-                            opcode: opcode_of(&a.wr.op),
-                            byte_len: 0,
-                            imm: None,
-                            qp_num: qpn,
-                            src_host: 0,
-                            src_qp: 0,
-                        };
-                        let cq = q.send_cq;
-                        self.deliver_local(below, cq, wc);
-                    }
-                    continue;
-                }
-            }
-            if first {
-                q.metas.push_back(AppMeta {
-                    ord: a.ord,
-                    wr_id: a.wr.wr_id,
-                    signaled: app_signaled,
-                    bytes: a.bytes,
-                    opcode: opcode_of(&a.wr.op),
-                    complete_posted: false,
-                    reported: false,
-                });
-                q.slot_wrs += 1;
-                if split {
-                    self.c.split_msgs += 1;
-                }
-            }
-            q.slot_bytes += len;
-            if split {
-                self.c.sub_wrs += 1;
-                q.since_signal = if sig { 0 } else { q.since_signal + 1 };
-            }
-            if charged {
-                if let Some(b) = self.bucket.as_mut() {
-                    b.level -= len as f64;
-                }
-            }
-            let ord = a.ord;
-            a.offset += len;
-            if last {
-                if let Some(m) = q.metas.back_mut() {
-                    m.complete_posted = true;
-                }
-                q.sw.pop_front();
-            }
-            q.posted(HwEntry {
-                seq,
-                ord,
-                last,
-                large_bytes,
-                signaled: sig,
-                data: carries,
-            });
-            // 0_WAIT credit: sent large (non-READ) bytes, only beside a small tenant.
-            if small && large_bytes > 0 && charged {
-                let q = self.qps.get_mut(&qpn).expect("checked");
-                q.zw_credit += len;
-                while q.zw_credit >= sub {
-                    q.zw_credit -= sub;
-                    q.zw_pending += zw_per_sub;
-                }
-            } else if !small {
-                self.qps.get_mut(&qpn).expect("checked").zw_credit = 0;
-            }
-        }
+        let r = self.refill_qp(below, qpn, first_of);
+        self.sync_work(qpn);
+        r
     }
 
-    /// Refills every QP that has work (slots freed by one may go to another).
+    /// Refills the QPs that may post (slots freed by one may go to another). Ungated, that is
+    /// every QP with work. Gated (the agent limits the tenant's active QPs), only the slot
+    /// holders and the first paused QP can post (the others wait their turn, `Slots`), so only
+    /// they are visited, then the next first while the first gets a slot; every QP with work
+    /// is visited once when gating starts, so that each joins the queue of paused QPs.
     fn refill_all(&mut self, below: &mut dyn Verbs) {
-        for _ in 0..4 {
-            let before: usize = self.qps.values().map(|q| q.sw.len()).sum();
-            let order: Vec<QpNum> = self
-                .mqse
-                .waiting()
-                .into_iter()
-                .chain(self.qps.keys().copied())
-                .collect();
-            for qpn in order {
-                if self.qps.get(&qpn).is_some_and(|q| q.has_work()) {
+        self.hw_rotate(below);
+        let gated = {
+            let h = self.host.borrow();
+            h.tenants
+                .get(&self.tenant)
+                .is_some_and(|t| t.allowed_qps != UNGATED || t.bw_paused)
+        };
+        if gated && self.mqse.gated() {
+            for qpn in self.mqse.holders() {
+                if self.work.contains(&qpn) {
                     let _ = self.refill(below, qpn, None);
                     self.publish(qpn, None);
                 }
             }
-            let after: usize = self.qps.values().map(|q| q.sw.len()).sum();
-            if after == before {
-                break;
+            // The first paused QP, while each gets a slot (bounded by the QPs waiting).
+            for _ in 0..self.mqse.waiting_len() {
+                let Some(qpn) = self.mqse.first_waiting() else {
+                    break;
+                };
+                if self.work.contains(&qpn) {
+                    let _ = self.refill(below, qpn, None);
+                    self.publish(qpn, None);
+                } else {
+                    // Nothing left to post: it leaves the queue on its next decision.
+                    self.mqse.drop_waiting(qpn);
+                    continue;
+                }
+                if self.mqse.first_waiting() == Some(qpn) {
+                    break;
+                }
+            }
+        } else {
+            let order: Vec<QpNum> = self.work.iter().copied().collect();
+            for qpn in order {
+                if self.work.contains(&qpn) {
+                    let _ = self.refill(below, qpn, None);
+                    self.publish(qpn, None);
+                }
             }
         }
         self.flush_timer(below);
@@ -441,7 +290,7 @@ impl PerfLayer {
             return false;
         }
         let mut fresh = false;
-        let mut touched = Vec::new();
+        let mut touched = BTreeSet::new();
         for wc in raw {
             let is_recv = matches!(wc.opcode, WcOpcode::Recv | WcOpcode::RecvWithImm);
             let q = match self.qps.get_mut(&wc.qp_num) {
@@ -467,11 +316,10 @@ impl PerfLayer {
                 fresh |= !out.is_empty();
                 c.buf.extend(out);
             }
-            if !touched.contains(&wc.qp_num) {
-                touched.push(wc.qp_num);
-            }
+            touched.insert(wc.qp_num);
         }
         for qpn in touched {
+            self.sync_work(qpn);
             self.publish(qpn, None);
         }
         fresh
@@ -482,15 +330,18 @@ impl PerfLayer {
     fn arm_if_needed(&mut self, below: &mut dyn Verbs, cq: CqId) -> bool {
         let mut fresh = false;
         loop {
+            if self.cqs.get(&cq).is_some_and(|c| c.below_armed) {
+                return fresh;
+            }
             // (A QP may wait for another's completions: a slot held by a draining QP.)
             let need = self.cqs.get(&cq).is_some_and(|c| c.app_armed)
-                || (self.qps.values().any(|q| q.has_work())
+                || (!self.work.is_empty()
                     && self
                         .qps
                         .values()
                         .any(|q| q.send_cq == cq && q.hw_signaled > 0));
             let c = self.cqs.entry(cq).or_default();
-            if !need || c.below_armed {
+            if !need {
                 return fresh;
             }
             if below.req_notify_cq(cq).is_err() {
@@ -512,6 +363,9 @@ impl Middleware for PerfLayer {
 
     fn start(&mut self, below: &mut dyn Verbs) {
         let _ = self.dummy_cq(below);
+        if self.cfg.hw_pause && below.caps().cross_channel {
+            let _ = self.start_hw_pause(below);
+        }
         if let Some(b) = self.bucket.as_mut() {
             b.at = below.now();
         }
@@ -524,8 +378,14 @@ impl Middleware for PerfLayer {
             ("sub_wrs", self.c.sub_wrs as f64),
             ("zero_waits", self.c.zero_waits as f64),
             ("split_msgs", self.c.split_msgs as f64),
-            ("pauses", self.mqse.pauses as f64),
-            ("resumes", self.mqse.resumes as f64),
+            (
+                "pauses",
+                (self.mqse.pauses + self.hwp.as_ref().map_or(0, |h| h.pauses)) as f64,
+            ),
+            (
+                "resumes",
+                (self.mqse.resumes + self.hwp.as_ref().map_or(0, |h| h.resumes)) as f64,
+            ),
             ("hidden", self.c.hidden as f64),
             ("bucket_waits", self.c.bucket_waits as f64),
             ("class_changes", t.map_or(0.0, |t| t.class_changes as f64)),
@@ -574,6 +434,9 @@ impl Middleware for PerfLayer {
         i.max_send_wr = depth.max(init.max_send_wr.min(if cap > 0 { cap } else { u32::MAX }));
         let qpn = below.create_qp(&i)?;
         self.dummy_cq(below)?;
+        // The QP's list of 0_WAITs, built once (the artifact links its `dummy` array when the
+        // QP is created) and posted whole after each sub-WR.
+        below.charge(Work::WrBuilt(self.cfg.zero_waits_per_sub_wr()));
         self.qps.insert(
             qpn,
             QpQueue::new(
@@ -586,16 +449,17 @@ impl Middleware for PerfLayer {
         );
         self.cqs.entry(init.send_cq).or_default();
         self.cqs.entry(init.recv_cq).or_default();
-        self.host.borrow_mut().tenant_mut(self.tenant).qp_mut(qpn);
+        self.host.borrow_mut().tenant_mut(self.tenant).add_qp(qpn);
         Ok(qpn)
     }
 
     fn destroy_qp(&mut self, below: &mut dyn Verbs, qp: QpNum) -> Result<(), VerbsError> {
         below.destroy_qp(qp)?;
         self.qps.remove(&qp);
+        self.work.remove(&qp);
         self.mqse.forget(qp);
         let mut h = self.host.borrow_mut();
-        h.tenant_mut(self.tenant).qps.retain(|q| q.qpn != qp);
+        h.tenant_mut(self.tenant).remove_qp(qp);
         Ok(())
     }
 
@@ -623,6 +487,7 @@ impl Middleware for PerfLayer {
                 }
                 QpModify::UdpSport(_) => {}
             }
+            self.sync_work(qp);
             self.publish(qp, None);
         }
         Ok(())
@@ -680,15 +545,34 @@ impl Middleware for PerfLayer {
                 q.out_bytes -= a.bytes;
                 q.next_ord -= 1;
             }
+            self.sync_work(qp);
             self.publish(qp, None);
             return Err(e);
         }
         self.publish(qp, None);
+        // (The artifact's daemon checks the leader's budget continuously: here on each post,
+        // so that the hand-over is queued behind exactly the leader's budget of WRs.)
+        self.hw_rotate(below);
         self.flush_timer(below);
         if let Some(cq) = self.qps.get(&qp).map(|q| q.send_cq) {
             if self.arm_if_needed(below, cq) {
                 self.cqs.entry(cq).or_default().unannounced = true;
             }
+        }
+        Ok(())
+    }
+
+    /// An application's list goes through the software queue WR by WR (each may be cut,
+    /// queued or paused); the first refused one stops it, as ibverbs' `bad_wr`.
+    fn post_send_list(
+        &mut self,
+        below: &mut dyn Verbs,
+        qp: QpNum,
+        wrs: Vec<SendWr>,
+    ) -> Result<(), BadWr> {
+        for (index, wr) in wrs.into_iter().enumerate() {
+            self.post_send(below, qp, wr)
+                .map_err(|error| BadWr { index, error })?;
         }
         Ok(())
     }

@@ -10,7 +10,7 @@
 //!   turn of the NIC) while a delay-sensitive or message-intensive tenant is active on the host
 //!   (the Large Message Scheduling Engine); it hides the intermediate completions (one completion
 //!   per signaled application WR, with the application's `wr_id`); it lets only the QPs its agent
-//!   allows post (the Multi-QP Scheduling Engine's PAUSE/RESUME, in software), rotating them;
+//!   allows post (the Multi-QP Scheduling Engine's PAUSE/RESUME, in software, or in the NIC with `hw_pause`), rotating them;
 //!   and it applies the optional token bucket.
 //! - the **agent** ([`agent::PerfAgent`]) samples every tenant's send-queue depth every
 //!   `sample_interval` and classifies the tenants ([`classify`]), sets the host's active-QP limit
@@ -23,6 +23,7 @@
 pub mod agent;
 mod bucket;
 pub mod classify;
+mod hwpause;
 pub mod layer;
 mod mqse;
 mod queue;
@@ -99,6 +100,11 @@ pub struct PerfConfig {
     pub sq_bytes: Bytes,
     /// One sub-WR in this many is signaled, to free send-queue slots and refill (8).
     pub signal_every: u32,
+    /// PAUSE/RESUME in hardware, as the artifact: paused QPs wait in the NIC behind a WAIT
+    /// released through a managed loopback QP's SEND_ENABLE chain (`hwpause`). Default false:
+    /// braid's software PAUSE (the layer holds a paused QP's WRs). Falls back to software when
+    /// the managed QP cannot be created.
+    pub hw_pause: bool,
 }
 
 impl Default for PerfConfig {
@@ -127,6 +133,7 @@ impl Default for PerfConfig {
             burst: Bytes(4_000_000),
             sq_bytes: Bytes(2 << 20),
             signal_every: 8,
+            hw_pause: false,
         }
     }
 }

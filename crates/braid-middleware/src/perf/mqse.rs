@@ -25,8 +25,12 @@ pub struct Slots {
     draining: Vec<QpNum>,
     /// Newly draining (the layer marks the end of their work).
     pub new_draining: Vec<QpNum>,
-    /// Paused QPs with work, first come first served.
+    /// Paused QPs with work, first come first served (and the same as a set: membership is
+    /// asked on every post).
     waiting: VecDeque<QpNum>,
+    in_waiting: BTreeSet<QpNum>,
+    /// The last decision was made under a limit (see [`Slots::gated`]).
+    gated: bool,
     blocked: BTreeSet<QpNum>,
     pub pauses: u64,
     pub resumes: u64,
@@ -35,15 +39,37 @@ pub struct Slots {
 }
 
 impl Slots {
-    /// The paused QPs, first first.
-    pub fn waiting(&self) -> Vec<QpNum> {
-        self.waiting.iter().copied().collect()
+    /// Whether the last decision was made under a limit: then every QP with work has been
+    /// through [`Slots::may_post`] since and is a holder or waiting.
+    pub fn gated(&self) -> bool {
+        self.gated
+    }
+
+    /// The QPs that may post.
+    pub fn holders(&self) -> Vec<QpNum> {
+        self.holders.clone()
+    }
+
+    /// The first paused QP.
+    pub fn first_waiting(&self) -> Option<QpNum> {
+        self.waiting.front().copied()
+    }
+
+    pub fn waiting_len(&self) -> usize {
+        self.waiting.len()
+    }
+
+    /// Takes a QP with nothing left to post off the queue of paused QPs.
+    pub fn drop_waiting(&mut self, qpn: QpNum) {
+        if self.in_waiting.remove(&qpn) {
+            self.waiting.retain(|&q| q != qpn);
+        }
     }
 
     pub fn forget(&mut self, qpn: QpNum) {
         self.holders.retain(|&q| q != qpn);
         self.draining.retain(|&q| q != qpn);
-        self.waiting.retain(|&q| q != qpn);
+        self.drop_waiting(qpn);
         self.blocked.remove(&qpn);
     }
 
@@ -69,7 +95,7 @@ impl Slots {
     }
 
     fn enqueue(&mut self, qpn: QpNum) {
-        if !self.waiting.contains(&qpn) {
+        if self.in_waiting.insert(qpn) {
             self.waiting.push_back(qpn);
         }
     }
@@ -101,8 +127,11 @@ impl Slots {
             self.holders.clear();
             self.draining.clear();
             self.waiting.clear();
+            self.in_waiting.clear();
+            self.gated = false;
             return true;
         }
+        self.gated = true;
         // Drained QPs free their slots; holders with nothing left give theirs up.
         self.draining
             .retain(|q| qps.get(q).is_some_and(|x| x.data_in_nic()));
@@ -120,7 +149,7 @@ impl Slots {
                 || now >= x.slot_since + cfg.release_after.0
         };
         if self.holders.contains(&qpn) {
-            let others = self.waiting.iter().any(|&q| q != qpn);
+            let others = self.waiting.len() > usize::from(self.in_waiting.contains(&qpn));
             if !(others && turn_over(&qps[&qpn])) {
                 return true;
             }
@@ -147,6 +176,7 @@ impl Slots {
             return false;
         }
         self.waiting.pop_front();
+        self.in_waiting.remove(&qpn);
         self.holders.push(qpn);
         let x = qps.get_mut(&qpn).expect("a QP of the layer");
         x.slot_since = now;

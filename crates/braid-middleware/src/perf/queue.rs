@@ -165,7 +165,10 @@ impl QpQueue {
     /// The application's completion for a NIC completion of this QP, if it gets one.
     pub fn on_cqe(&mut self, wc: &WorkCompletion) -> Option<WorkCompletion> {
         let seq = wc.wr_id;
-        let entry = *self.hw.iter().find(|e| e.seq == seq)?;
+        // `hw` holds consecutive sequence numbers (each post takes `next_seq`): index, not scan.
+        let first = self.hw.front()?.seq;
+        let entry = *self.hw.get(seq.checked_sub(first)? as usize)?;
+        debug_assert_eq!(entry.seq, seq);
         let mut out = None;
         if wc.status != WcStatus::Success {
             self.failed = true;

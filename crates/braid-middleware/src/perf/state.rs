@@ -35,7 +35,11 @@ pub struct TenantPub {
     pub avg_size: f64,
     pub weight: f64,
     pub last_post: Option<u64>,
-    pub qps: Vec<QpPub>,
+    /// Its QPs, by number (a map: a layer publishes one on every post and completion).
+    qps: BTreeMap<QpNum, QpPub>,
+    /// How many of them have work (outstanding or queued): kept with `qps` so that
+    /// [`TenantPub::is_active`], asked on every post of every tenant, does not scan them.
+    busy: u32,
     /// How many of its QPs may post (set by the agent; [`UNGATED`]: all).
     pub allowed_qps: u32,
     /// Held back while bandwidth tenants take turns.
@@ -53,48 +57,91 @@ impl TenantPub {
             avg_size: 0.0,
             weight,
             last_post: None,
-            qps: Vec::new(),
+            qps: BTreeMap::new(),
+            busy: 0,
             allowed_qps: UNGATED,
             bw_paused: false,
         }
     }
 
-    /// The QP's published entry (created on first use).
-    pub fn qp_mut(&mut self, qpn: QpNum) -> &mut QpPub {
-        let i = match self.qps.iter().position(|q| q.qpn == qpn) {
-            Some(i) => i,
-            None => {
-                self.qps.push(QpPub {
-                    qpn,
-                    ..Default::default()
-                });
-                self.qps.len() - 1
+    /// Registers a QP (no work yet).
+    pub fn add_qp(&mut self, qpn: QpNum) {
+        self.qps.entry(qpn).or_insert(QpPub {
+            qpn,
+            ..Default::default()
+        });
+    }
+
+    /// Publishes a QP's state (created on first use); `posted_at`: the application just posted.
+    pub fn publish_qp(
+        &mut self,
+        qpn: QpNum,
+        posted_at: Option<u64>,
+        outstanding: u32,
+        bytes: u64,
+        queued: u32,
+    ) {
+        let p = self.qps.entry(qpn).or_insert(QpPub {
+            qpn,
+            ..Default::default()
+        });
+        let was = Self::has_work(p);
+        if posted_at.is_some() {
+            p.last_post = posted_at;
+        }
+        p.outstanding = outstanding;
+        p.bytes = bytes;
+        p.queued = queued;
+        let now = Self::has_work(p);
+        if now && !was {
+            self.busy += 1;
+        } else if was && !now {
+            self.busy -= 1;
+        }
+        if posted_at.is_some() {
+            self.last_post = posted_at;
+        }
+    }
+
+    /// Forgets a destroyed QP.
+    pub fn remove_qp(&mut self, qpn: QpNum) {
+        if let Some(p) = self.qps.remove(&qpn) {
+            if Self::has_work(&p) {
+                self.busy -= 1;
             }
-        };
-        &mut self.qps[i]
+        }
+    }
+
+    /// Its QPs, by number.
+    pub fn qps(&self) -> impl Iterator<Item = &QpPub> {
+        self.qps.values()
+    }
+
+    fn has_work(q: &QpPub) -> bool {
+        q.outstanding > 0 || q.queued > 0
     }
 
     /// A QP is active if it has work or posted within `recent` before `now`.
     pub fn qp_active(q: &QpPub, now: u64, recent: u64) -> bool {
-        q.outstanding > 0 || q.queued > 0 || q.last_post.is_some_and(|t| t + recent >= now)
+        Self::has_work(q) || q.last_post.is_some_and(|t| t + recent >= now)
     }
 
+    /// (The agent asks every 10 ms: a scan is fine.)
     pub fn active_qps(&self, now: u64, recent: u64) -> u32 {
         self.qps
-            .iter()
+            .values()
             .filter(|q| Self::qp_active(q, now, recent))
             .count() as u32
     }
 
     pub fn is_active(&self, now: u64, recent: u64) -> bool {
-        self.last_post.is_some_and(|t| t + recent >= now)
-            || self.qps.iter().any(|q| q.outstanding > 0 || q.queued > 0)
+        self.busy > 0 || self.last_post.is_some_and(|t| t + recent >= now)
     }
 
     /// The deepest send queue now (WRs, and the bytes outstanding on that queue).
     pub fn sample(&self) -> super::classify::Sample {
         let mut s = super::classify::Sample::default();
-        for q in &self.qps {
+        for q in self.qps.values() {
             if (q.outstanding, q.bytes) > (s.depth, s.bytes) {
                 s.depth = q.outstanding;
                 s.bytes = q.bytes;

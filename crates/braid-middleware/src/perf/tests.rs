@@ -116,6 +116,9 @@ impl Verbs for Nic {
     fn post_send(&mut self, qp: QpNum, wr: SendWr) -> Result<(), VerbsError> {
         self.rec.post_send(qp, wr)
     }
+    fn post_send_list(&mut self, qp: QpNum, wrs: Vec<SendWr>) -> Result<(), BadWr> {
+        self.rec.post_send_list(qp, wrs)
+    }
     fn post_recv(&mut self, qp: QpNum, wr: RecvWr) -> Result<(), VerbsError> {
         self.rec.post_recv(qp, wr)
     }
@@ -294,9 +297,24 @@ fn a_large_write_is_split_with_zero_waits_only_beside_a_small_tenant() {
     assert_eq!(b.counter("zero_waits"), 1024.0);
     assert_eq!(
         b.nic.built(),
-        64 + 1024,
-        "every WR the layer builds is charged"
+        16 + 64,
+        "the QP's list of 16 0_WAITs is built once, each sub-WR once"
     );
+    // Each sub-WR is one post, its 16 0_WAITs one post list (one doorbell).
+    let calls = &b.nic.rec.calls;
+    let lists: Vec<usize> = calls
+        .iter()
+        .filter_map(|c| match c {
+            Call::PostSendList(q, ws) if *q == qp => Some(ws.len()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(lists, vec![16; 64]);
+    let singles = calls
+        .iter()
+        .filter(|c| matches!(c, Call::PostSend(q, _) if *q == qp))
+        .count();
+    assert_eq!(singles, 1 + 64, "the whole WR alone, then the sub-WRs");
     // The QPs were created cross-channel (0_WAITs need it).
     assert!(b
         .nic
@@ -340,7 +358,7 @@ fn the_application_sees_one_completion_per_signaled_wr_with_its_wr_id() {
     assert!(b.complete(0).is_empty());
     let st = state(&mut ctx);
     let s = st.borrow();
-    assert_eq!(s.tenants[&1].qps[0].outstanding, 0);
+    assert_eq!(s.tenants[&1].qps().next().unwrap().outstanding, 0);
 }
 
 #[test]
@@ -530,6 +548,53 @@ fn a_small_message_qp_is_paused_while_the_other_has_data_in_the_nic() {
     assert_eq!(data(&b, q0), 2, "QP 0 paused in turn");
     b.complete(1);
     assert_eq!(data(&b, q0), 3, "and resumed when QP 1's data completed");
+}
+
+#[test]
+fn many_paused_qps_take_the_slots_in_turn_and_every_wr_completes_once() {
+    // 64 QPs of 1,000 B WRITEs held to 2 active (the layer visits only the slot holders and the
+    // first paused QP): the NIC never holds data of more than 2 of them, and every application
+    // WR is posted and completed exactly once.
+    let cfg = PerfConfig::default();
+    let mut ctx = host();
+    let n = 64;
+    let mut b = Tenant::new(&mut ctx, &cfg, 1, n);
+    let mut d = Tenant::new(&mut ctx, &cfg, 2, 1);
+    b.start();
+    d.start();
+    d.write(0, 999, 16, true).unwrap();
+    let st = state(&mut ctx);
+    st.borrow_mut().tenants.get_mut(&1).unwrap().allowed_qps = 2;
+    for k in 0..n {
+        b.write(k, 2 * k as u64, 1_000, true).unwrap();
+        b.write(k, 2 * k as u64 + 1, 1_000, true).unwrap();
+    }
+    let pending = |b: &Tenant, k: usize| {
+        let q = b.qps[k];
+        let from = b.nic.done.get(&q).copied().unwrap_or(0);
+        b.nic.sends(q)[from..]
+            .iter()
+            .filter(|w| w.op.carries_data())
+            .count()
+    };
+    let mut seen = Vec::new();
+    let mut rounds = 0;
+    loop {
+        let busy: Vec<usize> = (0..n).filter(|&k| pending(&b, k) > 0).collect();
+        assert!(busy.len() <= 2, "data of {} QPs in the NIC", busy.len());
+        if busy.is_empty() {
+            break;
+        }
+        for k in busy {
+            seen.extend(b.complete(k).into_iter().map(|w| w.wr_id));
+        }
+        rounds += 1;
+        assert!(rounds <= n, "no progress");
+    }
+    seen.sort();
+    assert_eq!(seen, (0..2 * n as u64).collect::<Vec<_>>());
+    assert!(b.counter("pauses") >= (n - 2) as f64);
+    assert_eq!(st.borrow().tenants[&1].qps().count(), n);
 }
 
 #[test]
@@ -797,7 +862,10 @@ fn more_than_four_bandwidth_tenants_take_turns_beside_a_small_one() {
     let t0 = 10_000_000_000;
     let woken = agent.allocate(t0);
     assert_eq!(posting(&st), vec![1], "one bandwidth tenant at a time");
-    assert!([2, 3, 4, 5].iter().all(|t| woken.contains(t)), "paused ones are woken: {woken:?}");
+    assert!(
+        [2, 3, 4, 5].iter().all(|t| woken.contains(t)),
+        "paused ones are woken: {woken:?}"
+    );
     assert!(!woken.contains(&6), "D is neither limited nor paused");
     // A paused tenant's posts wait in its layer.
     let before = bs[1].nic.sends(bs[1].qps[0]).len();

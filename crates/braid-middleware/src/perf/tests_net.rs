@@ -2,7 +2,7 @@
 //! tracked, packets lost.
 
 use super::*;
-use braid_verbs::testing::FakeNet;
+use braid_verbs::testing::{Call, FakeNet};
 use braid_verbs::*;
 
 fn write(wr_id: u64, len: u32, signaled: bool) -> SendWr {
@@ -282,4 +282,171 @@ fn a_failed_qp_reports_each_application_wr_once() {
     assert_eq!(ids, vec![20, 21, 22], "{wcs:?}");
     assert!(wcs.iter().all(|w| w.status != WcStatus::Success));
     assert_eq!(wcs[0].status, WcStatus::RetryExceeded);
+}
+
+/// An application's post list goes through the layer WR by WR (a bad WR stops it, as ibverbs'
+/// `bad_wr`), and the layer's 0_WAITs reach the NIC as one list per sub-WR: one doorbell.
+#[test]
+fn post_lists_through_the_layer_and_zero_waits_in_one_doorbell() {
+    let mut p = pair();
+    let (b, bmr, rmr, bqp) = (p.b, p.bmr, p.rmr, p.bqp);
+    let data: Vec<u8> = (0..65_536u32).map(|i| (i % 251) as u8).collect();
+    p.net
+        .call_as(1, b, |v| v.write_local(bmr.addr, &data))
+        .unwrap();
+    let w = |id: u64, off: u64, len: u32, lkey: u32| {
+        let mut w = SendWr::new(
+            id,
+            SendOp::Write,
+            vec![Sge {
+                addr: bmr.addr + off,
+                length: len,
+                lkey,
+            }],
+        );
+        w.remote_addr = rmr.addr + off;
+        w.rkey = rmr.rkey;
+        w
+    };
+    let list = vec![
+        w(1, 0, 32_768, bmr.lkey),
+        w(2, 32_768, 4096, 0xbad),
+        w(3, 36_864, 4096, bmr.lkey),
+    ];
+    let r = p.net.call_as(1, b, |v| v.post_send_list(bqp, list));
+    assert_eq!(r.map_err(|e| e.index), Err(1));
+    p.net.run_until(10_000_000_000);
+    let mut wcs = Vec::new();
+    let bcq = p.bcq;
+    p.net
+        .call_as(1, b, |v| while v.poll_cq(bcq, 16, &mut wcs) > 0 {});
+    assert_eq!(
+        wcs.iter().map(|w| (w.wr_id, w.status)).collect::<Vec<_>>(),
+        vec![(1, WcStatus::Success)]
+    );
+    assert_eq!(p.net.nic(2).read_mem(p.r, rmr.addr, 32_768), data[..32_768]);
+    assert_eq!(p.net.nic(2).read_mem(p.r, rmr.addr + 32_768, 8), vec![0; 8]);
+    // Beside the active D tenant the 32 KiB WRITE went as 2 sub-WRs, each followed by its 16
+    // 0_WAITs in one list.
+    assert_eq!(counter(&p.net, b, "sub_wrs"), 2.0);
+    let lists: Vec<usize> = p
+        .net
+        .calls_of(1, b)
+        .iter()
+        .filter_map(|c| match c {
+            Call::PostSendList(q, ws) if *q == bqp => Some(ws.len()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(lists, vec![16, 16]);
+}
+
+/// `hw_pause = true`: PAUSE/RESUME in the NIC, as the artifact. A 2-QP tenant held to 1 active
+/// QP with `rotate_wrs = 2`: QP 1 starts behind a WAIT on the managed QP's CQ; when QP 0 has
+/// posted its budget the layer queues a SEND_ENABLE of the managed QP behind QP 0's work (and a
+/// WAIT, re-pausing it), so QP 1's data leaves when QP 0's first two WRITEs have been sent,
+/// without waiting for software; QP 0's third WRITE waits for QP 1's turn to end.
+#[test]
+fn hardware_pause_hands_over_through_the_managed_qp() {
+    let mut net = FakeNet::new(2);
+    let cfg = PerfConfig {
+        hw_pause: true,
+        rotate_wrs: 2,
+        ..PerfConfig::default()
+    };
+    let mut ctx = HostCtx::new(1, net.caps(1).clone());
+    let layer = cfg.build(&mut ctx, 1).unwrap();
+    let b = net.add_tenant(1, Box::new(Idle), vec![layer]);
+    assert_eq!(b, 1);
+    let st = ctx
+        .shared::<super::state::HostState>(|| unreachable!("built"))
+        .0;
+    st.borrow_mut().tenants.get_mut(&1).unwrap().allowed_qps = 1;
+    let r = net.add_tenant(2, Box::new(Idle), vec![]);
+    let end = |v: &mut dyn Verbs| {
+        let cq = v.create_cq(256).unwrap();
+        v.req_notify_cq(cq).unwrap();
+        let q0 = v.create_qp(&QpInit::rc(cq)).unwrap();
+        let q1 = v.create_qp(&QpInit::rc(cq)).unwrap();
+        let mr = v.reg_mr(0x100_0000, 1 << 20, Access::ALL).unwrap();
+        (cq, [q0, q1], mr)
+    };
+    net.run_until(1);
+    let (bcq, bq, bmr) = net.call_as(1, b, end);
+    let (_, rq, rmr) = net.call_as(2, r, end);
+    for i in 0..2 {
+        let remote = |host, qpn| RemoteQp {
+            host,
+            qpn,
+            udp_sport: None,
+        };
+        net.call_as(1, b, |v| v.connect_qp(bq[i], remote(2, rq[i])))
+            .unwrap();
+        net.call_as(2, r, |v| v.connect_qp(rq[i], remote(1, bq[i])))
+            .unwrap();
+    }
+    let w = |id: u64, k: u64| {
+        let mut w = SendWr::new(
+            id,
+            SendOp::Write,
+            vec![Sge {
+                addr: bmr.addr + k * 65_536,
+                length: 65_536,
+                lkey: bmr.lkey,
+            }],
+        );
+        w.remote_addr = rmr.addr + k * 65_536;
+        w.rkey = rmr.rkey;
+        w
+    };
+    net.call_as(1, b, |v| v.post_send(bq[0], w(1, 0))).unwrap();
+    net.call_as(1, b, |v| v.post_send(bq[1], w(11, 1))).unwrap();
+    net.call_as(1, b, |v| v.post_send(bq[0], w(2, 2))).unwrap();
+    net.call_as(1, b, |v| v.post_send(bq[0], w(3, 3))).unwrap();
+    // What went down: QP 1 starts with a WAIT; QP 0 got SEND_ENABLE + WAIT after its 2nd WR.
+    let ops = |q: QpNum| -> Vec<&'static str> {
+        net.calls_of(1, b)
+            .iter()
+            .filter_map(|c| match c {
+                Call::PostSend(x, wr) if *x == q => Some(match wr.op {
+                    SendOp::Write => "write",
+                    SendOp::Wait { .. } => "wait",
+                    SendOp::SendEnable { .. } => "enable",
+                    _ => "other",
+                }),
+                _ => None,
+            })
+            .collect()
+    };
+    assert_eq!(ops(bq[1]), vec!["wait", "write"]);
+    assert_eq!(
+        ops(bq[0]),
+        vec!["write", "write", "enable", "wait", "write"]
+    );
+    net.run_until(50_000_000_000);
+    // The application sees its four completions, in the order the NIC let them go.
+    let mut wcs = Vec::new();
+    net.call_as(1, b, |v| while v.poll_cq(bcq, 16, &mut wcs) > 0 {});
+    assert_eq!(
+        wcs.iter().map(|w| w.wr_id).collect::<Vec<_>>(),
+        vec![1, 2, 11, 3],
+        "{wcs:?}"
+    );
+    assert!(wcs.iter().all(|w| w.status == WcStatus::Success));
+    // QP 1's hand-over was queued at post time, before any completion: hardware, no round trip.
+    let enable_at = net
+        .calls()
+        .iter()
+        .find(|l| matches!(&l.call, Call::PostSend(_, wr) if matches!(wr.op, SendOp::SendEnable { .. })))
+        .unwrap()
+        .at;
+    let first_done = net
+        .deliveries()
+        .iter()
+        .find(|d| d.host == 1 && d.tenant == b && matches!(d.event, Some(Event::Completion(_))))
+        .unwrap()
+        .at;
+    assert!(enable_at < first_done);
+    let c = |k: &str| net.counters(1, b).iter().find(|x| x.1 == k).unwrap().2;
+    assert!(c("pauses") >= 2.0 && c("resumes") >= 2.0);
 }

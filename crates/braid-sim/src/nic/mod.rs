@@ -78,7 +78,8 @@ enum QpState {
     /// Emptied and disconnected (after `modify_qp(Reset)`): posts are refused, arriving packets
     /// dropped, until `connect_qp`.
     Reset,
-    /// Created, not connected. (It still accepts arriving packets, as if in RTR.)
+    /// Created, not connected: posts are refused and arriving packets dropped (a real RNIC
+    /// receives only from RTR on, so the requester sees no ACK and retries).
     Init,
     Rts,
     /// The transport gave up, the peer refused an access, or the consumer asked: nothing is

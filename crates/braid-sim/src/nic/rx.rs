@@ -107,9 +107,10 @@ impl Nic {
             self.payloads.remove(&id)
         };
         let qpn = pk.dst_qp;
-        // A QP in Reset or Error drops whatever reaches it, silently (no ACK, no NAK).
+        // A QP in Reset, Init (not yet RTR) or Error drops whatever reaches it, silently (no
+        // ACK, no NAK).
         if let Some(q) = self.qp(qpn) {
-            if matches!(q.state, QpState::Reset | QpState::Error) {
+            if matches!(q.state, QpState::Reset | QpState::Init | QpState::Error) {
                 return;
             }
         }

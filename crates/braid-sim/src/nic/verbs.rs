@@ -354,20 +354,15 @@ impl Nic {
             .get_mut(qpn as usize)
             .and_then(|q| q.take())
             .ok_or(VerbsError::NoSuchQp(qpn))?;
-        // Outstanding work completes with a flush error, as ibv_destroy_qp after error state would.
-        for w in q.sq.iter().filter(|w| !w.done) {
-            self.push_cqe(
-                q.send_cq,
-                wc(w.wr.wr_id, WcStatus::Flushed, op_of(&w.wr.op), 0, qpn),
-                eff,
-            );
-        }
-        for r in &q.rq {
-            self.push_cqe(
-                q.recv_cq,
-                wc(r.wr.wr_id, WcStatus::Flushed, WcOpcode::Recv, 0, qpn),
-                eff,
-            );
+        // ibv_destroy_qp discards the outstanding WRs without completions (only a move to
+        // Error flushes), and removes the QP's completions still in its CQs (libmlx5's
+        // `cq_clean`): nothing of a destroyed QP is ever polled.
+        let _ = eff;
+        for cq in [q.send_cq, q.recv_cq] {
+            if let Some(Some(c)) = self.cqs.get_mut(cq as usize) {
+                c.entries.retain(|e| e.qp_num != qpn);
+                c.waiters.retain(|&w| w != qpn);
+            }
         }
         self.arb.remove(qpn);
         self.cache.forget(qpn);

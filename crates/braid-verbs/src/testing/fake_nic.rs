@@ -881,6 +881,34 @@ impl Verbs for TenantVerbs<'_> {
             |n, s, cfg, t, ready| n.post_send(s, cfg, t, qp, wr, ready),
         )
     }
+    /// One call, one doorbell: the whole list is charged (and reaches the NIC) at once, then
+    /// posted in order up to the first WR the NIC refuses.
+    fn post_send_list(&mut self, qp: QpNum, wrs: Vec<SendWr>) -> Result<(), BadWr> {
+        if wrs.is_empty() {
+            return Ok(());
+        }
+        self.cpu.posts += 1;
+        let at = self.now();
+        self.spend("verbs", Work::PostList(wrs.len() as u32));
+        let ready = self.now();
+        let tenant = self.tenant;
+        let mut result = Ok(());
+        {
+            let Core {
+                sched, nics, cfg, ..
+            } = &mut *self.core;
+            for (index, wr) in wrs.iter().enumerate() {
+                if let Err(error) =
+                    nics[self.host].post_send(sched, cfg, tenant, qp, wr.clone(), ready)
+                {
+                    result = Err(BadWr { index, error });
+                    break;
+                }
+            }
+        }
+        self.log(at, Call::PostSendList(qp, wrs), result.is_ok());
+        result
+    }
     fn post_recv(&mut self, qp: QpNum, wr: RecvWr) -> Result<(), VerbsError> {
         self.cpu.posts += 1;
         self.nic_call(

@@ -22,6 +22,8 @@ pub enum Call {
     RegMr(u64, u64),
     DeregMr(u32),
     PostSend(QpNum, SendWr),
+    /// One ibv_post_send of a list (one doorbell).
+    PostSendList(QpNum, Vec<SendWr>),
     PostRecv(QpNum, RecvWr),
     Poll(CqId),
     Timer(u64, u64),
@@ -45,13 +47,14 @@ impl Recorder {
     pub fn new() -> Self {
         Self::default()
     }
-    /// The send WRs posted, in order: (qp, wr).
+    /// The send WRs posted, in order, singly or in lists: (qp, wr).
     pub fn sends(&self) -> Vec<(QpNum, SendWr)> {
         self.calls
             .iter()
-            .filter_map(|c| match c {
-                Call::PostSend(q, w) => Some((*q, w.clone())),
-                _ => None,
+            .flat_map(|c| match c {
+                Call::PostSend(q, w) => vec![(*q, w.clone())],
+                Call::PostSendList(q, ws) => ws.iter().map(|w| (*q, w.clone())).collect(),
+                _ => Vec::new(),
             })
             .collect()
     }
@@ -141,6 +144,10 @@ impl Verbs for Recorder {
     }
     fn post_send(&mut self, qp: QpNum, wr: SendWr) -> Result<(), VerbsError> {
         self.calls.push(Call::PostSend(qp, wr));
+        Ok(())
+    }
+    fn post_send_list(&mut self, qp: QpNum, wrs: Vec<SendWr>) -> Result<(), BadWr> {
+        self.calls.push(Call::PostSendList(qp, wrs));
         Ok(())
     }
     fn post_recv(&mut self, qp: QpNum, wr: RecvWr) -> Result<(), VerbsError> {

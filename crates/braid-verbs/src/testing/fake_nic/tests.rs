@@ -1884,3 +1884,90 @@ fn memory_contents_are_tracked_only_where_asked() {
         Err(VerbsError::Unsupported(_))
     ));
 }
+
+#[test]
+fn a_post_list_is_one_doorbell_and_stops_at_the_first_bad_wr() {
+    let (mut net, a, b) = pair();
+    net.write_mem(A, a.tenant, BUF, b"abcdefghijkl");
+    let c = CpuCost::default();
+    let before = net.cpu(A, a.tenant).clone();
+    let mut bad = write(3, &a, 8, 4, &b, 8);
+    bad.sg_list[0].lkey = 0xdead;
+    let list = vec![
+        write(1, &a, 0, 4, &b, 0),
+        write(2, &a, 4, 4, &b, 4),
+        bad,
+        write(4, &a, 8, 4, &b, 8),
+    ];
+    let r = net.call_as(A, a.tenant, |v| v.post_send_list(a.qp, list));
+    assert_eq!(
+        r,
+        Err(BadWr {
+            index: 2,
+            error: VerbsError::BadKey(0xdead)
+        })
+    );
+    net.run();
+    // The WRs before the bad one were posted and complete; it and the one after it were not.
+    assert_eq!(
+        statuses(&poll(&mut net, &a)),
+        vec![(1, WcStatus::Success), (2, WcStatus::Success)]
+    );
+    assert_eq!(net.nic(B).read_mem(b.tenant, BUF, 12), b"abcdefgh\0\0\0\0");
+    // One call: one post, charged as one doorbell and four WQEs.
+    let cpu = net.cpu(A, a.tenant);
+    assert_eq!(cpu.posts - before.posts, 1);
+    let verbs = cpu.by_layer["verbs"] - before.by_layer["verbs"];
+    assert_eq!(verbs, c.ps(Work::PostList(4)) + c.ps(Work::Poll(2)));
+    assert!(c.ps(Work::PostList(4)) < 4 * c.ps(Work::Post));
+    assert!(net
+        .calls_of(A, a.tenant)
+        .iter()
+        .any(|c| matches!(c, Call::PostSendList(q, ws) if *q == a.qp && ws.len() == 4)));
+    // An empty list posts nothing and costs nothing; a list on a QP that is not connected
+    // fails at its first WR.
+    assert_eq!(
+        net.call_as(A, a.tenant, |v| v.post_send_list(a.qp, vec![])),
+        Ok(())
+    );
+    let c2 = net.call_as(A, a.tenant, |v| {
+        let cq = v.create_cq(8).unwrap();
+        v.create_qp(&QpInit::rc(cq)).unwrap()
+    });
+    let r = net.call_as(A, a.tenant, |v| {
+        v.post_send_list(c2, vec![write(5, &a, 0, 4, &b, 0)])
+    });
+    assert!(matches!(
+        r,
+        Err(BadWr {
+            index: 0,
+            error: VerbsError::InvalidState(_)
+        })
+    ));
+}
+
+#[test]
+fn a_post_list_reaches_the_nic_when_the_whole_list_is_built() {
+    // With CPU delay, the doorbell rings after every WQE of the list is written: all of them
+    // are handed to the NIC at once, at the end of the list's cost.
+    let cfg = NetConfig {
+        cpu_delay: true,
+        ..NetConfig::default()
+    };
+    let mut net = FakeNet::with_config(2, cfg);
+    let ta = net.add_tenant(A, Box::new(Idle), vec![]);
+    let tb = net.add_tenant(B, Box::new(Idle), vec![]);
+    let a = make_end(&mut net, A, ta, &|cq| QpInit::rc(cq));
+    let b = make_end(&mut net, B, tb, &|cq| QpInit::rc(cq));
+    connect(&mut net, &a, &b);
+    let (t0, t1) = net.call_as(A, ta, |v| {
+        let t0 = v.now();
+        v.post_send_list(
+            a.qp,
+            vec![write(1, &a, 0, 4, &b, 0), write(2, &a, 4, 4, &b, 4)],
+        )
+        .unwrap();
+        (t0, v.now())
+    });
+    assert_eq!(t1 - t0, CpuCost::default().ps(Work::PostList(2)));
+}

@@ -1,0 +1,105 @@
+//! The layer's side of the hardware PAUSE (`hw_pause`, [`super::super::hwpause`]): the managed
+//! loopback QP, the rotation on posts and completions, and the control WRs it posts.
+
+use super::*;
+
+impl PerfLayer {
+    /// Hardware PAUSE: consumes the hand-over completions, rotates the first leader when its
+    /// turn is over, releases everyone when the limit is lifted.
+    pub(super) fn hw_rotate(&mut self, below: &mut dyn Verbs) {
+        let Some(h) = self.hwp.as_mut() else { return };
+        let mut sink = Vec::new();
+        while h.marks > 0 {
+            let n = below.poll_cq(h.mcq, 256, &mut sink);
+            if n == 0 {
+                break;
+            }
+            h.marks = h.marks.saturating_sub(n as u32);
+            sink.clear();
+        }
+        let allowed = self
+            .host
+            .borrow()
+            .tenants
+            .get(&self.tenant)
+            .map_or(UNGATED, |t| t.allowed_qps);
+        let now = below.now();
+        let posts: Posts = if allowed == UNGATED {
+            h.ungate()
+        } else {
+            let (wrs, bytes) = (self.cfg.rotate_wrs, self.cfg.rotate_bytes.0);
+            let qps = &self.qps;
+            let (posts, next) = h.rotate(
+                now,
+                |t| t.wrs >= wrs || t.bytes >= bytes,
+                self.cfg.release_after.0,
+                |l| {
+                    qps.get(&l)
+                        .is_none_or(|q| !q.has_work() && !q.data_in_nic())
+                },
+            );
+            if let Some(at) = next {
+                self.rearm_timer_at(at);
+            }
+            posts
+        };
+        for (target, w) in posts {
+            post_ctrl(below, self.qps.get_mut(&target), target, w);
+        }
+    }
+
+    /// Creates the managed loopback QP of the hardware PAUSE (`hw_pause`); on failure the
+    /// software PAUSE stays in charge.
+    pub(super) fn start_hw_pause(&mut self, below: &mut dyn Verbs) -> Result<(), VerbsError> {
+        let idle = self.dummy_cq(below)?;
+        let mcq = below.create_cq(4096)?;
+        let init = QpInit {
+            managed_send: true,
+            cross_channel: true,
+            max_send_wr: 4096,
+            ..QpInit::rc(mcq)
+        };
+        let mqp = below.create_qp(&init)?;
+        let me = RemoteQp {
+            host: below.local_host(),
+            qpn: mqp,
+            udp_sport: None,
+        };
+        below.connect_qp(mqp, me)?;
+        self.hwp = Some(HwPause::new(mqp, mcq, idle));
+        Ok(())
+    }
+}
+
+/// Posts a control WR (WAIT, SEND_ENABLE) of the hardware PAUSE. On one of the tenant's QPs
+/// (`q`) it takes the next sequence number and a place in the QP's hardware list (no data, no
+/// completion); on the managed QP it is the layer's own.
+pub(super) fn post_ctrl(
+    below: &mut dyn Verbs,
+    q: Option<&mut QpQueue>,
+    qpn: QpNum,
+    mut wr: SendWr,
+) {
+    below.charge(Work::WrBuilt(1));
+    match q {
+        Some(q) => {
+            let seq = q.next_seq;
+            wr.wr_id = seq;
+            let signaled = wr.signaled;
+            if below.post_send(qpn, wr).is_ok() {
+                let ord = q.next_ord.saturating_sub(1);
+                q.posted(HwEntry {
+                    seq,
+                    ord,
+                    last: false,
+                    large_bytes: 0,
+                    signaled,
+                    data: false,
+                });
+            }
+        }
+        None => {
+            let _ = below.post_send(qpn, wr);
+        }
+    }
+}
