@@ -34,7 +34,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on older Pythons only
     import tomli as tomllib
 
-__all__ = ["BraidError", "Scenario", "load_scenario", "apply_override", "parse_override", "packaged_scenario"]
+__all__ = ["BraidError", "ScenarioError", "Scenario", "load_scenario", "apply_override", "parse_override", "packaged_scenario"]
 
 
 class BraidError(ValueError):
@@ -45,6 +45,13 @@ class BraidError(ValueError):
         self.path = path
         self.message = message
         super().__init__(f"{path}: {message}" if path else message)
+
+
+class ScenarioError(BraidError):
+    """A scenario is not valid (raised by the core when it checks a scenario): ``path`` is the
+    dotted key path (e.g. ``topology.host_link.rate``; empty for the whole scenario), ``message``
+    what was expected. A kind of BraidError, so one ``except BraidError`` (or ``ValueError``)
+    catches every user mistake."""
 
 
 @dataclass

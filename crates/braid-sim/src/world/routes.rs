@@ -242,6 +242,8 @@ impl World {
             if r.next_hops.is_empty() {
                 return Err((at("next_hops"), "expected at least one neighbour".into()));
             }
+            let n_hosts = self.hosts.len() as u32;
+            let dsts: Vec<u32> = r.dst.clone().unwrap_or_else(|| (0..n_hosts).collect());
             let mut ports = Vec::new();
             for (j, h) in r.next_hops.iter().enumerate() {
                 let n = resolve_node(h, names).ok_or_else(|| {
@@ -260,6 +262,19 @@ impl World {
                             format!("{h:?} is not a neighbour of {:?}", r.node),
                         )
                     })?;
+                // A host forwards nothing: as a next hop it takes only its own traffic; anything
+                // else sent to it would vanish there.
+                if let Role::Host(hi) = self.nodes[n as usize].role {
+                    if let Some(&d) = dsts.iter().find(|&&d| d != hi) {
+                        return Err((
+                            format!("routes[{i}].next_hops[{j}]"),
+                            format!(
+                                "{h:?} is a host (host {hi}) and does not forward; it can be the \
+                                 next hop only of traffic to itself (dst = [{hi}]), not to host {d}"
+                            ),
+                        ));
+                    }
+                }
                 ports.push(p as u16);
             }
             let next = self.groups.len() as u32;
@@ -267,8 +282,6 @@ impl World {
                 self.groups.push(ports);
                 next
             });
-            let n_hosts = self.hosts.len() as u32;
-            let dsts: Vec<u32> = r.dst.clone().unwrap_or_else(|| (0..n_hosts).collect());
             for (j, &d) in dsts.iter().enumerate() {
                 if d >= n_hosts {
                     return Err((
