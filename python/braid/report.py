@@ -191,7 +191,9 @@ def make_report(folder: Path) -> List[Path]:
     if (folder / "demo.json").exists():
         from .demo import write_demo_report
 
-        meta = json.loads((folder / "demo.json").read_text())
+        from .results import read_json_file
+
+        meta = read_json_file(folder / "demo.json")
         made: List[Path] = []
         for part in meta.get("runs", []):
             made += plot_run(folder / part)
