@@ -162,6 +162,35 @@ def atomic_dir(target: Union[str, Path], overwrite: bool = False, unique: bool =
         raise
 
 
+def check_out_file(path: Union[str, Path], option: str) -> Path:
+    """Checks, before any work, that a single output file can be written at ``path`` (its
+    folder created and written to); raises BraidError naming ``option`` otherwise."""
+    p = Path(path)
+    if p.is_dir():
+        raise BraidError(option, f"{path} is a folder; expected a file name")
+    try:
+        p.absolute().parent.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=f".{p.name}.probe-", dir=p.absolute().parent)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        raise BraidError(option, f"cannot write {path}: {e.strerror or e}") from None
+    if p.exists() and not os.access(p, os.W_OK):
+        raise BraidError(option, f"cannot write {path}: permission denied")
+    return p
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+
+
 def write_json(path: Path, obj) -> None:
     with open(path, "w") as f:
         json.dump(obj, f, indent=2, default=_json_default, allow_nan=False)
