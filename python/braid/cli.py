@@ -7,7 +7,6 @@ folder.
 
 from __future__ import annotations
 
-import signal
 import sys
 import time
 from pathlib import Path
@@ -15,7 +14,9 @@ from typing import Optional
 
 import click
 
+from . import signals
 from .scenario import BraidError
+from .signals import Terminated
 
 EXIT_USAGE = 2
 
@@ -24,24 +25,13 @@ def _err(msg: str) -> None:
     click.echo(f"error: {msg}", err=True)
 
 
-class Terminated(KeyboardInterrupt):
-    """SIGTERM, raised where the program is so that the same clean-up as Ctrl-C runs."""
-
-
-def _on_sigterm(signum, frame) -> None:
-    # Once: a second SIGTERM during clean-up must not interrupt the clean-up.
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    raise Terminated()
-
-
 class BraidGroup(click.Group):
     """A click group that turns user mistakes into one-line errors with exit code 2."""
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):  # noqa: D401
         from .scenario import ScenarioError
 
-        if signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
-            signal.signal(signal.SIGTERM, _on_sigterm)
+        signals.install()
         try:
             rv = super().main(args=args, prog_name=prog_name, complete_var=complete_var, standalone_mode=False, **extra)
         except click.exceptions.Exit as e:  # pragma: no cover - click returns it instead
@@ -49,7 +39,11 @@ class BraidGroup(click.Group):
         except Terminated:
             click.echo("terminated", err=True)
             sys.exit(143)
-        except click.exceptions.Abort:
+        except click.exceptions.Abort as e:
+            # click turns KeyboardInterrupt (and so SIGTERM's Terminated) into Abort.
+            if isinstance(e.__cause__ or e.__context__, Terminated):
+                click.echo("terminated", err=True)
+                sys.exit(143)
             click.echo("interrupted", err=True)
             sys.exit(130)
         except KeyboardInterrupt:

@@ -26,7 +26,7 @@ def _workers_stop_with_us():
         for p in multiprocessing.active_children():
             with contextlib.suppress(Exception):
                 p.terminate()
-        from .cli import Terminated
+        from .signals import Terminated
 
         raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
 

@@ -86,6 +86,10 @@ class ResultsDir:
 
     def __init__(self, target: Union[str, Path], overwrite: bool = False, unique: bool = False):
         target = Path(target)
+        base, n = target, 1
+        while unique and (target.exists() or target.is_symlink()):
+            n += 1
+            target = base.with_name(f"{base.name}-{n}")
         check_target(target, overwrite)
         parent = target.absolute().parent
         try:
@@ -94,7 +98,6 @@ class ResultsDir:
             raise BraidError(str(target), f"cannot create the output folder: {e.strerror or e}") from None
         clean_stale(parent, target.name)
         self.reserved = False
-        base, n = target, 1
         while not target.exists():
             try:
                 os.mkdir(target)

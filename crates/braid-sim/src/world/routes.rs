@@ -388,11 +388,13 @@ impl World {
         let mut node = self.nodes[src as usize].ports[0].peer_node;
         while node != dst && path.len() < 64 {
             path.push(node);
+            // A host that is not the destination, or a switch without a route: the packet
+            // ends here (and is counted as dropped), so does the path.
             let Role::Switch(s) = self.nodes[node as usize].role else {
-                break;
+                return path;
             };
             let Some(p) = self.route(s as usize, &pk) else {
-                break;
+                return path;
             };
             node = self.nodes[node as usize].ports[p as usize].peer_node;
         }
@@ -413,12 +415,17 @@ impl World {
         let mut lat_last = 0;
         let mut ack = 0;
         let mut bottleneck = u64::MAX;
+        if path.last() != Some(&self.hosts[dst_host as usize].node) {
+            return 0; // unreachable: no ideal
+        }
         for w in path.windows(2) {
-            let p = self.nodes[w[0] as usize]
+            let Some(p) = self.nodes[w[0] as usize]
                 .ports
                 .iter()
                 .find(|p| p.peer_node == w[1])
-                .expect("path follows links");
+            else {
+                return 0;
+            };
             lat_first += serialization(first, p.rate) + p.delay;
             lat_last += serialization(last, p.rate) + p.delay;
             ack += serialization(ACK_SIZE as u64, p.rate) + p.delay;
