@@ -106,6 +106,11 @@ def test_cli_warns_when_traffic_is_unfinished(tmp_path):
     assert s["finished"] is False
     fl = pl.read_parquet(tmp_path / "out" / "flows.parquet")
     assert fl["fct_ps"].null_count() == 1
+    r = CliRunner().invoke(main, ["report", str(tmp_path / "out")], catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    md = (tmp_path / "out" / "report.md").read_text()
+    assert "1 of 2 flows completed" in md and "cover completed flows only" in md
+    assert "traffic unfinished" in md
 
 
 def test_aggregate_goodput_is_over_the_time_traffic_ran():

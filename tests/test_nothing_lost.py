@@ -342,6 +342,10 @@ def test_numpy_integer_seeds():
     for bad in (np.float64(4.0), True, -1):
         with pytest.raises(braid.BraidError):
             braid.run(d, seed=bad)
+    # numpy numbers inside a scenario built in Python are numbers too.
+    d2 = small(duration="300us", seed=np.int64(4))
+    d2["topology"]["paths"] = np.int32(2)
+    assert braid.run(d2).headline == b.headline
 
 
 @pytest.mark.parametrize(

@@ -78,6 +78,13 @@ class Scenario:
 
 
 def _json_default(o: Any) -> Any:
+    import numbers
+
+    # numpy scalars in a scenario built from Python (a sweep's np.arange values) are numbers.
+    if isinstance(o, numbers.Integral) and not isinstance(o, bool):
+        return int(o)
+    if isinstance(o, numbers.Real):
+        return float(o)
     # tomllib yields datetime/date/time for TOML dates; the schema has none, so pass them as text
     # and let the core say where a string is not expected.
     if hasattr(o, "isoformat"):
