@@ -105,11 +105,18 @@ pub fn assemble(
             _ => f64::NAN,
         });
         // An unfinished flow has the goodput of what it delivered so far (0 if stuck).
-        let so_far = delivered_by_flow.get(&f.id).copied().unwrap_or(0).min(f.size);
+        let so_far = delivered_by_flow
+            .get(&f.id)
+            .copied()
+            .unwrap_or(0)
+            .min(f.size);
+        let good = if is_flow && fct.is_none() {
+            so_far
+        } else {
+            bytes
+        };
         fl.goodput.push(if elapsed > 0 {
-            (if is_flow && fct.is_none() { so_far } else { bytes }) as f64 * 8.0
-                / (elapsed as f64 / S as f64)
-                / 1e9
+            good as f64 * 8.0 / (elapsed as f64 / S as f64) / 1e9
         } else {
             f64::NAN
         });
@@ -198,8 +205,8 @@ pub fn assemble(
         e.0 += bytes;
     }
     let iv = world.measure.interval;
-    if iv > 0 {
-        let last = now / iv * iv;
+    if let Some(k) = now.checked_div(iv) {
+        let last = k * iv;
         for f in &log.flows {
             if f.start_ps >= last {
                 continue;
@@ -362,7 +369,13 @@ pub fn assemble(
     h.insert("delivered_bytes".into(), delivered as f64);
     // Over the time traffic was present: from the first flow's start to the last one's end (or
     // now, if one is unfinished), not from time 0 (imported traces often start late).
-    let first = log.flows.iter().map(|f| f.start_ps).min().unwrap_or(0).min(now);
+    let first = log
+        .flows
+        .iter()
+        .map(|f| f.start_ps)
+        .min()
+        .unwrap_or(0)
+        .min(now);
     let last = log
         .flows
         .iter()
