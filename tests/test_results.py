@@ -59,7 +59,7 @@ def test_failure_keeps_the_previous_results(tmp_path, small_run, monkeypatch):
 
     monkeypatch.setattr(results_mod, "write_into", boom)
     with pytest.raises(RuntimeError):
-        write_results(small_run, out)
+        write_results(small_run, out, overwrite=True)
     assert (out / "summary.json").read_text() == before
     assert listing(tmp_path) == ["out"]
 
@@ -69,7 +69,7 @@ def test_replaces_an_old_results_folder(tmp_path, small_run):
     out.mkdir()
     (out / "summary.json").write_text("{}")
     (out / "stale.png").write_text("x")
-    write_results(small_run, out)
+    write_results(small_run, out, overwrite=True)
     assert "stale.png" not in listing(out)
     assert json.loads((out / "summary.json").read_text())["seed"] == 5
     assert listing(tmp_path) == ["out"]

@@ -54,6 +54,8 @@ class RunResult:
     #: One row per tenant: its middleware stack, CPU time (total and by layer), verbs calls, its
     #: layers' counters, and for perftest clients latency percentiles, goodput and message rate.
     tenants: pl.DataFrame = field(default_factory=pl.DataFrame)
+    #: Flows and applications that had not completed when the run ended.
+    unfinished: int = 0
 
     def __repr__(self) -> str:
         return (
@@ -70,10 +72,16 @@ def _table(cols: Mapping[str, Any]) -> pl.DataFrame:
 
 
 def _check_seed(seed: Any) -> Optional[int]:
+    """An integer seed: Python's or numpy's (any ``numbers.Integral``), never a bool or float."""
+    import numbers
+
     if seed is None:
         return None
-    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**64:
-        raise BraidError("--seed", "expected an integer between 0 and 2^64-1")
+    if isinstance(seed, (bool,)) or type(seed).__name__ == "bool_" or not isinstance(seed, numbers.Integral):
+        raise BraidError("seed", f"expected an integer between 0 and 2^64-1, got {seed!r}")
+    seed = int(seed)
+    if not 0 <= seed < 2**64:
+        raise BraidError("seed", f"expected an integer between 0 and 2^64-1, got {seed}")
     return seed
 
 
@@ -82,6 +90,9 @@ def build(scenario: Union[str, Path, Mapping, Scenario], seed: Optional[int] = N
     Returns (Scenario, _core.Simulation, effective seed)."""
     seed = _check_seed(seed)
     sc = load_scenario(scenario, overrides)
+    from .cost import check_cost
+
+    check_cost(sc)
     try:
         sim = _core.Simulation(sc.to_json(), str(sc.base_dir), seed)
     except _core.ScenarioError as e:
@@ -140,13 +151,34 @@ def run(
     out_dir: Union[str, Path, None] = None,
     progress: Union[bool, Progress] = False,
     slices: int = 200,
+    overwrite: bool = False,
 ) -> RunResult:
     """Runs a scenario (a TOML path, a dict, or a Scenario) to the end.
 
     ``seed`` overrides the scenario's seed; ``overrides`` are ``key.path=value`` strings as for
     ``braid run --set``; with ``out_dir`` the results folder is written there (atomically);
     ``progress`` is True for a progress bar on the terminal or a callback ``f(now_ps, end_ps)``.
-    Raises BraidError / ScenarioError (both ValueError) on bad input."""
+    ``out_dir`` is checked and reserved before anything runs; an existing results folder there
+    is replaced only with ``overwrite``.
+    Raises BraidError / ScenarioError (ScenarioError is a BraidError; both are ValueError) on
+    bad input."""
+    from .results import ResultsDir
+
+    out = out_dir if isinstance(out_dir, ResultsDir) or out_dir is None else ResultsDir(out_dir, overwrite=overwrite)
+    try:
+        res = _run(scenario, seed, overrides, progress, slices)
+        if out is not None:
+            from .results import write_results
+
+            write_results(res, out)
+    except BaseException:
+        if out is not None:
+            out.abort()
+        raise
+    return res
+
+
+def _run(scenario, seed, overrides, progress, slices) -> RunResult:
     sc, sim, eff_seed = build(scenario, seed, overrides)
     end = sim.end_ps()
     step = max(1, -(-end // max(1, slices)))
@@ -180,22 +212,23 @@ def run(
             prog.stop()
     wall = time.perf_counter() - t0
     cpu = _cpu_s() - c0
-    res = collect(sc, sim, eff_seed, wall, cpu)
-    if out_dir is not None:
-        from .results import write_results
-
-        write_results(res, out_dir)
-    return res
+    return collect(sc, sim, eff_seed, wall, cpu)
 
 
 def collect(sc: Scenario, sim: Any, seed: int, wall: float, cpu: float) -> RunResult:
     raw = sim.results()
     stats = dict(raw["stats"])
+    flows = _table(raw["flows"])
+    # An unfinished flow has no finish time and no FCT: null, not a -1 that averages as a number.
+    for c in ("finish_ps", "fct_ps"):
+        if c in flows.columns:
+            flows = flows.with_columns(pl.when(pl.col(c) >= 0).then(pl.col(c)).otherwise(None).alias(c))
+    unfinished = int(flows["finish_ps"].null_count()) if "finish_ps" in flows.columns else 0
     res = RunResult(
         scenario=sc,
         seed=seed,
         messages=_table(raw["messages"]),
-        flows=_table(raw["flows"]),
+        flows=flows,
         throughput=_table(raw["throughput"]),
         queues=_table(raw["queues"]),
         transport=_table(raw["transport"]),
@@ -205,8 +238,10 @@ def collect(sc: Scenario, sim: Any, seed: int, wall: float, cpu: float) -> RunRe
         stats=stats,
         wall_s=wall,
         cpu_s=cpu,
-        finished=bool(sim.is_finished()),
+        # Finished = every flow and application completed, not merely that time ran out.
+        finished=bool(sim.is_finished()) and unfinished == 0,
     )
+    res.unfinished = unfinished
     res.summary = summary_of(res)
     return res
 
@@ -236,7 +271,12 @@ def summary_of(res: RunResult) -> dict:
                 "data": res.scenario.data,
             },
             "seed": res.seed,
+            # false when the run reached `duration` with flows or applications unfinished.
             "finished": res.finished,
+            "unfinished": res.unfinished,
+            # FCT and slowdown figures in the headline cover completed flows only; Jain's index
+            # covers every flow that started (unfinished ones with their goodput so far).
+            "fct_covers": "completed flows",
             "headline": res.headline,
             "counters": res.counters,
             "stats": res.stats,

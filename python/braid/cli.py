@@ -1,7 +1,8 @@
 """The ``braid`` command line.
 
 Every user mistake ends with one line ``error: <what>: <expected>`` on stderr and exit code 2;
-Ctrl-C ends with exit code 130 and leaves no half-written results folder.
+Ctrl-C ends with exit code 130, SIGTERM with 143, and neither leaves a half-written results
+folder.
 """
 
 from __future__ import annotations
@@ -13,7 +14,9 @@ from typing import Optional
 
 import click
 
+from . import signals
 from .scenario import BraidError
+from .signals import Terminated
 
 EXIT_USAGE = 2
 
@@ -26,13 +29,21 @@ class BraidGroup(click.Group):
     """A click group that turns user mistakes into one-line errors with exit code 2."""
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):  # noqa: D401
-        from ._core import ScenarioError
+        from .scenario import ScenarioError
 
+        signals.install()
         try:
             rv = super().main(args=args, prog_name=prog_name, complete_var=complete_var, standalone_mode=False, **extra)
         except click.exceptions.Exit as e:  # pragma: no cover - click returns it instead
             sys.exit(e.exit_code)
-        except click.exceptions.Abort:
+        except Terminated:
+            click.echo("terminated", err=True)
+            sys.exit(143)
+        except click.exceptions.Abort as e:
+            # click turns KeyboardInterrupt (and so SIGTERM's Terminated) into Abort.
+            if isinstance(e.__cause__ or e.__context__, Terminated):
+                click.echo("terminated", err=True)
+                sys.exit(143)
             click.echo("interrupted", err=True)
             sys.exit(130)
         except KeyboardInterrupt:
@@ -72,6 +83,8 @@ def _seed(value: Optional[str]) -> Optional[int]:
         s = int(value, 0)
     except ValueError:
         raise BraidError("--seed", f"expected a non-negative integer, got {value!r}") from None
+    if s < 0:
+        raise BraidError("--seed", f"expected a non-negative integer, got {value}")
     if not 0 <= s < 2**64:
         raise BraidError("--seed", f"expected an integer between 0 and 2^64-1, got {value}")
     return s
@@ -83,34 +96,53 @@ _set_option = click.option(
     multiple=True,
     metavar="KEY=VALUE",
     help='Override a scenario value, e.g. --set switch.pfc.enabled=false --set \'traffic[0].size="1MB"\' '
-    "(the value is read as TOML, else taken as a string). Repeatable.",
+    "(the value is read as TOML; a single bare word such as none or 1MB is taken as a string). Repeatable.",
 )
 
 
 def default_out_dir(scenario: str) -> Path:
+    """``results/<stem>-<date-time>``; the run reserves it, taking ``-2``, ``-3``, ... when a run
+    started in the same second has it already."""
     return Path("results") / f"{Path(scenario).stem}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
 @main.command()
 @click.argument("scenario")
-@click.option("-o", "--out", "out_dir", metavar="DIR", help="Results folder (default: results/<scenario>-<time>).")
+@click.option("-o", "--out", "out_dir", metavar="DIR", help="Results folder (default: results/<scenario>-<time>, never an existing one).")
+@click.option("--overwrite", is_flag=True, help="Replace the results already in DIR (otherwise an existing results folder is refused).")
 @click.option("--seed", metavar="N", help="Seed (overrides the scenario's `seed`).")
 @_set_option
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
 @click.option("--no-write", is_flag=True, help="Do not write a results folder.")
-def run(scenario: str, out_dir: Optional[str], seed: Optional[str], overrides: tuple, no_progress: bool, no_write: bool) -> None:
+def run(scenario: str, out_dir: Optional[str], overwrite: bool, seed: Optional[str], overrides: tuple, no_progress: bool, no_write: bool) -> None:
     """Run SCENARIO (a TOML file) and write its results folder."""
     from . import api
+    from .results import ResultsDir
     from .show import console, headline_table
 
     s = _seed(seed)
-    out = None if no_write else Path(out_dir) if out_dir else default_out_dir(scenario)
+    # The output folder is checked and reserved before anything is built or run.
+    out = None
+    if not no_write:
+        out = ResultsDir(out_dir, overwrite=overwrite) if out_dir else ResultsDir(default_out_dir(scenario), unique=True)
     show_progress = not no_progress and console(stderr=True).is_terminal
     res = api.run(scenario, seed=s, overrides=overrides, out_dir=out, progress=show_progress)
     c = console()
     c.print(headline_table(res))
+    if not res.finished:
+        fl = res.flows
+        total = fl.height
+        _warn(
+            f"the run reached its duration ({res.stats.get('sim_time_ps', 0) / 1e9:g} ms) with {res.unfinished} of {total} "
+            "flows/applications unfinished: their FCTs are missing and the headline covers what completed "
+            '(summary.json: "finished": false)'
+        )
     if out is not None:
-        c.print(f"results: [bold]{out}[/bold]")
+        c.print(f"results: [bold]{res.out_dir}[/bold]")
+
+
+def _warn(msg: str) -> None:
+    click.echo(f"warning: {msg}", err=True)
 
 
 @main.command()
@@ -119,7 +151,10 @@ def run(scenario: str, out_dir: Optional[str], seed: Optional[str], overrides: t
 def validate(scenario: str, overrides: tuple) -> None:
     """Check SCENARIO completely (schema, values, files, topology) without running it."""
     from . import api
+    from .cost import estimate
+    from .scenario import load_scenario
 
+    est = estimate(load_scenario(scenario, overrides))
     sc, sim, seed = api.build(scenario, None, overrides)
     st = sim.results().get("stats", {})
     parts = []
@@ -128,6 +163,8 @@ def validate(scenario: str, overrides: tuple) -> None:
             parts.append(f"{int(st[key])} {label}")
     extra = f" ({', '.join(parts)})" if parts else ""
     click.echo(f"ok: {sc.name}{extra}, duration {sim.end_ps() / 1e9:g} ms, seed {seed}")
+    if est is not None:
+        click.echo(f"estimate: {est.line()}")
 
 
 @main.command()

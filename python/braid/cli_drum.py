@@ -83,6 +83,10 @@ def solve_cmd(n, m, op, alpha, beta, k, method, rho, rho_policy, relax, loss, st
 
     if out.suffix not in (".parquet", ".csv"):
         raise click.BadParameter("must end in .parquet or .csv", param_hint="'--out'")
+    from .results import check_out_file
+
+    # Before the solve: a bad --out is an error now, not after the work.
+    check_out_file(out, "--out")
     if not (1.0 <= relax < 2.0):
         raise click.BadParameter(f"must be in [1, 2), got {relax}", param_hint="'--relax'")
     if not (0.0 <= loss < 1.0):

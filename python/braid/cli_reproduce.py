@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import multiprocessing
 import os
+import signal
 import sys
 from pathlib import Path
 from typing import Optional
@@ -11,6 +14,35 @@ from typing import Optional
 import click
 
 from .scenario import BraidError
+
+@contextlib.contextmanager
+def _workers_stop_with_us():
+    """Ctrl-C or SIGTERM stops the worker processes too, at once: the pool would otherwise wait
+    for the runs in progress (and a SIGTERM reaches only this process, not its workers)."""
+
+    def stop(signum, frame):
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        for p in multiprocessing.active_children():
+            with contextlib.suppress(Exception):
+                p.terminate()
+        from .signals import Terminated
+
+        raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
+
+    old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    for s in old:
+        signal.signal(s, stop)
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+        for p in multiprocessing.active_children():
+            with contextlib.suppress(Exception):
+                p.terminate()
+                p.join(5)
+
 
 MARK = {True: "[green]yes[/green]", False: "[red]no[/red]", None: "[dim]·[/dim]"}
 
@@ -56,6 +88,11 @@ def reproduce(ids: tuple, list_only: bool, full: bool, include_slow: bool, jobs:
             raise BraidError("--out", f"expected a folder, got the file {out_dir!r}")
         # Plots are written where the summaries run (this process), which reads it from here.
         os.environ["BRAID_REPRODUCE_OUT"] = str(od)
+    if json_out:
+        from .results import check_out_file
+
+        # Checked before the experiments run, not after minutes of work.
+        check_out_file(json_out, "--json")
     chosen = select(ids, include_slow)
     skipped = [e.id for e in registry().values() if e not in chosen and e.cost == "slow" and not ids]
     path = Path(folder) if folder else None
@@ -68,7 +105,8 @@ def reproduce(ids: tuple, list_only: bool, full: bool, include_slow: bool, jobs:
         if show:
             err.print(f"\r{done}/{total} runs", end="")
 
-    outcomes = execute(chosen, full=full, jobs=jobs, folder=path, on_progress=progress)
+    with _workers_stop_with_us():
+        outcomes = execute(chosen, full=full, jobs=jobs, folder=path, on_progress=progress)
     if show:
         err.print()
     bad = total = 0
@@ -111,7 +149,9 @@ def reproduce(ids: tuple, list_only: bool, full: bool, include_slow: bool, jobs:
                 for o in outcomes
             ],
         }
-        Path(json_out).write_text(json.dumps(doc, indent=1, default=float) + "\n")
+        from .results import write_text_atomic
+
+        write_text_atomic(Path(json_out), json.dumps(doc, indent=1, default=float) + "\n")
     if check and bad:
         click.echo(f"{bad} quantities do not reproduce the paper's shape", err=True)
         sys.exit(1)

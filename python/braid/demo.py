@@ -181,7 +181,11 @@ def run_demo(out: Path, seed: Optional[int] = None) -> Path:
     t0 = time.perf_counter()
     meta: dict = {"runs": [r[0] for r in RUNS], "seed": seed, "labels": {r[0]: r[3] for r in RUNS}}
     results = {}
-    with atomic_dir(out) as tmp:
+    earlier = (out / "demo.json").exists()
+    if earlier:
+        # The tour's own folder: re-running the demo replaces it, and says so.
+        c.print(f"[dim]replacing the earlier demo in {out}[/dim]")
+    with atomic_dir(out, overwrite=earlier) as tmp:
         for folder, scen, overrides, label in RUNS:
             res = api.run(packaged_scenario(scen), seed=seed, overrides=overrides, progress=console(stderr=True).is_terminal)
             (tmp / folder).mkdir()

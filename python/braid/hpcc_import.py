@@ -311,17 +311,36 @@ def _read_topology(path: Path) -> TopologyInfo:
         return int(t)
 
     n, ns, nl = num("the number of nodes"), num("the number of switches"), num("the number of links")
-    switches = [num("a switch id") for _ in range(ns)]
+    if ns > n:
+        raise HpccImportError(f"{path}:1: {ns} switches but only {n} nodes")
+
+    def node(what: str) -> int:
+        no, t = nxt(what)
+        if not t.isdigit():
+            raise HpccImportError(f"{path}:{no}: expected {what}, got {t!r}")
+        if int(t) >= n:
+            raise HpccImportError(f"{path}:{no}: node {t} does not exist (line 1 declares {n} nodes: ids 0 to {n - 1})")
+        return int(t)
+
+    switches = []
+    for _ in range(ns):
+        sw = node("a switch id")
+        if sw in switches:
+            raise HpccImportError(f"{path}:2: switch {sw} is listed twice")
+        switches.append(sw)
     rates = []
     for _ in range(nl):
-        num("a link's source"), num("a link's destination")
+        a = node("a link's source")
+        b = node("a link's destination")
+        if a == b:
+            raise HpccImportError(f"{path}: a link joins node {a} to itself")
         no, r = nxt("a link rate")
         rates.append(_rate_bps(path, Entry("link rate", [r], no), r))
         nxt("a link delay"), nxt("a link error rate")
     return TopologyInfo(n, switches, rates)
 
 
-def _flow_priorities(path: Path) -> List[int]:
+def _flow_priorities(path: Path, topo: Optional[TopologyInfo] = None) -> List[int]:
     try:
         lines = path.read_text().split("\n")
     except OSError as e:
@@ -331,10 +350,31 @@ def _flow_priorities(path: Path) -> List[int]:
         raise HpccImportError(f"{path}:1: expected the number of flows")
     n = int(toks[0])
     prios = set()
-    for no, line in enumerate(lines[1 : n + 1], 2):
+    body = lines[1 : n + 1]
+    if len([x for x in body if x.strip()]) < n:
+        raise HpccImportError(f"{path}: line 1 declares {n} flows, the file has {len([x for x in body if x.strip()])}")
+    switches = set(topo.switches) if topo is not None else set()
+    for no, line in enumerate(body, 2):
         f = line.split()
-        if len(f) != 6 or not f[2].isdigit():
+        if len(f) != 6 or not all(x.isdigit() for x in (f[0], f[1], f[2], f[3], f[4])):
             raise HpccImportError(f"{path}:{no}: expected `src dst priority dport size start_s`, got {line.strip()!r}")
+        try:
+            start = float(f[5])
+        except ValueError:
+            start = -1.0
+        if not start >= 0 or start != start or start == float("inf"):
+            raise HpccImportError(f"{path}:{no}: expected a start time in seconds >= 0, got {f[5]!r}")
+        if int(f[4]) == 0:
+            raise HpccImportError(f"{path}:{no}: a flow of 0 bytes")
+        src, dst = int(f[0]), int(f[1])
+        if topo is not None:
+            for what, v in (("source", src), ("destination", dst)):
+                if v >= topo.n_nodes:
+                    raise HpccImportError(f"{path}:{no}: flow {what} {v} does not exist (the topology has nodes 0 to {topo.n_nodes - 1})")
+                if v in switches:
+                    raise HpccImportError(f"{path}:{no}: flow {what} {v} is a switch in the topology; flows run between hosts")
+        if src == dst:
+            raise HpccImportError(f"{path}:{no}: flow from node {src} to itself")
         prios.add(int(f[2]))
     return sorted(prios)
 
@@ -389,7 +429,7 @@ def convert(
     topo_path = _find_file(cpath, "TOPOLOGY_FILE", te.values[0] if te else None, topology, "--topology")
     flow_path = _find_file(cpath, "FLOW_FILE", fe.values[0] if fe else None, flows, "--flows")
     info = _read_topology(topo_path)
-    prios = _flow_priorities(flow_path)
+    prios = _flow_priorities(flow_path, info)
 
     def rel(p: Path) -> str:
         if out_dir is None:

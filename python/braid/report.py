@@ -160,7 +160,18 @@ def plot_run(folder: Path) -> List[Path]:
     md.append("")
     md.append("## Headline")
     md.append("")
-    md.append(_md_table(sorted((s.get("headline") or {}).items())))
+    h = s.get("headline") or {}
+    if "flows" in h:
+        md.append(
+            f"{_fmt(h.get('flows_completed'))} of {_fmt(h.get('flows'))} flows completed. FCT and slowdown "
+            "figures cover completed flows only; Jain's index covers every started flow (an unfinished one "
+            "with its goodput so far)."
+        )
+        md.append("")
+    if s.get("finished") is False:
+        md.append("**The run reached its duration with traffic unfinished.**")
+        md.append("")
+    md.append(_md_table(sorted(h.items())))
     md.append("")
     md.append("## Counters")
     md.append("")
@@ -191,7 +202,9 @@ def make_report(folder: Path) -> List[Path]:
     if (folder / "demo.json").exists():
         from .demo import write_demo_report
 
-        meta = json.loads((folder / "demo.json").read_text())
+        from .results import read_json_file
+
+        meta = read_json_file(folder / "demo.json")
         made: List[Path] = []
         for part in meta.get("runs", []):
             made += plot_run(folder / part)

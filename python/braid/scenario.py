@@ -34,7 +34,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on older Pythons only
     import tomli as tomllib
 
-__all__ = ["BraidError", "Scenario", "load_scenario", "apply_override", "parse_override", "packaged_scenario"]
+__all__ = ["BraidError", "ScenarioError", "Scenario", "load_scenario", "apply_override", "parse_override", "packaged_scenario"]
 
 
 class BraidError(ValueError):
@@ -45,6 +45,13 @@ class BraidError(ValueError):
         self.path = path
         self.message = message
         super().__init__(f"{path}: {message}" if path else message)
+
+
+class ScenarioError(BraidError):
+    """A scenario is not valid (raised by the core when it checks a scenario): ``path`` is the
+    dotted key path (e.g. ``topology.host_link.rate``; empty for the whole scenario), ``message``
+    what was expected. A kind of BraidError, so one ``except BraidError`` (or ``ValueError``)
+    catches every user mistake."""
 
 
 @dataclass
@@ -71,6 +78,13 @@ class Scenario:
 
 
 def _json_default(o: Any) -> Any:
+    import numbers
+
+    # numpy scalars in a scenario built from Python (a sweep's np.arange values) are numbers.
+    if isinstance(o, numbers.Integral) and not isinstance(o, bool):
+        return int(o)
+    if isinstance(o, numbers.Real):
+        return float(o)
     # tomllib yields datetime/date/time for TOML dates; the schema has none, so pass them as text
     # and let the core say where a string is not expected.
     if hasattr(o, "isoformat"):
@@ -113,6 +127,12 @@ def read_toml(path: Union[str, Path]) -> dict:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise _toml_error(e, str(path), text) from None
+    except RecursionError:
+        raise BraidError(str(path), f"invalid TOML: arrays or tables nested too deeply (a scenario needs at most {MAX_DEPTH} levels)") from None
+
+
+#: Deepest nesting of tables and arrays a scenario may have (the deepest real one has about 6).
+MAX_DEPTH = 32
 
 
 # --- overrides -------------------------------------------------------------------------------
@@ -172,11 +192,25 @@ def _fmt_path(parts: Iterable[Union[str, int]]) -> str:
     return out
 
 
-def _parse_value(text: str) -> Any:
+#: What may be given unquoted as a string (`transport.kind=none`, `size=1MB`, `queues=tor0:5`):
+#: one word (or nothing) without spaces, quotes, brackets, braces, commas or '#'.
+_BARE_WORD = re.compile(r"[^\s\"'\[\]{},#]*")
+
+
+def _parse_value(text: str, spec: str = "") -> Any:
     try:
         return tomllib.loads("v = " + text)["v"]
-    except tomllib.TOMLDecodeError:
-        return text
+    except tomllib.TOMLDecodeError as e:
+        if _BARE_WORD.fullmatch(text):
+            return text
+        msg = _TOML_POS.sub(r"\g<msg>", str(e)) if _TOML_POS.match(str(e)) else str(e)
+        raise BraidError(
+            f"--set {spec}" if spec else "--set",
+            f"the value {text!r} is not valid TOML ({msg}); quote a string (key=\"...\"), or give a number, "
+            "true/false, a list [..] or a table { .. }",
+        ) from None
+    except RecursionError:
+        raise BraidError(f"--set {spec}" if spec else "--set", f"the value is nested too deeply (at most {MAX_DEPTH} levels)") from None
 
 
 def parse_override(spec: str) -> tuple[list[Union[str, int]], Any]:
@@ -197,7 +231,7 @@ def parse_override(spec: str) -> tuple[list[Union[str, int]], Any]:
         raise BraidError(f"--set {spec}", "expected key.path=value")
     keypath, value = spec[:pos].strip(), spec[pos + 1 :].strip()
     parts = _parse_key_path(spec, keypath)
-    return parts, _parse_value(value)
+    return parts, _parse_value(value, spec)
 
 
 def apply_override(data: dict, spec: str) -> None:
@@ -269,14 +303,19 @@ def load_scenario(
 
 
 def _check_json_safe(v: Any, path: list) -> None:
-    if isinstance(v, float) and not math.isfinite(v):
-        raise BraidError(_fmt_path(path) or "scenario", f"{v} is not allowed (expected a finite number)")
-    if isinstance(v, dict):
-        for k, x in v.items():
-            _check_json_safe(x, path + [str(k)])
-    elif isinstance(v, list):
-        for i, x in enumerate(v):
-            _check_json_safe(x, path + [i])
+    """Finite numbers only, and at most MAX_DEPTH levels of nesting (iterative: a deep document
+    must give this error, not a RecursionError)."""
+    stack = [(v, list(path))]
+    while stack:
+        x, p = stack.pop()
+        if isinstance(x, float) and not math.isfinite(x):
+            raise BraidError(_fmt_path(p) or "scenario", f"{x} is not allowed (expected a finite number)")
+        if isinstance(x, (dict, list)) and len(p) >= MAX_DEPTH:
+            raise BraidError(_fmt_path(p[:MAX_DEPTH]) or "scenario", f"nested too deeply (a scenario has at most {MAX_DEPTH} levels of tables and arrays)")
+        if isinstance(x, dict):
+            stack.extend((y, p + [str(k)]) for k, y in x.items())
+        elif isinstance(x, list):
+            stack.extend((y, p + [i]) for i, y in enumerate(x))
 
 
 def packaged_scenario(name: str) -> Path:
@@ -324,6 +363,63 @@ def _leaves(v: Any, parts: list) -> Iterable[tuple]:
         yield parts, v
 
 
+_INT_RANGE = {"u8": 2**8 - 1, "u16": 2**16 - 1, "u32": 2**32 - 1, "u64": 2**64 - 1, "usize": 2**64 - 1}
+_SERDE_WHAT = re.compile(r"^invalid (?:type|value): (?P<what>.+?), expected (?P<exp>.+)$", re.S)
+_SERDE_GOT = (
+    (re.compile(r"^integer `(-?\d+)`$"), lambda m: m.group(1)),
+    (re.compile(r"^floating point `([^`]*)`$"), lambda m: m.group(1)),
+    (re.compile(r"^boolean `([^`]*)`$"), lambda m: m.group(1)),
+    (re.compile(r'^string (".*")$', re.S), lambda m: m.group(1)),
+    (re.compile(r"^map$"), lambda m: "a table"),
+    (re.compile(r"^sequence$"), lambda m: "a list"),
+)
+#: The accepted forms of the scenario's either-or values (serde's untagged enums), by type name.
+_UNTAGGED = {
+    "Senders": "expected a number of senders (e.g. 8) or a list of host indices (e.g. [1, 2, 3])",
+    "NodeRef": 'expected a node id (e.g. 3) or a node name (e.g. "spine0")',
+    "NodesSpec": 'expected a number of nodes (e.g. 6) or a list of names (e.g. ["h0", "sw0"])',
+    "RouteSrc": "expected a host index (e.g. 3) or { host = 3, addr = 1 }",
+}
+
+
+def _expected_in_user_terms(exp: str) -> str:
+    exp = exp.strip()
+    if exp in _INT_RANGE:
+        return "expected a whole number >= 0" if exp in ("u64", "usize") else f"expected a whole number from 0 to {_INT_RANGE[exp]}"
+    if exp in ("i64", "i32"):
+        return "expected a whole number"
+    if exp in ("f64", "f32"):
+        return "expected a number"
+    if exp == "a sequence":
+        return "expected a list (e.g. [1, 2])"
+    if exp.startswith("struct ") or exp == "a map":
+        return "expected a table (e.g. { key = value })"
+    if exp == "a boolean":
+        return "expected true or false"
+    return f"expected {exp}"
+
+
+def user_terms(message: str, value: Any = None, has_value: bool = False) -> str:
+    """Rewrites the core's deserializer messages into the scenario's terms: no Rust type names
+    (``expected u32``, ``untagged enum Senders``); says what was found."""
+    m = re.search(r"data did not match any variant of untagged enum (\w+)", message)
+    if m:
+        what = _UNTAGGED.get(m.group(1), "the value has none of the accepted forms (see docs/scenario.md)")
+        if has_value:
+            what += f", got {json.dumps(value, default=str)}"
+        return what
+    m = _SERDE_WHAT.match(message)
+    if m:
+        got = m.group("what")
+        for rx, f in _SERDE_GOT:
+            g = rx.match(got)
+            if g:
+                got = f(g)
+                break
+        return f"{_expected_in_user_terms(m.group('exp'))}, got {got}"
+    return message
+
+
 def refine_error(data: dict, path: str, message: str) -> tuple:
     """Sharpens a core error on ``data``: drops the JSON position serde appends, and where the
     path stops at a table that holds the culprit (tagged tables such as ``topology`` and
@@ -344,4 +440,4 @@ def refine_error(data: dict, path: str, message: str) -> tuple:
             hits = [p for p, v in _leaves(node, parts) if v == bad and type(v) is type(bad)]
             if len(hits) == 1:
                 return _fmt_path(hits[0]), message
-    return path, message
+    return path, user_terms(message, node, path != "" and node is not None)

@@ -59,6 +59,18 @@ HEADLINE_ORDER = [
     "delivered_bytes",
     "sim_time_ms",
 ]
+#: Labels that say what a figure covers.
+HEADLINE_LABELS = {
+    "fct_mean_us": "fct_mean_us (completed flows)",
+    "fct_p50_us": "fct_p50_us (completed flows)",
+    "fct_p99_us": "fct_p99_us (completed flows)",
+    "slowdown_mean": "slowdown_mean (completed flows)",
+    "slowdown_p50": "slowdown_p50 (completed flows)",
+    "slowdown_p99": "slowdown_p99 (completed flows)",
+    "flow_goodput_sum_gbps": "flow_goodput_sum_gbps (completed flows)",
+    "flow_goodput_jain": "flow_goodput_jain (all flows)",
+    "aggregate_goodput_gbps": "aggregate_goodput_gbps (while traffic ran)",
+}
 COUNTER_ORDER = ["drops", "pfc_pauses", "ecn_marks", "cnps", "retransmissions", "timeouts", "naks"]
 
 
@@ -66,9 +78,16 @@ def headline_table(res) -> Table:
     t = Table(title=f"{res.scenario.name} (seed {res.seed})", show_header=True, header_style="bold")
     t.add_column("metric")
     t.add_column("value", justify="right")
-    keys = [k for k in HEADLINE_ORDER if k in res.headline] + sorted(k for k in res.headline if k not in HEADLINE_ORDER)
+    h = res.headline
+    keys = [k for k in HEADLINE_ORDER if k in h] + sorted(k for k in h if k not in HEADLINE_ORDER)
     for k in keys:
-        t.add_row(k, fmt(res.headline[k]))
+        if k == "flows_completed":
+            continue
+        if k == "flows" and "flows_completed" in h:
+            # Completed of total, so an unfinished flow cannot hide behind the figures below.
+            t.add_row("flows completed", f"{fmt(h['flows_completed'])} / {fmt(h['flows'])}")
+            continue
+        t.add_row(HEADLINE_LABELS.get(k, k), fmt(h[k]))
     for k in [k for k in COUNTER_ORDER if k in res.counters]:
         t.add_row(k, fmt(res.counters[k]))
     ev = res.stats.get("events")
@@ -80,5 +99,6 @@ def headline_table(res) -> Table:
             t.add_row("events/s", fmt(ev / res.wall_s))
     t.add_row("cpu time", f"{res.cpu_s:.2f} s")
     if not res.finished:
-        t.caption = "[yellow]the run stopped before its traffic finished[/yellow]"
+        n = getattr(res, "unfinished", 0)
+        t.caption = f"[yellow]the run stopped before its traffic finished ({n} unfinished)[/yellow]"
     return t

@@ -4,27 +4,23 @@
 //! arrays (numeric columns, built from one copy of the Rust vector) or lists of str.
 
 use braid_sim::{Column, Results, Table};
-use pyo3::create_exception;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 use std::path::PathBuf;
 
-create_exception!(
-    braid._core,
-    ScenarioError,
-    PyValueError,
-    "A scenario is not valid. Attributes: `path` (dotted key path, e.g. \"topology.host_link.rate\"; empty for the whole scenario) and `message` (what was expected)."
-);
+/// `braid.scenario.ScenarioError`: defined in Python as a kind of `BraidError` (itself a
+/// `ValueError`), so that callers catch every user mistake with one class.
+fn scenario_error_type(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
+    py.import("braid.scenario")?.getattr("ScenarioError")
+}
 
 /// Builds a Python `ScenarioError` with `path` and `message` attributes.
 pub fn scenario_error(py: Python<'_>, e: &braid_sim::ScenarioError) -> PyErr {
-    let err = ScenarioError::new_err(e.to_string());
-    let value = err.value(py);
-    // Setting attributes on a fresh exception instance cannot fail in practice.
-    let _ = value.setattr("path", e.path.as_str());
-    let _ = value.setattr("message", e.message.as_str());
-    err
+    match scenario_error_type(py).and_then(|t| t.call1((e.path.as_str(), e.message.as_str()))) {
+        Ok(v) => PyErr::from_value(v),
+        Err(_) => PyValueError::new_err(e.to_string()),
+    }
 }
 
 /// Lets a `&mut Simulation` cross into `Python::detach`. The closure runs on the calling thread
@@ -196,7 +192,7 @@ pub fn results_to_py<'py>(
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Simulation>()?;
-    m.add("ScenarioError", m.py().get_type::<ScenarioError>())?;
+    m.add("ScenarioError", scenario_error_type(m.py())?)?;
     m.add_function(wrap_pyfunction!(scenario_schema, m)?)?;
     Ok(())
 }

@@ -70,6 +70,14 @@ pub(crate) fn network(sc: &Scenario, base_dir: &Path, seed: u64) -> Result<Netwo
     if n_hosts == 0 {
         return Err(err("topology", "the topology has no hosts"));
     }
+    for h in sc.middleware.per_host.keys() {
+        if h.parse::<u32>().map_or(true, |h| h >= n_hosts) {
+            return Err(err(
+                format!("middleware.per_host.{h}"),
+                format!("host {h} does not exist (the topology has {n_hosts} hosts)"),
+            ));
+        }
+    }
     for h in sc.transport.per_host.keys() {
         if h.parse::<u32>().map_or(true, |h| h >= n_hosts) {
             return Err(err(
@@ -109,8 +117,38 @@ fn sampled_queues(
     sc: &Scenario,
     names: &HashMap<String, u32>,
 ) -> Result<(), ScenarioError> {
+    let mut seen: HashMap<(u32, u16), usize> = HashMap::new();
     for (i, spec) in sc.measure.queues.iter().enumerate() {
         let path = format!("measure.queues[{i}]");
+        let before = world.measure.queue_ports.len();
+        sampled_queue(world, spec, &path, names)?;
+        // The same port sampled twice (by name and by id, or also through "all-fabric") would
+        // give two identical series.
+        for k in before..world.measure.queue_ports.len() {
+            let port = world.measure.queue_ports[k];
+            if let Some(&j) = seen.get(&port) {
+                return Err(err(
+                    &path,
+                    format!(
+                        "port {} is already sampled (as {:?}); list each port once",
+                        world.measure.queue_names[k], world.measure.queue_names[j]
+                    ),
+                ));
+            }
+            seen.insert(port, k);
+        }
+    }
+    Ok(())
+}
+
+fn sampled_queue(
+    world: &mut World,
+    spec: &str,
+    path: &str,
+    names: &HashMap<String, u32>,
+) -> Result<(), ScenarioError> {
+    let path = path.to_string();
+    {
         if spec == "all-fabric" {
             for (ni, node) in world.nodes.iter().enumerate() {
                 if let Role::Switch(_) = node.role {
@@ -125,7 +163,7 @@ fn sampled_queues(
                     }
                 }
             }
-            continue;
+            return Ok(());
         }
         let (node, port) = spec.rsplit_once(':').ok_or_else(|| {
             err(
@@ -149,7 +187,7 @@ fn sampled_queues(
             ));
         }
         world.measure.queue_ports.push((ni, pi));
-        world.measure.queue_names.push(spec.clone());
+        world.measure.queue_names.push(spec.to_string());
     }
     Ok(())
 }

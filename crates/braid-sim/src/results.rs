@@ -41,6 +41,34 @@ pub fn assemble(
 ) -> Results {
     let mut r = Results::default();
 
+    // Bytes each flow's receiving QPs (and the QPs a middleware made for them) delivered so far,
+    // and the source ports each sending QP family put data on (several for multipath transports).
+    let mut delivered_by_flow: BTreeMap<u32, u64> = BTreeMap::new();
+    let mut sports_by_qp: BTreeMap<(u32, u32), std::collections::BTreeSet<u16>> = BTreeMap::new();
+    for host in &world.hosts {
+        for q in host.nic.qps() {
+            let head = host.owners.family_head(q.qpn);
+            if let Some(&flow) = log.rx_qp_flow.get(&(host.node, head)) {
+                *delivered_by_flow.entry(flow).or_default() += q.rx_bytes;
+            }
+            let vps = q.t.vp_counters();
+            let used = sports_by_qp.entry((host.node, head)).or_default();
+            if vps.is_empty() {
+                if q.tx_bytes > 0 {
+                    used.insert(q.sport);
+                }
+            } else {
+                used.extend(vps.iter().map(|&(vp, _, _)| vp));
+            }
+        }
+    }
+    let name_path = |p: Vec<u32>| {
+        p.iter()
+            .map(|&n| world.nodes[n as usize].name.as_str())
+            .collect::<Vec<_>>()
+            .join(">")
+    };
+
     // Flows.
     let mut fl = FlowCols::default();
     for f in &log.flows {
@@ -76,20 +104,43 @@ pub fn assemble(
             (Some(t), true) if ideal > 0 => (t as f64 / ideal as f64).max(1.0),
             _ => f64::NAN,
         });
+        // An unfinished flow has the goodput of what it delivered so far (0 if stuck).
+        let so_far = delivered_by_flow
+            .get(&f.id)
+            .copied()
+            .unwrap_or(0)
+            .min(f.size);
+        let good = if is_flow && fct.is_none() {
+            so_far
+        } else {
+            bytes
+        };
         fl.goodput.push(if elapsed > 0 {
-            (if is_flow && fct.is_none() { 0 } else { bytes }) as f64 * 8.0
-                / (elapsed as f64 / S as f64)
-                / 1e9
+            good as f64 * 8.0 / (elapsed as f64 / S as f64) / 1e9
         } else {
             f64::NAN
         });
         fl.sport.push(sport as u64);
-        fl.path.push(
-            path.iter()
-                .map(|&n| world.nodes[n as usize].name.as_str())
-                .collect::<Vec<_>>()
-                .join(">"),
-        );
+        let own = name_path(path);
+        // Every distinct path the flow's data took: one per source port its sending QPs used.
+        let mut set: Vec<String> = f
+            .src_qp
+            .and_then(|qp| sports_by_qp.get(&qp))
+            .map(|ports| {
+                ports
+                    .iter()
+                    .map(|&sp| name_path(world.path_of(f.src, f.dst, sp)))
+                    .collect()
+            })
+            .unwrap_or_default();
+        set.sort();
+        set.dedup();
+        if set.is_empty() {
+            set.push(own.clone());
+        }
+        fl.n_paths.push(set.len() as u64);
+        fl.path_set.push(set.join(" | "));
+        fl.path.push(own);
         let mut lat: Vec<f64> = f.latencies.iter().map(|&x| x as f64).collect();
         lat.sort_by(f64::total_cmp);
         fl.lat_p50.push(quantile(&lat, 0.5));
@@ -109,6 +160,8 @@ pub fn assemble(
         .push("goodput_gbps", Column::F64(fl.goodput.clone()));
     r.flows.push("sport", Column::U64(fl.sport));
     r.flows.push("path", Column::Str(fl.path));
+    r.flows.push("paths", Column::U64(fl.n_paths));
+    r.flows.push("path_set", Column::Str(fl.path_set));
     r.flows.push("latency_p50_ps", Column::F64(fl.lat_p50));
     r.flows.push("latency_p99_ps", Column::F64(fl.lat_p99));
 
@@ -138,8 +191,9 @@ pub fn assemble(
     );
     r.messages.push("wr_id", Column::U64(m.wr_id));
 
-    // Goodput series, per flow.
-    let (mut tt, mut tf, mut tb, mut tg) = (vec![], vec![], vec![], vec![]);
+    // Goodput series, per flow: one row per sampling interval of the flow's life, zero
+    // intervals included (a stall shows as zeros, not as a line bridging it).
+    let mut series: BTreeMap<(Time, u32), (u64, Time)> = BTreeMap::new();
     for &(t, node, qpn, bytes, dt) in &world.measure.tput {
         // A middleware's QP counts for the application QP it serves (world::facing).
         let host = &world.hosts[node as usize];
@@ -147,6 +201,28 @@ pub fn assemble(
         let Some(&flow) = log.rx_qp_flow.get(&(host.node, head)) else {
             continue;
         };
+        let e = series.entry((t, flow)).or_insert((0, dt));
+        e.0 += bytes;
+    }
+    let iv = world.measure.interval;
+    if let Some(k) = now.checked_div(iv) {
+        let last = k * iv;
+        for f in &log.flows {
+            if f.start_ps >= last {
+                continue;
+            }
+            // Samples end intervals: the first after the start, through the one holding the end.
+            let end = f.finish_ps.unwrap_or(now).min(now);
+            let hi = end.div_ceil(iv).saturating_mul(iv).min(last);
+            let mut t = (f.start_ps / iv + 1) * iv;
+            while t <= hi {
+                series.entry((t, f.id)).or_insert((0, iv));
+                t += iv;
+            }
+        }
+    }
+    let (mut tt, mut tf, mut tb, mut tg) = (vec![], vec![], vec![], vec![]);
+    for (&(t, flow), &(bytes, dt)) in &series {
         tt.push(t);
         tf.push(flow as u64);
         tb.push(bytes);
@@ -174,9 +250,10 @@ pub fn assemble(
     k.insert("drops_buffer".into(), c.drops_buffer);
     k.insert("drops_loss".into(), c.drops_loss);
     k.insert("drops_link_down".into(), c.drops_link_down);
+    k.insert("drops_no_route".into(), c.drops_no_route);
     k.insert(
         "drops".into(),
-        c.drops_buffer + c.drops_loss + c.drops_link_down,
+        c.drops_buffer + c.drops_loss + c.drops_link_down + c.drops_no_route,
     );
     k.insert("pfc_pauses".into(), c.pfc_pauses);
     k.insert("pfc_resumes".into(), c.pfc_resumes);
@@ -259,8 +336,17 @@ pub fn assemble(
         h.insert("slowdown_p50".into(), quantile(&sd, 0.5));
         h.insert("slowdown_p99".into(), quantile(&sd, 0.99));
         let gp: Vec<f64> = done.iter().map(|&i| fl.goodput[i]).collect();
-        h.insert("flow_goodput_jain".into(), jain(&gp));
         h.insert("flow_goodput_sum_gbps".into(), gp.iter().sum());
+    }
+    // Fairness over every flow that started: an unfinished one counts with its goodput so far,
+    // so a flow stuck at 0 pulls the index down instead of dropping out of it.
+    let all: Vec<f64> = flows
+        .iter()
+        .map(|&i| fl.goodput[i])
+        .filter(|x| x.is_finite())
+        .collect();
+    if !all.is_empty() {
+        h.insert("flow_goodput_jain".into(), jain(&all));
     }
     let apps: Vec<usize> = (0..log.flows.len())
         .filter(|&i| log.flows[i].kind != "flow")
@@ -281,12 +367,29 @@ pub fn assemble(
         .map(|q| q.rx_bytes)
         .sum();
     h.insert("delivered_bytes".into(), delivered as f64);
-    if now > 0 {
+    // Over the time traffic was present: from the first flow's start to the last one's end (or
+    // now, if one is unfinished), not from time 0 (imported traces often start late).
+    let first = log
+        .flows
+        .iter()
+        .map(|f| f.start_ps)
+        .min()
+        .unwrap_or(0)
+        .min(now);
+    let last = log
+        .flows
+        .iter()
+        .map(|f| f.finish_ps.unwrap_or(now).min(now))
+        .max()
+        .unwrap_or(now);
+    if last > first {
         h.insert(
             "aggregate_goodput_gbps".into(),
-            delivered as f64 * 8.0 / (now as f64 / S as f64) / 1e9,
+            delivered as f64 * 8.0 / ((last - first) as f64 / S as f64) / 1e9,
         );
     }
+    h.insert("traffic_start_ms".into(), first as f64 / 1e9);
+    h.insert("traffic_end_ms".into(), last as f64 / 1e9);
     h.insert("sim_time_ms".into(), now as f64 / 1e9);
     r.headline = h;
 
@@ -338,6 +441,8 @@ struct FlowCols {
     goodput: Vec<f64>,
     sport: Vec<u64>,
     path: Vec<String>,
+    n_paths: Vec<u64>,
+    path_set: Vec<String>,
     lat_p50: Vec<f64>,
     lat_p99: Vec<f64>,
 }

@@ -92,6 +92,19 @@ impl Scenario {
                 ));
             }
         }
+        // A quantum list is per priority: a shorter one would leave the last priorities on an
+        // unstated default, a longer one names priorities that do not exist.
+        if !sw.dwrr_quantum.is_empty() && sw.dwrr_quantum.len() != sw.priorities as usize {
+            return Err(err(
+                "switch.dwrr_quantum",
+                format!(
+                    "expected one quantum per priority ({} values, switch.priorities = {}), got {}",
+                    sw.priorities,
+                    sw.priorities,
+                    sw.dwrr_quantum.len()
+                ),
+            ));
+        }
         if sw.scheduler == Scheduler::Dwrr {
             for (i, q) in sw.dwrr_quantum.iter().enumerate() {
                 if *q == 0 {
@@ -249,6 +262,12 @@ impl Scenario {
                         ),
                     ));
                 }
+            }
+            if a.iterations.is_some() && a.duration.is_some() {
+                return Err(err(
+                    format!("{p}.duration"),
+                    "set either iterations or duration, not both",
+                ));
             }
             if a.iterations == Some(0) {
                 return Err(err(format!("{p}.iterations"), "expected at least 1"));

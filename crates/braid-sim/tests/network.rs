@@ -225,3 +225,58 @@ fn verbs_stacks_are_chosen_per_host_and_per_tenant() {
     bad["apps"][1]["middleware"] = json!(["nope"]);
     assert_eq!(error_of(bad).0, "apps[1].middleware[0]");
 }
+
+#[test]
+fn silent_accepts_are_errors() {
+    let ok = json!({"duration": "1ms", "topology": two_tor(2, 2)});
+    let with = |f: &dyn Fn(&mut Value)| {
+        let mut s = ok.clone();
+        f(&mut s);
+        error_of(s)
+    };
+    // A host forwards nothing: as a next hop only for its own traffic.
+    let (p, m) = with(&|s| s["routes"] = json!([{"node": "tor0", "next_hops": ["h0"]}]));
+    assert_eq!(p, "routes[0].next_hops[0]");
+    assert!(m.contains("is a host"), "{m}");
+    let mut own = ok.clone();
+    own["routes"] = json!([{"node": "tor0", "dst": [0], "next_hops": ["h0"]}]);
+    assert!(Simulation::from_json(&own.to_string(), Path::new("."), None).is_ok());
+    let (p, m) = with(&|s| s["middleware"] = json!({"per_host": {"9": ["raw"]}}));
+    assert_eq!(p, "middleware.per_host.9");
+    assert!(m.contains("does not exist"), "{m}");
+    let (p, _) = with(&|s| s["switch"] = json!({"scheduler": "dwrr", "dwrr_quantum": [1500]}));
+    assert_eq!(p, "switch.dwrr_quantum");
+    let (p, _) = with(&|s| {
+        s["apps"] = json!([{"kind": "write_bw", "src": 0, "dst": 2, "size": "1KB",
+                            "iterations": 3, "duration": "1ms"}])
+    });
+    assert_eq!(p, "apps[0].duration");
+    // The same port by name and by node id.
+    let tor0 = build(&ok)
+        .world()
+        .nodes
+        .iter()
+        .position(|n| n.name == "tor0")
+        .unwrap();
+    let (p, m) = with(&|s| s["measure"] = json!({"queues": ["tor0:0", format!("{tor0}:0")]}));
+    assert_eq!(p, "measure.queues[1]");
+    assert!(m.contains("already sampled"), "{m}");
+}
+
+#[test]
+fn packets_nobody_can_forward_are_counted_as_drops() {
+    // Two switches with no link between them: the flow's packets die at the first switch.
+    let l = |a: &str, b: &str| json!({"a": a, "b": b, "rate": "10Gbps", "delay": "1us"});
+    let s = json!({"duration": "200us",
+        "topology": {"kind": "edges", "nodes": ["a", "b", "s1", "s2"], "switches": ["s1", "s2"],
+                     "links": [l("a", "s1"), l("b", "s2")]},
+        "traffic": flows(&[(0, 1, "10KB")])});
+    let (_, r) = run(&s);
+    let c = &r.counters;
+    assert!(c["drops_no_route"] > 0, "{c:?}");
+    assert_eq!(c["drops_buffer"], 0);
+    assert_eq!(
+        c["drops"],
+        c["drops_buffer"] + c["drops_loss"] + c["drops_link_down"] + c["drops_no_route"]
+    );
+}

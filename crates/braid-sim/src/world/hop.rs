@@ -202,6 +202,7 @@ impl World {
         match self.nodes[node as usize].role {
             Role::Host(h) => {
                 if addr_node(pk.dst) != node {
+                    self.counters.drops_no_route += 1;
                     self.drop_packet(id);
                     return;
                 }
@@ -252,7 +253,7 @@ impl World {
     ) {
         let pk = self.pool.get(id);
         let Some(out) = self.route(s, pk) else {
-            self.counters.drops_buffer += 1;
+            self.counters.drops_no_route += 1;
             self.drop_packet(id);
             return;
         };

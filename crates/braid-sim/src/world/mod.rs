@@ -104,6 +104,8 @@ pub struct Counters {
     pub drops_buffer: u64,
     pub drops_loss: u64,
     pub drops_link_down: u64,
+    /// Packets a switch had no route for, or that reached a host they were not addressed to.
+    pub drops_no_route: u64,
     pub pfc_pauses: u64,
     pub pfc_resumes: u64,
     pub ecn_marks: u64,

@@ -242,6 +242,8 @@ impl World {
             if r.next_hops.is_empty() {
                 return Err((at("next_hops"), "expected at least one neighbour".into()));
             }
+            let n_hosts = self.hosts.len() as u32;
+            let dsts: Vec<u32> = r.dst.clone().unwrap_or_else(|| (0..n_hosts).collect());
             let mut ports = Vec::new();
             for (j, h) in r.next_hops.iter().enumerate() {
                 let n = resolve_node(h, names).ok_or_else(|| {
@@ -260,6 +262,19 @@ impl World {
                             format!("{h:?} is not a neighbour of {:?}", r.node),
                         )
                     })?;
+                // A host forwards nothing: as a next hop it takes only its own traffic; anything
+                // else sent to it would vanish there.
+                if let Role::Host(hi) = self.nodes[n as usize].role {
+                    if let Some(&d) = dsts.iter().find(|&&d| d != hi) {
+                        return Err((
+                            format!("routes[{i}].next_hops[{j}]"),
+                            format!(
+                                "{h:?} is a host (host {hi}) and does not forward; it can be the \
+                                 next hop only of traffic to itself (dst = [{hi}]), not to host {d}"
+                            ),
+                        ));
+                    }
+                }
                 ports.push(p as u16);
             }
             let next = self.groups.len() as u32;
@@ -267,8 +282,6 @@ impl World {
                 self.groups.push(ports);
                 next
             });
-            let n_hosts = self.hosts.len() as u32;
-            let dsts: Vec<u32> = r.dst.clone().unwrap_or_else(|| (0..n_hosts).collect());
             for (j, &d) in dsts.iter().enumerate() {
                 if d >= n_hosts {
                     return Err((
@@ -375,11 +388,13 @@ impl World {
         let mut node = self.nodes[src as usize].ports[0].peer_node;
         while node != dst && path.len() < 64 {
             path.push(node);
+            // A host that is not the destination, or a switch without a route: the packet
+            // ends here (and is counted as dropped), so does the path.
             let Role::Switch(s) = self.nodes[node as usize].role else {
-                break;
+                return path;
             };
             let Some(p) = self.route(s as usize, &pk) else {
-                break;
+                return path;
             };
             node = self.nodes[node as usize].ports[p as usize].peer_node;
         }
@@ -400,12 +415,17 @@ impl World {
         let mut lat_last = 0;
         let mut ack = 0;
         let mut bottleneck = u64::MAX;
+        if path.last() != Some(&self.hosts[dst_host as usize].node) {
+            return 0; // unreachable: no ideal
+        }
         for w in path.windows(2) {
-            let p = self.nodes[w[0] as usize]
+            let Some(p) = self.nodes[w[0] as usize]
                 .ports
                 .iter()
                 .find(|p| p.peer_node == w[1])
-                .expect("path follows links");
+            else {
+                return 0;
+            };
             lat_first += serialization(first, p.rate) + p.delay;
             lat_last += serialization(last, p.rate) + p.delay;
             ack += serialization(ACK_SIZE as u64, p.rate) + p.delay;
