@@ -406,3 +406,31 @@ fn qps_a_layer_creates_inside_an_application_call_count_for_that_application_qp(
     assert_eq!(owners.family_head(apps[0]), apps[0]);
     assert_eq!(owners.family.len(), 3);
 }
+
+/// Posts three NOPs as one list on a connected QP.
+struct Lister;
+impl App for Lister {
+    fn start(&mut self, v: &mut dyn Verbs) {
+        let cq = v.create_cq(16).unwrap();
+        let qp = v.create_qp(&QpInit::rc(cq)).unwrap();
+        let remote = RemoteQp {
+            host: v.local_host(),
+            qpn: qp,
+            udp_sport: None,
+        };
+        v.connect_qp(qp, remote).unwrap();
+        let wrs = (0..3).map(|i| SendWr::new(i, SendOp::Nop, vec![])).collect();
+        v.post_send_list(qp, wrs).unwrap();
+    }
+    fn on_event(&mut self, _: &mut dyn Verbs, _: Event) {}
+}
+
+#[test]
+fn an_applications_post_list_reaches_the_nic_as_one_doorbell() {
+    let s = json!({"duration": "10us", "topology": dumbbell(1, 1, link("40Gbps", "1us"), link("40Gbps", "1us"))});
+    let mut sim = build(&s);
+    sim.add_app(0, Box::new(Lister), vec![]).unwrap();
+    sim.run();
+    let slot = sim.world().hosts[0].apps.last().unwrap();
+    assert_eq!(slot.cpu.posts, 1);
+}

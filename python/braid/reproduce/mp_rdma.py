@@ -262,7 +262,7 @@ def _fairness(m: Dict[str, List[dict]]) -> List[Row]:
 def _measure_incast(res) -> dict:
     f = res.flows
     start, end = f["start_ps"].min(), f["finish_ps"].max()
-    done = bool((f["finish_ps"] >= 0).all())
+    done = f["finish_ps"].null_count() == 0 and bool((f["finish_ps"] >= 0).all())
     return {"gbps": f["size"].sum() * 8 / ((end - start) / 1e12) / 1e9 if done else float("nan")}
 
 

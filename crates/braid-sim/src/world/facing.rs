@@ -80,6 +80,10 @@ impl Verbs for Facing<'_, '_> {
     fn post_send(&mut self, qp: QpNum, wr: SendWr) -> Result<(), VerbsError> {
         self.stack.post_send(qp, wr)
     }
+    fn post_send_list(&mut self, qp: QpNum, wrs: Vec<SendWr>) -> Result<(), BadWr> {
+        // Forwarded, not left to the default: a list is one doorbell.
+        self.stack.post_send_list(qp, wrs)
+    }
     fn post_recv(&mut self, qp: QpNum, wr: RecvWr) -> Result<(), VerbsError> {
         self.stack.post_recv(qp, wr)
     }
