@@ -13,10 +13,12 @@
 pub mod justitia;
 pub mod perf;
 pub mod raw;
+pub mod virtuoso;
 
 pub use justitia::JustitiaConfig;
 pub use perf::PerfConfig;
 pub use raw::RawConfig;
+pub use virtuoso::VirtuosoConfig;
 
 use braid_verbs::MiddlewareFactory;
 use schemars::JsonSchema;
@@ -34,11 +36,14 @@ pub enum MiddlewareSpec {
     /// Justitia (NSDI '22): split and pace bandwidth tenants against a latency target
     /// (Justitia_R: `target = "15us"`).
     Justitia(JustitiaConfig),
+    /// Virtuoso: software multipath over several RC QPs, one per virtual path
+    /// (docs/virtuoso.md).
+    Virtuoso(VirtuosoConfig),
 }
 
 impl MiddlewareSpec {
     /// Every mechanism's name, as a scenario's `kind` says it.
-    pub const NAMES: &'static [&'static str] = &["raw", "perf", "justitia"];
+    pub const NAMES: &'static [&'static str] = &["raw", "perf", "justitia", "virtuoso"];
 
     /// The mechanism's factory: its config.
     pub fn factory(&self) -> &dyn MiddlewareFactory {
@@ -46,6 +51,7 @@ impl MiddlewareSpec {
             MiddlewareSpec::Raw(c) => c,
             MiddlewareSpec::Perf(c) => c,
             MiddlewareSpec::Justitia(c) => c,
+            MiddlewareSpec::Virtuoso(c) => c,
         }
     }
     /// The mechanism's name.
