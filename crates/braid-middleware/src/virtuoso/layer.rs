@@ -226,7 +226,10 @@ impl VirtuosoLayer {
         if conn.probing == 0 && due && wants_split && conn.sink.is_some() {
             let live = conn.live();
             let n = live.iter().filter(|u| **u).count() as u32;
-            if n > 0 {
+            if n == 1 {
+                // One path: nothing to balance.
+                conn.probed_at = Some(now);
+            } else if n > 1 {
                 conn.probing = n;
                 conn.probed_at = Some(now);
                 let probe = self.cfg.probe.0;
