@@ -178,3 +178,53 @@ fn debug_values() {
     let c: Vec<f64> = (0..3).map(|i| counter(&r, 0, &format!("path{i}_cap_gbps"))).collect();
     eprintln!("bytes {b:?} caps {c:?} fct {:?}", fct_ms(&r));
 }
+
+/// A lossy fabric: no PFC, a small shared buffer at the ToRs, line-rate senders.
+fn lossy(paths: usize, size: &str, retry: u32, buffer: &str) -> Value {
+    let core = vec![("1Gbps", "1us", 0.0); paths];
+    let mw = json!({"kind": "virtuoso", "paths": paths, "lossy": true, "retry_cnt": retry,
+                    "capacities": vec!["1Gbps"; paths]});
+    let mut s = scenario("10Gbps", &core, mw, one_flow(size));
+    s["switch"] = json!({"lossless": [], "buffer": buffer});
+    s["transport"] = json!({"kind": "none"});
+    s
+}
+
+/// Trunk size and RetryExceeded count after `flows` back-to-back 8 MB flows on one lossy path.
+fn lossy_run(paths: usize, flows: usize) -> (Vec<f64>, f64, Vec<f64>) {
+    let mut s = lossy(paths, "8MB", 0, "300KB");
+    let f: Vec<Value> = (0..flows)
+        .map(|i| json!({"src": 0, "dst": 1, "size": "8MB", "start": format!("{}ms", 200 * i)}))
+        .collect();
+    s["traffic"][0]["flows"] = json!(f);
+    let mut sim = build(&s);
+    sim.run();
+    assert_eq!(check_placement(&sim), flows, "every byte in place despite the losses");
+    let r = sim.results();
+    let t = (0..paths).map(|i| counter(&r, 0, &format!("path{i}_trunk"))).collect();
+    (t, counter(&r, 0, "retry_exceeded"), fct_ms(&r))
+}
+
+/// §3.5 on a lossy trunk (no PFC, 300 KB of switch buffer, line-rate senders, 10G hosts and a 1G
+/// core, retry_cnt 0: the paper's RNIC gives up at once): the trunk doubles from 64 KiB until a
+/// WR fails with RetryExceeded, falls back, then holds a size that fails no more in two further
+/// flows; the failed chunk was re-sent.
+#[test]
+fn trunk_size_backs_off_after_retry_exceeded_and_converges() {
+    let (t1, rex1, _) = lossy_run(1, 1);
+    let (t3, rex3, fct3) = lossy_run(1, 3);
+    assert!(rex1 >= 1.0, "the doubling trunk overflowed the core buffer: {rex1}");
+    assert!(t1[0] < 4.0 * 1048576.0 && t1[0] > 65536.0, "backed off below the failing size: {t1:?}");
+    assert_eq!(rex3, rex1, "no RetryExceeded once converged (trunks {t1:?} -> {t3:?}, FCTs {fct3:?})");
+}
+
+#[test]
+#[ignore]
+fn debug_lossy() {
+    for p in [1usize, 2, 4, 8] {
+        for flows in [1usize, 3] {
+            let (t, rex, fct) = lossy_run(p, flows);
+            eprintln!("paths {p} flows {flows}: fct {fct:?} trunks {t:?} rex {rex}");
+        }
+    }
+}

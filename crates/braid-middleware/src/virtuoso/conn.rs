@@ -2,7 +2,9 @@
 
 use super::balance::{Estimator, Trunk};
 use braid_verbs::{CqId, MemoryRegion, QpNum, RecvWr, SendOp, SendWr, Sge, WcStatus};
+use std::cell::RefCell;
 use std::collections::{BTreeMap, VecDeque};
+use std::rc::Rc;
 
 /// Board keys of the paths: top bit (middleware's), then "virtuoso" (0x56), then the host's
 /// address, the application's QP number and the path (255: the control QP).
@@ -158,6 +160,22 @@ pub struct Range {
     pub len: u64,
 }
 
+/// The paths to one peer host, as every connection to it sees them: path k of every
+/// connection leaves from the same address and takes the same route, so capacity estimates and
+/// the trunk size are the path's, not the connection's.
+pub struct PeerPaths {
+    pub est: Vec<Estimator>,
+    pub trunk: Vec<Trunk>,
+    /// When the paths were last probed (None: never).
+    pub probed_at: Option<u64>,
+}
+
+impl PeerPaths {
+    pub fn new(n: usize, trunk: Trunk) -> Self {
+        PeerPaths { est: vec![Estimator::default(); n], trunk: vec![trunk; n], probed_at: None }
+    }
+}
+
 pub struct Path {
     pub qp: QpNum,
     pub peer_qp: QpNum,
@@ -169,8 +187,6 @@ pub struct Path {
     pub inflight_bytes: u64,
     /// Bytes this path carried (WRITE/READ pieces and SENDs that completed).
     pub bytes: u64,
-    pub est: Estimator,
-    pub trunk: Trunk,
     /// When the path's current busy stretch began or its last piece completed.
     pub mark: u64,
     /// Ranges assigned to this path, not yet posted (static policies).
@@ -221,9 +237,10 @@ pub struct Conn {
     pub ctrl_free: Vec<u64>,
     pub ctrl_base: u64,
     pub ctrl_lkey: u32,
-    /// Probes in flight; when the last probe ended.
+    /// Probes in flight.
     pub probing: u32,
-    pub probed_at: Option<u64>,
+    /// What the layer knows of the paths to this peer (shared by its connections).
+    pub peer: Rc<RefCell<PeerPaths>>,
     pub sink_mr: Option<MemoryRegion>,
 }
 

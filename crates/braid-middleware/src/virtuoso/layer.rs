@@ -5,7 +5,9 @@ use super::conn::*;
 use super::VirtuosoConfig;
 use braid_verbs::rendezvous::SharedBoard;
 use braid_verbs::*;
+use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::rc::Rc;
 
 /// Where the layer's own memory lives in the tenant's address space: far above what the
 /// applications use, one window per tenant.
@@ -68,6 +70,8 @@ pub struct VirtuosoLayer {
     pub(super) ready: BTreeMap<CqId, VecDeque<WorkCompletion>>,
     pub(super) armed: BTreeSet<CqId>,
     pub(super) stats: Stats,
+    /// Estimates and trunk sizes per peer host.
+    pub(super) peers: BTreeMap<u32, Rc<RefCell<PeerPaths>>>,
 }
 
 impl VirtuosoLayer {
@@ -89,6 +93,7 @@ impl VirtuosoLayer {
             ready: BTreeMap::new(),
             armed: BTreeSet::new(),
             stats: Stats::default(),
+            peers: BTreeMap::new(),
         }
     }
 
@@ -218,7 +223,8 @@ impl VirtuosoLayer {
         };
         // Probes: before the first split, and again when idle once `reprobe` has passed.
         let idle = conn.paths.iter().all(|p| p.inflight == 0) && conn.ops.iter().all(|o| !o.started || o.done);
-        let due = match conn.probed_at {
+        let probed_at = conn.peer.borrow().probed_at;
+        let due = match probed_at {
             None => self.cfg.capacities.is_none(),
             Some(t) => self.cfg.reprobe.0 > 0 && now.saturating_sub(t) >= self.cfg.reprobe.0 && idle,
         };
@@ -228,10 +234,10 @@ impl VirtuosoLayer {
             let n = live.iter().filter(|u| **u).count() as u32;
             if n == 1 {
                 // One path: nothing to balance.
-                conn.probed_at = Some(now);
+                conn.peer.borrow_mut().probed_at = Some(now);
             } else if n > 1 {
                 conn.probing = n;
-                conn.probed_at = Some(now);
+                conn.peer.borrow_mut().probed_at = Some(now);
                 let probe = self.cfg.probe.0;
                 for (i, up) in live.into_iter().enumerate() {
                     if up {
@@ -247,7 +253,7 @@ impl VirtuosoLayer {
             return;
         }
         // Start the operations that can start.
-        let est: Vec<Option<f64>> = conn.paths.iter().map(|p| p.est.bps).collect();
+        let est: Vec<Option<f64>> = conn.peer.borrow().est[..conn.paths.len()].iter().map(|e| e.bps).collect();
         let live = conn.live();
         let dynamic = self.balancer.dynamic();
         for i in 0..conn.ops.len() {
@@ -343,7 +349,7 @@ impl VirtuosoLayer {
                 if path.inflight >= cap {
                     continue;
                 }
-                let limit = if lossy { path.trunk.size } else { self.cfg.chunk.0 }.max(1);
+                let limit = if lossy { conn.peer.borrow().trunk[p].size } else { self.cfg.chunk.0 }.max(1);
                 let src = if !conn.pool.is_empty() { None } else { Some(p) };
                 let q = match src {
                     None => &mut conn.pool,
@@ -418,25 +424,27 @@ impl VirtuosoLayer {
             conn.ctrl_free.push(pc.off);
             return;
         }
+        let peer = conn.peer.clone();
+        let mut peer = peer.borrow_mut();
         let path = &mut conn.paths[pc.path];
         path.inflight = path.inflight.saturating_sub(1);
         path.inflight_bytes = path.inflight_bytes.saturating_sub(pc.len);
         if status == WcStatus::Success {
             match pc.kind {
                 PieceKind::Probe => {
-                    path.est.probe(pc.len, now - pc.posted_at);
+                    peer.est[pc.path].probe(pc.len, now - pc.posted_at);
                     conn.probing = conn.probing.saturating_sub(1);
                     if conn.probing == 0 {
-                        conn.probed_at = Some(now);
+                        peer.probed_at = Some(now);
                     }
                 }
                 PieceKind::Data => {
                     path.bytes += pc.len;
                     if lossy {
-                        path.trunk.success(pc.len);
+                        peer.trunk[pc.path].success(pc.len);
                     }
                     if pc.len >= probe / 2 {
-                        path.est.sample(pc.len, now - pc.posted_at.max(path.mark), ewma);
+                        peer.est[pc.path].sample(pc.len, now - pc.posted_at.max(path.mark), ewma);
                     }
                     path.mark = now;
                     if let Some(o) = conn.op_mut(pc.op) {
@@ -460,9 +468,10 @@ impl VirtuosoLayer {
         if status == WcStatus::RetryExceeded {
             self.stats.retry_exceeded += 1;
             if lossy {
-                path.trunk.failure(pc.len);
+                peer.trunk[pc.path].failure(pc.len);
             }
         }
+        drop(peer);
         if transient {
             self.requeue(pc);
         } else {
@@ -718,10 +727,10 @@ impl VirtuosoLayer {
         for i in 0..n {
             let bytes: u64 = conns.iter().filter_map(|c| c.paths.get(i)).map(|p| p.bytes).sum();
             v.push((PATH_BYTES[i], bytes as f64));
-            let est = conns.iter().filter_map(|c| c.paths.get(i)).find_map(|p| p.est.bps);
+            let est = self.peers.values().find_map(|p| p.borrow().est.get(i).and_then(|e| e.bps));
             v.push((PATH_GBPS[i], est.unwrap_or(0.0) / 1e9));
             if self.cfg.lossy {
-                let t = conns.iter().filter_map(|c| c.paths.get(i)).map(|p| p.trunk.size).max().unwrap_or(0);
+                let t = self.peers.values().filter_map(|p| p.borrow().trunk.get(i).map(|t| t.size)).max().unwrap_or(0);
                 v.push((PATH_TRUNK[i], t as f64));
                 tsum += t as f64;
                 tcount += 1.0;

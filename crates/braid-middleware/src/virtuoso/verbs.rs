@@ -5,7 +5,15 @@ use super::conn::*;
 use super::layer::{Role, VirtuosoLayer, CTRL_SLOTS};
 use braid_verbs::rendezvous::{Endpoint, Side};
 use braid_verbs::*;
+use std::cell::RefCell;
 use std::collections::{BTreeMap, VecDeque};
+use std::rc::Rc;
+
+impl VirtuosoLayer {
+    fn trunk(&self) -> Trunk {
+        Trunk::new(self.cfg.trunk_init.0, self.cfg.trunk_step.0, self.cfg.trunk_max.0)
+    }
+}
 
 impl Middleware for VirtuosoLayer {
     fn name(&self) -> &'static str {
@@ -90,8 +98,6 @@ impl Middleware for VirtuosoLayer {
                 inflight: 0,
                 inflight_bytes: 0,
                 bytes: 0,
-                est: Default::default(),
-                trunk: Trunk::new(self.cfg.trunk_init.0, self.cfg.trunk_step.0, self.cfg.trunk_max.0),
                 mark: 0,
                 queue: VecDeque::new(),
             })
@@ -128,7 +134,7 @@ impl Middleware for VirtuosoLayer {
             ctrl_base,
             ctrl_lkey,
             probing: 0,
-            probed_at: None,
+            peer: Rc::new(RefCell::new(PeerPaths::new(n, self.trunk()))),
             sink_mr: Some(sink),
         }));
         Ok(app_qp)
@@ -147,7 +153,22 @@ impl Middleware for VirtuosoLayer {
         };
         let ctrl = self.board.borrow().lookup(board_key(remote.host, remote.qpn, CTRL_PATH), Side::Client);
         let caps = self.cfg.capacities.clone();
+        let trunk = self.trunk();
+        let peer = self
+            .peers
+            .entry(remote.host)
+            .or_insert_with(|| {
+                let mut p = PeerPaths::new(n, trunk);
+                if let Some(cs) = &caps {
+                    for (e, r) in p.est.iter_mut().zip(cs) {
+                        e.bps = Some(r.0 as f64);
+                    }
+                }
+                Rc::new(RefCell::new(p))
+            })
+            .clone();
         let conn = self.conns[c].as_mut().unwrap();
+        conn.peer = peer;
         if eps.is_empty() || eps[0].qpn != remote.qpn || ctrl.is_none() {
             below.connect_qp(qp, remote)?;
             conn.plain = true;
@@ -160,9 +181,6 @@ impl Middleware for VirtuosoLayer {
             below.connect_qp(conn.paths[i].qp, r)?;
             conn.paths[i].peer_qp = ep.qpn;
             conn.paths[i].up = true;
-            if let Some(cs) = &caps {
-                conn.paths[i].est.bps = Some(cs[i].0 as f64);
-            }
         }
         let ctrl = ctrl.unwrap();
         below.connect_qp(conn.ctrl_qp, ctrl.remote())?;
