@@ -2,9 +2,7 @@
 //! under two ToRs joined by K parallel core paths (one spine each), each host with K addresses
 //! (vNICs) and static routes at the ToRs that map source address k to spine k (the paper's
 //! "IP-based path mapping"). Scaled down: MB flows instead of the paper's 100 GB.
-//!
-//! `cargo test -p braid-sim --test virtuoso -- --ignored --nocapture` prints the measured tables
-//! of docs/virtuoso.md.
+//! The measured tables of docs/virtuoso.md come from `braid reproduce virtuoso`.
 
 mod common;
 use common::*;
@@ -166,18 +164,6 @@ fn conservation_under_reordering_loss_and_a_failing_path() {
     assert!(counter(&r, 0, "resets") >= 1.0 && counter(&r, 1, "resets") >= 1.0, "both ends reset it");
 }
 
-#[test]
-#[ignore]
-fn debug_values() {
-    let f: Vec<f64> = [1, 2, 4].iter().map(|&p| fct_for(p, "4MB")).collect();
-    eprintln!("fct {f:?}");
-    let core = [("10Gbps", "1us", 0.0), ("20Gbps", "1us", 0.0), ("40Gbps", "1us", 0.0)];
-    let s = scenario("200Gbps", &core, mp(3), one_flow("14MB"));
-    let (_, r) = run_checked(&s);
-    let b: Vec<f64> = (0..3).map(|i| counter(&r, 0, &format!("path{i}_bytes"))).collect();
-    let c: Vec<f64> = (0..3).map(|i| counter(&r, 0, &format!("path{i}_cap_gbps"))).collect();
-    eprintln!("bytes {b:?} caps {c:?} fct {:?}", fct_ms(&r));
-}
 
 /// A lossy fabric: no PFC, a small shared buffer at the ToRs, line-rate senders.
 fn lossy(paths: usize, size: &str, retry: u32, buffer: &str) -> Value {
@@ -216,15 +202,4 @@ fn trunk_size_backs_off_after_retry_exceeded_and_converges() {
     assert!(rex1 >= 1.0, "the doubling trunk overflowed the core buffer: {rex1}");
     assert!(t1[0] < 4.0 * 1048576.0 && t1[0] > 65536.0, "backed off below the failing size: {t1:?}");
     assert_eq!(rex3, rex1, "no RetryExceeded once converged (trunks {t1:?} -> {t3:?}, FCTs {fct3:?})");
-}
-
-#[test]
-#[ignore]
-fn debug_lossy() {
-    for p in [1usize, 2, 4, 8] {
-        for flows in [1usize, 3] {
-            let (t, rex, fct) = lossy_run(p, flows);
-            eprintln!("paths {p} flows {flows}: fct {fct:?} trunks {t:?} rex {rex}");
-        }
-    }
 }

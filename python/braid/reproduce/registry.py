@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 # The modules that define experiments (imported on first use of the registry).
-MODULES = ("braid.reproduce.mp_rdma", "braid.reproduce.mp_rdma_scale", "braid.reproduce.drum", "braid.reproduce.perf", "braid.reproduce.perf_matrix")
+MODULES = ("braid.reproduce.mp_rdma", "braid.reproduce.mp_rdma_scale", "braid.reproduce.drum", "braid.reproduce.perf", "braid.reproduce.perf_matrix", "braid.reproduce.virtuoso")
 
 
 @dataclass(frozen=True)

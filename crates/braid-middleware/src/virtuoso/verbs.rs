@@ -331,9 +331,6 @@ impl Middleware for VirtuosoLayer {
         if n < max {
             n += below.poll_cq(cq, max - n, out);
         }
-        if n > 0 {
-            below.charge(Work::Poll(0));
-        }
         n
     }
 
