@@ -203,3 +203,23 @@ fn trunk_size_backs_off_after_retry_exceeded_and_converges() {
     assert!(t1[0] < 4.0 * 1048576.0 && t1[0] > 65536.0, "backed off below the failing size: {t1:?}");
     assert_eq!(rex3, rex1, "no RetryExceeded once converged (trunks {t1:?} -> {t3:?}, FCTs {fct3:?})");
 }
+
+/// The completion-driven policy moves load off a slow path (10/10/1 Gbit/s): it gets at most a
+/// fifth of the bytes, where an equal split gives it a third and waits for it.
+#[test]
+fn completion_policy_moves_load_off_a_slow_path() {
+    let core = [("10Gbps", "1us", 0.0), ("10Gbps", "1us", 0.0), ("1Gbps", "1us", 0.0)];
+    let run = |policy: &str| {
+        let mw = json!({"kind": "virtuoso", "paths": 3, "policy": policy, "chunk": "256KiB",
+                        "capacities": ["10Gbps", "10Gbps", "10Gbps"]});
+        let (_, r) = run_checked(&scenario("40Gbps", &core, mw, one_flow("12MB")));
+        let b: Vec<f64> = (0..3).map(|i| counter(&r, 0, &format!("path{i}_bytes"))).collect();
+        (b, fct_ms(&r)[0])
+    };
+    let (dynamic, fd) = run("completion");
+    let (equal, fe) = run("equal");
+    assert_eq!(dynamic.iter().sum::<f64>(), 12e6);
+    assert!(dynamic[2] <= 12e6 / 5.0, "{dynamic:?}");
+    assert!((equal[2] - 4e6).abs() < 1.0, "{equal:?}");
+    assert!(fd < 0.5 * fe, "completion {fd} ms vs equal {fe} ms");
+}

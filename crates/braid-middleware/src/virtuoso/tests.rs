@@ -280,3 +280,66 @@ fn bad_parameters_name_their_key() {
     let spec: crate::MiddlewareEntry = serde_json::from_str(r#"{"kind": "virtuoso", "paths": 8, "policy": "equal", "probe": "1MB"}"#).unwrap();
     assert_eq!(spec.0.name(), "virtuoso");
 }
+
+/// Lossy mode: each path's WRs double in size from `trunk_init` and a path has one WR in
+/// flight at a time (the next is posted after the previous one's success: Fig. 3b).
+#[test]
+fn lossy_mode_posts_doubling_trunks_one_at_a_time_per_path() {
+    let cfg = VirtuosoConfig {
+        paths: 2,
+        lossy: true,
+        trunk_init: braid_units::Bytes(64 * 1024),
+        capacities: Some(vec![braid_units::Rate(1_000_000_000); 2]),
+        ..Default::default()
+    };
+    let (mut net, a, b) = net(&cfg);
+    const LEN: u64 = 2 << 20;
+    let (ea, eb) = pair(&mut net, a, b, LEN);
+    let data = pattern(LEN, 7);
+    net.call_as(1, a, |v| v.write_local(ea.mr.addr, &data)).unwrap();
+    net.call_as(1, a, |v| v.post_send(ea.qp, write_wr(5, &ea, &eb, 0, LEN, SendOp::Write))).unwrap();
+    net.run();
+    assert_eq!(net.nic(2).read_mem(b, eb.mr.addr, LEN), data);
+    let p1 = net.board().borrow().lookup(board_key(1, ea.qp, 1), Side::Client).unwrap().qpn;
+    let sizes = |qp: QpNum| -> Vec<u64> {
+        net.calls_of(1, a)
+            .into_iter()
+            .filter_map(|c| match c {
+                testing::Call::PostSend(q, w) if q == qp && w.op == SendOp::Write => Some(w.len()),
+                _ => None,
+            })
+            .collect()
+    };
+    let k = 64 * 1024;
+    assert_eq!(sizes(ea.qp), vec![k, 2 * k, 4 * k, 8 * k, (1 << 20) - 15 * k]);
+    assert_eq!(sizes(p1), sizes(ea.qp));
+    // One in flight per path: every post on a path comes after the previous WR there completed.
+    let wc = poll_all(&mut net, 1, a, ea.cq);
+    assert_eq!(wc.len(), 1);
+    assert_eq!(counter(&net, 1, a, "path0_trunk"), (16 * k) as f64);
+}
+
+/// The completion-driven policy hands chunks to whichever path frees up; every byte lands.
+#[test]
+fn completion_policy_hands_out_chunks_and_places_every_byte() {
+    let cfg = VirtuosoConfig {
+        policy: Policy::Completion,
+        chunk: braid_units::Bytes(256 * 1024),
+        window: 1,
+        capacities: Some(vec![braid_units::Rate(1_000_000_000); 4]),
+        ..Default::default()
+    };
+    let (mut net, a, b) = net(&cfg);
+    const LEN: u64 = 5_000_001;
+    let (ea, eb) = pair(&mut net, a, b, LEN);
+    let data = pattern(LEN, 8);
+    net.call_as(1, a, |v| v.write_local(ea.mr.addr, &data)).unwrap();
+    net.call_as(1, a, |v| v.post_send(ea.qp, write_wr(6, &ea, &eb, 0, LEN, SendOp::Write))).unwrap();
+    net.run();
+    assert_eq!(net.nic(2).read_mem(b, eb.mr.addr, LEN), data);
+    let per: Vec<f64> = (0..4).map(|i| counter(&net, 1, a, &format!("path{i}_bytes"))).collect();
+    assert_eq!(per.iter().sum::<f64>(), LEN as f64);
+    assert!(per.iter().all(|x| *x >= 256.0 * 1024.0), "{per:?}");
+    assert_eq!(counter(&net, 1, a, "wrs") as u64, 19 + 1, "19 chunks of 256 KiB and the rest");
+    assert_eq!(poll_all(&mut net, 1, a, ea.cq).len(), 1);
+}
