@@ -23,8 +23,12 @@ fn testbed(host: &str, core: &[(&str, &str, f64)]) -> (Value, Value) {
         switches.push(json!(s));
         links.push(json!({"a": "tor0", "b": s, "rate": rate, "delay": delay, "loss": loss}));
         links.push(json!({"a": s, "b": "tor1", "rate": rate, "delay": delay, "loss": loss}));
-        routes.push(json!({"node": "tor0", "dst": [1], "src": [{"host": 0, "addr": k}], "next_hops": [s]}));
-        routes.push(json!({"node": "tor1", "dst": [0], "src": [{"host": 1, "addr": k}], "next_hops": [s]}));
+        routes.push(
+            json!({"node": "tor0", "dst": [1], "src": [{"host": 0, "addr": k}], "next_hops": [s]}),
+        );
+        routes.push(
+            json!({"node": "tor1", "dst": [0], "src": [{"host": 1, "addr": k}], "next_hops": [s]}),
+        );
     }
     (
         json!({"kind": "edges", "nodes": nodes, "switches": switches, "links": links}),
@@ -50,12 +54,21 @@ fn scenario(host: &str, core: &[(&str, &str, f64)], mw: Value, flows: Value) -> 
 fn check_placement(sim: &braid_sim::Simulation) -> usize {
     let w = sim.world();
     let mut n = 0;
-    for f in sim.flows().iter().filter(|f| f.kind == "flow" && f.finish_ps.is_some()) {
+    for f in sim
+        .flows()
+        .iter()
+        .filter(|f| f.kind == "flow" && f.finish_ps.is_some())
+    {
         let (node, addr) = f.dst_addr.expect("landing address");
         let h = w.host_index[node as usize] as usize;
         let got = w.hosts[h].nic.mem.read(addr, f.size).unwrap();
         let want = pattern(f.id, f.size as usize);
-        assert!(got == want, "flow {}: bytes differ at {:?}", f.id, got.iter().zip(&want).position(|(a, b)| a != b));
+        assert!(
+            got == want,
+            "flow {}: bytes differ at {:?}",
+            f.id,
+            got.iter().zip(&want).position(|(a, b)| a != b)
+        );
         n += 1;
     }
     n
@@ -76,11 +89,20 @@ fn counter(r: &braid_sim::Results, h: u64, name: &str) -> f64 {
         braid_sim::Column::U64(v) => v.iter().map(|&x| x as f64).collect(),
         _ => panic!("{col}"),
     };
-    hosts.iter().zip(v).filter(|(hh, _)| **hh as u64 == h).map(|(_, x)| x).filter(|x| !x.is_nan()).sum()
+    hosts
+        .iter()
+        .zip(v)
+        .filter(|(hh, _)| **hh as u64 == h)
+        .map(|(_, x)| x)
+        .filter(|x| !x.is_nan())
+        .sum()
 }
 
 fn fct_ms(r: &braid_sim::Results) -> Vec<f64> {
-    ints(&r.flows, "fct_ps").iter().map(|&x| x as f64 / 1e9).collect()
+    ints(&r.flows, "fct_ps")
+        .iter()
+        .map(|&x| x as f64 / 1e9)
+        .collect()
 }
 
 fn one_flow(size: &str) -> Value {
@@ -102,7 +124,12 @@ fn run_checked(s: &Value) -> (braid_sim::Simulation, braid_sim::Results) {
 /// §4.3 scaled down: one 4 MB flow, core links a tenth of the host links (10G hosts, 1G core).
 fn fct_for(paths: usize, size: &str) -> f64 {
     let core = vec![("1Gbps", "1us", 0.0); 4];
-    let (_, r) = run_checked(&scenario("10Gbps", &core[..paths.max(1)], mp(paths), one_flow(size)));
+    let (_, r) = run_checked(&scenario(
+        "10Gbps",
+        &core[..paths.max(1)],
+        mp(paths),
+        one_flow(size),
+    ));
     fct_ms(&r)[0]
 }
 
@@ -121,21 +148,45 @@ fn fct_falls_as_paths_are_added() {
 /// that the estimates are the paths' and not DCQCN's.
 #[test]
 fn split_follows_capacity_estimates() {
-    let core = [("10Gbps", "1us", 0.0), ("20Gbps", "1us", 0.0), ("40Gbps", "1us", 0.0)];
+    let core = [
+        ("10Gbps", "1us", 0.0),
+        ("20Gbps", "1us", 0.0),
+        ("40Gbps", "1us", 0.0),
+    ];
     let mut s = scenario("200Gbps", &core, mp(3), one_flow("14MB"));
     s["transport"] = json!({"kind": "none"});
     let (_, r) = run_checked(&s);
-    let b: Vec<f64> = (0..3).map(|i| counter(&r, 0, &format!("path{i}_bytes"))).collect();
-    let c: Vec<f64> = (0..3).map(|i| counter(&r, 0, &format!("path{i}_cap_gbps"))).collect();
+    let b: Vec<f64> = (0..3)
+        .map(|i| counter(&r, 0, &format!("path{i}_bytes")))
+        .collect();
+    let c: Vec<f64> = (0..3)
+        .map(|i| counter(&r, 0, &format!("path{i}_cap_gbps")))
+        .collect();
     assert_eq!(b.iter().sum::<f64>(), 14e6, "{b:?}");
     let (r1, r2) = (b[1] / b[0], b[2] / b[0]);
-    assert!((1.8..2.2).contains(&r1) && (3.5..4.5).contains(&r2), "bytes {b:?}, estimates {c:?}");
-    assert!(c[0] > 8.0 && c[0] < 10.5 && c[2] > 32.0 && c[2] < 42.0, "{c:?}");
+    assert!(
+        (1.8..2.2).contains(&r1) && (3.5..4.5).contains(&r2),
+        "bytes {b:?}, estimates {c:?}"
+    );
+    assert!(
+        c[0] > 8.0 && c[0] < 10.5 && c[2] > 32.0 && c[2] < 42.0,
+        "{c:?}"
+    );
     // An equal split on the same paths leaves the 40G path idle early: slower.
-    let mut e = scenario("200Gbps", &core, json!({"kind": "virtuoso", "paths": 3, "policy": "equal"}), one_flow("14MB"));
+    let mut e = scenario(
+        "200Gbps",
+        &core,
+        json!({"kind": "virtuoso", "paths": 3, "policy": "equal"}),
+        one_flow("14MB"),
+    );
     e["transport"] = json!({"kind": "none"});
     let (_, re) = run_checked(&e);
-    assert!(fct_ms(&re)[0] > 1.4 * fct_ms(&r)[0], "equal {:?} vs capacity {:?}", fct_ms(&re), fct_ms(&r));
+    assert!(
+        fct_ms(&re)[0] > 1.4 * fct_ms(&r)[0],
+        "equal {:?} vs capacity {:?}",
+        fct_ms(&re),
+        fct_ms(&r)
+    );
 }
 
 /// Reordering (core delays 1, 7 and 25 µs), random loss on one path (1% of packets, go-back-N
@@ -144,7 +195,12 @@ fn split_follows_capacity_estimates() {
 /// flow, and the failed path's chunks are re-sent on the others.
 #[test]
 fn conservation_under_reordering_loss_and_a_failing_path() {
-    let core = [("10Gbps", "1us", 0.0), ("10Gbps", "7us", 0.01), ("10Gbps", "25us", 0.0), ("10Gbps", "3us", 0.0)];
+    let core = [
+        ("10Gbps", "1us", 0.0),
+        ("10Gbps", "7us", 0.01),
+        ("10Gbps", "25us", 0.0),
+        ("10Gbps", "3us", 0.0),
+    ];
     let flows = json!([
         {"src": 0, "dst": 1, "size": "6000001B", "start": "0us"},
         {"src": 0, "dst": 1, "size": "3333333B", "start": "100us"},
@@ -155,15 +211,30 @@ fn conservation_under_reordering_loss_and_a_failing_path() {
     s["link_events"] = json!([{"a": "s2", "b": "tor1", "down": "1.5ms", "up": "40ms"}]);
     let mut sim = build(&s);
     sim.run();
-    assert_eq!(check_placement(&sim), 3, "every flow finished, every byte in place");
+    assert_eq!(
+        check_placement(&sim),
+        3,
+        "every flow finished, every byte in place"
+    );
     let r = sim.results();
-    let moved: f64 = (0..4).map(|i| counter(&r, 0, &format!("path{i}_bytes"))).sum();
-    assert_eq!(moved, (6000001 + 3333333 + 777777) as f64, "each byte counted once on one path");
-    assert!(counter(&r, 0, "retry_exceeded") >= 1.0, "the failed path gave up");
+    let moved: f64 = (0..4)
+        .map(|i| counter(&r, 0, &format!("path{i}_bytes")))
+        .sum();
+    assert_eq!(
+        moved,
+        (6000001 + 3333333 + 777777) as f64,
+        "each byte counted once on one path"
+    );
+    assert!(
+        counter(&r, 0, "retry_exceeded") >= 1.0,
+        "the failed path gave up"
+    );
     assert!(counter(&r, 0, "resends") >= 1.0);
-    assert!(counter(&r, 0, "resets") >= 1.0 && counter(&r, 1, "resets") >= 1.0, "both ends reset it");
+    assert!(
+        counter(&r, 0, "resets") >= 1.0 && counter(&r, 1, "resets") >= 1.0,
+        "both ends reset it"
+    );
 }
-
 
 /// A lossy fabric: no PFC, a small shared buffer at the ToRs, line-rate senders.
 fn lossy(paths: usize, size: &str, retry: u32, buffer: &str) -> Value {
@@ -185,9 +256,15 @@ fn lossy_run(paths: usize, flows: usize) -> (Vec<f64>, f64, Vec<f64>) {
     s["traffic"][0]["flows"] = json!(f);
     let mut sim = build(&s);
     sim.run();
-    assert_eq!(check_placement(&sim), flows, "every byte in place despite the losses");
+    assert_eq!(
+        check_placement(&sim),
+        flows,
+        "every byte in place despite the losses"
+    );
     let r = sim.results();
-    let t = (0..paths).map(|i| counter(&r, 0, &format!("path{i}_trunk"))).collect();
+    let t = (0..paths)
+        .map(|i| counter(&r, 0, &format!("path{i}_trunk")))
+        .collect();
     (t, counter(&r, 0, "retry_exceeded"), fct_ms(&r))
 }
 
@@ -199,21 +276,36 @@ fn lossy_run(paths: usize, flows: usize) -> (Vec<f64>, f64, Vec<f64>) {
 fn trunk_size_backs_off_after_retry_exceeded_and_converges() {
     let (t1, rex1, _) = lossy_run(1, 1);
     let (t3, rex3, fct3) = lossy_run(1, 3);
-    assert!(rex1 >= 1.0, "the doubling trunk overflowed the core buffer: {rex1}");
-    assert!(t1[0] < 4.0 * 1048576.0 && t1[0] > 65536.0, "backed off below the failing size: {t1:?}");
-    assert_eq!(rex3, rex1, "no RetryExceeded once converged (trunks {t1:?} -> {t3:?}, FCTs {fct3:?})");
+    assert!(
+        rex1 >= 1.0,
+        "the doubling trunk overflowed the core buffer: {rex1}"
+    );
+    assert!(
+        t1[0] < 4.0 * 1048576.0 && t1[0] > 65536.0,
+        "backed off below the failing size: {t1:?}"
+    );
+    assert_eq!(
+        rex3, rex1,
+        "no RetryExceeded once converged (trunks {t1:?} -> {t3:?}, FCTs {fct3:?})"
+    );
 }
 
 /// The completion-driven policy moves load off a slow path (10/10/1 Gbit/s): it gets at most a
 /// fifth of the bytes, where an equal split gives it a third and waits for it.
 #[test]
 fn completion_policy_moves_load_off_a_slow_path() {
-    let core = [("10Gbps", "1us", 0.0), ("10Gbps", "1us", 0.0), ("1Gbps", "1us", 0.0)];
+    let core = [
+        ("10Gbps", "1us", 0.0),
+        ("10Gbps", "1us", 0.0),
+        ("1Gbps", "1us", 0.0),
+    ];
     let run = |policy: &str| {
         let mw = json!({"kind": "virtuoso", "paths": 3, "policy": policy, "chunk": "256KiB",
                         "capacities": ["10Gbps", "10Gbps", "10Gbps"]});
         let (_, r) = run_checked(&scenario("40Gbps", &core, mw, one_flow("12MB")));
-        let b: Vec<f64> = (0..3).map(|i| counter(&r, 0, &format!("path{i}_bytes"))).collect();
+        let b: Vec<f64> = (0..3)
+            .map(|i| counter(&r, 0, &format!("path{i}_bytes")))
+            .collect();
         (b, fct_ms(&r)[0])
     };
     let (dynamic, fd) = run("completion");

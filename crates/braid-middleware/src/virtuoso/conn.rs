@@ -9,7 +9,11 @@ use std::rc::Rc;
 /// Board keys of the paths: top bit (middleware's), then "virtuoso" (0x56), then the host's
 /// address, the application's QP number and the path (255: the control QP).
 pub fn board_key(host: u32, app_qp: QpNum, path: u8) -> u64 {
-    (1 << 63) | (0x56 << 55) | ((host as u64 & 0x7f_ffff) << 32) | ((app_qp as u64 & 0xff_ffff) << 8) | path as u64
+    (1 << 63)
+        | (0x56 << 55)
+        | ((host as u64 & 0x7f_ffff) << 32)
+        | ((app_qp as u64 & 0xff_ffff) << 8)
+        | path as u64
 }
 pub const CTRL_PATH: u8 = 255;
 
@@ -44,7 +48,12 @@ pub fn sub_sges(sg: &[Sge], mut off: u64, mut len: u64) -> Vec<Sge> {
 pub enum Ctrl {
     /// The receiver's k-th RECV on path 0: where a split MP_SEND may write (len 0: do not
     /// split into it).
-    Advert { k: u64, addr: u64, len: u32, rkey: u32 },
+    Advert {
+        k: u64,
+        addr: u64,
+        len: u32,
+        rkey: u32,
+    },
     /// My path QP `path` failed and is in Reset: reset yours and connect it to mine.
     ResetReq { path: u8 },
     /// Done: connect yours.
@@ -151,7 +160,6 @@ pub struct Op {
     pub done: bool,
 }
 
-
 /// Bytes of an operation still to post: `[off, off + len)`.
 #[derive(Debug, Clone, Copy)]
 pub struct Range {
@@ -172,7 +180,11 @@ pub struct PeerPaths {
 
 impl PeerPaths {
     pub fn new(n: usize, trunk: Trunk) -> Self {
-        PeerPaths { est: vec![Estimator::default(); n], trunk: vec![trunk; n], probed_at: None }
+        PeerPaths {
+            est: vec![Estimator::default(); n],
+            trunk: vec![trunk; n],
+            probed_at: None,
+        }
     }
 }
 

@@ -33,11 +33,12 @@
 //! Parameters, measured tables and where braid differs from the paper: `docs/virtuoso.md`.
 
 pub mod balance;
+mod completion;
 mod conn;
 pub mod layer;
-mod verbs;
 #[cfg(test)]
 mod tests;
+mod verbs;
 
 pub use balance::{Balancer, Policy};
 pub use layer::VirtuosoLayer;
@@ -122,14 +123,20 @@ impl VirtuosoConfig {
         }
         if let Some(c) = &self.capacities {
             if c.len() != self.paths as usize {
-                return bad("capacities", "expected one rate per path (as many as `paths`)");
+                return bad(
+                    "capacities",
+                    "expected one rate per path (as many as `paths`)",
+                );
             }
             if c.iter().any(|r| r.0 == 0) {
                 return bad("capacities", "expected positive rates like \"10Gbps\"");
             }
         }
         if self.probe.0 < MIN_PROBE || self.probe.0 > u32::MAX as u64 {
-            return bad("probe", "expected a size from 512KiB to 4GiB (the paper probes with at least 512 KB)");
+            return bad(
+                "probe",
+                "expected a size from 512KiB to 4GiB (the paper probes with at least 512 KB)",
+            );
         }
         if self.small.0 > u32::MAX as u64 {
             return bad("small", "expected a size below 4GiB");
@@ -176,7 +183,10 @@ impl MiddlewareFactory for VirtuosoConfig {
             )
         })?;
         if host.caps().local_addrs.is_empty() {
-            return Err(BuildError::missing_cap("at least one local address", "virtuoso"));
+            return Err(BuildError::missing_cap(
+                "at least one local address",
+                "virtuoso",
+            ));
         }
         Ok(Box::new(VirtuosoLayer::new(
             self.clone(),

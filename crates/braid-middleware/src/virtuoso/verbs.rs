@@ -11,7 +11,11 @@ use std::rc::Rc;
 
 impl VirtuosoLayer {
     fn trunk(&self) -> Trunk {
-        Trunk::new(self.cfg.trunk_init.0, self.cfg.trunk_step.0, self.cfg.trunk_max.0)
+        Trunk::new(
+            self.cfg.trunk_init.0,
+            self.cfg.trunk_step.0,
+            self.cfg.trunk_max.0,
+        )
     }
 }
 
@@ -60,17 +64,36 @@ impl Middleware for VirtuosoLayer {
             }
         }
         let app_qp = qps[0];
-        let ctrl_qp = below.create_qp(&QpInit { max_send_wr: 256, max_recv_wr: 256, ..QpInit::rc(cq) })?;
+        let ctrl_qp = below.create_qp(&QpInit {
+            max_send_wr: 256,
+            max_recv_wr: 256,
+            ..QpInit::rc(cq)
+        })?;
         let c = self.conns.len();
         // The peer's probes land in a sink of our own; control messages in a tracked ring.
-        let sink_addr = self.base + (1 << 36) + (c as u64) * (self.cfg.probe.0 + 4096).next_power_of_two();
+        let sink_addr =
+            self.base + (1 << 36) + (c as u64) * (self.cfg.probe.0 + 4096).next_power_of_two();
         let sink = below.reg_mr(sink_addr, self.cfg.probe.0, Access::ALL)?;
         let ctrl_base = self.base + (1 << 39) + (c as u64) * 0x4000;
         let (ctrl_lkey, ctrl_ok) = if self.caps.data_tracking {
-            let mr = below.reg_mr(ctrl_base, 4096 + CTRL_SLOTS * CTRL_LEN, Access::ALL.tracked())?;
+            let mr = below.reg_mr(
+                ctrl_base,
+                4096 + CTRL_SLOTS * CTRL_LEN,
+                Access::ALL.tracked(),
+            )?;
             for s in 0..CTRL_SLOTS {
-                let sg = vec![Sge { addr: ctrl_base + s * CTRL_LEN, length: CTRL_LEN as u32, lkey: mr.lkey }];
-                below.post_recv(ctrl_qp, RecvWr { wr_id: s, sg_list: sg })?;
+                let sg = vec![Sge {
+                    addr: ctrl_base + s * CTRL_LEN,
+                    length: CTRL_LEN as u32,
+                    lkey: mr.lkey,
+                }];
+                below.post_recv(
+                    ctrl_qp,
+                    RecvWr {
+                        wr_id: s,
+                        sg_list: sg,
+                    },
+                )?;
             }
             (mr.lkey, true)
         } else {
@@ -80,17 +103,38 @@ impl Middleware for VirtuosoLayer {
         {
             let mut b = self.board.borrow_mut();
             for (i, &qp) in qps.iter().enumerate() {
-                let (addr, rkey) = if i == 0 { (sink.addr, sink.rkey) } else { (0, 0) };
-                b.publish(board_key(host, app_qp, i as u8), Side::Client, Endpoint { host, qpn: qp, addr, rkey });
+                let (addr, rkey) = if i == 0 {
+                    (sink.addr, sink.rkey)
+                } else {
+                    (0, 0)
+                };
+                b.publish(
+                    board_key(host, app_qp, i as u8),
+                    Side::Client,
+                    Endpoint {
+                        host,
+                        qpn: qp,
+                        addr,
+                        rkey,
+                    },
+                );
             }
             if ctrl_ok {
-                b.publish(board_key(host, app_qp, CTRL_PATH), Side::Client, Endpoint { host, qpn: ctrl_qp, addr: 0, rkey: 0 });
+                b.publish(
+                    board_key(host, app_qp, CTRL_PATH),
+                    Side::Client,
+                    Endpoint {
+                        host,
+                        qpn: ctrl_qp,
+                        addr: 0,
+                        rkey: 0,
+                    },
+                );
             }
         }
         let paths = qps
             .iter()
-            .enumerate()
-            .map(|(_, &qp)| Path {
+            .map(|&qp| Path {
                 qp,
                 peer_qp: 0,
                 up: false,
@@ -130,7 +174,11 @@ impl Middleware for VirtuosoLayer {
             recvs: VecDeque::new(),
             recvs_posted: 0,
             ctrl_out: VecDeque::new(),
-            ctrl_free: if ctrl_ok { (0..CTRL_SLOTS).rev().collect() } else { Vec::new() },
+            ctrl_free: if ctrl_ok {
+                (0..CTRL_SLOTS).rev().collect()
+            } else {
+                Vec::new()
+            },
             ctrl_base,
             ctrl_lkey,
             probing: 0,
@@ -142,8 +190,15 @@ impl Middleware for VirtuosoLayer {
 
     /// MP_connect, second half: the peer's paths are found on the board under its (host, QP)
     /// and connected one to one. A peer without virtuoso gets plain RDMA on path 0.
-    fn connect_qp(&mut self, below: &mut dyn Verbs, qp: QpNum, remote: RemoteQp) -> Result<(), VerbsError> {
-        let Some(c) = self.conn_of(qp) else { return below.connect_qp(qp, remote) };
+    fn connect_qp(
+        &mut self,
+        below: &mut dyn Verbs,
+        qp: QpNum,
+        remote: RemoteQp,
+    ) -> Result<(), VerbsError> {
+        let Some(c) = self.conn_of(qp) else {
+            return below.connect_qp(qp, remote);
+        };
         let n = self.cfg.paths as usize;
         let eps: Vec<Endpoint> = {
             let b = self.board.borrow();
@@ -151,7 +206,10 @@ impl Middleware for VirtuosoLayer {
                 .map_while(|i| b.lookup(board_key(remote.host, remote.qpn, i as u8), Side::Client))
                 .collect()
         };
-        let ctrl = self.board.borrow().lookup(board_key(remote.host, remote.qpn, CTRL_PATH), Side::Client);
+        let ctrl = self
+            .board
+            .borrow()
+            .lookup(board_key(remote.host, remote.qpn, CTRL_PATH), Side::Client);
         let caps = self.cfg.capacities.clone();
         let trunk = self.trunk();
         let peer = self
@@ -177,7 +235,11 @@ impl Middleware for VirtuosoLayer {
             return Ok(());
         }
         for (i, ep) in eps.iter().enumerate() {
-            let r = RemoteQp { host: remote.host, qpn: ep.qpn, udp_sport: if i == 0 { remote.udp_sport } else { None } };
+            let r = RemoteQp {
+                host: remote.host,
+                qpn: ep.qpn,
+                udp_sport: if i == 0 { remote.udp_sport } else { None },
+            };
             below.connect_qp(conn.paths[i].qp, r)?;
             conn.paths[i].peer_qp = ep.qpn;
             conn.paths[i].up = true;
@@ -194,7 +256,9 @@ impl Middleware for VirtuosoLayer {
 
     /// MP_disconnect: every path QP, the control QP and the layer's regions go.
     fn destroy_qp(&mut self, below: &mut dyn Verbs, qp: QpNum) -> Result<(), VerbsError> {
-        let Some(c) = self.conn_of(qp) else { return below.destroy_qp(qp) };
+        let Some(c) = self.conn_of(qp) else {
+            return below.destroy_qp(qp);
+        };
         let conn = self.conns[c].take().unwrap();
         self.pieces.retain(|_, p| p.conn != c);
         for p in conn.paths.iter() {
@@ -211,8 +275,15 @@ impl Middleware for VirtuosoLayer {
         below.destroy_qp(qp)
     }
 
-    fn modify_qp(&mut self, below: &mut dyn Verbs, qp: QpNum, m: QpModify) -> Result<(), VerbsError> {
-        let Some(c) = self.conn_of(qp) else { return below.modify_qp(qp, m) };
+    fn modify_qp(
+        &mut self,
+        below: &mut dyn Verbs,
+        qp: QpNum,
+        m: QpModify,
+    ) -> Result<(), VerbsError> {
+        let Some(c) = self.conn_of(qp) else {
+            return below.modify_qp(qp, m);
+        };
         if matches!(m, QpModify::Error | QpModify::Reset) {
             let conn = self.conns[c].as_mut().unwrap();
             conn.closed = true;
@@ -227,9 +298,18 @@ impl Middleware for VirtuosoLayer {
     /// The application's regions become writable by the peer's layer: the paper registers the
     /// application's target memory in the paths' protection domain, so that split MP_SENDs can
     /// WRITE into a RECV's buffer.
-    fn reg_mr(&mut self, below: &mut dyn Verbs, addr: u64, len: u64, access: Access) -> Result<MemoryRegion, VerbsError> {
+    fn reg_mr(
+        &mut self,
+        below: &mut dyn Verbs,
+        addr: u64,
+        len: u64,
+        access: Access,
+    ) -> Result<MemoryRegion, VerbsError> {
         let access = if self.caps.data_tracking && access.local_write {
-            Access { remote_write: true, ..access }
+            Access {
+                remote_write: true,
+                ..access
+            }
         } else {
             access
         };
@@ -246,8 +326,15 @@ impl Middleware for VirtuosoLayer {
     }
 
     /// MP_WRITE / MP_READ / MP_SEND: one operation, decomposed when it is large.
-    fn post_send(&mut self, below: &mut dyn Verbs, qp: QpNum, wr: SendWr) -> Result<(), VerbsError> {
-        let Some(c) = self.conn_of(qp) else { return below.post_send(qp, wr) };
+    fn post_send(
+        &mut self,
+        below: &mut dyn Verbs,
+        qp: QpNum,
+        wr: SendWr,
+    ) -> Result<(), VerbsError> {
+        let Some(c) = self.conn_of(qp) else {
+            return below.post_send(qp, wr);
+        };
         let conn = self.conns[c].as_mut().unwrap();
         if conn.plain || !conn.connected || conn.closed {
             return below.post_send(qp, wr);
@@ -286,8 +373,15 @@ impl Middleware for VirtuosoLayer {
 
     /// MP_RECV: the RECV goes on path 0 (a small SEND or a notify consumes it in order) and its
     /// buffer is advertised to the peer, which may then split a large SEND into WRITEs there.
-    fn post_recv(&mut self, below: &mut dyn Verbs, qp: QpNum, wr: RecvWr) -> Result<(), VerbsError> {
-        let Some(c) = self.conn_of(qp) else { return below.post_recv(qp, wr) };
+    fn post_recv(
+        &mut self,
+        below: &mut dyn Verbs,
+        qp: QpNum,
+        wr: RecvWr,
+    ) -> Result<(), VerbsError> {
+        let Some(c) = self.conn_of(qp) else {
+            return below.post_recv(qp, wr);
+        };
         let small = self.cfg.small.0;
         let tracking = self.caps.data_tracking;
         let advert = match wr.sg_list.as_slice() {
@@ -305,7 +399,10 @@ impl Middleware for VirtuosoLayer {
         }
         let k = conn.recvs_posted;
         conn.recvs_posted += 1;
-        conn.recvs.push_back(AppRecv { wr, advertised: advert.is_some() });
+        conn.recvs.push_back(AppRecv {
+            wr,
+            advertised: advert.is_some(),
+        });
         if tracking {
             let (addr, len, rkey) = advert.unwrap_or((0, 0, 0));
             self.send_ctrl(below, c, Ctrl::Advert { k, addr, len, rkey });
@@ -315,7 +412,13 @@ impl Middleware for VirtuosoLayer {
 
     /// Completions of the application's CQ: the layer's (one per MP_ operation, RECVs of
     /// path 0) first, then whatever else the CQ holds.
-    fn poll_cq(&mut self, below: &mut dyn Verbs, cq: CqId, max: usize, out: &mut Vec<WorkCompletion>) -> usize {
+    fn poll_cq(
+        &mut self,
+        below: &mut dyn Verbs,
+        cq: CqId,
+        max: usize,
+        out: &mut Vec<WorkCompletion>,
+    ) -> usize {
         if Some(cq) == self.cq {
             return 0;
         }
