@@ -315,3 +315,31 @@ fn completion_policy_moves_load_off_a_slow_path() {
     assert!((equal[2] - 4e6).abs() < 1.0, "{equal:?}");
     assert!(fd < 0.5 * fe, "completion {fd} ms vs equal {fe} ms");
 }
+
+/// Without static routes: the ToRs' ECMP hashes each path's source address (and port), so the
+/// paths spread over the spines (here 2 + 2 over two of the four: ECMP collides); one 8 MB flow
+/// over 4 spines of 10 Gbit/s (40 Gbit/s hosts, line-rate senders on a lossless fabric) finishes
+/// well before a single QP's. (With DCQCN this run shows no gain: docs/virtuoso.md.)
+#[test]
+fn ecmp_on_the_addresses_spreads_the_paths() {
+    let s = |mw: Value| {
+        json!({
+            "duration": "1s",
+            "topology": {"kind": "two-tor", "hosts_per_tor": 1, "paths": 4,
+                         "host_link": {"rate": "40Gbps", "delay": "1us"},
+                         "fabric_link": {"rate": "10Gbps", "delay": "1us"}},
+            "nic": {"addresses": 4, "data_check": true},
+            "transport": {"kind": "none"},
+            "middleware": {"default": [mw]},
+            "traffic": [{"pattern": "flows", "flows": one_flow("8MB")}],
+        })
+    };
+    let (_, raw) = run_checked(&s(json!("raw")));
+    let (_, mp) = run_checked(&s(json!({"kind": "virtuoso", "paths": 4})));
+    let (a, b) = (fct_ms(&raw)[0], fct_ms(&mp)[0]);
+    let by: Vec<f64> = (0..4)
+        .map(|i| counter(&mp, 0, &format!("path{i}_bytes")))
+        .collect();
+    assert_eq!(by.iter().sum::<f64>(), 8e6);
+    assert!(b < 0.7 * a, "virtuoso {b} ms vs one QP {a} ms ({by:?})");
+}
