@@ -157,7 +157,6 @@ pub struct Op {
     /// MP_SEND: the final SEND (single or notify) has been posted.
     pub send_posted: bool,
     pub status: WcStatus,
-    pub done: bool,
 }
 
 /// Bytes of an operation still to post: `[off, off + len)`.

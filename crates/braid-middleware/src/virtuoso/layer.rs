@@ -297,8 +297,8 @@ impl VirtuosoLayer {
             _ => return,
         };
         // Probes: before the first split, and again when idle once `reprobe` has passed.
-        let idle = conn.paths.iter().all(|p| p.inflight == 0)
-            && conn.ops.iter().all(|o| !o.started || o.done);
+        let idle =
+            conn.paths.iter().all(|p| p.inflight == 0) && conn.ops.iter().all(|o| !o.started);
         let probed_at = conn.peer.borrow().probed_at;
         let due = match probed_at {
             None => self.cfg.capacities.is_none(),
@@ -507,8 +507,7 @@ impl VirtuosoLayer {
                 if !o.started {
                     break;
                 }
-                let settled = o.done
-                    || (o.kind == OpKind::Send && o.send_posted)
+                let settled = (o.kind == OpKind::Send && o.send_posted)
                     || (o.data_left == 0 && !o.single_left);
                 barrier &= settled;
             }

@@ -588,3 +588,44 @@ fn completion_policy_hands_out_chunks_and_places_every_byte() {
     );
     assert_eq!(poll_all(&mut net, 1, a, ea.cq).len(), 1);
 }
+
+/// The application's own error (a bad rkey) fails its operation once, with that status; the
+/// paths it broke are reset and the next operation succeeds.
+#[test]
+fn an_application_error_fails_the_operation_once() {
+    let cfg = VirtuosoConfig {
+        capacities: Some(vec![braid_units::Rate(1_000_000_000); 4]),
+        ..Default::default()
+    };
+    let (mut net, a, b) = net(&cfg);
+    const LEN: u64 = 1 << 20;
+    let (ea, eb) = pair(&mut net, a, b, LEN);
+    let mut bad = write_wr(1, &ea, &eb, 0, LEN, SendOp::Write);
+    bad.rkey ^= 0x5555;
+    net.call_as(1, a, |v| v.post_send(ea.qp, bad)).unwrap();
+    net.run();
+    let wcs = poll_all(&mut net, 1, a, ea.cq);
+    assert_eq!(
+        wcs.iter().map(|w| (w.wr_id, w.status)).collect::<Vec<_>>(),
+        vec![(1, WcStatus::RemoteAccessError)]
+    );
+    assert_eq!(
+        counter(&net, 1, a, "resends"),
+        0.0,
+        "an access error is not re-sent"
+    );
+    let data = pattern(LEN, 9);
+    net.call_as(1, a, |v| v.write_local(ea.mr.addr, &data))
+        .unwrap();
+    net.call_as(1, a, |v| {
+        v.post_send(ea.qp, write_wr(2, &ea, &eb, 0, LEN, SendOp::Write))
+    })
+    .unwrap();
+    net.run();
+    assert_eq!(net.nic(2).read_mem(b, eb.mr.addr, LEN), data);
+    let wcs = poll_all(&mut net, 1, a, ea.cq);
+    assert_eq!(
+        wcs.iter().map(|w| (w.wr_id, w.status)).collect::<Vec<_>>(),
+        vec![(2, WcStatus::Success)]
+    );
+}

@@ -364,7 +364,6 @@ impl Middleware for VirtuosoLayer {
             target: None,
             send_posted: false,
             status: WcStatus::Success,
-            done: false,
         });
         self.stats_op();
         self.pump(below, c);
