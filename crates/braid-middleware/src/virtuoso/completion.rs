@@ -309,6 +309,9 @@ impl VirtuosoLayer {
                     opcode: match o.kind {
                         OpKind::Write => WcOpcode::Write,
                         OpKind::Read => WcOpcode::Read,
+                        OpKind::Send if matches!(o.wr.op, SendOp::WriteWithImm(_)) => {
+                            WcOpcode::Write
+                        }
                         OpKind::Send => WcOpcode::Send,
                     },
                     byte_len: o.len,

@@ -629,3 +629,63 @@ fn an_application_error_fails_the_operation_once() {
         vec![(2, WcStatus::Success)]
     );
 }
+
+/// A WRITE with immediate consumes the peer's RECV: it goes whole on path 0 (where the RECVs
+/// are), after the bytes of the MP_WRITE before it; the receiver sees its immediate.
+#[test]
+fn write_with_immediate_goes_on_path_zero_after_earlier_writes() {
+    let cfg = VirtuosoConfig {
+        capacities: Some(vec![braid_units::Rate(1_000_000_000); 4]),
+        ..Default::default()
+    };
+    let (mut net, a, b) = net(&cfg);
+    const LEN: u64 = 2 << 20;
+    let (ea, eb) = pair(&mut net, a, b, LEN + 64);
+    let data = pattern(LEN + 64, 10);
+    net.call_as(1, a, |v| v.write_local(ea.mr.addr, &data))
+        .unwrap();
+    net.call_as(2, b, |v| {
+        v.post_recv(
+            eb.qp,
+            RecvWr {
+                wr_id: 77,
+                sg_list: vec![],
+            },
+        )
+    })
+    .unwrap();
+    net.run();
+    net.call_as(1, a, |v| {
+        v.post_send(ea.qp, write_wr(1, &ea, &eb, 0, LEN, SendOp::Write))?;
+        v.post_send(
+            ea.qp,
+            write_wr(2, &ea, &eb, LEN, 64, SendOp::WriteWithImm(4242)),
+        )
+    })
+    .unwrap();
+    net.run();
+    assert_eq!(net.nic(2).read_mem(b, eb.mr.addr, LEN + 64), data);
+    let rw = poll_all(&mut net, 2, b, eb.cq);
+    assert_eq!(
+        rw.iter()
+            .map(|w| (w.wr_id, w.opcode, w.imm))
+            .collect::<Vec<_>>(),
+        vec![(77, WcOpcode::RecvWithImm, Some(4242))]
+    );
+    let sw = poll_all(&mut net, 1, a, ea.cq);
+    assert_eq!(
+        sw.iter().map(|w| (w.wr_id, w.opcode)).collect::<Vec<_>>(),
+        vec![(1, WcOpcode::Write), (2, WcOpcode::Write)]
+    );
+    // The immediate went on path 0, after the pieces of the first operation.
+    let calls = net.calls_of(1, a);
+    let imm_at = calls
+        .iter()
+        .position(|c| matches!(c, testing::Call::PostSend(q, w) if *q == ea.qp && matches!(w.op, SendOp::WriteWithImm(4242))))
+        .expect("posted on path 0");
+    let writes = calls[..imm_at]
+        .iter()
+        .filter(|c| matches!(c, testing::Call::PostSend(_, w) if w.op == SendOp::Write))
+        .count();
+    assert!(writes >= 4, "{writes}");
+}

@@ -340,9 +340,11 @@ impl Middleware for VirtuosoLayer {
             return below.post_send(qp, wr);
         }
         let kind = match wr.op {
-            SendOp::Write | SendOp::WriteWithImm(_) | SendOp::Nop => OpKind::Write,
+            SendOp::Write | SendOp::Nop => OpKind::Write,
             SendOp::Read => OpKind::Read,
-            SendOp::Send | SendOp::SendWithImm(_) => OpKind::Send,
+            // A WRITE with immediate consumes a RECV like a SEND: it goes whole on path 0, in
+            // order with the SENDs and after the bytes of earlier operations.
+            SendOp::Send | SendOp::SendWithImm(_) | SendOp::WriteWithImm(_) => OpKind::Send,
             _ => return Err(VerbsError::InvalidWr("cross-channel WRs on a virtuoso QP")),
         };
         let seq = conn.next_op;
