@@ -14,11 +14,13 @@ pub mod justitia;
 pub mod partition;
 pub mod perf;
 pub mod raw;
+pub mod virtuoso;
 
 pub use justitia::JustitiaConfig;
 pub use partition::PartitionConfig;
 pub use perf::PerfConfig;
 pub use raw::RawConfig;
+pub use virtuoso::VirtuosoConfig;
 
 use braid_verbs::MiddlewareFactory;
 use schemars::JsonSchema;
@@ -39,11 +41,14 @@ pub enum MiddlewareSpec {
     /// Data-partition load balancing: chunks over several QPs of distinct UDP source ports,
     /// static or completion-driven assignment (docs/partition.md).
     Partition(PartitionConfig),
+    /// Virtuoso: software multipath over several RC QPs, one per virtual path
+    /// (docs/virtuoso.md).
+    Virtuoso(VirtuosoConfig),
 }
 
 impl MiddlewareSpec {
     /// Every mechanism's name, as a scenario's `kind` says it.
-    pub const NAMES: &'static [&'static str] = &["raw", "perf", "justitia", "partition"];
+    pub const NAMES: &'static [&'static str] = &["raw", "perf", "justitia", "partition", "virtuoso"];
 
     /// The mechanism's factory: its config.
     pub fn factory(&self) -> &dyn MiddlewareFactory {
@@ -52,6 +57,7 @@ impl MiddlewareSpec {
             MiddlewareSpec::Perf(c) => c,
             MiddlewareSpec::Justitia(c) => c,
             MiddlewareSpec::Partition(c) => c,
+            MiddlewareSpec::Virtuoso(c) => c,
         }
     }
     /// The mechanism's name.

@@ -23,6 +23,7 @@ MODULES = (
     "braid.reproduce.perf",
     "braid.reproduce.perf_matrix",
     "braid.reproduce.partition",
+    "braid.reproduce.virtuoso",
     "braid.reproduce.multipath_compare",
 )
 
