@@ -159,6 +159,11 @@ impl Measure {
         self.link_changes.push((now, link, up));
     }
 
+    /// When the series was last sampled.
+    pub fn last_sample(&self) -> Time {
+        self.last_sample
+    }
+
     /// Cumulative received bytes per (host, qpn): records the increase since the last sample.
     pub fn sample_rx(&mut self, now: Time, rx: &[(u32, u32, u64)]) {
         let dt = now - self.last_sample;
