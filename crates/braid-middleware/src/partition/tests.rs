@@ -671,3 +671,32 @@ fn a_cq_armed_before_its_qp_exists_still_notifies_once() {
     );
     assert_eq!(poll(&mut net, 1, ta, acq).len(), 1);
 }
+
+#[test]
+fn a_wr_the_nic_refuses_is_refused_to_the_application_and_the_qp_stays_up() {
+    let mut p = pair(
+        &cfg(3, 16 << 10, Assign::Dynamic),
+        false,
+        MIB,
+        QpInit::rc(0),
+    );
+    let (ta, acq, aqp, amr) = p.a;
+    let mut bad = rdma(1, SendOp::Write, &p, 0, 100_000);
+    bad.sg_list[0].lkey ^= 0x55;
+    let e = p.net.call_as(1, ta, |v| v.post_send(aqp, bad)).unwrap_err();
+    assert!(matches!(e, VerbsError::BadKey(_)), "{e:?}");
+    let bytes = data(100_000, 8);
+    p.net
+        .call_as(1, ta, |v| v.write_local(amr.addr, &bytes))
+        .unwrap();
+    let good = rdma(2, SendOp::Write, &p, 0, 100_000);
+    p.net.call_as(1, ta, |v| v.post_send(aqp, good)).unwrap();
+    p.net.run();
+    let wcs = poll(&mut p.net, 1, ta, acq);
+    assert_eq!(
+        wcs.iter().map(|w| (w.wr_id, w.status)).collect::<Vec<_>>(),
+        vec![(2, WcStatus::Success)]
+    );
+    assert_eq!(p.net.nic(2).read_mem(p.b.0, DST, 100_000), bytes);
+    assert_eq!(counter(&p.net, 1, ta, "messages"), 1.0);
+}
