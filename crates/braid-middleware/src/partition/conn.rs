@@ -99,6 +99,7 @@ pub(super) struct Counters {
     pub conns_single: u64,
     pub rx_chunks: u64,
     pub rx_dups: u64,
+    pub rx_reordered: u64,
     pub copied: u64,
     pub slot_waits: u64,
 }

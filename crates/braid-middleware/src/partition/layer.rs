@@ -206,6 +206,7 @@ impl Middleware for PartitionLayer {
             ("conns_single", self.c.conns_single as f64),
             ("rx_chunks", self.c.rx_chunks as f64),
             ("rx_dups", self.c.rx_dups as f64),
+            ("rx_reordered", self.c.rx_reordered as f64),
             ("copied_bytes", self.c.copied as f64),
             ("slot_waits", self.c.slot_waits as f64),
         ]);

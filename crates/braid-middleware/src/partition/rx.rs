@@ -18,6 +18,8 @@ pub(super) struct Reasm {
     data: Vec<u8>,
     seen: BTreeSet<u64>,
     imm: Option<u32>,
+    /// The highest chunk end placed so far: a chunk below it arrived out of order.
+    max_end: u64,
 }
 
 /// A complete message waiting for the application's RECV.
@@ -130,7 +132,12 @@ impl PartitionLayer {
             data: vec![0; h.total as usize],
             seen: BTreeSet::new(),
             imm: None,
+            max_end: 0,
         });
+        if h.offset < r.max_end {
+            self.c.rx_reordered += 1;
+        }
+        r.max_end = r.max_end.max(h.offset + h.len as u64);
         let end = (h.offset + h.len as u64).min(r.total) as usize;
         let start = (h.offset as usize).min(end);
         r.data[start..end].copy_from_slice(&payload[..end - start]);
