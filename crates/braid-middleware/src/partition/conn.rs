@@ -34,6 +34,8 @@ pub(super) struct Msg {
     pub(super) total: u64,
     pub(super) nchunks: u32,
     pub(super) completed: u32,
+    /// Chunks posted to the NIC so far (re-sends included).
+    pub(super) posted: u32,
     pub(super) held: Option<Chunk>,
     /// Chunks waiting in the shared (unpinned) queue.
     pub(super) unpinned: u32,
@@ -57,6 +59,8 @@ pub(super) struct Conn {
     pub(super) members: Vec<Member>,
     pub(super) peer: Option<RemoteQp>,
     pub(super) connected: bool,
+    /// The peer runs no `partition` layer: WRs and RECVs go as they are on member 0.
+    pub(super) plain: bool,
     pub(super) error: bool,
     pub(super) msgs: VecDeque<Msg>,
     pub(super) shared: VecDeque<Chunk>,

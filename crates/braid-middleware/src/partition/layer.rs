@@ -25,6 +25,8 @@ const WAKE_NOTIFY: u64 = 0x5041_5254_0001;
 pub(super) const RECV_TAG: u64 = 1 << 62;
 /// The unsignaled header SEND that precedes a WRITE_WITH_IMM chunk.
 pub(super) const HDR_TAG: u64 = 1 << 61;
+/// The application's RECVs posted as they are on a connection to a peer without the layer.
+const PLAIN_TAG: u64 = 1 << 60;
 /// Where the layer's own regions live in the host's address space (one 1 TiB window per tenant).
 const BASE_ADDR: u64 = 0x5052_0000_0000_0000;
 /// Header slots for SEND chunks in flight (32 B each).
@@ -68,6 +70,11 @@ pub struct PartitionLayer {
     pub(super) wake_pending: bool,
     /// A post the NIC refused for a reason of the WR itself: (application QP, data id, error).
     pub(super) post_error: Option<(QpNum, u32, VerbsError)>,
+    /// The application QP and data id `post_send` is posting (the only time a refusal goes
+    /// back to the application).
+    pub(super) posting: Option<(QpNum, u32)>,
+    /// Plain RECVs in the NIC: layer wr_id -> (application QP, the application's wr_id).
+    plain_recvs: BTreeMap<u64, (QpNum, u64)>,
     pub(super) c: Counters,
 }
 
@@ -88,6 +95,8 @@ impl PartitionLayer {
             bufs: Vec::new(),
             wake_pending: false,
             post_error: None,
+            posting: None,
+            plain_recvs: BTreeMap::new(),
             c: Counters::default(),
         }
     }
@@ -164,7 +173,9 @@ impl PartitionLayer {
         }
         let mut touched: Vec<QpNum> = Vec::new();
         for wc in &wcs {
-            let t = if wc.wr_id & RECV_TAG != 0 {
+            let t = if wc.wr_id & PLAIN_TAG != 0 {
+                self.on_plain_recv_wc(wc)
+            } else if wc.wr_id & RECV_TAG != 0 {
                 self.on_recv_wc(below, wc)
             } else {
                 self.on_send_wc(below, wc)
@@ -296,6 +307,7 @@ impl Middleware for PartitionLayer {
                     .collect(),
                 peer: None,
                 connected: false,
+                plain: false,
                 error: false,
                 msgs: VecDeque::new(),
                 shared: VecDeque::new(),
@@ -319,11 +331,10 @@ impl Middleware for PartitionLayer {
         };
         let host = below.local_host();
         // How many members the peer has (none published: it does not run the layer).
-        let peers = {
+        let (plain, peers) = {
             let b = self.board.borrow();
-            let n = b
-                .lookup(board_key(remote.host, remote.qpn, 0), Side::Client)
-                .map_or(1, |e| e.qpn as usize);
+            let count = b.lookup(board_key(remote.host, remote.qpn, 0), Side::Client);
+            let n = count.map_or(1, |e| e.qpn as usize);
             let mut peers = vec![remote.qpn];
             for i in 1..n.min(conn.members.len()) {
                 match b.lookup(board_key(remote.host, remote.qpn, i as u32), Side::Client) {
@@ -331,7 +342,7 @@ impl Middleware for PartitionLayer {
                     None => break,
                 }
             }
-            peers
+            (count.is_none(), peers)
         };
         let sport = |i: usize| Some(member_sport(host, qp, i as u32));
         below.connect_qp(
@@ -360,6 +371,7 @@ impl Middleware for PartitionLayer {
         conn.pinned.truncate(used);
         conn.peer = Some(remote);
         conn.connected = true;
+        conn.plain = plain;
         if used > 1 {
             self.c.conns_multi += 1;
         } else {
@@ -369,7 +381,20 @@ impl Middleware for PartitionLayer {
             self.member_of.remove(&q);
             let _ = below.destroy_qp(q);
         }
-        if !self.conns[&qp].rx.app_recvs.is_empty() {
+        if plain {
+            // A peer without the layer sends plain SENDs: the application's RECVs go to the NIC.
+            let recvs: Vec<RecvWr> = self
+                .conns
+                .get_mut(&qp)
+                .expect("checked")
+                .rx
+                .app_recvs
+                .drain(..)
+                .collect();
+            for r in recvs {
+                self.post_plain_recv(below, qp, r)?;
+            }
+        } else if !self.conns[&qp].rx.app_recvs.is_empty() {
             self.ensure_bufs(below, qp);
         }
         Ok(())
@@ -493,6 +518,8 @@ impl Middleware for PartitionLayer {
             SendOp::Send | SendOp::SendWithImm(_) => (Kind::Send, Some(Kind::Send)),
             _ => (Kind::Whole, None),
         };
+        // A peer without the layer gets the WR as it is (no chunk headers it could not parse).
+        let kind = if conn.plain { Kind::Whole } else { kind };
         let whole = kind == Kind::Whole || wr.inline;
         let nchunks = if whole {
             1
@@ -508,6 +535,7 @@ impl Middleware for PartitionLayer {
             total,
             nchunks,
             completed: 0,
+            posted: 0,
             held: None,
             unpinned: 0,
             on: [0; MAX_QPS as usize],
@@ -552,14 +580,16 @@ impl Middleware for PartitionLayer {
         conn.msgs.push_back(msg);
         self.c.messages += 1;
         self.post_error = None;
+        self.posting = Some((qp, id));
         self.progress(below, qp);
+        self.posting = None;
         if let Some((q, bad, e)) = self.post_error.take() {
             if q == qp && bad == id {
                 if let Some(conn) = self.conns.get_mut(&qp) {
                     let fresh = conn
                         .msgs
                         .back()
-                        .is_some_and(|x| x.id == id && x.completed + x.on.iter().sum::<u32>() == 0);
+                        .is_some_and(|x| x.id == id && x.posted == 0);
                     if fresh && !conn.error {
                         // Refused before anything of it went out: take it back, as if never
                         // posted (ibv_post_send's error return).
@@ -596,6 +626,9 @@ impl Middleware for PartitionLayer {
             );
             self.announce(below, None);
             return Ok(());
+        }
+        if conn.plain && conn.connected {
+            return self.post_plain_recv(below, qp, wr);
         }
         conn.rx.app_recvs.push_back(wr);
         self.ensure_bufs(below, qp);
@@ -647,5 +680,41 @@ impl Middleware for PartitionLayer {
             }
             e => up.push(e),
         }
+    }
+}
+
+impl PartitionLayer {
+    fn post_plain_recv(
+        &mut self,
+        below: &mut dyn Verbs,
+        qp: QpNum,
+        wr: RecvWr,
+    ) -> Result<(), VerbsError> {
+        let id = PLAIN_TAG | self.next_wr;
+        self.next_wr += 1;
+        below.post_recv(
+            qp,
+            RecvWr {
+                wr_id: id,
+                sg_list: wr.sg_list,
+            },
+        )?;
+        self.plain_recvs.insert(id, (qp, wr.wr_id));
+        Ok(())
+    }
+
+    /// A plain RECV completed: to the application's CQ with its own wr_id.
+    fn on_plain_recv_wc(&mut self, wc: &WorkCompletion) -> Option<QpNum> {
+        let (qp, wr_id) = self.plain_recvs.remove(&wc.wr_id)?;
+        let cq = self.conns.get(&qp)?.recv_cq;
+        self.push_app(
+            cq,
+            WorkCompletion {
+                wr_id,
+                qp_num: qp,
+                ..*wc
+            },
+        );
+        Some(qp)
     }
 }

@@ -91,6 +91,9 @@ impl PartitionLayer {
                 match self.post_chunk(below, app_qp, m, &ch) {
                     Ok(true) => {
                         let conn = self.conns.get_mut(&app_qp).expect("checked");
+                        if let Some(msg) = conn.msgs.iter_mut().find(|x| x.id == ch.id) {
+                            msg.posted += 1;
+                        }
                         if from_pinned {
                             conn.pinned[m].pop_front();
                         } else {
@@ -113,13 +116,13 @@ impl PartitionLayer {
                         // The WR itself is bad (a key, a length): the application's post fails
                         // (see `post_send`), or, if it was accepted earlier, its WR fails and
                         // the QP goes to Error, as a local protection error does on ibverbs.
-                        self.post_error = Some((app_qp, ch.id, e));
-                        let accepted = self.conns.get(&app_qp).is_some_and(|c| {
-                            c.msgs.iter().any(|x| {
-                                x.id == ch.id && x.completed + x.on.iter().sum::<u32>() > 0
-                            })
-                        });
-                        if accepted {
+                        let accepted = self
+                            .conns
+                            .get(&app_qp)
+                            .is_some_and(|c| c.msgs.iter().any(|x| x.id == ch.id && x.posted > 0));
+                        if !accepted && self.posting == Some((app_qp, ch.id)) {
+                            self.post_error = Some((app_qp, ch.id, e));
+                        } else {
                             self.fail_conn(below, app_qp, WcStatus::Flushed, Some(ch.id));
                         }
                         return;
