@@ -11,7 +11,8 @@
 //! earlier chunk either completed or sits on the one member it will go to (RC keeps a QP's
 //! order), so the receiver's completion still implies that all earlier data was placed.
 
-use super::rx::{Ready, RxState};
+use super::conn::*;
+use super::rx::RxState;
 use super::wire::*;
 use super::{Assign, PartitionConfig, MAX_QPS};
 use braid_verbs::rendezvous::{Endpoint, SharedBoard, Side};
@@ -23,7 +24,9 @@ const WAKE_NOTIFY: u64 = 0x5041_5254_0001;
 /// Layer wr_ids of receive buffers carry this bit (the rest: the buffer's index).
 pub(super) const RECV_TAG: u64 = 1 << 62;
 /// The unsignaled header SEND that precedes a WRITE_WITH_IMM chunk.
-const HDR_TAG: u64 = 1 << 61;
+pub(super) const HDR_TAG: u64 = 1 << 61;
+/// The application's RECVs posted as they are on a connection to a peer without the layer.
+const PLAIN_TAG: u64 = 1 << 60;
 /// Where the layer's own regions live in the host's address space (one 1 TiB window per tenant).
 const BASE_ADDR: u64 = 0x5052_0000_0000_0000;
 /// Header slots for SEND chunks in flight (32 B each).
@@ -49,120 +52,29 @@ const CHUNK_NAMES: [&str; MAX_QPS as usize] = [
     "chunks_q15",
 ];
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
-    /// A WRITE at the application's remote address plus the offset.
-    Write,
-    /// A SEND of header + payload into the receiver's buffers.
-    Send,
-    /// Header SEND, then WRITE_WITH_IMM with the application's imm (the last chunk).
-    WriteImm,
-    /// The application's WR as it is (READ, NOP): one chunk.
-    Whole,
-}
-
-#[derive(Debug, Clone)]
-struct Chunk {
-    id: u32,
-    offset: u64,
-    len: u64,
-    kind: Kind,
-    /// The held-back last chunk of a message completing at the receiver.
-    fin: bool,
-    pin: Option<usize>,
-}
-
-struct Msg {
-    id: u32,
-    wr: SendWr,
-    total: u64,
-    nchunks: u32,
-    completed: u32,
-    held: Option<Chunk>,
-    /// Chunks waiting in the shared (unpinned) queue.
-    unpinned: u32,
-    /// Per member: chunks pinned to it (queued) or outstanding on it.
-    on: [u32; MAX_QPS as usize],
-    opcode: WcOpcode,
-}
-
-struct Member {
-    qpn: QpNum,
-    failed: bool,
-    out_bytes: u64,
-    out_chunks: u32,
-}
-
-pub(super) struct Conn {
-    send_cq: CqId,
-    recv_cq: CqId,
-    sig_all: bool,
-    max_send_wr: u32,
-    members: Vec<Member>,
-    pub(super) peer: Option<RemoteQp>,
-    connected: bool,
-    error: bool,
-    msgs: VecDeque<Msg>,
-    shared: VecDeque<Chunk>,
-    pinned: Vec<VecDeque<Chunk>>,
-    next_id: u32,
-    rr: usize,
-    pub(super) rx: RxState,
-}
-
-impl Conn {
-    fn alive(&self) -> Vec<usize> {
-        (0..self.members.len())
-            .filter(|&m| !self.members[m].failed)
-            .collect()
-    }
-}
-
-struct Inflight {
-    app_qp: QpNum,
-    member: usize,
-    chunk: Chunk,
-    slot: Option<u32>,
-}
-
-#[derive(Debug, Default)]
-struct AppCq {
-    armed: bool,
-    buf: VecDeque<WorkCompletion>,
-    fresh: bool,
-}
-
-#[derive(Debug, Default, Clone)]
-pub(super) struct Counters {
-    pub chunks: [u64; MAX_QPS as usize],
-    pub messages: u64,
-    pub resent: u64,
-    pub member_failures: u64,
-    pub conn_errors: u64,
-    pub conns_multi: u64,
-    pub conns_single: u64,
-    pub rx_chunks: u64,
-    pub rx_dups: u64,
-    pub copied: u64,
-    pub slot_waits: u64,
-}
-
 /// The layer `partition` puts in a tenant's stack.
 pub struct PartitionLayer {
     pub(super) cfg: PartitionConfig,
-    board: SharedBoard,
-    cq: Option<CqId>,
-    hdr_mr: Option<MemoryRegion>,
-    free_slots: Vec<u32>,
-    next_addr: u64,
+    pub(super) board: SharedBoard,
+    pub(super) cq: Option<CqId>,
+    pub(super) hdr_mr: Option<MemoryRegion>,
+    pub(super) free_slots: Vec<u32>,
+    pub(super) next_addr: u64,
     pub(super) conns: BTreeMap<QpNum, Conn>,
-    member_of: BTreeMap<QpNum, (QpNum, usize)>,
-    app_cqs: BTreeMap<CqId, AppCq>,
-    inflight: BTreeMap<u64, Inflight>,
-    next_wr: u64,
+    pub(super) member_of: BTreeMap<QpNum, (QpNum, usize)>,
+    pub(super) app_cqs: BTreeMap<CqId, AppCq>,
+    pub(super) inflight: BTreeMap<u64, Inflight>,
+    pub(super) next_wr: u64,
     /// Receive buffers by index: (application QP, member, address, lkey).
     pub(super) bufs: Vec<(QpNum, usize, u64, u32)>,
-    wake_pending: bool,
+    pub(super) wake_pending: bool,
+    /// A post the NIC refused for a reason of the WR itself: (application QP, data id, error).
+    pub(super) post_error: Option<(QpNum, u32, VerbsError)>,
+    /// The application QP and data id `post_send` is posting (the only time a refusal goes
+    /// back to the application).
+    pub(super) posting: Option<(QpNum, u32)>,
+    /// Plain RECVs in the NIC: layer wr_id -> (application QP, the application's wr_id).
+    plain_recvs: BTreeMap<u64, (QpNum, u64)>,
     pub(super) c: Counters,
 }
 
@@ -182,6 +94,9 @@ impl PartitionLayer {
             next_wr: 1,
             bufs: Vec::new(),
             wake_pending: false,
+            post_error: None,
+            posting: None,
+            plain_recvs: BTreeMap::new(),
             c: Counters::default(),
         }
     }
@@ -193,7 +108,7 @@ impl PartitionLayer {
         a
     }
 
-    fn private_cq(&mut self, below: &mut dyn Verbs) -> Result<CqId, VerbsError> {
+    pub(super) fn private_cq(&mut self, below: &mut dyn Verbs) -> Result<CqId, VerbsError> {
         if let Some(c) = self.cq {
             return Ok(c);
         }
@@ -203,7 +118,7 @@ impl PartitionLayer {
         Ok(c)
     }
 
-    fn slot(&mut self, below: &mut dyn Verbs) -> Option<(u32, u64, u32)> {
+    pub(super) fn slot(&mut self, below: &mut dyn Verbs) -> Option<(u32, u64, u32)> {
         if self.hdr_mr.is_none() {
             let addr = self.alloc(HDR_SLOTS as u64 * HDR);
             let mr = below
@@ -228,7 +143,7 @@ impl PartitionLayer {
 
     /// Announces fresh completions of armed CQs: into `up` inside an event, else by a wake to
     /// ourselves (delivered after the current call).
-    fn announce(&mut self, below: &mut dyn Verbs, up: Option<&mut Vec<Event>>) {
+    pub(super) fn announce(&mut self, below: &mut dyn Verbs, up: Option<&mut Vec<Event>>) {
         match up {
             Some(up) => {
                 for (&cq, c) in self.app_cqs.iter_mut() {
@@ -249,426 +164,8 @@ impl PartitionLayer {
         }
     }
 
-    // ------------------------------------------------------------------ sender
-
-    /// Releases held last chunks, posts what the windows allow, reports finished messages.
-    fn progress(&mut self, below: &mut dyn Verbs, app_qp: QpNum) {
-        self.release_finals(app_qp);
-        self.pump(below, app_qp);
-        self.report(app_qp);
-    }
-
-    fn release_finals(&mut self, app_qp: QpNum) {
-        let Some(conn) = self.conns.get_mut(&app_qp) else {
-            return;
-        };
-        if conn.error || !conn.connected {
-            return;
-        }
-        let mut mask = 0u32;
-        let mut released: Vec<(usize, Chunk)> = Vec::new();
-        for i in 0..conn.msgs.len() {
-            let msg = &conn.msgs[i];
-            for (m, &k) in msg.on.iter().enumerate() {
-                if k > 0 {
-                    mask |= 1 << m;
-                }
-            }
-            if msg.unpinned > 0 {
-                break;
-            }
-            if msg.held.is_none() {
-                continue;
-            }
-            if mask.count_ones() > 1 {
-                break;
-            }
-            let target = if mask == 0 {
-                // Nothing earlier is unfinished: the least loaded member.
-                let alive = conn.alive();
-                match alive.iter().min_by_key(|&&m| conn.members[m].out_bytes) {
-                    Some(&m) => m,
-                    None => break,
-                }
-            } else {
-                mask.trailing_zeros() as usize
-            };
-            if conn.members[target].failed {
-                break;
-            }
-            let msg = &mut conn.msgs[i];
-            let mut h = msg.held.take().expect("checked");
-            h.pin = Some(target);
-            msg.on[target] += 1;
-            mask |= 1 << target;
-            released.push((target, h));
-        }
-        for (m, h) in released {
-            conn.pinned[m].push_back(h);
-        }
-    }
-
-    fn pump(&mut self, below: &mut dyn Verbs, app_qp: QpNum) {
-        let window = self.cfg.window.0;
-        loop {
-            let mut posted = false;
-            let n = match self.conns.get(&app_qp) {
-                Some(c) if c.connected && !c.error => c.members.len(),
-                _ => return,
-            };
-            for m in 0..n {
-                let conn = self.conns.get_mut(&app_qp).expect("checked");
-                let mb = &conn.members[m];
-                if mb.failed || (mb.out_chunks > 0 && mb.out_bytes >= window) {
-                    continue;
-                }
-                let from_pinned = !conn.pinned[m].is_empty();
-                let Some(ch) = (if from_pinned {
-                    conn.pinned[m].front()
-                } else {
-                    conn.shared.front()
-                }) else {
-                    continue;
-                };
-                let ch = ch.clone();
-                match self.post_chunk(below, app_qp, m, &ch) {
-                    Ok(true) => {
-                        let conn = self.conns.get_mut(&app_qp).expect("checked");
-                        if from_pinned {
-                            conn.pinned[m].pop_front();
-                        } else {
-                            conn.shared.pop_front();
-                            if let Some(msg) = conn.msgs.iter_mut().find(|x| x.id == ch.id) {
-                                msg.unpinned -= 1;
-                                msg.on[m] += 1;
-                            }
-                        }
-                        posted = true;
-                    }
-                    Ok(false) => {} // no header slot free now
-                    Err(_) => {
-                        // The member refused the post: it is in Error; its chunks move on.
-                        self.member_failed(below, app_qp, m, WcStatus::Flushed);
-                        posted = true;
-                        break;
-                    }
-                }
-                if self.conns.get(&app_qp).is_none_or(|c| c.error) {
-                    return;
-                }
-            }
-            if !posted {
-                return;
-            }
-        }
-    }
-
-    /// Posts one chunk on member `m`. Ok(false): no header slot is free (retry later).
-    fn post_chunk(
-        &mut self,
-        below: &mut dyn Verbs,
-        app_qp: QpNum,
-        m: usize,
-        ch: &Chunk,
-    ) -> Result<bool, VerbsError> {
-        let needs_slot = matches!(ch.kind, Kind::Send | Kind::WriteImm);
-        let slot = if needs_slot {
-            match self.slot(below) {
-                Some(s) => Some(s),
-                None => {
-                    self.c.slot_waits += 1;
-                    return Ok(false);
-                }
-            }
-        } else {
-            None
-        };
-        let conn = self.conns.get(&app_qp).expect("checked");
-        let msg = conn
-            .msgs
-            .iter()
-            .find(|x| x.id == ch.id)
-            .expect("a queued chunk's message is unreported");
-        let qpn = conn.members[m].qpn;
-        let app = &msg.wr;
-        let wr_id = self.next_wr;
-        self.next_wr += 1;
-        let payload = slice_sges(&app.sg_list, ch.offset, ch.len);
-        let imm = match app.op {
-            SendOp::SendWithImm(i) | SendOp::WriteWithImm(i) => Some(i),
-            _ => None,
-        };
-        let hdr = |flags: u16| Header {
-            flags,
-            id: ch.id,
-            total: msg.total,
-            offset: ch.offset,
-            len: ch.len as u32,
-            imm: imm.unwrap_or(0),
-        };
-        let mut wrs = Vec::with_capacity(2);
-        match ch.kind {
-            Kind::Write => {
-                let mut w = SendWr::new(wr_id, SendOp::Write, payload);
-                w.remote_addr = app.remote_addr + ch.offset;
-                w.rkey = app.rkey;
-                wrs.push(w);
-            }
-            Kind::Send => {
-                let (_, addr, lkey) = slot.expect("taken");
-                let flags = if imm.is_some() { F_IMM } else { 0 };
-                below.write_local(addr, &hdr(flags).encode())?;
-                let mut sg = vec![Sge {
-                    addr,
-                    length: HDR as u32,
-                    lkey,
-                }];
-                sg.extend(payload);
-                wrs.push(SendWr::new(wr_id, SendOp::Send, sg));
-            }
-            Kind::WriteImm => {
-                let (_, addr, lkey) = slot.expect("taken");
-                below.write_local(addr, &hdr(F_WRITE_IMM).encode())?;
-                let mut h = SendWr::new(
-                    wr_id | HDR_TAG,
-                    SendOp::Send,
-                    vec![Sge {
-                        addr,
-                        length: HDR as u32,
-                        lkey,
-                    }],
-                );
-                h.signaled = false;
-                wrs.push(h);
-                let mut w = SendWr::new(wr_id, SendOp::WriteWithImm(imm.unwrap_or(0)), payload);
-                w.remote_addr = app.remote_addr + ch.offset;
-                w.rkey = app.rkey;
-                wrs.push(w);
-            }
-            Kind::Whole => {
-                let mut w = app.clone();
-                w.wr_id = wr_id;
-                wrs.push(w);
-            }
-        }
-        let n = wrs.len();
-        for (i, mut w) in wrs.into_iter().enumerate() {
-            if i + 1 == n {
-                w.signaled = true;
-            }
-            if ch.kind != Kind::Whole {
-                w.inline = app.inline;
-                w.fence = app.fence;
-            }
-            below.charge(Work::WrBuilt(1));
-            if let Err(e) = below.post_send(qpn, w) {
-                if let Some((s, _, _)) = slot {
-                    self.free_slots.push(s);
-                }
-                return Err(e);
-            }
-        }
-        self.inflight.insert(
-            wr_id,
-            Inflight {
-                app_qp,
-                member: m,
-                chunk: ch.clone(),
-                slot: slot.map(|s| s.0),
-            },
-        );
-        let mb = &mut self.conns.get_mut(&app_qp).expect("checked").members[m];
-        mb.out_bytes += ch.len;
-        mb.out_chunks += 1;
-        Ok(true)
-    }
-
-    /// Queues a chunk again (its member failed): a held last chunk is held again; a static
-    /// chunk goes to the next surviving member; a dynamic one to the shared queue.
-    fn requeue(&mut self, app_qp: QpNum, mut ch: Chunk) {
-        let st = self.cfg.assign == Assign::Static;
-        let Some(conn) = self.conns.get_mut(&app_qp) else {
-            return;
-        };
-        let alive = conn.alive();
-        let Some(msg) = conn.msgs.iter_mut().find(|x| x.id == ch.id) else {
-            return;
-        };
-        if ch.fin {
-            ch.pin = None;
-            msg.held = Some(ch);
-        } else if st && !alive.is_empty() {
-            let m = alive[conn.rr % alive.len()];
-            conn.rr += 1;
-            ch.pin = Some(m);
-            msg.on[m] += 1;
-            conn.pinned[m].push_back(ch);
-        } else {
-            ch.pin = None;
-            msg.unpinned += 1;
-            conn.shared.push_front(ch);
-        }
-    }
-
-    /// Member `m` is in Error: drop it and move its queued chunks; with nobody left (or
-    /// `resend = false`) the logical connection fails.
-    fn member_failed(&mut self, below: &mut dyn Verbs, app_qp: QpNum, m: usize, status: WcStatus) {
-        let resend = self.cfg.resend;
-        let Some(conn) = self.conns.get_mut(&app_qp) else {
-            return;
-        };
-        if conn.members[m].failed {
-            return;
-        }
-        conn.members[m].failed = true;
-        self.c.member_failures += 1;
-        let queued: Vec<Chunk> = conn.pinned[m].drain(..).collect();
-        for ch in &queued {
-            if let Some(msg) = conn.msgs.iter_mut().find(|x| x.id == ch.id) {
-                msg.on[m] -= 1;
-            }
-        }
-        let qpn = conn.members[m].qpn;
-        let none_left = conn.alive().is_empty();
-        // Make sure its outstanding chunks come back (flushed) to be re-sent.
-        let _ = below.modify_qp(qpn, QpModify::Error);
-        if none_left || !resend {
-            self.fail_conn(below, app_qp, status, None);
-            return;
-        }
-        for ch in queued {
-            self.requeue(app_qp, ch);
-        }
-    }
-
-    /// The logical connection fails: every unreported message completes with an error (the
-    /// failing one with `status`, the rest flushed), RECVs are flushed, members go to Error.
-    fn fail_conn(
-        &mut self,
-        below: &mut dyn Verbs,
-        app_qp: QpNum,
-        status: WcStatus,
-        failing: Option<u32>,
-    ) {
-        let Some(conn) = self.conns.get_mut(&app_qp) else {
-            return;
-        };
-        if conn.error {
-            return;
-        }
-        conn.error = true;
-        self.c.conn_errors += 1;
-        conn.shared.clear();
-        for p in conn.pinned.iter_mut() {
-            p.clear();
-        }
-        for mb in conn.members.iter_mut() {
-            if !mb.failed {
-                mb.failed = true;
-                let _ = below.modify_qp(mb.qpn, QpModify::Error);
-            }
-        }
-        let (send_cq, recv_cq, peer) = (conn.send_cq, conn.recv_cq, conn.peer);
-        let msgs: Vec<Msg> = conn.msgs.drain(..).collect();
-        let recvs: Vec<RecvWr> = conn.rx.app_recvs.drain(..).collect();
-        let mut first = true;
-        for msg in msgs {
-            let st = if failing == Some(msg.id) || (failing.is_none() && first) {
-                status
-            } else {
-                WcStatus::Flushed
-            };
-            first = false;
-            self.push_app(send_cq, app_wc(msg.wr.wr_id, st, msg.opcode, 0, app_qp));
-        }
-        for r in recvs {
-            let mut wc = app_wc(r.wr_id, WcStatus::Flushed, WcOpcode::Recv, 0, app_qp);
-            if let Some(p) = peer {
-                (wc.src_host, wc.src_qp) = (p.host, p.qpn);
-            }
-            self.push_app(recv_cq, wc);
-        }
-    }
-
-    /// Reports finished messages from the front, in posting order.
-    fn report(&mut self, app_qp: QpNum) {
-        let Some(conn) = self.conns.get_mut(&app_qp) else {
-            return;
-        };
-        let mut out = Vec::new();
-        while conn
-            .msgs
-            .front()
-            .is_some_and(|m| m.completed == m.nchunks && m.held.is_none())
-        {
-            let msg = conn.msgs.pop_front().expect("checked");
-            if msg.wr.signaled || conn.sig_all {
-                out.push(app_wc(
-                    msg.wr.wr_id,
-                    WcStatus::Success,
-                    msg.opcode,
-                    msg.total,
-                    app_qp,
-                ));
-            }
-        }
-        let cq = conn.send_cq;
-        for wc in out {
-            self.push_app(cq, wc);
-        }
-    }
-
-    fn on_send_wc(&mut self, below: &mut dyn Verbs, wc: &WorkCompletion) -> Option<QpNum> {
-        if wc.wr_id & HDR_TAG != 0 {
-            // A WRITE_WITH_IMM's header: only an error shows; the chunk behind it is flushed
-            // and handled on its own completion.
-            return None;
-        }
-        let inf = self.inflight.remove(&wc.wr_id)?;
-        if let Some(s) = inf.slot {
-            self.free_slots.push(s);
-        }
-        let (app_qp, m) = (inf.app_qp, inf.member);
-        let conn = self.conns.get_mut(&app_qp)?;
-        let mb = &mut conn.members[m];
-        mb.out_bytes -= inf.chunk.len;
-        mb.out_chunks -= 1;
-        let msg = conn.msgs.iter_mut().find(|x| x.id == inf.chunk.id)?;
-        msg.on[m] -= 1;
-        if wc.status == WcStatus::Success {
-            msg.completed += 1;
-            self.c.chunks[m] += 1;
-            return Some(app_qp);
-        }
-        if conn.error {
-            return Some(app_qp);
-        }
-        let retryable = matches!(
-            wc.status,
-            WcStatus::RetryExceeded | WcStatus::RnrRetryExceeded | WcStatus::Flushed
-        );
-        if !retryable || !self.cfg.resend {
-            // The application's fault (remote access) or no re-sending: its WR fails.
-            let id = inf.chunk.id;
-            self.fail_conn(below, app_qp, wc.status, Some(id));
-            return Some(app_qp);
-        }
-        let others = conn.alive().iter().any(|&k| k != m);
-        if !others {
-            let id = inf.chunk.id;
-            self.fail_conn(below, app_qp, wc.status, Some(id));
-            return Some(app_qp);
-        }
-        self.member_failed(below, app_qp, m, wc.status);
-        if self.conns.get(&app_qp).is_some_and(|c| !c.error) {
-            self.c.resent += 1;
-            self.requeue(app_qp, inf.chunk);
-        }
-        Some(app_qp)
-    }
-
     /// Drains the private CQ and acts on everything in it.
-    fn drain(&mut self, below: &mut dyn Verbs, up: Option<&mut Vec<Event>>) {
+    pub(super) fn drain(&mut self, below: &mut dyn Verbs, up: Option<&mut Vec<Event>>) {
         let Some(cq) = self.cq else { return };
         let mut wcs = Vec::new();
         if poll_and_rearm(below, cq, &mut wcs).is_err() {
@@ -676,7 +173,9 @@ impl PartitionLayer {
         }
         let mut touched: Vec<QpNum> = Vec::new();
         for wc in &wcs {
-            let t = if wc.wr_id & RECV_TAG != 0 {
+            let t = if wc.wr_id & PLAIN_TAG != 0 {
+                self.on_plain_recv_wc(wc)
+            } else if wc.wr_id & RECV_TAG != 0 {
                 self.on_recv_wc(below, wc)
             } else {
                 self.on_send_wc(below, wc)
@@ -692,132 +191,6 @@ impl PartitionLayer {
             self.deliver_ready(below, q);
         }
         self.announce(below, up);
-    }
-
-    // ------------------------------------------------------------------ receiver
-
-    /// Posts the layer's receive buffers on every member of `app_qp` (once the application
-    /// shows it uses RECVs and the connection is up).
-    fn ensure_bufs(&mut self, below: &mut dyn Verbs, app_qp: QpNum) {
-        let per = self.cfg.recv_buffers as u64;
-        let size = HDR + self.cfg.chunk.0;
-        let Some(conn) = self.conns.get(&app_qp) else {
-            return;
-        };
-        if conn.rx.bufs_posted || !conn.connected || conn.error {
-            return;
-        }
-        let n = conn.members.len() as u64;
-        let addr = self.alloc(n * per * size);
-        let Ok(mr) = below.reg_mr(addr, n * per * size, Access::LOCAL.tracked()) else {
-            return;
-        };
-        self.conns.get_mut(&app_qp).expect("checked").rx.bufs_posted = true;
-        for m in 0..n as usize {
-            for j in 0..per {
-                let a = addr + (m as u64 * per + j) * size;
-                let idx = self.bufs.len();
-                self.bufs.push((app_qp, m, a, mr.lkey));
-                self.repost(below, idx);
-            }
-        }
-    }
-
-    pub(super) fn repost(&mut self, below: &mut dyn Verbs, idx: usize) {
-        let (app_qp, m, addr, lkey) = self.bufs[idx];
-        let Some(conn) = self.conns.get(&app_qp) else {
-            return;
-        };
-        let mb = &conn.members[m];
-        if mb.failed {
-            return;
-        }
-        let wr = RecvWr {
-            wr_id: RECV_TAG | idx as u64,
-            sg_list: vec![Sge {
-                addr,
-                length: (HDR + self.cfg.chunk.0) as u32,
-                lkey,
-            }],
-        };
-        let _ = below.post_recv(mb.qpn, wr);
-    }
-
-    /// Hands complete messages to the application's posted RECVs, in order.
-    fn deliver_ready(&mut self, below: &mut dyn Verbs, app_qp: QpNum) {
-        loop {
-            let Some(conn) = self.conns.get_mut(&app_qp) else {
-                return;
-            };
-            if conn.rx.ready.is_empty() || conn.rx.app_recvs.is_empty() {
-                return;
-            }
-            let r: Ready = conn.rx.ready.pop_front().expect("checked");
-            let recv = conn.rx.app_recvs.pop_front().expect("checked");
-            let (cq, peer) = (conn.recv_cq, conn.peer);
-            let cap: u64 = recv.sg_list.iter().map(|s| s.length as u64).sum();
-            let mut status = WcStatus::Success;
-            if let Some(data) = &r.data {
-                if r.total > cap {
-                    status = WcStatus::LocalLengthError;
-                } else {
-                    // The reassembled message goes into the application's buffer: a copy.
-                    let mut off = 0usize;
-                    for s in &recv.sg_list {
-                        if off >= data.len() {
-                            break;
-                        }
-                        let k = (s.length as usize).min(data.len() - off);
-                        let _ = below.write_local(s.addr, &data[off..off + k]);
-                        off += k;
-                    }
-                    below.charge(Work::Copy(r.total));
-                    self.c.copied += r.total;
-                }
-            }
-            let op = if r.imm.is_some() {
-                WcOpcode::RecvWithImm
-            } else {
-                WcOpcode::Recv
-            };
-            let mut wc = app_wc(recv.wr_id, status, op, r.total, app_qp);
-            wc.imm = r.imm;
-            if let Some(p) = peer {
-                (wc.src_host, wc.src_qp) = (p.host, p.qpn);
-            }
-            self.push_app(cq, wc);
-        }
-    }
-
-    pub(super) fn read_local_charged(
-        &mut self,
-        below: &mut dyn Verbs,
-        addr: u64,
-        len: u64,
-    ) -> Option<Vec<u8>> {
-        below.read_local(addr, len).ok()
-    }
-}
-
-fn app_wc(wr_id: u64, status: WcStatus, opcode: WcOpcode, len: u64, qp: QpNum) -> WorkCompletion {
-    WorkCompletion {
-        wr_id,
-        status,
-        opcode,
-        byte_len: len,
-        imm: None,
-        qp_num: qp,
-        src_host: 0,
-        src_qp: 0,
-    }
-}
-
-fn opcode_of(op: &SendOp) -> WcOpcode {
-    match op {
-        SendOp::Send | SendOp::SendWithImm(_) => WcOpcode::Send,
-        SendOp::Write | SendOp::WriteWithImm(_) => WcOpcode::Write,
-        SendOp::Read => WcOpcode::Read,
-        _ => WcOpcode::Nop,
     }
 }
 
@@ -844,6 +217,7 @@ impl Middleware for PartitionLayer {
             ("conns_single", self.c.conns_single as f64),
             ("rx_chunks", self.c.rx_chunks as f64),
             ("rx_dups", self.c.rx_dups as f64),
+            ("rx_reordered", self.c.rx_reordered as f64),
             ("copied_bytes", self.c.copied as f64),
             ("slot_waits", self.c.slot_waits as f64),
         ]);
@@ -933,6 +307,7 @@ impl Middleware for PartitionLayer {
                     .collect(),
                 peer: None,
                 connected: false,
+                plain: false,
                 error: false,
                 msgs: VecDeque::new(),
                 shared: VecDeque::new(),
@@ -956,11 +331,10 @@ impl Middleware for PartitionLayer {
         };
         let host = below.local_host();
         // How many members the peer has (none published: it does not run the layer).
-        let peers = {
+        let (plain, peers) = {
             let b = self.board.borrow();
-            let n = b
-                .lookup(board_key(remote.host, remote.qpn, 0), Side::Client)
-                .map_or(1, |e| e.qpn as usize);
+            let count = b.lookup(board_key(remote.host, remote.qpn, 0), Side::Client);
+            let n = count.map_or(1, |e| e.qpn as usize);
             let mut peers = vec![remote.qpn];
             for i in 1..n.min(conn.members.len()) {
                 match b.lookup(board_key(remote.host, remote.qpn, i as u32), Side::Client) {
@@ -968,7 +342,7 @@ impl Middleware for PartitionLayer {
                     None => break,
                 }
             }
-            peers
+            (count.is_none(), peers)
         };
         let sport = |i: usize| Some(member_sport(host, qp, i as u32));
         below.connect_qp(
@@ -997,6 +371,7 @@ impl Middleware for PartitionLayer {
         conn.pinned.truncate(used);
         conn.peer = Some(remote);
         conn.connected = true;
+        conn.plain = plain;
         if used > 1 {
             self.c.conns_multi += 1;
         } else {
@@ -1006,7 +381,20 @@ impl Middleware for PartitionLayer {
             self.member_of.remove(&q);
             let _ = below.destroy_qp(q);
         }
-        if !self.conns[&qp].rx.app_recvs.is_empty() {
+        if plain {
+            // A peer without the layer sends plain SENDs: the application's RECVs go to the NIC.
+            let recvs: Vec<RecvWr> = self
+                .conns
+                .get_mut(&qp)
+                .expect("checked")
+                .rx
+                .app_recvs
+                .drain(..)
+                .collect();
+            for r in recvs {
+                self.post_plain_recv(below, qp, r)?;
+            }
+        } else if !self.conns[&qp].rx.app_recvs.is_empty() {
             self.ensure_bufs(below, qp);
         }
         Ok(())
@@ -1130,6 +518,8 @@ impl Middleware for PartitionLayer {
             SendOp::Send | SendOp::SendWithImm(_) => (Kind::Send, Some(Kind::Send)),
             _ => (Kind::Whole, None),
         };
+        // A peer without the layer gets the WR as it is (no chunk headers it could not parse).
+        let kind = if conn.plain { Kind::Whole } else { kind };
         let whole = kind == Kind::Whole || wr.inline;
         let nchunks = if whole {
             1
@@ -1145,6 +535,7 @@ impl Middleware for PartitionLayer {
             total,
             nchunks,
             completed: 0,
+            posted: 0,
             held: None,
             unpinned: 0,
             on: [0; MAX_QPS as usize],
@@ -1188,7 +579,32 @@ impl Middleware for PartitionLayer {
         }
         conn.msgs.push_back(msg);
         self.c.messages += 1;
+        self.post_error = None;
+        self.posting = Some((qp, id));
         self.progress(below, qp);
+        self.posting = None;
+        if let Some((q, bad, e)) = self.post_error.take() {
+            if q == qp && bad == id {
+                if let Some(conn) = self.conns.get_mut(&qp) {
+                    let fresh = conn
+                        .msgs
+                        .back()
+                        .is_some_and(|x| x.id == id && x.posted == 0);
+                    if fresh && !conn.error {
+                        // Refused before anything of it went out: take it back, as if never
+                        // posted (ibv_post_send's error return).
+                        conn.msgs.pop_back();
+                        conn.shared.retain(|c| c.id != id);
+                        conn.pinned
+                            .iter_mut()
+                            .for_each(|p| p.retain(|c| c.id != id));
+                        conn.next_id = id;
+                        self.c.messages -= 1;
+                        return Err(e);
+                    }
+                }
+            }
+        }
         self.announce(below, None);
         Ok(())
     }
@@ -1210,6 +626,9 @@ impl Middleware for PartitionLayer {
             );
             self.announce(below, None);
             return Ok(());
+        }
+        if conn.plain && conn.connected {
+            return self.post_plain_recv(below, qp, wr);
         }
         conn.rx.app_recvs.push_back(wr);
         self.ensure_bufs(below, qp);
@@ -1265,15 +684,37 @@ impl Middleware for PartitionLayer {
 }
 
 impl PartitionLayer {
-    /// A receive completion on a member (see `rx.rs`).
-    fn on_recv_wc(&mut self, below: &mut dyn Verbs, wc: &WorkCompletion) -> Option<QpNum> {
-        let idx = (wc.wr_id & !RECV_TAG) as usize;
-        let &(app_qp, m, addr, _) = self.bufs.get(idx)?;
-        if wc.status != WcStatus::Success {
-            return Some(app_qp); // flushed: the member failed; nothing to repost
-        }
-        self.on_chunk_received(below, app_qp, m, addr, wc);
-        self.repost(below, idx);
-        Some(app_qp)
+    fn post_plain_recv(
+        &mut self,
+        below: &mut dyn Verbs,
+        qp: QpNum,
+        wr: RecvWr,
+    ) -> Result<(), VerbsError> {
+        let id = PLAIN_TAG | self.next_wr;
+        self.next_wr += 1;
+        below.post_recv(
+            qp,
+            RecvWr {
+                wr_id: id,
+                sg_list: wr.sg_list,
+            },
+        )?;
+        self.plain_recvs.insert(id, (qp, wr.wr_id));
+        Ok(())
+    }
+
+    /// A plain RECV completed: to the application's CQ with its own wr_id.
+    fn on_plain_recv_wc(&mut self, wc: &WorkCompletion) -> Option<QpNum> {
+        let (qp, wr_id) = self.plain_recvs.remove(&wc.wr_id)?;
+        let cq = self.conns.get(&qp)?.recv_cq;
+        self.push_app(
+            cq,
+            WorkCompletion {
+                wr_id,
+                qp_num: qp,
+                ..*wc
+            },
+        );
+        Some(qp)
     }
 }

@@ -33,8 +33,10 @@
 //! `resend = false`, the application's WR completes with the error and its logical QP goes to
 //! Error.
 
+mod conn;
 mod layer;
 mod rx;
+mod send;
 #[cfg(test)]
 mod tests;
 mod wire;
