@@ -21,7 +21,7 @@ def test_compare_is_registered_slow_with_its_scenarios():
     assert "multipath/compare" not in [x.id for x in select([], False)]
     for s in e.scenarios:
         assert (experiments_dir() / s).is_file(), s
-    assert set(mc.MULTIPATH) == {"partition-4 static", "partition-4 dynamic", "partition-8 static", "partition-8 dynamic", "Virtuoso", "MP-RDMA"}
+    assert set(mc.MULTIPATH) == {"partition-4 static", "partition-4 dynamic", "partition-8 static", "partition-8 dynamic", "Virtuoso", "Virtuoso, capacities given", "MP-RDMA"}
     labels = {r.label for r in e.runs(False)}
     assert len(labels) == len(mc.WORKLOADS) * len(mc.SCHEMES)
 

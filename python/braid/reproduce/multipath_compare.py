@@ -38,6 +38,8 @@ SCHEMES: Dict[str, Tuple[str, ...]] = {
     "partition-8 static": ('middleware.default=[{kind="partition",qps=8,assign="static"}]',),
     "partition-8 dynamic": ('middleware.default=[{kind="partition",qps=8,assign="dynamic"}]',),
     "Virtuoso": ('middleware.default=[{kind="virtuoso",paths=4}]', "nic.addresses=4"),
+    # The same with the paths' capacities given (every fabric link here is 40G): no probes.
+    "Virtuoso, capacities given": ('middleware.default=[{kind="virtuoso",paths=4,capacities=["40Gbps","40Gbps","40Gbps","40Gbps"]}]', "nic.addresses=4"),
     "MP-RDMA": ('transport.kind="mp-rdma"',),
 }
 MULTIPATH = tuple(s for s in SCHEMES if s != "DCQCN")
@@ -185,11 +187,11 @@ def chart(table: Dict[Tuple[str, str], float], path: Path) -> Path:
     for ax, w in zip(axes.flat, wls):
         names = [s for s in SCHEMES if (w.label, s) in table]
         vals = [table[(w.label, s)] for s in names]
-        ax.bar(range(len(names)), vals, color=["#888888" if s == "DCQCN" else "#3b75af" if s.startswith("partition") else "#d1802f" if s == "Virtuoso" else "#4f9a4f" for s in names])
+        ax.bar(range(len(names)), vals, color=["#888888" if s == "DCQCN" else "#3b75af" if s.startswith("partition") else "#d1802f" if s.startswith("Virtuoso") else "#4f9a4f" for s in names])
         base = table.get((w.label, "DCQCN"))
         if base is not None and not math.isnan(base):
             ax.axhline(base, color="k", ls="--", lw=0.8)
-        ax.set_xticks(range(len(names)), [n.replace("partition-", "part-").replace(" dynamic", " dyn").replace(" static", " st") for n in names], rotation=45, ha="right", fontsize=7)
+        ax.set_xticks(range(len(names)), [n.replace("partition-", "part-").replace(" dynamic", " dyn").replace(" static", " st").replace(", capacities given", " (caps)") for n in names], rotation=45, ha="right", fontsize=7)
         unit = {"goodput": "total goodput (Gbps) ↑", "incast": "incast completion (ms) ↓", "fct": "≥1MB flows p99 FCT (µs) ↓"}[w.metric]
         ax.set_title(f"{w.label}\n{unit}", fontsize=8.5)
         ax.tick_params(axis="y", labelsize=7)
