@@ -182,7 +182,8 @@ def _alive(pid: int) -> bool:
 
 @pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="needs Linux /proc")
 def test_reproduce_workers_stop_with_it(tmp_path):
-    proc = _braid("reproduce", "-j", "2", "--full", "mp-rdma/testbed-permutation", cwd=tmp_path)
+    # A sweep of minutes (240 runs), so it is surely still running when it is stopped.
+    proc = _braid("reproduce", "-j", "2", "--full", "multipath/compare", "--out", str(tmp_path / "figs"), cwd=tmp_path)
     kids: list = []
     for _ in range(300):
         kids = _children(proc.pid)
