@@ -316,3 +316,52 @@ fn the_holder_cuts_the_served_data_beside_a_small_tenant() {
     assert!(counter(&n.net, 2, n.h, "zero_waits") >= 63.0 * 16.0);
     assert_eq!(counter(&n.net, 2, n.h, "class"), 2.0, "bandwidth-intensive");
 }
+
+/// The READ's completion implies the WRITE posted before it (unsignaled) is placed: polled
+/// step by step, the READ completes only once the WRITE's bytes are all at the holder.
+#[test]
+fn a_converted_read_does_not_overtake_an_earlier_unsignaled_write() {
+    let mut n = setup(true, &PerfConfig::default());
+    let (a, aqp) = (n.a, n.aqp);
+    let wmr = n
+        .net
+        .call_as(1, a, |v| v.reg_mr(0x900_0000, 2 << 20, Access::ALL.tracked()))
+        .unwrap();
+    let pattern: Vec<u8> = (0..2u64 << 20).map(|i| (i % 7 + 1) as u8).collect();
+    n.net
+        .call_as(1, a, |v| v.write_local(wmr.addr, &pattern))
+        .unwrap();
+    let mut w = SendWr::new(
+        1,
+        SendOp::Write,
+        vec![Sge {
+            addr: wmr.addr,
+            length: 2 << 20,
+            lkey: wmr.lkey,
+        }],
+    );
+    w.remote_addr = n.hmr.addr + (2 << 20);
+    w.rkey = n.hmr.rkey;
+    w.signaled = false;
+    let r = read(&n, 2, 0, 4096);
+    // The WRITE is lost once and retransmitted after the RC timeout: the request (on the
+    // agents' link) and the holder's data overtake it on the wire.
+    n.net.lose_packets(1, aqp, 1);
+    n.net.call_as(1, a, |v| v.post_send(aqp, w)).unwrap();
+    n.net.call_as(1, a, |v| v.post_send(aqp, r)).unwrap();
+    let t0 = n.net.now();
+    let mut seen = Vec::new();
+    for step in 1..=20_000u64 {
+        n.net.run_until(t0 + step * 1_000_000);
+        seen = poll(&mut n);
+        if !seen.is_empty() {
+            break;
+        }
+    }
+    assert_eq!(
+        seen.iter().map(|w| (w.wr_id, w.opcode)).collect::<Vec<_>>(),
+        vec![(2, WcOpcode::Read)]
+    );
+    let at_holder = n.net.nic(2).read_mem(n.h, n.hmr.addr + (2 << 20), 2 << 20);
+    assert!(at_holder == pattern, "the READ completed before the WRITE was placed");
+}
