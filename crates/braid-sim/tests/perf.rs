@@ -356,9 +356,24 @@ fn hardware_pause_limits_a_multi_qp_b_app_in_the_rnic() {
         cell(&hw, b, "perf_resumes"),
     );
     assert!(cell(&hw, b, "perf_pauses") > 0.0 && cell(&hw, b, "perf_resumes") > 0.0);
-    assert!(rate(&hw) > 3.0 * rate(&raw), "M_App {} vs raw {}", rate(&hw), rate(&raw));
-    assert!(rate(&hw) >= 0.8 * rate(&sw), "hardware {} vs software {}", rate(&hw), rate(&sw));
-    assert!(gp(&hw) >= 0.8 * gp(&raw), "B_App {} vs raw {}", gp(&hw), gp(&raw));
+    assert!(
+        rate(&hw) > 3.0 * rate(&raw),
+        "M_App {} vs raw {}",
+        rate(&hw),
+        rate(&raw)
+    );
+    assert!(
+        rate(&hw) >= 0.8 * rate(&sw),
+        "hardware {} vs software {}",
+        rate(&hw),
+        rate(&sw)
+    );
+    assert!(
+        gp(&hw) >= 0.8 * gp(&raw),
+        "B_App {} vs raw {}",
+        gp(&hw),
+        gp(&raw)
+    );
 }
 
 /// The slides' large-READ conversion (`read_convert`): host 0 READs 1 MiB messages from host 1
@@ -413,9 +428,19 @@ fn converted_reads_are_preempted_at_the_data_holder() {
     // Without conversion the holder's NIC streams the responses: PeRF changes nothing.
     assert!(p99(&sub) > 0.8 * p99(&raw));
     // Converted, the holder preempts its READ data for D_App.
-    assert!(p99(&conv) < 0.6 * p99(&sub), "{} vs {}", p99(&conv), p99(&sub));
+    assert!(
+        p99(&conv) < 0.6 * p99(&sub),
+        "{} vs {}",
+        p99(&conv),
+        p99(&sub)
+    );
     // ... as it preempts its own WRITEs.
-    assert!(p99(&conv) < 1.1 * p99(&own), "{} vs {}", p99(&conv), p99(&own));
+    assert!(
+        p99(&conv) < 1.1 * p99(&own),
+        "{} vs {}",
+        p99(&conv),
+        p99(&own)
+    );
     assert!(cell(&conv, "apps[0].server", "perf_sub_wrs") > 0.0);
     assert!(cell(&conv, "apps[0].client", "perf_reads_converted") > 0.0);
     // Work-conserving: alone the converted READs keep the link.

@@ -12,8 +12,8 @@
 //! Layers whose allowance changed are woken ([`super::layer::WAKE_RESCHEDULE`]).
 
 use super::classify::Class;
-use super::read::{TIMER_BOARD, WAKE_AGENT_READ};
 use super::layer::WAKE_RESCHEDULE;
+use super::read::{TIMER_BOARD, WAKE_AGENT_READ};
 use super::state::{HostState, UNGATED};
 use braid_verbs::*;
 use std::cell::RefCell;
@@ -247,12 +247,7 @@ impl Middleware for PerfAgent {
             Event::Completion(cq) if self.links.owns_cq(cq) => {
                 let h = &mut *self.host.borrow_mut();
                 let tenants = &h.tenants;
-                let owner = |q: QpNum| {
-                    tenants
-                        .iter()
-                        .find(|(_, p)| p.owns(q))
-                        .map(|(&t, _)| t)
-                };
+                let owner = |q: QpNum| tenants.iter().find(|(_, p)| p.owns(q)).map(|(&t, _)| t);
                 self.links.on_completions(below, &mut h.read, &owner);
                 self.links.service(below, &mut h.read);
             }

@@ -334,7 +334,11 @@ impl PerfLayer {
         for qpn in touched {
             self.answer_served(below, qpn);
             // A converted READ refused by its holder fails the QP (once).
-            if self.qps.get(&qpn).is_some_and(|q| q.refused && !q.moved_to_error) {
+            if self
+                .qps
+                .get(&qpn)
+                .is_some_and(|q| q.refused && !q.moved_to_error)
+            {
                 let out_before = self.cqs.get(&cq).map_or(0, |c| c.buf.len());
                 self.fail_if_refused(below, qpn);
                 fresh |= self.cqs.get(&cq).map_or(0, |c| c.buf.len()) > out_before;
@@ -507,7 +511,9 @@ impl Middleware for PerfLayer {
             // The agent connects to the peer's agent (if it runs PeRF) for READ conversion.
             let new = {
                 let mut h = self.host.borrow_mut();
-                h.read.enabled && remote.host != below.local_host() && h.read.wanted.insert(remote.host)
+                h.read.enabled
+                    && remote.host != below.local_host()
+                    && h.read.wanted.insert(remote.host)
             };
             if new {
                 below.wake(AGENT, crate::perf::read::WAKE_AGENT_READ);

@@ -224,10 +224,7 @@ impl QpQueue {
         let Some(first) = self.hw.front().map(|e| e.seq) else {
             return;
         };
-        let Some(&entry) = seq
-            .checked_sub(first)
-            .and_then(|i| self.hw.get(i as usize))
-        else {
+        let Some(&entry) = seq.checked_sub(first).and_then(|i| self.hw.get(i as usize)) else {
             return;
         };
         debug_assert_eq!(entry.seq, seq);
@@ -362,7 +359,11 @@ impl QpQueue {
                     wr_id: m.wr_id,
                     status,
                     opcode: WcOpcode::Read,
-                    byte_len: if status == WcStatus::Success { m.bytes } else { 0 },
+                    byte_len: if status == WcStatus::Success {
+                        m.bytes
+                    } else {
+                        0
+                    },
                     imm: None,
                     qp_num: self.qpn,
                     src_host: 0,

@@ -95,7 +95,10 @@ impl Request {
 pub enum Msg {
     Request(Request),
     /// The holder's answer: the READ's data is placed (`ok`) or the request was refused.
-    Done { id: u32, ok: bool },
+    Done {
+        id: u32,
+        ok: bool,
+    },
 }
 
 /// The DONE's immediate: the id (31 bits) and the outcome.
@@ -245,7 +248,9 @@ impl Links {
                 addr,
                 rkey: mr.rkey,
             };
-            board.borrow_mut().publish(board_key(me, p, false), side, ep);
+            board
+                .borrow_mut()
+                .publish(board_key(me, p, false), side, ep);
             self.by_qp.insert(qp, p);
             self.links.insert(
                 p,
@@ -329,7 +334,11 @@ impl Links {
     /// Sends what waits in the outbox (requests while a send slot is free).
     fn send(&mut self, v: &mut dyn Verbs, hub: &mut ReadHub) {
         while let Some(&(peer, msg)) = hub.outbox.front() {
-            let Some(l) = self.links.get_mut(&peer).filter(|l| l.phase == Phase::Ready) else {
+            let Some(l) = self
+                .links
+                .get_mut(&peer)
+                .filter(|l| l.phase == Phase::Ready)
+            else {
                 // The link is gone: a request is answered as refused at once, a DONE dropped.
                 hub.outbox.pop_front();
                 if let Msg::Request(r) = msg {
@@ -403,11 +412,7 @@ impl Links {
                 continue;
             }
             match wc.opcode {
-                WcOpcode::Send => {
-                    if wc.wr_id != NO_SLOT {
-                        l.free.push_back(wc.wr_id);
-                    }
-                }
+                WcOpcode::Send if wc.wr_id != NO_SLOT => l.free.push_back(wc.wr_id),
                 WcOpcode::Recv => {
                     let slot = wc.wr_id;
                     let bytes = v
@@ -425,7 +430,13 @@ impl Links {
                         }
                         None => {
                             hub.refused += 1;
-                            hub.outbox.push_back((peer, Msg::Done { id: r.id, ok: false }));
+                            hub.outbox.push_back((
+                                peer,
+                                Msg::Done {
+                                    id: r.id,
+                                    ok: false,
+                                },
+                            ));
                         }
                     }
                 }

@@ -168,7 +168,9 @@ fn a_converted_read_completes_in_send_queue_order() {
     // A 2 MiB WRITE (signaled), the READ, a small WRITE (signaled) behind it.
     let wmr = n
         .net
-        .call_as(1, a, |v| v.reg_mr(0x900_0000, 2 << 20, Access::ALL.tracked()))
+        .call_as(1, a, |v| {
+            v.reg_mr(0x900_0000, 2 << 20, Access::ALL.tracked())
+        })
         .unwrap();
     let write = |id: u64, len: u32| {
         let mut w = SendWr::new(
@@ -312,7 +314,11 @@ fn the_holder_cuts_the_served_data_beside_a_small_tenant() {
         vec![(4, WcStatus::Success)]
     );
     assert!(n.net.nic(1).read_mem(a, n.amr.addr, 1 << 20) == n.data[..1 << 20]);
-    assert_eq!(counter(&n.net, 2, n.h, "sub_wrs"), 64.0, "1 MiB in 16 KiB sub-WRs");
+    assert_eq!(
+        counter(&n.net, 2, n.h, "sub_wrs"),
+        64.0,
+        "1 MiB in 16 KiB sub-WRs"
+    );
     assert!(counter(&n.net, 2, n.h, "zero_waits") >= 63.0 * 16.0);
     assert_eq!(counter(&n.net, 2, n.h, "class"), 2.0, "bandwidth-intensive");
 }
@@ -325,7 +331,9 @@ fn a_converted_read_does_not_overtake_an_earlier_unsignaled_write() {
     let (a, aqp) = (n.a, n.aqp);
     let wmr = n
         .net
-        .call_as(1, a, |v| v.reg_mr(0x900_0000, 2 << 20, Access::ALL.tracked()))
+        .call_as(1, a, |v| {
+            v.reg_mr(0x900_0000, 2 << 20, Access::ALL.tracked())
+        })
         .unwrap();
     let pattern: Vec<u8> = (0..2u64 << 20).map(|i| (i % 7 + 1) as u8).collect();
     n.net
@@ -363,5 +371,8 @@ fn a_converted_read_does_not_overtake_an_earlier_unsignaled_write() {
         vec![(2, WcOpcode::Read)]
     );
     let at_holder = n.net.nic(2).read_mem(n.h, n.hmr.addr + (2 << 20), 2 << 20);
-    assert!(at_holder == pattern, "the READ completed before the WRITE was placed");
+    assert!(
+        at_holder == pattern,
+        "the READ completed before the WRITE was placed"
+    );
 }

@@ -63,7 +63,14 @@ impl PerfLayer {
         };
         let q = self.qps.get_mut(&qpn).expect("checked");
         let seq = q.next_seq;
-        let mut marker = SendWr::new(seq, SendOp::Wait { cq: dummy, count: 0 }, vec![]);
+        let mut marker = SendWr::new(
+            seq,
+            SendOp::Wait {
+                cq: dummy,
+                count: 0,
+            },
+            vec![],
+        );
         marker.signaled = true;
         below.post_send(qpn, marker)?;
         let a = q.sw.pop_front().expect("front");
