@@ -34,8 +34,9 @@ pub struct AppWr {
 #[derive(Debug, Clone, Copy)]
 pub struct Remote {
     pub id: u32,
-    /// The holder's answer: Some(true) = served, Some(false) = refused (bad key or range).
-    pub done: Option<bool>,
+    /// The answer: Success (served), RemoteAccessError (refused: bad key, range or
+    /// permission) or RetryExceeded (the agents' link to the holder failed).
+    pub done: Option<WcStatus>,
     /// The marker in its place in the send queue completed.
     pub marker: bool,
 }
@@ -298,7 +299,7 @@ impl QpQueue {
     }
 
     /// Records the holder's answer for converted READ `id`; returns whether it was ours.
-    pub fn remote_done(&mut self, id: u32, ok: bool, out: &mut Vec<WorkCompletion>) -> bool {
+    pub fn remote_done(&mut self, id: u32, st: WcStatus, out: &mut Vec<WorkCompletion>) -> bool {
         let Some(r) = self
             .metas
             .iter_mut()
@@ -307,7 +308,7 @@ impl QpQueue {
         else {
             return false;
         };
-        r.done.get_or_insert(ok);
+        r.done.get_or_insert(st);
         self.settle(out);
         true
     }
@@ -342,15 +343,14 @@ impl QpQueue {
             // Finished: answered and the WRs before it through, or the QP failed meanwhile.
             let status = match (r.done, r.marker, self.failed) {
                 (_, _, true) => WcStatus::Flushed,
-                (Some(true), true, _) => WcStatus::Success,
-                (Some(false), true, _) => WcStatus::RemoteAccessError,
+                (Some(st), true, _) => st,
                 _ => return,
             };
             let m = self.metas.remove(i).expect("index");
             self.remote_pending -= 1;
             self.outstanding = self.outstanding.saturating_sub(1);
             self.out_bytes = self.out_bytes.saturating_sub(m.bytes);
-            if status == WcStatus::RemoteAccessError {
+            if !matches!(status, WcStatus::Success | WcStatus::Flushed) {
                 self.failed = true;
                 self.refused = true;
             }

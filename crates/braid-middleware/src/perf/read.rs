@@ -119,10 +119,10 @@ pub struct ReadHub {
     pub outbox: VecDeque<(u32, Msg)>,
     /// Requests for a tenant's layer to serve: (requester host, request).
     pub serve_in: BTreeMap<TenantId, VecDeque<(u32, Request)>>,
-    /// Answers for a tenant's layer: (id, ok).
-    pub done_in: BTreeMap<TenantId, VecDeque<(u32, bool)>>,
-    /// Which tenant made request `id`.
-    pub owners: BTreeMap<u32, TenantId>,
+    /// Answers for a tenant's layer: (id, the READ's status).
+    pub done_in: BTreeMap<TenantId, VecDeque<(u32, WcStatus)>>,
+    /// Which tenant made request `id`, to which host.
+    pub owners: BTreeMap<u32, (TenantId, u32)>,
     next_id: u32,
     /// Counters: READs converted (requester), requests served and refused (holder).
     pub converted: u64,
@@ -132,11 +132,35 @@ pub struct ReadHub {
 
 impl ReadHub {
     /// A fresh request id (31 bits: the DONE's immediate carries it beside the outcome).
-    pub fn new_id(&mut self, tenant: TenantId) -> u32 {
+    pub fn new_id(&mut self, tenant: TenantId, peer: u32) -> u32 {
         let id = self.next_id & 0x7FFF_FFFF;
         self.next_id = self.next_id.wrapping_add(1);
-        self.owners.insert(id, tenant);
+        self.owners.insert(id, (tenant, peer));
         id
+    }
+
+    /// Request `id` is answered: its tenant's layer is told (and woken).
+    fn answer(&mut self, v: &mut dyn Verbs, id: u32, st: WcStatus) {
+        if let Some((t, _)) = self.owners.remove(&id) {
+            self.done_in.entry(t).or_default().push_back((id, st));
+            v.wake(t, WAKE_LAYER_READ);
+        }
+    }
+
+    /// The link to `peer` failed: its outstanding requests fail as a READ whose transport gave
+    /// up (RetryExceeded), and nothing more is converted towards it.
+    fn lose_peer(&mut self, v: &mut dyn Verbs, peer: u32) {
+        self.ready.remove(&peer);
+        let ids: Vec<u32> = self
+            .owners
+            .iter()
+            .filter(|(_, &(_, p))| p == peer)
+            .map(|(&id, _)| id)
+            .collect();
+        for id in ids {
+            self.answer(v, id, WcStatus::RetryExceeded);
+        }
+        self.outbox.retain(|(p, _)| *p != peer);
     }
 }
 
@@ -339,14 +363,8 @@ impl Links {
                 .get_mut(&peer)
                 .filter(|l| l.phase == Phase::Ready)
             else {
-                // The link is gone: a request is answered as refused at once, a DONE dropped.
-                hub.outbox.pop_front();
-                if let Msg::Request(r) = msg {
-                    if let Some(t) = hub.owners.remove(&r.id) {
-                        hub.done_in.entry(t).or_default().push_back((r.id, false));
-                        v.wake(t, WAKE_LAYER_READ);
-                    }
-                }
+                // The link is gone: its requests fail, a DONE for it is dropped.
+                hub.lose_peer(v, peer);
                 continue;
             };
             let wr = match msg {
@@ -380,7 +398,7 @@ impl Links {
                 Err(_) => {
                     self.errors += 1;
                     l.phase = Phase::Failed;
-                    hub.ready.remove(&peer);
+                    hub.lose_peer(v, peer);
                 }
             }
         }
@@ -406,9 +424,9 @@ impl Links {
             if wc.status != WcStatus::Success {
                 if l.phase != Phase::Failed {
                     l.phase = Phase::Failed;
-                    hub.ready.remove(&peer);
                     self.errors += 1;
                 }
+                hub.lose_peer(v, peer);
                 continue;
             }
             match wc.opcode {
@@ -444,10 +462,12 @@ impl Links {
                     let _ = v.post_recv(l.qp, recv_wr(&l.mr, wc.wr_id));
                     let imm = wc.imm.unwrap_or(0);
                     let (id, ok) = (imm >> 1, imm & 1 == 1);
-                    if let Some(t) = hub.owners.remove(&id) {
-                        hub.done_in.entry(t).or_default().push_back((id, ok));
-                        v.wake(t, WAKE_LAYER_READ);
-                    }
+                    let st = if ok {
+                        WcStatus::Success
+                    } else {
+                        WcStatus::RemoteAccessError
+                    };
+                    hub.answer(v, id, st);
                 }
                 _ => {}
             }

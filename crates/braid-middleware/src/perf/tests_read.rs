@@ -376,3 +376,26 @@ fn a_converted_read_does_not_overtake_an_earlier_unsignaled_write() {
         "the READ completed before the WRITE was placed"
     );
 }
+
+/// The holder's host dies: the request cannot be delivered on the agents' link, and the READ
+/// fails as a real one whose transport gave up (RetryExceeded, the QP in Error) instead of
+/// waiting for ever.
+#[test]
+fn a_dead_holder_fails_the_read_with_retry_exceeded() {
+    let mut n = setup(true, &PerfConfig::default());
+    let (a, aqp) = (n.a, n.aqp);
+    n.net.kill_host(2);
+    let t = n.net.now();
+    let w = read(&n, 3, 0, 64 << 10);
+    n.net.call_as(1, a, |v| v.post_send(aqp, w)).unwrap();
+    n.net.run_until(t + 100 * SETTLE);
+    let wcs = poll(&mut n);
+    assert_eq!(
+        wcs.iter()
+            .map(|w| (w.wr_id, w.status, w.opcode))
+            .collect::<Vec<_>>(),
+        vec![(3, WcStatus::RetryExceeded, WcOpcode::Read)]
+    );
+    assert_eq!(n.net.nic(1).qp_attr(aqp).unwrap().state, QpState::Error);
+    assert_eq!(counter(&n.net, 1, a, "reads_converted"), 1.0);
+}

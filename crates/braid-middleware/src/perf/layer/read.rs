@@ -75,7 +75,7 @@ impl PerfLayer {
         below.post_send(qpn, marker)?;
         let a = q.sw.pop_front().expect("front");
         let app_signaled = a.wr.signaled || q.sig_all;
-        let id = self.host.borrow_mut().read.new_id(self.tenant);
+        let id = self.host.borrow_mut().read.new_id(self.tenant, host);
         q.metas.push_back(AppMeta {
             ord: a.ord,
             wr_id: a.wr.wr_id,
@@ -151,7 +151,7 @@ impl PerfLayer {
         for (peer, r) in reqs {
             self.serve(below, peer, r);
         }
-        for (id, ok) in dones {
+        for (id, st) in dones {
             let Some(qpn) = self.remote_ids.remove(&id) else {
                 continue;
             };
@@ -170,7 +170,7 @@ impl PerfLayer {
                 continue;
             };
             let mut out = Vec::new();
-            q.remote_done(id, ok, &mut out);
+            q.remote_done(id, st, &mut out);
             let cq = q.send_cq;
             for wc in out {
                 self.deliver_local(below, cq, wc);
