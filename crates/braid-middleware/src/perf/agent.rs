@@ -13,6 +13,7 @@
 
 use super::classify::Class;
 use super::layer::WAKE_RESCHEDULE;
+use super::read::{TIMER_BOARD, WAKE_AGENT_READ};
 use super::state::{HostState, UNGATED};
 use braid_verbs::*;
 use std::cell::RefCell;
@@ -31,10 +32,12 @@ pub struct PerfAgent {
     bw_turn_end: u64,
     samples: u64,
     limits: u64,
+    /// Links to the other PeRF hosts' agents (large-READ conversion).
+    links: super::read::Links,
 }
 
 impl PerfAgent {
-    pub fn new(host: Rc<RefCell<HostState>>) -> Self {
+    pub fn new(host: Rc<RefCell<HostState>>, board: Option<rendezvous::SharedBoard>) -> Self {
         PerfAgent {
             host,
             deal_from: 0,
@@ -42,6 +45,7 @@ impl PerfAgent {
             bw_turn_end: 0,
             samples: 0,
             limits: 0,
+            links: super::read::Links::new(board),
         }
     }
 
@@ -193,6 +197,9 @@ impl Middleware for PerfAgent {
         let now = below.now();
         below.set_timer(now + si, TIMER_SAMPLE);
         below.set_timer(now + li, TIMER_LIMIT);
+        self.links.start(below);
+        let mut h = self.host.borrow_mut();
+        self.links.service(below, &mut h.read);
     }
 
     fn counters(&self) -> Vec<(&'static str, f64)> {
@@ -206,6 +213,11 @@ impl Middleware for PerfAgent {
             ("delay_tenants", count(Class::DelaySensitive)),
             ("message_tenants", count(Class::MessageIntensive)),
             ("bandwidth_tenants", count(Class::BandwidthIntensive)),
+            ("read_links", self.links.ready_links() as f64),
+            ("reads_converted", h.read.converted as f64),
+            ("reads_served", h.read.served as f64),
+            ("reads_refused", h.read.refused as f64),
+            ("read_link_errors", self.links.errors as f64),
         ]
     }
 
@@ -223,6 +235,21 @@ impl Middleware for PerfAgent {
                 }
                 let li = self.host.borrow().cfg.qp_limit_interval.0;
                 below.set_timer(now + li, TIMER_LIMIT);
+            }
+            Event::Wake(WAKE_AGENT_READ) => {
+                let mut h = self.host.borrow_mut();
+                self.links.service(below, &mut h.read);
+            }
+            Event::Timer(TIMER_BOARD) => {
+                let mut h = self.host.borrow_mut();
+                self.links.on_timer(below, &mut h.read);
+            }
+            Event::Completion(cq) if self.links.owns_cq(cq) => {
+                let h = &mut *self.host.borrow_mut();
+                let tenants = &h.tenants;
+                let owner = |q: QpNum| tenants.iter().find(|(_, p)| p.owns(q)).map(|(&t, _)| t);
+                self.links.on_completions(below, &mut h.read, &owner);
+                self.links.service(below, &mut h.read);
             }
             e => up.push(e),
         }

@@ -33,6 +33,7 @@ use std::rc::Rc;
 
 mod hw;
 mod lmse;
+mod read;
 
 use hw::post_ctrl;
 
@@ -62,6 +63,8 @@ struct Counters {
     hidden: u64,
     split_msgs: u64,
     bucket_waits: u64,
+    converted: u64,
+    served: u64,
 }
 
 /// The layer PeRF puts in every tenant's stack.
@@ -83,6 +86,12 @@ pub struct PerfLayer {
     bucket: Option<Bucket>,
     timer_at: Option<u64>,
     c: Counters,
+    /// The tenant's registrations (a converted READ's key is checked against them).
+    mrs: Vec<(MemoryRegion, Access)>,
+    /// The layer's remotely writable regions over READ destinations, by (addr, len).
+    dest_mrs: BTreeMap<(u64, u64), MemoryRegion>,
+    /// Converted READs waiting for their holder's answer: id -> QP.
+    remote_ids: BTreeMap<u32, QpNum>,
 }
 
 impl PerfLayer {
@@ -106,6 +115,9 @@ impl PerfLayer {
             bucket,
             timer_at: None,
             c: Counters::default(),
+            mrs: Vec::new(),
+            dest_mrs: BTreeMap::new(),
+            remote_ids: BTreeMap::new(),
         }
     }
 
@@ -302,12 +314,13 @@ impl PerfLayer {
                 }
             };
             let failed = wc.status != WcStatus::Success;
-            match q.on_cqe(&wc) {
-                Some(app) => {
-                    self.cqs.entry(cq).or_default().buf.push_back(app);
-                    fresh = true;
-                }
-                None => self.c.hidden += 1,
+            let mut apps = Vec::new();
+            q.on_cqe(&wc, &mut apps);
+            if apps.is_empty() {
+                self.c.hidden += 1;
+            } else {
+                fresh = true;
+                self.cqs.entry(cq).or_default().buf.extend(apps);
             }
             if failed && q.failed && q.has_work() {
                 let mut out = Vec::new();
@@ -319,6 +332,17 @@ impl PerfLayer {
             touched.insert(wc.qp_num);
         }
         for qpn in touched {
+            self.answer_served(below, qpn);
+            // A converted READ refused by its holder fails the QP (once).
+            if self
+                .qps
+                .get(&qpn)
+                .is_some_and(|q| q.refused && !q.moved_to_error)
+            {
+                let out_before = self.cqs.get(&cq).map_or(0, |c| c.buf.len());
+                self.fail_if_refused(below, qpn);
+                fresh |= self.cqs.get(&cq).map_or(0, |c| c.buf.len()) > out_before;
+            }
             self.sync_work(qpn);
             self.publish(qpn, None);
         }
@@ -334,12 +358,14 @@ impl PerfLayer {
                 return fresh;
             }
             // (A QP may wait for another's completions: a slot held by a draining QP.)
+            // Serving WRITEs (READ conversion) are answered on their completion.
             let need = self.cqs.get(&cq).is_some_and(|c| c.app_armed)
                 || (!self.work.is_empty()
                     && self
                         .qps
                         .values()
-                        .any(|q| q.send_cq == cq && q.hw_signaled > 0));
+                        .any(|q| q.send_cq == cq && q.hw_signaled > 0))
+                || self.qps.values().any(|q| q.send_cq == cq && q.serving > 0);
             let c = self.cqs.entry(cq).or_default();
             if !need {
                 return fresh;
@@ -388,6 +414,8 @@ impl Middleware for PerfLayer {
             ),
             ("hidden", self.c.hidden as f64),
             ("bucket_waits", self.c.bucket_waits as f64),
+            ("reads_converted", self.c.converted as f64),
+            ("reads_served", self.c.served as f64),
             ("class_changes", t.map_or(0.0, |t| t.class_changes as f64)),
             ("class", t.map_or(0.0, |t| t.class.code())),
             ("qp_limit", h.qp_limit as f64),
@@ -453,6 +481,47 @@ impl Middleware for PerfLayer {
         Ok(qpn)
     }
 
+    fn reg_mr(
+        &mut self,
+        below: &mut dyn Verbs,
+        addr: u64,
+        len: u64,
+        access: Access,
+    ) -> Result<MemoryRegion, VerbsError> {
+        let m = below.reg_mr(addr, len, access)?;
+        self.mrs.push((m, access));
+        Ok(m)
+    }
+
+    fn dereg_mr(&mut self, below: &mut dyn Verbs, mr: &MemoryRegion) -> Result<(), VerbsError> {
+        below.dereg_mr(mr)?;
+        self.mrs.retain(|(m, _)| m.lkey != mr.lkey);
+        Ok(())
+    }
+
+    fn connect_qp(
+        &mut self,
+        below: &mut dyn Verbs,
+        qp: QpNum,
+        remote: RemoteQp,
+    ) -> Result<(), VerbsError> {
+        below.connect_qp(qp, remote)?;
+        if let Some(q) = self.qps.get_mut(&qp) {
+            q.peer = Some((remote.host, remote.qpn));
+            // The agent connects to the peer's agent (if it runs PeRF) for READ conversion.
+            let new = {
+                let mut h = self.host.borrow_mut();
+                h.read.enabled
+                    && remote.host != below.local_host()
+                    && h.read.wanted.insert(remote.host)
+            };
+            if new {
+                below.wake(AGENT, crate::perf::read::WAKE_AGENT_READ);
+            }
+        }
+        Ok(())
+    }
+
     fn destroy_qp(&mut self, below: &mut dyn Verbs, qp: QpNum) -> Result<(), VerbsError> {
         below.destroy_qp(qp)?;
         self.qps.remove(&qp);
@@ -507,7 +576,7 @@ impl Middleware for PerfLayer {
         if q.failed {
             return Err(VerbsError::InvalidState("QP is in the error state"));
         }
-        if q.outstanding >= q.app_max_send_wr {
+        if q.app_outstanding() >= q.app_max_send_wr {
             return Err(VerbsError::QueueFull);
         }
         let bytes = wr.len();
@@ -614,6 +683,7 @@ impl Middleware for PerfLayer {
                     up.push(Event::Completion(cq));
                 }
             }
+            Event::Wake(crate::perf::read::WAKE_LAYER_READ) => self.on_read_wake(below),
             Event::Timer(TIMER_RESCHEDULE) | Event::Wake(WAKE_RESCHEDULE) => {
                 self.refill_all(below);
             }

@@ -27,11 +27,14 @@ mod hwpause;
 pub mod layer;
 mod mqse;
 mod queue;
+pub mod read;
 pub mod state;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod tests_net;
+#[cfg(test)]
+mod tests_read;
 
 pub use classify::Class;
 pub use layer::PerfLayer;
@@ -105,6 +108,11 @@ pub struct PerfConfig {
     /// braid's software PAUSE (the layer holds a paused QP's WRs). Falls back to software when
     /// the managed QP cannot be created.
     pub hw_pause: bool,
+    /// The slides' large-READ conversion (braid's design, `docs/perf.md`): a READ of at least
+    /// `large_msg` to a host whose PeRF agent answers on the board becomes a request that the
+    /// holder's layer serves with WRITEs under its own LMSE. Default true (the slides' PeRF;
+    /// READs to hosts without PeRF stay sub-READs). Needs a board (`HostCtx::board`).
+    pub read_convert: bool,
 }
 
 impl Default for PerfConfig {
@@ -134,6 +142,7 @@ impl Default for PerfConfig {
             sq_bytes: Bytes(2 << 20),
             signal_every: 8,
             hw_pause: false,
+            read_convert: true,
         }
     }
 }
@@ -250,7 +259,11 @@ impl MiddlewareFactory for PerfConfig {
         let cfg = self.clone();
         let (shared, first) = host.shared(|| state::HostState::new(cfg, &caps));
         if first {
-            host.add_agent(Box::new(agent::PerfAgent::new(shared.clone())));
+            // The conversion needs the board to find the peers' agents (and the host's first
+            // tenant's `read_convert`, as the agent's other keys).
+            let board = host.board().cloned().filter(|_| self.read_convert);
+            shared.borrow_mut().read.enabled = board.is_some();
+            host.add_agent(Box::new(agent::PerfAgent::new(shared.clone(), board)));
         }
         shared.borrow_mut().add_tenant(tenant, self.weight);
         Ok(Box::new(PerfLayer::new(self.clone(), tenant, shared)))

@@ -24,6 +24,21 @@ pub struct AppWr {
     pub offset: u64,
     /// Whether it is being split (decided when its first part is posted).
     pub split: Option<bool>,
+    /// Holder side of a converted READ: the layer's own WRITE serving (peer host, request id).
+    pub serve: Option<(u32, u32)>,
+}
+
+/// A converted READ (requester side): its data comes from the holder's WRITEs, its completion
+/// when both the holder's DONE arrived and the QP's earlier WRs are through (the signaled
+/// marker posted in its place completed).
+#[derive(Debug, Clone, Copy)]
+pub struct Remote {
+    pub id: u32,
+    /// The answer: Success (served), RemoteAccessError (refused: bad key, range or
+    /// permission) or RetryExceeded (the agents' link to the holder failed).
+    pub done: Option<WcStatus>,
+    /// The marker in its place in the send queue completed.
+    pub marker: bool,
 }
 
 /// What the layer remembers of an application WR with parts in the NIC.
@@ -38,6 +53,10 @@ pub struct AppMeta {
     pub complete_posted: bool,
     /// An error completion has been given to the application for it.
     pub reported: bool,
+    /// See [`AppWr::serve`]: no application completion; its outcome goes back to the peer.
+    pub serve: Option<(u32, u32)>,
+    /// A converted READ.
+    pub remote: Option<Remote>,
 }
 
 /// One WR in the NIC's send queue.
@@ -88,6 +107,21 @@ pub struct QpQueue {
     pub slot_since: u64,
     pub slot_wrs: u32,
     pub slot_bytes: u64,
+    /// Converted READs not finished yet (their metas are kept until then).
+    pub remote_pending: u32,
+    /// Application completions held behind an unfinished converted READ (a send queue
+    /// completes in order), with their `ord`.
+    pub parked: VecDeque<(u64, WorkCompletion)>,
+    /// Serving WRs (holder side) not known complete: not the application's, so they do not
+    /// count against its send queue depth.
+    pub serving: u32,
+    /// Serving WRs finished: (peer host, request id, ok), for the agent to answer.
+    pub served: Vec<(u32, u32, bool)>,
+    /// A converted READ was refused (the QP fails), and the layer moved the QP to Error.
+    pub refused: bool,
+    pub moved_to_error: bool,
+    /// The host and QP it is connected to (for READ conversion).
+    pub peer: Option<(u32, QpNum)>,
 }
 
 impl QpQueue {
@@ -115,6 +149,13 @@ impl QpQueue {
             slot_since: 0,
             slot_wrs: 0,
             slot_bytes: 0,
+            remote_pending: 0,
+            parked: VecDeque::new(),
+            serving: 0,
+            served: Vec::new(),
+            refused: false,
+            moved_to_error: false,
+            peer: None,
         }
     }
 
@@ -145,8 +186,22 @@ impl QpQueue {
             large,
             offset: 0,
             split: None,
+            serve: None,
         });
         ord
+    }
+
+    /// Queues a WRITE serving a peer's converted READ (holder side).
+    pub fn push_serve(&mut self, wr: SendWr, large: bool, peer: u32, id: u32) -> u64 {
+        let ord = self.push(wr, large);
+        self.serving += 1;
+        self.sw.back_mut().expect("pushed").serve = Some((peer, id));
+        ord
+    }
+
+    /// Application WRs outstanding (serving WRs excluded).
+    pub fn app_outstanding(&self) -> u32 {
+        self.outstanding.saturating_sub(self.serving)
     }
 
     /// Records a WR posted below (its `wr_id` is `seq`).
@@ -162,20 +217,30 @@ impl QpQueue {
         self.hw.push_back(e);
     }
 
-    /// The application's completion for a NIC completion of this QP, if it gets one.
-    pub fn on_cqe(&mut self, wc: &WorkCompletion) -> Option<WorkCompletion> {
+    /// The application's completions for a NIC completion of this QP (none, its own, or
+    /// completions it releases from behind a converted READ), appended to `out`.
+    pub fn on_cqe(&mut self, wc: &WorkCompletion, out: &mut Vec<WorkCompletion>) {
         let seq = wc.wr_id;
         // `hw` holds consecutive sequence numbers (each post takes `next_seq`): index, not scan.
-        let first = self.hw.front()?.seq;
-        let entry = *self.hw.get(seq.checked_sub(first)? as usize)?;
+        let Some(first) = self.hw.front().map(|e| e.seq) else {
+            return;
+        };
+        let Some(&entry) = seq.checked_sub(first).and_then(|i| self.hw.get(i as usize)) else {
+            return;
+        };
         debug_assert_eq!(entry.seq, seq);
-        let mut out = None;
+        let mut mine = None;
         if wc.status != WcStatus::Success {
             self.failed = true;
             if let Some(m) = self.metas.iter_mut().find(|m| m.ord == entry.ord) {
-                if !m.reported {
+                if let Some((peer, id)) = m.serve {
+                    if !m.reported {
+                        self.served.push((peer, id, false));
+                    }
                     m.reported = true;
-                    out = Some(WorkCompletion {
+                } else if !m.reported {
+                    m.reported = true;
+                    mine = Some(WorkCompletion {
                         wr_id: m.wr_id,
                         opcode: m.opcode,
                         byte_len: 0,
@@ -185,8 +250,10 @@ impl QpQueue {
             }
         } else if entry.last {
             if let Some(m) = self.metas.iter().find(|m| m.ord == entry.ord) {
-                if m.signaled && !m.reported {
-                    out = Some(WorkCompletion {
+                if let Some((peer, id)) = m.serve {
+                    self.served.push((peer, id, true));
+                } else if m.signaled && !m.reported && m.remote.is_none() {
+                    mine = Some(WorkCompletion {
                         wr_id: m.wr_id,
                         opcode: m.opcode,
                         byte_len: m.bytes,
@@ -194,6 +261,9 @@ impl QpQueue {
                     });
                 }
             }
+        }
+        if let Some(c) = mine {
+            self.parked.push_back((entry.ord, c));
         }
         // In-order completion: everything up to `seq` is done.
         while self.hw.front().is_some_and(|e| e.seq <= seq) {
@@ -209,14 +279,97 @@ impl QpQueue {
                 self.retire(e.ord);
             }
         }
-        out
+        self.settle(out);
     }
 
     fn retire(&mut self, ord: u64) {
         if let Some(i) = self.metas.iter().position(|m| m.ord == ord) {
+            if let Some(r) = self.metas[i].remote.as_mut() {
+                // A converted READ's marker: the READ itself waits for the holder's answer.
+                r.marker = true;
+                return;
+            }
             let m = self.metas.remove(i).expect("index");
             self.outstanding = self.outstanding.saturating_sub(1);
             self.out_bytes = self.out_bytes.saturating_sub(m.bytes);
+            if m.serve.is_some() {
+                self.serving = self.serving.saturating_sub(1);
+            }
+        }
+    }
+
+    /// Records the holder's answer for converted READ `id`; returns whether it was ours.
+    pub fn remote_done(&mut self, id: u32, st: WcStatus, out: &mut Vec<WorkCompletion>) -> bool {
+        let Some(r) = self
+            .metas
+            .iter_mut()
+            .filter_map(|m| m.remote.as_mut())
+            .find(|r| r.id == id)
+        else {
+            return false;
+        };
+        r.done.get_or_insert(st);
+        self.settle(out);
+        true
+    }
+
+    /// Hands out, in send-queue order, the completions no unfinished converted READ holds
+    /// back, and finishes the converted READs that are done. A refused READ completes with
+    /// `RemoteAccessError` and fails the QP (the caller moves it to Error); what it held back
+    /// is then flushed, as a real READ's error flushes the WRs behind it.
+    pub fn settle(&mut self, out: &mut Vec<WorkCompletion>) {
+        loop {
+            let pending = if self.remote_pending == 0 {
+                None
+            } else {
+                self.metas.iter().position(|m| m.remote.is_some())
+            };
+            let bound = pending.map(|i| self.metas[i].ord);
+            while self
+                .parked
+                .front()
+                .is_some_and(|(o, _)| bound.is_none_or(|b| *o < b))
+            {
+                let (_, mut c) = self.parked.pop_front().expect("front");
+                if self.failed && c.status == WcStatus::Success {
+                    c.status = WcStatus::Flushed;
+                    c.byte_len = 0;
+                }
+                out.push(c);
+            }
+            let Some(i) = pending else { return };
+            let m = &self.metas[i];
+            let r = m.remote.expect("pending");
+            // Finished: answered and the WRs before it through, or the QP failed meanwhile.
+            let status = match (r.done, r.marker, self.failed) {
+                (_, _, true) => WcStatus::Flushed,
+                (Some(st), true, _) => st,
+                _ => return,
+            };
+            let m = self.metas.remove(i).expect("index");
+            self.remote_pending -= 1;
+            self.outstanding = self.outstanding.saturating_sub(1);
+            self.out_bytes = self.out_bytes.saturating_sub(m.bytes);
+            if !matches!(status, WcStatus::Success | WcStatus::Flushed) {
+                self.failed = true;
+                self.refused = true;
+            }
+            if !m.reported && (m.signaled || status != WcStatus::Success) {
+                out.push(WorkCompletion {
+                    wr_id: m.wr_id,
+                    status,
+                    opcode: WcOpcode::Read,
+                    byte_len: if status == WcStatus::Success {
+                        m.bytes
+                    } else {
+                        0
+                    },
+                    imm: None,
+                    qp_num: self.qpn,
+                    src_host: 0,
+                    src_qp: 0,
+                });
+            }
         }
     }
 
@@ -227,6 +380,13 @@ impl QpQueue {
         while let Some(a) = self.sw.pop_back() {
             self.outstanding = self.outstanding.saturating_sub(1);
             self.out_bytes = self.out_bytes.saturating_sub(a.bytes);
+            if let Some((peer, id)) = a.serve {
+                // Not the application's: the peer learns its READ failed.
+                self.serving = self.serving.saturating_sub(1);
+                self.metas.retain(|m| m.ord != a.ord);
+                self.served.push((peer, id, false));
+                continue;
+            }
             let reported = self
                 .metas
                 .iter()
@@ -248,6 +408,11 @@ impl QpQueue {
         }
         // Flushed in software order: reverse what pop_back gave.
         out.reverse();
+        // Converted READs still waiting, and what they held back, are flushed first.
+        let mut before = Vec::new();
+        self.settle(&mut before);
+        before.append(out);
+        *out = before;
     }
 }
 

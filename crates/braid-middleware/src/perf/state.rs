@@ -64,6 +64,11 @@ impl TenantPub {
         }
     }
 
+    /// Whether the tenant owns QP `qpn`.
+    pub fn owns(&self, qpn: QpNum) -> bool {
+        self.qps.contains_key(&qpn)
+    }
+
     /// Registers a QP (no work yet).
     pub fn add_qp(&mut self, qpn: QpNum) {
         self.qps.entry(qpn).or_insert(QpPub {
@@ -166,6 +171,8 @@ pub struct HostState {
     pub gating: bool,
     /// While bandwidth tenants take turns: whose turn it is.
     pub bw_turn: Option<TenantId>,
+    /// The large-READ conversion's mailboxes (`read_convert`).
+    pub read: super::read::ReadHub,
 }
 
 impl HostState {
@@ -178,6 +185,7 @@ impl HostState {
             tenants: BTreeMap::new(),
             gating: false,
             bw_turn: None,
+            read: Default::default(),
         }
     }
 

@@ -371,7 +371,7 @@ fn classification_follows_behaviour() {
     let mut t = Tenant::new(&mut ctx, &cfg, 1, 1);
     t.start();
     let st = state(&mut ctx);
-    let mut agent = PerfAgent::new(st.clone());
+    let mut agent = PerfAgent::new(st.clone(), None);
     let class = |st: &Rc<RefCell<HostState>>| st.borrow().tenants[&1].class;
     assert_eq!(
         class(&st),
@@ -427,7 +427,7 @@ fn large_reads_do_not_make_a_tenant_bandwidth_intensive() {
     r.op = SendOp::Read;
     t.with(|v| v.post_send(q, r)).unwrap();
     let st = state(&mut ctx);
-    PerfAgent::new(st.clone()).sample(5_000_000_000);
+    PerfAgent::new(st.clone(), None).sample(5_000_000_000);
     assert!(!st.borrow().tenants[&1].bw_send);
 }
 
@@ -440,7 +440,7 @@ fn a_paused_qp_sends_nothing_until_resumed() {
     b.start();
     d.start();
     let st = state(&mut ctx);
-    let mut agent = PerfAgent::new(st.clone());
+    let mut agent = PerfAgent::new(st.clone(), None);
     // B (2 QPs, 64 KB messages) beside an active D: the limit is 1 QP per tenant.
     b.write(0, 1, 65_536, true).unwrap();
     b.write(1, 2, 65_536, true).unwrap();
@@ -854,7 +854,7 @@ fn more_than_four_bandwidth_tenants_take_turns_beside_a_small_one() {
     d.start();
     d.write(0, 1, 16, true).unwrap();
     let st = state(&mut ctx);
-    let mut agent = PerfAgent::new(st.clone());
+    let mut agent = PerfAgent::new(st.clone(), None);
     let posting = |st: &Rc<RefCell<HostState>>| -> Vec<TenantId> {
         let s = st.borrow();
         (1..=5).filter(|t| !s.tenants[t].bw_paused).collect()

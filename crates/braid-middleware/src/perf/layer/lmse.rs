@@ -77,6 +77,14 @@ impl PerfLayer {
                     }
                 }
             }
+            // A large READ to a peer whose host runs PeRF becomes a request its agent serves.
+            match self.convert_read(below, qpn) {
+                Ok(true) => continue,
+                Ok(false) => {}
+                Err(VerbsError::QueueFull) => return Ok(()),
+                Err(e) => return Err(e),
+            }
+            let q = self.qps.get_mut(&qpn).expect("checked");
             let a = q.sw.front().expect("has work");
             // The window of large bytes in the NIC.
             if a.large && q.hw_large > 0 {
@@ -204,6 +212,8 @@ impl PerfLayer {
                     opcode: opcode_of(&a.wr.op),
                     complete_posted: false,
                     reported: false,
+                    serve: a.serve,
+                    remote: None,
                 });
                 q.slot_wrs += 1;
                 if split {

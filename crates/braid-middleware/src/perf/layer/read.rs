@@ -1,0 +1,294 @@
+//! The layer's side of the large-READ conversion (`read_convert`, see [`crate::perf::read`]).
+//!
+//! Requester: a READ of at least `large_msg` whose peer host runs PeRF is not posted; in its
+//! place in the send queue goes a signaled 0_WAIT (the *marker*: it completes once every WR
+//! before it has, as RC completes in order), and a request goes to the holder through the agent.
+//! The READ completes (once, opcode Read, its `wr_id` and length) when both the marker and the
+//! holder's DONE are in; the completions of later WRs wait behind it (`QpQueue::settle`).
+//!
+//! The destination must be remotely writable, and the application registered it for local
+//! write only (a READ's destination needs no more). The layer registers the same range again
+//! with remote write, as a region of its own whose key goes only to the holder's layer: the
+//! application's region keeps the rights it asked for (widening it silently would let any peer
+//! knowing its rkey write into it), and the extra region covers exactly the destinations READs
+//! used (cached per range: benchmarks reuse their buffers).
+//!
+//! Holder: a request is checked against the tenant's own registrations (key, range, remote
+//! read: what the NIC would check for a real READ) and served as one WRITE on the holder's end
+//! of the same connection, queued behind what the tenant already posted there, so that it is
+//! the tenant's bandwidth traffic for PeRF (sticky bandwidth-intensive; cut into sub-WRs with
+//! 0_WAITs while a small tenant is active on this host). A refused request is answered at once.
+
+use super::*;
+use crate::perf::queue::Remote;
+use crate::perf::read::{Msg, Request, WAKE_AGENT_READ};
+
+impl PerfLayer {
+    /// Converts the READ at the front of `qpn`'s software queue if it qualifies; Ok(true) if
+    /// it did (the marker is posted, the request queued for the agent).
+    pub(super) fn convert_read(
+        &mut self,
+        below: &mut dyn Verbs,
+        qpn: QpNum,
+    ) -> Result<bool, VerbsError> {
+        if !self.cfg.read_convert {
+            return Ok(false);
+        }
+        let Some(q) = self.qps.get(&qpn) else {
+            return Ok(false);
+        };
+        let Some(a) = q.sw.front() else {
+            return Ok(false);
+        };
+        if a.wr.op != SendOp::Read
+            || a.offset != 0
+            || a.bytes < self.cfg.large_msg.0
+            || a.bytes > u32::MAX as u64
+            || a.wr.sg_list.len() != 1
+        {
+            return Ok(false);
+        }
+        let Some((host, holder_qpn)) = q.peer else {
+            return Ok(false);
+        };
+        if !self.host.borrow().read.ready.contains(&host) {
+            return Ok(false);
+        }
+        let Some(dummy) = self.dummy_cq else {
+            return Ok(false);
+        };
+        let sge = a.wr.sg_list[0];
+        let Some(dest_rkey) = self.dest_key(below, sge.addr, sge.length as u64) else {
+            return Ok(false);
+        };
+        let q = self.qps.get_mut(&qpn).expect("checked");
+        let seq = q.next_seq;
+        let mut marker = SendWr::new(
+            seq,
+            SendOp::Wait {
+                cq: dummy,
+                count: 0,
+            },
+            vec![],
+        );
+        marker.signaled = true;
+        below.post_send(qpn, marker)?;
+        let a = q.sw.pop_front().expect("front");
+        let app_signaled = a.wr.signaled || q.sig_all;
+        let id = self.host.borrow_mut().read.new_id(self.tenant, host);
+        q.metas.push_back(AppMeta {
+            ord: a.ord,
+            wr_id: a.wr.wr_id,
+            signaled: app_signaled,
+            bytes: a.bytes,
+            opcode: WcOpcode::Read,
+            complete_posted: true,
+            reported: false,
+            serve: None,
+            remote: Some(Remote {
+                id,
+                done: None,
+                marker: false,
+            }),
+        });
+        q.remote_pending += 1;
+        q.slot_wrs += 1;
+        q.posted(HwEntry {
+            seq,
+            ord: a.ord,
+            last: true,
+            large_bytes: 0,
+            signaled: true,
+            data: false,
+        });
+        self.remote_ids.insert(id, qpn);
+        self.c.converted += 1;
+        below.charge(Work::WrBuilt(1));
+        let req = Request {
+            id,
+            qpn: holder_qpn,
+            raddr: a.wr.remote_addr,
+            rkey: a.wr.rkey,
+            len: a.bytes as u32,
+            dest: sge.addr,
+            dest_rkey,
+        };
+        {
+            let mut h = self.host.borrow_mut();
+            h.read.converted += 1;
+            h.read.outbox.push_back((host, Msg::Request(req)));
+        }
+        below.wake(AGENT, WAKE_AGENT_READ);
+        Ok(true)
+    }
+
+    /// The layer's remotely writable key over a READ destination (registered once per range).
+    fn dest_key(&mut self, below: &mut dyn Verbs, addr: u64, len: u64) -> Option<u32> {
+        if let Some(m) = self.dest_mrs.get(&(addr, len)) {
+            return Some(m.rkey);
+        }
+        let access = Access {
+            local_write: true,
+            remote_write: true,
+            remote_read: false,
+            // Untracked: the application's region holds the bytes (if it tracks them).
+            track: false,
+        };
+        let m = below.reg_mr(addr, len, access).ok()?;
+        self.dest_mrs.insert((addr, len), m);
+        Some(m.rkey)
+    }
+
+    /// The agent woke us: requests to serve, answers to our requests.
+    pub(super) fn on_read_wake(&mut self, below: &mut dyn Verbs) {
+        let (reqs, dones) = {
+            let mut h = self.host.borrow_mut();
+            (
+                h.read.serve_in.remove(&self.tenant).unwrap_or_default(),
+                h.read.done_in.remove(&self.tenant).unwrap_or_default(),
+            )
+        };
+        for (peer, r) in reqs {
+            self.serve(below, peer, r);
+        }
+        for (id, st) in dones {
+            let Some(qpn) = self.remote_ids.remove(&id) else {
+                continue;
+            };
+            let Some(cq) = self.qps.get(&qpn).map(|q| q.send_cq) else {
+                continue;
+            };
+            // The marker may have completed unseen: take the CQ's news first.
+            if self.drain(below, cq) {
+                let c = self.cqs.entry(cq).or_default();
+                if c.app_armed && !c.unannounced {
+                    c.unannounced = true;
+                    below.wake(self.tenant, WAKE_NOTIFY);
+                }
+            }
+            let Some(q) = self.qps.get_mut(&qpn) else {
+                continue;
+            };
+            let mut out = Vec::new();
+            q.remote_done(id, st, &mut out);
+            let cq = q.send_cq;
+            for wc in out {
+                self.deliver_local(below, cq, wc);
+            }
+            self.fail_if_refused(below, qpn);
+        }
+        self.refill_all(below);
+    }
+
+    /// A converted READ was refused: the QP goes to Error as with a real READ's remote access
+    /// error (the NIC flushes what it holds; the layer flushes its queue).
+    pub(super) fn fail_if_refused(&mut self, below: &mut dyn Verbs, qpn: QpNum) {
+        let Some(q) = self.qps.get_mut(&qpn) else {
+            return;
+        };
+        if !q.refused || q.moved_to_error {
+            return;
+        }
+        q.moved_to_error = true;
+        let mut out = Vec::new();
+        q.flush_sw(&mut out);
+        let cq = q.send_cq;
+        let _ = below.modify_qp(qpn, QpModify::Error);
+        for wc in out {
+            self.deliver_local(below, cq, wc);
+        }
+        self.sync_work(qpn);
+        self.publish(qpn, None);
+    }
+
+    /// Serves a peer's converted READ from this tenant's memory, or refuses it.
+    fn serve(&mut self, below: &mut dyn Verbs, peer: u32, r: Request) {
+        let end = r.raddr.checked_add(r.len as u64);
+        let lkey = self
+            .mrs
+            .iter()
+            .find(|(m, acc)| {
+                m.rkey == r.rkey
+                    && acc.remote_read
+                    && r.raddr >= m.addr
+                    && end.is_some_and(|e| e <= m.addr + m.len)
+            })
+            .map(|(m, _)| m.lkey);
+        let usable = self.qps.get(&r.qpn).is_some_and(|q| !q.failed);
+        let Some(lkey) = lkey.filter(|_| usable && r.len > 0) else {
+            let mut h = self.host.borrow_mut();
+            h.read.refused += 1;
+            h.read.outbox.push_back((
+                peer,
+                Msg::Done {
+                    id: r.id,
+                    ok: false,
+                },
+            ));
+            drop(h);
+            below.wake(AGENT, WAKE_AGENT_READ);
+            return;
+        };
+        let sge = Sge {
+            addr: r.raddr,
+            length: r.len,
+            lkey,
+        };
+        let mut wr = SendWr::new(0, SendOp::Write, vec![sge]);
+        wr.remote_addr = r.dest;
+        wr.rkey = r.dest_rkey;
+        wr.signaled = true;
+        let bytes = r.len as u64;
+        let large = bytes >= self.cfg.large_msg.0;
+        {
+            // The holder's own bandwidth traffic, classified as its posts are.
+            let mut h = self.host.borrow_mut();
+            let t = h.tenant_mut(self.tenant);
+            t.avg_size = if t.avg_size == 0.0 {
+                bytes as f64
+            } else {
+                0.5 * t.avg_size + 0.5 * bytes as f64
+            };
+            if large && !t.bw_send {
+                t.bw_send = true;
+                if t.class != Class::BandwidthIntensive {
+                    t.class = Class::BandwidthIntensive;
+                    t.class_changes += 1;
+                }
+            }
+        }
+        let now = below.now();
+        let q = self.qps.get_mut(&r.qpn).expect("usable");
+        q.push_serve(wr, large, peer, r.id);
+        self.c.served += 1;
+        self.sync_work(r.qpn);
+        self.publish(r.qpn, Some(now));
+        let _ = self.refill(below, r.qpn, None);
+        self.publish(r.qpn, None);
+        if let Some(cq) = self.qps.get(&r.qpn).map(|q| q.send_cq) {
+            self.arm_if_needed(below, cq);
+        }
+    }
+
+    /// Answers the requests `qpn`'s serving WRITEs finished (through the agent).
+    pub(super) fn answer_served(&mut self, below: &mut dyn Verbs, qpn: QpNum) {
+        let Some(q) = self.qps.get_mut(&qpn) else {
+            return;
+        };
+        if q.served.is_empty() {
+            return;
+        }
+        let done = std::mem::take(&mut q.served);
+        let mut h = self.host.borrow_mut();
+        for (peer, id, ok) in done {
+            if !ok {
+                h.read.refused += 1;
+            } else {
+                h.read.served += 1;
+            }
+            h.read.outbox.push_back((peer, Msg::Done { id, ok }));
+        }
+        drop(h);
+        below.wake(AGENT, WAKE_AGENT_READ);
+    }
+}

@@ -1,0 +1,401 @@
+//! The large-READ conversion over the fake NIC: bytes tracked, completions in send-queue order,
+//! a refused READ, a peer without PeRF.
+
+use super::*;
+use braid_verbs::testing::FakeNet;
+use braid_verbs::*;
+
+const LEN: u64 = 4 << 20;
+/// 1 ms: long enough for the agents to link up and for every transfer here.
+const SETTLE: u64 = 1_000_000_000;
+
+struct Net {
+    net: FakeNet,
+    /// Requester tenant on host 1, holder tenant on host 2, a small tenant on host 2.
+    a: TenantId,
+    h: TenantId,
+    d: TenantId,
+    acq: CqId,
+    aqp: QpNum,
+    amr: MemoryRegion,
+    hqp: QpNum,
+    hmr: MemoryRegion,
+    dqp: QpNum,
+    dmr: MemoryRegion,
+    data: Vec<u8>,
+}
+
+/// Host 1's tenant `a` and host 2's tenant `h` connected; `holder_perf`: host 2 runs PeRF.
+/// The holder's region holds a pattern; the requester's is registered for local write only,
+/// as a READ destination needs.
+fn setup(holder_perf: bool, cfg: &PerfConfig) -> Net {
+    let mut net = FakeNet::new(2);
+    let a = net.add_tenant_with(1, Box::new(Idle), &[cfg]).unwrap();
+    let (h, d) = if holder_perf {
+        (
+            net.add_tenant_with(2, Box::new(Idle), &[cfg]).unwrap(),
+            net.add_tenant_with(2, Box::new(Idle), &[cfg]).unwrap(),
+        )
+    } else {
+        (
+            net.add_tenant(2, Box::new(Idle), vec![]),
+            net.add_tenant(2, Box::new(Idle), vec![]),
+        )
+    };
+    let end = |access: Access| {
+        move |v: &mut dyn Verbs| {
+            let cq = v.create_cq(4096).unwrap();
+            let qp = v.create_qp(&QpInit::rc(cq)).unwrap();
+            let mr = v.reg_mr(0x100_0000, LEN, access).unwrap();
+            (cq, qp, mr)
+        }
+    };
+    let (acq, aqp, amr) = net.call_as(1, a, end(Access::LOCAL.tracked()));
+    let (_, hqp, hmr) = net.call_as(2, h, end(Access::ALL.tracked()));
+    let (_, dqp, dmr) = net.call_as(2, d, end(Access::ALL.tracked()));
+    // The small tenant's peer on host 1 (a second QP of `a`, never used for READs).
+    let aqp2 = net.call_as(1, a, |v| v.create_qp(&QpInit::rc(acq)).unwrap());
+    let remote = |host, qpn| RemoteQp {
+        host,
+        qpn,
+        udp_sport: None,
+    };
+    net.call_as(1, a, |v| v.connect_qp(aqp, remote(2, hqp)))
+        .unwrap();
+    net.call_as(2, h, |v| v.connect_qp(hqp, remote(1, aqp)))
+        .unwrap();
+    net.call_as(1, a, |v| v.connect_qp(aqp2, remote(2, dqp)))
+        .unwrap();
+    net.call_as(2, d, |v| v.connect_qp(dqp, remote(1, aqp2)))
+        .unwrap();
+    let data: Vec<u8> = (0..LEN).map(|i| (i * 131 % 251) as u8).collect();
+    net.call_as(2, h, |v| v.write_local(hmr.addr, &data))
+        .unwrap();
+    // The agents find each other on the board.
+    net.run_until(SETTLE);
+    Net {
+        net,
+        a,
+        h,
+        d,
+        acq,
+        aqp,
+        amr,
+        hqp,
+        hmr,
+        dqp,
+        dmr,
+        data,
+    }
+}
+
+fn read(n: &Net, wr_id: u64, off: u64, len: u32) -> SendWr {
+    let mut w = SendWr::new(
+        wr_id,
+        SendOp::Read,
+        vec![Sge {
+            addr: n.amr.addr + off,
+            length: len,
+            lkey: n.amr.lkey,
+        }],
+    );
+    w.remote_addr = n.hmr.addr + off;
+    w.rkey = n.hmr.rkey;
+    w
+}
+
+fn poll(n: &mut Net) -> Vec<WorkCompletion> {
+    let (a, cq) = (n.a, n.acq);
+    let mut out = Vec::new();
+    n.net
+        .call_as(1, a, |v| while v.poll_cq(cq, 64, &mut out) > 0 {});
+    out
+}
+
+fn counter(net: &FakeNet, host: u32, t: TenantId, k: &str) -> f64 {
+    net.counters(host, t)
+        .iter()
+        .find(|x| x.1 == k)
+        .unwrap_or_else(|| panic!("no counter {k}"))
+        .2
+}
+
+/// A converted READ places exactly the holder's bytes, completes once (opcode Read, its
+/// wr_id and length), and the holder served it with WRITEs on its end of the connection.
+#[test]
+fn a_converted_read_places_every_byte_and_completes_once() {
+    let mut n = setup(true, &PerfConfig::default());
+    let t = n.net.now();
+    let (a, aqp) = (n.a, n.aqp);
+    let wrs = [read(&n, 7, 0, 1 << 20), read(&n, 8, 1 << 20, 3000)];
+    for w in wrs {
+        n.net.call_as(1, a, |v| v.post_send(aqp, w)).unwrap();
+    }
+    n.net.run_until(t + SETTLE);
+    let wcs = poll(&mut n);
+    let got: Vec<_> = wcs
+        .iter()
+        .map(|w| (w.wr_id, w.status, w.opcode, w.byte_len))
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            (7, WcStatus::Success, WcOpcode::Read, 1 << 20),
+            (8, WcStatus::Success, WcOpcode::Read, 3000)
+        ]
+    );
+    let placed = n.net.nic(1).read_mem(a, n.amr.addr, (1 << 20) + 3000);
+    assert!(placed == n.data[..(1 << 20) + 3000], "bytes differ");
+    assert_eq!(counter(&n.net, 1, a, "reads_converted"), 2.0);
+    assert_eq!(counter(&n.net, 2, n.h, "reads_served"), 2.0);
+    // No READ reached host 1's NIC: the holder WROTE the data.
+    let reads = n
+        .net
+        .calls_of(1, a)
+        .iter()
+        .filter(|c| matches!(c, testing::Call::PostSend(_, wr) if wr.op == SendOp::Read))
+        .count();
+    assert_eq!(reads, 0);
+}
+
+/// A READ's completion does not overtake the WRs posted before it, and later WRs' completions
+/// wait behind it (one send queue completes in order).
+#[test]
+fn a_converted_read_completes_in_send_queue_order() {
+    let mut n = setup(true, &PerfConfig::default());
+    let t = n.net.now();
+    let (a, aqp) = (n.a, n.aqp);
+    // A 2 MiB WRITE (signaled), the READ, a small WRITE (signaled) behind it.
+    let wmr = n
+        .net
+        .call_as(1, a, |v| {
+            v.reg_mr(0x900_0000, 2 << 20, Access::ALL.tracked())
+        })
+        .unwrap();
+    let write = |id: u64, len: u32| {
+        let mut w = SendWr::new(
+            id,
+            SendOp::Write,
+            vec![Sge {
+                addr: wmr.addr,
+                length: len,
+                lkey: wmr.lkey,
+            }],
+        );
+        w.remote_addr = n.hmr.addr + (2 << 20);
+        w.rkey = n.hmr.rkey;
+        w
+    };
+    let wrs = [write(1, 2 << 20), read(&n, 2, 0, 256 << 10), write(3, 64)];
+    for w in wrs {
+        n.net.call_as(1, a, |v| v.post_send(aqp, w)).unwrap();
+    }
+    n.net.run_until(t + SETTLE);
+    let wcs = poll(&mut n);
+    let got: Vec<_> = wcs.iter().map(|w| (w.wr_id, w.opcode, w.status)).collect();
+    assert_eq!(
+        got,
+        vec![
+            (1, WcOpcode::Write, WcStatus::Success),
+            (2, WcOpcode::Read, WcStatus::Success),
+            (3, WcOpcode::Write, WcStatus::Success)
+        ]
+    );
+    assert!(n.net.nic(1).read_mem(a, n.amr.addr, 256 << 10) == n.data[..256 << 10]);
+}
+
+/// A bad remote key gives the application a RemoteAccessError for the READ and the QP goes to
+/// Error (what follows is flushed), as a real READ; no byte is placed.
+#[test]
+fn a_bad_rkey_fails_the_read_and_the_qp() {
+    let mut n = setup(true, &PerfConfig::default());
+    let t = n.net.now();
+    let (a, aqp) = (n.a, n.aqp);
+    let mut bad = read(&n, 5, 0, 64 << 10);
+    bad.rkey ^= 0x55;
+    let mut out_of_range = read(&n, 6, 0, 64 << 10);
+    out_of_range.remote_addr = n.hmr.addr + LEN - 1024;
+    n.net.call_as(1, a, |v| v.post_send(aqp, bad)).unwrap();
+    n.net
+        .call_as(1, a, |v| v.post_send(aqp, out_of_range))
+        .unwrap();
+    n.net.run_until(t + SETTLE);
+    let wcs = poll(&mut n);
+    let got: Vec<_> = wcs.iter().map(|w| (w.wr_id, w.status)).collect();
+    assert_eq!(
+        got,
+        vec![(5, WcStatus::RemoteAccessError), (6, WcStatus::Flushed)]
+    );
+    assert_eq!(wcs[0].opcode, WcOpcode::Read);
+    let st = n.net.nic(1).qp_attr(aqp).unwrap().state;
+    assert_eq!(st, QpState::Error);
+    assert!(n
+        .net
+        .nic(1)
+        .read_mem(a, n.amr.addr, 64 << 10)
+        .iter()
+        .all(|&b| b == 0));
+    assert_eq!(counter(&n.net, 2, 0, "reads_refused"), 2.0);
+    // The holder's QP is untouched.
+    let hst = n.net.nic(2).qp_attr(n.hqp).unwrap().state;
+    assert_ne!(hst, QpState::Error);
+}
+
+/// A holder without PeRF: no agent answers on the board, the READ stays a READ (sub-READs
+/// while a small tenant is active) and its bytes arrive as before.
+#[test]
+fn a_peer_without_perf_gets_ordinary_reads() {
+    let mut n = setup(false, &PerfConfig::default());
+    let t = n.net.now();
+    let (a, aqp) = (n.a, n.aqp);
+    let w = read(&n, 9, 0, 1 << 20);
+    n.net.call_as(1, a, |v| v.post_send(aqp, w)).unwrap();
+    n.net.run_until(t + SETTLE);
+    let wcs = poll(&mut n);
+    assert_eq!(
+        wcs.iter()
+            .map(|w| (w.wr_id, w.status, w.byte_len))
+            .collect::<Vec<_>>(),
+        vec![(9, WcStatus::Success, 1 << 20)]
+    );
+    // Without PeRF on host 2 nothing wrote the pattern there: compare with what host 2 holds.
+    let h = n.net.nic(2).read_mem(n.h, n.hmr.addr, 1 << 20);
+    assert!(n.net.nic(1).read_mem(a, n.amr.addr, 1 << 20) == h);
+    assert!(h == n.data[..1 << 20]);
+    assert_eq!(counter(&n.net, 1, a, "reads_converted"), 0.0);
+    assert_eq!(counter(&n.net, 1, 0, "read_links"), 0.0);
+}
+
+/// With `read_convert = false` the READ goes down as a READ even to a PeRF holder.
+#[test]
+fn read_convert_off_keeps_reads() {
+    let cfg = PerfConfig {
+        read_convert: false,
+        ..PerfConfig::default()
+    };
+    let mut n = setup(true, &cfg);
+    let t = n.net.now();
+    let (a, aqp) = (n.a, n.aqp);
+    let w = read(&n, 9, 0, 1 << 20);
+    n.net.call_as(1, a, |v| v.post_send(aqp, w)).unwrap();
+    n.net.run_until(t + SETTLE);
+    let wcs = poll(&mut n);
+    assert_eq!(wcs.len(), 1);
+    assert_eq!(wcs[0].status, WcStatus::Success);
+    assert_eq!(counter(&n.net, 1, a, "reads_converted"), 0.0);
+    assert!(n.net.nic(1).read_mem(a, n.amr.addr, 1 << 20) == n.data[..1 << 20]);
+}
+
+/// The holder's preemption applies to the READ's data: beside an active small tenant on the
+/// holder's host, the serving WRITE is cut into sub-WRs followed by 0_WAITs there.
+#[test]
+fn the_holder_cuts_the_served_data_beside_a_small_tenant() {
+    let mut n = setup(true, &PerfConfig::default());
+    let (a, aqp, d, dqp, dmr) = (n.a, n.aqp, n.d, n.dqp, n.dmr);
+    // The small tenant on host 2 is active: any post makes it so (a zero-length WRITE checks
+    // no key).
+    let small = SendWr::new(
+        1,
+        SendOp::Write,
+        vec![Sge {
+            addr: dmr.addr,
+            length: 0,
+            lkey: dmr.lkey,
+        }],
+    );
+    n.net.call_as(2, d, |v| v.post_send(dqp, small)).unwrap();
+    let t = n.net.now();
+    let w = read(&n, 4, 0, 1 << 20);
+    n.net.call_as(1, a, |v| v.post_send(aqp, w)).unwrap();
+    n.net.run_until(t + SETTLE);
+    let wcs = poll(&mut n);
+    assert_eq!(
+        wcs.iter().map(|w| (w.wr_id, w.status)).collect::<Vec<_>>(),
+        vec![(4, WcStatus::Success)]
+    );
+    assert!(n.net.nic(1).read_mem(a, n.amr.addr, 1 << 20) == n.data[..1 << 20]);
+    assert_eq!(
+        counter(&n.net, 2, n.h, "sub_wrs"),
+        64.0,
+        "1 MiB in 16 KiB sub-WRs"
+    );
+    assert!(counter(&n.net, 2, n.h, "zero_waits") >= 63.0 * 16.0);
+    assert_eq!(counter(&n.net, 2, n.h, "class"), 2.0, "bandwidth-intensive");
+}
+
+/// The READ's completion implies the WRITE posted before it (unsignaled) is placed: polled
+/// step by step, the READ completes only once the WRITE's bytes are all at the holder.
+#[test]
+fn a_converted_read_does_not_overtake_an_earlier_unsignaled_write() {
+    let mut n = setup(true, &PerfConfig::default());
+    let (a, aqp) = (n.a, n.aqp);
+    let wmr = n
+        .net
+        .call_as(1, a, |v| {
+            v.reg_mr(0x900_0000, 2 << 20, Access::ALL.tracked())
+        })
+        .unwrap();
+    let pattern: Vec<u8> = (0..2u64 << 20).map(|i| (i % 7 + 1) as u8).collect();
+    n.net
+        .call_as(1, a, |v| v.write_local(wmr.addr, &pattern))
+        .unwrap();
+    let mut w = SendWr::new(
+        1,
+        SendOp::Write,
+        vec![Sge {
+            addr: wmr.addr,
+            length: 2 << 20,
+            lkey: wmr.lkey,
+        }],
+    );
+    w.remote_addr = n.hmr.addr + (2 << 20);
+    w.rkey = n.hmr.rkey;
+    w.signaled = false;
+    let r = read(&n, 2, 0, 4096);
+    // The WRITE is lost once and retransmitted after the RC timeout: the request (on the
+    // agents' link) and the holder's data overtake it on the wire.
+    n.net.lose_packets(1, aqp, 1);
+    n.net.call_as(1, a, |v| v.post_send(aqp, w)).unwrap();
+    n.net.call_as(1, a, |v| v.post_send(aqp, r)).unwrap();
+    let t0 = n.net.now();
+    let mut seen = Vec::new();
+    for step in 1..=20_000u64 {
+        n.net.run_until(t0 + step * 1_000_000);
+        seen = poll(&mut n);
+        if !seen.is_empty() {
+            break;
+        }
+    }
+    assert_eq!(
+        seen.iter().map(|w| (w.wr_id, w.opcode)).collect::<Vec<_>>(),
+        vec![(2, WcOpcode::Read)]
+    );
+    let at_holder = n.net.nic(2).read_mem(n.h, n.hmr.addr + (2 << 20), 2 << 20);
+    assert!(
+        at_holder == pattern,
+        "the READ completed before the WRITE was placed"
+    );
+}
+
+/// The holder's host dies: the request cannot be delivered on the agents' link, and the READ
+/// fails as a real one whose transport gave up (RetryExceeded, the QP in Error) instead of
+/// waiting for ever.
+#[test]
+fn a_dead_holder_fails_the_read_with_retry_exceeded() {
+    let mut n = setup(true, &PerfConfig::default());
+    let (a, aqp) = (n.a, n.aqp);
+    n.net.kill_host(2);
+    let t = n.net.now();
+    let w = read(&n, 3, 0, 64 << 10);
+    n.net.call_as(1, a, |v| v.post_send(aqp, w)).unwrap();
+    n.net.run_until(t + 100 * SETTLE);
+    let wcs = poll(&mut n);
+    assert_eq!(
+        wcs.iter()
+            .map(|w| (w.wr_id, w.status, w.opcode))
+            .collect::<Vec<_>>(),
+        vec![(3, WcStatus::RetryExceeded, WcOpcode::Read)]
+    );
+    assert_eq!(n.net.nic(1).qp_attr(aqp).unwrap().state, QpState::Error);
+    assert_eq!(counter(&n.net, 1, a, "reads_converted"), 1.0);
+}
