@@ -219,7 +219,7 @@ def _vs_topology1(m: Dict[str, List[dict]], paper: str, ok) -> List[Row]:
     rows = []
     for q in REF_QPS:
         here, t1 = _cell(m, q, "32KB"), _cell(m, q, "32KB", "t1 ")
-        rows.append(Row(f"{q} QP{'s' if q > 1 else ''} vs topology 1 (32K chunks, same seeds)", paper if q == 1 else "", f"{here / t1 - 1:+.0%} ({here:.2f} vs {t1:.2f} ms)", ok(here, t1) if q == 1 else None))
+        rows.append(Row(f"{q} QP{'s' if q > 1 else ''} vs topology 1 (32K chunks, same seeds)", paper if q == 1 else "—", f"{here / t1 - 1:+.0%} ({here:.2f} vs {t1:.2f} ms)", ok(here, t1) if q == 1 else None))
     return rows
 
 
