@@ -182,7 +182,8 @@ def merge_grid(base: Dict[str, List[Any]], specs: Sequence[str]) -> Dict[str, Li
 
 
 def is_sweep_file(data: dict) -> bool:
-    return isinstance(data.get("scenario"), str) and ("grid" in data or "seeds" in data)
+    # A scenario has no top-level `scenario` key (the core rejects it), so this cannot mistake one.
+    return isinstance(data.get("scenario"), str)
 
 
 SWEEP_FILE_KEYS = {"scenario", "grid", "seeds", "set"}

@@ -25,7 +25,7 @@ from typing import Any, Dict, List, Optional, Set
 
 import polars as pl
 
-from ..scenario import BraidError, _json_default
+from ..scenario import BraidError, _fmt_path, _json_default, parse_override
 from .plan import Plan, Point, toml_text
 
 MARKER = "sweep.json"
@@ -77,8 +77,10 @@ class SweepDir:
             "scenario": str(plan.scenario),
             "scenario_sha256": file_sha256(plan.scenario),
             "grid_keys": sorted(plan.grid),
-            "set": list(plan.fixed),
+            # Canonical (key path, value) pairs: `k=none` and `k="none"` are the same override.
+            "set": [[_fmt_path(parts), v] for parts, v in map(parse_override, plan.fixed)],
         }
+        meta = json.loads(json.dumps(meta, default=_json_default))
         if self.root.is_dir() and any(self.root.iterdir()):
             if not self.is_sweep():
                 raise BraidError(option, f"{self.root} is a folder that is not a braid sweep; choose a new folder (or a sweep's, to resume it)")
