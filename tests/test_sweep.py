@@ -231,3 +231,27 @@ def test_python_api_and_sweep_file_with_fixed_overrides(small_file, tmp_path):
     sw.write_text(f'scenario = "{small_file}"\nseed = 3\n')
     r = invoke("sweep", sw, "-o", tmp_path / "b")
     assert r.exit_code == 2 and r.stderr.startswith(f"error: {sw}: seed") and "unknown key in a sweep file" in r.stderr
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="needs Linux /proc")
+def test_a_killed_worker_loses_no_point(tmp_path):
+    # SIGKILL to one worker mid-sweep (as the OOM killer would): the points it held run again in a
+    # new pool; the sweep ends with every point once and no failure.
+    scen = tmp_path / "slow.toml"
+    scen.write_text(SLOW)
+    out = tmp_path / "out"
+    args = ["sweep", scen, "--grid", "topology.paths=1,2", "--seeds", "5", "-j", "2", "-o", out, "--no-progress"]
+    proc = subprocess.Popen([sys.executable, "-m", "braid.cli", *map(str, args)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    pts = out / "points"
+    deadline = time.time() + 60
+    while time.time() < deadline and len(list(pts.glob("*.parquet"))) < 2:
+        time.sleep(0.02)
+    workers = [k for k in _children(proc.pid) if b"spawn_main" in Path(f"/proc/{k}/cmdline").read_bytes()]
+    assert workers, "no workers"
+    os.kill(workers[0], signal.SIGKILL)
+    o, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    assert "workers died" in err, "the killed worker held no point: the test did not test anything"
+    assert "10 points: 10 run, 0 already done, 0 failed" in o, o
+    df = pl.read_parquet(out / "sweep.parquet")
+    assert df.height == 10 and df["point"].n_unique() == 10 and df["error"].null_count() == 10

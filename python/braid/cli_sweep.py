@@ -96,6 +96,8 @@ def sweep(source: Optional[str], grids: tuple, seeds: Optional[str], overrides: 
     finally:
         if "p" in bar:
             bar["p"].stop()
+    if oc.retried:
+        click.echo(f"warning: workers died (killed or crashed) under {oc.retried} runs of points; those points were run again", err=True)
     click.echo(f"{oc.total} points: {oc.ran} run, {oc.skipped} already done, {len(oc.failed)} failed; {oc.dataset} ({oc.rows} rows)")
     if oc.failed:
         for p, e in oc.failed[:10]:

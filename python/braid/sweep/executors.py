@@ -1,14 +1,15 @@
 """Where points run: local worker processes, or a Dask cluster. The same interface, so the sweep
-has one code path: ``submit(fn, *args) -> future``, ``as_completed(futures)``, ``close()``;
-a future has ``result()`` (raising what the function raised) and ``cancel()``."""
+has one code path: ``submit(fn, *args) -> future`` and ``close(cancel)``; a future has
+``result()`` (raising what the function raised) and ``add_done_callback(fn)``."""
 
 from __future__ import annotations
 
 import contextlib
 import multiprocessing
 import os
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
-from typing import Any, Callable, Iterable, Iterator, Optional
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from typing import Any, Callable, Optional
 
 from ..scenario import BraidError
 
@@ -23,16 +24,22 @@ class LocalExecutor:
 
     def __init__(self, jobs: Optional[int] = None):
         self.jobs = max(1, jobs or os.cpu_count() or 1)
-        self.pool = ProcessPoolExecutor(max_workers=self.jobs, mp_context=multiprocessing.get_context("spawn"))
+        #: Points submitted ahead of completions (see the engine).
+        self.window = 2 * self.jobs
+        self.pool = self._new_pool()
+
+    def _new_pool(self) -> ProcessPoolExecutor:
+        return ProcessPoolExecutor(max_workers=self.jobs, mp_context=multiprocessing.get_context("spawn"))
 
     def submit(self, fn: Callable, *args: Any):
-        return self.pool.submit(fn, *args)
-
-    def as_completed(self, futures: Iterable) -> Iterator:
-        pending = set(futures)
-        while pending:
-            done, pending = wait(pending, return_when=FIRST_COMPLETED)
-            yield from done
+        try:
+            return self.pool.submit(fn, *args)
+        except BrokenProcessPool:
+            # A worker died (killed, out of memory): the pool fails every run it held; a new
+            # pool takes the points submitted again.
+            self.pool.shutdown(wait=False, cancel_futures=True)
+            self.pool = self._new_pool()
+            return self.pool.submit(fn, *args)
 
     def close(self, cancel: bool = False) -> None:
         if cancel:
@@ -75,14 +82,10 @@ class DaskExecutor:
                 raise BraidError("--dask", f"cannot reach the scheduler {spec}: {e}") from None
         else:
             raise BraidError("--dask", f"{DASK_FORM}, got {spec!r}")
-        self._as_completed = distributed.as_completed
 
     def submit(self, fn: Callable, *args: Any):
         # pure=False: each point is its own task even if two had the same arguments.
         return self.client.submit(fn, *args, pure=False)
-
-    def as_completed(self, futures: Iterable) -> Iterator:
-        yield from self._as_completed(list(futures))
 
     def close(self, cancel: bool = False) -> None:
         with contextlib.suppress(Exception):
