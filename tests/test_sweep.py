@@ -142,6 +142,8 @@ def test_failing_point_is_recorded_and_the_sweep_goes_on(small_file, tmp_path):
     [
         (["--grid", "transport.kindd=a,b"], "--grid transport.kindd", "unknown field"),
         (["--grid", "transport.kind=bogus,dcqcn"], "--grid transport.kind", "expected one of"),
+        (["--grid", "traffic[5].size=1MB,2MB"], "--grid traffic[5].size", "index out of range"),
+        (["--set", "topology.pathz=2", "--grid", "topology.paths=1,2"], "--set topology.pathz=2", "unknown field"),
         (["--grid", "topology.paths"], "--grid topology.paths", "expected --grid key.path=v1,v2"),
         (["--grid", "topology.paths=1,"], "--grid topology.paths=1,", "empty value"),
         (["--grid", "topology.paths=[1"], "--grid topology.paths=[1", "not valid TOML"),

@@ -22,7 +22,7 @@ from .scenario import BraidError
     metavar="KEY=VALUE",
     help="A fixed override for every point (as for braid run --set). Repeatable.",
 )
-@click.option("-o", "--out", "out_dir", metavar="DIR", help="The sweep folder (default: results/<scenario>-sweep). A folder holding the same sweep is resumed.")
+@click.option("-o", "--out", "out_dir", metavar="DIR", help="The sweep folder (default: results/<SCENARIO or SWEEP file name>-sweep). A folder holding the same sweep is resumed.")
 @click.option("-j", "--jobs", type=int, metavar="N", help="Worker processes (default: one per core); with --dask local, its workers.")
 @click.option("--dask", metavar="local|tcp://HOST:PORT", help="Run the points on Dask: a LocalCluster, or the scheduler at that address (needs braid[sweep]).")
 @click.option("--collect", "collect_dir", metavar="DIR", help="Only rebuild DIR/sweep.parquet from the points in DIR.")
@@ -55,7 +55,7 @@ def sweep(source: Optional[str], grids: tuple, seeds: Optional[str], overrides: 
         if not (dask.lower() in ("local", "localcluster") or "://" in dask):
             raise BraidError("--dask", f"{DASK_FORM}, got {dask!r}")
     plan = make_plan(source, grids, seeds, overrides)
-    out = SweepDir(Path(out_dir) if out_dir else Path("results") / f"{plan.scenario.stem}-sweep")
+    out = SweepDir(Path(out_dir) if out_dir else Path("results") / f"{Path(source).stem}-sweep")
     show = not no_progress and err.is_terminal
     bar = {}
 

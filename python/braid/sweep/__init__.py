@@ -87,6 +87,9 @@ def validate_first(scenario: Scenario, plan: Plan, first: Point) -> None:
     except BraidError as e:
         path = getattr(e, "path", "") or ""
         for k, v in first.grid:
+            # Errors applying the override name it as --set KEY=VALUE.
+            if path == f"--set {k}={toml_text(v)}":
+                raise BraidError(f"--grid {k}", f"{e.message} (checking the first point, {k}={toml_text(v)})") from None
             if path == k or path.startswith(k + ".") or path.startswith(k + "["):
                 raise BraidError(f"--grid {k}", f"{getattr(e, 'message', str(e))} (checking the first point, {k}={toml_text(v)})") from None
         for spec in plan.fixed:
