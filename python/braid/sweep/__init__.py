@@ -139,9 +139,12 @@ def _drive(ex: Any, scenario: Scenario, todo: List[Point], out: SweepDir, oc: Ou
     live: Dict[Any, Point] = {}
     tries: Dict[str, int] = {}
 
+    # The scenario is sent to the workers once where the executor can (Dask), not with each point.
+    shared = ex.share(scenario) if hasattr(ex, "share") else scenario
+
     def submit(p: Point) -> None:
         tries[p.id] = tries.get(p.id, 0) + 1
-        f = ex.submit(run_point, scenario, p)
+        f = ex.submit(run_point, shared, p)
         live[f] = p
         f.add_done_callback(done_q.put)
 

@@ -83,6 +83,10 @@ class DaskExecutor:
         else:
             raise BraidError("--dask", f"{DASK_FORM}, got {spec!r}")
 
+    def share(self, obj: Any):
+        """``obj`` on every worker once; tasks given the returned future get ``obj``."""
+        return self.client.scatter(obj, broadcast=True)
+
     def submit(self, fn: Callable, *args: Any):
         # pure=False: each point is its own task even if two had the same arguments.
         return self.client.submit(fn, *args, pure=False)
