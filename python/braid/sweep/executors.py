@@ -1,0 +1,105 @@
+"""Where points run: local worker processes, or a Dask cluster. The same interface, so the sweep
+has one code path: ``submit(fn, *args) -> future`` and ``close(cancel)``; a future has
+``result()`` (raising what the function raised) and ``add_done_callback(fn)``."""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import os
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from typing import Any, Callable, Optional
+
+from ..scenario import BraidError
+
+DASK_FORM = "expected local (a LocalCluster on this machine) or a scheduler address such as tcp://host:8786"
+
+
+class LocalExecutor:
+    """``jobs`` worker processes (default one per core), spawned, not forked: a fork of a process
+    whose polars / rayon threads are running can deadlock in the child."""
+
+    name = "local"
+
+    def __init__(self, jobs: Optional[int] = None):
+        self.jobs = max(1, jobs or os.cpu_count() or 1)
+        #: Points submitted ahead of completions (see the engine).
+        self.window = 2 * self.jobs
+        self.pool = self._new_pool()
+
+    def _new_pool(self) -> ProcessPoolExecutor:
+        return ProcessPoolExecutor(max_workers=self.jobs, mp_context=multiprocessing.get_context("spawn"))
+
+    def submit(self, fn: Callable, *args: Any):
+        try:
+            return self.pool.submit(fn, *args)
+        except BrokenProcessPool:
+            # A worker died (killed, out of memory): the pool fails every run it held; a new
+            # pool takes the points submitted again.
+            self.pool.shutdown(wait=False, cancel_futures=True)
+            self.pool = self._new_pool()
+            return self.pool.submit(fn, *args)
+
+    def close(self, cancel: bool = False) -> None:
+        if cancel:
+            # The runs in progress are not waited for: their processes are stopped.
+            for p in list(getattr(self.pool, "_processes", {}).values()):
+                with contextlib.suppress(Exception):
+                    p.terminate()
+        self.pool.shutdown(wait=not cancel, cancel_futures=True)
+
+
+class DaskExecutor:
+    """A Dask cluster: ``local`` starts a ``distributed.LocalCluster`` (``jobs`` single-threaded
+    worker processes), anything else is a scheduler address. The workers need braid installed
+    and any file the scenario refers to at the same path."""
+
+    name = "dask"
+
+    def __init__(self, spec: str, jobs: Optional[int] = None):
+        try:
+            import distributed
+        except ImportError:
+            raise BraidError("--dask", "needs Dask: pip install 'braid[sweep]' (dask[distributed])") from None
+        import dask
+
+        # The workers' statistical profiler holds references to the frames of running tasks from
+        # its own thread; when it holds the last one, a finished run's simulation (a Rust object
+        # bound to the thread that made it) would be freed on the wrong thread: an error and a
+        # leak. Off for the workers we start (a remote cluster: start its workers with
+        # DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED=False).
+        dask.config.set({"distributed.worker.profile.enabled": False})
+        self.cluster = None
+        if spec.lower() in ("local", "localcluster"):
+            n = max(1, jobs or os.cpu_count() or 1)
+            self.cluster = distributed.LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None)
+            self.client = distributed.Client(self.cluster)
+        elif "://" in spec:
+            try:
+                self.client = distributed.Client(spec, timeout="10s")
+            except (OSError, TimeoutError) as e:
+                raise BraidError("--dask", f"cannot reach the scheduler {spec}: {e}") from None
+        else:
+            raise BraidError("--dask", f"{DASK_FORM}, got {spec!r}")
+
+    def share(self, obj: Any):
+        """``obj`` on every worker once; tasks given the returned future get ``obj``."""
+        return self.client.scatter(obj, broadcast=True)
+
+    def submit(self, fn: Callable, *args: Any):
+        # pure=False: each point is its own task even if two had the same arguments.
+        return self.client.submit(fn, *args, pure=False)
+
+    def close(self, cancel: bool = False) -> None:
+        with contextlib.suppress(Exception):
+            self.client.close()
+        if self.cluster is not None:
+            with contextlib.suppress(Exception):
+                self.cluster.close()
+
+
+def make_executor(dask: Optional[str], jobs: Optional[int]):
+    if jobs is not None and jobs < 1:
+        raise BraidError("--jobs", f"expected a positive integer, got {jobs}")
+    return DaskExecutor(dask, jobs) if dask else LocalExecutor(jobs)
