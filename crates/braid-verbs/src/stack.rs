@@ -73,17 +73,21 @@ pub trait Middleware {
     ) -> Result<(), VerbsError> {
         below.post_send(qp, wr)
     }
-    /// A list of send WRs posted with one call (one doorbell). The default passes the list
-    /// down whole: a layer that rewrites, queues or counts what [`Middleware::post_send`] sees
-    /// must override this too (posting each WR through its own `post_send` is always correct),
-    /// or the list bypasses it.
+    /// A list of send WRs posted with one call (one doorbell). The default posts each WR
+    /// through this layer's own [`Middleware::post_send`], so a layer that rewrites, queues or
+    /// counts WRs sees every one of them (a list cannot bypass it); a layer that leaves WRs as
+    /// they are (the passthrough [`Raw`]) overrides this to pass the list down whole, one doorbell.
     fn post_send_list(
         &mut self,
         below: &mut dyn Verbs,
         qp: QpNum,
         wrs: Vec<SendWr>,
     ) -> Result<(), BadWr> {
-        below.post_send_list(qp, wrs)
+        for (index, wr) in wrs.into_iter().enumerate() {
+            self.post_send(below, qp, wr)
+                .map_err(|error| BadWr { index, error })?;
+        }
+        Ok(())
     }
     fn post_recv(
         &mut self,
@@ -117,6 +121,14 @@ pub struct Raw;
 impl Middleware for Raw {
     fn name(&self) -> &'static str {
         "raw"
+    }
+    fn post_send_list(
+        &mut self,
+        below: &mut dyn Verbs,
+        qp: QpNum,
+        wrs: Vec<SendWr>,
+    ) -> Result<(), BadWr> {
+        below.post_send_list(qp, wrs)
     }
 }
 
@@ -422,6 +434,38 @@ mod tests {
         assert_eq!(
             bottom.sends().iter().map(|s| s.1.wr_id).collect::<Vec<_>>(),
             vec![1, 2, 3]
+        );
+    }
+
+    /// Renumbers every WR it is given (a layer that rewrites WRs and does not override
+    /// `post_send_list`).
+    struct Renumber;
+    impl Middleware for Renumber {
+        fn name(&self) -> &'static str {
+            "renumber"
+        }
+        fn post_send(
+            &mut self,
+            below: &mut dyn Verbs,
+            qp: QpNum,
+            mut wr: SendWr,
+        ) -> Result<(), VerbsError> {
+            wr.wr_id += 1000;
+            below.post_send(qp, wr)
+        }
+    }
+
+    #[test]
+    fn a_post_list_cannot_bypass_a_layer_that_rewrites_wrs() {
+        let mut bottom = Recorder::new();
+        let mut layers: Vec<Box<dyn Middleware>> = vec![Box::new(Raw), Box::new(Renumber)];
+        {
+            let mut s = Stack::new(&mut layers, &mut bottom);
+            s.post_send_list(3, vec![wr(1), wr(2)]).unwrap();
+        }
+        assert_eq!(
+            bottom.sends().iter().map(|s| s.1.wr_id).collect::<Vec<_>>(),
+            vec![1001, 1002]
         );
     }
 
