@@ -347,6 +347,10 @@ impl PerfLayer {
             touched.insert(wc.qp_num);
         }
         for qpn in touched {
+            if self.qps.get(&qpn).is_some_and(|q| q.failed) {
+                // A failed QP's WAIT and SEND_ENABLE are flushed: hand its place on.
+                self.hw_forget(below, qpn);
+            }
             self.answer_served(below, qpn);
             // A converted READ refused by its holder fails the QP (once).
             if self
@@ -545,6 +549,7 @@ impl Middleware for PerfLayer {
         self.drop_remote_reads(below, qp);
         self.retry_cnt.remove(&qp);
         self.qps.remove(&qp);
+        self.hw_forget(below, qp);
         self.work.remove(&qp);
         self.mqse.forget(qp);
         let mut h = self.host.borrow_mut();
@@ -569,10 +574,13 @@ impl Middleware for PerfLayer {
                     for wc in out {
                         self.deliver_local(below, cq, wc);
                     }
+                    self.hw_forget(below, qp);
                 }
                 QpModify::Reset => {
                     let (s, r, all, max) = (q.send_cq, q.recv_cq, q.sig_all, q.app_max_send_wr);
                     *q = QpQueue::new(qp, s, r, all, max);
+                    // Its queued WAIT / SEND_ENABLE are gone with its queue.
+                    self.hw_forget(below, qp);
                 }
                 QpModify::UdpSport(_) => {}
             }

@@ -17,6 +17,14 @@ impl PerfLayer {
             h.marks = h.marks.saturating_sub(n as u32);
             sink.clear();
         }
+        while h.kicks > 0 {
+            let n = below.poll_cq(h.kcq, 256, &mut sink);
+            if n == 0 {
+                break;
+            }
+            h.kicks = h.kicks.saturating_sub(n as u32);
+            sink.clear();
+        }
         let allowed = self
             .host
             .borrow()
@@ -66,8 +74,26 @@ impl PerfLayer {
             udp_sport: None,
         };
         below.connect_qp(mqp, me)?;
-        self.hwp = Some(HwPause::new(mqp, mcq, idle));
+        // The kick QP: enables `mqp`'s marks at once when a QP leaves the rotation.
+        let kcq = below.create_cq(256)?;
+        let kinit = QpInit {
+            cross_channel: true,
+            max_send_wr: 256,
+            ..QpInit::rc(kcq)
+        };
+        let kick = below.create_qp(&kinit)?;
+        below.connect_qp(kick, RemoteQp { qpn: kick, ..me })?;
+        self.hwp = Some(HwPause::new(mqp, mcq, idle, kick, kcq));
         Ok(())
+    }
+
+    /// `qpn` was destroyed or failed: the hardware rotation goes on without it (`hwpause`).
+    pub(super) fn hw_forget(&mut self, below: &mut dyn Verbs, qpn: QpNum) {
+        let Some(h) = self.hwp.as_mut() else { return };
+        let posts = h.forget(qpn, below.now());
+        for (target, w) in posts {
+            post_ctrl(below, self.qps.get_mut(&target), target, w);
+        }
     }
 }
 

@@ -276,6 +276,7 @@ impl PerfLayer {
         q.flush_sw(&mut out);
         let cq = q.send_cq;
         let _ = below.modify_qp(qpn, QpModify::Error);
+        self.hw_forget(below, qpn);
         for wc in out {
             self.deliver_local(below, cq, wc);
         }
