@@ -22,12 +22,15 @@
 //! it and the next real QP together, two marks and `SEND_ENABLE(mqp, 2)`); a leader's slot goes
 //! at once to the next paused QP, with the marks enabled from the tenant's *kick QP* (an
 //! unmanaged cross-channel QP of its own) instead of behind a leader's work; and since a gone
-//! QP's own hand-over SEND_ENABLE may never run (flushed, or destroyed with its queue), the kick
-//! QP enables every mark posted so far (`SEND_ENABLE(mqp, 0)`). That may start a hand-over
-//! queued behind another leader early (briefly one active QP more than the limit), never late.
+//! QP's own hand-over SEND_ENABLEs may never run (flushed, or destroyed with its queue; they are
+//! signaled, so the layer knows which ran), the kick QP enables their marks too. On a NIC with
+//! libmlx5's cumulative enable index (the fake NIC) such a count is refused as beyond the posted
+//! marks and the kick enables all posted marks (count 0) instead; braid's simulated NIC adds
+//! counts. Either may start a hand-over queued behind another leader early (briefly one active
+//! QP more than the limit), never late.
 
 use braid_verbs::{CqId, QpNum, SendOp, SendWr};
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 
 /// Where a QP stands in the hardware rotation.
 #[derive(Debug, Clone, Copy)]
@@ -59,8 +62,9 @@ pub struct HwPause {
     /// away while paused (its WAIT target still counts).
     waiting: VecDeque<Option<QpNum>>,
     turns: BTreeMap<QpNum, Turn>,
-    /// QPs that posted a hand-over SEND_ENABLE (it may still wait behind their work).
-    enablers: BTreeSet<QpNum>,
+    /// Hand-over SEND_ENABLEs (their counts) each QP posted that have not completed yet
+    /// (signaled: a QP that goes away leaves these marks without an enable).
+    pending_en: BTreeMap<QpNum, VecDeque<u32>>,
     /// Hand-over WAITs queued on `mqp` whose completion has not been polled (the layer polls
     /// `mcq` only while some are: a poll costs CPU).
     pub marks: u32,
@@ -128,19 +132,30 @@ impl HwPause {
             },
             vec![],
         );
-        en.signaled = false;
-        self.enablers.insert(leader);
+        // Signaled: its completion says it ran (else, if `leader` goes away, its marks are
+        // enabled from the kick QP).
+        en.signaled = true;
+        self.pending_en.entry(leader).or_default().push_back(n);
         posts.push((leader, en));
         posts
     }
 
-    /// Enables every mark posted on `mqp` so far, at once (from the kick QP).
-    fn kick_all(&mut self) -> (QpNum, SendWr) {
+    /// A hand-over SEND_ENABLE posted on `qpn` completed: it ran.
+    pub fn enable_ran(&mut self, qpn: QpNum) {
+        if let Some(p) = self.pending_en.get_mut(&qpn) {
+            p.pop_front();
+        }
+    }
+
+    /// Enables `count` more marks of `mqp` at once, from the kick QP. (On a NIC with libmlx5's
+    /// cumulative enable index a lost SEND_ENABLE is covered by any later one and a count
+    /// beyond the posted marks is refused: the layer then posts count 0, "all posted".)
+    fn kick(&mut self, count: u32) -> (QpNum, SendWr) {
         let mut en = SendWr::new(
             0,
             SendOp::SendEnable {
                 qp: self.mqp,
-                count: 0,
+                count,
             },
             vec![],
         );
@@ -165,8 +180,9 @@ impl HwPause {
     /// `qpn` is destroyed or failed: it leaves the rotation without stalling it (module doc).
     /// Returns the WRs to post (on `mqp` and the kick QP only).
     pub fn forget(&mut self, qpn: QpNum, now: u64) -> Posts {
-        let member = self.turns.remove(&qpn).is_some();
-        let enabler = self.enablers.remove(&qpn);
+        self.turns.remove(&qpn);
+        // Marks its unfinished SEND_ENABLEs were to enable (they will not run).
+        let lost: u32 = self.pending_en.remove(&qpn).map_or(0, |p| p.iter().sum());
         let mut posts = Vec::new();
         if let Some(i) = self.leaders.iter().position(|&l| l == qpn) {
             self.leaders.remove(i);
@@ -197,8 +213,9 @@ impl HwPause {
             self.waiting.clear();
             posts.extend(self.marks(n));
         }
-        if member || enabler || !posts.is_empty() {
-            posts.push(self.kick_all());
+        let count = posts.len() as u32 + lost;
+        if count > 0 {
+            posts.push(self.kick(count));
         }
         posts
     }
@@ -316,7 +333,7 @@ impl HwPause {
                 // No leader to queue behind (gone): release them at once.
                 None => {
                     posts.extend(self.marks(n));
-                    posts.push(self.kick_all());
+                    posts.push(self.kick(n));
                 }
             }
             self.resumes += self.real_waiting() as u64;

@@ -319,6 +319,11 @@ impl PerfLayer {
         let mut fresh = false;
         let mut touched = BTreeSet::new();
         for wc in raw {
+            if wc.opcode == WcOpcode::SendEnable && wc.status == WcStatus::Success {
+                if let Some(h) = self.hwp.as_mut() {
+                    h.enable_ran(wc.qp_num);
+                }
+            }
             let is_recv = matches!(wc.opcode, WcOpcode::Recv | WcOpcode::RecvWithImm);
             let q = match self.qps.get_mut(&wc.qp_num) {
                 Some(q) if !is_recv && q.send_cq == cq => q,

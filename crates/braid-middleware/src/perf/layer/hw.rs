@@ -51,8 +51,18 @@ impl PerfLayer {
             }
             posts
         };
+        self.post_hw(below, posts);
+    }
+
+    /// Posts the hardware PAUSE's control WRs (the kick QP's as [`post_kick`]).
+    fn post_hw(&mut self, below: &mut dyn Verbs, posts: Posts) {
+        let kick = self.hwp.as_ref().map(|h| h.kick);
         for (target, w) in posts {
-            post_ctrl(below, self.qps.get_mut(&target), target, w);
+            if Some(target) == kick {
+                post_kick(below, target, w);
+            } else {
+                post_ctrl(below, self.qps.get_mut(&target), target, w);
+            }
         }
     }
 
@@ -91,9 +101,7 @@ impl PerfLayer {
     pub(super) fn hw_forget(&mut self, below: &mut dyn Verbs, qpn: QpNum) {
         let Some(h) = self.hwp.as_mut() else { return };
         let posts = h.forget(qpn, below.now());
-        for (target, w) in posts {
-            post_ctrl(below, self.qps.get_mut(&target), target, w);
-        }
+        self.post_hw(below, posts);
     }
 }
 
@@ -128,4 +136,17 @@ pub(super) fn post_ctrl(
             let _ = below.post_send(qpn, wr);
         }
     }
+}
+
+/// Posts a kick SEND_ENABLE; if the NIC refuses its count (libmlx5's cumulative index: the
+/// lost SEND_ENABLEs' marks are already counted as enabled-to-be), enables all posted marks.
+fn post_kick(below: &mut dyn Verbs, kick: QpNum, mut wr: SendWr) {
+    below.charge(Work::WrBuilt(1));
+    if below.post_send(kick, wr.clone()).is_ok() {
+        return;
+    }
+    if let SendOp::SendEnable { count, .. } = &mut wr.op {
+        *count = 0;
+    }
+    let _ = below.post_send(kick, wr);
 }
