@@ -173,7 +173,12 @@ impl HwPause {
     /// Takes the next paused QP and the ghosts before it: (QP, WAIT targets to release).
     fn pop_waiter(&mut self) -> Option<(QpNum, u32)> {
         let i = self.waiting.iter().position(|w| w.is_some())?;
-        let w = self.waiting.drain(..=i).last().flatten().expect("found");
+        let w = self
+            .waiting
+            .drain(..=i)
+            .next_back()
+            .flatten()
+            .expect("found");
         Some((w, i as u32 + 1))
     }
 

@@ -452,12 +452,13 @@ fn hardware_pause_hands_over_through_the_managed_qp() {
     assert!(c("pauses") >= 2.0 && c("resumes") >= 2.0);
 }
 
+/// Each QP's completions: (wr_id, status) in order.
+type PerQp = BTreeMap<QpNum, Vec<(u64, WcStatus)>>;
+
 /// `hw_pause = true`, 8 QPs of one tenant held to 2 active, `rotate_wrs = 2`, six 64 KiB
 /// WRITEs per QP: while the rotation is under way `gone` QPs are destroyed or failed (`how`).
 /// Returns each QP's completions (wr_ids in order, statuses) once the network is idle.
-fn hw_rotation_losing(
-    how: &dyn Fn(&mut FakeNet, TenantId, &[QpNum]),
-) -> (Vec<QpNum>, BTreeMap<QpNum, Vec<(u64, WcStatus)>>) {
+fn hw_rotation_losing(how: &dyn Fn(&mut FakeNet, TenantId, &[QpNum])) -> (Vec<QpNum>, PerQp) {
     let mut net = FakeNet::new(2);
     let cfg = PerfConfig {
         hw_pause: true,
@@ -515,7 +516,7 @@ fn hw_rotation_losing(
     net.run_until(1_000_000_000_000);
     let mut wcs = Vec::new();
     net.call_as(1, b, |v| while v.poll_cq(bcq, 64, &mut wcs) > 0 {});
-    let mut per: BTreeMap<QpNum, Vec<(u64, WcStatus)>> = BTreeMap::new();
+    let mut per: PerQp = BTreeMap::new();
     for w in wcs {
         per.entry(w.qp_num).or_default().push((w.wr_id, w.status));
     }
