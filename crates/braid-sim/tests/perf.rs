@@ -447,3 +447,82 @@ fn converted_reads_are_preempted_at_the_data_holder() {
     assert!(gp(&conv_alone) > 0.9 * gp(&alone_r));
     assert!(gp(&conv) > 0.8 * gp(&alone_r));
 }
+
+/// `hw_pause = true` when some of B_App's QPs fail: B_App (write_bw 1 MiB on 8 QPs) beside
+/// M_App on a two-spine fabric, held to 2 active QPs (`qp_capacity` 3: one slot per tenant plus
+/// one extra for the multi-QP tenant); at 3 ms spine0-tor1 goes down for good and the QPs
+/// hashed onto spine0 fail RetryExceeded (`rto` 20 us) while they hold slots or wait paused.
+/// The hardware rotation must hand their places on: B_App's surviving QPs keep the link busy
+/// after the failure as with the software PAUSE (before the fix the rotation stalled behind
+/// hand-overs the failed QPs would never run).
+#[test]
+fn hardware_pause_goes_on_when_b_apps_qps_fail() {
+    let sc = |mw: Value| {
+        let mut links = vec![
+            json!({"a": "h0", "b": "tor0", "rate": "100Gbps", "delay": "1us"}),
+            json!({"a": "h1", "b": "tor1", "rate": "100Gbps", "delay": "1us"}),
+        ];
+        for s in 0..2 {
+            for t in 0..2 {
+                links.push(json!({"a": format!("tor{t}"), "b": format!("spine{s}"),
+                                  "rate": "100Gbps", "delay": "1us"}));
+            }
+        }
+        let mut b = b_app("8ms");
+        b["qps"] = json!(8);
+        let mut m = m_app("8ms");
+        m["start"] = json!("10us");
+        json!({
+            "duration": "8ms",
+            "topology": {"kind": "edges", "nodes": ["h0", "h1", "tor0", "tor1", "spine0", "spine1"],
+                         "switches": ["tor0", "tor1", "spine0", "spine1"], "links": links},
+            "nic": {"mtu": 4096, "tx_prefetch": "0B", "rto": "20us"},
+            "middleware": {"default": [mw]},
+            "apps": [b, m],
+            "link_events": [{"a": "spine0", "b": "tor1", "down": "3ms"}],
+            "measure": {"interval": "100us", "messages": false},
+        })
+    };
+    let perf = |hw: bool| json!({"kind": "perf", "hw_pause": hw, "qp_capacity": 3, "qp_limit_interval": "1ms"});
+    let (_, sw) = run(&sc(perf(false)));
+    let (_, hw) = run(&sc(perf(true)));
+    let b = "apps[0].client";
+    let after = |r: &braid_sim::Results| mean_gbps(r, 2, 4_000_000_000, 8_000_000_000)[0];
+    let before = |r: &braid_sim::Results| mean_gbps(r, 2, 1_000_000_000, 3_000_000_000)[0];
+    println!(
+        "B_App x8 held to 2, spine0 down at 3 ms: software PAUSE B {:.1} Gbps before, {:.1} after; \
+         hardware PAUSE {:.1} before, {:.1} after ({} pauses, {} resumes)",
+        before(&sw),
+        after(&sw),
+        before(&hw),
+        after(&hw),
+        cell(&hw, b, "perf_pauses"),
+        cell(&hw, b, "perf_resumes"),
+    );
+    // Host 0's QPs whose transport gave up (on spine0): the failure did hit the rotation.
+    let failed = |r: &braid_sim::Results| {
+        let (h, t) = (f64s(&r.transport, "host"), f64s(&r.transport, "timeouts"));
+        h.iter()
+            .zip(&t)
+            .filter(|(h, t)| **h == 0.0 && **t >= 8.0)
+            .count()
+    };
+    println!(
+        "QPs failed on host 0: software run {}, hardware run {}",
+        failed(&sw),
+        failed(&hw)
+    );
+    assert!(failed(&hw) >= 1 && failed(&sw) >= 1);
+    assert!(cell(&hw, b, "perf_pauses") > 0.0 && cell(&hw, b, "perf_resumes") > 0.0);
+    assert!(
+        after(&sw) > 10.0,
+        "software PAUSE after the failure: {}",
+        after(&sw)
+    );
+    assert!(
+        after(&hw) >= 0.8 * after(&sw),
+        "hardware {} vs software {} after the failure",
+        after(&hw),
+        after(&sw)
+    );
+}

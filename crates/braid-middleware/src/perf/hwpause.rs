@@ -15,8 +15,19 @@
 //! the previous WAIT on the CQ (mlx5's `wait_index`), so the paused QPs are released in the
 //! order their WAITs were posted, which is the order of `waiting`.
 //!
-//! Not covered: destroying or failing a paused QP while gated (its WAIT still counts, so the
-//! next one would wait for one more hand-over); the software MQSE is the default.
+//!
+//! A QP that goes away (destroyed, or failed: `modify_qp(Error)` or an error completion) while
+//! in the rotation must not stall the others ([`HwPause::forget`]): a paused one leaves a
+//! *ghost* in `waiting` (its WAIT target stays counted: the hand-over that reaches it releases
+//! it and the next real QP together, two marks and `SEND_ENABLE(mqp, 2)`); a leader's slot goes
+//! at once to the next paused QP, with the marks enabled from the tenant's *kick QP* (an
+//! unmanaged cross-channel QP of its own) instead of behind a leader's work; and since a gone
+//! QP's own hand-over SEND_ENABLEs may never run (flushed, or destroyed with its queue; they are
+//! signaled, so the layer knows which ran), the kick QP enables their marks too. On a NIC with
+//! libmlx5's cumulative enable index (the fake NIC) such a count is refused as beyond the posted
+//! marks and the kick enables all posted marks (count 0) instead; braid's simulated NIC adds
+//! counts. Either may start a hand-over queued behind another leader early (briefly one active
+//! QP more than the limit), never late.
 
 use braid_verbs::{CqId, QpNum, SendOp, SendWr};
 use std::collections::{BTreeMap, VecDeque};
@@ -39,11 +50,21 @@ pub struct HwPause {
     /// The CQ the hand-over WAITs on `mqp` wait on (nothing completes there: count 0 is met
     /// at once when the NIC reaches the WAIT).
     pub idle_cq: CqId,
+    /// An unmanaged cross-channel QP whose SEND_ENABLEs of `mqp` run at once (hand-overs
+    /// when a QP went away), and its CQ (its signaled WRs complete there).
+    pub kick: QpNum,
+    pub kcq: CqId,
+    /// Kick WRs whose completion has not been polled.
+    pub kicks: u32,
     /// Enabled QPs, first the longest enabled.
     leaders: VecDeque<QpNum>,
-    /// QPs held behind a WAIT on `mcq`, in the order of their WAITs.
-    waiting: VecDeque<QpNum>,
+    /// QPs held behind a WAIT on `mcq`, in the order of their WAITs; None: a QP that went
+    /// away while paused (its WAIT target still counts).
+    waiting: VecDeque<Option<QpNum>>,
     turns: BTreeMap<QpNum, Turn>,
+    /// Hand-over SEND_ENABLEs (their counts) each QP posted that have not completed yet
+    /// (signaled: a QP that goes away leaves these marks without an enable).
+    pending_en: BTreeMap<QpNum, VecDeque<u32>>,
     /// Hand-over WAITs queued on `mqp` whose completion has not been polled (the layer polls
     /// `mcq` only while some are: a poll costs CPU).
     pub marks: u32,
@@ -55,11 +76,13 @@ pub struct HwPause {
 pub type Posts = Vec<(QpNum, SendWr)>;
 
 impl HwPause {
-    pub fn new(mqp: QpNum, mcq: CqId, idle_cq: CqId) -> Self {
+    pub fn new(mqp: QpNum, mcq: CqId, idle_cq: CqId, kick: QpNum, kcq: CqId) -> Self {
         HwPause {
             mqp,
             mcq,
             idle_cq,
+            kick,
+            kcq,
             ..Default::default()
         }
     }
@@ -77,29 +100,129 @@ impl HwPause {
         w
     }
 
-    /// A hand-over from `leader`: the signaled WAIT queued on `mqp` (run when enabled) and the
+    /// `n` signaled WAITs queued on `mqp` (each, run when enabled, is one completion on `mcq`:
+    /// one paused QP's WAIT target).
+    fn marks(&mut self, n: u32) -> Posts {
+        self.marks += n;
+        (0..n)
+            .map(|_| {
+                let mut mark = SendWr::new(
+                    0,
+                    SendOp::Wait {
+                        cq: self.idle_cq,
+                        count: 0,
+                    },
+                    vec![],
+                );
+                mark.signaled = true;
+                (self.mqp, mark)
+            })
+            .collect()
+    }
+
+    /// A hand-over of `n` WAIT targets from `leader`: the marks queued on `mqp` and the
     /// SEND_ENABLE behind the leader's work.
-    fn release(&mut self, leader: QpNum) -> Posts {
-        self.marks += 1;
-        let mut mark = SendWr::new(
-            0,
-            SendOp::Wait {
-                cq: self.idle_cq,
-                count: 0,
-            },
-            vec![],
-        );
-        mark.signaled = true;
+    fn release(&mut self, leader: QpNum, n: u32) -> Posts {
+        let mut posts = self.marks(n);
         let mut en = SendWr::new(
             0,
             SendOp::SendEnable {
                 qp: self.mqp,
-                count: 1,
+                count: n,
             },
             vec![],
         );
-        en.signaled = false;
-        vec![(self.mqp, mark), (leader, en)]
+        // Signaled: its completion says it ran (else, if `leader` goes away, its marks are
+        // enabled from the kick QP).
+        en.signaled = true;
+        self.pending_en.entry(leader).or_default().push_back(n);
+        posts.push((leader, en));
+        posts
+    }
+
+    /// A hand-over SEND_ENABLE posted on `qpn` completed: it ran.
+    pub fn enable_ran(&mut self, qpn: QpNum) {
+        if let Some(p) = self.pending_en.get_mut(&qpn) {
+            p.pop_front();
+        }
+    }
+
+    /// Enables `count` more marks of `mqp` at once, from the kick QP. (On a NIC with libmlx5's
+    /// cumulative enable index a lost SEND_ENABLE is covered by any later one and a count
+    /// beyond the posted marks is refused: the layer then posts count 0, "all posted".)
+    fn kick(&mut self, count: u32) -> (QpNum, SendWr) {
+        let mut en = SendWr::new(
+            0,
+            SendOp::SendEnable {
+                qp: self.mqp,
+                count,
+            },
+            vec![],
+        );
+        // Signaled: its completion frees its slot in the kick QP's queue.
+        en.signaled = true;
+        self.kicks += 1;
+        (self.kick, en)
+    }
+
+    /// Paused QPs still there.
+    fn real_waiting(&self) -> usize {
+        self.waiting.iter().filter(|w| w.is_some()).count()
+    }
+
+    /// Takes the next paused QP and the ghosts before it: (QP, WAIT targets to release).
+    fn pop_waiter(&mut self) -> Option<(QpNum, u32)> {
+        let i = self.waiting.iter().position(|w| w.is_some())?;
+        let w = self
+            .waiting
+            .drain(..=i)
+            .next_back()
+            .flatten()
+            .expect("found");
+        Some((w, i as u32 + 1))
+    }
+
+    /// `qpn` is destroyed or failed: it leaves the rotation without stalling it (module doc).
+    /// Returns the WRs to post (on `mqp` and the kick QP only).
+    pub fn forget(&mut self, qpn: QpNum, now: u64) -> Posts {
+        self.turns.remove(&qpn);
+        // Marks its unfinished SEND_ENABLEs were to enable (they will not run).
+        let lost: u32 = self.pending_en.remove(&qpn).map_or(0, |p| p.iter().sum());
+        let mut posts = Vec::new();
+        if let Some(i) = self.leaders.iter().position(|&l| l == qpn) {
+            self.leaders.remove(i);
+            // Its slot goes to the next paused QP now (no leader's work to wait behind).
+            if let Some((w, n)) = self.pop_waiter() {
+                posts.extend(self.marks(n));
+                self.leaders.push_back(w);
+                self.resumes += 1;
+                self.turns.insert(
+                    w,
+                    Turn {
+                        since: now,
+                        wrs: 0,
+                        bytes: 0,
+                    },
+                );
+            }
+        }
+        for w in self.waiting.iter_mut() {
+            if *w == Some(qpn) {
+                *w = None;
+            }
+        }
+        // Trailing ghosts are released with the next real QP; with nobody left but ghosts the
+        // targets are consumed now, so that a later WAIT's target is not behind them.
+        if self.real_waiting() == 0 && !self.waiting.is_empty() {
+            let n = self.waiting.len() as u32;
+            self.waiting.clear();
+            posts.extend(self.marks(n));
+        }
+        let count = posts.len() as u32 + lost;
+        if count > 0 {
+            posts.push(self.kick(count));
+        }
+        posts
     }
 
     /// Whether the QP is in the rotation (leading or paused).
@@ -125,7 +248,7 @@ impl HwPause {
             self.leaders.push_back(qpn);
             return Vec::new();
         }
-        self.waiting.push_back(qpn);
+        self.waiting.push_back(Some(qpn));
         self.pauses += 1;
         vec![(qpn, self.wait())]
     }
@@ -151,11 +274,11 @@ impl HwPause {
     ) -> (Posts, Option<u64>) {
         let mut posts = Vec::new();
         // At most one hand-over per waiting QP per call.
-        for _ in 0..self.waiting.len() {
+        for _ in 0..self.real_waiting() {
             let Some(&l) = self.leaders.front() else {
                 break;
             };
-            if self.waiting.is_empty() {
+            if self.real_waiting() == 0 {
                 break;
             }
             let t = self.turns[&l];
@@ -165,11 +288,12 @@ impl HwPause {
                 break;
             }
             self.leaders.pop_front();
-            posts.extend(self.release(l));
+            let (w, n) = self.pop_waiter().expect("a real QP waits");
+            posts.extend(self.release(l, n));
             if budget && !idle(l) {
                 // Back to the end of the paused QPs, behind its own SEND_ENABLE.
                 posts.push((l, self.wait()));
-                self.waiting.push_back(l);
+                self.waiting.push_back(Some(l));
                 self.pauses += 1;
                 self.turns.insert(
                     l,
@@ -182,7 +306,6 @@ impl HwPause {
             } else {
                 self.turns.remove(&l);
             }
-            let w = self.waiting.pop_front().expect("checked");
             self.leaders.push_back(w);
             self.resumes += 1;
             self.turns.insert(
@@ -194,7 +317,7 @@ impl HwPause {
                 },
             );
         }
-        let next = if self.waiting.is_empty() {
+        let next = if self.real_waiting() == 0 {
             None
         } else {
             self.leaders
@@ -208,11 +331,17 @@ impl HwPause {
     /// and the rotation forgotten.
     pub fn ungate(&mut self) -> Posts {
         let mut posts = Vec::new();
-        if let Some(&l) = self.leaders.front() {
-            for _ in 0..self.waiting.len() {
-                posts.extend(self.release(l));
+        let n = self.waiting.len() as u32;
+        if n > 0 {
+            match self.leaders.front() {
+                Some(&l) => posts.extend(self.release(l, n)),
+                // No leader to queue behind (gone): release them at once.
+                None => {
+                    posts.extend(self.marks(n));
+                    posts.push(self.kick(n));
+                }
             }
-            self.resumes += self.waiting.len() as u64;
+            self.resumes += self.real_waiting() as u64;
         }
         self.leaders.clear();
         self.waiting.clear();

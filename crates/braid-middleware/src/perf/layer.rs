@@ -65,6 +65,7 @@ struct Counters {
     bucket_waits: u64,
     converted: u64,
     served: u64,
+    read_timeouts: u64,
 }
 
 /// The layer PeRF puts in every tenant's stack.
@@ -88,10 +89,23 @@ pub struct PerfLayer {
     c: Counters,
     /// The tenant's registrations (a converted READ's key is checked against them).
     mrs: Vec<(MemoryRegion, Access)>,
-    /// The layer's remotely writable regions over READ destinations, by (addr, len).
-    dest_mrs: BTreeMap<(u64, u64), MemoryRegion>,
-    /// Converted READs waiting for their holder's answer: id -> QP.
-    remote_ids: BTreeMap<u32, QpNum>,
+    /// The layer's remotely writable regions over READ destinations, by (addr, len), with how
+    /// many outstanding converted READs use each (deregistered when the last one ends).
+    dest_mrs: BTreeMap<(u64, u64), (MemoryRegion, u32)>,
+    /// Converted READs waiting for their holder's answer, by request id.
+    remote_ids: BTreeMap<u32, RemoteRead>,
+    /// Each QP's `retry_cnt` (how long a converted READ waits for its holder).
+    retry_cnt: BTreeMap<QpNum, u8>,
+}
+
+/// A converted READ the holder has not answered yet.
+#[derive(Debug, Clone, Copy)]
+struct RemoteRead {
+    qpn: QpNum,
+    /// When the requester gives up (RetryExceeded), as the READ's transport would.
+    deadline: u64,
+    /// Its destination region's key in `dest_mrs`.
+    dest: (u64, u64),
 }
 
 impl PerfLayer {
@@ -118,6 +132,7 @@ impl PerfLayer {
             mrs: Vec::new(),
             dest_mrs: BTreeMap::new(),
             remote_ids: BTreeMap::new(),
+            retry_cnt: BTreeMap::new(),
         }
     }
 
@@ -304,6 +319,11 @@ impl PerfLayer {
         let mut fresh = false;
         let mut touched = BTreeSet::new();
         for wc in raw {
+            if wc.opcode == WcOpcode::SendEnable && wc.status == WcStatus::Success {
+                if let Some(h) = self.hwp.as_mut() {
+                    h.enable_ran(wc.qp_num);
+                }
+            }
             let is_recv = matches!(wc.opcode, WcOpcode::Recv | WcOpcode::RecvWithImm);
             let q = match self.qps.get_mut(&wc.qp_num) {
                 Some(q) if !is_recv && q.send_cq == cq => q,
@@ -332,6 +352,10 @@ impl PerfLayer {
             touched.insert(wc.qp_num);
         }
         for qpn in touched {
+            if self.qps.get(&qpn).is_some_and(|q| q.failed) {
+                // A failed QP's WAIT and SEND_ENABLE are flushed: hand its place on.
+                self.hw_forget(below, qpn);
+            }
             self.answer_served(below, qpn);
             // A converted READ refused by its holder fails the QP (once).
             if self
@@ -416,6 +440,7 @@ impl Middleware for PerfLayer {
             ("bucket_waits", self.c.bucket_waits as f64),
             ("reads_converted", self.c.converted as f64),
             ("reads_served", self.c.served as f64),
+            ("read_timeouts", self.c.read_timeouts as f64),
             ("class_changes", t.map_or(0.0, |t| t.class_changes as f64)),
             ("class", t.map_or(0.0, |t| t.class.code())),
             ("qp_limit", h.qp_limit as f64),
@@ -477,6 +502,7 @@ impl Middleware for PerfLayer {
         );
         self.cqs.entry(init.send_cq).or_default();
         self.cqs.entry(init.recv_cq).or_default();
+        self.retry_cnt.insert(qpn, init.retry_cnt);
         self.host.borrow_mut().tenant_mut(self.tenant).add_qp(qpn);
         Ok(qpn)
     }
@@ -524,7 +550,11 @@ impl Middleware for PerfLayer {
 
     fn destroy_qp(&mut self, below: &mut dyn Verbs, qp: QpNum) -> Result<(), VerbsError> {
         below.destroy_qp(qp)?;
+        // Its converted READs end with it (a late answer finds no owner).
+        self.drop_remote_reads(below, qp);
+        self.retry_cnt.remove(&qp);
         self.qps.remove(&qp);
+        self.hw_forget(below, qp);
         self.work.remove(&qp);
         self.mqse.forget(qp);
         let mut h = self.host.borrow_mut();
@@ -549,10 +579,13 @@ impl Middleware for PerfLayer {
                     for wc in out {
                         self.deliver_local(below, cq, wc);
                     }
+                    self.hw_forget(below, qp);
                 }
                 QpModify::Reset => {
                     let (s, r, all, max) = (q.send_cq, q.recv_cq, q.sig_all, q.app_max_send_wr);
                     *q = QpQueue::new(qp, s, r, all, max);
+                    // Its queued WAIT / SEND_ENABLE are gone with its queue.
+                    self.hw_forget(below, qp);
                 }
                 QpModify::UdpSport(_) => {}
             }
@@ -685,6 +718,7 @@ impl Middleware for PerfLayer {
             }
             Event::Wake(crate::perf::read::WAKE_LAYER_READ) => self.on_read_wake(below),
             Event::Timer(TIMER_RESCHEDULE) | Event::Wake(WAKE_RESCHEDULE) => {
+                self.expire_reads(below);
                 self.refill_all(below);
             }
             Event::Wake(WAKE_NOTIFY) => {

@@ -113,6 +113,15 @@ pub struct PerfConfig {
     /// holder's layer serves with WRITEs under its own LMSE. Default true (the slides' PeRF;
     /// READs to hosts without PeRF stay sub-READs). Needs a board (`HostCtx::board`).
     pub read_convert: bool,
+    /// A converted READ's transport timeout, per attempt: the requester gives up on the
+    /// holder's answer after `(retry_cnt + 1) x read_timeout` (the QP's `retry_cnt`), plus the
+    /// READ's length at line rate, and the READ completes RetryExceeded with the QP in Error,
+    /// as a real READ to a dead peer. ibverbs' QP timeout attribute is 4.096 us x 2^t; the
+    /// default is t = 14 (67.1 ms, what perftest and most RC applications set), so a QP of
+    /// `retry_cnt` 7 waits 537 ms as its NIC would. (`Caps` carries no NIC timeout to derive it
+    /// from.) The length term stands for the per-packet timer a real READ restarts on each
+    /// response.
+    pub read_timeout: Duration,
 }
 
 impl Default for PerfConfig {
@@ -143,6 +152,7 @@ impl Default for PerfConfig {
             signal_every: 8,
             hw_pause: false,
             read_convert: true,
+            read_timeout: Duration(67_108_864_000),
         }
     }
 }
@@ -225,6 +235,9 @@ impl PerfConfig {
         }
         if self.sq_bytes.0 < self.sub_wr.0 {
             return bad("sq_bytes", "expected at least sub_wr");
+        }
+        if self.read_timeout.0 == 0 {
+            return bad("read_timeout", "expected a positive duration");
         }
         if self.signal_every == 0 {
             return bad("signal_every", "expected at least 1");

@@ -4,6 +4,7 @@
 use super::*;
 use braid_verbs::testing::{Call, FakeNet};
 use braid_verbs::*;
+use std::collections::BTreeMap;
 
 fn write(wr_id: u64, len: u32, signaled: bool) -> SendWr {
     let mut w = SendWr::new(
@@ -449,4 +450,139 @@ fn hardware_pause_hands_over_through_the_managed_qp() {
     assert!(enable_at < first_done);
     let c = |k: &str| net.counters(1, b).iter().find(|x| x.1 == k).unwrap().2;
     assert!(c("pauses") >= 2.0 && c("resumes") >= 2.0);
+}
+
+/// Each QP's completions: (wr_id, status) in order.
+type PerQp = BTreeMap<QpNum, Vec<(u64, WcStatus)>>;
+
+/// `hw_pause = true`, 8 QPs of one tenant held to 2 active, `rotate_wrs = 2`, six 64 KiB
+/// WRITEs per QP: while the rotation is under way `gone` QPs are destroyed or failed (`how`).
+/// Returns each QP's completions (wr_ids in order, statuses) once the network is idle.
+fn hw_rotation_losing(how: &dyn Fn(&mut FakeNet, TenantId, &[QpNum])) -> (Vec<QpNum>, PerQp) {
+    let mut net = FakeNet::new(2);
+    let cfg = PerfConfig {
+        hw_pause: true,
+        rotate_wrs: 2,
+        ..PerfConfig::default()
+    };
+    let mut ctx = HostCtx::new(1, net.caps(1).clone());
+    let layer = cfg.build(&mut ctx, 1).unwrap();
+    let b = net.add_tenant(1, Box::new(Idle), vec![layer]);
+    let st = ctx
+        .shared::<super::state::HostState>(|| unreachable!("built"))
+        .0;
+    st.borrow_mut().tenants.get_mut(&1).unwrap().allowed_qps = 2;
+    let r = net.add_tenant(2, Box::new(Idle), vec![]);
+    const N: usize = 8;
+    let end = |v: &mut dyn Verbs| {
+        let cq = v.create_cq(1024).unwrap();
+        let qs: Vec<QpNum> = (0..N)
+            .map(|_| v.create_qp(&QpInit::rc(cq)).unwrap())
+            .collect();
+        let mr = v.reg_mr(0x100_0000, 1 << 20, Access::ALL).unwrap();
+        (cq, qs, mr)
+    };
+    net.run_until(1);
+    let (bcq, bq, bmr) = net.call_as(1, b, end);
+    let (_, rq, rmr) = net.call_as(2, r, end);
+    for i in 0..N {
+        let remote = |host, qpn| RemoteQp {
+            host,
+            qpn,
+            udp_sport: None,
+        };
+        net.call_as(1, b, |v| v.connect_qp(bq[i], remote(2, rq[i])))
+            .unwrap();
+        net.call_as(2, r, |v| v.connect_qp(rq[i], remote(1, bq[i])))
+            .unwrap();
+    }
+    for k in 0..6u64 {
+        for (i, &q) in bq.iter().enumerate() {
+            let mut w = SendWr::new(
+                (i as u64) * 100 + k,
+                SendOp::Write,
+                vec![Sge {
+                    addr: bmr.addr + k * 65_536,
+                    length: 65_536,
+                    lkey: bmr.lkey,
+                }],
+            );
+            w.remote_addr = rmr.addr + k * 65_536;
+            w.rkey = rmr.rkey;
+            net.call_as(1, b, |v| v.post_send(q, w)).unwrap();
+        }
+    }
+    how(&mut net, b, &bq);
+    net.run_until(1_000_000_000_000);
+    let mut wcs = Vec::new();
+    net.call_as(1, b, |v| while v.poll_cq(bcq, 64, &mut wcs) > 0 {});
+    let mut per: PerQp = BTreeMap::new();
+    for w in wcs {
+        per.entry(w.qp_num).or_default().push((w.wr_id, w.status));
+    }
+    (bq, per)
+}
+
+/// Every QP but `gone` got its six WRITEs' completions exactly once, in order, Success.
+fn assert_others_complete(
+    bq: &[QpNum],
+    per: &BTreeMap<QpNum, Vec<(u64, WcStatus)>>,
+    gone: &[usize],
+) {
+    for (i, q) in bq.iter().enumerate() {
+        let got = per.get(q).cloned().unwrap_or_default();
+        if gone.contains(&i) {
+            let mut ids: Vec<u64> = got.iter().map(|g| g.0).collect();
+            ids.dedup();
+            assert_eq!(
+                ids.len(),
+                got.len(),
+                "QP {i}: a WR completed twice: {got:?}"
+            );
+            continue;
+        }
+        let want: Vec<(u64, WcStatus)> = (0..6)
+            .map(|k| (i as u64 * 100 + k, WcStatus::Success))
+            .collect();
+        assert_eq!(got, want, "QP {i} (gone: {gone:?})");
+    }
+}
+
+/// A slot holder destroyed, and a paused QP destroyed, mid-rotation: the others still run.
+#[test]
+fn hardware_pause_survives_destroyed_qps() {
+    let (bq, per) = hw_rotation_losing(&|net, b, bq| {
+        net.run_until(2_000_000);
+        // QP 0 led first (it handed over behind its work and re-paused); QP 6 waits paused.
+        net.call_as(1, b, |v| v.destroy_qp(bq[0])).unwrap();
+        net.call_as(1, b, |v| v.destroy_qp(bq[6])).unwrap();
+    });
+    assert_others_complete(&bq, &per, &[0, 6]);
+}
+
+/// A QP moved to Error by the application, and one whose transport gives up (RetryExceeded:
+/// every packet lost), mid-rotation, at several moments and places in the rotation: their WRs
+/// complete once (error or flushed), the others' all succeed.
+#[test]
+fn hardware_pause_survives_failed_qps() {
+    for (t, lost, errored) in [
+        (0u64, 0usize, 1usize),
+        (2_000_000, 1, 3),
+        (20_000_000, 0, 5),
+        (60_000_000, 4, 7),
+        (100_000_000, 2, 6),
+    ] {
+        let (bq, per) = hw_rotation_losing(&|net, b, bq| {
+            net.lose_packets(1, bq[lost], 1_000_000);
+            net.run_until(1 + t);
+            net.call_as(1, b, |v| v.modify_qp(bq[errored], QpModify::Error))
+                .unwrap();
+        });
+        assert_others_complete(&bq, &per, &[lost, errored]);
+        let st: Vec<WcStatus> = per[&bq[lost]].iter().map(|g| g.1).collect();
+        assert_eq!(st.first(), Some(&WcStatus::RetryExceeded), "{t}: {st:?}");
+        assert_eq!(st.len(), 6, "{t}: {st:?}");
+        let e = &per.get(&bq[errored]).cloned().unwrap_or_default();
+        assert_eq!(e.len(), 6, "{t}: {e:?}");
+    }
 }

@@ -399,3 +399,126 @@ fn a_dead_holder_fails_the_read_with_retry_exceeded() {
     assert_eq!(n.net.nic(1).qp_attr(aqp).unwrap().state, QpState::Error);
     assert_eq!(counter(&n.net, 1, a, "reads_converted"), 1.0);
 }
+
+/// How many of the layer's registrations over `[addr, addr + len)` are still in place.
+fn dest_regs_live(
+    net: &FakeNet,
+    host: u32,
+    t: TenantId,
+    app: &MemoryRegion,
+    addr: u64,
+    len: u64,
+) -> i64 {
+    let calls = net.calls_of(host, t);
+    let regs = calls
+        .iter()
+        .filter(|c| **c == testing::Call::RegMr(addr, len))
+        .count() as i64;
+    // The application's own region is registered once and kept.
+    let app_reg = (app.addr == addr && app.len == len) as i64;
+    let deregs = calls
+        .iter()
+        .filter(|c| matches!(c, testing::Call::DeregMr(k) if *k != app.lkey))
+        .count() as i64;
+    regs - app_reg - deregs
+}
+
+/// The holder received the request, then died before answering: nothing fails on the agents'
+/// link (the request was delivered), so only the requester's own timer ends the READ. It
+/// completes RetryExceeded after (retry_cnt + 1) timeouts (plus the data's wire time), not
+/// before, and the QP goes to Error; its destination region is deregistered.
+#[test]
+fn a_holder_that_stops_answering_times_the_read_out() {
+    let cfg = PerfConfig {
+        read_timeout: braid_units::Duration(2_000_000_000), // 2 ms
+        ..PerfConfig::default()
+    };
+    let mut n = setup(true, &cfg);
+    let (a, h, aqp) = (n.a, n.h, n.aqp);
+    let len = 4u32 << 20;
+    let w = read(&n, 5, 0, len);
+    let t0 = n.net.now();
+    n.net.call_as(1, a, |v| v.post_send(aqp, w)).unwrap();
+    // Run until the holder's layer took the request, then kill the holder.
+    let mut steps = 0;
+    while counter(&n.net, 2, h, "reads_served") < 1.0 {
+        assert!(n.net.step(), "the request never reached the holder");
+        steps += 1;
+        assert!(steps < 1_000_000);
+    }
+    n.net.kill_host(2);
+    assert_eq!(
+        dest_regs_live(&n.net, 1, a, &n.amr, n.amr.addr, len as u64),
+        1
+    );
+    // QpInit::rc's retry_cnt is 7: 8 x 2 ms, plus 4 MiB at the fake NIC's line rate.
+    let rate = n.net.caps(1).line_rate_bps as u128;
+    let wire = (len as u128 * 8 * 1_000_000_000_000 / rate) as u64;
+    let deadline = t0 + 8 * 2_000_000_000 + wire;
+    n.net.run_until(deadline - 1_000_000);
+    assert!(
+        poll(&mut n).is_empty(),
+        "gave up before its transport would"
+    );
+    n.net.run_until(deadline + SETTLE);
+    let wcs = poll(&mut n);
+    assert_eq!(
+        wcs.iter()
+            .map(|w| (w.wr_id, w.status, w.opcode))
+            .collect::<Vec<_>>(),
+        vec![(5, WcStatus::RetryExceeded, WcOpcode::Read)]
+    );
+    assert_eq!(n.net.nic(1).qp_attr(aqp).unwrap().state, QpState::Error);
+    assert_eq!(counter(&n.net, 1, a, "read_timeouts"), 1.0);
+    assert_eq!(
+        dest_regs_live(&n.net, 1, a, &n.amr, n.amr.addr, len as u64),
+        0
+    );
+    // Nothing more comes (no second completion for the same READ).
+    n.net.run_until(deadline + 100 * SETTLE);
+    assert!(poll(&mut n).is_empty());
+}
+
+/// Answered READs deregister their destination regions (one per range while in use), and a
+/// read_timeout of zero is refused naming the key.
+#[test]
+fn answered_reads_deregister_their_destinations() {
+    let mut n = setup(true, &PerfConfig::default());
+    let (a, aqp) = (n.a, n.aqp);
+    let t = n.net.now();
+    // Two READs into the same range, one into another: two registrations at most.
+    let wrs = [
+        read(&n, 1, 0, 1 << 20),
+        read(&n, 2, 0, 1 << 20),
+        read(&n, 3, 1 << 20, 8192),
+    ];
+    for w in wrs {
+        n.net.call_as(1, a, |v| v.post_send(aqp, w)).unwrap();
+    }
+    let live_while = dest_regs_live(&n.net, 1, a, &n.amr, n.amr.addr, 1 << 20)
+        + dest_regs_live(&n.net, 1, a, &n.amr, n.amr.addr + (1 << 20), 8192);
+    assert_eq!(live_while, 2);
+    n.net.run_until(t + SETTLE);
+    let wcs = poll(&mut n);
+    assert_eq!(
+        wcs.iter().map(|w| (w.wr_id, w.status)).collect::<Vec<_>>(),
+        vec![
+            (1, WcStatus::Success),
+            (2, WcStatus::Success),
+            (3, WcStatus::Success)
+        ]
+    );
+    let calls = n.net.calls_of(1, a);
+    let deregs = calls
+        .iter()
+        .filter(|c| matches!(c, testing::Call::DeregMr(_)))
+        .count();
+    assert_eq!(deregs, 2);
+    assert_eq!(counter(&n.net, 1, a, "read_timeouts"), 0.0);
+    let bad = PerfConfig {
+        read_timeout: braid_units::Duration(0),
+        ..PerfConfig::default()
+    };
+    let e = bad.validate().unwrap_err().to_string();
+    assert!(e.contains("read_timeout"), "{e}");
+}

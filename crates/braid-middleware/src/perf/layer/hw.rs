@@ -17,6 +17,14 @@ impl PerfLayer {
             h.marks = h.marks.saturating_sub(n as u32);
             sink.clear();
         }
+        while h.kicks > 0 {
+            let n = below.poll_cq(h.kcq, 256, &mut sink);
+            if n == 0 {
+                break;
+            }
+            h.kicks = h.kicks.saturating_sub(n as u32);
+            sink.clear();
+        }
         let allowed = self
             .host
             .borrow()
@@ -43,8 +51,18 @@ impl PerfLayer {
             }
             posts
         };
+        self.post_hw(below, posts);
+    }
+
+    /// Posts the hardware PAUSE's control WRs (the kick QP's as [`post_kick`]).
+    fn post_hw(&mut self, below: &mut dyn Verbs, posts: Posts) {
+        let kick = self.hwp.as_ref().map(|h| h.kick);
         for (target, w) in posts {
-            post_ctrl(below, self.qps.get_mut(&target), target, w);
+            if Some(target) == kick {
+                post_kick(below, target, w);
+            } else {
+                post_ctrl(below, self.qps.get_mut(&target), target, w);
+            }
         }
     }
 
@@ -66,8 +84,24 @@ impl PerfLayer {
             udp_sport: None,
         };
         below.connect_qp(mqp, me)?;
-        self.hwp = Some(HwPause::new(mqp, mcq, idle));
+        // The kick QP: enables `mqp`'s marks at once when a QP leaves the rotation.
+        let kcq = below.create_cq(256)?;
+        let kinit = QpInit {
+            cross_channel: true,
+            max_send_wr: 256,
+            ..QpInit::rc(kcq)
+        };
+        let kick = below.create_qp(&kinit)?;
+        below.connect_qp(kick, RemoteQp { qpn: kick, ..me })?;
+        self.hwp = Some(HwPause::new(mqp, mcq, idle, kick, kcq));
         Ok(())
+    }
+
+    /// `qpn` was destroyed or failed: the hardware rotation goes on without it (`hwpause`).
+    pub(super) fn hw_forget(&mut self, below: &mut dyn Verbs, qpn: QpNum) {
+        let Some(h) = self.hwp.as_mut() else { return };
+        let posts = h.forget(qpn, below.now());
+        self.post_hw(below, posts);
     }
 }
 
@@ -102,4 +136,17 @@ pub(super) fn post_ctrl(
             let _ = below.post_send(qpn, wr);
         }
     }
+}
+
+/// Posts a kick SEND_ENABLE; if the NIC refuses its count (libmlx5's cumulative index: the
+/// lost SEND_ENABLEs' marks are already counted as enabled-to-be), enables all posted marks.
+fn post_kick(below: &mut dyn Verbs, kick: QpNum, mut wr: SendWr) {
+    below.charge(Work::WrBuilt(1));
+    if below.post_send(kick, wr.clone()).is_ok() {
+        return;
+    }
+    if let SendOp::SendEnable { count, .. } = &mut wr.op {
+        *count = 0;
+    }
+    let _ = below.post_send(kick, wr);
 }

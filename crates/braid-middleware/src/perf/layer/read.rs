@@ -58,7 +58,22 @@ impl PerfLayer {
             return Ok(false);
         };
         let sge = a.wr.sg_list[0];
-        let Some(dest_rkey) = self.dest_key(below, sge.addr, sge.length as u64) else {
+        let dest = (sge.addr, sge.length as u64);
+        let bytes = a.bytes;
+        // How long a real READ's transport would try: (retry_cnt + 1) timeouts, plus its data's
+        // time at line rate (a real READ's timer restarts with each response packet).
+        let retry = self.retry_cnt.get(&qpn).copied().unwrap_or(7) as u64;
+        let rate = below.caps().line_rate_bps;
+        let wire = if rate > 0 {
+            (bytes as u128 * 8 * 1_000_000_000_000 / rate as u128) as u64
+        } else {
+            0
+        };
+        let deadline = below
+            .now()
+            .saturating_add((retry + 1).saturating_mul(self.cfg.read_timeout.0))
+            .saturating_add(wire);
+        let Some(dest_rkey) = self.dest_key(below, dest) else {
             return Ok(false);
         };
         let q = self.qps.get_mut(&qpn).expect("checked");
@@ -72,7 +87,10 @@ impl PerfLayer {
             vec![],
         );
         marker.signaled = true;
-        below.post_send(qpn, marker)?;
+        if let Err(e) = below.post_send(qpn, marker) {
+            self.release_dest(below, dest);
+            return Err(e);
+        }
         let a = q.sw.pop_front().expect("front");
         let app_signaled = a.wr.signaled || q.sig_all;
         let id = self.host.borrow_mut().read.new_id(self.tenant, host);
@@ -101,7 +119,15 @@ impl PerfLayer {
             signaled: true,
             data: false,
         });
-        self.remote_ids.insert(id, qpn);
+        self.remote_ids.insert(
+            id,
+            RemoteRead {
+                qpn,
+                deadline,
+                dest,
+            },
+        );
+        below.set_timer(deadline, TIMER_RESCHEDULE);
         self.c.converted += 1;
         below.charge(Work::WrBuilt(1));
         let req = Request {
@@ -122,9 +148,11 @@ impl PerfLayer {
         Ok(true)
     }
 
-    /// The layer's remotely writable key over a READ destination (registered once per range).
-    fn dest_key(&mut self, below: &mut dyn Verbs, addr: u64, len: u64) -> Option<u32> {
-        if let Some(m) = self.dest_mrs.get(&(addr, len)) {
+    /// The layer's remotely writable key over a READ destination (registered once per range
+    /// while READs use it; each call takes a reference, [`Self::release_dest`] returns it).
+    fn dest_key(&mut self, below: &mut dyn Verbs, dest: (u64, u64)) -> Option<u32> {
+        if let Some((m, refs)) = self.dest_mrs.get_mut(&dest) {
+            *refs += 1;
             return Some(m.rkey);
         }
         let access = Access {
@@ -134,9 +162,86 @@ impl PerfLayer {
             // Untracked: the application's region holds the bytes (if it tracks them).
             track: false,
         };
-        let m = below.reg_mr(addr, len, access).ok()?;
-        self.dest_mrs.insert((addr, len), m);
+        let m = below.reg_mr(dest.0, dest.1, access).ok()?;
+        self.dest_mrs.insert(dest, (m, 1));
         Some(m.rkey)
+    }
+
+    /// A converted READ is over: its destination stops being remotely writable once no other
+    /// outstanding READ uses it (a late WRITE from a holder we gave up on is then refused by
+    /// the NIC instead of landing in memory the application owns again).
+    fn release_dest(&mut self, below: &mut dyn Verbs, dest: (u64, u64)) {
+        let Some((m, refs)) = self.dest_mrs.get_mut(&dest) else {
+            return;
+        };
+        *refs -= 1;
+        if *refs == 0 {
+            let m = *m;
+            self.dest_mrs.remove(&dest);
+            let _ = below.dereg_mr(&m);
+        }
+    }
+
+    /// Converted READs whose holder did not answer in time complete RetryExceeded (the QP goes
+    /// to Error), as a real READ to a dead peer; their late answers are dropped.
+    pub(super) fn expire_reads(&mut self, below: &mut dyn Verbs) {
+        let now = below.now();
+        let due: Vec<u32> = self
+            .remote_ids
+            .iter()
+            .filter(|(_, r)| r.deadline <= now)
+            .map(|(&id, _)| id)
+            .collect();
+        for id in due {
+            self.host.borrow_mut().read.owners.remove(&id);
+            self.c.read_timeouts += 1;
+            self.finish_remote(below, id, WcStatus::RetryExceeded);
+        }
+    }
+
+    /// QP `qpn` is destroyed: its converted READs are forgotten (their answers find no owner).
+    pub(super) fn drop_remote_reads(&mut self, below: &mut dyn Verbs, qpn: QpNum) {
+        let ids: Vec<u32> = self
+            .remote_ids
+            .iter()
+            .filter(|(_, r)| r.qpn == qpn)
+            .map(|(&id, _)| id)
+            .collect();
+        for id in ids {
+            self.host.borrow_mut().read.owners.remove(&id);
+            if let Some(r) = self.remote_ids.remove(&id) {
+                self.release_dest(below, r.dest);
+            }
+        }
+    }
+
+    /// Request `id` ended with `st` (the holder's answer, or our timeout).
+    fn finish_remote(&mut self, below: &mut dyn Verbs, id: u32, st: WcStatus) {
+        let Some(RemoteRead { qpn, dest, .. }) = self.remote_ids.remove(&id) else {
+            return;
+        };
+        self.release_dest(below, dest);
+        let Some(cq) = self.qps.get(&qpn).map(|q| q.send_cq) else {
+            return;
+        };
+        // The marker may have completed unseen: take the CQ's news first.
+        if self.drain(below, cq) {
+            let c = self.cqs.entry(cq).or_default();
+            if c.app_armed && !c.unannounced {
+                c.unannounced = true;
+                below.wake(self.tenant, WAKE_NOTIFY);
+            }
+        }
+        let Some(q) = self.qps.get_mut(&qpn) else {
+            return;
+        };
+        let mut out = Vec::new();
+        q.remote_done(id, st, &mut out);
+        let cq = q.send_cq;
+        for wc in out {
+            self.deliver_local(below, cq, wc);
+        }
+        self.fail_if_refused(below, qpn);
     }
 
     /// The agent woke us: requests to serve, answers to our requests.
@@ -152,30 +257,7 @@ impl PerfLayer {
             self.serve(below, peer, r);
         }
         for (id, st) in dones {
-            let Some(qpn) = self.remote_ids.remove(&id) else {
-                continue;
-            };
-            let Some(cq) = self.qps.get(&qpn).map(|q| q.send_cq) else {
-                continue;
-            };
-            // The marker may have completed unseen: take the CQ's news first.
-            if self.drain(below, cq) {
-                let c = self.cqs.entry(cq).or_default();
-                if c.app_armed && !c.unannounced {
-                    c.unannounced = true;
-                    below.wake(self.tenant, WAKE_NOTIFY);
-                }
-            }
-            let Some(q) = self.qps.get_mut(&qpn) else {
-                continue;
-            };
-            let mut out = Vec::new();
-            q.remote_done(id, st, &mut out);
-            let cq = q.send_cq;
-            for wc in out {
-                self.deliver_local(below, cq, wc);
-            }
-            self.fail_if_refused(below, qpn);
+            self.finish_remote(below, id, st);
         }
         self.refill_all(below);
     }
@@ -194,6 +276,7 @@ impl PerfLayer {
         q.flush_sw(&mut out);
         let cq = q.send_cq;
         let _ = below.modify_qp(qpn, QpModify::Error);
+        self.hw_forget(below, qpn);
         for wc in out {
             self.deliver_local(below, cq, wc);
         }
