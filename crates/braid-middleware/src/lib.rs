@@ -48,7 +48,8 @@ pub enum MiddlewareSpec {
 
 impl MiddlewareSpec {
     /// Every mechanism's name, as a scenario's `kind` says it.
-    pub const NAMES: &'static [&'static str] = &["raw", "perf", "justitia", "partition", "virtuoso"];
+    pub const NAMES: &'static [&'static str] =
+        &["raw", "perf", "justitia", "partition", "virtuoso"];
 
     /// The mechanism's factory: its config.
     pub fn factory(&self) -> &dyn MiddlewareFactory {

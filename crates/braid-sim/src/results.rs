@@ -170,7 +170,8 @@ pub fn assemble(
     for (h, rec) in &world.measure.messages {
         m.host.push(*h as u64);
         m.qpn.push(rec.qpn as u64);
-        m.dst.push(world.host_of(rec.dst).map_or(u32::MAX as u64, |h| h as u64));
+        m.dst
+            .push(world.host_of(rec.dst).map_or(u32::MAX as u64, |h| h as u64));
         m.op.push(rec.op.to_string());
         m.bytes.push(rec.bytes);
         m.post.push(rec.post_ps);

@@ -42,7 +42,13 @@ fn a_partitioned_flow_is_measured_over_all_its_qps() {
     let (_, r) = run(&two_tor(mw, "dcqcn", flows, "5ms"));
     // The goodput series has every byte (not only the application QP's quarter).
     assert_eq!(total_bytes(&r, 2), vec![2_000_000, 3_000_000]);
-    assert_eq!(ints(&r.flows, "finish_ps").iter().filter(|&&t| t > 0).count(), 2);
+    assert_eq!(
+        ints(&r.flows, "finish_ps")
+            .iter()
+            .filter(|&&t| t > 0)
+            .count(),
+        2
+    );
 }
 
 #[test]
@@ -50,7 +56,12 @@ fn a_virtuoso_flow_is_measured_over_all_its_paths() {
     let flows = json!({"pattern": "flows", "flows": [
         {"src": 0, "dst": 5, "size": "4MB", "start": "0us"},
     ]});
-    let mut s = two_tor(json!([{"kind": "virtuoso", "paths": 4}]), "dcqcn", flows, "5ms");
+    let mut s = two_tor(
+        json!([{"kind": "virtuoso", "paths": 4}]),
+        "dcqcn",
+        flows,
+        "5ms",
+    );
     s["nic"]["addresses"] = json!(4);
     let (_, r) = run(&s);
     // The paths carry the flow and the layer's 512 KiB probes (one per path, once).

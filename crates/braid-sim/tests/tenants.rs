@@ -391,8 +391,12 @@ fn qps_a_layer_creates_inside_an_application_call_count_for_that_application_qp(
         cq: 0,
         own: layer.clone(),
     };
-    sim.add_app(0, Box::new(TwoQps(peer, apps.clone())), vec![Box::new(twin)])
-        .unwrap();
+    sim.add_app(
+        0,
+        Box::new(TwoQps(peer, apps.clone())),
+        vec![Box::new(twin)],
+    )
+    .unwrap();
     sim.run();
     let (apps, layer) = (apps.borrow(), layer.borrow());
     // layer: [its own (start), twin of a, twin of b, made at a's connect]
@@ -419,7 +423,9 @@ impl App for Lister {
             udp_sport: None,
         };
         v.connect_qp(qp, remote).unwrap();
-        let wrs = (0..3).map(|i| SendWr::new(i, SendOp::Nop, vec![])).collect();
+        let wrs = (0..3)
+            .map(|i| SendWr::new(i, SendOp::Nop, vec![]))
+            .collect();
         v.post_send_list(qp, wrs).unwrap();
     }
     fn on_event(&mut self, _: &mut dyn Verbs, _: Event) {}

@@ -230,24 +230,20 @@ fn wait_blocks_a_queue_until_another_cq_completes() {
         cross_channel: true,
         ..QpInit::rc(0)
     };
-    let log = run_script(
-        vec![QpInit::rc(0), cross],
-        0,
-        |v, qps, cqs, l, r| {
-            v.post_send(qps[0], write(1, 1_000_000, l, r)).unwrap();
-            let mut wait = SendWr::new(
-                2,
-                SendOp::Wait {
-                    cq: cqs[0],
-                    count: 1,
-                },
-                vec![],
-            );
-            wait.signaled = true;
-            v.post_send(qps[1], wait).unwrap();
-            v.post_send(qps[1], write(3, 8, l, r)).unwrap();
-        },
-    );
+    let log = run_script(vec![QpInit::rc(0), cross], 0, |v, qps, cqs, l, r| {
+        v.post_send(qps[0], write(1, 1_000_000, l, r)).unwrap();
+        let mut wait = SendWr::new(
+            2,
+            SendOp::Wait {
+                cq: cqs[0],
+                count: 1,
+            },
+            vec![],
+        );
+        wait.signaled = true;
+        v.post_send(qps[1], wait).unwrap();
+        v.post_send(qps[1], write(3, 8, l, r)).unwrap();
+    });
     let big = time_of(&log, "client", 1);
     let waited = time_of(&log, "client", 2);
     let small = time_of(&log, "client", 3);
@@ -1178,8 +1174,12 @@ fn modify_qp_to_error_flushes_in_order_and_reset_allows_reconnecting() {
             _ => {}
         }
     }
-    sim.add_app(1, Box::new(Peer::new(&b, 1, vec![QpInit::rc(0)], server)), vec![])
-        .unwrap();
+    sim.add_app(
+        1,
+        Box::new(Peer::new(&b, 1, vec![QpInit::rc(0)], server)),
+        vec![],
+    )
+    .unwrap();
     let init = QpInit {
         retry_cnt: 5,
         rnr_retry: 3,
@@ -1273,8 +1273,12 @@ fn retry_exceeded_after_retry_cnt_timeouts_fails_the_head_and_flushes_the_rest()
             }
         }
     }
-    sim.add_app(1, Box::new(Peer::new(&b, 1, vec![QpInit::rc(0)], nothing)), vec![])
-        .unwrap();
+    sim.add_app(
+        1,
+        Box::new(Peer::new(&b, 1, vec![QpInit::rc(0)], nothing)),
+        vec![],
+    )
+    .unwrap();
     sim.add_app(0, Box::new(Bystander(b.clone())), vec![])
         .unwrap();
     let init = QpInit {
@@ -1285,10 +1289,7 @@ fn retry_exceeded_after_retry_cnt_timeouts_fails_the_head_and_flushes_the_rest()
         .unwrap();
     sim.run();
     let bd = b.borrow();
-    let got: Vec<_> = bd.wcs[0]
-        .iter()
-        .map(|e| (e.2.wr_id, e.2.status))
-        .collect();
+    let got: Vec<_> = bd.wcs[0].iter().map(|e| (e.2.wr_id, e.2.status)).collect();
     assert_eq!(
         got,
         vec![
@@ -1305,7 +1306,10 @@ fn retry_exceeded_after_retry_cnt_timeouts_fails_the_head_and_flushes_the_rest()
         "gave up at {t} ps, expected about (retry_cnt + 1) x rto after the first send = {expect}"
     );
     assert!(bd.wcs[0].iter().all(|e| e.0 == t), "the rest flush at once");
-    assert_eq!(bd.notes[0], "Error", "the QP is in Error when its owner hears of it");
+    assert_eq!(
+        bd.notes[0], "Error",
+        "the QP is in Error when its owner hears of it"
+    );
     assert_eq!(bd.value, 0, "the other tenant of the host heard nothing");
     assert!(bd.events[0] >= 1);
     let c = &sim.world().hosts[0].nic.stats;
@@ -1332,8 +1336,12 @@ fn rnr_retry_runs_out_unless_it_is_seven() {
                     .unwrap();
             }
         }
-        sim.add_app(1, Box::new(Peer::new(&b, 1, vec![QpInit::rc(0)], nothing)), vec![])
-            .unwrap();
+        sim.add_app(
+            1,
+            Box::new(Peer::new(&b, 1, vec![QpInit::rc(0)], nothing)),
+            vec![],
+        )
+        .unwrap();
         let init = QpInit {
             rnr_retry,
             ..QpInit::rc(0)
@@ -1353,7 +1361,11 @@ fn rnr_retry_runs_out_unless_it_is_seven() {
                     vec![(1, st), (2, WcStatus::Flushed)]
                 );
                 assert_eq!(naks, 3, "two RNR retries, the third NAK is fatal");
-                assert!(got[0].2 < 100_000_000, "gave up after ~2 RNR delays: {}", got[0].2);
+                assert!(
+                    got[0].2 < 100_000_000,
+                    "gave up after ~2 RNR delays: {}",
+                    got[0].2
+                );
             }
             None => {
                 assert!(got.is_empty(), "rnr_retry = 7 retries forever: {got:?}");
@@ -1414,15 +1426,16 @@ fn remote_access_errors_change_no_byte_and_put_both_qps_in_error() {
     srv.regions = vec![(A, 4096, Access::ALL), (BB, 4096, Access::LOCAL)];
     srv.recvs = 1;
     sim.add_app(1, Box::new(srv), vec![]).unwrap();
-    sim.add_app(0, Box::new(Peer::new(&b, 0, vec![QpInit::rc(0); 5], client)), vec![])
-        .unwrap();
+    sim.add_app(
+        0,
+        Box::new(Peer::new(&b, 0, vec![QpInit::rc(0); 5], client)),
+        vec![],
+    )
+    .unwrap();
     sim.run();
     use WcStatus as S;
     let bd = b.borrow();
-    let got: Vec<_> = bd.wcs[0]
-        .iter()
-        .map(|e| (e.2.wr_id, e.2.status))
-        .collect();
+    let got: Vec<_> = bd.wcs[0].iter().map(|e| (e.2.wr_id, e.2.status)).collect();
     for want in [
         (10, S::RemoteAccessError),
         (20, S::RemoteAccessError),
@@ -1440,7 +1453,11 @@ fn remote_access_errors_change_no_byte_and_put_both_qps_in_error() {
     let pat: Vec<u8> = (0..4096u32).map(|i| (i % 251) as u8).collect();
     let a = mem.read(A, 4096).unwrap();
     assert_eq!(&a[..100], &[0xEE; 100][..], "the good WRITE landed");
-    assert_eq!(&a[100..], &pat[100..], "no refused WRITE changed a byte of region A");
+    assert_eq!(
+        &a[100..],
+        &pat[100..],
+        "no refused WRITE changed a byte of region A"
+    );
     assert_eq!(mem.read(BB, 4096).unwrap(), pat, "region B is untouched");
     let cli = &w.hosts[0].nic.mem;
     assert_eq!(
@@ -1501,8 +1518,12 @@ fn cross_channel_wrs_need_a_cross_channel_qp() {
             .unwrap();
         note(b, "posted");
     }
-    sim.add_app(1, Box::new(Peer::new(&b, 1, vec![QpInit::rc(0); 3], nothing)), vec![])
-        .unwrap();
+    sim.add_app(
+        1,
+        Box::new(Peer::new(&b, 1, vec![QpInit::rc(0); 3], nothing)),
+        vec![],
+    )
+    .unwrap();
     let inits = vec![
         QpInit::rc(0),
         QpInit {
@@ -1521,7 +1542,11 @@ fn cross_channel_wrs_need_a_cross_channel_qp() {
     assert_eq!(bd.notes, vec!["posted"]);
     let mut ids: Vec<u64> = bd.wcs[0].iter().map(|e| e.2.wr_id).collect();
     ids.sort();
-    assert_eq!(ids, vec![10, 11, 12, 20, 21, 22, 30], "the accepted ones ran");
+    assert_eq!(
+        ids,
+        vec![10, 11, 12, 20, 21, 22, 30],
+        "the accepted ones ran"
+    );
 }
 
 #[test]
@@ -1564,8 +1589,12 @@ fn wait_counts_are_cumulative_per_cq_and_zero_waits_wait_for_the_index() {
             v.post_send(me.qps[qp], wr).unwrap();
         }
     }
-    sim.add_app(1, Box::new(Peer::new(&b, 1, vec![QpInit::rc(0); 4], nothing)), vec![])
-        .unwrap();
+    sim.add_app(
+        1,
+        Box::new(Peer::new(&b, 1, vec![QpInit::rc(0); 4], nothing)),
+        vec![],
+    )
+    .unwrap();
     let cross = QpInit {
         cross_channel: true,
         ..QpInit::rc(0)
@@ -1590,8 +1619,16 @@ fn wait_counts_are_cumulative_per_cq_and_zero_waits_wait_for_the_index() {
         "a zero-count WAIT waits for the index earlier WAITs left: {} vs {w1} {w2}",
         t(32)
     );
-    assert!(t(12) >= w1 && t(12) < w2, "#12 after the 1st WRITE: {}", t(12));
-    assert!(t(22) >= w2 && t(22) < w3, "#22 after the 2nd WRITE: {}", t(22));
+    assert!(
+        t(12) >= w1 && t(12) < w2,
+        "#12 after the 1st WRITE: {}",
+        t(12)
+    );
+    assert!(
+        t(22) >= w2 && t(22) < w3,
+        "#22 after the 2nd WRITE: {}",
+        t(22)
+    );
     assert!(t(14) >= w3, "#14 after the 3rd WRITE: {}", t(14));
     // Signaled WAITs (sq_sig_all is off, SendWr::new signals): exactly one completion each.
     let mut waits: Vec<u64> = bd.wcs[0]
@@ -1613,7 +1650,9 @@ fn tracked_regions_carry_real_bytes_without_data_check() {
     let mut sim = build(&dumbbell_scenario(json!({})));
     const UNTRACKED: u64 = 0x7000_0000;
     fn bytes(seed: u8, n: usize) -> Vec<u8> {
-        (0..n).map(|i| (i as u8).wrapping_mul(7).wrapping_add(seed)).collect()
+        (0..n)
+            .map(|i| (i as u8).wrapping_mul(7).wrapping_add(seed))
+            .collect()
     }
     fn server(v: &mut dyn Verbs, me: &mut Me, b: &B, st: Step) {
         match st {
@@ -1701,7 +1740,11 @@ fn tracked_regions_carry_real_bytes_without_data_check() {
     assert_eq!(bd.wcs[0].len(), 4);
     let mem = &sim.world().hosts[1].nic.mem;
     let base = bd.eps[1].mr.unwrap().addr;
-    assert_eq!(mem.read(base + 0x1000, 3000).unwrap(), bytes(1, 3000), "the WRITE's bytes");
+    assert_eq!(
+        mem.read(base + 0x1000, 3000).unwrap(),
+        bytes(1, 3000),
+        "the WRITE's bytes"
+    );
     assert_eq!(
         mem.read(base + 0x20000, 100).unwrap(),
         vec![0xAB; 100],
@@ -1833,9 +1876,7 @@ fn qps_on_different_local_addresses_take_different_paths_and_udp_sport_moves_one
     for (k, sp) in spines.iter().enumerate() {
         *want.entry(sp.clone()).or_default() += 10 * (k as u64 + 1);
     }
-    *want
-        .entry(spine_for(&probe, addrs[0], sport2))
-        .or_default() += 50;
+    *want.entry(spine_for(&probe, addrs[0], sport2)).or_default() += 50;
     assert_eq!(
         spine_counts(&sim),
         want,
@@ -1873,7 +1914,11 @@ fn a_static_route_matching_a_source_address_pins_that_address_only() {
     let (mut sim, b) = alias_run(&s, 0);
     assert_eq!(spine_for(&sim, addrs[1], SPORT), pin);
     for k in [0, 2, 3] {
-        assert_eq!(spine_for(&sim, addrs[k], SPORT), spines[k], "address {k} unaffected");
+        assert_eq!(
+            spine_for(&sim, addrs[k], SPORT),
+            spines[k],
+            "address {k} unaffected"
+        );
     }
     sim.run();
     let mut want: std::collections::BTreeMap<String, u64> = Default::default();
@@ -1929,8 +1974,12 @@ fn mp_rdma_gives_up_after_retry_cnt_timeouts_too() {
             _ => {}
         }
     }
-    sim.add_app(1, Box::new(Peer::new(&b, 1, vec![QpInit::rc(0)], nothing)), vec![])
-        .unwrap();
+    sim.add_app(
+        1,
+        Box::new(Peer::new(&b, 1, vec![QpInit::rc(0)], nothing)),
+        vec![],
+    )
+    .unwrap();
     let init = QpInit {
         retry_cnt: 2,
         ..QpInit::rc(0)
@@ -1938,7 +1987,10 @@ fn mp_rdma_gives_up_after_retry_cnt_timeouts_too() {
     sim.add_app(0, Box::new(Peer::new(&b, 0, vec![init], client)), vec![])
         .unwrap();
     sim.run();
-    assert_eq!(sim.world().hosts[0].nic.qps().next().unwrap().t.kind(), "mp-rdma");
+    assert_eq!(
+        sim.world().hosts[0].nic.qps().next().unwrap().t.kind(),
+        "mp-rdma"
+    );
     let bd = b.borrow();
     let got: Vec<_> = bd.wcs[0].iter().map(|e| (e.2.wr_id, e.2.status)).collect();
     assert_eq!(
@@ -1947,7 +1999,10 @@ fn mp_rdma_gives_up_after_retry_cnt_timeouts_too() {
     );
     let t = bd.wcs[0][0].0;
     let expect = 30_000_000 + 3 * 100_000_000;
-    assert!(t >= expect && t < expect + 10_000_000, "gave up at {t}, expected ~{expect}");
+    assert!(
+        t >= expect && t < expect + 10_000_000,
+        "gave up at {t}, expected ~{expect}"
+    );
     assert_eq!(sim.world().hosts[0].nic.stats.timeouts, 3);
 }
 
@@ -1990,7 +2045,10 @@ fn destroying_a_qp_discards_its_work_without_completions() {
     sim.run();
     let srv_qp = b.borrow().eps[1].qps[0];
     let rx = sim.world().hosts[1].nic.qp(srv_qp).unwrap().rx_bytes;
-    assert!(rx > 0 && rx < 1 << 20, "the WRITE stopped mid-way: {rx} bytes");
+    assert!(
+        rx > 0 && rx < 1 << 20,
+        "the WRITE stopped mid-way: {rx} bytes"
+    );
     assert_eq!(b.borrow().notes, vec!["destroyed"]);
     // Only QP 1's WRITE completes: nothing of QP 0 (not its WRs, not its RECVs), and QP 1's
     // RECVs stay posted.
@@ -2038,8 +2096,12 @@ fn a_qp_not_yet_connected_drops_what_reaches_it() {
     let mut s = Peer::new(&b, 1, vec![QpInit::rc(0)], server);
     s.connect = false;
     sim.add_app(1, Box::new(s), vec![]).unwrap();
-    sim.add_app(0, Box::new(Peer::new(&b, 0, vec![QpInit::rc(0)], client)), vec![])
-        .unwrap();
+    sim.add_app(
+        0,
+        Box::new(Peer::new(&b, 0, vec![QpInit::rc(0)], client)),
+        vec![],
+    )
+    .unwrap();
     sim.advance(90_000_000);
     let srv_qp = b.borrow().eps[1].qps[0];
     let rx = |sim: &braid_sim::Simulation| sim.world().hosts[1].nic.qp(srv_qp).unwrap().rx_bytes;
@@ -2050,5 +2112,8 @@ fn a_qp_not_yet_connected_drops_what_reaches_it() {
     let bd = b.borrow();
     let got: Vec<_> = bd.wcs[0].iter().map(|e| (e.2.wr_id, e.2.status)).collect();
     assert_eq!(got, vec![(1, WcStatus::Success)]);
-    assert!(bd.wcs[0][0].0 >= 150_000_000, "completed after the retransmission timeout");
+    assert!(
+        bd.wcs[0][0].0 >= 150_000_000,
+        "completed after the retransmission timeout"
+    );
 }

@@ -342,9 +342,7 @@ impl Nic {
             RxClass::Drop => self.stats.ooo_drops += 1,
             RxClass::Accept => self.accept_data(now, pk, info, payload, p, &mut replies, eff),
         }
-        let refused = replies
-            .iter()
-            .any(|r| matches!(r, Reply::AccessNak { .. }));
+        let refused = replies.iter().any(|r| matches!(r, Reply::AccessNak { .. }));
         self.send_replies(now, pk, &mut replies, p, pool, eff);
         if refused {
             // Class C error (IBA 9.9.3.1.3): the responder goes to Error too.
@@ -617,14 +615,13 @@ impl Nic {
             self.feedback(now, qpn, fb, eff);
         }
         let Some(q) = self.qp(qpn) else { return };
-        let at = q
-            .sq
-            .iter()
-            .position(|w| {
-                w.first_psn
-                    .is_some_and(|f| psn >= f && psn < f + w.npkts.max(1))
-            })
-            .unwrap_or(0);
+        let at =
+            q.sq.iter()
+                .position(|w| {
+                    w.first_psn
+                        .is_some_and(|f| psn >= f && psn < f + w.npkts.max(1))
+                })
+                .unwrap_or(0);
         self.enter_error(qpn, Some((at, WcStatus::RemoteAccessError)), eff);
     }
 

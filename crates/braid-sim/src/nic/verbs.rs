@@ -112,7 +112,11 @@ impl Nic {
             self.push_cqe(scq, wc(w.wr.wr_id, status, op_of(&w.wr.op), 0, qpn), eff);
         }
         for r in &rq {
-            self.push_cqe(rcq, wc(r.wr.wr_id, WcStatus::Flushed, WcOpcode::Recv, 0, qpn), eff);
+            self.push_cqe(
+                rcq,
+                wc(r.wr.wr_id, WcStatus::Flushed, WcOpcode::Recv, 0, qpn),
+                eff,
+            );
         }
     }
 
