@@ -123,7 +123,7 @@ fn run_checked(s: &Value) -> (braid_sim::Simulation, braid_sim::Results) {
 
 /// §4.3 scaled down: one 4 MB flow, core links a tenth of the host links (10G hosts, 1G core).
 fn fct_for(paths: usize, size: &str) -> f64 {
-    let core = vec![("1Gbps", "1us", 0.0); 4];
+    let core = [("1Gbps", "1us", 0.0); 4];
     let (_, r) = run_checked(&scenario(
         "10Gbps",
         &core[..paths.max(1)],
