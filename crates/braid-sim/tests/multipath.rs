@@ -66,10 +66,7 @@ fn a_virtuoso_flow_is_measured_over_all_its_paths() {
     let (_, r) = run(&s);
     // The paths carry the flow and the layer's 512 KiB probes (one per path, once).
     let got = total_bytes(&r, 1)[0];
-    assert!(
-        (4_000_000..=4_000_000 + 4 * 524_288).contains(&got),
-        "{got}"
-    );
+    assert!((4_000_000..=4_000_000 + 4 * 524_288).contains(&got), "{got}");
 }
 
 fn permutation_goodput(s: &Value) -> f64 {
