@@ -3,6 +3,8 @@ fct.txt / pfc.txt / qlen.txt, and CSV)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import polars as pl
 import pytest
 from click.testing import CliRunner
@@ -129,3 +131,24 @@ def test_bad_queue_table_is_one_error_naming_the_key():
     with pytest.raises(braid.BraidError) as e:
         braid.run(bad, seed=1)
     assert "measure.queues[0].peer" in str(e.value) and "nowhere" in str(e.value)
+
+
+ANCHORS = Path(__file__).resolve().parents[1] / ".." / "shared" / "anchors" / "hpcc"
+
+
+@pytest.mark.skipif(not (ANCHORS / "fct-dcqcn-incast.txt").exists(), reason="../shared/anchors not present")
+def test_hpcc_anchor_exports_the_lines_hpcc_wrote(tmp_path):
+    """The HPCC incast anchor, run in braid and exported, gives HPCC's own fct.txt line for line:
+    the same addresses, size and start time, and FCTs within the anchor's 3%."""
+    from braid.bench import _hpcc_dcqcn
+
+    sc = _hpcc_dcqcn(ANCHORS, "config-dcqcn-incast.txt", "topology-star-65.txt", "flows-incast-2to1.txt")
+    braid.run(sc, seed=1, out_dir=tmp_path / "run")
+    r = invoke("export", tmp_path / "run", "--format", "hpcc", "-o", tmp_path / "hpcc")
+    assert r.exit_code == 0, r.output
+    ours = [x.split() for x in (tmp_path / "hpcc" / "fct.txt").read_text().splitlines()]
+    theirs = [x.split() for x in (ANCHORS / "fct-dcqcn-incast.txt").read_text().splitlines()]
+    assert len(ours) == len(theirs) == 2
+    for a, b in zip(ours, theirs):
+        assert (a[0], a[1], a[4], a[5]) == (b[0], b[1], b[4], b[5])
+        assert abs(int(a[6]) - int(b[6])) / int(b[6]) < 0.03, (a, b)
