@@ -66,7 +66,8 @@ pub struct Results {
     /// layers): its stack, CPU time by layer, verbs calls, its layers' counters and, for
     /// perftest clients, latency percentiles, goodput and message rate (`tenants.rs`).
     pub tenants: Table,
-    /// The port map, one row per (node, port): node id and name, port index, the peer node (id
+    /// The port map, one row per (node, port): node id, name, role and host index, port index,
+    /// the peer node (id
     /// and name) and port it faces, the link's rate (bits/s) and one-way delay (ps).
     pub ports: Table,
     /// Every PFC frame a port sent or received (`measure.pfc`): time_ps, node, node_name, port,
