@@ -54,6 +54,10 @@ class RunResult:
     #: One row per tenant: its middleware stack, CPU time (total and by layer), verbs calls, its
     #: layers' counters, and for perftest clients latency percentiles, goodput and message rate.
     tenants: pl.DataFrame = field(default_factory=pl.DataFrame)
+    #: The port map: one row per (node, port) with the peer node and port it faces, rate, delay.
+    ports: pl.DataFrame = field(default_factory=pl.DataFrame)
+    #: Every PFC frame a port sent or received (``measure.pfc``): time, node, port, priority, type.
+    pfc: pl.DataFrame = field(default_factory=pl.DataFrame)
     #: Flows and applications that had not completed when the run ended.
     unfinished: int = 0
 
@@ -233,6 +237,8 @@ def collect(sc: Scenario, sim: Any, seed: int, wall: float, cpu: float) -> RunRe
         queues=_table(raw["queues"]),
         transport=_table(raw["transport"]),
         tenants=_table(raw["tenants"]),
+        ports=_table(raw.get("ports", {})),
+        pfc=_table(raw.get("pfc", {})),
         counters=dict(raw["counters"]),
         headline=dict(raw["headline"]),
         stats=stats,

@@ -198,6 +198,18 @@ def report(folder: str) -> None:
 
 
 @main.command()
+@click.argument("folder", metavar="RESULTS_DIR")
+@click.option("--format", "fmt", type=click.Choice(["hpcc", "csv"]), required=True, help="hpcc: fct.txt, pfc.txt (and qlen.txt) as HPCC ns-3 writes them; csv: every table as CSV.")
+@click.option("-o", "--out", "out_dir", metavar="DIR", help="Where to write (default: RESULTS_DIR itself).")
+def export(folder: str, fmt: str, out_dir: Optional[str]) -> None:
+    """Write a results folder in HPCC ns-3's text formats or as CSV (docs/scenario.md)."""
+    from .export import export as do_export
+
+    for p in do_export(Path(folder), fmt, out_dir):
+        click.echo(str(p))
+
+
+@main.command()
 @click.option("--only", multiple=True, metavar="NAME", help="Run only these benchmarks (repeatable).")
 @click.option("--quick", is_flag=True, help="Skip the long scenarios: the HPCC fat-tree headline and the scale series.")
 @click.option(

@@ -31,7 +31,7 @@ from .scenario import BraidError, _json_default
 
 __all__ = ["write_results", "atomic_dir", "read_results", "ResultsDir", "TABLES"]
 
-TABLES = ("messages", "flows", "throughput", "queues", "transport", "tenants")
+TABLES = ("messages", "flows", "throughput", "queues", "transport", "tenants", "ports", "pfc")
 MARKERS = ("summary.json", "demo.json")
 
 

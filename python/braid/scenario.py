@@ -379,6 +379,7 @@ _UNTAGGED = {
     "NodeRef": 'expected a node id (e.g. 3) or a node name (e.g. "spine0")',
     "NodesSpec": 'expected a number of nodes (e.g. 6) or a list of names (e.g. ["h0", "sw0"])',
     "RouteSrc": "expected a host index (e.g. 3) or { host = 3, addr = 1 }",
+    "QueueSpec": 'expected "node:port" (e.g. "tor0:5"), "all-fabric" or { node = "tor0", peer = "spine1" }',
 }
 
 

@@ -171,6 +171,8 @@ pub fn results_to_py<'py>(
         d.set_item("queues", table_to_py(py, &frombuffer, &r.queues)?)?;
         d.set_item("transport", table_to_py(py, &frombuffer, &r.transport)?)?;
         d.set_item("tenants", table_to_py(py, &frombuffer, &r.tenants)?)?;
+        d.set_item("ports", table_to_py(py, &frombuffer, &r.ports)?)?;
+        d.set_item("pfc", table_to_py(py, &frombuffer, &r.pfc)?)?;
     }
     let counters = PyDict::new(py);
     for (k, v) in &r.counters {

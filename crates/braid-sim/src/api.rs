@@ -66,6 +66,12 @@ pub struct Results {
     /// layers): its stack, CPU time by layer, verbs calls, its layers' counters and, for
     /// perftest clients, latency percentiles, goodput and message rate (`tenants.rs`).
     pub tenants: Table,
+    /// The port map, one row per (node, port): node id, name, role and host index, port index,
+    /// the peer node (id and name) and port it faces, the link's rate (bits/s) and one-way delay (ps).
+    pub ports: Table,
+    /// Every PFC frame a port sent or received (`measure.pfc`): time_ps, node, node_name, port,
+    /// priority, type ("pause"/"resume"), direction ("sent"/"received").
+    pub pfc: Table,
     /// Totals: drops, pfc_pauses, ecn_marks, cnps, retransmissions, ...
     pub counters: BTreeMap<String, u64>,
     /// Headline figures for summaries (e.g. total goodput, mean FCT, Jain index).

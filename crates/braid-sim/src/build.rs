@@ -61,7 +61,8 @@ pub(crate) fn network(sc: &Scenario, base_dir: &Path, seed: u64) -> Result<Netwo
         .build(base_dir)
         .map_err(|e| err(join("topology", &e.path), e.message))?;
     let params = NicParams::new(sc.nic.clone(), sc.transport.clone());
-    let measure = Measure::new(sc.measure.interval.0, sc.measure.messages);
+    let mut measure = Measure::new(sc.measure.interval.0, sc.measure.messages);
+    measure.record_pfc = sc.measure.pfc;
     let mut world = World::new(&graph, params, sc.switch.clone(), measure, seed)
         .map_err(|m| err("topology", m))?;
     world.cpu_cost = sc.host.cpu.cost();
@@ -143,11 +144,15 @@ fn sampled_queues(
 
 fn sampled_queue(
     world: &mut World,
-    spec: &str,
+    spec: &crate::config::QueueSpec,
     path: &str,
     names: &HashMap<String, u32>,
 ) -> Result<(), ScenarioError> {
     let path = path.to_string();
+    let spec = match spec {
+        crate::config::QueueSpec::Name(s) => s.as_str(),
+        crate::config::QueueSpec::Facing(f) => return sampled_facing(world, f, &path, names),
+    };
     {
         if spec == "all-fabric" {
             for (ni, node) in world.nodes.iter().enumerate() {
@@ -188,6 +193,42 @@ fn sampled_queue(
         }
         world.measure.queue_ports.push((ni, pi));
         world.measure.queue_names.push(spec.to_string());
+    }
+    Ok(())
+}
+
+/// `{ node, peer }` in `measure.queues`: every port of `node` that faces `peer` (several when
+/// parallel links join them), named "node:port" in the results like the other forms.
+fn sampled_facing(
+    world: &mut World,
+    f: &crate::config::QueueFacing,
+    path: &str,
+    names: &HashMap<String, u32>,
+) -> Result<(), ScenarioError> {
+    let n_nodes = world.nodes.len();
+    let resolve = |key: &str, name: &str| -> Result<u32, ScenarioError> {
+        names
+            .get(name)
+            .copied()
+            .or_else(|| name.parse::<u32>().ok().filter(|&x| (x as usize) < n_nodes))
+            .ok_or_else(|| err(format!("{path}.{key}"), format!("no node named {name:?}")))
+    };
+    let node = resolve("node", &f.node)?;
+    let peer = resolve("peer", &f.peer)?;
+    let n = &world.nodes[node as usize];
+    let ports: Vec<u16> = (0..n.ports.len() as u16)
+        .filter(|&pi| n.ports[pi as usize].peer_node == peer)
+        .collect();
+    if ports.is_empty() {
+        return Err(err(
+            format!("{path}.peer"),
+            format!("{} has no link to {}", f.node, f.peer),
+        ));
+    }
+    for pi in ports {
+        let name = format!("{}:{}", n.name, pi);
+        world.measure.queue_ports.push((node, pi));
+        world.measure.queue_names.push(name);
     }
     Ok(())
 }

@@ -570,10 +570,13 @@ fn patch<T: Serialize + serde::de::DeserializeOwned>(
 pub struct MeasureConfig {
     /// Sampling period of throughput and queue time series (0 = no time series).
     pub interval: Duration,
-    /// Ports whose egress queue length is sampled: "node:port", or "all-fabric".
-    pub queues: Vec<String>,
+    /// Ports whose egress queue length is sampled: "node:port", "all-fabric", or
+    /// `{ node = "tor0", peer = "spine1" }` (the ports of `node` that face `peer`).
+    pub queues: Vec<QueueSpec>,
     /// Record one row per message (can be large).
     pub messages: bool,
+    /// Record every PFC PAUSE/RESUME frame a port sends or receives (`pfc.parquet`).
+    pub pfc: bool,
     /// The transports' summed counters (`mp_rdma_*`) and pooled out-of-order-degree percentiles
     /// in the run counters count from this time on (0 = the whole run): a steady-state figure
     /// without the start-up. The per-QP `transport` table stays whole-run.
@@ -586,9 +589,27 @@ impl Default for MeasureConfig {
             interval: Duration(10_000_000),
             queues: vec![],
             messages: true,
+            pfc: true,
             transport_from: Duration(0),
         }
     }
+}
+
+/// A sampled queue: "node:port" / "all-fabric", or a port named by the neighbour it faces.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum QueueSpec {
+    Name(String),
+    Facing(QueueFacing),
+}
+
+/// The egress ports of `node` (name or numeric id) that lead to `peer`, as `switch.ecn.by_port`
+/// names them: a port index depends on the topology builder, a neighbour does not.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct QueueFacing {
+    pub node: String,
+    pub peer: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]

@@ -125,6 +125,22 @@ pub struct Measure {
     pub queues: Vec<(Time, u32, u64)>,
     pub link_changes: Vec<(Time, u32, bool)>,
     pub cq_events: u64,
+    /// Record every PFC frame (`measure.pfc`).
+    pub record_pfc: bool,
+    /// PFC frames: time, node, port, priority, pause (else resume), received (else sent).
+    pub pfc: Vec<PfcRecord>,
+}
+
+/// One PFC frame at one port: sent by `node` out of `port`, or received by `node` on `port`
+/// (which then stops or resumes sending that priority).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PfcRecord {
+    pub time: Time,
+    pub node: u32,
+    pub port: u16,
+    pub prio: u8,
+    pub pause: bool,
+    pub received: bool,
 }
 
 impl Measure {
@@ -142,12 +158,20 @@ impl Measure {
             queues: Vec::new(),
             link_changes: Vec::new(),
             cq_events: 0,
+            record_pfc: true,
+            pfc: Vec::new(),
         }
     }
 
     pub fn message(&mut self, host: u32, m: MsgRecord) {
         if self.record_messages {
             self.messages.push((host, m));
+        }
+    }
+
+    pub fn pfc_frame(&mut self, r: PfcRecord) {
+        if self.record_pfc {
+            self.pfc.push(r);
         }
     }
 

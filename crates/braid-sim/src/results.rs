@@ -1,6 +1,6 @@
 //! Turning a finished (or stopped) world into result tables and headline figures.
 
-use crate::api::{Column, Results};
+use crate::api::{Column, Results, Table};
 use crate::measure::FlowLog;
 use crate::world::World;
 use braid_engine::time::S;
@@ -306,6 +306,8 @@ pub fn assemble(
     r.counters = k;
     r.transport = crate::transport_report::table(world);
     r.tenants = crate::tenants::table(world, log);
+    r.ports = port_map(world);
+    r.pfc = pfc_table(world);
 
     // Headline.
     let mut h = BTreeMap::new();
@@ -425,6 +427,86 @@ pub fn assemble(
     s.insert("switches".into(), world.switches.len() as f64);
     r.stats = s;
     r
+}
+
+/// The port map: which neighbour each port index faces, so that "tor0:4" in queue names and
+/// counters can be read without re-deriving the topology builder's numbering.
+fn port_map(world: &World) -> Table {
+    let (mut node, mut name, mut port, mut peer, mut peer_name, mut peer_port) =
+        (vec![], vec![], vec![], vec![], vec![], vec![]);
+    let (mut rate, mut delay, mut role, mut host) = (vec![], vec![], vec![], vec![]);
+    for (ni, n) in world.nodes.iter().enumerate() {
+        // Flows name hosts by host index; exports (HPCC's addresses) need the node behind it.
+        let (r, h) = match n.role {
+            crate::world::Role::Host(h) => ("host", h as i64),
+            crate::world::Role::Switch(_) => ("switch", -1),
+        };
+        for (pi, p) in n.ports.iter().enumerate() {
+            node.push(ni as u64);
+            name.push(n.name.clone());
+            role.push(r.to_string());
+            host.push(h);
+            port.push(pi as u64);
+            peer.push(p.peer_node as u64);
+            peer_name.push(world.nodes[p.peer_node as usize].name.clone());
+            peer_port.push(p.peer_port as u64);
+            rate.push(p.rate);
+            delay.push(p.delay);
+        }
+    }
+    let mut t = Table::default();
+    t.push("node", Column::U64(node));
+    t.push("node_name", Column::Str(name));
+    t.push("role", Column::Str(role));
+    t.push("host", Column::I64(host));
+    t.push("port", Column::U64(port));
+    t.push("peer", Column::U64(peer));
+    t.push("peer_name", Column::Str(peer_name));
+    t.push("peer_port", Column::U64(peer_port));
+    t.push("rate_bps", Column::U64(rate));
+    t.push("delay_ps", Column::U64(delay));
+    t
+}
+
+/// PFC frames in the order they happened (HPCC ns-3's `pfc.txt` records the receiving side).
+fn pfc_table(world: &World) -> Table {
+    let recs = &world.measure.pfc;
+    let mut t = Table::default();
+    t.push(
+        "time_ps",
+        Column::U64(recs.iter().map(|r| r.time).collect()),
+    );
+    t.push(
+        "node",
+        Column::U64(recs.iter().map(|r| r.node as u64).collect()),
+    );
+    t.push(
+        "node_name",
+        Column::Str(
+            recs.iter()
+                .map(|r| world.nodes[r.node as usize].name.clone())
+                .collect(),
+        ),
+    );
+    t.push(
+        "port",
+        Column::U64(recs.iter().map(|r| r.port as u64).collect()),
+    );
+    t.push(
+        "priority",
+        Column::U64(recs.iter().map(|r| r.prio as u64).collect()),
+    );
+    let ty = |r: &crate::measure::PfcRecord| if r.pause { "pause" } else { "resume" };
+    t.push(
+        "type",
+        Column::Str(recs.iter().map(|r| ty(r).to_string()).collect()),
+    );
+    let dir = |r: &crate::measure::PfcRecord| if r.received { "received" } else { "sent" };
+    t.push(
+        "direction",
+        Column::Str(recs.iter().map(|r| dir(r).to_string()).collect()),
+    );
+    t
 }
 
 #[derive(Default)]

@@ -164,6 +164,14 @@ impl World {
         if pause {
             self.counters.pfc_pauses += 1;
         }
+        self.measure.pfc_frame(crate::measure::PfcRecord {
+            time: now,
+            node,
+            port,
+            prio,
+            pause,
+            received: false,
+        });
         match self.nodes[node as usize].role {
             Role::Switch(_) => {
                 self.nodes[node as usize].ports[port as usize]
@@ -193,6 +201,14 @@ impl World {
         if pk.kind == PktKind::Pfc {
             let (prio, on) = (pk.prio as usize, pk.aux == 1);
             self.pool.free(id);
+            self.measure.pfc_frame(crate::measure::PfcRecord {
+                time: now,
+                node,
+                port,
+                prio: prio as u8,
+                pause: on,
+                received: true,
+            });
             self.nodes[node as usize].ports[port as usize].set_paused(prio, on, now);
             if !on {
                 self.try_transmit(now, node, port, q);
