@@ -198,6 +198,29 @@ pub struct Sge {
     pub lkey: u32,
 }
 
+/// The scatter-gather elements covering bytes `[off, off + len)` of `sg` (empty elements left
+/// out): how a layer that splits a WR (sub-WRs, chunks, per-path pieces) addresses its parts.
+pub fn slice_sges(sg: &[Sge], off: u64, len: u64) -> Vec<Sge> {
+    let mut out = Vec::new();
+    let (mut pos, end) = (0u64, off + len);
+    for s in sg {
+        let (a, b) = (pos, pos + s.length as u64);
+        pos = b;
+        let (lo, hi) = (a.max(off), b.min(end));
+        if lo < hi {
+            out.push(Sge {
+                addr: s.addr + (lo - a),
+                length: (hi - lo) as u32,
+                lkey: s.lkey,
+            });
+        }
+        if pos >= end {
+            break;
+        }
+    }
+    out
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SendOp {
     Send,

@@ -24,24 +24,6 @@ fn tagged(slot: usize, last: bool) -> u64 {
     TAG | ((slot as u64) << 1) | last as u64
 }
 
-/// The bytes `[off, off + len)` of a scatter-gather list.
-pub fn slice_sges(sg: &[Sge], off: u64, len: u64) -> Vec<Sge> {
-    let (mut out, mut pos, end) = (Vec::new(), 0u64, off + len);
-    for s in sg {
-        let (a, b) = (pos, pos + s.length as u64);
-        pos = b;
-        let (lo, hi) = (a.max(off), b.min(end));
-        if lo < hi {
-            out.push(Sge {
-                addr: s.addr + (lo - a),
-                length: (hi - lo) as u32,
-                lkey: s.lkey,
-            });
-        }
-    }
-    out
-}
-
 struct QpInfo {
     send_cq: CqId,
     remote: Option<u32>,

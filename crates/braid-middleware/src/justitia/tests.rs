@@ -1,7 +1,6 @@
 //! Justitia's rules, each on the fake NIC (or on the host state alone) so that a wrong rule fails.
 
 use super::agent::HostState;
-use super::layer::slice_sges;
 use super::*;
 use braid_verbs::testing::{Call, FakeNet, NetConfig};
 use braid_verbs::*;

@@ -1,8 +1,6 @@
 //! What travels between the two ends besides the application's bytes: the chunk header, the
 //! board records of the extra QPs, the members' UDP source ports.
 
-use braid_verbs::Sge;
-
 /// Bytes of a chunk header in front of a SEND chunk's payload.
 pub const HDR: u64 = 32;
 const MAGIC: u16 = 0x5054; // "PT"
@@ -82,31 +80,10 @@ pub fn member_sport(host: u32, qpn: u32, i: u32) -> u16 {
     (49152 + (base + i * 4099) % 16384) as u16
 }
 
-/// The part `[off, off + len)` of a scatter-gather list.
-pub fn slice_sges(sg: &[Sge], off: u64, len: u64) -> Vec<Sge> {
-    let mut out = Vec::new();
-    let (mut pos, end) = (0u64, off + len);
-    for s in sg {
-        let (a, b) = (pos, pos + s.length as u64);
-        pos = b;
-        let (lo, hi) = (a.max(off), b.min(end));
-        if lo < hi {
-            out.push(Sge {
-                addr: s.addr + (lo - a),
-                length: (hi - lo) as u32,
-                lkey: s.lkey,
-            });
-        }
-        if pos >= end {
-            break;
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use braid_verbs::{slice_sges, Sge};
 
     #[test]
     fn headers_round_trip_and_foreign_bytes_are_refused() {

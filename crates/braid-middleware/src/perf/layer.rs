@@ -23,7 +23,7 @@ use super::bucket::Bucket;
 use super::classify::Class;
 use super::hwpause::{HwPause, Posts};
 use super::mqse::Slots;
-use super::queue::{opcode_of, slice_sges, splittable, AppMeta, HwEntry, QpQueue};
+use super::queue::{opcode_of, splittable, AppMeta, HwEntry, QpQueue};
 use super::state::{HostState, UNGATED};
 use super::PerfConfig;
 use braid_verbs::*;

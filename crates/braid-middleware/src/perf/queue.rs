@@ -9,7 +9,7 @@
 //! it is the last part of a signaled application WR. Intermediate sub-WRs and 0_WAITs never
 //! reach it.
 
-use braid_verbs::{QpNum, SendOp, SendWr, Sge, WcOpcode, WcStatus, WorkCompletion};
+use braid_verbs::{QpNum, SendOp, SendWr, WcOpcode, WcStatus, WorkCompletion};
 use std::collections::VecDeque;
 
 /// An application WR waiting (wholly or in part) in the software queue.
@@ -440,31 +440,9 @@ pub fn splittable(wr: &SendWr) -> bool {
         )
 }
 
-/// The scatter-gather elements covering bytes `[off, off + len)` of `sg`.
-pub fn slice_sges(sg: &[Sge], off: u64, len: u64) -> Vec<Sge> {
-    let mut out = Vec::new();
-    let (mut pos, end) = (0u64, off + len);
-    for s in sg {
-        let (a, b) = (pos, pos + s.length as u64);
-        pos = b;
-        let (lo, hi) = (a.max(off), b.min(end));
-        if lo < hi {
-            out.push(Sge {
-                addr: s.addr + (lo - a),
-                length: (hi - lo) as u32,
-                lkey: s.lkey,
-            });
-        }
-        if pos >= end {
-            break;
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use braid_verbs::{slice_sges, Sge};
 
     #[test]
     fn slices_cover_exactly_the_range_across_elements() {

@@ -17,32 +17,6 @@ pub fn board_key(host: u32, app_qp: QpNum, path: u8) -> u64 {
 }
 pub const CTRL_PATH: u8 = 255;
 
-/// The scatter-gather elements covering bytes `[off, off + len)` of `sg`.
-pub fn sub_sges(sg: &[Sge], mut off: u64, mut len: u64) -> Vec<Sge> {
-    let mut out = Vec::new();
-    for s in sg {
-        let l = s.length as u64;
-        if off >= l {
-            off -= l;
-            continue;
-        }
-        let take = (l - off).min(len);
-        if take > 0 {
-            out.push(Sge {
-                addr: s.addr + off,
-                length: take as u32,
-                lkey: s.lkey,
-            });
-        }
-        len -= take;
-        off = 0;
-        if len == 0 {
-            break;
-        }
-    }
-    out
-}
-
 /// Control messages between the two layers of a connection (32 bytes on the wire).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Ctrl {

@@ -214,7 +214,7 @@ impl VirtuosoLayer {
             }
             PieceKind::Data => {
                 let o = conn.op_mut(op).expect("op");
-                let sg = sub_sges(&o.wr.sg_list, off, len);
+                let sg = slice_sges(&o.wr.sg_list, off, len);
                 let (base, rkey) = o.target.unwrap_or((o.wr.remote_addr, o.wr.rkey));
                 let code = if o.kind == OpKind::Read {
                     SendOp::Read
