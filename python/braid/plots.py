@@ -128,15 +128,15 @@ def throughput_figure(tp: pl.DataFrame, flows: pl.DataFrame, title: str):
     if len(ids) > MAX_FLOW_LINES:
         b = flow_bands(tp)
         t = b["time_ps"].to_numpy() / scale
-        ax.fill_between(t, b["p10"].to_numpy(), b["p90"].to_numpy(), step="post", alpha=0.25, color="tab:blue", lw=0, label="p10–p90 across flows")
-        ax.step(t, b["p50"].to_numpy(), where="post", color="tab:blue", lw=1.4, label="p50 (median flow)")
-        ax.step(t, b["mean"].to_numpy(), where="post", color="black", lw=1.0, ls="--", label="mean")
+        ax.fill_between(t, b["p10"].to_numpy(), b["p90"].to_numpy(), step="pre", alpha=0.25, color="tab:blue", lw=0, label="p10–p90 across flows")
+        ax.step(t, b["p50"].to_numpy(), where="pre", color="tab:blue", lw=1.4, label="p50 (median flow)")
+        ax.step(t, b["mean"].to_numpy(), where="pre", color="black", lw=1.0, ls="--", label="mean")
         ax.set_title(title + f"\n{len(ids)} flows: percentiles across the flows sampled in each interval", fontsize=9)
     else:
         labels = _flow_labels(flows)
         for f in ids:
             d = tp.filter(pl.col("flow") == f)
-            ax.step(d["time_ps"].to_numpy() / scale, d["gbps"].to_numpy(), where="post", lw=1.0, label=labels.get(f, f"flow {f}"))
+            ax.step(d["time_ps"].to_numpy() / scale, d["gbps"].to_numpy(), where="pre", lw=1.0, label=labels.get(f, f"flow {f}"))
         ax.set_title(title, fontsize=9)
     ax.set_xlabel(f"time ({unit})")
     ax.set_ylabel("goodput (Gbps)")
@@ -301,7 +301,7 @@ def overlay_throughput_figure(runs: Mapping[str, pl.DataFrame], title: str):
     fig, ax = p.subplots(figsize=(8, 4.2))
     for name, tp in runs.items():
         agg = tp.group_by("time_ps").agg(pl.col("gbps").sum()).sort("time_ps")
-        ax.step(agg["time_ps"].to_numpy() / scale, agg["gbps"].to_numpy(), where="post", lw=1.2, label=name)
+        ax.step(agg["time_ps"].to_numpy() / scale, agg["gbps"].to_numpy(), where="pre", lw=1.2, label=name)
     ax.set_xlabel(f"time ({unit})")
     ax.set_ylabel("goodput, all flows (Gbps)")
     ax.set_title(title, fontsize=9)
