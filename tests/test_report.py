@@ -340,3 +340,32 @@ def test_pfc_pause_intervals_marked_on_queue_plots(runs):
     assert len(bars) == min(ports, plots.MAX_PFC_ROWS)
     drawn = sum(len(c.get_paths()) for c in bars)
     assert drawn == iv.height
+
+
+def test_compare_out_dir_that_holds_results_is_refused(runs):
+    a, b = runs / "a" / "run", runs / "b" / "run"
+    before = sorted(p.name for p in a.iterdir())
+    one_line_error(invoke("compare", a, b, "-o", a), "-o", "holds braid results")
+    assert sorted(p.name for p in a.iterdir()) == before
+
+
+def test_sweep_page_escapes_keys_values_and_errors():
+    from braid.folders import Sweep
+    from braid.html import render
+    from braid.report import sweep_page
+
+    bad = "<img src=x onerror=alert(1)>"
+    data = pl.DataFrame(
+        {
+            "point": ["p1", "p2"],
+            "<k>": ["<b>v</b>", "w"],
+            "seed": [1, 1],
+            "fct_mean_us": [1.5, None],
+            "error": [None, f"--grid <k>: {bad}"],
+        }
+    )
+    sw = Sweep(path=Path("<sw>"), meta={"scenario": "</td><script>x</script>", "grid_keys": ["<k>"], "set": [["name", bad]]}, data=data, name="<sw>", keys=["<k>"])
+    html = render(sweep_page(sw))
+    for raw in (bad, "<b>v</b>", "<k>", "<script>", "<sw>"):
+        assert raw not in html, raw
+    assert "&lt;img src=x onerror=alert(1)&gt;" in html and "&lt;b&gt;v&lt;/b&gt;" in html

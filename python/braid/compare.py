@@ -168,8 +168,9 @@ def figures(cmp: Comparison) -> List[tuple]:
     else:
         from .report import sweep_figures
 
-        fixed = sorted({o for sw in cmp.sweeps for o in sw.fixed})
-        for metric, f in sweep_figures({sw.name: sw for sw in cmp.sweeps}, cmp.sweeps[0].keys, cmp.metrics, fixed, title="compare"):
+        # Each sweep's own fixed overrides, named (they are what tells the sweeps apart).
+        sub = "\n".join(plots.title_of(sw.name, "", sw.fixed).replace(sw.name + "\n", sw.name + ": ", 1) for sw in cmp.sweeps if sw.fixed)
+        for metric, f in sweep_figures({sw.name: sw for sw in cmp.sweeps}, cmp.sweeps[0].keys, cmp.metrics, title="compare", subtitle=sub):
             out.append((metric, f"{metric} against {', '.join(cmp.sweeps[0].keys)}", f))
     return out
 

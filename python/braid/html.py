@@ -69,7 +69,7 @@ footer { margin-top: 3em; color: #7a8194; font-size: 0.85em; }
 {% elif b.kind == "image" %}<figure><img alt="{{ b.alt }}" src="data:image/png;base64,{{ b.data }}"></figure>
 {% elif b.kind == "table" %}<table>
 {% if b.caption %}<caption>{{ b.caption }}</caption>{% endif %}
-<thead><tr>{% for h in b.head %}<th>{{ h }}</th>{% endfor %}</tr></thead>
+{% if b.head|select|list %}<thead><tr>{% for h in b.head %}<th>{{ h }}</th>{% endfor %}</tr></thead>{% endif %}
 <tbody>{% for r in b.rows %}<tr>{% for c in r %}<td{% if c.num %} class="num"{% endif %}>{{ c.text }}</td>{% endfor %}</tr>
 {% endfor %}</tbody></table>
 {% endif %}

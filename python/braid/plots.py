@@ -312,8 +312,9 @@ def overlay_throughput_figure(runs: Mapping[str, pl.DataFrame], title: str):
 
 def sweep_metric_figure(series: Mapping[str, pl.DataFrame], x: str, metric: str, title: str, group: Optional[str] = None):
     """``metric`` against the swept key ``x``: the mean over seeds with min-max whiskers; one line
-    per (sweep, value of ``group``). Each frame has columns x, [group], mean, min, max. A key
-    with text values is drawn as categories, in order of appearance."""
+    per (sweep, value of ``group``, a column whose values label the lines). Each frame has
+    columns x, [group], mean, min, max. A key with text values is drawn as categories, in order
+    of appearance; a key with a few numeric values has a tick at each."""
     p = plt()
     fig, ax = p.subplots(figsize=(7.5, 4.0))
     numeric = all(v[x].dtype.is_numeric() for v in series.values() if v.height)
@@ -336,10 +337,15 @@ def sweep_metric_figure(series: Mapping[str, pl.DataFrame], x: str, metric: str,
             hi = part["max"].to_numpy().astype(float) - m
             label = name
             if group:
-                label = f"{name} {group}={part[group][0]}" if name else f"{group}={part[group][0]}"
+                label = f"{name}: {part[group][0]}" if name else str(part[group][0])
             ax.errorbar(xs, m, yerr=[lo, hi], marker="o", ms=4, capsize=3, lw=1.2, label=label or None)
             drawn += 1
-    if not numeric:
+    if numeric:
+        xs_all = sorted({float(v) for f in series.values() if f.height for v in f[x].to_list() if v is not None})
+        if 0 < len(xs_all) <= 12:
+            ax.set_xticks(xs_all)
+            ax.set_xticklabels([f"{v:g}" for v in xs_all], fontsize=8)
+    else:
         ax.set_xticks(range(len(cats)))
         ax.set_xticklabels(cats, fontsize=8, rotation=20 if len(cats) > 4 else 0)
     ax.set_xlabel(x)

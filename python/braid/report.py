@@ -225,7 +225,7 @@ def sweep_stats(sw: Sweep, metric: str, keys: Sequence[str]) -> pl.DataFrame:
     return d.group_by(list(keys), maintain_order=True).agg(m.mean().alias("mean"), m.min().alias("min"), m.max().alias("max"), pl.len().alias("seeds"))
 
 
-def sweep_figures(series: dict, keys: Sequence[str], metrics: Sequence[str], title_fixed: Sequence[str] = (), title: str = "") -> List[tuple]:
+def sweep_figures(series: dict, keys: Sequence[str], metrics: Sequence[str], title_fixed: Sequence[str] = (), title: str = "", subtitle: str = "") -> List[tuple]:
     """[(metric, Figure)]: each metric against the first swept key, a line per value of the
     second (further keys are folded into the second's label)."""
     out = []
@@ -238,16 +238,13 @@ def sweep_figures(series: dict, keys: Sequence[str], metrics: Sequence[str], tit
             st = sweep_stats(sw, metric, keys)
             if len(keys) > 1:
                 rest = keys[1:]
-                st = st.with_columns(pl.concat_str([pl.lit(f"{k}=") + pl.col(k).cast(pl.String) for k in rest], separator=", ").alias("_group"))
-                group = "_group"
+                st = st.with_columns(pl.concat_str([pl.lit(f"{k}=") + pl.col(k).cast(pl.String) for k in rest], separator=", ").alias("lines"))
+                group = "lines"
             frames[name] = st
         if all(f.height == 0 for f in frames.values()):
             continue
-        t = plots.title_of(title or "sweep", f"{metric} against {x}", title_fixed)
+        t = plots.title_of(title or "sweep", f"{metric} against {x}", title_fixed) + (f"\n{subtitle}" if subtitle else "")
         fig = plots.sweep_metric_figure(frames, x, metric, t, group=group)
-        if group:
-            for line in fig.axes[0].get_legend().get_texts() if fig.axes[0].get_legend() else []:
-                line.set_text(line.get_text().replace("_group=", ""))
         out.append((metric, fig))
     return out
 
