@@ -72,6 +72,9 @@ def _counter_rows(c: dict) -> List[tuple]:
 FLOW_COLUMNS = ("flow", "kind", "src", "dst", "size", "start_ps", "fct_ps", "slowdown", "goodput_gbps", "paths", "path_set")
 
 
+TENANT_COLUMNS = ("host", "tenant", "label", "stack", "cpu_ns", "posts", "polls", "lat_p50_us", "lat_p99_us", "goodput_gbps", "msg_rate_mps")
+
+
 def _flows_table(sec: Section, flows: pl.DataFrame) -> None:
     if flows.height == 0:
         return
@@ -134,6 +137,11 @@ def run_page(run: Run, page: Optional[Page] = None, level: int = 2) -> Page:
     fl = run.table("flows")
     if fl.height:
         _flows_table(page.section("Flows", level=level), fl)
+    tn = run.table("tenants")
+    if tn.height:
+        cols = [c for c in TENANT_COLUMNS if c in tn.columns]
+        cap = f"the first {MAX_ROWS} of {tn.height:,} (all in tenants.parquet)" if tn.height > MAX_ROWS else "more columns in tenants.parquet"
+        page.section("Tenants", level=level).table(cols, tn.head(MAX_ROWS).select(cols).rows(), caption=cap)
     sc = page.section("Scenario", level=level)
     src = run.scenario.get("source")
     sc.text(f"From {src}, as run (overrides applied):" if src else "As run (overrides applied):")
