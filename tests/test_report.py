@@ -369,3 +369,7 @@ def test_sweep_page_escapes_keys_values_and_errors():
     for raw in (bad, "<b>v</b>", "<k>", "<script>", "<sw>"):
         assert raw not in html, raw
     assert "&lt;img src=x onerror=alert(1)&gt;" in html and "&lt;b&gt;v&lt;/b&gt;" in html
+
+
+def test_metric_option_is_for_sweeps(runs):
+    one_line_error(invoke("report", runs / "incast", "--metric", "drops"), "--metric", "applies to a sweep folder", "is a run folder")

@@ -15,7 +15,7 @@ from .results import check_out_file, read_json_file, write_text_atomic
 from .scenario import BraidError
 from .show import COUNTER_ORDER, HEADLINE_LABELS, HEADLINE_ORDER, fmt_ps
 
-__all__ = ["make_report", "plot_run", "run_page", "sweep_page", "run_figures", "MAX_FLOW_LINES"]
+__all__ = ["make_report", "plot_run", "run_page", "sweep_page", "run_figures", "run_images", "MAX_FLOW_LINES"]
 
 MAX_FLOW_LINES = plots.MAX_FLOW_LINES
 #: Rows of a table shown in a page (the data files hold them all).
@@ -100,8 +100,14 @@ def _pfc_table(sec: Section, run: Run) -> None:
     sec.table(["port", "priority", "pauses", "time paused"], rows, caption="pause intervals a port received (pause to resume)")
 
 
-def run_page(run: Run, page: Optional[Page] = None, level: int = 2) -> Page:
-    """The page for one run (or, with ``page``, its sections appended to a larger page)."""
+def run_images(run: Run) -> List[tuple]:
+    """[(file stem, alt text, PNG bytes)] of :func:`run_figures`."""
+    return [(stem, what, plots.png(f, dpi=110)) for stem, what, f in run_figures(run)]
+
+
+def run_page(run: Run, page: Optional[Page] = None, level: int = 2, images: Optional[List[tuple]] = None) -> Page:
+    """The page for one run (or, with ``page``, its sections appended to a larger page);
+    ``images`` from :func:`run_images` (made here if None)."""
     s = run.summary
     own = page is None
     if own:
@@ -124,11 +130,11 @@ def run_page(run: Run, page: Optional[Page] = None, level: int = 2) -> Page:
     if "flows" in h:
         hs.text("FCT and slowdown figures cover completed flows only; Jain's index covers every started flow (an unfinished one with its goodput so far).")
     hs.table(["metric", "value"], _headline_rows(h))
-    figs = run_figures(run)
-    if figs:
+    images = run_images(run) if images is None else images
+    if images:
         ps = page.section("Plots", level=level)
-        for stem, what, f in figs:
-            ps.image(plots.png(f), f"{run.scenario_name}: {what}")
+        for _stem, what, data in images:
+            ps.image(data, f"{run.scenario_name}: {what}")
     if run.counters:
         page.section("Counters", level=level).table(["counter", "value"], _counter_rows(run.counters))
     pfc = run.table("pfc")
@@ -185,12 +191,13 @@ def _md_table(rows: Iterable[tuple], head=("metric", "value")) -> str:
     return "\n".join(lines)
 
 
-def plot_run(folder: Path, run: Optional[Run] = None) -> List[Path]:
+def plot_run(folder: Path, run: Optional[Run] = None, images: Optional[List[tuple]] = None) -> List[Path]:
     """Plots one results folder into PNGs and writes its report.md; returns the files written."""
     folder = Path(folder)
     run = run or load_run(folder)
     s = run.summary
-    made = [plots.save(plots.png(f, dpi=110), folder / f"{stem}.png") for stem, _w, f in run_figures(run)]
+    images = run_images(run) if images is None else images
+    made = [plots.save(data, folder / f"{stem}.png") for stem, _w, data in images]
     md = [f"# {run.scenario_name}", ""]
     src = run.scenario.get("source")
     md.append(f"Scenario `{src or run.scenario_name}`, seed {s.get('seed')}, braid {s.get('braid_version')}.")
@@ -319,14 +326,20 @@ def sweep_page(sw: Sweep, metrics: Optional[Sequence[str]] = None) -> Page:
 # --- entry point -----------------------------------------------------------------------------
 
 
-def demo_page(folder: Path, meta: dict) -> Page:
-    page = Page(title="braid demo", subtitle=f"braid demo results: {folder}")
+def demo_page(folder: Path, meta: dict, write_parts: bool = False, shown: Optional[Path] = None) -> tuple:
+    """(the page with every part of a demo, the files written): with ``write_parts``, each part's
+    PNGs and report.md as well."""
+    page = Page(title="braid demo", subtitle=f"braid demo results: {shown or folder}")
     runs = [p for p in meta.get("runs", []) if isinstance(p, str)]
     page.meta = [("parts", ", ".join(runs) or "-")]
+    made: List[Path] = []
     for part in runs:
         run = load_run(folder / part)
-        run_page(run, page, level=2)
-    return page
+        images = run_images(run)
+        run_page(run, page, level=2, images=images)
+        if write_parts:
+            made += plot_run(folder / part, run, images)
+    return page, made
 
 
 def make_report(folder: Path, out: Optional[Path] = None, metrics: Optional[Sequence[str]] = None) -> List[Path]:
@@ -335,6 +348,8 @@ def make_report(folder: Path, out: Optional[Path] = None, metrics: Optional[Sequ
     written. A damaged folder is a BraidError naming the file."""
     folder = Path(folder)
     kind = kind_of(folder)
+    if metrics and kind != SWEEP:
+        raise BraidError("--metric", f"applies to a sweep folder; {folder} is a {kind} folder")
     if out is not None:
         target = check_out_file(out, "-o")
     else:
@@ -346,9 +361,10 @@ def make_report(folder: Path, out: Optional[Path] = None, metrics: Optional[Sequ
     made: List[Path] = []
     if kind == RUN:
         run = load_run(folder)
-        page = run_page(run)
+        images = run_images(run)
+        page = run_page(run, images=images)
         if out is None:
-            made += plot_run(folder, run)
+            made += plot_run(folder, run, images)
     elif kind == SWEEP:
         sw = load_sweep(folder)
         if metrics:
@@ -360,10 +376,8 @@ def make_report(folder: Path, out: Optional[Path] = None, metrics: Optional[Sequ
         from .demo import write_demo_report
 
         meta = read_json_file(folder / "demo.json")
-        page = demo_page(folder, meta)
+        page, made = demo_page(folder, meta, write_parts=out is None)
         if out is None:
-            for part in meta.get("runs", []):
-                made += plot_run(folder / part)
             made += write_demo_report(folder, meta)
     html = render(page)
     try:
