@@ -10,7 +10,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import polars as pl
 
-from .results import _read_table, read_json_file, read_results
+from .results import TABLES, _read_table, read_json_file
 from .scenario import BraidError
 
 __all__ = ["Run", "Sweep", "kind_of", "load_run", "load_sweep", "unique_names"]
@@ -90,14 +90,31 @@ class Run:
         return float(v) if isinstance(v, (int, float)) else None
 
     def table(self, name: str) -> pl.DataFrame:
-        return self.tables.get(name, pl.DataFrame())
+        """A table, read when first asked for (an absent file is an empty table)."""
+        if name not in self.tables:
+            p = self.path / f"{name}.parquet"
+            self.tables[name] = _read_table(p) if p.exists() else pl.DataFrame()
+        return self.tables[name]
 
 
 def load_run(folder: Path) -> Run:
-    r = read_results(folder)
-    s = r.pop("summary")
-    _check_summary(s, Path(folder) / "summary.json")
-    return Run(path=Path(folder), summary=s, tables=r, name=Path(folder).name)
+    """A run's summary, checked; its tables are checked now (their Parquet footers: a truncated
+    file has none) and read when used, so a report of a run with a large messages table does
+    not read it."""
+    folder = Path(folder)
+    s = folder / "summary.json"
+    if not s.exists():
+        raise BraidError(str(folder), "not a braid results folder (expected summary.json in it)")
+    summary = read_json_file(s)
+    _check_summary(summary, s)
+    for name in TABLES:
+        p = folder / f"{name}.parquet"
+        if p.exists():
+            try:
+                pl.read_parquet_schema(p)
+            except Exception:  # noqa: BLE001 - polars raises several kinds for a damaged file
+                _read_table(p)  # raises the one-line error naming the file
+    return Run(path=folder, summary=summary, tables={}, name=folder.name)
 
 
 @dataclass
