@@ -373,3 +373,17 @@ def test_sweep_page_escapes_keys_values_and_errors():
 
 def test_metric_option_is_for_sweeps(runs):
     one_line_error(invoke("report", runs / "incast", "--metric", "drops"), "--metric", "applies to a sweep folder", "is a run folder")
+
+
+def test_overlaid_cdfs_are_the_runs_empirical_cdfs(runs):
+    from braid.folders import load_run
+
+    a, b = load_run(runs / "a" / "run"), load_run(runs / "b" / "run")
+    fig = plots.overlay_fct_figure({"a": a.table("flows"), "b": b.table("flows")}, "t")
+    lines = {ln.get_label(): ln for ln in fig.axes[0].get_lines()}
+    for name, run in (("a", a), ("b", b)):
+        fct = np.sort(run.table("flows")["fct_ps"].to_numpy().astype(float)) / 1e6  # µs: < 1 ms
+        x, y = lines[name].get_xdata(), lines[name].get_ydata()
+        np.testing.assert_allclose(x[1:], fct)
+        np.testing.assert_allclose(y, np.arange(0, fct.size + 1) / fct.size)
+    assert fig.axes[0].get_xlabel() == "flow completion time (µs)"

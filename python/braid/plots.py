@@ -150,7 +150,8 @@ def _cdf(ax, values: np.ndarray, label: str, logx: bool = True) -> bool:
     if v.size == 0:
         return False
     y = np.arange(1, v.size + 1) / v.size
-    ax.step(v, y, where="post", label=label)
+    # From 0 at the smallest value, so a handful of flows still reads as a CDF.
+    ax.step(np.concatenate([v[:1], v]), np.concatenate([[0.0], y]), where="post", label=label)
     ax.set_ylabel("CDF")
     ax.set_ylim(0, 1.02)
     ax.grid(alpha=0.3)
