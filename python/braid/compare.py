@@ -254,7 +254,9 @@ def compare(paths: Sequence[str], metrics: Sequence[str] = (), out_dir: Optional
     cmp = load_inputs(paths)
     cmp.metrics = choose_metrics(cmp, metrics)
     table = runs_table(cmp) if cmp.kind == RUN else sweeps_table(cmp)
+    # Everything is read and drawn before anything is written.
     figs = figures(cmp) if (out is not None or html_path is not None) else []
+    pngs = {stem: plots.png(f) for stem, _a, f in figs}
     written: List[Path] = []
     if out is not None:
         from .sweep.store import _write_atomic
@@ -266,7 +268,6 @@ def compare(paths: Sequence[str], metrics: Sequence[str] = (), out_dir: Optional
         _write_atomic(out / "compare.parquet", lambda t: table.write_parquet(t))
         _write_atomic(out / "compare.csv", lambda t: table.write_csv(t))
         written += [out / "compare.parquet", out / "compare.csv"]
-    pngs = {stem: plots.png(f) for stem, _a, f in figs}
     if out is not None:
         for stem, data in pngs.items():
             written.append(plots.save(data, out / f"{stem}.png"))
