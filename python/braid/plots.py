@@ -157,6 +157,8 @@ def _cdf(ax, values: np.ndarray, label: str, logx: bool = True) -> bool:
     ax.grid(alpha=0.3)
     if logx and v.min() > 0 and v.max() / v.min() > 50:
         ax.set_xscale("log")
+    else:
+        ax.locator_params(axis="x", nbins=6)
     return True
 
 
