@@ -19,7 +19,6 @@ import pytest
 from click.testing import CliRunner
 from conftest import SMALL_TOML
 
-import braid
 from braid import plots
 from braid.cli import main
 from braid.scenario import packaged_scenario

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import io
 import os
-import shutil
 from pathlib import Path
 
 import numpy as np

@@ -9,7 +9,7 @@ from typing import Iterable, List, Optional, Sequence
 import polars as pl
 
 from . import plots
-from .folders import DEMO, RUN, SWEEP, Run, Sweep, kind_of, load_run, load_sweep
+from .folders import RUN, SWEEP, Run, Sweep, kind_of, load_run, load_sweep
 from .html import Page, Section, fmt, render, toml_dump
 from .results import check_out_file, read_json_file, write_text_atomic
 from .scenario import BraidError
