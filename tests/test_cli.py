@@ -211,6 +211,7 @@ def test_demo(tmp_path):
         assert (out / sub / "summary.json").exists()
         assert (out / sub / "throughput.png").exists()
     assert (out / "report.md").exists()
+    assert "incast-no-pfc" in (out / "report.html").read_text()
     # `braid report` regenerates a demo folder's report.
     assert invoke("report", out).exit_code == 0
 

@@ -187,12 +187,15 @@ def demo(out_dir: str, seed: Optional[str]) -> None:
 
 
 @main.command()
-@click.argument("folder", metavar="DIR")
-def report(folder: str) -> None:
-    """Plot a results folder (or a demo folder): PNGs and report.md into DIR."""
+@click.argument("folder", metavar="FOLDER")
+@click.option("-o", "--out", "out_file", metavar="FILE", help="Write the HTML page here (default: FOLDER/report.html; then a run's PNG plots and report.md are written beside it too).")
+@click.option("--metric", "metrics", multiple=True, metavar="NAME", help="For a sweep: the metrics to plot against the swept keys (default: goodput, FCT, Jain, drops, PFC pauses where present). Repeatable.")
+def report(folder: str, out_file: Optional[str], metrics: tuple) -> None:
+    """One self-contained HTML page for a results folder, a sweep folder or a demo folder:
+    headline, plots, tables, the scenario and its overrides (docs/report.md)."""
     from .report import make_report
 
-    made = make_report(Path(folder))
+    made = make_report(Path(folder), Path(out_file) if out_file else None, metrics=metrics)
     for p in made:
         click.echo(str(p))
 
@@ -246,6 +249,7 @@ def bench(only: tuple, quick: bool, scale: bool, repeat: int, anchors: Optional[
     run_bench(only=only, quick=quick, anchors=anchors, json_out=json_out, scale=scale, repeat=repeat)
 
 
+from .cli_compare import compare  # noqa: E402
 from .cli_drum import drum  # noqa: E402
 from .cli_reproduce import reproduce  # noqa: E402
 from .cli_sweep import sweep  # noqa: E402
@@ -255,6 +259,7 @@ main.add_command(import_hpcc, "import-hpcc")
 main.add_command(drum, "drum")
 main.add_command(reproduce, "reproduce")
 main.add_command(sweep, "sweep")
+main.add_command(compare, "compare")
 
 
 if __name__ == "__main__":  # pragma: no cover

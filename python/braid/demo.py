@@ -229,12 +229,14 @@ def run_demo(out: Path, seed: Optional[int] = None) -> Path:
         meta["incast"] = {"columns": [l for l, _ in inc], "rows": [[label, vals] for label, vals in irows]}
         meta["wall_s"] = time.perf_counter() - t0
         write_json(tmp / "demo.json", meta)
-        from .report import plot_run
+        from .html import render
+        from .report import demo_page
+        from .results import write_text_atomic
 
-        for folder, *_ in RUNS:
-            plot_run(tmp / folder)
+        page, _made = demo_page(tmp, meta, write_parts=True, shown=out)
+        write_text_atomic(tmp / "report.html", render(page))
         write_demo_report(tmp, meta)
-    c.print(f"Results and report: [bold]{out}/report.md[/bold]  (demo took {time.perf_counter() - t0:.1f} s)")
+    c.print(f"Results and report: [bold]{out}/report.html[/bold] (and report.md)  (demo took {time.perf_counter() - t0:.1f} s)")
     return out
 
 

@@ -1,0 +1,378 @@
+"""Figures for reports and comparisons (matplotlib, Agg). Each function returns a Figure (or None
+when there is nothing to draw); :func:`png` turns one into PNG bytes, :func:`save` into a file.
+
+Conventions every figure follows:
+
+* time axes in the unit that fits the data's range (ns, µs, ms or s; :func:`time_unit`);
+* titles name the ``--set`` overrides that made the run (:func:`title_of`);
+* more than :data:`MAX_FLOW_LINES` flows are drawn as percentile bands (p10-p90, p50, mean)
+  across flows per interval, so no flow is dropped from the picture;
+* queue plots mark PFC pause intervals (``pfc.parquet``): a strip below the queues with one row
+  per paused port, and a shaded span on the queue of a port that was itself paused.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import textwrap
+from pathlib import Path
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+
+import numpy as np
+import polars as pl
+
+from .scenario import BraidError
+
+__all__ = [
+    "MAX_FLOW_LINES",
+    "time_unit",
+    "title_of",
+    "throughput_figure",
+    "fct_figure",
+    "queues_figure",
+    "pause_intervals",
+    "overlay_fct_figure",
+    "overlay_throughput_figure",
+    "sweep_metric_figure",
+    "png",
+    "save",
+]
+
+#: Beyond this many flows (or ports), lines give way to percentile bands (or the busiest ports).
+MAX_FLOW_LINES = 16
+#: Rows of the PFC strip under a queue plot (the ports paused longest).
+MAX_PFC_ROWS = 12
+
+_UNITS = (("s", 1e12), ("ms", 1e9), ("µs", 1e6), ("ns", 1e3))
+
+
+def plt():
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as p
+
+    return p
+
+
+def time_unit(max_ps: float) -> Tuple[str, float]:
+    """The unit (and picoseconds per unit) for a time axis reaching ``max_ps``: the largest of
+    s, ms, µs, ns in which the axis reaches at least 1."""
+    m = float(max_ps) if max_ps is not None and np.isfinite(max_ps) else 0.0
+    for name, scale in _UNITS:
+        if abs(m) >= scale:
+            return name, scale
+    return "ns", 1e3
+
+
+def title_of(name: str, what: str, overrides: Sequence[str] = (), width: int = 100) -> str:
+    """``"<name>: <what>"``, then the overrides that made the run (wrapped, at most 3 lines)."""
+    head = f"{name}: {what}" if what else str(name)
+    ov = [str(o) for o in overrides or ()]
+    if not ov:
+        return head
+    lines = textwrap.wrap("--set " + ", --set ".join(ov), width=width, break_long_words=True)
+    if len(lines) > 3:
+        lines = lines[:3]
+        lines[-1] = lines[-1][: max(0, width - 12)] + " … (more)"
+    # Matplotlib reads $...$ as mathtext: keep the user's dollars literal.
+    return "\n".join([head] + lines).replace("$", r"\$")
+
+
+def _need(df: pl.DataFrame, cols: Sequence[str], table: str) -> None:
+    missing = [c for c in cols if c not in df.columns]
+    if missing:
+        raise BraidError(f"{table}.parquet", f"lacks the column(s) {', '.join(missing)} (damaged, or not written by this braid); re-run to write it again")
+
+
+# --- one run ---------------------------------------------------------------------------------
+
+
+def _flow_labels(flows: pl.DataFrame) -> Dict[int, str]:
+    labels: Dict[int, str] = {}
+    if flows.height and all(c in flows.columns for c in ("flow", "src", "dst")):
+        for f, s, d in flows.select("flow", "src", "dst").iter_rows():
+            labels[f] = f"flow {f}: h{s}→h{d}"
+    return labels
+
+
+def flow_bands(tp: pl.DataFrame) -> pl.DataFrame:
+    """Per interval, across the flows with a sample in it: p10, p50, p90 and mean goodput (Gbps),
+    and how many flows. Linear interpolation between order statistics (numpy's default)."""
+    g = pl.col("gbps").cast(pl.Float64)
+    return (
+        tp.group_by("time_ps")
+        .agg(
+            g.quantile(0.1, interpolation="linear").alias("p10"),
+            g.quantile(0.5, interpolation="linear").alias("p50"),
+            g.quantile(0.9, interpolation="linear").alias("p90"),
+            g.mean().alias("mean"),
+            pl.len().alias("flows"),
+        )
+        .sort("time_ps")
+    )
+
+
+def throughput_figure(tp: pl.DataFrame, flows: pl.DataFrame, title: str):
+    """Goodput per flow over time: one line per flow up to MAX_FLOW_LINES flows, percentile
+    bands across flows beyond that."""
+    if tp.height == 0:
+        return None
+    _need(tp, ("time_ps", "flow", "gbps"), "throughput")
+    p = plt()
+    fig, ax = p.subplots(figsize=(8, 4.2))
+    tp = tp.sort("time_ps")
+    unit, scale = time_unit(tp["time_ps"].max())
+    ids = tp.get_column("flow").unique().sort().to_list()
+    if len(ids) > MAX_FLOW_LINES:
+        b = flow_bands(tp)
+        t = b["time_ps"].to_numpy() / scale
+        ax.fill_between(t, b["p10"].to_numpy(), b["p90"].to_numpy(), step="pre", alpha=0.25, color="tab:blue", lw=0, label="p10–p90 across flows")
+        ax.step(t, b["p50"].to_numpy(), where="pre", color="tab:blue", lw=1.4, label="p50 (median flow)")
+        ax.step(t, b["mean"].to_numpy(), where="pre", color="black", lw=1.0, ls="--", label="mean")
+        ax.set_title(title + f"\n{len(ids)} flows: percentiles across the flows sampled in each interval", fontsize=9)
+    else:
+        labels = _flow_labels(flows)
+        for f in ids:
+            d = tp.filter(pl.col("flow") == f)
+            ax.step(d["time_ps"].to_numpy() / scale, d["gbps"].to_numpy(), where="pre", lw=1.0, label=labels.get(f, f"flow {f}"))
+        ax.set_title(title, fontsize=9)
+    ax.set_xlabel(f"time ({unit})")
+    ax.set_ylabel("goodput (Gbps)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, ncol=2 if len(ax.get_legend_handles_labels()[1]) > 6 else 1, loc="best")
+    return fig
+
+
+def _cdf(ax, values: np.ndarray, label: str, logx: bool = True) -> bool:
+    v = np.sort(values[np.isfinite(values)])
+    if v.size == 0:
+        return False
+    y = np.arange(1, v.size + 1) / v.size
+    # From 0 at the smallest value, so a handful of flows still reads as a CDF.
+    ax.step(np.concatenate([v[:1], v]), np.concatenate([[0.0], y]), where="post", label=label)
+    ax.set_ylabel("CDF")
+    ax.set_ylim(0, 1.02)
+    ax.grid(alpha=0.3)
+    if logx and v.min() > 0 and v.max() / v.min() > 50:
+        ax.set_xscale("log")
+    else:
+        ax.locator_params(axis="x", nbins=6)
+    return True
+
+
+def _completed(flows: pl.DataFrame) -> pl.DataFrame:
+    if flows.height == 0 or "fct_ps" not in flows.columns:
+        return pl.DataFrame()
+    done = flows.filter(pl.col("fct_ps").is_not_null() & (pl.col("fct_ps") >= 0))
+    if "kind" in done.columns:
+        done = done.filter(pl.col("kind") == "flow")
+    return done
+
+
+def fct_figure(flows: pl.DataFrame, title: str):
+    return overlay_fct_figure({"": flows}, title)
+
+
+def overlay_fct_figure(runs: Mapping[str, pl.DataFrame], title: str):
+    """FCT and slowdown CDFs (completed flows), one curve per run; None if no run has any."""
+    done = {k: _completed(v) for k, v in runs.items()}
+    done = {k: v for k, v in done.items() if v.height}
+    if not done:
+        return None
+    top = max(float(v["fct_ps"].max()) for v in done.values())
+    unit, scale = time_unit(top)
+    p = plt()
+    fig, (a1, a2) = p.subplots(1, 2, figsize=(9.5, 3.9))
+    any_sd = False
+    for name, d in done.items():
+        _cdf(a1, d["fct_ps"].to_numpy().astype(float) / scale, name or "FCT")
+        if "slowdown" in d.columns:
+            any_sd |= _cdf(a2, d["slowdown"].to_numpy().astype(float), name or "slowdown")
+    a1.set_xlabel(f"flow completion time ({unit})")
+    a2.set_xlabel("slowdown (FCT / ideal FCT)")
+    if not any_sd:
+        a2.set_visible(False)
+    if len(done) > 1:
+        a1.legend(fontsize=7, loc="lower right")
+    fig.suptitle(title + "\n(completed flows)", fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def pause_intervals(pfc: pl.DataFrame, end_ps: Optional[float] = None) -> pl.DataFrame:
+    """The intervals during which a port could not send on a priority: each ``received`` pause
+    to the next ``received`` resume of the same (node, port, priority); a pause still in force
+    at the end runs to ``end_ps`` (or its own time if None). A pause that repeats while paused
+    extends the same interval. Columns: node, node_name, port, priority, start_ps, end_ps."""
+    cols = ["node", "node_name", "port", "priority", "start_ps", "end_ps"]
+    empty = pl.DataFrame(schema={"node": pl.Int64, "node_name": pl.String, "port": pl.Int64, "priority": pl.Int64, "start_ps": pl.Int64, "end_ps": pl.Int64})
+    if pfc.height == 0:
+        return empty
+    _need(pfc, ("time_ps", "node", "port", "priority", "type", "direction"), "pfc")
+    rx = pfc.filter(pl.col("direction") == "received").sort("time_ps", maintain_order=True)
+    names = "node_name" in rx.columns
+    rows: List[tuple] = []
+    open_: Dict[tuple, tuple] = {}
+    for r in rx.iter_rows(named=True):
+        k = (r["node"], r["port"], r["priority"])
+        if r["type"] == "pause":
+            if k not in open_:
+                open_[k] = (r["time_ps"], r["node_name"] if names else str(r["node"]))
+        elif r["type"] == "resume" and k in open_:
+            t0, nm = open_.pop(k)
+            rows.append((k[0], nm, k[1], k[2], int(t0), int(r["time_ps"])))
+    for k, (t0, nm) in open_.items():
+        rows.append((k[0], nm, k[1], k[2], int(t0), int(end_ps if end_ps is not None else t0)))
+    if not rows:
+        return empty
+    return pl.DataFrame(rows, schema=cols, orient="row").with_columns(pl.col(c).cast(pl.Int64) for c in ("node", "port", "priority", "start_ps", "end_ps"))
+
+
+def _port_label(node_name: str, port: int) -> str:
+    return f"{node_name}:{port}"
+
+
+def queues_figure(q: pl.DataFrame, title: str, pfc: Optional[pl.DataFrame] = None, end_ps: Optional[float] = None):
+    """Queue length per sampled port over time; with PFC pauses, a strip below (one row per
+    paused port, the longest-paused first) and shaded spans on a plotted port's own pauses."""
+    if q.height == 0:
+        return None
+    _need(q, ("time_ps", "port", "bytes"), "queues")
+    pauses = pause_intervals(pfc, end_ps) if pfc is not None else pause_intervals(pl.DataFrame())
+    p = plt()
+    tmax = max(float(q["time_ps"].max()), float(pauses["end_ps"].max()) if pauses.height else 0.0)
+    unit, scale = time_unit(tmax)
+    if pauses.height:
+        fig, (ax, sx) = p.subplots(2, 1, figsize=(8, 5.6), sharex=True, gridspec_kw={"height_ratios": [3, 1.3]})
+    else:
+        fig, ax = p.subplots(figsize=(8, 4.2))
+        sx = None
+    ports = q.get_column("port").unique().sort().to_list()
+    if len(ports) > MAX_FLOW_LINES:
+        top = q.group_by("port").agg(pl.col("bytes").max()).sort(["bytes", "port"], descending=[True, False]).head(MAX_FLOW_LINES)
+        ports = sorted(top.get_column("port").to_list())
+        title += f"\nthe {MAX_FLOW_LINES} ports of {q['port'].n_unique()} with the longest queues"
+    by_label = {}
+    if pauses.height:
+        for (node_name, port), g in pauses.group_by(["node_name", "port"], maintain_order=True):
+            by_label[_port_label(node_name, port)] = g
+    for port in ports:
+        d = q.filter(pl.col("port") == port).sort("time_ps")
+        (line,) = ax.plot(d["time_ps"].to_numpy() / scale, d["bytes"].to_numpy() / 1e3, lw=1.0, label=str(port))
+        g = by_label.get(str(port))
+        if g is not None:
+            for s, e in g.select("start_ps", "end_ps").iter_rows():
+                ax.axvspan(s / scale, e / scale, color=line.get_color(), alpha=0.15, lw=0)
+    ax.set_ylabel("queue (KB)")
+    ax.set_title(title, fontsize=9)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="best")
+    if sx is not None:
+        tot = pauses.with_columns((pl.col("end_ps") - pl.col("start_ps")).alias("d")).group_by(["node_name", "port"]).agg(pl.col("d").sum()).sort(["d", "node_name", "port"], descending=[True, False, False])
+        rows = tot.head(MAX_PFC_ROWS).select("node_name", "port").rows()
+        for i, (nm, port) in enumerate(rows):
+            g = pauses.filter((pl.col("node_name") == nm) & (pl.col("port") == port))
+            segs = [(s / scale, (e - s) / scale) for s, e in g.select("start_ps", "end_ps").iter_rows()]
+            sx.broken_barh(segs, (i - 0.4, 0.8), color="tab:red", alpha=0.7, lw=0, label=_port_label(nm, port))
+        sx.set_yticks(range(len(rows)))
+        sx.set_yticklabels([_port_label(nm, port) for nm, port in rows], fontsize=6)
+        sx.set_ylim(len(rows) - 0.5, -0.5)
+        more = f" ({len(rows)} of {tot.height} ports)" if tot.height > len(rows) else ""
+        sx.set_title(f"PFC pause: when each port could not send{more}", fontsize=8)
+        sx.grid(alpha=0.3, axis="x")
+        sx.set_xlabel(f"time ({unit})")
+    else:
+        ax.set_xlabel(f"time ({unit})")
+    fig.tight_layout()
+    return fig
+
+
+# --- comparisons -----------------------------------------------------------------------------
+
+
+def overlay_throughput_figure(runs: Mapping[str, pl.DataFrame], title: str):
+    """Each run's total goodput (sum over its flows) per sampling interval, overlaid."""
+    runs = {k: v for k, v in runs.items() if v.height}
+    if not runs:
+        return None
+    for v in runs.values():
+        _need(v, ("time_ps", "gbps"), "throughput")
+    unit, scale = time_unit(max(float(v["time_ps"].max()) for v in runs.values()))
+    p = plt()
+    fig, ax = p.subplots(figsize=(8, 4.2))
+    for name, tp in runs.items():
+        agg = tp.group_by("time_ps").agg(pl.col("gbps").sum()).sort("time_ps")
+        ax.step(agg["time_ps"].to_numpy() / scale, agg["gbps"].to_numpy(), where="pre", lw=1.2, label=name)
+    ax.set_xlabel(f"time ({unit})")
+    ax.set_ylabel("goodput, all flows (Gbps)")
+    ax.set_title(title, fontsize=9)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="best")
+    return fig
+
+
+def sweep_metric_figure(series: Mapping[str, pl.DataFrame], x: str, metric: str, title: str, group: Optional[str] = None):
+    """``metric`` against the swept key ``x``: the mean over seeds with min-max whiskers; one line
+    per (sweep, value of ``group``, a column whose values label the lines). Each frame has
+    columns x, [group], mean, min, max. A key with text values is drawn as categories, in order
+    of appearance; a key with a few numeric values has a tick at each."""
+    p = plt()
+    fig, ax = p.subplots(figsize=(7.5, 4.0))
+    numeric = all(v[x].dtype.is_numeric() for v in series.values() if v.height)
+    cats: List[str] = []
+    if not numeric:
+        for v in series.values():
+            for c in v[x].cast(pl.String).to_list():
+                if c not in cats:
+                    cats.append(c)
+    drawn = 0
+    for name, df in series.items():
+        if df.height == 0:
+            continue
+        parts = df.partition_by(group, maintain_order=True, as_dict=False) if group else [df]
+        for part in parts:
+            part = part.sort(x) if numeric else part
+            xs = part[x].to_numpy().astype(float) if numeric else np.array([cats.index(c) for c in part[x].cast(pl.String).to_list()], dtype=float)
+            m = part["mean"].to_numpy().astype(float)
+            lo = m - part["min"].to_numpy().astype(float)
+            hi = part["max"].to_numpy().astype(float) - m
+            label = name
+            if group:
+                label = f"{name}: {part[group][0]}" if name else str(part[group][0])
+            ax.errorbar(xs, m, yerr=[lo, hi], marker="o", ms=4, capsize=3, lw=1.2, label=label or None)
+            drawn += 1
+    if numeric:
+        xs_all = sorted({float(v) for f in series.values() if f.height for v in f[x].to_list() if v is not None})
+        if 0 < len(xs_all) <= 12:
+            ax.set_xticks(xs_all)
+            ax.set_xticklabels([f"{v:g}" for v in xs_all], fontsize=8)
+    else:
+        ax.set_xticks(range(len(cats)))
+        ax.set_xticklabels(cats, fontsize=8, rotation=20 if len(cats) > 4 else 0)
+    ax.set_xlabel(x)
+    ax.set_ylabel(metric)
+    ax.set_title(title, fontsize=9)
+    ax.grid(alpha=0.3)
+    if drawn > 1 or group:
+        ax.legend(fontsize=7, loc="best")
+    return fig
+
+
+# --- output ----------------------------------------------------------------------------------
+
+
+def png(fig, dpi: int = 100) -> bytes:
+    """The figure as PNG bytes (and closes it)."""
+    buf = io.BytesIO()
+    fig.savefig(buf, dpi=dpi, bbox_inches="tight", format="png", metadata={"Software": None})
+    plt().close(fig)
+    return buf.getvalue()
+
+
+def save(data: bytes, path: Path) -> Path:
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+    return path
