@@ -41,17 +41,23 @@ def pop_slurm(kwargs: dict):
     return SlurmOptions(**vals)
 
 
-def choose(dask: Optional[str], jobs: Optional[int], slurm: Any, file_dask: Optional[str] = None, file_slurm: Any = None) -> Tuple[Optional[str], Any]:
-    """The cluster to use and its SLURM options (a sweep file's, with the command line's on top),
-    checked: one BraidError naming the option otherwise."""
+def check_forms(dask: Optional[str], jobs: Optional[int], slurm: Any) -> None:
+    """Each option's own form (before a sweep file is read)."""
     from .sweep.executors import check_dask_spec
-    from .sweep.slurm import SlurmOptions, check_available
 
     if jobs is not None and jobs < 1:
         raise BraidError("--jobs", f"expected a positive integer, got {jobs}")
     if dask is not None:
         check_dask_spec(dask)
     slurm.check()
+
+
+def choose(dask: Optional[str], jobs: Optional[int], slurm: Any, file_dask: Optional[str] = None, file_slurm: Any = None) -> Tuple[Optional[str], Any]:
+    """The cluster to use and its SLURM options (a sweep file's, with the command line's on top),
+    checked: one BraidError naming the option otherwise."""
+    from .sweep.slurm import SlurmOptions, check_available
+
+    check_forms(dask, jobs, slurm)
     spec = dask or file_dask
     opts = (file_slurm or SlurmOptions()).merged(slurm)
     if spec is None or spec.lower() != "slurm":

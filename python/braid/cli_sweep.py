@@ -39,7 +39,7 @@ def sweep(source: Optional[str], grids: tuple, seeds: Optional[str], overrides: 
 
     --dask slurm submits SLURM jobs whose Dask workers run the points (a [dask.slurm] table in
     the sweep file holds the same options); docs/sweep.md."""
-    from .cli_dask import choose, pop_slurm
+    from .cli_dask import check_forms, choose, pop_slurm
     from .show import console
     from .signals import workers_stop_with_us
     from .sweep import SweepDir, collect, make_executor, make_plan, run_sweep
@@ -55,7 +55,7 @@ def sweep(source: Optional[str], grids: tuple, seeds: Optional[str], overrides: 
         return
     if not source:
         raise BraidError("sweep", "expected a scenario or a sweep file: braid sweep SCENARIO --grid key=v1,v2 (or braid sweep --collect DIR)")
-    choose(dask, jobs, slurm)  # the command line's own options, checked before the sweep file is read
+    check_forms(dask, jobs, slurm)  # the command line's own options, before the sweep file is read
     plan = make_plan(source, grids, seeds, overrides)
     dask, slurm_opts = choose(dask, jobs, slurm, plan.dask, plan.slurm)
     out = SweepDir(Path(out_dir) if out_dir else Path("results") / f"{Path(source).stem}-sweep")

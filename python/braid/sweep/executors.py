@@ -89,7 +89,7 @@ class DaskExecutor:
             from .slurm import start_cluster
 
             self.cluster, r = start_cluster(slurm or SlurmOptions(), n_tasks, log_dir)
-            self.where = f"dask on {r.describe()}"
+            self.where = r.describe()
             self.client = distributed.Client(self.cluster)
         elif spec.lower() in ("local", "localcluster"):
             n = max(1, jobs or os.cpu_count() or 1)
@@ -104,8 +104,9 @@ class DaskExecutor:
             raise BraidError("--dask", f"{DASK_FORM}, got {spec!r}")
 
     def share(self, obj: Any):
-        """``obj`` on every worker once; tasks given the returned future get ``obj``."""
-        return self.client.scatter(obj, broadcast=True)
+        """``obj`` sent once; tasks given the returned future get ``obj``. A task, not a
+        scatter: a scatter needs workers now, and SLURM jobs may still be queued."""
+        return self.client.submit(_same, obj, pure=False)
 
     def submit(self, fn: Callable, *args: Any):
         # pure=False: each point is its own task even if two had the same arguments.
@@ -117,6 +118,10 @@ class DaskExecutor:
         if self.cluster is not None:
             with contextlib.suppress(Exception):
                 self.cluster.close()
+
+
+def _same(obj: Any) -> Any:
+    return obj
 
 
 def make_executor(dask: Optional[str], jobs: Optional[int], slurm: Optional[SlurmOptions] = None, n_tasks: int = 0, log_dir: Optional[Path] = None):

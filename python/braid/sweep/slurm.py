@@ -11,6 +11,7 @@ give falls back to their dask-jobqueue configuration (``jobqueue.slurm.*`` in
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
 import shutil
@@ -145,7 +146,7 @@ class Resolved:
     kwargs: Dict[str, Any]
 
     def describe(self) -> str:
-        return f"SLURM, {self.jobs} job(s) x {self.cores} worker(s), {self.memory} and {self.walltime} each"
+        return f"SLURM through dask-jobqueue: {self.jobs} job(s) x {self.cores} worker(s), {self.memory} and {self.walltime} each"
 
 
 def resolve(opts: SlurmOptions, n_tasks: int, log_dir: Optional[Path]) -> Resolved:
@@ -182,19 +183,35 @@ def resolve(opts: SlurmOptions, n_tasks: int, log_dir: Optional[Path]) -> Resolv
     if opts.interface:
         kw["interface"] = opts.interface
     if log_dir is not None:
-        kw["log_directory"] = str(log_dir)
+        # Absolute: the job's working folder on the node need not be this one.
+        kw["log_directory"] = str(Path(log_dir).resolve())
     return Resolved(cores, memory, walltime, jobs, kw)
 
 
-def start_cluster(opts: SlurmOptions, n_tasks: int, log_dir: Optional[Path] = None):
-    """A SLURMCluster with its jobs submitted; its job script is also kept as
-    ``log_dir/braid-job.sh`` for inspection. Returns (cluster, resolved)."""
+def start_cluster(opts: SlurmOptions, n_tasks: int, log_dir: Optional[Path] = None, submit_timeout: float = 120.0):
+    """A SLURMCluster with its jobs submitted (sbatch answered for each); its job script is also
+    kept as ``log_dir/braid-job.sh`` for inspection. Returns (cluster, resolved)."""
+    import logging
+    import time
+
     check_available()
-    from dask_jobqueue import SLURMCluster
+    from dask_jobqueue.slurm import SLURMCluster, SLURMJob
+
+    failures: List[BaseException] = []
+
+    class Job(SLURMJob):
+        # Records why sbatch refused a job: dask-jobqueue only logs it, and the sweep would wait
+        # for workers that never come.
+        async def start(self):
+            try:
+                await super().start()
+            except Exception as e:
+                failures.append(e)
+                raise
 
     r = resolve(opts, n_tasks, log_dir)
     try:
-        cluster = SLURMCluster(**r.kwargs)
+        cluster = SLURMCluster(job_cls=Job, **r.kwargs)
     except (ValueError, TypeError) as e:
         raise BraidError("--dask slurm", f"dask-jobqueue refused the options: {e}") from None
     if log_dir is not None:
@@ -202,9 +219,34 @@ def start_cluster(opts: SlurmOptions, n_tasks: int, log_dir: Optional[Path] = No
 
         script = cluster.job_script()
         _write_atomic(Path(log_dir) / "braid-job.sh", lambda t: t.write_text(script))
+    # The event loop logs a refused submission with a traceback; it is reported below in one line.
+    noisy = {n: logging.getLogger(n).level for n in ("asyncio", "tornado.application", "distributed.deploy.spec")}
+    for n in noisy:
+        logging.getLogger(n).setLevel(logging.CRITICAL)
     try:
         cluster.scale(jobs=r.jobs)
-    except Exception as e:  # noqa: BLE001 - sbatch failed: say so in one line
-        cluster.close()
-        raise BraidError("--dask slurm", f"submitting the jobs failed: {str(e).strip().splitlines()[-1] if str(e).strip() else e}") from None
+        end = time.monotonic() + submit_timeout
+        while not failures and time.monotonic() < end:
+            if sum(1 for w in list(cluster.workers.values()) if getattr(w, "job_id", None)) >= r.jobs:
+                break
+            time.sleep(0.05)
+    finally:
+        if not failures:
+            for n, level in noisy.items():
+                logging.getLogger(n).setLevel(level)
+    if failures:
+        with contextlib.suppress(Exception):
+            cluster.close()
+        raise BraidError("--dask slurm", f"sbatch refused the job: {_sbatch_said(failures[0])}")
     return cluster, r
+
+
+def _sbatch_said(e: BaseException) -> str:
+    """The useful line of dask-jobqueue's error for a failed sbatch (its stderr)."""
+    text = str(e)
+    if "stderr:" in text:
+        lines = [x.strip() for x in text.split("stderr:", 1)[1].splitlines() if x.strip()]
+        if lines:
+            return lines[0]
+    lines = [x.strip() for x in text.splitlines() if x.strip()]
+    return lines[0] if lines else type(e).__name__
