@@ -106,3 +106,33 @@ def test_the_store_refuses_foreign_folders_and_unsafe_files(tmp_path):
     assert type(back["n"]) is np.float64 and back["n"] == 0.1 and back["v"].tolist() == [0, 1, 2]
     with pytest.raises(pickle.UnpicklingError, match="not plain data"):
         plain_loads(pickle.dumps(BraidError("x", "y")))
+
+
+def test_progress_is_reported_per_run_and_the_bar_shows_an_eta(tmp_path):
+    import io
+
+    from rich.console import Console
+
+    from braid.reproduce import execute, select
+    from braid.sweep.progress import TaskBar
+
+    calls = []
+    execute(select(["mp-rdma/ecn-balance"], False), jobs=2, out=tmp_path, on_start=lambda t, s: calls.append(("start", t, s)), on_progress=lambda n, t: calls.append(("done", n, t)))
+    assert calls == [("start", 2, 0), ("done", 1, 2), ("done", 2, 2)]
+    calls.clear()
+    execute(select(["mp-rdma/ecn-balance"], False), jobs=2, out=tmp_path, on_start=lambda t, s: calls.append(("start", t, s)), on_progress=lambda n, t: calls.append(("done", n, t)))
+    assert calls == [("start", 0, 2)], "a resumed, finished reproduce runs nothing"
+    # The bar (the same for sweep and reproduce) shows done/total, failures and an ETA.
+    buf = io.StringIO()
+    bar = TaskBar("reproduce", Console(file=buf, force_terminal=True, width=100), True)
+    bar.start(4)
+    bar.update(2, failed=1)
+    bar.stop()
+    text = buf.getvalue()
+    assert "reproduce" in text and "2/4" in text and "1 failed" in text and "ETA" in text
+    quiet = io.StringIO()
+    bar = TaskBar("reproduce", Console(file=quiet, force_terminal=True), False)
+    bar.start(4)
+    bar.update(2)
+    bar.stop()
+    assert quiet.getvalue() == ""

@@ -229,3 +229,22 @@ def test_slurm_misuse_and_refusals_are_one_line(tmp_path, monkeypatch):
     t = time.time()
     one_line(invoke("sweep", scen, *GRID, "--dask", "slurm", "--slurm-partition", "nope", "-o", tmp_path / "d"), "error: --dask slurm", "sbatch refused the job: sbatch: error: invalid partition specified: nope")
     assert time.time() - t < 30
+
+
+def test_defaults_come_from_the_users_jobqueue_config_then_braids():
+    import dask
+
+    from braid.sweep.slurm import SlurmOptions, resolve
+
+    r = resolve(SlurmOptions(cores=4), n_tasks=6, log_dir=None)
+    # 2 GiB per core; jobs: 10 by default but never more than ceil(6 points / 4 workers) = 2.
+    assert (r.cores, r.jobs, r.kwargs["processes"]) == (4, 2, 4)
+    assert dask.utils.parse_bytes(r.memory) == 8 * 2**30
+    assert resolve(SlurmOptions(), n_tasks=100, log_dir=None).jobs == 10
+    assert resolve(SlurmOptions(jobs=3), n_tasks=100, log_dir=None).jobs == 3
+    with dask.config.set({"jobqueue.slurm.cores": 3, "jobqueue.slurm.memory": "5GB", "jobqueue.slurm.walltime": "04:00:00"}):
+        r = resolve(SlurmOptions(), n_tasks=100, log_dir=None)
+        assert (r.cores, r.memory, r.walltime) == (3, "5GB", "04:00:00")
+        # What the user gives wins over the config.
+        r = resolve(SlurmOptions(cores=2, walltime="10"), n_tasks=100, log_dir=None)
+        assert (r.cores, r.walltime) == (2, "10")
