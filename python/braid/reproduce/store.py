@@ -64,8 +64,14 @@ def plain_loads(data: bytes) -> Any:
     return _PlainUnpickler(io.BytesIO(data)).load()
 
 
-@functools.lru_cache(maxsize=None)
 def _file_sha(path: str) -> str:
+    """A file's SHA-256 (remembered while its size and modification time stay the same)."""
+    st = os.stat(path)
+    return _file_sha_of(path, st.st_size, st.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=4096)
+def _file_sha_of(path: str, size: int, mtime_ns: int) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
