@@ -4,9 +4,10 @@ into one row, all rows in one Parquet dataset (docs/sweep.md).
 >>> from braid.sweep import sweep
 >>> df = sweep("two-tor.toml", grid={"transport.kind": ["dcqcn", "none"]}, seeds=3, out_dir="sw")
 
-The engine (:func:`run_sweep`) is the same for every executor (local processes or Dask): the
-driver plans the points, validates one before anything runs, submits the points not yet done,
-and writes each result as its own file as it arrives (:mod:`.store`).
+The engine (:func:`run_sweep`, its loop in :mod:`.engine`, shared with ``braid reproduce``) is
+the same for every executor (local processes, Dask, SLURM through dask-jobqueue): the driver plans
+the points, validates one before anything runs, submits the points not yet done, and writes each
+result as its own file as it arrives (:mod:`.store`).
 """
 
 from __future__ import annotations
