@@ -151,3 +151,19 @@ def test_cli_list():
 def test_jain():
     assert jain([1, 1, 1]) == pytest.approx(1.0)
     assert jain([1, 0]) == pytest.approx(0.5)
+
+
+def test_kept_runs_are_reused_only_for_the_same_scenario_content(one_flow_dir, tmp_path):
+    from braid.reproduce import execute
+
+    starts = []
+    run = lambda: execute(select(["test/one-flow"], False), jobs=1, folder=one_flow_dir, out=tmp_path / "o", on_start=lambda t, s: starts.append((t, s)))  # noqa: E731
+    (a,) = run()
+    (b,) = run()
+    assert starts == [(1, 0), (0, 1)]
+    assert a.measures == b.measures
+    # The scenario file changed (a comment is enough): its run is not the kept one.
+    f = one_flow_dir / "one-flow.toml"
+    f.write_text(f.read_text() + "# edited\n")
+    run()
+    assert starts[-1] == (1, 0)

@@ -2,47 +2,16 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
-import multiprocessing
 import os
-import signal
 import sys
 from pathlib import Path
 from typing import Optional
 
 import click
 
+from .cli_dask import dask_options
 from .scenario import BraidError
-
-@contextlib.contextmanager
-def _workers_stop_with_us():
-    """Ctrl-C or SIGTERM stops the worker processes too, at once: the pool would otherwise wait
-    for the runs in progress (and a SIGTERM reaches only this process, not its workers)."""
-
-    def stop(signum, frame):
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        for p in multiprocessing.active_children():
-            with contextlib.suppress(Exception):
-                p.terminate()
-        from .signals import Terminated
-
-        raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
-
-    old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
-    for s in old:
-        signal.signal(s, stop)
-    try:
-        yield
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
-        for p in multiprocessing.active_children():
-            with contextlib.suppress(Exception):
-                p.terminate()
-                p.join(5)
-
 
 MARK = {True: "[green]yes[/green]", False: "[red]no[/red]", None: "[dim]·[/dim]"}
 
@@ -56,19 +25,25 @@ MARK = {True: "[green]yes[/green]", False: "[red]no[/red]", None: "[dim]·[/dim]
 @click.option("--json", "json_out", metavar="FILE", help="Also write every row and raw measurement as JSON.")
 @click.option("--check", is_flag=True, help="Exit with status 1 if any quantity does not reproduce the paper's shape.")
 @click.option("--experiments", "folder", metavar="DIR", help="Folder of experiment scenarios (default: the one shipped with braid).")
-@click.option("--out", "out_dir", metavar="DIR", help="Where experiments write their plots (e.g. perf/matrix's heat map; default: ./braid-reproduce).")
-def reproduce(ids: tuple, list_only: bool, full: bool, include_slow: bool, jobs: Optional[int], json_out: Optional[str], check: bool, folder: Optional[str], out_dir: Optional[str]) -> None:
+@click.option("-o", "--out", "out_dir", metavar="DIR", help="Keep every finished run in DIR/runs (run the same command again to resume: finished runs are skipped) and write the experiments' plots there (default: runs are not kept; plots go to ./braid-reproduce).")
+@dask_options
+@click.option("--no-progress", is_flag=True, help="No progress bar.")
+def reproduce(ids: tuple, list_only: bool, full: bool, include_slow: bool, jobs: Optional[int], json_out: Optional[str], check: bool, folder: Optional[str], out_dir: Optional[str], dask: Optional[str], no_progress: bool, **slurm_args) -> None:
     """Run the papers' experiments on the built-in simulator and print, for each quantity, the
     paper's figure, braid's, and whether braid reproduces the paper's shape (ratios, orderings,
     trends: our testbed is not theirs).
 
     EXPERIMENT is an id from --list or a prefix of ids (`mp-rdma`); none = every quick one.
-    Differences are discussed where each experiment's `doc` points."""
+    Differences are discussed where each experiment's `doc` points. The runs go to local worker
+    processes, or to Dask with --dask (as for braid sweep, SLURM included)."""
     from rich import box
     from rich.table import Table
 
     from .reproduce import execute, registry, select
     from .show import console
+    from .signals import workers_stop_with_us
+    from .sweep.executors import make_executor
+    from .sweep.progress import TaskBar
 
     c = console()
     if list_only:
@@ -80,8 +55,9 @@ def reproduce(ids: tuple, list_only: bool, full: bool, include_slow: bool, jobs:
             t.add_row(e.id, e.source, e.title, e.cost)
         c.print(t)
         return
-    if jobs is not None and jobs < 1:
-        raise BraidError("--jobs", f"expected a positive integer, got {jobs}")
+    from .cli_dask import choose, pop_slurm
+
+    dask, slurm = choose(dask, jobs, pop_slurm(slurm_args))
     if out_dir is not None:
         od = Path(out_dir)
         if od.exists() and not od.is_dir():
@@ -99,16 +75,32 @@ def reproduce(ids: tuple, list_only: bool, full: bool, include_slow: bool, jobs:
     if path is not None and not path.is_dir():
         raise BraidError("--experiments", f"expected a folder, got {folder!r}")
     err = console(stderr=True)
-    show = err.is_terminal
+    bar = TaskBar("reproduce", err, not no_progress and err.is_terminal)
 
-    def progress(done: int, total: int) -> None:
-        if show:
-            err.print(f"\r{done}/{total} runs", end="")
+    def on_start(todo: int, skipped: int) -> None:
+        err.print(f"{todo + skipped} runs, {skipped} already done, {todo} to run")
 
-    with _workers_stop_with_us():
-        outcomes = execute(chosen, full=full, jobs=jobs, folder=path, on_progress=progress)
-    if show:
-        err.print()
+    def executor(n: int):
+        ex = make_executor(dask, jobs, slurm, n, Path(out_dir) / "slurm-logs" if slurm is not None and out_dir else None)
+        err.print(f"running on {ex.where}")
+        bar.start(n)
+        return ex
+
+    try:
+        with workers_stop_with_us():
+            outcomes = execute(chosen, full=full, folder=path, on_progress=lambda n, _t: bar.update(n), out=Path(out_dir) if out_dir else None, on_start=on_start, executor=executor)
+    except KeyboardInterrupt:
+        bar.stop()
+        if out_dir:
+            from .reproduce.store import RunStore
+
+            kept = len(RunStore(Path(out_dir)).done()) if (Path(out_dir) / "runs").is_dir() else 0
+            click.echo(f"stopped: {kept} finished runs are kept in {Path(out_dir) / 'runs'}; run the same command to resume", err=True)
+        else:
+            click.echo("stopped: finished runs were not kept (give -o DIR to keep them and resume)", err=True)
+        raise
+    finally:
+        bar.stop()
     bad = total = 0
     for o in outcomes:
         e = o.experiment

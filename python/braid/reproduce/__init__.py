@@ -24,8 +24,15 @@ def reproduce(
     include_slow: bool = False,
     jobs: Optional[int] = None,
     folder: Optional[Path] = None,
+    out: Optional[Path] = None,
+    dask: Optional[str] = None,
 ) -> List[Outcome]:
     """Runs the named experiments (ids or prefixes; default: every quick one) and returns their
     paper-vs-braid rows. ``full`` runs the paper-like sweep (more seeds); ``jobs`` worker
-    processes (default: one per core)."""
-    return execute(select(ids, include_slow), full=full, jobs=jobs, folder=folder)
+    processes (default: one per core); ``dask`` as ``braid sweep --dask`` (local or an address);
+    ``out`` keeps every finished run in ``out/runs`` so that the same call resumes."""
+    if dask is not None:
+        from ..sweep.executors import check_dask_spec
+
+        check_dask_spec(dask)
+    return execute(select(ids, include_slow), full=full, jobs=jobs, folder=folder, out=Path(out) if out is not None else None, dask=dask)

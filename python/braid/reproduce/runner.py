@@ -1,23 +1,28 @@
-"""Running the sweeps: every run of the chosen experiments, spread over local processes.
+"""Running the sweeps: every run of the chosen experiments, on the sweep engine.
 
-Runs are independent simulations, so they go to a pool of spawned processes (``jobs`` workers,
-default one per core); each worker runs its scenario and measures the result where it ran, so only a small
-dict comes back. Results are gathered in the order the experiments listed their runs, whatever
-order the workers finish in: the same experiments and seeds give the same report.
+Runs are independent simulations, so they go to the same executors as ``braid sweep``'s points
+(spawned local processes, ``jobs`` workers, default one per core; or Dask, including SLURM);
+each worker runs its scenario and measures the result where it ran, so only a small dict comes
+back, and the driver keeps it (:mod:`.store`: resumable). Results are gathered in the order the
+experiments listed their runs, whatever order the workers finish in: the same experiments and
+seeds give the same report.
 """
 
 from __future__ import annotations
 
-import os
-import multiprocessing
+import contextlib
+import copy
+import tempfile
 import time
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from ..scenario import BraidError
+from ..sweep.engine import drive, one_line, open_executor
+from ..sweep.executors import make_executor
 from .registry import Experiment, Row, Run
+from .store import RunStore, describe, run_id
 
 
 def experiments_dir() -> Path:
@@ -59,63 +64,91 @@ class Outcome:
     measures: Dict[str, List[dict]]
 
 
+@dataclass(frozen=True)
+class Task:
+    """One run to do: its id (its file in the store), the experiment that listed it first."""
+
+    id: str
+    experiment: str
+    run: Run
+
+
+def _run_task(folder: str, task: Task) -> dict:
+    """Worker: one run; its failure is its result (one line), not an exception."""
+    try:
+        return {"measures": _run_one(task.run, folder)}
+    except Exception as e:  # noqa: BLE001 - any failure of a run is that run's result
+        return {"error": one_line(e)}
+
+
 def execute(
     experiments: Sequence[Experiment],
     full: bool = False,
     jobs: Optional[int] = None,
     folder: Optional[Path] = None,
     on_progress: Optional[Callable[[int, int], None]] = None,
+    out: Optional[Path] = None,
+    dask: Optional[str] = None,
+    slurm: Any = None,
+    on_start: Optional[Callable[[int, int], None]] = None,
+    executor: Any = None,
 ) -> List[Outcome]:
-    """Runs every run of ``experiments`` and summarises each experiment."""
+    """Runs every run of ``experiments`` and summarises each experiment.
+
+    The runs go through the sweep engine (:func:`braid.sweep.engine.drive`): ``jobs`` local
+    worker processes (default one per core), or Dask (``dask``: local, slurm with ``slurm``
+    options, or a scheduler address), or ``executor`` (an executor or a factory ``f(n)``).
+    With ``out``, each finished run is kept in ``out/runs`` (:mod:`.store`) and a later call with
+    the same ``out`` runs only what is missing; without it they are kept in a temporary folder.
+    ``on_start(to_run, already_done)`` and ``on_progress(done, to_run)`` report progress."""
     folder = folder or experiments_dir()
     plan = [(e, e.runs(full)) for e in experiments]
     for e, runs in plan:
         for r in runs:
             if r.scenario is not None and not (folder / r.scenario).is_file():
                 raise BraidError(f"reproduce {e.id}", f"scenario file {folder / r.scenario} is missing")
-    flat = [(i, j, r) for i, (_, runs) in enumerate(plan) for j, r in enumerate(runs)]
-    results: Dict[tuple, dict] = {}
-    jobs = max(1, jobs or os.cpu_count() or 1)
-    if jobs == 1:
-        for n, (i, j, r) in enumerate(flat):
-            results[(i, j)] = _checked(plan[i][0], r, folder)
-            if on_progress:
-                on_progress(n + 1, len(flat))
-    else:
-        # Spawned, not forked: a fork of a process whose polars / rayon threads are running can
-        # deadlock in the child.
-        with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-            futs = {}
-            for i, j, r in flat:
-                futs[pool.submit(_run_one, r, str(folder))] = (i, j, r)
-            pending = set(futs)
-            done_n = 0
-            while pending:
-                done, pending = wait(pending, return_when=FIRST_COMPLETED)
-                for f in done:
-                    i, j, r = futs[f]
-                    try:
-                        results[(i, j)] = f.result()
-                    except BraidError as err:
-                        for p in pending:
-                            p.cancel()
-                        raise BraidError(f"reproduce {plan[i][0].id} [{r.label}, seed {r.seed}]", str(err)) from None
-                    done_n += 1
-                    if on_progress:
-                        on_progress(done_n, len(flat))
-    out = []
-    for i, (e, runs) in enumerate(plan):
+    ids = [[run_id(r, folder) for r in runs] for _, runs in plan]
+    first: Dict[str, Task] = {}
+    for (e, runs), rids in zip(plan, ids):
+        for r, rid in zip(runs, rids):
+            first.setdefault(rid, Task(rid, e.id, r))
+    with contextlib.ExitStack() as stack:
+        if out is None:
+            out = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="braid-reproduce-")))
+        store = RunStore(out)
+        store.prepare()
+        done = store.done()
+        todo = [t for rid, t in first.items() if rid not in done]
+        if on_start:
+            on_start(len(todo), len(first) - len(todo))
+        results: Dict[str, dict] = {}
+        if todo:
+            log_dir = out / "slurm-logs" if slurm is not None else None
+            ex = open_executor(executor or (lambda n: make_executor(dask, jobs, slurm, n, log_dir)), len(todo))
+
+            def on_result(t: Task, r: dict) -> None:
+                if "error" in r:
+                    raise BraidError(f"reproduce {t.experiment} [{t.run.label}, seed {t.run.seed}]", r["error"])
+                results[t.id] = store.record(t.id, describe(t.experiment, t.run, t.id), r["measures"])
+                if on_progress:
+                    on_progress(len(results), len(todo))
+
+            try:
+                drive(ex, _run_task, str(folder), todo, on_result)
+            except BaseException:
+                ex.close(cancel=True)
+                raise
+            ex.close()
+        for rid in first:
+            if rid not in results:
+                results[rid] = store.load(rid)
+    outcomes = []
+    for (e, runs), rids in zip(plan, ids):
         by_label: Dict[str, List[dict]] = {}
-        for j, r in enumerate(runs):
-            by_label.setdefault(r.label, []).append(results[(i, j)])
+        for r, rid in zip(runs, rids):
+            # A copy each: two runs of one id (or two experiments) never share a mutable dict.
+            by_label.setdefault(r.label, []).append(copy.deepcopy(results[rid]))
         rows = e.summarize(by_label)
         wall = sum(m["_wall_s"] for ms in by_label.values() for m in ms)
-        out.append(Outcome(e, rows, len(runs), wall, by_label))
-    return out
-
-
-def _checked(e: Experiment, r: Run, folder: Path) -> dict:
-    try:
-        return _run_one(r, str(folder))
-    except BraidError as err:
-        raise BraidError(f"reproduce {e.id} [{r.label}, seed {r.seed}]", str(err)) from None
+        outcomes.append(Outcome(e, rows, len(runs), wall, by_label))
+    return outcomes

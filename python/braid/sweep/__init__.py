@@ -4,21 +4,21 @@ into one row, all rows in one Parquet dataset (docs/sweep.md).
 >>> from braid.sweep import sweep
 >>> df = sweep("two-tor.toml", grid={"transport.kind": ["dcqcn", "none"]}, seeds=3, out_dir="sw")
 
-The engine (:func:`run_sweep`) is the same for every executor (local processes or Dask): the
-driver plans the points, validates one before anything runs, submits the points not yet done,
-and writes each result as its own file as it arrives (:mod:`.store`).
+The engine (:func:`run_sweep`, its loop in :mod:`.engine`, shared with ``braid reproduce``) is
+the same for every executor (local processes, Dask, SLURM through dask-jobqueue): the driver plans
+the points, validates one before anything runs, submits the points not yet done, and writes each
+result as its own file as it arrives (:mod:`.store`).
 """
 
 from __future__ import annotations
 
-import itertools
-import queue
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from ..scenario import BraidError, Scenario, load_scenario
+from .engine import ATTEMPTS, drive, one_line, open_executor
 from .executors import DaskExecutor, LocalExecutor, make_executor
 from .plan import Plan, Point, make_plan, toml_text
 from .store import DATASET, SweepDir, _cell
@@ -27,12 +27,6 @@ __all__ = ["sweep", "run_sweep", "collect", "Plan", "Point", "SweepDir", "LocalE
 
 #: Counters worth a column of their own (the headline carries goodput, FCTs, completions).
 COUNTERS = ("drops", "pfc_pauses", "ecn_marks", "retransmissions", "timeouts")
-
-
-def _one_line(e: BaseException) -> str:
-    text = str(e).strip().splitlines()
-    msg = text[0] if text else ""
-    return msg if isinstance(e, BraidError) else f"{type(e).__name__}: {msg}".rstrip(": ")
 
 
 def run_point(scenario: Scenario, point: Point) -> Dict[str, Any]:
@@ -45,7 +39,7 @@ def run_point(scenario: Scenario, point: Point) -> Dict[str, Any]:
     try:
         res = run(scenario, seed=point.seed, overrides=point.overrides)
     except Exception as e:  # noqa: BLE001 - any failure of a point is that point's result
-        return {"error": _one_line(e)}
+        return {"error": one_line(e)}
     row: Dict[str, Any] = {"point": point.id}
     row.update({k: _cell(v) for k, v in point.grid})
     row["seed"] = res.seed
@@ -99,8 +93,9 @@ def validate_first(scenario: Scenario, plan: Plan, first: Point) -> None:
 
 
 def run_sweep(plan: Plan, out: SweepDir, executor: Union[Callable[[], Any], Any], on_progress: Optional[Progress] = None, on_start: Optional[Callable[[int, int], None]] = None) -> Outcome:
-    """Runs every point of ``plan`` not yet done in ``out`` on ``executor`` (an executor or a
-    function making one, called only when there is work), then writes the dataset."""
+    """Runs every point of ``plan`` not yet done in ``out`` on ``executor`` (an executor, or a
+    function ``f(n_points)`` making one, called only when there is work), then writes the
+    dataset."""
     scenario = load_scenario(plan.scenario, plan.fixed)
     default_seed = int(scenario.data.get("seed", 1))
     scenario = load_scenario(plan.scenario)
@@ -113,9 +108,9 @@ def run_sweep(plan: Plan, out: SweepDir, executor: Union[Callable[[], Any], Any]
     if on_start:
         on_start(len(todo), oc.skipped)
     if todo:
-        ex = executor() if callable(executor) and not hasattr(executor, "submit") else executor
+        ex = open_executor(executor, len(todo))
         try:
-            _drive(ex, scenario, todo, out, oc, on_progress)
+            oc.retried = drive(ex, run_point, scenario, todo, lambda p, r: _record(out, oc, p, r, len(todo), on_progress))
         except BaseException:
             ex.close(cancel=True)
             raise
@@ -126,64 +121,15 @@ def run_sweep(plan: Plan, out: SweepDir, executor: Union[Callable[[], Any], Any]
     return oc
 
 
-#: How many times a point is submitted when its worker dies under it (killed, out of memory, a
-#: crash) before it is recorded as failed. A point's own errors are never retried in a run.
-ATTEMPTS = 3
-
-
-def _drive(ex: Any, scenario: Scenario, todo: List[Point], out: SweepDir, oc: Outcome, on_progress: Optional[Progress]) -> None:
-    """Submits every point and records each result as it arrives. Completions come through a
-    queue fed by the futures' callbacks: O(1) per point (no scan of thousands of futures per
-    completion) and open to points submitted again."""
-    done_q: "queue.Queue" = queue.Queue()
-    live: Dict[Any, Point] = {}
-    tries: Dict[str, int] = {}
-
-    # The scenario is sent to the workers once where the executor can (Dask), not with each point.
-    shared = ex.share(scenario) if hasattr(ex, "share") else scenario
-
-    def submit(p: Point) -> None:
-        tries[p.id] = tries.get(p.id, 0) + 1
-        f = ex.submit(run_point, shared, p)
-        live[f] = p
-        f.add_done_callback(done_q.put)
-
-    # Local pools get a few points ahead of their workers, not the whole sweep: memory stays flat
-    # for thousands of points, and a pool that breaks fails (and charges) only those. Dask takes
-    # everything (its scheduler keeps the queue and reschedules a dead worker's tasks itself).
-    window = getattr(ex, "window", None) or len(todo)
-    rest = iter(todo)
-    for p in itertools.islice(rest, window):
-        submit(p)
-    n = 0
-    while live:
-        try:
-            # A timeout, so that Ctrl-C / SIGTERM are handled promptly on every platform.
-            f = done_q.get(timeout=0.5)
-        except queue.Empty:
-            continue
-        p = live.pop(f, None)
-        if p is None:
-            continue
-        try:
-            r = f.result()
-        except Exception as e:  # noqa: BLE001 - the worker died under the point (or was lost)
-            if tries[p.id] < ATTEMPTS:
-                oc.retried += 1
-                submit(p)
-                continue
-            r = {"error": f"its worker died under it ({tries[p.id]} tries; last: {_one_line(e)})"}
-        if "row" in r:
-            out.record(p, r["row"])
-            oc.ran += 1
-        else:
-            out.record_error(p, r["error"])
-            oc.failed.append((p, r["error"]))
-        n += 1
-        if on_progress:
-            on_progress(n, len(todo), len(oc.failed))
-        for p in itertools.islice(rest, 1):
-            submit(p)
+def _record(out: SweepDir, oc: Outcome, p: Point, r: Dict[str, Any], todo: int, on_progress: Optional[Progress]) -> None:
+    if "row" in r:
+        out.record(p, r["row"])
+        oc.ran += 1
+    else:
+        out.record_error(p, r["error"])
+        oc.failed.append((p, r["error"]))
+    if on_progress:
+        on_progress(oc.ran + len(oc.failed), todo, len(oc.failed))
 
 
 def collect(folder: Union[str, Path]):
@@ -200,10 +146,12 @@ def sweep(
     out_dir: Union[str, Path] = "sweep",
     jobs: Optional[int] = None,
     dask: Optional[str] = None,
+    slurm: Optional[Mapping[str, Any]] = None,
 ):
     """Python API of ``braid sweep``: returns the dataset (a polars DataFrame); points that
     failed have their ``error``. ``grid`` maps key paths to lists of values (Python values, as
-    TOML would read them)."""
+    TOML would read them). ``dask="slurm"`` with ``slurm`` = the keys of a sweep file's
+    ``[dask.slurm]`` table (``{"partition": "short", "cores": 4, "jobs": 8}``)."""
     from .plan import canonical_key, check_seed_list, merge_grid
 
     g = merge_grid({canonical_key(k, k): list(v) for k, v in grid.items()}, [])
@@ -212,5 +160,15 @@ def sweep(
     elif seeds is not None:
         seeds = check_seed_list(list(seeds), "seeds")
     plan = Plan(Path(scenario), g, seeds, list(overrides))
-    run_sweep(plan, SweepDir(Path(out_dir), option="out_dir"), lambda: make_executor(dask, jobs))
+    from .executors import check_dask_spec
+    from .slurm import from_table
+
+    if dask is not None:
+        check_dask_spec(dask)
+    opts = from_table(dict(slurm), "slurm") if slurm is not None else None
+    if opts is not None and (dask or "").lower() != "slurm":
+        raise BraidError("slurm", 'SLURM options need dask="slurm"')
+    out = SweepDir(Path(out_dir), option="out_dir")
+    log_dir = out.root / "slurm-logs" if opts is not None else None
+    run_sweep(plan, out, lambda n: make_executor(dask, jobs, opts, n, log_dir))
     return collect(out_dir)

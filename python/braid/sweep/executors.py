@@ -9,11 +9,20 @@ import multiprocessing
 import os
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from pathlib import Path
 from typing import Any, Callable, Optional
 
 from ..scenario import BraidError
+from .slurm import SlurmOptions
 
-DASK_FORM = "expected local (a LocalCluster on this machine) or a scheduler address such as tcp://host:8786"
+DASK_FORM = "expected local (a LocalCluster on this machine), slurm (jobs submitted through dask-jobqueue) or a scheduler address such as tcp://host:8786"
+
+
+def check_dask_spec(spec: str) -> str:
+    """``local``, ``slurm`` or an address; one line naming --dask otherwise."""
+    if spec.lower() in ("local", "localcluster", "slurm") or "://" in spec:
+        return spec
+    raise BraidError("--dask", f"{DASK_FORM}, got {spec!r}")
 
 
 class LocalExecutor:
@@ -24,6 +33,7 @@ class LocalExecutor:
 
     def __init__(self, jobs: Optional[int] = None):
         self.jobs = max(1, jobs or os.cpu_count() or 1)
+        self.where = f"{self.jobs} local worker{'s' if self.jobs > 1 else ''}"
         #: Points submitted ahead of completions (see the engine).
         self.window = 2 * self.jobs
         self.pool = self._new_pool()
@@ -52,12 +62,14 @@ class LocalExecutor:
 
 class DaskExecutor:
     """A Dask cluster: ``local`` starts a ``distributed.LocalCluster`` (``jobs`` single-threaded
-    worker processes), anything else is a scheduler address. The workers need braid installed
-    and any file the scenario refers to at the same path."""
+    worker processes), ``slurm`` a dask-jobqueue ``SLURMCluster`` (``slurm`` options, at most
+    enough jobs for ``n_tasks``; logs and the job script in ``log_dir``), anything else is a
+    scheduler address. The workers need braid installed and any file the scenario refers to at
+    the same path."""
 
     name = "dask"
 
-    def __init__(self, spec: str, jobs: Optional[int] = None):
+    def __init__(self, spec: str, jobs: Optional[int] = None, slurm: Optional[SlurmOptions] = None, n_tasks: int = 0, log_dir: Optional[Path] = None):
         try:
             import distributed
         except ImportError:
@@ -71,7 +83,15 @@ class DaskExecutor:
         # DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED=False).
         dask.config.set({"distributed.worker.profile.enabled": False})
         self.cluster = None
-        if spec.lower() in ("local", "localcluster"):
+        #: What the cluster is, for the user (SLURM: jobs, workers, memory, walltime).
+        self.where = f"dask ({spec})"
+        if spec.lower() == "slurm":
+            from .slurm import start_cluster
+
+            self.cluster, r = start_cluster(slurm or SlurmOptions(), n_tasks, log_dir)
+            self.where = r.describe()
+            self.client = distributed.Client(self.cluster)
+        elif spec.lower() in ("local", "localcluster"):
             n = max(1, jobs or os.cpu_count() or 1)
             self.cluster = distributed.LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None)
             self.client = distributed.Client(self.cluster)
@@ -84,8 +104,9 @@ class DaskExecutor:
             raise BraidError("--dask", f"{DASK_FORM}, got {spec!r}")
 
     def share(self, obj: Any):
-        """``obj`` on every worker once; tasks given the returned future get ``obj``."""
-        return self.client.scatter(obj, broadcast=True)
+        """``obj`` sent once; tasks given the returned future get ``obj``. A task, not a
+        scatter: a scatter needs workers now, and SLURM jobs may still be queued."""
+        return self.client.submit(_same, obj, pure=False)
 
     def submit(self, fn: Callable, *args: Any):
         # pure=False: each point is its own task even if two had the same arguments.
@@ -99,7 +120,12 @@ class DaskExecutor:
                 self.cluster.close()
 
 
-def make_executor(dask: Optional[str], jobs: Optional[int]):
+def _same(obj: Any) -> Any:
+    return obj
+
+
+def make_executor(dask: Optional[str], jobs: Optional[int], slurm: Optional[SlurmOptions] = None, n_tasks: int = 0, log_dir: Optional[Path] = None):
+    """Local worker processes, or Dask when ``dask`` names a cluster (see DaskExecutor)."""
     if jobs is not None and jobs < 1:
         raise BraidError("--jobs", f"expected a positive integer, got {jobs}")
-    return DaskExecutor(dask, jobs) if dask else LocalExecutor(jobs)
+    return DaskExecutor(dask, jobs, slurm, n_tasks, log_dir) if dask else LocalExecutor(jobs)

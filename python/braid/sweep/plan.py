@@ -151,6 +151,9 @@ class Plan:
     grid: Dict[str, List[Any]]
     seeds: Optional[List[int]]
     fixed: List[str] = field(default_factory=list)
+    #: Where to run, from a sweep file's [dask] table (the command line's --dask/--slurm-* win).
+    dask: Optional[str] = None
+    slurm: Optional[Any] = None
 
     def points(self, default_seed: int) -> List[Point]:
         seeds = self.seeds or [default_seed]
@@ -186,12 +189,38 @@ def is_sweep_file(data: dict) -> bool:
     return isinstance(data.get("scenario"), str)
 
 
-SWEEP_FILE_KEYS = {"scenario", "grid", "seeds", "set"}
+SWEEP_FILE_KEYS = {"scenario", "grid", "seeds", "set", "dask"}
+
+
+def read_dask_table(path: Path, t: Any) -> Tuple[Optional[str], Any]:
+    """``[dask]``: ``scheduler = "local" | "slurm" | "tcp://..."`` and an optional ``[dask.slurm]``
+    table of SLURM options (its presence alone means slurm)."""
+    from .executors import DASK_FORM
+    from .slurm import from_table
+
+    if not isinstance(t, dict):
+        raise BraidError(f"{path}: dask", 'expected a table: [dask] scheduler = "slurm", and [dask.slurm] options')
+    unknown = sorted(set(t) - {"scheduler", "slurm"})
+    if unknown:
+        raise BraidError(f"{path}: dask.{unknown[0]}", "unknown key (expected scheduler, slurm)")
+    sched = t.get("scheduler")
+    if sched is not None:
+        if not isinstance(sched, str) or not (sched.lower() in ("local", "localcluster", "slurm") or "://" in sched):
+            raise BraidError(f"{path}: dask.scheduler", f"{DASK_FORM}, got {sched!r}")
+    slurm = None
+    if "slurm" in t:
+        slurm = from_table(t["slurm"], f"{path}: dask.slurm")
+        if sched is None:
+            sched = "slurm"
+        elif sched.lower() != "slurm":
+            raise BraidError(f"{path}: dask.slurm", f"SLURM options with scheduler = {sched!r}; expected scheduler = \"slurm\" (or none)")
+    return sched, slurm
 
 
 def read_sweep_file(path: Path, data: dict) -> Plan:
     """``scenario = "x.toml"`` (relative to the sweep file), ``seeds = N`` or ``[..]``, a ``[grid]``
-    table of key -> list of values, an optional ``[set]`` table of fixed key -> value."""
+    table of key -> list of values, an optional ``[set]`` table of fixed key -> value, an
+    optional ``[dask]`` table (where to run: see :func:`read_dask_table`)."""
     unknown = sorted(set(data) - SWEEP_FILE_KEYS)
     if unknown:
         raise BraidError(f"{path}: {unknown[0]}", f"unknown key in a sweep file (expected {', '.join(sorted(SWEEP_FILE_KEYS))})")
@@ -220,7 +249,8 @@ def read_sweep_file(path: Path, data: dict) -> Plan:
     if not isinstance(fixed_t, dict):
         raise BraidError(f"{path}: set", "expected a table of key = value")
     fixed = [f"{k}={toml_text(v)}" for k, v in fixed_t.items()]
-    return Plan(scen, grid, seeds, fixed)
+    dask, slurm = read_dask_table(path, data["dask"]) if "dask" in data else (None, None)
+    return Plan(scen, grid, seeds, fixed, dask, slurm)
 
 
 def make_plan(source: str, grid_specs: Sequence[str], seeds: Optional[str], fixed: Sequence[str]) -> Plan:
