@@ -105,7 +105,8 @@ def test_fattree_websearch_anchor(tmp_path: Path) -> None:
         "min_rate": "1Gbps",
         "clamp_target_rate": False,
         "byte_counter": 0,
-        "cnp_interval": "4us",
+        "reaction": "hpcc",
+        "notify": "ack",
     }
     assert doc["nic"] == {"mtu": 1000, "ack_every": 1, "ack_priority": "high", "priority": 3}
     sw = doc["switch"]
@@ -175,6 +176,7 @@ def test_small_config(tmp_path: Path) -> None:
     assert dc["clamp_target_rate"] is True and dc["fast_recovery_steps"] == 5
     assert (dc["rate_ai"], dc["rate_hai"], dc["min_rate"]) == ("40Mbps", "400Mbps", "100Mbps")
     assert dc["byte_counter"] == 0
+    assert (dc["reaction"], dc["notify"]) == ("hpcc", "ack")
     # LINK_DOWN 1500 0 4: at 2 s + 1500 µs.
     assert doc["link_events"] == [{"a": "0", "b": "4", "down": "2.0015s"}]
     assert "VAR_WIN" in r.stderr and "windowing is off" in r.stderr

@@ -138,8 +138,8 @@ ANCHORS = Path(__file__).resolve().parents[1] / ".." / "shared" / "anchors" / "h
 
 @pytest.mark.skipif(not (ANCHORS / "fct-dcqcn-incast.txt").exists(), reason="../shared/anchors not present")
 def test_hpcc_anchor_exports_the_lines_hpcc_wrote(tmp_path):
-    """The HPCC incast anchor, run in braid and exported, gives HPCC's own fct.txt line for line:
-    the same addresses, size and start time, and FCTs within the anchor's 3%."""
+    """The HPCC incast anchor, run in braid and exported, gives HPCC's own fct.txt lines: the same
+    addresses, size and start time, and FCTs within 2% of HPCC's on braid's terms."""
     from braid.bench import _hpcc_dcqcn
 
     sc = _hpcc_dcqcn(ANCHORS, "config-dcqcn-incast.txt", "topology-star-65.txt", "flows-incast-2to1.txt")
@@ -149,6 +149,11 @@ def test_hpcc_anchor_exports_the_lines_hpcc_wrote(tmp_path):
     ours = [x.split() for x in (tmp_path / "hpcc" / "fct.txt").read_text().splitlines()]
     theirs = [x.split() for x in (ANCHORS / "fct-dcqcn-incast.txt").read_text().splitlines()]
     assert len(ours) == len(theirs) == 2
+    # HPCC's FCTs on braid's terms: 62-byte RoCEv2 headers against HPCC's 48, and HPCC ns-3's
+    # serialization truncated to whole ns (83 ns for 1048 B at 100 Gb/s); docs/topologies.md.
+    terms = (1062 / 1048) * (83.84 / 83)
+    # The same flows (addresses, size, start); which of the two ends first depends on the seed
+    # (DCQCN favours one at random), so completion times are compared in completion order.
+    assert sorted((a[0], a[1], a[4], a[5]) for a in ours) == sorted((b[0], b[1], b[4], b[5]) for b in theirs)
     for a, b in zip(ours, theirs):
-        assert (a[0], a[1], a[4], a[5]) == (b[0], b[1], b[4], b[5])
-        assert abs(int(a[6]) - int(b[6])) / int(b[6]) < 0.03, (a, b)
+        assert abs(int(a[6]) - int(b[6]) * terms) / (int(b[6]) * terms) < 0.02, (a, b)

@@ -253,9 +253,11 @@ from .cli_compare import compare  # noqa: E402
 from .cli_drum import drum  # noqa: E402
 from .cli_reproduce import reproduce  # noqa: E402
 from .cli_sweep import sweep  # noqa: E402
+from .hpcc_compare import compare_hpcc  # noqa: E402
 from .hpcc_import import import_hpcc  # noqa: E402
 
 main.add_command(import_hpcc, "import-hpcc")
+main.add_command(compare_hpcc, "compare-hpcc")
 main.add_command(drum, "drum")
 main.add_command(reproduce, "reproduce")
 main.add_command(sweep, "sweep")

@@ -628,12 +628,14 @@ def convert(
     if kind == "dcqcn" or dc:
         dc["byte_counter"] = 0
         notes.append("transport.dcqcn.byte_counter = 0: HPCC's DCQCN increases rate on the timer only (no byte counter)")
-        if "rate_decrease_interval" in dc:
-            dc["cnp_interval"] = dc["rate_decrease_interval"]
-            notes.append(
-                "approximated: HPCC echoes ECN in every ACK and the sender cuts at most once per RATE_DECREASE_INTERVAL; "
-                f"braid paces CNPs instead: transport.dcqcn.cnp_interval = rate_decrease_interval ({dc['rate_decrease_interval']})"
-            )
+        # HPCC's own DCQCN model (rdma-hw.cc, CC_MODE 1), not the paper's reaction point.
+        dc["reaction"] = "hpcc"
+        dc["notify"] = "ack"
+        notes.append(
+            'transport.dcqcn.reaction = "hpcc", notify = "ack": HPCC\'s DCQCN model (ECN echoed in every ACK; '
+            "the sender cuts at a check every RATE_DECREASE_INTERVAL if a notification came, updates alpha every "
+            "ALPHA_RESUME_INTERVAL; the first notification cuts nothing until that check)"
+        )
         transport["dcqcn"] = dc
     scen["transport"] = transport
 

@@ -350,6 +350,33 @@ pub struct DcqcnConfig {
     /// On a decrease, set the target rate to the current rate only if... (HPCC's CLAMP_TARGET_RATE).
     pub clamp_target_rate: bool,
     pub initial_alpha: f64,
+    /// The reaction point's model: `"paper"` (Zhu et al.: a CNP cuts at once, at most once per
+    /// `rate_decrease_interval`) or `"hpcc"` (HPCC ns-3's Mellanox model: notifications set flags,
+    /// a check every `rate_decrease_interval` cuts, α updated every `alpha_timer`; see
+    /// `dcqcn/hpcc.rs`). `byte_counter` is not used by `"hpcc"`.
+    pub reaction: DcqcnReaction,
+    /// How the notification point tells the sender: `"cnp"` (a CNP packet, at most one per QP
+    /// per `cnp_interval`, as RoCEv2 NICs do) or `"ack"` (the ACK of a marked packet carries ECE
+    /// and counts as a notification, as in HPCC ns-3).
+    pub notify: DcqcnNotify,
+}
+
+/// `transport.dcqcn.reaction` (see [`DcqcnConfig::reaction_point`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum DcqcnReaction {
+    #[default]
+    Paper,
+    Hpcc,
+}
+
+/// `transport.dcqcn.notify`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum DcqcnNotify {
+    #[default]
+    Cnp,
+    Ack,
 }
 
 impl Default for DcqcnConfig {
@@ -367,6 +394,8 @@ impl Default for DcqcnConfig {
             cnp_interval: Duration(50_000_000),
             clamp_target_rate: true,
             initial_alpha: 1.0,
+            reaction: DcqcnReaction::Paper,
+            notify: DcqcnNotify::Cnp,
         }
     }
 }

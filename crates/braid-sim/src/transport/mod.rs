@@ -85,6 +85,8 @@ pub enum TimerKind {
     Rto,
     Alpha,
     RateInc,
+    /// DCQCN's periodic rate-decrease check (`transport.dcqcn.reaction = "hpcc"`).
+    RateDec,
     /// MP-RDMA burst timer (sends the rest of a burst on random virtual paths).
     Burst,
     /// MP-RDMA: the retransmitted hole may be lost with no ACK left to clock another try.

@@ -617,7 +617,7 @@ impl MpRdmaTransport {
                     fx.kick = true;
                 }
             }
-            TimerKind::Alpha | TimerKind::RateInc => {}
+            TimerKind::Alpha | TimerKind::RateInc | TimerKind::RateDec => {}
         }
     }
 }

@@ -6,8 +6,8 @@
 use super::{
     DataInfo, Feedback, Plan, Reply, RetryBudget, RetryLimits, RxClass, TimerKind, Transport, TxFx,
 };
-use crate::config::DcqcnConfig;
-use crate::dcqcn::Dcqcn;
+use crate::config::{DcqcnConfig, DcqcnNotify};
+use crate::dcqcn::{Arm, CcTimer, ReactionPoint};
 use crate::packet::ROCE_HEADER;
 use braid_engine::time::{serialization, Time, S};
 
@@ -38,10 +38,9 @@ pub struct RcTransport {
     rnr_until: Time,
     last_progress: Time,
     rto_pending: bool,
-    cc: Option<Dcqcn>,
-    alpha_gen: u32,
-    rate_gen: u32,
-    cc_timers_on: bool,
+    cc: Option<Box<dyn ReactionPoint>>,
+    /// Generation of each reaction-point timer kind (`CcTimer as usize`): older ones are void.
+    cc_gen: [u32; 3],
     timeouts: u64,
     budget: RetryBudget,
     // receiver
@@ -53,7 +52,7 @@ pub struct RcTransport {
 
 impl RcTransport {
     pub fn new(cfg: RcConfig) -> Self {
-        let cc = cfg.dcqcn.as_ref().map(|d| Dcqcn::new(cfg.line_rate, d));
+        let cc = cfg.dcqcn.as_ref().map(|d| d.reaction_point(cfg.line_rate));
         let budget = RetryBudget::new(cfg.retry);
         RcTransport {
             cfg,
@@ -65,9 +64,7 @@ impl RcTransport {
             last_progress: 0,
             rto_pending: false,
             cc,
-            alpha_gen: 0,
-            rate_gen: 0,
-            cc_timers_on: false,
+            cc_gen: [0; 3],
             timeouts: 0,
             budget,
             epsn: 0,
@@ -85,6 +82,32 @@ impl RcTransport {
             self.next_tx_ps = now + gap.max(line);
             cc.on_sent(wire as u64, d);
         }
+    }
+
+    /// Runs the timers a reaction point asked for.
+    fn arm(&mut self, arms: &[Arm], fx: &mut TxFx) {
+        for a in arms {
+            let i = a.timer as usize;
+            if a.restart {
+                self.cc_gen[i] += 1;
+            }
+            let kind = match a.timer {
+                CcTimer::Alpha => TimerKind::Alpha,
+                CcTimer::RateInc => TimerKind::RateInc,
+                CcTimer::RateDec => TimerKind::RateDec,
+            };
+            fx.timers.push((a.at, kind, self.cc_gen[i]));
+        }
+    }
+
+    fn notified(&mut self, now: Time, fx: &mut TxFx) {
+        let (Some(cc), Some(d)) = (&mut self.cc, &self.cfg.dcqcn) else {
+            return;
+        };
+        let mut arms = Vec::new();
+        cc.on_cnp(now, d, &mut arms);
+        // A slower rate never needs an earlier send, so no kick.
+        self.arm(&arms, fx);
     }
 
     fn ack_point(&mut self, now: Time, cum: u32) {
@@ -151,7 +174,18 @@ impl Transport for RcTransport {
 
     fn on_feedback(&mut self, now: Time, fb: Feedback, fx: &mut TxFx) {
         match fb {
-            Feedback::Ack { cum, .. } => self.ack_point(now, cum),
+            Feedback::Ack { cum, ece, .. } => {
+                self.ack_point(now, cum);
+                if ece
+                    && self
+                        .cfg
+                        .dcqcn
+                        .as_ref()
+                        .is_some_and(|d| d.notify == DcqcnNotify::Ack)
+                {
+                    self.notified(now, fx);
+                }
+            }
             Feedback::Nak { expected, .. }
             | Feedback::SyncNak { expected, .. }
             | Feedback::RnrNak { psn: expected } => {
@@ -168,24 +202,7 @@ impl Transport for RcTransport {
                 }
                 fx.kick = true;
             }
-            Feedback::Cnp => {
-                let (Some(cc), Some(d)) = (&mut self.cc, &self.cfg.dcqcn) else {
-                    return;
-                };
-                if cc.on_cnp(now, d) {
-                    // (Re)start the rate-increase timer from this cut; the alpha timer keeps its
-                    // phase. A slower rate never needs an earlier send, so no kick.
-                    self.rate_gen += 1;
-                    fx.timers
-                        .push((now + d.rate_timer.0, TimerKind::RateInc, self.rate_gen));
-                    if !self.cc_timers_on {
-                        self.cc_timers_on = true;
-                        self.alpha_gen += 1;
-                        fx.timers
-                            .push((now + d.alpha_timer.0, TimerKind::Alpha, self.alpha_gen));
-                    }
-                }
-            }
+            Feedback::Cnp => self.notified(now, fx),
         }
     }
 
@@ -198,38 +215,33 @@ impl Transport for RcTransport {
         fx: &mut TxFx,
     ) {
         match kind {
-            TimerKind::Alpha => {
+            TimerKind::Alpha | TimerKind::RateInc | TimerKind::RateDec => {
+                let t = match kind {
+                    TimerKind::Alpha => CcTimer::Alpha,
+                    TimerKind::RateInc => CcTimer::RateInc,
+                    _ => CcTimer::RateDec,
+                };
+                if gen != self.cc_gen[t as usize] {
+                    return;
+                }
                 let (Some(cc), Some(d)) = (&mut self.cc, &self.cfg.dcqcn) else {
                     return;
                 };
-                if gen != self.alpha_gen {
-                    return;
+                let mut arms = Vec::new();
+                let faster = cc.on_timer(now, t, d, &mut arms);
+                if faster {
+                    // A faster rate may allow the next packet earlier than planned.
+                    let min_next = now
+                        + (8.0 * (self.cfg.mtu + ROCE_HEADER) as f64 * S as f64 / cc.rate())
+                            as Time;
+                    if self.next_tx_ps > min_next {
+                        self.next_tx_ps = min_next;
+                    }
                 }
-                cc.on_alpha_timer(d);
-                if cc.active || cc.alpha > 1e-3 {
-                    fx.timers
-                        .push((now + d.alpha_timer.0, TimerKind::Alpha, gen));
-                } else {
-                    self.cc_timers_on = false;
+                self.arm(&arms, fx);
+                if faster {
+                    fx.kick = true;
                 }
-            }
-            TimerKind::RateInc => {
-                let (Some(cc), Some(d)) = (&mut self.cc, &self.cfg.dcqcn) else {
-                    return;
-                };
-                if gen != self.rate_gen || !cc.active {
-                    return;
-                }
-                cc.on_rate_timer(d);
-                fx.timers
-                    .push((now + d.rate_timer.0, TimerKind::RateInc, gen));
-                // A faster rate may allow the next packet earlier than planned.
-                let min_next = now
-                    + (8.0 * (self.cfg.mtu + ROCE_HEADER) as f64 * S as f64 / cc.rate()) as Time;
-                if self.next_tx_ps > min_next {
-                    self.next_tx_ps = min_next;
-                }
-                fx.kick = true;
             }
             TimerKind::Rto => {
                 if self.snd_una >= self.max_sent && first_missing >= self.max_sent {
@@ -268,9 +280,15 @@ impl Transport for RcTransport {
     }
 
     fn on_data(&mut self, now: Time, d: DataInfo, out: &mut Vec<Reply>) -> RxClass {
-        // Notification point: answer a marked packet with a CNP, at most one per interval.
+        // Notification point: answer a marked packet with a CNP, at most one per interval (with
+        // `notify = "ack"` the ACK's ECE bit is the notification).
         if d.ce {
-            if let Some(dc) = &self.cfg.dcqcn {
+            if let Some(dc) = self
+                .cfg
+                .dcqcn
+                .as_ref()
+                .filter(|d| d.notify == DcqcnNotify::Cnp)
+            {
                 if self.last_cnp.is_none_or(|t| now >= t + dc.cnp_interval.0) {
                     self.last_cnp = Some(now);
                     out.push(Reply::Cnp);

@@ -6,8 +6,12 @@
 //! a timer T and a byte counter B: F stages of fast recovery (Rc ← (Rt + Rc)/2), then additive
 //! (Rt += R_AI) and hyper (Rt += i·R_HAI) increase. Timers are owned by the caller: it asks when
 //! they are due and reports when they fired.
+//!
+//! This is `transport.dcqcn.reaction = "paper"` (the default); `hpcc.rs` is HPCC ns-3's variant.
 
+use super::{Arm, CcTimer, ReactionPoint};
 use crate::config::DcqcnConfig;
+use braid_engine::Time;
 
 #[derive(Debug, Clone)]
 pub struct Dcqcn {
@@ -24,6 +28,8 @@ pub struct Dcqcn {
     /// Whether the controller is recovering (timers need to run).
     pub active: bool,
     pub cnps: u64,
+    /// The α timer is running.
+    timers_on: bool,
 }
 
 impl Dcqcn {
@@ -41,11 +47,12 @@ impl Dcqcn {
             last_decrease: None,
             active: false,
             cnps: 0,
+            timers_on: false,
         }
     }
 
     /// A CNP arrived at `now`. Returns true if the rate was cut (the caller restarts its timers).
-    pub fn on_cnp(&mut self, now: u64, cfg: &DcqcnConfig) -> bool {
+    pub fn cut(&mut self, now: u64, cfg: &DcqcnConfig) -> bool {
         self.cnps += 1;
         self.cnp_in_alpha_period = true;
         if let Some(t) = self.last_decrease {
@@ -127,6 +134,72 @@ impl Dcqcn {
     }
 }
 
+impl ReactionPoint for Dcqcn {
+    #[inline]
+    fn rate(&self) -> f64 {
+        self.rc
+    }
+
+    #[inline]
+    fn on_sent(&mut self, bytes: u64, cfg: &DcqcnConfig) {
+        Dcqcn::on_sent(self, bytes, cfg)
+    }
+
+    fn on_cnp(&mut self, now: Time, cfg: &DcqcnConfig, arm: &mut Vec<Arm>) {
+        if self.cut(now, cfg) {
+            // (Re)start the rate-increase timer from this cut; the alpha timer keeps its phase.
+            arm.push(Arm {
+                at: now + cfg.rate_timer.0,
+                timer: CcTimer::RateInc,
+                restart: true,
+            });
+            if !self.timers_on {
+                self.timers_on = true;
+                arm.push(Arm {
+                    at: now + cfg.alpha_timer.0,
+                    timer: CcTimer::Alpha,
+                    restart: true,
+                });
+            }
+        }
+    }
+
+    fn on_timer(&mut self, now: Time, t: CcTimer, cfg: &DcqcnConfig, arm: &mut Vec<Arm>) -> bool {
+        match t {
+            CcTimer::Alpha => {
+                self.on_alpha_timer(cfg);
+                if self.active || self.alpha > 1e-3 {
+                    arm.push(Arm {
+                        at: now + cfg.alpha_timer.0,
+                        timer: CcTimer::Alpha,
+                        restart: false,
+                    });
+                } else {
+                    self.timers_on = false;
+                }
+                false
+            }
+            CcTimer::RateInc => {
+                if !self.active {
+                    return false;
+                }
+                self.on_rate_timer(cfg);
+                arm.push(Arm {
+                    at: now + cfg.rate_timer.0,
+                    timer: CcTimer::RateInc,
+                    restart: false,
+                });
+                true
+            }
+            CcTimer::RateDec => false,
+        }
+    }
+
+    fn cnps(&self) -> u64 {
+        self.cnps
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -140,7 +213,7 @@ mod tests {
         // α starts at 1, so the first cut is Rc·(1 − 1/2).
         let c = cfg();
         let mut d = Dcqcn::new(40_000_000_000, &c);
-        assert!(d.on_cnp(0, &c));
+        assert!(d.cut(0, &c));
         assert!((d.rc - 20e9).abs() < 1.0);
         assert!((d.rt - 40e9).abs() < 1.0);
     }
@@ -149,16 +222,16 @@ mod tests {
     fn decreases_are_rate_limited() {
         let c = cfg();
         let mut d = Dcqcn::new(40_000_000_000, &c);
-        assert!(d.on_cnp(0, &c));
-        assert!(!d.on_cnp(1_000_000, &c));
-        assert!(d.on_cnp(c.rate_decrease_interval.0, &c));
+        assert!(d.cut(0, &c));
+        assert!(!d.cut(1_000_000, &c));
+        assert!(d.cut(c.rate_decrease_interval.0, &c));
     }
 
     #[test]
     fn fast_recovery_converges_to_target() {
         let c = cfg();
         let mut d = Dcqcn::new(40_000_000_000, &c);
-        d.on_cnp(0, &c);
+        d.cut(0, &c);
         for _ in 0..c.fast_recovery_steps {
             d.on_rate_timer(&c);
         }
@@ -171,7 +244,7 @@ mod tests {
     fn alpha_decays_without_cnp() {
         let c = cfg();
         let mut d = Dcqcn::new(40_000_000_000, &c);
-        d.on_cnp(0, &c);
+        d.cut(0, &c);
         let a0 = d.alpha;
         d.on_alpha_timer(&c); // CNP seen this period: no decay
         assert_eq!(d.alpha, a0);

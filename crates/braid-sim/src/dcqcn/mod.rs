@@ -1,0 +1,65 @@
+//! DCQCN reaction points (the sender's rate controller) behind one small trait, so that a
+//! scenario picks the model with `transport.dcqcn.reaction`:
+//!
+//! - `"paper"` ([`paper::Dcqcn`], the default): Zhu et al., SIGCOMM'15 — a CNP cuts the rate at
+//!   once (at most once per `rate_decrease_interval`), α rises with each cut.
+//! - `"hpcc"` ([`hpcc::DcqcnHpcc`]): HPCC ns-3's "Mellanox version" (`rdma-hw.cc`, CC_MODE 1) —
+//!   notifications only set flags; a periodic check every `rate_decrease_interval` cuts the rate
+//!   if one came, α is updated every `alpha_timer` from the flag, the first notification cuts
+//!   nothing, the rate-increase stages count from 0 and hyper increase adds a constant `rate_hai`.
+//!
+//! The reaction point is sans-IO: it asks for timers through [`Arm`] and the transport
+//! (`transport/rc.rs`) runs them, cancelling older ones of a kind when an arm says `restart`.
+
+pub mod hpcc;
+pub mod paper;
+
+pub use hpcc::DcqcnHpcc;
+pub use paper::Dcqcn;
+
+use crate::config::{DcqcnConfig, DcqcnReaction};
+use braid_engine::Time;
+
+/// The timers a reaction point runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CcTimer {
+    /// α update.
+    Alpha,
+    /// Rate increase (timer T).
+    RateInc,
+    /// Periodic rate-decrease check (`"hpcc"` only).
+    RateDec,
+}
+
+/// A timer the reaction point wants at `at`. `restart`: timers of this kind armed before are void.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Arm {
+    pub at: Time,
+    pub timer: CcTimer,
+    pub restart: bool,
+}
+
+/// A DCQCN reaction point.
+pub trait ReactionPoint: std::fmt::Debug {
+    /// Current sending rate in bit/s.
+    fn rate(&self) -> f64;
+    /// `bytes` were sent (byte counter).
+    fn on_sent(&mut self, bytes: u64, cfg: &DcqcnConfig);
+    /// A congestion notification arrived: a CNP, or an ACK echoing ECN (`dcqcn.notify = "ack"`).
+    fn on_cnp(&mut self, now: Time, cfg: &DcqcnConfig, arm: &mut Vec<Arm>);
+    /// A timer it armed fired (stale ones are filtered by the transport). Returns true if the
+    /// rate may have risen (the transport re-paces its next packet and looks for work).
+    fn on_timer(&mut self, now: Time, t: CcTimer, cfg: &DcqcnConfig, arm: &mut Vec<Arm>) -> bool;
+    /// Notifications received.
+    fn cnps(&self) -> u64;
+}
+
+impl DcqcnConfig {
+    /// The reaction point this configuration describes, for a QP whose port runs at `line_rate`.
+    pub fn reaction_point(&self, line_rate_bps: u64) -> Box<dyn ReactionPoint> {
+        match self.reaction {
+            DcqcnReaction::Paper => Box::new(Dcqcn::new(line_rate_bps, self)),
+            DcqcnReaction::Hpcc => Box::new(DcqcnHpcc::new(line_rate_bps, self)),
+        }
+    }
+}
