@@ -23,6 +23,7 @@ pub mod footprint;
 pub mod gen;
 pub mod host;
 pub mod huge;
+pub mod online;
 pub mod piece;
 pub mod problem;
 pub mod scalar;
