@@ -198,7 +198,7 @@ impl LocalInstance {
             let name = |f: &str| format!("conns[{}].{f}", c.id);
             pos(&name("weight"), c.weight)?;
             pos(&name("a"), c.a)?;
-            if !(c.demand > 0.0) {
+            if c.demand.is_nan() || c.demand <= 0.0 {
                 return Err(DrumError::new(
                     &name("demand"),
                     format!("must be > 0 (inf: no limit), got {}", c.demand),
@@ -313,6 +313,8 @@ pub struct Stats {
     pub late_values: u64,
     /// items naming a pair this host does not know (an instance change not seen yet here)
     pub unknown_items: u64,
+    /// connections whose state overflowed (absurd values from a peer) and restarted
+    pub resets: u64,
     /// local objective estimate: sum of own `w U(x)` minus `beta / z^2` of own rows
     pub objective: f64,
     /// the last solve stopped at `max_rounds` before settling

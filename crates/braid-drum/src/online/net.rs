@@ -46,14 +46,16 @@ pub struct RunReport {
     pub quiescent: bool,
 }
 
+/// A message in flight: (arrival, sequence, to, from, bytes).
+type InFlight = Reverse<(u64, u64, u32, u32, Vec<u8>)>;
+
 pub struct TestNet {
     pub hosts: Vec<HostSolver>,
     pub cfg: NetConfig,
     pub now: u64,
     rng: Xoshiro256PlusPlus,
     seq: u64,
-    /// (arrival, sequence, to, from, bytes)
-    queue: BinaryHeap<Reverse<(u64, u64, u32, u32, Vec<u8>)>>,
+    queue: BinaryHeap<InFlight>,
 }
 
 impl TestNet {

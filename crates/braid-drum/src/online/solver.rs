@@ -486,7 +486,7 @@ impl HostSolver {
                 self.start_round(r);
             } else {
                 self.round = r;
-                self.phase = Phase::Replies(r, self.now + self.cfg.window_ns);
+                self.phase = Phase::Replies(r, self.now.saturating_add(self.cfg.window_ns));
             }
         }
         self.advance(false);
@@ -545,7 +545,7 @@ impl HostSolver {
             }
             self.send(h, Kind::Contrib, r, Body::Contrib(items));
         }
-        self.phase = Phase::Contribs(r, self.now + self.cfg.window_ns);
+        self.phase = Phase::Contribs(r, self.now.saturating_add(self.cfg.window_ns));
     }
 
     fn advance(&mut self, timer: bool) {
@@ -556,21 +556,21 @@ impl HostSolver {
                         let n = &self.nbrs[h];
                         n.idle || !n.contribs.is_empty()
                     });
-                    if !ready && !(timer && self.now >= dl) {
+                    if !(ready || timer && self.now >= dl) {
                         return;
                     }
                     if !ready {
                         self.stats.timeouts += 1;
                     }
                     self.z_round(r);
-                    self.phase = Phase::Replies(r, self.now + self.cfg.window_ns);
+                    self.phase = Phase::Replies(r, self.now.saturating_add(self.cfg.window_ns));
                 }
                 Phase::Replies(r, dl) => {
                     let ready = self.out_hosts.iter().all(|h| {
                         let n = &self.nbrs[h];
                         n.idle || !n.replies.is_empty()
                     });
-                    if !ready && !(timer && self.now >= dl) {
+                    if !(ready || timer && self.now >= dl) {
                         return;
                     }
                     if !ready {
@@ -584,8 +584,8 @@ impl HostSolver {
         }
     }
 
-    /// Take the contributions of round r (the newest older ones where r's is missing).
-    fn take_contribs(&mut self, r: u64) {
+    /// Take each sender's newest unconsumed contributions (a missing one keeps the last value).
+    fn take_contribs(&mut self) {
         for e in &mut self.ents {
             for p in &mut e.ins {
                 p.fresh = false;
@@ -623,7 +623,7 @@ impl HostSolver {
 
     /// Round r, coordinator half: z-, dual- and y-updates of this host's rows, then the replies.
     fn z_round(&mut self, r: u64) {
-        self.take_contribs(r);
+        self.take_contribs();
         let relax = self.cfg.relax;
         let beta = self.inst.beta;
         // first sight of a pair: y = p c (and of a row: v = 0, its penalty from the curvature)
@@ -693,6 +693,7 @@ impl HostSolver {
                 upd(e.a * p.val, &mut p.y);
             }
         }
+        self.sanitize();
         self.r_rel = rel(r2, ax2.max(y2));
         self.dz_rel = rel(dz2, z2);
         if self.cfg.adaptive {
@@ -723,6 +724,54 @@ impl HostSolver {
                 }
             }
             self.send(h, Kind::Reply, r, Body::Reply(items));
+        }
+    }
+
+    /// Finite values (each checked on arrival) can still overflow the arithmetic (a peer
+    /// sending 1e300): an entry whose state is no longer finite restarts from the equal split,
+    /// so that nothing non-finite is ever sent or handed to the scheduler.
+    fn sanitize(&mut self) {
+        let fresh_x = self.inst.q_cap / self.ents.len().max(1) as f64;
+        let mut bad = false;
+        for e in &mut self.ents {
+            let ok = [e.x, e.z, e.v, e.self_y, e.self_qa, e.self_qb]
+                .iter()
+                .all(|v| v.is_finite())
+                && e.ins.iter().all(|p| p.y.is_finite() && p.val.is_finite());
+            if !ok {
+                bad = true;
+                self.stats.resets += 1;
+                e.x = fresh_x.min(e.hi);
+                e.z = e.a * e.x;
+                e.v = 0.0;
+                e.self_y = e.a * e.x;
+                e.self_qa = 0.0;
+                e.self_qb = 0.0;
+                for p in &mut e.ins {
+                    p.val = 0.0;
+                    p.y = 0.0;
+                    p.init = false;
+                    p.seen = false;
+                }
+            }
+            for o in &mut e.outs {
+                if !(o.qa.is_finite() && o.qb.is_finite()) {
+                    o.have = false;
+                    o.qa = 0.0;
+                    o.qb = 0.0;
+                }
+            }
+        }
+        if bad || !(self.factor.is_finite() && self.factor > 0.0) {
+            if !(self.factor.is_finite() && self.factor > 0.0) {
+                self.factor = 1.0;
+            }
+            if !self.lam.is_finite() {
+                self.lam = 0.0;
+            }
+            if !self.mu.is_finite() {
+                self.mu = 0.0;
+            }
         }
     }
 
@@ -813,8 +862,12 @@ impl HostSolver {
         let (mut dx2, mut x2) = (0.0, 0.0);
         for (k, e) in self.ents.iter_mut().enumerate() {
             e.x = xs[k];
-            dx2 += (xs[k] - xprev[k]) * (xs[k] - xprev[k]);
-            x2 += xs[k] * xs[k];
+        }
+        self.sanitize();
+        for (k, e) in self.ents.iter().enumerate() {
+            let xs = e.x;
+            dx2 += (xs - xprev[k]) * (xs - xprev[k]);
+            x2 += xs * xs;
         }
         let dx_rel = rel(dx2, x2);
         self.stats.rounds += 1;
@@ -874,7 +927,7 @@ impl HostSolver {
             self.phase = Phase::Idle;
         } else {
             // labels follow the highest heard (a Lamport clock), so a new solve's are new
-            self.start_round((r + 1).max(self.heard));
+            self.start_round(r.saturating_add(1).max(self.heard));
         }
     }
 }

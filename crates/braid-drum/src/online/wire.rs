@@ -15,7 +15,8 @@
 //!        replies:       (sender conn u32, receiver conn u32, ρa² f64, ρa(y−v) f64) 24 bytes
 //!        idle:          none
 //! ```
-//! Decoding checks everything (length, magic, version, kind, padding, finite values, ρa² ≥ 0)
+//! Decoding checks everything (length, magic, version, kind, padding, finite values, B x ≥ 0,
+//! ρa² ≥ 0)
 //! and returns a [`WireError`]; it never panics.
 
 use std::fmt;
@@ -91,7 +92,9 @@ impl fmt::Display for WireError {
             WireError::NotFinite { item } => {
                 write!(f, "item {item} holds a value that is not finite")
             }
-            WireError::Negative { item } => write!(f, "item {item} holds a negative penalty"),
+            WireError::Negative { item } => {
+                write!(f, "item {item} holds a negative rate or penalty")
+            }
         }
     }
 }
@@ -193,6 +196,10 @@ impl Message {
                     let x = f64_at(o + 8);
                     if !x.is_finite() {
                         return Err(WireError::NotFinite { item: i });
+                    }
+                    // B x: a rate, never negative
+                    if x < 0.0 {
+                        return Err(WireError::Negative { item: i });
                     }
                     v.push(((u32_at(o), u32_at(o + 4)), x));
                 }
