@@ -16,7 +16,7 @@
 //! A connection's own completions are the pair (l = e, p = a, c = x), kept locally.
 
 use super::wire::{Body, Header, Kind, Message, PairKey, WireError};
-use super::{LocalInstance, OnlineConfig, Rates, Stats};
+use super::{ConnRate, LocalInstance, OnlineConfig, Rates, Stats};
 use crate::problem::DrumError;
 use crate::scalar::Alpha;
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -395,6 +395,16 @@ impl HostSolver {
         self.rates.as_ref()
     }
 
+    /// The last round's rates of one connection.
+    pub fn rate(&self, conn: u32) -> Option<ConnRate> {
+        self.rates
+            .as_ref()?
+            .conns
+            .iter()
+            .find(|c| c.id == conn)
+            .copied()
+    }
+
     pub fn stats(&self) -> &Stats {
         &self.stats
     }
@@ -478,7 +488,24 @@ impl HostSolver {
                 true
             }
         };
-        if regular && self.phase == Phase::Idle && (!header.settled || new_epoch) {
+        let wake = regular && self.phase == Phase::Idle && (!header.settled || new_epoch);
+        if regular && self.phase == Phase::Idle && !wake {
+            // a settled neighbour's last values: take them now, so that nothing stale waits
+            // in the buffers to pass for a fresh message of a later solve
+            let n = self.nbrs.get_mut(&from_host).unwrap();
+            if let Some((l, items)) = n.contribs.pop_last() {
+                n.got_c = Some(l);
+                n.contribs.clear();
+                self.apply_contribs(from_host, items);
+            }
+            let n = self.nbrs.get_mut(&from_host).unwrap();
+            if let Some((l, items)) = n.replies.pop_last() {
+                n.got_r = Some(l);
+                n.replies.clear();
+                self.apply_replies(from_host, items);
+            }
+        }
+        if wake {
             // a neighbour is still moving (or has a new instance): join it at its round
             self.stats.solves += 1;
             self.stats.iterations = 0;
@@ -555,7 +582,7 @@ impl HostSolver {
                 Phase::Contribs(r, dl) => {
                     let ready = self.in_hosts.iter().all(|h| {
                         let n = &self.nbrs[h];
-                        n.idle || !n.contribs.is_empty()
+                        n.idle || n.contribs.last_key_value().is_some_and(|(l, _)| *l >= r)
                     });
                     if !(ready || timer && self.now >= dl) {
                         return;
@@ -569,7 +596,7 @@ impl HostSolver {
                 Phase::Replies(r, dl) => {
                     let ready = self.out_hosts.iter().all(|h| {
                         let n = &self.nbrs[h];
-                        n.idle || !n.replies.is_empty()
+                        n.idle || n.replies.last_key_value().is_some_and(|(l, _)| *l >= r)
                     });
                     if !(ready || timer && self.now >= dl) {
                         return;

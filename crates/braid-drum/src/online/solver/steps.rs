@@ -4,11 +4,41 @@
 
 use super::{rel, HostSolver};
 use crate::host::{cap_solve, cap_solve_cq};
-use crate::online::wire::{Body, Kind};
+use crate::online::wire::{Body, Kind, PairKey};
 use crate::online::{ConnRate, Rates};
 
 impl HostSolver {
     /// Take each sender's newest unconsumed contributions (a missing one keeps the last value).
+    /// Contributions of host h into the pairs they name (unknown pairs are counted).
+    pub(super) fn apply_contribs(&mut self, h: u32, items: Vec<(PairKey, f64)>) {
+        for ((sc, rc), val) in items {
+            match self.in_index.get(&(h, sc, rc)) {
+                Some(&(k, t)) => {
+                    let p = &mut self.ents[k].ins[t];
+                    p.val = val;
+                    p.seen = true;
+                    p.fresh = true;
+                }
+                None => self.stats.unknown_items += 1,
+            }
+        }
+    }
+
+    /// Replies of host h into the pairs they name.
+    pub(super) fn apply_replies(&mut self, h: u32, items: Vec<(PairKey, f64, f64)>) {
+        for ((sc, rc), qa, qb) in items {
+            match self.out_index.get(&(h, sc, rc)) {
+                Some(&(k, t)) => {
+                    let o = &mut self.ents[k].outs[t];
+                    o.qa = qa;
+                    o.qb = qb;
+                    o.have = true;
+                }
+                None => self.stats.unknown_items += 1,
+            }
+        }
+    }
+
     fn take_contribs(&mut self) {
         for e in &mut self.ents {
             for p in &mut e.ins {
@@ -26,19 +56,7 @@ impl HostSolver {
             let old: usize = n.contribs.values().map(|v| v.len()).sum();
             n.contribs.clear();
             self.stats.late_values += old as u64;
-            {
-                for ((sc, rc), val) in items {
-                    match self.in_index.get(&(h, sc, rc)) {
-                        Some(&(k, t)) => {
-                            let p = &mut self.ents[k].ins[t];
-                            p.val = val;
-                            p.seen = true;
-                            p.fresh = true;
-                        }
-                        None => self.stats.unknown_items += 1,
-                    }
-                }
-            }
+            self.apply_contribs(h, items);
         }
         for e in &self.ents {
             self.stats.stale_values += e.ins.iter().filter(|p| !p.fresh).count() as u64;
@@ -250,19 +268,7 @@ impl HostSolver {
             let old: usize = n.replies.values().map(|v| v.len()).sum();
             n.replies.clear();
             self.stats.late_values += old as u64;
-            {
-                for ((sc, rc), qa, qb) in items {
-                    match self.out_index.get(&(h, sc, rc)) {
-                        Some(&(k, t)) => {
-                            let o = &mut self.ents[k].outs[t];
-                            o.qa = qa;
-                            o.qb = qb;
-                            o.have = true;
-                        }
-                        None => self.stats.unknown_items += 1,
-                    }
-                }
-            }
+            self.apply_replies(h, items);
         }
         let m = self.ents.len();
         let mut c2 = vec![0.0; m];
