@@ -235,6 +235,10 @@ fn reconverges_warm_in_fewer_iterations_than_cold() {
         c.rep.iterations
     );
     assert!(w.rep.messages < c.rep.messages);
+    assert!(
+        w3.unwrap() < c3.unwrap(),
+        "rounds to 1e-3: warm {w3:?} cold {c3:?}"
+    );
     assert!(net
         .hosts
         .iter()
