@@ -134,6 +134,9 @@ pub struct HostSolver {
     round: u64,
     /// highest round seen in any message (a Lamport clock for the start of a new solve)
     heard: u64,
+    /// the round a peer is in at the latest: a contribution labelled L means round L, a reply
+    /// labelled L that the peer waits for round L + 1's contributions next
+    ahead: u64,
     epoch: u32,
     now: u64,
     lam: f64,
@@ -182,6 +185,7 @@ impl HostSolver {
             phase: Phase::Start,
             round: 0,
             heard: 0,
+            ahead: 0,
             epoch: 0,
             now: 0,
             lam: 0.0,
@@ -455,6 +459,10 @@ impl HostSolver {
         let Message { header, body } = msg;
         let r = header.round;
         self.heard = self.heard.max(r);
+        self.ahead = self.ahead.max(match header.kind {
+            Kind::Reply => r.saturating_add(1),
+            _ => r,
+        });
         let nbr = self.nbrs.entry(from_host).or_default();
         let new_epoch = nbr.epoch.is_some_and(|e| e != header.epoch);
         nbr.epoch = Some(header.epoch);
@@ -638,8 +646,10 @@ impl HostSolver {
             }
             self.phase = Phase::Idle;
         } else {
-            // labels follow the highest heard (a Lamport clock), so a new solve's are new
-            self.start_round(r.saturating_add(1).max(self.heard));
+            // labels follow the round the peers are in (a Lamport clock): a host one label
+            // behind would make every half-round wait out the window (each side waiting for
+            // the other's next message)
+            self.start_round(r.saturating_add(1).max(self.ahead));
         }
     }
 }
