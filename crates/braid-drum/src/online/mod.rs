@@ -38,7 +38,7 @@ pub mod net;
 mod solver;
 pub mod wire;
 
-pub use solver::HostSolver;
+pub use solver::{HostSolver, MessageError};
 
 use crate::problem::{DrumError, Result};
 use serde::{Deserialize, Serialize};
