@@ -10,7 +10,9 @@
 //! * [`select`]: the top-k selection step with anti-starvation aging;
 //! * [`gen`]: the paper's random instances;
 //! * [`shard`], [`piece`], [`comm`]: the ADMM sharded over ranks that hold only their own hosts
-//!   (MPI through the Python package; threads in the tests).
+//!   (MPI through the Python package; threads in the tests);
+//! * [`online`]: the same ADMM as one sans-IO state machine per host exchanging control
+//!   messages over the fabric (the DRUM agent's solver), with a deterministic test network.
 //!
 //! See `docs/drum.md` for what is sound and what differs from the paper.
 
@@ -23,6 +25,7 @@ pub mod footprint;
 pub mod gen;
 pub mod host;
 pub mod huge;
+pub mod online;
 pub mod piece;
 pub mod problem;
 pub mod scalar;
