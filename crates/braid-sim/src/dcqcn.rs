@@ -24,6 +24,8 @@ pub struct Dcqcn {
     /// Whether the controller is recovering (timers need to run).
     pub active: bool,
     pub cnps: u64,
+    /// CNPs that cut the rate.
+    pub cuts: u64,
 }
 
 impl Dcqcn {
@@ -41,6 +43,7 @@ impl Dcqcn {
             last_decrease: None,
             active: false,
             cnps: 0,
+            cuts: 0,
         }
     }
 
@@ -54,6 +57,7 @@ impl Dcqcn {
             }
         }
         self.last_decrease = Some(now);
+        self.cuts += 1;
         if cfg.clamp_target_rate || self.t_stage > 0 || self.b_stage > 0 || !self.active {
             self.rt = self.rc;
         }

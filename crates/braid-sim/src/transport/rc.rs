@@ -358,6 +358,19 @@ impl Transport for RcTransport {
         self.timeouts
     }
 
+    fn cc_state(&self) -> Option<super::CcState> {
+        let cc = self.cc.as_ref()?;
+        Some(super::CcState {
+            rate_bps: Some(cc.rc),
+            target_bps: Some(cc.rt),
+            alpha: Some(cc.alpha),
+            inflight: Some(self.max_sent.saturating_sub(self.snd_una) as f64),
+            signals: Some(cc.cnps),
+            cuts: Some(cc.cuts),
+            ..Default::default()
+        })
+    }
+
     fn kind(&self) -> &'static str {
         if self.cc.is_some() {
             "dcqcn"
