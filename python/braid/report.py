@@ -121,6 +121,36 @@ def plot_queues(q: pl.DataFrame, path: Path, title: str) -> Path | None:
     return p
 
 
+def plot_cc(cc: pl.DataFrame, path: Path, title: str) -> Path | None:
+    """The congestion controllers' state (``measure.cc``): DCQCN rate and alpha, MP-RDMA window,
+    one line per QP (the first MAX_FLOW_LINES)."""
+    if cc.height == 0:
+        return None
+    panels = [(c, lab) for c, lab in (("rate_bps", "rate Rc (Gbps)"), ("alpha", "DCQCN α"), ("cwnd", "cwnd (packets)"))
+              if c in cc.columns and cc[c].null_count() < cc.height]
+    if not panels:
+        return None
+    plt = _plt()
+    fig, axes = plt.subplots(len(panels), 1, figsize=(8, 2.6 * len(panels)), sharex=True, squeeze=False)
+    keys = cc.select("host", "qpn", "flow").unique().sort("host", "qpn").head(MAX_FLOW_LINES).to_dicts()
+    for ax, (col, label) in zip(axes[:, 0], panels):
+        scale = 1e9 if col == "rate_bps" else 1
+        for k in keys:
+            d = cc.filter((pl.col("host") == k["host"]) & (pl.col("qpn") == k["qpn"])).sort("time_ps")
+            if d[col].null_count() == d.height:
+                continue
+            name = f"flow {k['flow']}" if k["flow"] is not None else f"h{k['host']} qp{k['qpn']}"
+            ax.plot(d["time_ps"].to_numpy() / 1e6, d[col].to_numpy() / scale, lw=1.0, label=name)
+        ax.set_ylabel(label)
+        ax.grid(alpha=0.3)
+    axes[0, 0].set_title(title)
+    axes[0, 0].legend(fontsize=7, loc="best")
+    axes[-1, 0].set_xlabel("time (µs)")
+    p = _save(fig, path)
+    plt.close(fig)
+    return p
+
+
 def _fmt(v) -> str:
     if v is None:
         return "-"
@@ -148,6 +178,7 @@ def plot_run(folder: Path) -> List[Path]:
         plot_throughput(r["throughput"], r["flows"], folder / "throughput.png", f"{name}: goodput per flow"),
         plot_fct(r["flows"], folder / "fct_cdf.png", f"{name}: flow completion"),
         plot_queues(r["queues"], folder / "queues.png", f"{name}: queue length"),
+        plot_cc(r["cc"], folder / "cc.png", f"{name}: congestion control"),
     ):
         if p is not None:
             made.append(p)
@@ -179,6 +210,9 @@ def plot_run(folder: Path) -> List[Path]:
     md.append("")
     md.append("## Run")
     md.append("")
+    if (folder / "trace.pcap").exists():
+        md.append(f"Packet trace: `trace.pcap` ({_fmt((s.get('stats') or {}).get('pcap_packets'))} frames; open it in Wireshark or `tshark -r`).")
+        md.append("")
     md.append(_md_table([("wall time (s)", s.get("wall_s")), ("CPU time (s)", s.get("cpu_s")), ("events", s.get("events")), ("events/s", s.get("events_per_s")), ("simulated s per wall s", s.get("sim_s_per_wall_s"))]))
     md.append("")
     if made:

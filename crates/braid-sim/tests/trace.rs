@@ -303,6 +303,11 @@ fn bad_trace_keys_name_the_key() {
     assert_eq!(p, "measure.pcap.snaplen");
     let (p, _) = bad(json!({"pcap": {"flows": [0], "max_packets": 0}}));
     assert_eq!(p, "measure.pcap.max_packets");
+    // Checked even when nothing is captured or sampled.
+    let (p, _) = bad(json!({"pcap": {"snaplen": 10}}));
+    assert_eq!(p, "measure.pcap.snaplen");
+    let (p, _) = bad(json!({"cc": {"max_qps": 0}}));
+    assert_eq!(p, "measure.cc.max_qps");
     let (p, _) = bad(json!({"pcap": {"flows": [0], "at": "middle"}}));
     assert!(p.starts_with("measure.pcap"), "{p}");
 }

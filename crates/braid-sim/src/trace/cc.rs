@@ -81,6 +81,9 @@ impl CcConfig {
         n_hosts: usize,
         log: SharedLog,
     ) -> Result<Option<CcSampler>, ScenarioError> {
+        if self.max_qps == 0 {
+            return Err(err("measure.cc.max_qps", "must be at least 1"));
+        }
         if !self.enabled() {
             return Ok(None);
         }
@@ -102,18 +105,15 @@ impl CcConfig {
         let mut flows = vec![];
         let mut qps = vec![];
         let all = match &self.qps {
-            CcQps::All(s) if s == "all" => {
-                if self.max_qps == 0 {
-                    return Err(err("measure.cc.max_qps", "must be at least 1"));
-                }
-                true
-            }
-            CcQps::All(s) => return Err(err(
-                "measure.cc.qps",
-                format!(
+            CcQps::All(s) if s == "all" => true,
+            CcQps::All(s) => {
+                return Err(err(
+                    "measure.cc.qps",
+                    format!(
                     "expected \"all\" or a list of flow ids and {{ host, qpn }} tables, got {s:?}"
                 ),
-            )),
+                ))
+            }
             CcQps::List(v) => {
                 for (i, sel) in v.iter().enumerate() {
                     match *sel {

@@ -82,9 +82,6 @@ impl PcapConfig {
         world: &World,
         names: &HashMap<String, u32>,
     ) -> Result<Option<PcapTracer>, ScenarioError> {
-        if !self.enabled() {
-            return Ok(None);
-        }
         if !(1..=MAX_PACKETS_LIMIT).contains(&self.max_packets) {
             return Err(err(
                 "measure.pcap.max_packets",
@@ -96,6 +93,9 @@ impl PcapConfig {
                 "measure.pcap.snaplen",
                 "expected a number of bytes from 64 to 65535",
             ));
+        }
+        if !self.enabled() {
+            return Ok(None);
         }
         let mut ports = HashSet::new();
         for (i, spec) in self.ports.iter().enumerate() {
