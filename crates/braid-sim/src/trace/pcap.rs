@@ -248,6 +248,8 @@ fn qp_type(world: &World, pk: &Packet) -> QpType {
 
 impl World {
     /// `node` puts packet `id` on the link of `port` at `now` (called only while tracing).
+    #[cold]
+    #[inline(never)]
     pub(crate) fn pcap_on_wire(&mut self, now: Time, node: u32, port: u16, id: u32) {
         let Some(mut t) = self.measure.pcap.take() else {
             return;
@@ -271,14 +273,15 @@ impl World {
         self.measure.pcap = Some(t);
     }
 
-    /// Packet `id` finished arriving at `node` on `port` (called only while tracing).
+    /// Packet `id` finished arriving at host `node` on `port` (called only while tracing).
+    #[cold]
+    #[inline(never)]
     pub(crate) fn pcap_arrive(&mut self, now: Time, node: u32, port: u16, id: u32) {
         let Some(mut t) = self.measure.pcap.take() else {
             return;
         };
         let pk = self.pool.get(id);
-        let at_host = matches!(self.nodes[node as usize].role, Role::Host(_));
-        if !t.at_send && at_host && t.flow_packet(self, pk) && t.room() {
+        if !t.at_send && t.flow_packet(self, pk) && t.room() {
             let p = &self.nodes[node as usize].ports[port as usize];
             let (src, dst) = (frame::mac(p.peer_node, p.peer_port), frame::mac(node, port));
             t.scratch.clear();

@@ -200,9 +200,6 @@ impl World {
         id: PktId,
         q: &mut EventQueue<Ev>,
     ) {
-        if self.measure.pcap.is_some() {
-            self.pcap_arrive(now, node, port, id);
-        }
         let pk = self.pool.get(id);
         if pk.kind == PktKind::Pfc {
             let (prio, on) = (pk.prio as usize, pk.aux == 1);
@@ -223,6 +220,10 @@ impl World {
         }
         match self.nodes[node as usize].role {
             Role::Host(h) => {
+                if self.measure.pcap.is_some() {
+                    self.pcap_arrive(now, node, port, id);
+                }
+                let pk = self.pool.get(id);
                 if addr_node(pk.dst) != node {
                     self.counters.drops_no_route += 1;
                     self.drop_packet(id);
