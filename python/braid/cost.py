@@ -17,8 +17,9 @@ The figures are upper-bound-ish estimates, calibrated on this simulator (see ``B
   most 4 per host, plus the applications' QPs and the sampled ports);
 * a congestion-control sample (``measure.cc``, a row of ``cc``) about 400 B at its peak (the
   core's row, its table and the DataFrame): intervals × chosen QPs (``max_qps`` for ``"all"``);
-* a captured frame (``measure.pcap``) its ``snaplen`` + 16 bytes, held three times at the end
-  (the core's buffer, the file it assembles, Python's copy): ``max_packets`` of them at most.
+* a captured frame (``measure.pcap``) min(``snaplen``, ``nic.mtu`` + 80) + 16 bytes, held three
+  times at the end (the core's buffer, the file it assembles, Python's copy): ``max_packets`` of
+  them at most.
 
 The budget is the memory available now (``MemAvailable``), or ``BRAID_MEMORY_LIMIT`` (e.g.
 ``"2GB"``) when set.
@@ -229,7 +230,9 @@ def estimate(sc: Scenario) -> Optional[Estimate]:
     pcap = measure.get("pcap") if isinstance(measure.get("pcap"), dict) else {}
     if pcap.get("flows") or pcap.get("ports"):
         n_pk = _int(pcap.get("max_packets", 100_000)) or 0
-        snap = _int(pcap.get("snaplen", 128)) or 0
+        nic = d.get("nic") if isinstance(d.get("nic"), dict) else {}
+        mtu = _int(nic.get("mtu", 1000)) or 1000
+        snap = min(_int(pcap.get("snaplen", 65535)) or 0, mtu + 80)
         e.add("measure.pcap.max_packets", 3 * n_pk * (snap + 16), f"a packet trace of up to {_count(n_pk)} frames of {snap} bytes")
     e.memory += BASE_BYTES
     return e

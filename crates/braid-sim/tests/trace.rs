@@ -430,8 +430,7 @@ fn a_flow_capture_holds_every_packet_of_the_flow() {
 #[test]
 fn a_port_capture_holds_what_the_port_sent_and_stops_at_max_packets() {
     let mut s = incast();
-    s["measure"] =
-        json!({"interval": "50us", "pcap": {"ports": ["swR:0"], "max_packets": 1000000}});
+    s["measure"] = json!({"interval": "50us", "pcap": {"ports": ["swR:0"], "max_packets": 1000000, "snaplen": 128}});
     let (sim, r) = run(&s);
     let (_, recs) = read_pcap(&r.pcap);
     let w = sim.world();
@@ -450,7 +449,7 @@ fn a_port_capture_holds_what_the_port_sent_and_stops_at_max_packets() {
         .count();
     assert_eq!(ce as u64, port.ecn_marks);
     assert!(ce > 0);
-    // Cut at the default snap length, the original length kept.
+    // Cut at the snap length, the original length kept.
     assert!(recs.iter().all(|x| x.caplen <= 128 && x.len >= x.caplen));
     assert!(recs.iter().any(|x| x.len > 1000 && x.caplen == 128));
     // Bounded.

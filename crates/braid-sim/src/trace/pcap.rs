@@ -43,7 +43,8 @@ pub struct PcapConfig {
     pub at: CaptureAt,
     /// The most frames kept; the rest are counted (`pcap_missed`) and dropped.
     pub max_packets: u64,
-    /// Bytes kept of each frame (64 to 65535): headers are always whole at the default.
+    /// Bytes kept of each frame (64 to 65535; default: whole frames). Wireshark decodes the
+    /// headers of a cut frame but marks it malformed (its RoCE dissector wants the whole packet).
     pub snaplen: u32,
 }
 
@@ -54,7 +55,7 @@ impl Default for PcapConfig {
             ports: vec![],
             at: CaptureAt::Receive,
             max_packets: 100_000,
-            snaplen: 128,
+            snaplen: 65535,
         }
     }
 }
