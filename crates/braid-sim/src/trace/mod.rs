@@ -40,7 +40,7 @@ impl World {
     /// Samples the congestion controllers at `now` (on `measure.cc`'s grid).
     pub(crate) fn sample_cc(&mut self, now: Time) {
         if let Some(mut s) = self.measure.cc.take() {
-            if now % s.interval == 0 {
+            if now.is_multiple_of(s.interval) {
                 s.sample(now, self);
             }
             self.measure.cc = Some(s);

@@ -53,7 +53,7 @@ impl Handler<Ev> for World {
             }
             Ev::Sample => {
                 let iv = self.measure.interval;
-                if iv > 0 && now % iv == 0 {
+                if iv > 0 && now.is_multiple_of(iv) {
                     self.sample(now);
                 }
                 self.sample_cc(now);
