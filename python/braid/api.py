@@ -58,6 +58,12 @@ class RunResult:
     ports: pl.DataFrame = field(default_factory=pl.DataFrame)
     #: Every PFC frame a port sent or received (``measure.pfc``): time, node, port, priority, type.
     pfc: pl.DataFrame = field(default_factory=pl.DataFrame)
+    #: The congestion controllers' state of the QPs ``measure.cc`` chose, one row per QP and
+    #: sample: DCQCN rate_bps, target_bps, alpha; MP-RDMA cwnd; inflight, srtt_us, signals, cuts
+    #: (null where the controller has no such field).
+    cc: pl.DataFrame = field(default_factory=pl.DataFrame)
+    #: The packet capture of ``measure.pcap`` (a whole pcap file), or None.
+    pcap: Optional[bytes] = None
     #: Flows and applications that had not completed when the run ended.
     unfinished: int = 0
 
@@ -228,6 +234,14 @@ def collect(sc: Scenario, sim: Any, seed: int, wall: float, cpu: float) -> RunRe
         if c in flows.columns:
             flows = flows.with_columns(pl.when(pl.col(c) >= 0).then(pl.col(c)).otherwise(None).alias(c))
     unfinished = int(flows["finish_ps"].null_count()) if "finish_ps" in flows.columns else 0
+    cc = _table(raw.get("cc", {}))
+    if cc.width:
+        # A field the QP's controller does not have is null (NaN in the core), as is a QP's flow
+        # when it serves none.
+        cc = cc.with_columns(
+            pl.when(pl.col("flow") >= 0).then(pl.col("flow")).otherwise(None).alias("flow"),
+            *[pl.col(c).fill_nan(None) for c in cc.columns if cc[c].dtype == pl.Float64],
+        ).with_columns(pl.col("signals").cast(pl.Int64), pl.col("cuts").cast(pl.Int64))
     res = RunResult(
         scenario=sc,
         seed=seed,
@@ -239,6 +253,8 @@ def collect(sc: Scenario, sim: Any, seed: int, wall: float, cpu: float) -> RunRe
         tenants=_table(raw["tenants"]),
         ports=_table(raw.get("ports", {})),
         pfc=_table(raw.get("pfc", {})),
+        cc=cc,
+        pcap=raw.get("pcap"),
         counters=dict(raw["counters"]),
         headline=dict(raw["headline"]),
         stats=stats,

@@ -14,7 +14,12 @@ The figures are upper-bound-ish estimates, calibrated on this simulator (see ``B
 * a flow two QPs and its record;
 * a time-series sample (a row of ``throughput`` or ``queues``) about 64 B through the run and
   its results. Rows: sampling intervals × (series alive at once: at most the flows, taken as at
-  most 4 per host, plus the applications' QPs and the sampled ports).
+  most 4 per host, plus the applications' QPs and the sampled ports);
+* a congestion-control sample (``measure.cc``, a row of ``cc``) about 400 B at its peak (the
+  core's row, its table and the DataFrame): intervals × chosen QPs (``max_qps`` for ``"all"``);
+* a captured frame (``measure.pcap``) min(``snaplen``, ``nic.mtu`` + 80) + 16 bytes, held three
+  times at the end (the core's buffer, the file it assembles, Python's copy): ``max_packets`` of
+  them at most.
 
 The budget is the memory available now (``MemAvailable``), or ``BRAID_MEMORY_LIMIT`` (e.g.
 ``"2GB"``) when set.
@@ -38,6 +43,7 @@ BYTES_PER_ROUTE = 4
 BYTES_PER_QP = 2_200
 BYTES_PER_FLOW_RECORD = 200
 BYTES_PER_SAMPLE = 64
+BYTES_PER_CC_SAMPLE = 400
 BASE_BYTES = 50_000_000  # the interpreter, polars and the core, before any scenario
 
 _UNITS_T = {"ps": 1, "ns": 10**3, "us": 10**6, "µs": 10**6, "ms": 10**9, "s": 10**12}
@@ -213,6 +219,21 @@ def estimate(sc: Scenario) -> Optional[Estimate]:
         series += (3 * hosts if t.get("kind") == "fat-tree" else 2 * (hosts + switches)) if q == "all-fabric" else 1
     e.samples = intervals * series
     e.add("measure.interval", e.samples * BYTES_PER_SAMPLE, f"{_count(e.samples)} time-series samples ({_count(intervals)} intervals of {measure.get('interval', '10us')} over duration {d.get('duration', '10ms')})")
+    cc = measure.get("cc") if isinstance(measure.get("cc"), dict) else {}
+    sel = cc.get("qps")
+    n_cc = (_int(cc.get("max_qps", 64)) or 0) if sel == "all" else (len(sel) if isinstance(sel, list) else 0)
+    if n_cc > 0:
+        cc_iv = _ps(cc.get("interval", measure.get("interval", "10us"))) or 0
+        rows = n_cc * (duration / cc_iv if cc_iv > 0 else 0)
+        e.samples += rows
+        e.add("measure.cc.interval", rows * BYTES_PER_CC_SAMPLE, f"{_count(rows)} congestion-control samples ({_count(n_cc)} QPs)")
+    pcap = measure.get("pcap") if isinstance(measure.get("pcap"), dict) else {}
+    if pcap.get("flows") or pcap.get("ports"):
+        n_pk = _int(pcap.get("max_packets", 100_000)) or 0
+        nic = d.get("nic") if isinstance(d.get("nic"), dict) else {}
+        mtu = _int(nic.get("mtu", 1000)) or 1000
+        snap = min(_int(pcap.get("snaplen", 65535)) or 0, mtu + 80)
+        e.add("measure.pcap.max_packets", 3 * n_pk * (snap + 16), f"a packet trace of up to {_count(n_pk)} frames of {snap} bytes")
     e.memory += BASE_BYTES
     return e
 
@@ -240,6 +261,8 @@ def memory_budget() -> tuple:
 
 _ADVICE = {
     "measure.interval": 'use a longer interval (e.g. "10us") or a shorter duration',
+    "measure.cc.interval": "sample fewer QPs, less often, or over a shorter duration",
+    "measure.pcap.max_packets": "keep fewer frames (max_packets) or fewer bytes of each (snaplen)",
     "topology.k": "use a smaller k",
     "topology": "use a smaller topology",
     "topology.nodes": "use fewer nodes",

@@ -116,7 +116,7 @@ def export(folder: Union[str, Path], fmt: str, out: Optional[Union[str, Path]] =
     if fmt == "csv":
         for name in TABLES:
             df = r[name]
-            if name in ("ports", "pfc") and df.is_empty() and not df.columns:
+            if name in ("ports", "pfc", "cc") and df.is_empty() and not df.columns:
                 continue
             p = dest / f"{name}.csv"
             try:

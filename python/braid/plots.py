@@ -292,6 +292,39 @@ def queues_figure(q: pl.DataFrame, title: str, pfc: Optional[pl.DataFrame] = Non
 # --- comparisons -----------------------------------------------------------------------------
 
 
+def cc_figure(cc: pl.DataFrame, title: str):
+    """The congestion controllers' state (``measure.cc``): DCQCN rate Rc and α, MP-RDMA window,
+    one line per QP (the first MAX_FLOW_LINES), one panel per field that has values."""
+    if cc.height == 0:
+        return None
+    _need(cc, ("time_ps", "host", "qpn"), "cc")
+    panels = [(c, lab) for c, lab in (("rate_bps", "rate Rc (Gbps)"), ("alpha", "DCQCN α"), ("cwnd", "cwnd (packets)"))
+              if c in cc.columns and cc[c].null_count() < cc.height]
+    if not panels:
+        return None
+    p = plt()
+    fig, axes = p.subplots(len(panels), 1, figsize=(8, 2.6 * len(panels)), sharex=True, squeeze=False)
+    unit, scale = time_unit(cc["time_ps"].max())
+    cols = ["host", "qpn"] + (["flow"] if "flow" in cc.columns else [])
+    keys = cc.select(cols).unique().sort("host", "qpn").head(MAX_FLOW_LINES).to_dicts()
+    for ax, (col, label) in zip(axes[:, 0], panels):
+        div = 1e9 if col == "rate_bps" else 1
+        for k in keys:
+            d = cc.filter((pl.col("host") == k["host"]) & (pl.col("qpn") == k["qpn"])).sort("time_ps")
+            if d[col].null_count() == d.height:
+                continue
+            name = f"flow {k['flow']}" if k.get("flow") is not None else f"h{k['host']} qp{k['qpn']}"
+            ax.step(d["time_ps"].to_numpy() / scale, d[col].to_numpy() / div, where="post", lw=1.0, label=name)
+        ax.set_ylabel(label)
+        ax.grid(alpha=0.3)
+    n = cc.select(cols[:2]).unique().height
+    more = f"\nthe first {MAX_FLOW_LINES} of {n} QPs" if n > MAX_FLOW_LINES else ""
+    axes[0, 0].set_title(title + more, fontsize=9)
+    axes[0, 0].legend(fontsize=7, loc="best", ncol=2 if len(keys) > 6 else 1)
+    axes[-1, 0].set_xlabel(f"time ({unit})")
+    return fig
+
+
 def overlay_throughput_figure(runs: Mapping[str, pl.DataFrame], title: str):
     """Each run's total goodput (sum over its flows) per sampling interval, overlaid."""
     runs = {k: v for k, v in runs.items() if v.height}

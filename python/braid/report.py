@@ -37,13 +37,15 @@ SWEEP_METRICS = (
 
 
 def run_figures(run: Run) -> List[tuple]:
-    """[(file stem, alt text, Figure)] for a run: goodput per flow, FCT CDFs, queues (with PFC)."""
+    """[(file stem, alt text, Figure)] for a run: goodput per flow, FCT CDFs, queues (with PFC),
+    the congestion controllers' state (``measure.cc``)."""
     name, ov = run.scenario_name, run.overrides
     out = []
     for stem, what, fig in (
         ("throughput", "goodput per flow", lambda t: plots.throughput_figure(run.table("throughput"), run.table("flows"), t)),
         ("fct_cdf", "flow completion", lambda t: plots.fct_figure(run.table("flows"), t)),
         ("queues", "queue length", lambda t: plots.queues_figure(run.table("queues"), t, run.table("pfc"), run.end_ps)),
+        ("cc", "congestion control", lambda t: plots.cc_figure(run.table("cc"), t)),
     ):
         f = fig(plots.title_of(name, what, ov))
         if f is not None:
@@ -215,6 +217,9 @@ def plot_run(folder: Path, run: Optional[Run] = None, images: Optional[List[tupl
     if s.get("finished") is False:
         md += ["**The run reached its duration with traffic unfinished.**", ""]
     md += [_md_table(sorted(h.items())), "", "## Counters", "", _md_table(sorted(run.counters.items())), "", "## Run", ""]
+    if (folder / "trace.pcap").exists():
+        n = (s.get("stats") or {}).get("pcap_packets")
+        md += [f"Packet trace: `trace.pcap` ({fmt(n)} frames; open it in Wireshark or `tshark -r`).", ""]
     md.append(_md_table([("wall time (s)", s.get("wall_s")), ("CPU time (s)", s.get("cpu_s")), ("events", s.get("events")), ("events/s", s.get("events_per_s")), ("simulated s per wall s", s.get("sim_s_per_wall_s"))]))
     md.append("")
     if made:

@@ -31,7 +31,9 @@ from .scenario import BraidError, _json_default
 
 __all__ = ["write_results", "atomic_dir", "read_results", "ResultsDir", "TABLES"]
 
-TABLES = ("messages", "flows", "throughput", "queues", "transport", "tenants", "ports", "pfc")
+TABLES = ("messages", "flows", "throughput", "queues", "transport", "tenants", "ports", "pfc", "cc")
+#: The packet capture (``measure.pcap``), beside the tables when the run captured anything.
+PCAP_FILE = "trace.pcap"
 MARKERS = ("summary.json", "demo.json")
 
 
@@ -205,6 +207,9 @@ def write_into(res, folder: Path) -> None:
     for name in TABLES:
         df: pl.DataFrame = getattr(res, name)
         df.write_parquet(folder / f"{name}.parquet")
+    pcap = getattr(res, "pcap", None)
+    if pcap:
+        (folder / PCAP_FILE).write_bytes(pcap)
     write_json(folder / "summary.json", res.summary)
 
 

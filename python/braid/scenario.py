@@ -380,6 +380,8 @@ _UNTAGGED = {
     "NodesSpec": 'expected a number of nodes (e.g. 6) or a list of names (e.g. ["h0", "sw0"])',
     "RouteSrc": "expected a host index (e.g. 3) or { host = 3, addr = 1 }",
     "QueueSpec": 'expected "node:port" (e.g. "tor0:5"), "all-fabric" or { node = "tor0", peer = "spine1" }',
+    "CcQps": 'expected "all" or a list of flow ids and { host, qpn } tables (e.g. [0, { host = 1, qpn = 2 }])',
+    "QpSel": "expected a flow id (e.g. 3) or { host = 1, qpn = 2 }",
 }
 
 

@@ -173,6 +173,13 @@ pub fn results_to_py<'py>(
         d.set_item("tenants", table_to_py(py, &frombuffer, &r.tenants)?)?;
         d.set_item("ports", table_to_py(py, &frombuffer, &r.ports)?)?;
         d.set_item("pfc", table_to_py(py, &frombuffer, &r.pfc)?)?;
+        d.set_item("cc", table_to_py(py, &frombuffer, &r.cc)?)?;
+        // The packet capture (`measure.pcap`), a whole pcap file; None when nothing was captured.
+        if r.pcap.is_empty() {
+            d.set_item("pcap", py.None())?;
+        } else {
+            d.set_item("pcap", PyBytes::new(py, &r.pcap))?;
+        }
     }
     let counters = PyDict::new(py);
     for (k, v) in &r.counters {

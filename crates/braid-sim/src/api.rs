@@ -72,6 +72,12 @@ pub struct Results {
     /// Every PFC frame a port sent or received (`measure.pfc`): time_ps, node, node_name, port,
     /// priority, type ("pause"/"resume"), direction ("sent"/"received").
     pub pfc: Table,
+    /// `measure.cc`: the congestion controllers' state of the chosen QPs at each sample
+    /// (`trace::cc`): time_ps, host, qpn, flow (-1: none), kind, rate_bps, target_bps, alpha,
+    /// cwnd, inflight, srtt_us, signals, cuts (NaN where the controller has no such field).
+    pub cc: Table,
+    /// `measure.pcap`: the packet capture as a pcap file (empty when nothing was captured).
+    pub pcap: Vec<u8>,
     /// Totals: drops, pfc_pauses, ecn_marks, cnps, retransmissions, ...
     pub counters: BTreeMap<String, u64>,
     /// Headline figures for summaries (e.g. total goodput, mean FCT, Jain index).

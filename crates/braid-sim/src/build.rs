@@ -94,6 +94,7 @@ pub(crate) fn network(sc: &Scenario, base_dir: &Path, seed: u64) -> Result<Netwo
         .map(|(i, n)| (n.name.clone(), i as u32))
         .collect();
     sampled_queues(&mut world, sc, &names)?;
+    world.measure.pcap = sc.measure.pcap.build(&world, &names)?.map(Box::new);
     apply_ecn_by_port(&mut world, &sc.switch.ecn.by_port, &names)?;
     world
         .install_routes(&sc.routes, &names)
@@ -148,63 +149,73 @@ fn sampled_queue(
     path: &str,
     names: &HashMap<String, u32>,
 ) -> Result<(), ScenarioError> {
-    let path = path.to_string();
-    let spec = match spec {
-        crate::config::QueueSpec::Name(s) => s.as_str(),
-        crate::config::QueueSpec::Facing(f) => return sampled_facing(world, f, &path, names),
-    };
-    {
-        if spec == "all-fabric" {
-            for (ni, node) in world.nodes.iter().enumerate() {
-                if let Role::Switch(_) = node.role {
-                    for (pi, p) in node.ports.iter().enumerate() {
-                        if matches!(world.nodes[p.peer_node as usize].role, Role::Switch(_)) {
-                            world.measure.queue_ports.push((ni as u32, pi as u16));
-                            world
-                                .measure
-                                .queue_names
-                                .push(format!("{}:{}", node.name, pi));
-                        }
-                    }
-                }
-            }
-            return Ok(());
-        }
-        let (node, port) = spec.rsplit_once(':').ok_or_else(|| {
-            err(
-                &path,
-                "expected \"node:port\" (e.g. \"tor0:5\") or \"all-fabric\"",
-            )
-        })?;
-        let ni = names.get(node).copied().or_else(|| {
-            node.parse::<u32>()
-                .ok()
-                .filter(|&x| (x as usize) < world.nodes.len())
-        });
-        let ni = ni.ok_or_else(|| err(&path, format!("no node named {node:?}")))?;
-        let pi: u16 = port
-            .parse()
-            .map_err(|_| err(&path, "the port must be a number"))?;
-        if pi as usize >= world.nodes[ni as usize].ports.len() {
-            return Err(err(
-                &path,
-                format!("{node} has {} ports", world.nodes[ni as usize].ports.len()),
-            ));
-        }
-        world.measure.queue_ports.push((ni, pi));
-        world.measure.queue_names.push(spec.to_string());
+    for (node, port, name) in resolve_ports(world, spec, path, names)? {
+        world.measure.queue_ports.push((node, port));
+        world.measure.queue_names.push(name);
     }
     Ok(())
 }
 
-/// `{ node, peer }` in `measure.queues`: every port of `node` that faces `peer` (several when
-/// parallel links join them), named "node:port" in the results like the other forms.
-fn sampled_facing(
-    world: &mut World,
+/// The ports a port spec names (`measure.queues`, `measure.pcap.ports`): "node:port",
+/// "all-fabric" (every switch port that faces a switch) or `{ node, peer }` (every port of
+/// `node` that faces `peer`), each as (node, port, "node:port").
+pub(crate) fn resolve_ports(
+    world: &World,
+    spec: &crate::config::QueueSpec,
+    path: &str,
+    names: &HashMap<String, u32>,
+) -> Result<Vec<(u32, u16, String)>, ScenarioError> {
+    let path = path.to_string();
+    let spec = match spec {
+        crate::config::QueueSpec::Name(s) => s.as_str(),
+        crate::config::QueueSpec::Facing(f) => return facing_ports(world, f, &path, names),
+    };
+    let mut out = vec![];
+    if spec == "all-fabric" {
+        for (ni, node) in world.nodes.iter().enumerate() {
+            if let Role::Switch(_) = node.role {
+                for (pi, p) in node.ports.iter().enumerate() {
+                    if matches!(world.nodes[p.peer_node as usize].role, Role::Switch(_)) {
+                        out.push((ni as u32, pi as u16, format!("{}:{}", node.name, pi)));
+                    }
+                }
+            }
+        }
+        return Ok(out);
+    }
+    let (node, port) = spec.rsplit_once(':').ok_or_else(|| {
+        err(
+            &path,
+            "expected \"node:port\" (e.g. \"tor0:5\") or \"all-fabric\"",
+        )
+    })?;
+    let ni = names.get(node).copied().or_else(|| {
+        node.parse::<u32>()
+            .ok()
+            .filter(|&x| (x as usize) < world.nodes.len())
+    });
+    let ni = ni.ok_or_else(|| err(&path, format!("no node named {node:?}")))?;
+    let pi: u16 = port
+        .parse()
+        .map_err(|_| err(&path, "the port must be a number"))?;
+    if pi as usize >= world.nodes[ni as usize].ports.len() {
+        return Err(err(
+            &path,
+            format!("{node} has {} ports", world.nodes[ni as usize].ports.len()),
+        ));
+    }
+    out.push((ni, pi, spec.to_string()));
+    Ok(out)
+}
+
+/// `{ node, peer }`: every port of `node` that faces `peer` (several when parallel links join
+/// them), named "node:port" in the results like the other forms.
+fn facing_ports(
+    world: &World,
     f: &crate::config::QueueFacing,
     path: &str,
     names: &HashMap<String, u32>,
-) -> Result<(), ScenarioError> {
+) -> Result<Vec<(u32, u16, String)>, ScenarioError> {
     let n_nodes = world.nodes.len();
     let resolve = |key: &str, name: &str| -> Result<u32, ScenarioError> {
         names
@@ -225,12 +236,10 @@ fn sampled_facing(
             format!("{} has no link to {}", f.node, f.peer),
         ));
     }
-    for pi in ports {
-        let name = format!("{}:{}", n.name, pi);
-        world.measure.queue_ports.push((node, pi));
-        world.measure.queue_names.push(name);
-    }
-    Ok(())
+    Ok(ports
+        .into_iter()
+        .map(|pi| (node, pi, format!("{}:{}", n.name, pi)))
+        .collect())
 }
 
 /// Builds tenants' verbs stacks from their middleware entries, host by host: each mechanism's

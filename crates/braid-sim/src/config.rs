@@ -610,6 +610,10 @@ pub struct MeasureConfig {
     /// in the run counters count from this time on (0 = the whole run): a steady-state figure
     /// without the start-up. The per-QP `transport` table stays whole-run.
     pub transport_from: Duration,
+    /// The congestion controllers' state of chosen QPs over time (`cc.parquet`).
+    pub cc: crate::trace::cc::CcConfig,
+    /// Packet traces of chosen flows and ports (`trace.pcap`).
+    pub pcap: crate::trace::pcap::PcapConfig,
 }
 
 impl Default for MeasureConfig {
@@ -620,6 +624,8 @@ impl Default for MeasureConfig {
             messages: true,
             pfc: true,
             transport_from: Duration(0),
+            cc: Default::default(),
+            pcap: Default::default(),
         }
     }
 }

@@ -24,6 +24,7 @@ pub mod results;
 pub mod scenario;
 pub mod simulation;
 pub mod tenants;
+pub mod trace;
 pub mod transport;
 pub mod transport_report;
 pub mod world;

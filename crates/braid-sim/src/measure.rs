@@ -129,6 +129,10 @@ pub struct Measure {
     pub record_pfc: bool,
     /// PFC frames: time, node, port, priority, pause (else resume), received (else sent).
     pub pfc: Vec<PfcRecord>,
+    /// `measure.cc`: the congestion controllers' sampled state.
+    pub cc: Option<Box<crate::trace::cc::CcSampler>>,
+    /// `measure.pcap`: the packet capture.
+    pub pcap: Option<Box<crate::trace::pcap::PcapTracer>>,
 }
 
 /// One PFC frame at one port: sent by `node` out of `port`, or received by `node` on `port`
@@ -160,6 +164,21 @@ impl Measure {
             cq_events: 0,
             record_pfc: true,
             pfc: Vec::new(),
+            cc: None,
+            pcap: None,
+        }
+    }
+
+    /// The next sampling time after `now`: the next multiple of `interval` or of the
+    /// congestion-control sampler's interval, whichever comes first (None: nothing is sampled).
+    pub fn next_sample(&self, now: Time) -> Option<Time> {
+        let next = |iv: Time| (iv > 0).then(|| (now / iv + 1) * iv);
+        match (
+            next(self.interval),
+            self.cc.as_ref().and_then(|c| next(c.interval)),
+        ) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
         }
     }
 

@@ -308,6 +308,14 @@ pub fn assemble(
     r.tenants = crate::tenants::table(world, log);
     r.ports = port_map(world);
     r.pfc = pfc_table(world);
+    r.cc = world
+        .measure
+        .cc
+        .as_ref()
+        .map_or_else(crate::trace::cc::empty_table, |c| c.table());
+    if let Some(t) = &world.measure.pcap {
+        r.pcap = t.file();
+    }
 
     // Headline.
     let mut h = BTreeMap::new();
@@ -425,6 +433,11 @@ pub fn assemble(
         s.insert(format!("events_{k}"), n as f64);
     }
     s.insert("switches".into(), world.switches.len() as f64);
+    // The capture's size, and the frames beyond `measure.pcap.max_packets` it left out.
+    if let Some(t) = &world.measure.pcap {
+        s.insert("pcap_packets".into(), t.packets as f64);
+        s.insert("pcap_missed".into(), t.missed as f64);
+    }
     r.stats = s;
     r
 }

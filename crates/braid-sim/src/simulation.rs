@@ -50,8 +50,9 @@ impl Simulation {
         tenants.traffic(&mut world, &graph, base_dir)?;
         tenants.apps(&mut world)?;
         let log = tenants.finish(&mut world, &mut queue);
-        if world.measure.interval > 0 {
-            queue.schedule(world.measure.interval, Ev::Sample);
+        crate::trace::finish(&sc, &mut world, &log)?;
+        if let Some(t) = world.measure.next_sample(0) {
+            queue.schedule(t, Ev::Sample);
         }
         let ends_when_done = log.borrow().unfinished > 0;
         Ok(Simulation {

@@ -19,7 +19,7 @@
 //! the next notification re-arms it on the same grid (first notification + k periods) after
 //! applying the ticks that passed, so the result is the same with far fewer events.
 
-use super::{Arm, CcTimer, ReactionPoint};
+use super::{Arm, CcTimer, ReactionPoint, ReactionState};
 use crate::config::DcqcnConfig;
 use braid_engine::Time;
 
@@ -42,6 +42,8 @@ pub struct DcqcnHpcc {
     stage: u32,
     inc_on: bool,
     cnps: u64,
+    /// Decrease checks that cut the rate.
+    cuts: u64,
 }
 
 impl DcqcnHpcc {
@@ -61,6 +63,7 @@ impl DcqcnHpcc {
             stage: 0,
             inc_on: false,
             cnps: 0,
+            cuts: 0,
         }
     }
 
@@ -178,6 +181,7 @@ impl ReactionPoint for DcqcnHpcc {
                         self.rt = self.rc;
                     }
                     self.rc = (self.rc * (1.0 - self.alpha / 2.0)).max(cfg.min_rate.0 as f64);
+                    self.cuts += 1;
                     self.stage = 0;
                     self.inc_on = true;
                     arm.push(Arm {
@@ -226,6 +230,23 @@ impl ReactionPoint for DcqcnHpcc {
 
     fn cnps(&self) -> u64 {
         self.cnps
+    }
+
+    fn state(&self, now: Time, cfg: &DcqcnConfig) -> ReactionState {
+        // α with the idle ticks before `now` applied, as `catch_up_alpha` would apply them.
+        let mut alpha = self.alpha;
+        if let (Some(origin), false) = (self.origin, self.alpha_armed) {
+            let done = (now.saturating_sub(origin)).saturating_sub(1) / cfg.alpha_timer.0.max(1);
+            let n = done.saturating_sub(self.alpha_tick);
+            alpha *= (1.0 - cfg.g).powi(n.min(i32::MAX as u64) as i32);
+        }
+        ReactionState {
+            rate: self.rc,
+            target: self.rt,
+            alpha,
+            notifications: self.cnps,
+            cuts: self.cuts,
+        }
     }
 }
 

@@ -52,6 +52,22 @@ pub trait ReactionPoint: std::fmt::Debug {
     fn on_timer(&mut self, now: Time, t: CcTimer, cfg: &DcqcnConfig, arm: &mut Vec<Arm>) -> bool;
     /// Notifications received.
     fn cnps(&self) -> u64;
+    /// The controller's state as it reads at `now` (for `measure.cc`; does not change it).
+    fn state(&self, now: Time, cfg: &DcqcnConfig) -> ReactionState;
+}
+
+/// A reaction point's state at one instant, as `measure.cc` samples it.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct ReactionState {
+    /// Current rate Rc, bit/s.
+    pub rate: f64,
+    /// Target rate Rt, bit/s.
+    pub target: f64,
+    pub alpha: f64,
+    /// Notifications received (CNPs, or ECN-echoing ACKs).
+    pub notifications: u64,
+    /// Notifications that cut the rate.
+    pub cuts: u64,
 }
 
 impl DcqcnConfig {

@@ -9,7 +9,7 @@
 //!
 //! This is `transport.dcqcn.reaction = "paper"` (the default); `hpcc.rs` is HPCC ns-3's variant.
 
-use super::{Arm, CcTimer, ReactionPoint};
+use super::{Arm, CcTimer, ReactionPoint, ReactionState};
 use crate::config::DcqcnConfig;
 use braid_engine::Time;
 
@@ -30,6 +30,8 @@ pub struct Dcqcn {
     pub cnps: u64,
     /// The α timer is running.
     timers_on: bool,
+    /// CNPs that cut the rate.
+    pub cuts: u64,
 }
 
 impl Dcqcn {
@@ -48,6 +50,7 @@ impl Dcqcn {
             active: false,
             cnps: 0,
             timers_on: false,
+            cuts: 0,
         }
     }
 
@@ -61,6 +64,7 @@ impl Dcqcn {
             }
         }
         self.last_decrease = Some(now);
+        self.cuts += 1;
         if cfg.clamp_target_rate || self.t_stage > 0 || self.b_stage > 0 || !self.active {
             self.rt = self.rc;
         }
@@ -197,6 +201,16 @@ impl ReactionPoint for Dcqcn {
 
     fn cnps(&self) -> u64 {
         self.cnps
+    }
+
+    fn state(&self, _now: Time, _cfg: &DcqcnConfig) -> ReactionState {
+        ReactionState {
+            rate: self.rc,
+            target: self.rt,
+            alpha: self.alpha,
+            notifications: self.cnps,
+            cuts: self.cuts,
+        }
     }
 }
 

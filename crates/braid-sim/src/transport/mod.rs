@@ -323,4 +323,31 @@ pub trait Transport: std::fmt::Debug {
     fn vp_counters(&self) -> Vec<(u16, &'static str, u64)> {
         Vec::new()
     }
+    /// The congestion controller's state at `now`, for the sampled series (`measure.cc`); None
+    /// when the transport has no congestion control. Must only read state.
+    fn cc_state(&self, _now: braid_engine::Time) -> Option<CcState> {
+        None
+    }
+}
+
+/// A congestion controller's state at one instant (`measure.cc`); a field a controller does not
+/// have is None.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct CcState {
+    /// DCQCN: the current rate Rc, bit/s.
+    pub rate_bps: Option<f64>,
+    /// DCQCN: the target rate Rt, bit/s.
+    pub target_bps: Option<f64>,
+    /// DCQCN: α, the estimate of the congested fraction.
+    pub alpha: Option<f64>,
+    /// Window-based control (MP-RDMA): the congestion window, packets.
+    pub cwnd: Option<f64>,
+    /// Packets sent and not yet acknowledged (PSNs).
+    pub inflight: Option<f64>,
+    /// Smoothed round-trip time, microseconds (when the controller keeps one).
+    pub srtt_us: Option<f64>,
+    /// Congestion signals received so far: CNPs (DCQCN) or ECN-echo ACKs (MP-RDMA).
+    pub signals: Option<u64>,
+    /// Rate cuts so far (DCQCN: CNPs that cut the rate; at most one per decrease interval).
+    pub cuts: Option<u64>,
 }

@@ -1088,6 +1088,18 @@ impl Transport for MpRdmaTransport {
         "mp-rdma"
     }
 
+    /// One window for all paths (§3.2): MP-RDMA keeps no per-path window or in-flight count to
+    /// sample.
+    fn cc_state(&self, _now: braid_engine::Time) -> Option<super::CcState> {
+        Some(super::CcState {
+            cwnd: Some(self.cwnd),
+            inflight: Some(self.outstanding()),
+            srtt_us: Some(self.srtt / 1e6),
+            signals: Some(self.stats.ecn_acks),
+            ..Default::default()
+        })
+    }
+
     fn totals(&self) -> Vec<(&'static str, u64)> {
         let s = &self.stats;
         vec![

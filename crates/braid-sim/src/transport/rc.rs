@@ -376,6 +376,20 @@ impl Transport for RcTransport {
         self.timeouts
     }
 
+    fn cc_state(&self, now: Time) -> Option<super::CcState> {
+        let (cc, d) = (self.cc.as_ref()?, self.cfg.dcqcn.as_ref()?);
+        let st = cc.state(now, d);
+        Some(super::CcState {
+            rate_bps: Some(st.rate),
+            target_bps: Some(st.target),
+            alpha: Some(st.alpha),
+            inflight: Some(self.max_sent.saturating_sub(self.snd_una) as f64),
+            signals: Some(st.notifications),
+            cuts: Some(st.cuts),
+            ..Default::default()
+        })
+    }
+
     fn kind(&self) -> &'static str {
         if self.cc.is_some() {
             "dcqcn"

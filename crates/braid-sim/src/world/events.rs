@@ -52,10 +52,15 @@ impl Handler<Ev> for World {
                 self.measure.link_change(now, link, up);
             }
             Ev::Sample => {
-                self.sample(now);
                 let iv = self.measure.interval;
-                if iv > 0 && !self.measure.stopped {
-                    q.schedule(now + iv, Ev::Sample);
+                if iv > 0 && now.is_multiple_of(iv) {
+                    self.sample(now);
+                }
+                self.sample_cc(now);
+                if !self.measure.stopped {
+                    if let Some(t) = self.measure.next_sample(now) {
+                        q.schedule(t, Ev::Sample);
+                    }
                 }
             }
         }

@@ -99,6 +99,9 @@ impl World {
         p.tx_pkts += 1;
         let (peer, peer_port, delay, up) = (p.peer_node, p.peer_port, p.delay, p.up);
         let lost = up && p.loss > 0.0 && is_data && p.loss_rng.bernoulli(p.loss);
+        if self.measure.pcap.is_some() {
+            self.pcap_on_wire(now, node, port, id);
+        }
         if !up {
             self.counters.drops_link_down += 1;
             self.drop_packet(id);
@@ -217,6 +220,10 @@ impl World {
         }
         match self.nodes[node as usize].role {
             Role::Host(h) => {
+                if self.measure.pcap.is_some() {
+                    self.pcap_arrive(now, node, port, id);
+                }
+                let pk = self.pool.get(id);
                 if addr_node(pk.dst) != node {
                     self.counters.drops_no_route += 1;
                     self.drop_packet(id);
