@@ -1,0 +1,72 @@
+//! The verbs conformance suite (`braid_verbs::testing::conformance`) on a real RDMA device:
+//! `braid-conformance [-d DEVICE]`. Prints each case's result and observations, then
+//! `N passed, M failed`; exits 0 only when every case passed.
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut device = None;
+    let mut i = 0;
+    while i < args.len() {
+        match args[i].as_str() {
+            "-d" | "--ib-dev" if i + 1 < args.len() => {
+                device = Some(args[i + 1].clone());
+                i += 2;
+            }
+            "-h" | "--help" => {
+                println!("usage: braid-conformance [-d DEVICE]");
+                return;
+            }
+            other => {
+                eprintln!("braid-conformance: unknown argument {other:?} (expected: -d DEVICE)");
+                std::process::exit(2);
+            }
+        }
+    }
+    if let Some(why) = braid_rdma::unavailable() {
+        eprintln!("braid-conformance: {why}");
+        std::process::exit(1);
+    }
+    #[cfg(feature = "rdma")]
+    std::process::exit(run(device.as_deref()));
+    #[cfg(not(feature = "rdma"))]
+    let _ = device;
+}
+
+#[cfg(feature = "rdma")]
+fn run(device: Option<&str>) -> i32 {
+    use braid_rdma::real::{host::Host, nic::Nic};
+    use braid_verbs::testing::conformance::{cases, report, Outcome};
+    use std::cell::RefCell;
+    use std::rc::Rc;
+    use std::time::Duration;
+
+    let (mut passed, mut failed) = (0, 0);
+    for case in cases() {
+        let nic = match Nic::open(device) {
+            Ok(n) => n,
+            Err(e) => {
+                eprintln!("braid-conformance: {e}");
+                return 1;
+            }
+        };
+        let mut host = Host::new(nic);
+        let out = Rc::new(RefCell::new(Outcome::default()));
+        host.add_app((case.app)(out.clone()), Vec::new());
+        // The case's own limit, plus slack for a slow (emulated) machine.
+        let limit = Duration::from_nanos(case.limit_ps / 1000) * 3 + Duration::from_secs(2);
+        host.run(limit);
+        let o = out.borrow();
+        if matches!(o.result, Some(Ok(()))) {
+            passed += 1;
+        } else {
+            failed += 1;
+        }
+        print!("{}", report(case.name, &o));
+    }
+    println!(
+        "conformance (real NIC: {}): {passed} passed, {failed} failed",
+        device.unwrap_or("first device")
+    );
+    println!("{passed} passed, {failed} failed");
+    i32::from(failed > 0)
+}
