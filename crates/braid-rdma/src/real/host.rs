@@ -133,6 +133,11 @@ impl Host {
         self.slots[0].layers = layers;
     }
 
+    /// The id the next [`Host::add_app`] will give (what a factory builds a layer for).
+    pub fn next_tenant(&self) -> TenantId {
+        self.slots.len() as TenantId
+    }
+
     /// Adds a tenant: an application over its middleware stack (top first). Returns its id.
     pub fn add_app(&mut self, app: Box<dyn App>, layers: Vec<Box<dyn Middleware>>) -> TenantId {
         self.slots.push(Slot {

@@ -149,6 +149,32 @@ pub fn flow_label_for_sport(sport: u16) -> u32 {
 impl Nic {
     /// Opens device `name` (None: the first one), port 1.
     pub fn open(name: Option<&str>) -> Result<Nic, OpenError> {
+        Self::open_with(name, None)
+    }
+
+    /// Opens device `name` with GID table entry `gid` as the host's primary address (the
+    /// first of `caps().local_addrs`; perftest's `-x`).
+    pub fn open_with(name: Option<&str>, gid: Option<u8>) -> Result<Nic, OpenError> {
+        let mut nic = Self::open_device(name)?;
+        if let Some(g) = gid {
+            let Some(i) = nic.gid_index.iter().position(|&x| x == g) else {
+                return Err(OpenError(format!(
+                    "GID index {g} of {} is not a RoCEv2 IPv4 entry (usable: {:?})",
+                    nic.name, nic.gid_index
+                )));
+            };
+            nic.gid_index.swap(0, i);
+            nic.caps.local_addrs.swap(0, i);
+        }
+        Ok(nic)
+    }
+
+    /// The GID table index of the primary address.
+    pub fn gid_index(&self) -> u8 {
+        self.gid_index[0]
+    }
+
+    fn open_device(name: Option<&str>) -> Result<Nic, OpenError> {
         if !libibverbs_present() {
             return Err(OpenError(
                 "libibverbs.so.1 cannot be loaded: install rdma-core's libibverbs1 and ibverbs-providers (apt-get install ibverbs-providers)".into(),
@@ -995,7 +1021,7 @@ impl Nic {
             IBV_WC_RNR_RETRY_EXC_ERR => WcStatus::RnrRetryExceeded,
             s => WcStatus::Other(s),
         };
-        let imm = (w.wc_flags & IBV_WC_WITH_IMM != 0)
+        let mut imm = (w.wc_flags & IBV_WC_WITH_IMM != 0)
             // SAFETY: the union's imm member is what WITH_IMM says is valid.
             .then(|| u32::from_be(unsafe { w.imm_data_invalidated_rkey_union.imm_data }));
         let mut byte_len = w.byte_len as u64;
@@ -1019,6 +1045,11 @@ impl Nic {
             } else {
                 !q.sends.iter().any(|s| s.0 == w.wr_id)
             };
+            if !is_recv {
+                // ibverbs defines imm_data for receive completions only (rxe also flags
+                // the requester's completion of a *_WITH_IMM).
+                imm = None;
+            }
             if is_recv {
                 let slot = q.recvs.pop_front().map(|r| r.1).unwrap_or(0);
                 if !ok {
@@ -1027,17 +1058,22 @@ impl Nic {
                     byte_len = byte_len.saturating_sub(GRH_BYTES as u64);
                     src_qp = w.src_qp;
                     if let Some(b) = grh {
-                        // The GRH's source GID is bytes 8..24.
                         // SAFETY: the slot lies inside the GRH buffer.
                         let g = unsafe {
                             std::slice::from_raw_parts(
-                                b.add((slot * GRH_BYTES as u64) as usize + 8),
-                                16,
+                                b.add((slot * GRH_BYTES as u64) as usize),
+                                GRH_BYTES as usize,
                             )
                         };
-                        let mut raw = [0u8; 16];
-                        raw.copy_from_slice(g);
-                        src_host = ipv4_of_gid(&raw).unwrap_or(0);
+                        // RoCEv2 over IPv4: 20 bytes of zeros, then the IPv4 header (source
+                        // address at its bytes 12..16). Otherwise a GRH: source GID at 8..24.
+                        src_host = if g[20] >> 4 == 4 {
+                            u32::from_be_bytes([g[32], g[33], g[34], g[35]])
+                        } else {
+                            let mut raw = [0u8; 16];
+                            raw.copy_from_slice(&g[8..24]);
+                            ipv4_of_gid(&raw).unwrap_or(0)
+                        };
                     }
                 } else if let Some(r) = q.remote {
                     src_host = r.host;
