@@ -105,6 +105,14 @@ rc=0
 for i in 0 1; do echo "guest: rxe0 gid $i $(cat /sys/class/infiniband/rxe0/ports/1/gids/$i) $(cat /sys/class/infiniband/rxe0/ports/1/gid_attrs/types/$i 2>/dev/null)"; done
 echo "=== braid-conformance -d rxe0"
 braid-conformance -d rxe0 || rc=1
+for m in raw justitia; do
+    echo "=== braid-conformance -d rxe0 --middleware $m"
+    braid-conformance -d rxe0 --middleware $m || rc=1
+done
+for m in $(cat /mechanisms 2>/dev/null); do
+    echo "=== braid-conformance -d rxe0 --middleware $m (informational)"
+    braid-conformance -d rxe0 --middleware $m
+done
 [ -n "$SOFTROCE_QUICK" ] && { echo "=== guest result: $rc"; printf "\\$(printf %o $rc)" | dd of=/dev/port bs=1 seek=244 count=1 2>/dev/null; sleep 5; }
 # perftest's ib_write_bw and braid-perftest, same sizes and QPs, client and server on rxe0 (one
 # guest: rxe1 cannot reach rxe0's address, which is local to the guest).
@@ -133,6 +141,7 @@ sleep 5
 INIT
 chmod +x "$IR/init"
 [ -n "${SOFTROCE_QUICK:-}" ] && touch "$IR/quick"
+[ -n "${SOFTROCE_MECHANISMS:-}" ] && echo "$SOFTROCE_MECHANISMS" > "$IR/mechanisms"
 [ -n "${BRAID_RDMA_DEBUG:-}" ] && touch "$IR/debug"
 (cd "$IR" && find . | cpio -o -H newc --quiet) > "$WORK/boot.cpio"
 t1=$(date +%s)

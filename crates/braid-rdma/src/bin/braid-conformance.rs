@@ -1,10 +1,12 @@
 //! The verbs conformance suite (`braid_verbs::testing::conformance`) on a real RDMA device:
-//! `braid-conformance [-d DEVICE]`. Prints each case's result and observations, then
+//! `braid-conformance [-d DEVICE] [--middleware NAME[,NAME]]` (the cases then run through that
+//! stack, built by each mechanism's config as in a scenario). Prints each case's result and observations, then
 //! `N passed, M failed`; exits 0 only when every case passed.
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut device = None;
+    let mut middleware: Vec<String> = Vec::new();
     let mut i = 0;
     while i < args.len() {
         match args[i].as_str() {
@@ -12,12 +14,16 @@ fn main() {
                 device = Some(args[i + 1].clone());
                 i += 2;
             }
+            "--middleware" if i + 1 < args.len() => {
+                middleware = args[i + 1].split(',').map(str::to_string).collect();
+                i += 2;
+            }
             "-h" | "--help" => {
-                println!("usage: braid-conformance [-d DEVICE]");
+                println!("usage: braid-conformance [-d DEVICE] [--middleware NAME[,NAME]]");
                 return;
             }
             other => {
-                eprintln!("braid-conformance: unknown argument {other:?} (expected: -d DEVICE)");
+                eprintln!("braid-conformance: unknown argument {other:?} (expected: -d DEVICE, --middleware NAME[,NAME])");
                 std::process::exit(2);
             }
         }
@@ -27,13 +33,14 @@ fn main() {
         std::process::exit(1);
     }
     #[cfg(feature = "rdma")]
-    std::process::exit(run(device.as_deref()));
+    std::process::exit(run(device.as_deref(), &middleware));
     #[cfg(not(feature = "rdma"))]
-    let _ = device;
+    let _ = (device, middleware);
 }
 
 #[cfg(feature = "rdma")]
-fn run(device: Option<&str>) -> i32 {
+fn run(device: Option<&str>, middleware: &[String]) -> i32 {
+    use braid_middleware::MiddlewareEntry;
     use braid_rdma::real::{host::Host, nic::Nic};
     use braid_verbs::testing::conformance::{cases, report, Outcome};
     use std::cell::RefCell;
@@ -50,8 +57,24 @@ fn run(device: Option<&str>) -> i32 {
             }
         };
         let mut host = Host::new(nic);
+        let mut ctx = host.ctx();
+        let tenant = host.next_tenant();
+        let mut layers: Vec<Box<dyn braid_verbs::Middleware>> = Vec::new();
+        for name in middleware {
+            let built = serde_json::from_value::<MiddlewareEntry>(serde_json::json!({"kind": name}))
+                .map_err(|e| e.to_string())
+                .and_then(|e| e.0.factory().build(&mut ctx, tenant).map_err(|e| e.to_string()));
+            match built {
+                Ok(l) => layers.push(l),
+                Err(e) => {
+                    eprintln!("braid-conformance: --middleware {name}: {e}");
+                    return 1;
+                }
+            }
+        }
+        host.set_agent(ctx.take_agents());
         let out = Rc::new(RefCell::new(Outcome::default()));
-        host.add_app((case.app)(out.clone()), Vec::new());
+        host.add_app((case.app)(out.clone()), layers);
         // The case's own limit, plus slack for a slow (emulated) machine.
         let limit = Duration::from_nanos(case.limit_ps / 1000) * 3 + Duration::from_secs(2);
         host.run(limit);
@@ -64,8 +87,9 @@ fn run(device: Option<&str>) -> i32 {
         print!("{}", report(case.name, &o));
     }
     println!(
-        "conformance (real NIC: {}): {passed} passed, {failed} failed",
-        device.unwrap_or("first device")
+        "conformance (real NIC: {}, middleware: {}): {passed} passed, {failed} failed",
+        device.unwrap_or("first device"),
+        if middleware.is_empty() { "none".to_string() } else { middleware.join(",") }
     );
     println!("{passed} passed, {failed} failed");
     i32::from(failed > 0)

@@ -136,6 +136,8 @@ fn main() {
     }
     #[cfg(feature = "rdma")]
     exit(run::run(&o));
+    #[cfg(not(feature = "rdma"))]
+    let _ = o;
 }
 
 #[cfg(feature = "rdma")]
@@ -381,7 +383,8 @@ mod run {
         println!("                    {title} (braid)");
         println!(" Number of qps   : {}\t\tTransport type : IB", o.qps);
         println!(" Connection type : RC\t\tDevice         : {dev}");
-        println!(" TX depth        : {}", o.tx_depth);
+        let depth = if o.test == "write_lat" { 1 } else { o.tx_depth };
+        println!(" TX depth        : {depth}");
         println!(" Mtu             : {mtu}[B]");
         println!(" Link type       : Ethernet");
         println!(" GID index       : {gid}");

@@ -123,9 +123,12 @@ impl Host {
         }
     }
 
-    /// The host's context for middleware factories ([`MiddlewareFactory::build`]).
+    /// The host's context for middleware factories ([`MiddlewareFactory::build`]), with an
+    /// in-process out-of-band board: enough for mechanisms whose agents connect within this
+    /// process (one host); agents on several real hosts would need it over TCP (not done yet).
     pub fn ctx(&self) -> HostCtx {
         HostCtx::new(self.nic.caps().local_addrs[0], self.nic.caps().clone())
+            .with_board(braid_verbs::rendezvous::board())
     }
 
     /// Puts layers in the agent slot (from [`HostCtx::take_agents`]).
