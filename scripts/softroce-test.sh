@@ -70,6 +70,7 @@ copy_with_libs "$(command -v ib_write_bw)" bin/ib_write_bw
 copy_with_libs "$(command -v ib_write_lat)" bin/ib_write_lat
 copy_with_libs "$ROOT/$TDIR/braid-conformance" bin/braid-conformance
 copy_with_libs "$ROOT/$TDIR/braid-perftest" bin/braid-perftest
+strip --strip-debug "$IR/bin/braid-conformance" "$IR/bin/braid-perftest"
 ML=/usr/lib/x86_64-linux-gnu
 copy_with_libs "$ML/libibverbs.so.1" usr/lib/x86_64-linux-gnu/libibverbs.so.1
 copy_with_libs "$ML/librdmacm.so.1" usr/lib/x86_64-linux-gnu/librdmacm.so.1
@@ -94,6 +95,35 @@ mount -t tmpfs tmp /tmp
 for m in $(cat /modules/order); do /sbin/insmod /modules/$m || echo "guest: insmod $m failed"; done
 mount -t configfs none /sys/kernel/config 2>/dev/null
 /sbin/ip link set lo up
+exit_with() { # isa-debug-exit: QEMU exits with (value << 1) | 1.
+    echo "=== guest result: $1"
+    printf "\\$(printf %o $1)" | dd of=/dev/port bs=1 seek=244 count=1 2>/dev/null
+    sleep 5
+}
+role=$(sed -n 's/.*braid_role=\([a-z]*\).*/\1/p' /proc/cmdline)
+if [ -n "$role" ]; then
+    # Two guests joined by a socket-backed link: a real network between two hosts.
+    if [ "$role" = server ]; then me=10.0.1.1; else me=10.0.1.2; fi
+    /sbin/ip addr add $me/24 dev eth0; /sbin/ip link set eth0 up
+    rdma link add rxe0 type rxe netdev eth0
+    sleep 1
+    echo "guest $role: $(rdma link show | tr '\n' ' ')"
+    rc=0
+    for s in 4096 65536; do
+        for t in ib_write_bw braid-perftest; do
+            if [ $t = ib_write_bw ]; then cmd="ib_write_bw"; else cmd="braid-perftest write_bw"; fi
+            if [ "$role" = server ]; then
+                echo "=== $t -s $s (server)"
+                $cmd -d rxe0 -x 1 -s $s -n 500 --report_gbits > /tmp/out.txt 2>&1 || { cat /tmp/out.txt; rc=1; }
+            else
+                sleep 3
+                echo "=== $t -s $s (client, two guests)"
+                $cmd -d rxe0 -x 1 -s $s -n 500 --report_gbits 10.0.1.1 || rc=1
+            fi
+        done
+    done
+    exit_with $rc
+fi
 /sbin/ip link add veth0 type veth peer name veth1
 /sbin/ip addr add 10.0.0.1/24 dev veth0; /sbin/ip addr add 10.0.0.2/24 dev veth1
 /sbin/ip link set veth0 up; /sbin/ip link set veth1 up
@@ -113,7 +143,7 @@ for m in $(cat /mechanisms 2>/dev/null); do
     echo "=== braid-conformance -d rxe0 --middleware $m (informational)"
     braid-conformance -d rxe0 --middleware $m
 done
-[ -n "$SOFTROCE_QUICK" ] && { echo "=== guest result: $rc"; printf "\\$(printf %o $rc)" | dd of=/dev/port bs=1 seek=244 count=1 2>/dev/null; sleep 5; }
+[ -n "$SOFTROCE_QUICK" ] && exit_with $rc
 # perftest's ib_write_bw and braid-perftest, same sizes and QPs, client and server on rxe0 (one
 # guest: rxe1 cannot reach rxe0's address, which is local to the guest).
 pair() { # NAME SERVER-CMD... -- CLIENT-CMD...
@@ -134,10 +164,7 @@ pair "braid-perftest read_bw" braid-perftest read_bw -d rxe0 -x 1 -s 65536 -n 20
 pair "ib_write_lat" ib_write_lat -d rxe0 -x 1 -s 64 -n 300 -- ib_write_lat -d rxe0 -x 1 -s 64 -n 300 10.0.0.1
 pair "braid-perftest write_lat" braid-perftest write_lat -d rxe0 -x 1 -s 64 -n 300 -- braid-perftest write_lat -d rxe0 -x 1 -s 64 -n 300 10.0.0.1
 if [ -x /bin/extra-tests ]; then /bin/extra-tests || rc=1; fi
-echo "=== guest result: $rc"
-# isa-debug-exit: QEMU exits with (value << 1) | 1.
-printf "\\$(printf %o $rc)" | dd of=/dev/port bs=1 seek=244 count=1 2>/dev/null
-sleep 5
+exit_with $rc
 INIT
 chmod +x "$IR/init"
 [ -n "${SOFTROCE_QUICK:-}" ] && touch "$IR/quick"
@@ -148,18 +175,41 @@ t1=$(date +%s)
 log "initramfs $(du -h "$WORK/boot.cpio" | cut -f1), prepared in $((t1 - t0)) s; booting $KVER under TCG"
 
 # 5. Boot. Exit code: 1 = guest wrote 0 (pass), 3 = guest wrote 1 (fail), anything else = no result.
+boot() { # LOG EXTRA-APPEND QEMU-ARGS...
+    local out=$1 extra=$2; shift 2
+    timeout "$TIMEOUT" qemu-system-x86_64 -accel tcg,thread=multi -cpu max -m 1024 -smp 2 \
+        -kernel "$KROOT/boot/vmlinuz-$KVER" -initrd "$WORK/boot.cpio" \
+        -append "console=ttyS0 panic=-1 quiet cryptomgr.notests mitigations=off $extra" \
+        -nographic -no-reboot -device isa-debug-exit,iobase=0xf4,iosize=0x04 "$@" > "$out" 2>&1 < /dev/null
+}
+verdict() { # NAME QEMU-EXIT LOG
+    case $2 in
+        1) log "$1 passed"; return 0 ;;
+        3) log "$1 FAILED (log: $3)" ;;
+        124) log "$1 timed out after $TIMEOUT s (log: $3)" ;;
+        *) log "$1 ended without a result (qemu exit $2; log: $3)" ;;
+    esac
+    return 1
+}
 set +e
-timeout "$TIMEOUT" qemu-system-x86_64 -accel tcg,thread=multi -cpu max -m 1024 -smp 2 \
-    -kernel "$KROOT/boot/vmlinuz-$KVER" -initrd "$WORK/boot.cpio" \
-    -append "console=ttyS0 panic=-1 quiet cryptomgr.notests mitigations=off" \
-    -nographic -no-reboot -device isa-debug-exit,iobase=0xf4,iosize=0x04 \
-    | tee "$WORK/guest.log"
-q=${PIPESTATUS[0]}
-set -e
+boot "$WORK/guest.log" "" -nic none; q=$?
+tr -d '\r' < "$WORK/guest.log" | grep -v '^\x1b' | sed -n '/^guest:/,$p'
 t2=$(date +%s)
-case $q in
-    1) log "guest passed (boot and tests $((t2 - t1)) s, total $((t2 - t0)) s)"; exit 0 ;;
-    3) log "guest tests FAILED (log: $WORK/guest.log; $((t2 - t0)) s)"; exit 1 ;;
-    124) log "guest timed out after $TIMEOUT s (log: $WORK/guest.log)"; exit 1 ;;
-    *) log "guest ended without a result (qemu exit $q; log: $WORK/guest.log)"; exit 1 ;;
-esac
+verdict "one guest (boot and tests $((t2 - t1)) s)" $q "$WORK/guest.log"; ok=$?
+if [ "${SOFTROCE_TWO_GUESTS:-1}" = 1 ] && [ -z "${SOFTROCE_QUICK:-}" ]; then
+    P=$((20000 + RANDOM % 20000))
+    boot "$WORK/server.log" braid_role=server \
+        -netdev socket,id=n0,udp=127.0.0.1:$((P + 1)),localaddr=127.0.0.1:$P \
+        -device virtio-net-pci,netdev=n0,mac=52:54:00:00:01:01 & sp=$!
+    boot "$WORK/client.log" braid_role=client \
+        -netdev socket,id=n0,udp=127.0.0.1:$P,localaddr=127.0.0.1:$((P + 1)) \
+        -device virtio-net-pci,netdev=n0,mac=52:54:00:00:01:02; qc=$?
+    wait $sp; qs=$?
+    tr -d '\r' < "$WORK/client.log" | grep -v '^\x1b' | sed -n '/^guest client:/,$p'
+    t3=$(date +%s)
+    verdict "two guests: server" $qs "$WORK/server.log" || ok=1
+    verdict "two guests: client ($((t3 - t2)) s)" $qc "$WORK/client.log" || ok=1
+fi
+set -e
+log "total $(($(date +%s) - t0)) s"
+exit $ok

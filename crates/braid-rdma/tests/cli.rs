@@ -4,7 +4,10 @@
 use std::process::Command;
 
 fn run(bin: &str, args: &[&str]) -> (i32, String) {
-    let o = Command::new(bin).args(args).output().expect("run the binary");
+    let o = Command::new(bin)
+        .args(args)
+        .output()
+        .expect("run the binary");
     (
         o.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&o.stderr).into_owned(),
@@ -45,6 +48,9 @@ fn without_the_backend_the_binaries_say_what_is_missing() {
         let (code, err) = run(bin, args);
         assert_eq!(code, 1, "{err}");
         assert!(err.contains(&why), "{err}");
-        assert!(err.contains("libibverbs") || err.contains("--features rdma"), "{err}");
+        assert!(
+            err.contains("libibverbs") || err.contains("--features rdma"),
+            "{err}"
+        );
     }
 }

@@ -61,9 +61,14 @@ fn run(device: Option<&str>, middleware: &[String]) -> i32 {
         let tenant = host.next_tenant();
         let mut layers: Vec<Box<dyn braid_verbs::Middleware>> = Vec::new();
         for name in middleware {
-            let built = serde_json::from_value::<MiddlewareEntry>(serde_json::json!({"kind": name}))
-                .map_err(|e| e.to_string())
-                .and_then(|e| e.0.factory().build(&mut ctx, tenant).map_err(|e| e.to_string()));
+            let built =
+                serde_json::from_value::<MiddlewareEntry>(serde_json::json!({"kind": name}))
+                    .map_err(|e| e.to_string())
+                    .and_then(|e| {
+                        e.0.factory()
+                            .build(&mut ctx, tenant)
+                            .map_err(|e| e.to_string())
+                    });
             match built {
                 Ok(l) => layers.push(l),
                 Err(e) => {
@@ -89,7 +94,11 @@ fn run(device: Option<&str>, middleware: &[String]) -> i32 {
     println!(
         "conformance (real NIC: {}, middleware: {}): {passed} passed, {failed} failed",
         device.unwrap_or("first device"),
-        if middleware.is_empty() { "none".to_string() } else { middleware.join(",") }
+        if middleware.is_empty() {
+            "none".to_string()
+        } else {
+            middleware.join(",")
+        }
     );
     println!("{passed} passed, {failed} failed");
     i32::from(failed > 0)
