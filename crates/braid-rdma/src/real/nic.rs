@@ -186,7 +186,7 @@ impl Nic {
             let list = sys::ibv_get_device_list(&mut n);
             if list.is_null() {
                 return Err(OpenError(format!(
-                    "ibv_get_device_list failed: {}",
+                    "no RDMA device: ibv_get_device_list failed ({}); the kernel has no RDMA support loaded (for Soft-RoCE: modprobe rdma_rxe, then `rdma link add rxe0 type rxe netdev eth0`)",
                     errno()
                 )));
             }
