@@ -10,7 +10,7 @@ use std::rc::Rc;
 
 /// Runs every case on host 0 of a two-host dumbbell (its QPs connected to each other through
 /// the switch and back); returns the report and how many passed.
-fn run_suite() -> (String, usize, usize) {
+fn run_suite(raw: bool) -> (String, usize, usize) {
     let mut text = String::new();
     let mut passed = 0;
     let all = cases();
@@ -19,7 +19,12 @@ fn run_suite() -> (String, usize, usize) {
             "topology": dumbbell(1, 1, link("40Gbps", "1us"), link("40Gbps", "1us"))});
         let mut sim = build(&scenario);
         let out = Rc::new(RefCell::new(Outcome::default()));
-        sim.add_app(0, (case.app)(out.clone()), Vec::new()).unwrap();
+        let stack: Vec<Box<dyn braid_verbs::Middleware>> = if raw {
+            vec![Box::new(braid_verbs::Raw)]
+        } else {
+            Vec::new()
+        };
+        sim.add_app(0, (case.app)(out.clone()), stack).unwrap();
         sim.advance(case.limit_ps + 1);
         let o = out.borrow();
         if matches!(o.result, Some(Ok(()))) {
@@ -32,9 +37,10 @@ fn run_suite() -> (String, usize, usize) {
 
 #[test]
 fn every_case_passes_on_the_simulated_nic_and_runs_are_deterministic() {
-    let (text, passed, total) = run_suite();
+    let (text, passed, total) = run_suite(false);
     println!("{text}conformance (simulated NIC): {passed}/{total} passed");
     assert_eq!(passed, total, "{text}");
-    // Same cases, same observations.
-    assert_eq!(run_suite().0, text);
+    // Same cases, same observations; through the raw stack too.
+    assert_eq!(run_suite(false).0, text);
+    assert_eq!(run_suite(true).0, text);
 }
