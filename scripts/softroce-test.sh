@@ -89,7 +89,7 @@ done
 cat > "$IR/init" <<'INIT'
 #!/bin/sh
 export PATH=/bin LD_LIBRARY_PATH=/lib:/usr/lib/x86_64-linux-gnu
-[ -f /quick ] && SOFTROCE_QUICK=1; [ -f /debug ] && export BRAID_RDMA_DEBUG=1
+[ -f /quick ] && SOFTROCE_QUICK=1
 mount -t proc proc /proc; mount -t sysfs sys /sys; mount -t devtmpfs dev /dev
 mount -t tmpfs tmp /tmp
 for m in $(cat /modules/order); do /sbin/insmod /modules/$m || echo "guest: insmod $m failed"; done
@@ -169,7 +169,6 @@ INIT
 chmod +x "$IR/init"
 [ -n "${SOFTROCE_QUICK:-}" ] && touch "$IR/quick"
 [ -n "${SOFTROCE_MECHANISMS:-}" ] && echo "$SOFTROCE_MECHANISMS" > "$IR/mechanisms"
-[ -n "${BRAID_RDMA_DEBUG:-}" ] && touch "$IR/debug"
 (cd "$IR" && find . | cpio -o -H newc --quiet) > "$WORK/boot.cpio"
 t1=$(date +%s)
 log "initramfs $(du -h "$WORK/boot.cpio" | cut -f1), prepared in $((t1 - t0)) s; booting $KVER under TCG"
@@ -182,13 +181,15 @@ boot() { # LOG EXTRA-APPEND QEMU-ARGS...
         -append "console=ttyS0 panic=-1 quiet cryptomgr.notests mitigations=off $extra" \
         -nographic -no-reboot -device isa-debug-exit,iobase=0xf4,iosize=0x04 "$@" > "$out" 2>&1 < /dev/null
 }
+passed=0; failed=0
 verdict() { # NAME QEMU-EXIT LOG
     case $2 in
-        1) log "$1 passed"; return 0 ;;
+        1) log "$1 passed"; passed=$((passed + 1)); return 0 ;;
         3) log "$1 FAILED (log: $3)" ;;
         124) log "$1 timed out after $TIMEOUT s (log: $3)" ;;
         *) log "$1 ended without a result (qemu exit $2; log: $3)" ;;
     esac
+    failed=$((failed + 1))
     return 1
 }
 set +e
@@ -212,4 +213,5 @@ if [ "${SOFTROCE_TWO_GUESTS:-1}" = 1 ] && [ -z "${SOFTROCE_QUICK:-}" ]; then
 fi
 set -e
 log "total $(($(date +%s) - t0)) s"
+echo "softroce: $passed passed, $failed failed"
 exit $ok
