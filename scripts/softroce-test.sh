@@ -111,14 +111,15 @@ if [ -n "$role" ]; then
     rc=0
     for s in 4096 65536; do
         for t in ib_write_bw braid-perftest; do
-            if [ $t = ib_write_bw ]; then cmd="ib_write_bw"; else cmd="braid-perftest write_bw"; fi
+            # ib_write_bw is the reference: its failures (TCG clock check) are noted, not counted.
+            if [ $t = ib_write_bw ]; then cmd="ib_write_bw"; bad=0; else cmd="braid-perftest write_bw"; bad=1; fi
             if [ "$role" = server ]; then
                 echo "=== $t -s $s (server)"
-                $cmd -d rxe0 -x 1 -s $s -n 500 --report_gbits > /tmp/out.txt 2>&1 || { cat /tmp/out.txt; rc=1; }
+                $cmd -d rxe0 -x 1 -s $s -n 500 --report_gbits > /tmp/out.txt 2>&1 || { cat /tmp/out.txt; echo "guest: $t server failed"; [ $bad = 1 ] && rc=1; }
             else
                 sleep 3
                 echo "=== $t -s $s (client, two guests)"
-                $cmd -d rxe0 -x 1 -s $s -n 500 --report_gbits 10.0.1.1 || rc=1
+                $cmd -d rxe0 -x 1 -s $s -n 500 --report_gbits 10.0.1.1 || { echo "guest: $t client failed"; [ $bad = 1 ] && rc=1; }
             fi
         done
     done
@@ -151,8 +152,11 @@ pair() { # NAME SERVER-CMD... -- CLIENT-CMD...
     echo "=== $name"
     $srv > /tmp/srv.txt 2>&1 & sp=$!
     sleep 2
-    "$@" || { echo "guest: $name client failed"; rc=1; }
-    wait $sp || { echo "guest: $name server failed"; cat /tmp/srv.txt; rc=1; }
+    # perftest's own tools are the reference: under TCG their clock check (r^2 of the cycle
+    # counter) sometimes refuses to report; that is noted, not counted.
+    case $name in ib_*) bad=0 ;; *) bad=1 ;; esac
+    "$@" || { echo "guest: $name client failed"; [ $bad = 1 ] && rc=1; }
+    wait $sp || { echo "guest: $name server failed"; cat /tmp/srv.txt; [ $bad = 1 ] && rc=1; }
 }
 for s in 4096 65536; do
     pair "ib_write_bw -s $s" ib_write_bw -d rxe0 -x 1 -s $s -n 500 -q 1 --report_gbits -- ib_write_bw -d rxe0 -x 1 -s $s -n 500 -q 1 --report_gbits 10.0.0.1
@@ -163,6 +167,7 @@ pair "braid-perftest send_bw" braid-perftest send_bw -d rxe0 -x 1 -s 4096 -n 300
 pair "braid-perftest read_bw" braid-perftest read_bw -d rxe0 -x 1 -s 65536 -n 200 -- braid-perftest read_bw -d rxe0 -x 1 -s 65536 -n 200 --report_gbits 10.0.0.1
 pair "ib_write_lat" ib_write_lat -d rxe0 -x 1 -s 64 -n 300 -- ib_write_lat -d rxe0 -x 1 -s 64 -n 300 10.0.0.1
 pair "braid-perftest write_lat" braid-perftest write_lat -d rxe0 -x 1 -s 64 -n 300 -- braid-perftest write_lat -d rxe0 -x 1 -s 64 -n 300 10.0.0.1
+pair "braid-perftest write_lat --busy-poll" braid-perftest write_lat -d rxe0 -x 1 -s 64 -n 300 --busy-poll -- braid-perftest write_lat -d rxe0 -x 1 -s 64 -n 300 --busy-poll 10.0.0.1
 if [ -x /bin/extra-tests ]; then /bin/extra-tests || rc=1; fi
 exit_with $rc
 INIT

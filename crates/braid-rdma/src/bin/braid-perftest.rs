@@ -5,7 +5,7 @@
 
 use std::process::exit;
 
-const USAGE: &str = "usage: braid-perftest write_bw|write_lat|send_bw|read_bw|read_lat [-d DEV] [-x GID_INDEX] [-s BYTES] [-n ITERS] [-D SECONDS] [-q QPS] [-t TX_DEPTH] [-c RC] [-p PORT] [--report_gbits] [--middleware NAME[,NAME]] [--json] [SERVER_ADDR]";
+const USAGE: &str = "usage: braid-perftest write_bw|write_lat|send_bw|read_bw|read_lat [-d DEV] [-x GID_INDEX] [-s BYTES] [-n ITERS] [-D SECONDS] [-q QPS] [-t TX_DEPTH] [-c RC] [-p PORT] [--busy-poll] [--report_gbits] [--middleware NAME[,NAME]] [--json] [SERVER_ADDR]";
 
 #[derive(Debug, Clone)]
 pub struct Opts {
@@ -21,6 +21,7 @@ pub struct Opts {
     gbits: bool,
     middleware: Vec<String>,
     json: bool,
+    busy_poll: bool,
     server: Option<String>,
 }
 
@@ -44,6 +45,7 @@ fn parse(args: &[String]) -> Opts {
         gbits: false,
         middleware: Vec::new(),
         json: false,
+        busy_poll: false,
         server: None,
     };
     let mut i = 0;
@@ -93,6 +95,10 @@ fn parse(args: &[String]) -> Opts {
             }
             "--json" => {
                 o.json = true;
+                took = 1
+            }
+            "--busy-poll" => {
+                o.busy_poll = true;
                 took = 1
             }
             "-h" | "--help" => {
@@ -215,6 +221,8 @@ mod run {
         };
         let (dev, gid, mtu) = (nic.name().to_string(), nic.gid_index(), nic.caps().mtu);
         let mut host = Host::new(nic);
+        // Completion events by default; --busy-poll spins on the completion channel instead.
+        host.busy_poll = o.busy_poll;
         // The middleware stack, built by each mechanism's config (its factory).
         let mut ctx = host.ctx();
         let tenant = host.next_tenant();
