@@ -298,7 +298,7 @@ mod run {
             if let Err(e) = oob.send("ready") {
                 return fail(format!("out of band: {e}"));
             }
-            host.run_until(limit, |_| false || oob_ready(&mut oob));
+            host.run_until(limit, |_| oob_ready(&mut oob));
             let _ = oob.recv();
             if !o.json {
                 header(o, &dev, gid, mtu);
