@@ -140,6 +140,8 @@ for m in raw justitia; do
     echo "=== braid-conformance -d rxe0 --middleware $m"
     braid-conformance -d rxe0 --middleware $m || rc=1
 done
+echo "=== braid-conformance -d rxe0 --busy-poll"
+braid-conformance -d rxe0 --busy-poll || rc=1
 for m in $(cat /mechanisms 2>/dev/null); do
     echo "=== braid-conformance -d rxe0 --middleware $m (informational)"
     braid-conformance -d rxe0 --middleware $m
@@ -168,6 +170,7 @@ pair "braid-perftest read_bw" braid-perftest read_bw -d rxe0 -x 1 -s 65536 -n 20
 pair "ib_write_lat" ib_write_lat -d rxe0 -x 1 -s 64 -n 300 -- ib_write_lat -d rxe0 -x 1 -s 64 -n 300 10.0.0.1
 pair "braid-perftest write_lat" braid-perftest write_lat -d rxe0 -x 1 -s 64 -n 300 -- braid-perftest write_lat -d rxe0 -x 1 -s 64 -n 300 10.0.0.1
 pair "braid-perftest write_lat --busy-poll" braid-perftest write_lat -d rxe0 -x 1 -s 64 -n 300 --busy-poll -- braid-perftest write_lat -d rxe0 -x 1 -s 64 -n 300 --busy-poll 10.0.0.1
+pair "braid-perftest write_bw -s 65536 --busy-poll" braid-perftest write_bw -d rxe0 -x 1 -s 65536 -n 500 --busy-poll -- braid-perftest write_bw -d rxe0 -x 1 -s 65536 -n 500 --busy-poll --report_gbits 10.0.0.1
 if [ -x /bin/extra-tests ]; then /bin/extra-tests || rc=1; fi
 exit_with $rc
 INIT

@@ -7,6 +7,7 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut device = None;
     let mut middleware: Vec<String> = Vec::new();
+    let mut busy = false;
     let mut i = 0;
     while i < args.len() {
         match args[i].as_str() {
@@ -18,12 +19,18 @@ fn main() {
                 middleware = args[i + 1].split(',').map(str::to_string).collect();
                 i += 2;
             }
+            "--busy-poll" => {
+                busy = true;
+                i += 1;
+            }
             "-h" | "--help" => {
-                println!("usage: braid-conformance [-d DEVICE] [--middleware NAME[,NAME]]");
+                println!(
+                    "usage: braid-conformance [-d DEVICE] [--middleware NAME[,NAME]] [--busy-poll]"
+                );
                 return;
             }
             other => {
-                eprintln!("braid-conformance: unknown argument {other:?} (expected: -d DEVICE, --middleware NAME[,NAME])");
+                eprintln!("braid-conformance: unknown argument {other:?} (expected: -d DEVICE, --middleware NAME[,NAME], --busy-poll)");
                 std::process::exit(2);
             }
         }
@@ -33,13 +40,13 @@ fn main() {
         std::process::exit(1);
     }
     #[cfg(feature = "rdma")]
-    std::process::exit(run(device.as_deref(), &middleware));
+    std::process::exit(run(device.as_deref(), &middleware, busy));
     #[cfg(not(feature = "rdma"))]
-    let _ = (device, middleware);
+    let _ = (device, middleware, busy);
 }
 
 #[cfg(feature = "rdma")]
-fn run(device: Option<&str>, middleware: &[String]) -> i32 {
+fn run(device: Option<&str>, middleware: &[String], busy: bool) -> i32 {
     use braid_middleware::MiddlewareEntry;
     use braid_rdma::real::{host::Host, nic::Nic};
     use braid_verbs::testing::conformance::{cases, report, Outcome};
@@ -57,6 +64,7 @@ fn run(device: Option<&str>, middleware: &[String]) -> i32 {
             }
         };
         let mut host = Host::new(nic);
+        host.busy_poll = busy;
         let mut ctx = host.ctx();
         let tenant = host.next_tenant();
         let mut layers: Vec<Box<dyn braid_verbs::Middleware>> = Vec::new();
@@ -92,8 +100,9 @@ fn run(device: Option<&str>, middleware: &[String]) -> i32 {
         print!("{}", report(case.name, &o));
     }
     println!(
-        "conformance (real NIC: {}, middleware: {}): {passed} passed, {failed} failed",
+        "conformance (real NIC: {}{}, middleware: {}): {passed} passed, {failed} failed",
         device.unwrap_or("first device"),
+        if busy { ", busy polling" } else { "" },
         if middleware.is_empty() {
             "none".to_string()
         } else {
