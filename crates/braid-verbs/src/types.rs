@@ -328,6 +328,8 @@ pub enum WcStatus {
     /// The peer refused the access (rkey, bounds or permissions); no byte was changed and the
     /// requester's QP is in Error.
     RemoteAccessError,
+    /// Any other ibverbs status (`enum ibv_wc_status`), which only a real NIC reports.
+    Other(u32),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -336,6 +338,9 @@ pub enum WcOpcode {
     Write,
     Read,
     Recv,
+    /// A receive that carried immediate data: a SEND_WITH_IMM or a WRITE_WITH_IMM. (ibverbs
+    /// reports the first as IBV_WC_RECV with IBV_WC_WITH_IMM set and the second as
+    /// IBV_WC_RECV_RDMA_WITH_IMM; the real backend maps both here.)
     RecvWithImm,
     Wait,
     SendEnable,

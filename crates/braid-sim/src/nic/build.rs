@@ -144,7 +144,10 @@ impl Nic {
                     pk.dst_qp = d.qpn;
                 }
                 // The bytes travel when the source memory keeps them (a tracked region).
-                if self.mem.sges_tracked(&w.wr.sg_list) {
+                if let Some(d) = &w.inline_data {
+                    let a = (off as usize).min(d.len());
+                    payload_bytes = Some(d[a..(a + len as usize).min(d.len())].to_vec());
+                } else if self.mem.sges_tracked(&w.wr.sg_list) {
                     payload_bytes = Some(self.mem.gather(&w.wr.sg_list, off, len));
                 }
                 npsn = 1;

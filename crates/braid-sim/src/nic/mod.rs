@@ -123,6 +123,9 @@ pub const NAK_REMOTE_ACCESS: u32 = 2;
 struct SendWqe {
     wr: SendWr,
     bytes: u64,
+    /// IBV_SEND_INLINE: the bytes as they were when the WR was posted (the CPU copies inline
+    /// data into the WQE; the buffer may be reused at once). Only when the memory is tracked.
+    inline_data: Option<Vec<u8>>,
     /// PSN of the first packet; assigned when the WQE first reaches the transmit cursor.
     first_psn: Option<u32>,
     npkts: u32,

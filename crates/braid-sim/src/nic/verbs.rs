@@ -450,10 +450,13 @@ impl Nic {
             self.push_cqe(send_cq, c, eff);
             return Ok(());
         }
+        let inline_data = (wr.inline && self.mem.sges_tracked(&wr.sg_list))
+            .then(|| self.mem.gather(&wr.sg_list, 0, bytes));
         let q = self.qps[qpn as usize].as_mut().expect("checked");
         q.sq.push_back(SendWqe {
             wr,
             bytes,
+            inline_data,
             first_psn: None,
             npkts,
             post_ps: now,

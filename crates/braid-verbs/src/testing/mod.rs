@@ -2,6 +2,7 @@
 //! with fixed values, and [`FakeNet`], an in-process network of fake RNICs ([`FakeNic`]) with
 //! ibverbs semantics, to unit-test middleware without the simulator (see [`fake_nic`]).
 
+pub mod conformance;
 pub mod fake_nic;
 
 pub use fake_nic::{Delivered, FakeNet, FakeNic, Logged, NetConfig, Stop, TenantCpu};

@@ -1,0 +1,409 @@
+//! `braid-perftest TEST [options] [SERVER]`: perftest's benchmarks on a real RDMA device, run by
+//! braid's own portable applications (`braid_apps::PerfClient`/`PerfServer`) through any braid
+//! middleware stack. Server without SERVER, client with it; endpoints are exchanged over TCP as
+//! perftest does. Output: perftest's table, or one JSON object with `--json`.
+
+use std::process::exit;
+
+const USAGE: &str = "usage: braid-perftest write_bw|write_lat|send_bw|read_bw|read_lat [-d DEV] [-x GID_INDEX] [-s BYTES] [-n ITERS] [-D SECONDS] [-q QPS] [-t TX_DEPTH] [-c RC] [-p PORT] [--busy-poll] [--report_gbits] [--middleware NAME[,NAME]] [--json] [SERVER_ADDR]";
+
+#[derive(Debug, Clone)]
+pub struct Opts {
+    test: String,
+    device: Option<String>,
+    gid: Option<u8>,
+    size: u64,
+    iters: Option<u64>,
+    duration_s: Option<u64>,
+    qps: u32,
+    tx_depth: u32,
+    port: u16,
+    gbits: bool,
+    middleware: Vec<String>,
+    json: bool,
+    busy_poll: bool,
+    server: Option<String>,
+}
+
+fn bad(msg: String) -> ! {
+    eprintln!("braid-perftest: {msg}");
+    eprintln!("{USAGE}");
+    exit(2)
+}
+
+fn parse(args: &[String]) -> Opts {
+    let mut o = Opts {
+        test: String::new(),
+        device: None,
+        gid: None,
+        size: 65536,
+        iters: None,
+        duration_s: None,
+        qps: 1,
+        tx_depth: 128,
+        port: 18515,
+        gbits: false,
+        middleware: Vec::new(),
+        json: false,
+        busy_poll: false,
+        server: None,
+    };
+    let mut i = 0;
+    fn num<T: std::str::FromStr>(flag: &str, v: Option<&String>, what: &str) -> T {
+        match v.map(|s| s.parse::<T>()) {
+            Some(Ok(x)) => x,
+            _ => bad(format!(
+                "{flag} expects {what}, got {:?}",
+                v.map(String::as_str).unwrap_or("nothing")
+            )),
+        }
+    }
+    while i < args.len() {
+        let a = args[i].as_str();
+        let v = args.get(i + 1);
+        let mut took = 2;
+        match a {
+            "-d" | "--ib-dev" => {
+                o.device = Some(
+                    v.cloned()
+                        .unwrap_or_else(|| bad("-d expects a device name".into())),
+                )
+            }
+            "-x" | "--gid-index" => o.gid = Some(num("-x", v, "a GID index (0-255)")),
+            "-s" | "--size" => o.size = num("-s", v, "a message size in bytes"),
+            "-n" | "--iters" => o.iters = Some(num("-n", v, "a number of iterations")),
+            "-D" | "--duration" => o.duration_s = Some(num("-D", v, "a duration in whole seconds")),
+            "-q" | "--qp" => o.qps = num("-q", v, "a number of QPs (1 or more)"),
+            "-t" | "--tx-depth" => o.tx_depth = num("-t", v, "a send queue depth (1 or more)"),
+            "-p" | "--port" => o.port = num("-p", v, "a TCP port"),
+            "-c" | "--connection" => {
+                let c = v.map(String::as_str).unwrap_or("");
+                if c != "RC" {
+                    bad(format!("-c {c:?}: braid-perftest runs RC only (its applications create RC QPs); UC and UD are not supported yet"));
+                }
+            }
+            "--middleware" => {
+                o.middleware = v
+                    .unwrap_or_else(|| bad("--middleware expects NAME[,NAME]".into()))
+                    .split(',')
+                    .map(str::to_string)
+                    .collect()
+            }
+            "--report_gbits" => {
+                o.gbits = true;
+                took = 1
+            }
+            "--json" => {
+                o.json = true;
+                took = 1
+            }
+            "--busy-poll" => {
+                o.busy_poll = true;
+                took = 1
+            }
+            "-h" | "--help" => {
+                println!("{USAGE}");
+                exit(0)
+            }
+            s if s.starts_with('-') => bad(format!("unknown option {s:?}")),
+            s if o.test.is_empty() => {
+                o.test = s.to_string();
+                took = 1
+            }
+            s if o.server.is_none() => {
+                o.server = Some(s.to_string());
+                took = 1
+            }
+            s => bad(format!("unexpected argument {s:?}")),
+        }
+        i += took;
+    }
+    match o.test.as_str() {
+        "write_bw" | "write_lat" | "send_bw" | "read_bw" => {}
+        "read_lat" => bad("read_lat is not implemented yet (braid's perftest applications have no READ latency test)".into()),
+        "" => bad("no test given".into()),
+        t => bad(format!("unknown test {t:?} (expected write_bw, write_lat, send_bw, read_bw or read_lat)")),
+    }
+    if o.qps == 0 || o.tx_depth == 0 || o.size == 0 {
+        bad("-q, -t and -s must be at least 1".into());
+    }
+    if o.iters.is_some() && o.duration_s.is_some() {
+        bad("-n and -D exclude each other".into());
+    }
+    o
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let o = parse(&args);
+    if let Some(why) = braid_rdma::unavailable() {
+        eprintln!("braid-perftest: {why}");
+        exit(1);
+    }
+    #[cfg(feature = "rdma")]
+    exit(run::run(&o));
+    #[cfg(not(feature = "rdma"))]
+    let _ = o;
+}
+
+#[cfg(feature = "rdma")]
+mod run {
+    use super::Opts;
+    use braid_apps::{Meter, PerfClient, PerfKind, PerfServer, PerfSpec};
+    use braid_middleware::MiddlewareEntry;
+    use braid_rdma::oob::{Oob, TcpBoard};
+    use braid_rdma::real::{host::Host, nic::Nic};
+    use braid_verbs::*;
+    use std::cell::RefCell;
+    use std::rc::Rc;
+    use std::time::Duration;
+
+    #[derive(Default)]
+    struct Log {
+        started: Option<u64>,
+        finished: Option<u64>,
+        bytes: u64,
+        lat: Vec<u64>,
+    }
+    impl Meter for Log {
+        fn sending_qp(&mut self, _: u32, _: u32, _: QpNum) {}
+        fn receiving_qp(&mut self, _: u32, _: u32, _: QpNum) {}
+        fn landing_at(&mut self, _: u32, _: u32, _: u64) {}
+        fn started(&mut self, _: u32, at: u64) {
+            self.started = Some(at);
+        }
+        fn progress(&mut self, _: u32, b: u64) {
+            self.bytes += b;
+        }
+        fn latency(&mut self, _: u32, ps: u64) {
+            self.lat.push(ps);
+        }
+        fn finished(&mut self, _: u32, at: u64) {
+            self.finished = Some(at);
+        }
+    }
+
+    fn fail(msg: String) -> i32 {
+        eprintln!("braid-perftest: {msg}");
+        1
+    }
+
+    const BASE: u64 = 0x4000_0000;
+    const LINE: &str =
+        "---------------------------------------------------------------------------------------";
+
+    pub fn run(o: &Opts) -> i32 {
+        let kind = match o.test.as_str() {
+            "write_bw" => PerfKind::WriteBw,
+            "write_lat" => PerfKind::WriteLat,
+            "send_bw" => PerfKind::SendBw,
+            _ => PerfKind::ReadBw,
+        };
+        let lat = kind == PerfKind::WriteLat;
+        let spec = PerfSpec {
+            kind,
+            size: o.size,
+            qps: o.qps,
+            tx_depth: if lat { 1 } else { o.tx_depth },
+            iterations: o.iters.or(if o.duration_s.is_some() {
+                None
+            } else {
+                Some(if lat { 1000 } else { 5000 })
+            }),
+            duration: o.duration_s.map(|s| s * 1_000_000_000_000),
+            start: 0,
+            cq_mod: 1,
+            priority: None,
+        };
+        let nic = match Nic::open_with(o.device.as_deref(), o.gid) {
+            Ok(n) => n,
+            Err(e) => return fail(e.to_string()),
+        };
+        let (dev, gid, mtu) = (nic.name().to_string(), nic.gid_index(), nic.caps().mtu);
+        let mut host = Host::new(nic);
+        // Completion events by default; --busy-poll spins on the completion channel instead.
+        host.busy_poll = o.busy_poll;
+        // The middleware stack, built by each mechanism's config (its factory).
+        let mut ctx = host.ctx();
+        let tenant = host.next_tenant();
+        let mut layers: Vec<Box<dyn Middleware>> = Vec::new();
+        for name in &o.middleware {
+            let entry: MiddlewareEntry =
+                match serde_json::from_value(serde_json::json!({"kind": name})) {
+                    Ok(e) => e,
+                    Err(e) => return fail(format!("--middleware {name:?}: {e}")),
+                };
+            match entry.0.factory().build(&mut ctx, tenant) {
+                Ok(l) => layers.push(l),
+                Err(e) => return fail(format!("--middleware {name}: {e}")),
+            }
+        }
+        host.set_agent(ctx.take_agents());
+        let board = Rc::new(RefCell::new(TcpBoard::default()));
+        let log = Rc::new(RefCell::new(Log::default()));
+        let settings = format!("{} {} {} {}", o.test, o.size, o.qps, o.middleware.join(","));
+        let is_client = o.server.is_some();
+        let app: Box<dyn App> = if is_client {
+            Box::new(PerfClient::new(
+                spec.clone(),
+                0,
+                0,
+                log.clone(),
+                board.clone(),
+                BASE,
+                None,
+            ))
+        } else {
+            Box::new(PerfServer::new(
+                spec.clone(),
+                0,
+                0,
+                log.clone(),
+                board.clone(),
+                BASE,
+            ))
+        };
+        host.add_app(app, layers);
+        let wait = Duration::from_secs(60);
+        let mut oob = match &o.server {
+            Some(addr) => Oob::connect(addr, o.port, wait),
+            None => Oob::accept(o.port, wait),
+        }
+        .unwrap_or_else(|e| {
+            eprintln!(
+                "braid-perftest: out-of-band connection on port {}: {e}",
+                o.port
+            );
+            std::process::exit(1)
+        });
+        // Create and publish (start), exchange endpoints, then connect.
+        host.start();
+        let theirs = match oob.exchange(&mut board.borrow_mut(), &settings) {
+            Ok(t) => t,
+            Err(e) => return fail(format!("endpoint exchange: {e}")),
+        };
+        let (mine_t, their_t) = (
+            settings.split(' ').take(3).collect::<Vec<_>>(),
+            theirs.split(' ').take(3).collect::<Vec<_>>(),
+        );
+        if mine_t != their_t {
+            return fail(format!(
+                "the peer runs {theirs:?}, this side {settings:?}: test, size and QPs must match"
+            ));
+        }
+        let limit = Duration::from_secs(o.duration_s.unwrap_or(0) + 600);
+        if !is_client {
+            // Connect (the app's first timer), tell the client, serve until it is done.
+            host.run_until(Duration::from_secs(30), |h| h.events >= 1);
+            if let Err(e) = oob.send("ready") {
+                return fail(format!("out of band: {e}"));
+            }
+            host.run_until(limit, |_| oob_ready(&mut oob));
+            let _ = oob.recv();
+            if !o.json {
+                header(o, &dev, gid, mtu);
+            }
+            return 0;
+        }
+        match oob.recv() {
+            Ok(l) if l == "ready" => {}
+            r => return fail(format!("the server did not get ready: {r:?}")),
+        }
+        let end = host.run(limit);
+        let _ = oob.send("done");
+        let l = log.borrow();
+        let (Some(t0), Some(t1)) = (l.started, l.finished) else {
+            return fail(format!("the test did not finish ({end:?}; a QP failed?)"));
+        };
+        let secs = (t1 - t0) as f64 / 1e12;
+        let msgs = l.bytes / o.size;
+        if o.json {
+            let mut j = serde_json::json!({"test": o.test, "device": dev, "gid_index": gid,
+                "bytes": o.size, "qps": o.qps, "iterations": msgs / o.qps as u64,
+                "middleware": o.middleware, "seconds": secs});
+            if lat {
+                let mut v: Vec<f64> = l.lat.iter().map(|&p| p as f64 / 2e6).collect();
+                v.sort_by(f64::total_cmp);
+                j["t_avg_usec"] = (v.iter().sum::<f64>() / v.len().max(1) as f64).into();
+                j["t_min_usec"] = v.first().copied().unwrap_or(0.0).into();
+                j["t_max_usec"] = v.last().copied().unwrap_or(0.0).into();
+            } else {
+                j["bw_avg_gbps"] = (l.bytes as f64 * 8.0 / secs / 1e9).into();
+                j["msg_rate_mpps"] = (msgs as f64 / secs / 1e6).into();
+            }
+            println!("{j}");
+            return 0;
+        }
+        header(o, &dev, gid, mtu);
+        if lat {
+            // perftest reports half the round trip.
+            let mut v: Vec<f64> = l.lat.iter().map(|&p| p as f64 / 2e6).collect();
+            v.sort_by(f64::total_cmp);
+            let n = v.len().max(1);
+            let avg = v.iter().sum::<f64>() / n as f64;
+            let sd = (v.iter().map(|x| (x - avg).powi(2)).sum::<f64>() / n as f64).sqrt();
+            let pct = |p: f64| {
+                v.get(((n as f64 * p) as usize).min(n - 1))
+                    .copied()
+                    .unwrap_or(0.0)
+            };
+            println!(" #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec] ");
+            println!(
+                " {:<7}{:<10}     {:<7.2}        {:<7.2}      {:<7.2}     \t       {:<7.2}     \t{:<7.2}\t\t{:<7.2}  \t\t{:<7.2}",
+                o.size, v.len(), v.first().unwrap_or(&0.0), v.last().unwrap_or(&0.0), pct(0.5), avg, sd, pct(0.99), pct(0.999)
+            );
+        } else {
+            let bw = if o.gbits {
+                l.bytes as f64 * 8.0 / secs / 1e9
+            } else {
+                l.bytes as f64 / secs / (1 << 20) as f64
+            };
+            let unit = if o.gbits { "Gb/sec" } else { "MB/sec" };
+            println!(
+                " #bytes     #iterations    BW peak[{unit}]    BW average[{unit}]   MsgRate[Mpps]"
+            );
+            // braid measures the run's average only: the peak column repeats it.
+            println!(
+                " {:<7}    {:<7}          {:<7.2}            {:<7.2}\t\t   {:<7.6}",
+                o.size,
+                msgs / o.qps as u64,
+                bw,
+                bw,
+                msgs as f64 / secs / 1e6
+            );
+        }
+        println!("{LINE}");
+        0
+    }
+
+    fn oob_ready(o: &mut Oob) -> bool {
+        o.ready()
+    }
+
+    fn header(o: &Opts, dev: &str, gid: u8, mtu: u32) {
+        let title = match o.test.as_str() {
+            "write_bw" => "RDMA_Write BW Test",
+            "write_lat" => "RDMA_Write Latency Test",
+            "send_bw" => "Send BW Test",
+            _ => "RDMA_Read BW Test",
+        };
+        println!("{LINE}");
+        println!("                    {title} (braid)");
+        println!(" Number of qps   : {}\t\tTransport type : IB", o.qps);
+        println!(" Connection type : RC\t\tDevice         : {dev}");
+        let depth = if o.test == "write_lat" { 1 } else { o.tx_depth };
+        println!(" TX depth        : {depth}");
+        println!(" Mtu             : {mtu}[B]");
+        println!(" Link type       : Ethernet");
+        println!(" GID index       : {gid}");
+        println!(
+            " Middleware      : {}",
+            if o.middleware.is_empty() {
+                "none".to_string()
+            } else {
+                o.middleware.join(",")
+            }
+        );
+        println!("{LINE}");
+    }
+}
