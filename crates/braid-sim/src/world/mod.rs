@@ -21,6 +21,7 @@ mod facing;
 mod hop;
 mod hosts;
 mod routes;
+mod table;
 
 #[derive(Debug, Clone, Copy)]
 pub enum Ev {
@@ -119,6 +120,8 @@ pub struct World {
     /// Node id -> host index (u32::MAX for switches).
     pub host_index: Vec<u32>,
     pub groups: Vec<Vec<u16>>,
+    /// Every switch's ECMP group per destination host, compressed by edge switch.
+    pub routes: table::RouteTables,
     pub links: Vec<(u32, u16, u32, u16)>,
     pub pool: PacketPool,
     pub params: NicParams,

@@ -2,7 +2,7 @@
 //! shortest-path ECMP tables, installed routes, the route of a packet at a switch, path and
 //! ideal-FCT queries, and scheduled link events.
 
-use super::{AppSlot, Counters, Ev, Host, Node, Role, World};
+use super::{table, AppSlot, Counters, Ev, Host, Node, Role, World};
 use crate::config::{LinkEvent, SwitchConfig};
 use crate::measure::Measure;
 use crate::net::{auto_headroom, ecmp_hash, Port, Switch, MAX_PRIO};
@@ -127,7 +127,6 @@ impl World {
                         pause_sent: vec![[false; MAX_PRIO]; np],
                         ecmp_seed: braid_engine::derive_seed(sw.ecmp_seed, "ecmp", &[i as u64]),
                         ecn_rng: RngStream::new(seed, "ecn", &[i as u64]),
-                        routes: Vec::new(),
                         src_routes: Vec::new(),
                     });
                 }
@@ -139,6 +138,7 @@ impl World {
             switches,
             host_index,
             groups: Vec::new(),
+            routes: Default::default(),
             links,
             pool: PacketPool::default(),
             params,
@@ -160,60 +160,33 @@ impl World {
     }
 
     /// Shortest-path ECMP groups: for every switch and destination host, every port towards a
-    /// neighbour one hop closer. Hosts never forward.
+    /// neighbour one hop closer. Hosts never forward. Kept per edge switch (`table`).
     fn build_routes(&mut self) -> Result<(), String> {
-        let n = self.nodes.len();
-        let mut interned: HashMap<Vec<u16>, u32> = HashMap::new();
-        for s in &mut self.switches {
-            s.routes = vec![u32::MAX; self.hosts.len()];
-        }
-        let mut dist = vec![u32::MAX; n];
-        let mut queue = std::collections::VecDeque::new();
-        for (hi, h) in self.hosts.iter().enumerate() {
-            dist.iter_mut().for_each(|d| *d = u32::MAX);
-            dist[h.node as usize] = 0;
-            queue.clear();
-            queue.push_back(h.node);
-            while let Some(u) = queue.pop_front() {
-                // Only switches relay; the destination host starts the search.
-                if u != h.node && matches!(self.nodes[u as usize].role, Role::Host(_)) {
-                    continue;
-                }
-                for p in &self.nodes[u as usize].ports {
-                    let v = p.peer_node as usize;
-                    if dist[v] == u32::MAX {
-                        dist[v] = dist[u as usize] + 1;
-                        queue.push_back(v as u32);
-                    }
-                }
-            }
-            for s in 0..self.switches.len() {
-                let node = self.switches[s].node as usize;
-                if dist[node] == u32::MAX {
-                    continue;
-                }
-                let group: Vec<u16> = self.nodes[node]
-                    .ports
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, p)| dist[p.peer_node as usize] + 1 == dist[node])
-                    .filter(|(_, p)| {
-                        p.peer_node == h.node
-                            || matches!(self.nodes[p.peer_node as usize].role, Role::Switch(_))
-                    })
-                    .map(|(i, _)| i as u16)
-                    .collect();
-                if group.is_empty() {
-                    continue;
-                }
-                let next = interned.len() as u32;
-                let gid = *interned.entry(group.clone()).or_insert_with(|| {
-                    self.groups.push(group);
-                    next
-                });
-                self.switches[s].routes[hi] = gid;
-            }
-        }
+        let switch_nodes: Vec<u32> = self.switches.iter().map(|s| s.node).collect();
+        let host_nodes: Vec<u32> = self.hosts.iter().map(|h| h.node).collect();
+        let switch_index: Vec<u32> = self
+            .nodes
+            .iter()
+            .map(|n| match n.role {
+                Role::Switch(s) => s,
+                Role::Host(_) => table::NO_ROUTE,
+            })
+            .collect();
+        let nodes = &self.nodes;
+        let ports_of = |n: u32| -> Vec<u32> {
+            nodes[n as usize]
+                .ports
+                .iter()
+                .map(|p| p.peer_node)
+                .collect()
+        };
+        self.routes = table::RouteTables::build(
+            &switch_nodes,
+            &host_nodes,
+            &ports_of,
+            &switch_index,
+            &mut self.groups,
+        );
         Ok(())
     }
 
@@ -292,7 +265,7 @@ impl World {
             }
             let Some(srcs) = &r.src else {
                 for &d in &dsts {
-                    self.switches[s as usize].routes[d as usize] = gid;
+                    self.routes.set(s as usize, d as usize, gid);
                 }
                 continue;
             };
@@ -350,7 +323,8 @@ impl World {
         };
         let gid = match by_src {
             Some(g) => g,
-            None => *s.routes.get(dst as usize)?,
+            None if (dst as usize) < self.hosts.len() => self.routes.get(sw, dst as usize),
+            None => return None,
         };
         if gid == u32::MAX {
             return None;
