@@ -148,14 +148,17 @@ def _warn(msg: str) -> None:
 @main.command()
 @click.argument("scenario")
 @_set_option
-def validate(scenario: str, overrides: tuple) -> None:
+@click.option("--no-progress", is_flag=True, help="No progress bar while a large topology is built.")
+def validate(scenario: str, overrides: tuple, no_progress: bool) -> None:
     """Check SCENARIO completely (schema, values, files, topology) without running it."""
     from . import api
     from .cost import estimate
     from .scenario import load_scenario
+    from .show import console
 
     est = estimate(load_scenario(scenario, overrides))
-    sc, sim, seed = api.build(scenario, None, overrides)
+    show_progress = not no_progress and console(stderr=True).is_terminal
+    sc, sim, seed = api.build(scenario, None, overrides, show_progress)
     st = sim.results().get("stats", {})
     parts = []
     for key, label in (("hosts", "hosts"), ("switches", "switches")):

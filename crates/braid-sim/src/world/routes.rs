@@ -8,6 +8,7 @@ use crate::measure::Measure;
 use crate::net::{auto_headroom, ecmp_hash, Port, Switch, MAX_PRIO};
 use crate::nic::{addr_node, host_alias, Nic, NicParams};
 use crate::packet::{Packet, PacketPool, PktKind, ACK_SIZE, ROCE_HEADER};
+use crate::progress::Progress;
 use braid_engine::time::serialization;
 use braid_engine::{EventQueue, RngStream, Time};
 use braid_topo::topology::{Graph, NodeKind};
@@ -21,7 +22,20 @@ impl World {
         measure: Measure,
         seed: u64,
     ) -> Result<World, String> {
+        Self::with_progress(graph, params, sw, measure, seed, &mut Progress::none())
+    }
+
+    /// [`World::new`], reporting progress (stages "links", "nodes", "routes").
+    pub fn with_progress(
+        graph: &Graph,
+        params: NicParams,
+        sw: SwitchConfig,
+        measure: Measure,
+        seed: u64,
+        progress: &mut Progress<'_>,
+    ) -> Result<World, String> {
         let n = graph.nodes.len();
+        let n_links = graph.links.len() as u64;
         let prios = sw.priorities as usize;
         let mut nodes: Vec<Node> = graph
             .nodes
@@ -37,6 +51,7 @@ impl World {
         let mut switches = Vec::new();
         let mut links = Vec::new();
         for (li, l) in graph.links.iter().enumerate() {
+            progress.tick("links", li as u64, n_links);
             let (a, b) = (l.a as usize, l.b as usize);
             let pa = nodes[a].ports.len() as u16;
             let pb = nodes[b].ports.len() as u16;
@@ -51,7 +66,9 @@ impl World {
             ));
             links.push((l.a, pa, l.b, pb));
         }
+        progress.tick("links", n_links, n_links);
         for (i, d) in graph.nodes.iter().enumerate() {
+            progress.tick("nodes", i as u64, n as u64);
             match d.kind {
                 NodeKind::Host => {
                     let hi = hosts.len() as u32;
@@ -155,13 +172,14 @@ impl World {
         if w.sw.pfc.enabled {
             w.lossless_mask = w.sw.lossless.iter().fold(0u8, |m, &p| m | (1 << (p & 7)));
         }
-        w.build_routes()?;
+        progress.tick("nodes", n as u64, n as u64);
+        w.build_routes(progress)?;
         Ok(w)
     }
 
     /// Shortest-path ECMP groups: for every switch and destination host, every port towards a
     /// neighbour one hop closer. Hosts never forward. Kept per edge switch (`table`).
-    fn build_routes(&mut self) -> Result<(), String> {
+    fn build_routes(&mut self, progress: &mut Progress<'_>) -> Result<(), String> {
         let switch_nodes: Vec<u32> = self.switches.iter().map(|s| s.node).collect();
         let host_nodes: Vec<u32> = self.hosts.iter().map(|h| h.node).collect();
         let switch_index: Vec<u32> = self
@@ -186,6 +204,7 @@ impl World {
             &ports_of,
             &switch_index,
             &mut self.groups,
+            &mut |done, total| progress.tick("routes", done, total),
         );
         Ok(())
     }

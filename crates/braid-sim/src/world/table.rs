@@ -44,6 +44,7 @@ impl RouteTables {
         ports_of: &dyn Fn(u32) -> Vec<u32>,
         switch_index: &[u32],
         groups: &mut Vec<Vec<u16>>,
+        progress: &mut dyn FnMut(u64, u64),
     ) -> RouteTables {
         let n_sw = switch_nodes.len();
         // Switch-only adjacency (CSR): for switch s, (port, peer switch) for every port facing a
@@ -107,6 +108,7 @@ impl RouteTables {
         let mut queue: Vec<u32> = Vec::with_capacity(n_sw);
         let mut group: Vec<u16> = Vec::new();
         for (c, &t) in edges.iter().enumerate() {
+            progress(c as u64, classes as u64);
             // Hops from the edge switch over switches only (the destination host is one more).
             dist.iter_mut().for_each(|d| *d = u32::MAX);
             dist[t as usize] = 0;
@@ -152,6 +154,7 @@ impl RouteTables {
                 by_class[s * classes + c] = gid;
             }
         }
+        progress(classes as u64, classes as u64);
         RouteTables {
             class,
             edge,
@@ -285,7 +288,14 @@ mod tests {
         }
         let mut groups = Vec::new();
         let ports_of = |n: u32| g.peers[n as usize].clone();
-        let t = RouteTables::build(&switches, &hosts, &ports_of, &index, &mut groups);
+        let t = RouteTables::build(
+            &switches,
+            &hosts,
+            &ports_of,
+            &index,
+            &mut groups,
+            &mut |_, _| {},
+        );
         let want = per_host(g, &hosts, &switches);
         let mut routed = 0;
         for s in 0..switches.len() {
@@ -399,7 +409,14 @@ mod tests {
         }
         let mut groups = Vec::new();
         let ports_of = |n: u32| g.peers[n as usize].clone();
-        let mut t = RouteTables::build(&switches, &hosts, &ports_of, &index, &mut groups);
+        let mut t = RouteTables::build(
+            &switches,
+            &hosts,
+            &ports_of,
+            &index,
+            &mut groups,
+            &mut |_, _| {},
+        );
         let before: Vec<Vec<u32>> = (0..20)
             .map(|s| (0..16).map(|h| t.get(s, h)).collect())
             .collect();
