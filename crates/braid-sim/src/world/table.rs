@@ -18,19 +18,27 @@ use std::collections::HashMap;
 /// Group id for "no route".
 pub const NO_ROUTE: u32 = u32::MAX;
 
+/// What the tables know of a destination host.
+#[derive(Clone, Copy)]
+struct Dest {
+    /// The switch it hangs off (`NO_ROUTE`: a host) and that switch's group of the port facing it.
+    edge_sw: u32,
+    edge_gid: u32,
+    /// Its class (index of its edge switch among the edge switches), or `NO_ROUTE`.
+    class: u32,
+}
+
 #[derive(Default)]
 pub struct RouteTables {
-    /// Per destination host: its class (index of its edge switch among the edge switches), or
-    /// `NO_ROUTE` when it hangs off a host.
-    class: Vec<u32>,
-    /// Per destination host: the switch index it hangs off (`NO_ROUTE` if none) and the group of
-    /// that switch's port facing it.
-    edge: Vec<(u32, u32)>,
+    /// Per destination host.
+    dest: Vec<Dest>,
     /// Group per (switch, class), row-major: `by_class[switch * classes + class]`.
     by_class: Vec<u32>,
     classes: usize,
     /// Per switch: a full per-destination-host table when static routes were installed there.
     overrides: Vec<Option<Box<[u32]>>>,
+    /// Whether any switch has one (the lookup skips `overrides` otherwise).
+    any_override: bool,
 }
 
 impl RouteTables {
@@ -81,26 +89,31 @@ impl RouteTables {
         // Classes: the edge switches, in the order of their first host.
         let mut class_of_switch = vec![NO_ROUTE; n_sw];
         let mut edges: Vec<u32> = Vec::new();
-        let mut class = Vec::with_capacity(host_nodes.len());
-        let mut edge = Vec::with_capacity(host_nodes.len());
+        let mut dest = Vec::with_capacity(host_nodes.len());
         for &h in host_nodes {
             let peer = ports_of(h)[0];
             let s = switch_index[peer as usize];
             if s == NO_ROUTE {
-                class.push(NO_ROUTE);
-                edge.push((NO_ROUTE, NO_ROUTE));
+                dest.push(Dest {
+                    edge_sw: NO_ROUTE,
+                    edge_gid: NO_ROUTE,
+                    class: NO_ROUTE,
+                });
                 continue;
             }
             if class_of_switch[s as usize] == NO_ROUTE {
                 class_of_switch[s as usize] = edges.len() as u32;
                 edges.push(s);
             }
-            class.push(class_of_switch[s as usize]);
             let port = ports[s as usize]
                 .iter()
                 .position(|&x| x == h)
                 .expect("a host's peer has a port facing it") as u16;
-            edge.push((s, intern(&[port], groups)));
+            dest.push(Dest {
+                edge_sw: s,
+                edge_gid: intern(&[port], groups),
+                class: class_of_switch[s as usize],
+            });
         }
         let classes = edges.len();
         let mut by_class = vec![NO_ROUTE; n_sw * classes];
@@ -156,52 +169,53 @@ impl RouteTables {
         }
         progress(classes as u64, classes as u64);
         RouteTables {
-            class,
-            edge,
+            dest,
             by_class,
             classes,
             overrides: (0..n_sw).map(|_| None).collect(),
+            any_override: false,
         }
     }
 
     /// The group switch `sw` uses towards host `dst` (`NO_ROUTE`: none).
     #[inline]
     pub fn get(&self, sw: usize, dst: usize) -> u32 {
-        if let Some(o) = &self.overrides[sw] {
-            return o[dst];
+        if self.any_override {
+            if let Some(o) = &self.overrides[sw] {
+                return o[dst];
+            }
         }
         self.compressed(sw, dst)
     }
 
     #[inline]
     fn compressed(&self, sw: usize, dst: usize) -> u32 {
-        let (es, eg) = self.edge[dst];
-        if es as usize == sw {
-            return eg;
+        let d = self.dest[dst];
+        if d.edge_sw as usize == sw {
+            return d.edge_gid;
         }
-        let c = self.class[dst];
-        if c == NO_ROUTE {
+        if d.class == NO_ROUTE {
             return NO_ROUTE;
         }
-        self.by_class[sw * self.classes + c as usize]
+        self.by_class[sw * self.classes + d.class as usize]
     }
 
     /// Sets switch `sw`'s group towards host `dst` (a static route): the switch gets a full
     /// per-host table.
     pub fn set(&mut self, sw: usize, dst: usize, gid: u32) {
         if self.overrides[sw].is_none() {
-            let full: Box<[u32]> = (0..self.class.len())
+            let full: Box<[u32]> = (0..self.dest.len())
                 .map(|d| self.compressed(sw, d))
                 .collect();
             self.overrides[sw] = Some(full);
+            self.any_override = true;
         }
         self.overrides[sw].as_mut().expect("just built")[dst] = gid;
     }
 
     /// Bytes the tables hold (for the docs' before/after).
     pub fn bytes(&self) -> usize {
-        self.class.len() * 4
-            + self.edge.len() * 8
+        self.dest.len() * std::mem::size_of::<Dest>()
             + self.by_class.len() * 4
             + self
                 .overrides
