@@ -137,19 +137,6 @@ def _topology(t: dict, base: Path) -> tuple:
     return None
 
 
-def _edge_switches(t: dict) -> Optional[float]:
-    """Switches with hosts below them, where the topology kind says."""
-    g = lambda k: _int(t.get(k)) or 0  # noqa: E731
-    kind = t.get("kind")
-    if kind == "fat-tree":
-        return g("k") ** 2 / 2
-    if kind == "leaf-spine":
-        return g("leaves")
-    if kind in ("two-tor", "dumbbell"):
-        return 2
-    return None
-
-
 def _first_numbers(base: Path, name: str, k: int) -> Optional[list]:
     p = Path(name)
     p = p if p.is_absolute() else base / p
@@ -195,10 +182,7 @@ def estimate(sc: Scenario) -> Optional[Estimate]:
         return None
     hosts, switches, tkey = topo
     e = Estimate(hosts=hosts, switches=switches)
-    # Route tables hold one group per (switch, edge switch): hosts hang off at most
-    # min(hosts, switches) of them (a fat-tree's k²/2 edge switches, a leaf-spine's leaves).
-    edges = min(hosts, _edge_switches(t) or switches)
-    e.add(tkey, (hosts + switches) * BYTES_PER_NODE + switches * edges * BYTES_PER_ROUTE, f"{_count(hosts)} hosts and {_count(switches)} switches")
+    e.add(tkey, (hosts + switches) * BYTES_PER_NODE + switches * hosts * BYTES_PER_ROUTE, f"{_count(hosts)} hosts and {_count(switches)} switches")
     duration = _ps(d.get("duration", "10ms")) or 0
     measure = d.get("measure") if isinstance(d.get("measure"), dict) else {}
     interval = _ps(measure.get("interval", "10us")) or 0
