@@ -327,7 +327,7 @@ impl World {
     }
 
     /// The egress port a switch uses for a packet.
-    #[inline]
+    #[inline(always)]
     pub(super) fn route(&self, sw: usize, pk: &Packet) -> Option<u16> {
         // Routing follows the destination's node; a source-specific static route wins.
         let dst = *self.host_index.get(addr_node(pk.dst) as usize)?;
