@@ -168,6 +168,8 @@ impl World {
             seed,
             lossless_mask: 0,
             ev_counts: [0; 9],
+            tokens: Vec::new(),
+            free_tokens: Vec::new(),
         };
         if w.sw.pfc.enabled {
             w.lossless_mask = w.sw.lossless.iter().fold(0u8, |m, &p| m | (1 << (p & 7)));
