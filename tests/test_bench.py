@@ -129,3 +129,16 @@ def test_scale_fits_per_host_and_per_flow():
     # A failed point drops its series.
     rows[-1] = {"name": "ft-k16-4x", "error": "exit 1: boom"}
     assert {f["series"] for f in scale_fits(rows)} == {"hosts"}
+
+
+def test_the_large_point_is_a_k48_fat_tree_outside_the_fits():
+    from braid.bench import LARGE_WINDOW_US, large_benchmarks
+
+    ((name, _, sc, _),) = large_benchmarks()
+    assert name == "ft-k48" and sc["topology"]["k"] == 48
+    assert sc["traffic"][0]["load"] == 0.3 and sc["traffic"][0]["cdf"] == "web-search"
+    assert sc["traffic"][0]["duration"] == f"{LARGE_WINDOW_US:g}us"
+    assert "ft-k48" in {b[0] for b in benchmarks(None, quick=False)}
+    assert "ft-k48" not in {b[0] for b in benchmarks(None, quick=True)}
+    assert all("ft-k48" not in names for names in SCALE_SERIES.values())
+    braid.validate(sc)

@@ -95,29 +95,36 @@ def _check_seed(seed: Any) -> Optional[int]:
     return seed
 
 
-def build(scenario: Union[str, Path, Mapping, Scenario], seed: Optional[int] = None, overrides: Iterable[str] = ()) -> tuple:
+def build(scenario: Union[str, Path, Mapping, Scenario], seed: Optional[int] = None, overrides: Iterable[str] = (), progress: Any = False) -> tuple:
     """Parses the scenario and builds (but does not run) the simulation.
+    ``progress``: True shows the build's progress on the terminal when the topology is large
+    (``braid.buildprogress``); a callable gets every ``(stage, done, total)`` the core reports.
     Returns (Scenario, _core.Simulation, effective seed)."""
+    from .buildprogress import reporter
+
     seed = _check_seed(seed)
     sc = load_scenario(scenario, overrides)
     from .cost import check_cost
 
     check_cost(sc)
+    cb, close = reporter(sc, progress)
     try:
-        sim = _core.Simulation(sc.to_json(), str(sc.base_dir), seed)
+        sim = _core.Simulation(sc.to_json(), str(sc.base_dir), seed, cb)
     except _core.ScenarioError as e:
         path, message = refine_error(sc.data, getattr(e, "path", ""), getattr(e, "message", str(e)))
         e.path, e.message = path, message
         e.args = (f"{path}: {message}" if path else message,)
         raise
+    finally:
+        close()
     eff = seed if seed is not None else int(sc.data.get("seed", 1))
     return sc, sim, eff
 
 
-def validate(scenario: Union[str, Path, Mapping, Scenario], overrides: Iterable[str] = ()) -> Scenario:
+def validate(scenario: Union[str, Path, Mapping, Scenario], overrides: Iterable[str] = (), progress: Any = False) -> Scenario:
     """Checks a scenario completely (schema, ranges, referenced files, topology) without running
-    it. Raises BraidError or ScenarioError."""
-    sc, _sim, _seed = build(scenario, None, overrides)
+    it (``progress`` as for ``build``). Raises BraidError or ScenarioError."""
+    sc, _sim, _seed = build(scenario, None, overrides, progress)
     return sc
 
 
@@ -189,7 +196,8 @@ def run(
 
 
 def _run(scenario, seed, overrides, progress, slices) -> RunResult:
-    sc, sim, eff_seed = build(scenario, seed, overrides)
+    # The build reports its own progress (a bar for large topologies when progress is True).
+    sc, sim, eff_seed = build(scenario, seed, overrides, progress is True)
     end = sim.end_ps()
     step = max(1, -(-end // max(1, slices)))
     prog = None

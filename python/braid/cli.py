@@ -148,14 +148,17 @@ def _warn(msg: str) -> None:
 @main.command()
 @click.argument("scenario")
 @_set_option
-def validate(scenario: str, overrides: tuple) -> None:
+@click.option("--no-progress", is_flag=True, help="No progress bar while a large topology is built.")
+def validate(scenario: str, overrides: tuple, no_progress: bool) -> None:
     """Check SCENARIO completely (schema, values, files, topology) without running it."""
     from . import api
     from .cost import estimate
     from .scenario import load_scenario
+    from .show import console
 
     est = estimate(load_scenario(scenario, overrides))
-    sc, sim, seed = api.build(scenario, None, overrides)
+    show_progress = not no_progress and console(stderr=True).is_terminal
+    sc, sim, seed = api.build(scenario, None, overrides, show_progress)
     st = sim.results().get("stats", {})
     parts = []
     for key, label in (("hosts", "hosts"), ("switches", "switches")):
@@ -214,7 +217,7 @@ def export(folder: str, fmt: str, out_dir: Optional[str]) -> None:
 
 @main.command()
 @click.option("--only", multiple=True, metavar="NAME", help="Run only these benchmarks (repeatable).")
-@click.option("--quick", is_flag=True, help="Skip the long scenarios: the HPCC fat-tree headline and the scale series.")
+@click.option("--quick", is_flag=True, help="Skip the long scenarios: the HPCC fat-tree headline, the scale series, ft-k48 and the QP series.")
 @click.option(
     "--scale",
     is_flag=True,
@@ -236,12 +239,14 @@ def bench(only: tuple, quick: bool, scale: bool, repeat: int, anchors: Optional[
       ft-k8, ft-k16, ft-k24  scale: 3-tier fat-tree (100G hosts, 400G fabric, 1 us, DCQCN),
                              Poisson web-search at 0.3 load for 200 us, stop 100 us later
       ft-k16-2x, ft-k16-4x   scale: k = 16 with 400 / 800 us of arrivals (2x / 4x the flows)
+      ft-k48                 large: k = 48 (27,648 hosts), 100 us of arrivals, 100 us to drain;
+                             build seconds (linear in the nodes), events/s, memory
       a2a-100, a2a-300,      QPs per host: all-to-all 1 KB flows among 100 / 300 / 1,000
       a2a-1000               hosts on one switch (99 / 299 / 999 QPs active per host), repeated
                              to ~1 M flows each; events/s should not depend on QPs per host
 
     The HPCC scenarios need the anchor folder (--anchors). The default run is all of them
-    (a couple of minutes of CPU). "built MB" is the RSS once a run is built, before any event; "peak
+    (a few minutes of CPU; ft-k48 alone is about one). "built MB" is the RSS once a run is built, before any event; "peak
     MB" the peak RSS (ru_maxrss of the child process).
     """
     from .bench import run_bench

@@ -38,26 +38,53 @@ pub struct Simulation {
 
 #[pymethods]
 impl Simulation {
-    /// `Simulation(scenario_json, base_dir, seed=None)`; relative file names in the scenario
-    /// resolve against `base_dir`. Raises `ScenarioError` on invalid input.
+    /// `Simulation(scenario_json, base_dir, seed=None, progress=None)`; relative file names in
+    /// the scenario resolve against `base_dir`. `progress`, if given, is called as
+    /// `progress(stage, done, total)` while the run is built (see `braid_sim::progress`); an
+    /// exception it raises is raised once the build is over. Raises `ScenarioError` on invalid
+    /// input.
     #[new]
-    #[pyo3(signature = (scenario_json, base_dir = ".", seed = None))]
+    #[pyo3(signature = (scenario_json, base_dir = ".", seed = None, progress = None))]
     fn new(
         py: Python<'_>,
         scenario_json: &str,
         base_dir: &str,
         seed: Option<u64>,
+        progress: Option<Py<PyAny>>,
     ) -> PyResult<Self> {
         let base = PathBuf::from(base_dir);
         let json = scenario_json.to_owned();
-        let built = {
-            let job = AssertSend((json, base));
+        let (built, cb_err) = {
+            let job = AssertSend((json, base, progress));
             py.detach(move || {
                 let job = job;
-                AssertSend(braid_sim::Simulation::from_json(&job.0 .0, &job.0 .1, seed))
+                let (json, base, progress) = job.0;
+                let Some(cb) = progress else {
+                    return AssertSend((
+                        braid_sim::Simulation::from_json(&json, &base, seed),
+                        None,
+                    ));
+                };
+                let mut cb_err: Option<PyErr> = None;
+                let mut report = |stage: &str, done: u64, total: u64| {
+                    if cb_err.is_some() {
+                        return;
+                    }
+                    Python::attach(|py| {
+                        if let Err(e) = cb.call1(py, (stage, done, total)) {
+                            cb_err = Some(e);
+                        }
+                    });
+                };
+                let built =
+                    braid_sim::Simulation::from_json_with_progress(&json, &base, seed, &mut report);
+                AssertSend((built, cb_err))
             })
             .0
         };
+        if let Some(e) = cb_err {
+            return Err(e);
+        }
         match built {
             Ok(sim) => Ok(Simulation { sim }),
             Err(e) => Err(scenario_error(py, &e)),

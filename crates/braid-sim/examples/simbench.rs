@@ -89,6 +89,16 @@ fn main() {
                     print!(" {k}={}", r.counters.get(k).copied().unwrap_or(0));
                 }
                 println!();
+                let mut kinds: Vec<_> = r
+                    .stats
+                    .iter()
+                    .filter(|(k, _)| k.starts_with("events_"))
+                    .collect();
+                kinds.sort_by(|a, b| a.0.cmp(b.0));
+                for (k, v) in kinds {
+                    print!(" {k}={v}");
+                }
+                println!();
             }
             if std::env::var_os("SIMBENCH_FLOWS").is_some() {
                 for f in sim.flows() {

@@ -17,6 +17,7 @@ use crate::apps::{
 use crate::config::{TransportConfig, TransportOverride};
 use crate::measure::{perf_record, FlowLog, FlowRecord, Measure, SharedLog};
 use crate::nic::NicParams;
+use crate::progress::Progress;
 use crate::scenario::Scenario;
 use crate::world::{AppSlot, Ev, Role, World};
 use braid_engine::EventQueue;
@@ -55,16 +56,24 @@ pub(crate) struct Network {
 }
 
 /// Step 1: topology, world, sampled queues, ECN by port, static routes, link events.
-pub(crate) fn network(sc: &Scenario, base_dir: &Path, seed: u64) -> Result<Network, ScenarioError> {
+pub(crate) fn network(
+    sc: &Scenario,
+    base_dir: &Path,
+    seed: u64,
+    progress: &mut Progress<'_>,
+) -> Result<Network, ScenarioError> {
+    progress.tick("topology", 0, 1);
     let graph = sc
         .topology
         .build(base_dir)
         .map_err(|e| err(join("topology", &e.path), e.message))?;
+    progress.tick("topology", 1, 1);
     let params = NicParams::new(sc.nic.clone(), sc.transport.clone());
     let mut measure = Measure::new(sc.measure.interval.0, sc.measure.messages);
     measure.record_pfc = sc.measure.pfc;
-    let mut world = World::new(&graph, params, sc.switch.clone(), measure, seed)
-        .map_err(|m| err("topology", m))?;
+    let mut world =
+        World::with_progress(&graph, params, sc.switch.clone(), measure, seed, progress)
+            .map_err(|m| err("topology", m))?;
     world.cpu_cost = sc.host.cpu.cost();
     world.cpu_delay = sc.host.cpu.delay;
     let n_hosts = world.hosts.len() as u32;
@@ -419,14 +428,17 @@ impl<'s> Tenants<'s> {
         world: &mut World,
         graph: &Graph,
         base_dir: &Path,
+        progress: &mut Progress<'_>,
     ) -> Result<(), ScenarioError> {
         let sc = self.sc;
         let n_hosts = world.hosts.len() as u32;
+        let n_tables = sc.traffic.len() as u64;
         let mut senders: BTreeMap<(u32, usize, usize), Vec<SendFlow>> = BTreeMap::new();
         // Per (destination host, traffic table, transport): (flow id, connection id, size).
         type Sinks = BTreeMap<(u32, usize, usize), Vec<(u32, u32, u64)>>;
         let mut sinks: Sinks = BTreeMap::new();
         for (i, t) in sc.traffic.iter().enumerate() {
+            progress.tick("traffic", i as u64, n_tables);
             let flows = t
                 .spec
                 .generate_on(graph, self.seed, i as u64, base_dir)
@@ -497,6 +509,9 @@ impl<'s> Tenants<'s> {
                     .push((id, conn, f.size));
             }
         }
+        progress.tick("traffic", n_tables, n_tables);
+        let n_tenants = (sinks.len() + senders.len()) as u64;
+        let mut made = 0u64;
         let own = |table: usize| {
             sc.traffic[table]
                 .middleware
@@ -504,6 +519,8 @@ impl<'s> Tenants<'s> {
                 .map(|m| (m, format!("traffic[{table}].middleware")))
         };
         for ((h, table, tr), flows) in sinks {
+            progress.tick("tenants", made, n_tenants);
+            made += 1;
             let base = self.next_base();
             let app = FlowSink::new(self.meter.clone(), self.rdv.clone(), flows, base);
             self.add(
@@ -519,6 +536,8 @@ impl<'s> Tenants<'s> {
             )?;
         }
         for ((h, table, tr), flows) in senders {
+            progress.tick("tenants", made, n_tenants);
+            made += 1;
             let base = self.next_base();
             let app = FlowSender::new(
                 self.meter.clone(),
@@ -539,6 +558,7 @@ impl<'s> Tenants<'s> {
                 },
             )?;
         }
+        progress.tick("tenants", n_tenants, n_tenants);
         Ok(())
     }
 

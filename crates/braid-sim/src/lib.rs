@@ -19,6 +19,7 @@ pub mod memory;
 pub mod net;
 pub mod nic;
 pub mod packet;
+pub mod progress;
 pub mod qp_cache;
 pub mod results;
 pub mod scenario;

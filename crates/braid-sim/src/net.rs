@@ -207,8 +207,6 @@ pub struct Switch {
     pub pause_sent: Vec<[bool; MAX_PRIO]>,
     pub ecmp_seed: u64,
     pub ecn_rng: RngStream,
-    /// Per destination host index: ECMP group (index into the world's groups).
-    pub routes: Vec<u32>,
     /// Static routes that match source addresses too (checked first, in order).
     pub src_routes: Vec<SrcRoute>,
 }

@@ -37,17 +37,44 @@ impl Simulation {
         Self::build(sc, base_dir, seed)
     }
 
+    /// [`Simulation::from_json`], reporting the build's progress to `progress` (stage, done,
+    /// total; see [`crate::progress`]).
+    pub fn from_json_with_progress(
+        json: &str,
+        base_dir: &Path,
+        seed: Option<u64>,
+        progress: crate::progress::ProgressFn<'_>,
+    ) -> Result<Self, ScenarioError> {
+        let sc = Scenario::from_json(json)?;
+        Self::build_with_progress(
+            sc,
+            base_dir,
+            seed,
+            &mut crate::progress::Progress::new(progress),
+        )
+    }
+
     /// Builds a run: the network (step 1), its tenants with their stacks (step 2), the host
     /// agents and the starts (step 3); see `build.rs`.
     pub fn build(sc: Scenario, base_dir: &Path, seed: Option<u64>) -> Result<Self, ScenarioError> {
+        Self::build_with_progress(sc, base_dir, seed, &mut crate::progress::Progress::none())
+    }
+
+    /// [`Simulation::build`], reporting progress.
+    pub fn build_with_progress(
+        sc: Scenario,
+        base_dir: &Path,
+        seed: Option<u64>,
+        progress: &mut crate::progress::Progress<'_>,
+    ) -> Result<Self, ScenarioError> {
         let seed = seed.unwrap_or(sc.seed);
         let crate::build::Network {
             mut world,
             graph,
             mut queue,
-        } = crate::build::network(&sc, base_dir, seed)?;
+        } = crate::build::network(&sc, base_dir, seed, progress)?;
         let mut tenants = crate::build::Tenants::new(&sc, seed);
-        tenants.traffic(&mut world, &graph, base_dir)?;
+        tenants.traffic(&mut world, &graph, base_dir, progress)?;
         tenants.apps(&mut world)?;
         let log = tenants.finish(&mut world, &mut queue);
         crate::trace::finish(&sc, &mut world, &log)?;

@@ -280,3 +280,59 @@ fn packets_nobody_can_forward_are_counted_as_drops() {
         c["drops_buffer"] + c["drops_loss"] + c["drops_link_down"] + c["drops_no_route"]
     );
 }
+
+/// Build progress: a fat-tree's build reports each stage from 0 to its total, in order, the
+/// routes stage once per edge switch (k²/2), the same reports every time; and a build with
+/// progress gives the same run as one without.
+#[test]
+fn the_build_reports_progress_per_stage() {
+    let k = 8u64;
+    let s = json!({"duration": "50us",
+        "topology": {"kind": "fat-tree", "k": k, "host_link": link("100Gbps", "1us"), "fabric_link": link("100Gbps", "1us")},
+        "traffic": [{"pattern": "poisson", "load": 0.3, "cdf": "web-search", "duration": "20us"}]});
+    let text = s.to_string();
+    let reports = || {
+        let mut got: Vec<(String, u64, u64)> = Vec::new();
+        let mut f = |st: &str, d: u64, t: u64| got.push((st.to_string(), d, t));
+        let mut sim = Simulation::from_json_with_progress(&text, Path::new("."), None, &mut f)
+            .expect("builds");
+        sim.run();
+        (got, sim.events())
+    };
+    let (got, events) = reports();
+    let stages: Vec<&str> = got
+        .iter()
+        .map(|r| r.0.as_str())
+        .fold(Vec::new(), |mut v, s| {
+            if v.last() != Some(&s) {
+                v.push(s);
+            }
+            v
+        });
+    assert_eq!(
+        stages,
+        ["topology", "links", "nodes", "routes", "traffic", "tenants"]
+    );
+    for st in &stages {
+        let mine: Vec<_> = got.iter().filter(|r| r.0 == *st).collect();
+        assert_eq!(mine[0].1, 0, "{st} starts at 0");
+        let last = mine.last().unwrap();
+        assert_eq!(last.1, last.2, "{st} ends at its total");
+        assert!(mine.windows(2).all(|w| w[0].1 <= w[1].1), "{st} only grows");
+        assert!(
+            mine.len() <= 34,
+            "{st}: at most 33 reports, got {}",
+            mine.len()
+        );
+    }
+    let routes = got.iter().find(|r| r.0 == "routes").unwrap();
+    assert_eq!(routes.2, k * k / 2, "one route search per edge switch");
+    let nodes = got.iter().find(|r| r.0 == "nodes").unwrap();
+    assert_eq!(nodes.2, k * k * k / 4 + 5 * k * k / 4);
+    let (again, events_again) = reports();
+    assert_eq!(got, again);
+    let mut plain = Simulation::from_json(&text, Path::new("."), None).unwrap();
+    plain.run();
+    assert_eq!(plain.events(), events);
+    assert_eq!(events_again, events);
+}

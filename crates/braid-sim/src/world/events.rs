@@ -38,10 +38,12 @@ impl Handler<Ev> for World {
                     .on_timer(now, kind, qp, gen, &self.params, &mut eff);
                 self.apply(now, host, eff, q);
             }
-            Ev::AppTimer { host, app, token } => {
+            Ev::AppTimer { host, app, slot } => {
+                let token = self.take_token(slot);
                 self.with_app(now, host, app, q, Some(Event::Timer(token)))
             }
-            Ev::Wake { host, app, token } => {
+            Ev::Wake { host, app, slot } => {
+                let token = self.take_token(slot);
                 self.with_app(now, host, app, q, Some(Event::Wake(token)))
             }
             Ev::AppStart { host, app } => self.with_app(now, host, app, q, None),

@@ -112,23 +112,18 @@ impl World {
             slot.cpu.free_at = end;
         }
         for (t, token) in sink.timers.drain(..) {
-            q.schedule(
-                t.max(now),
-                Ev::AppTimer {
-                    host: h,
-                    app,
-                    token,
-                },
-            );
+            let slot = self.keep_token(token);
+            q.schedule(t.max(now), Ev::AppTimer { host: h, app, slot });
         }
         for (tenant, token) in sink.wakes.drain(..) {
             if (tenant as usize) < self.hosts[h as usize].apps.len() {
+                let slot = self.keep_token(token);
                 q.schedule(
                     end,
                     Ev::Wake {
                         host: h,
                         app: tenant,
-                        token,
+                        slot,
                     },
                 );
             }

@@ -21,6 +21,7 @@ mod facing;
 mod hop;
 mod hosts;
 mod routes;
+mod table;
 
 #[derive(Debug, Clone, Copy)]
 pub enum Ev {
@@ -37,10 +38,11 @@ pub enum Ev {
         qp: u32,
         gen: u32,
     },
-    /// A timer an application or middleware asked for (`app`: the tenant).
-    AppTimer { host: u32, app: u32, token: u64 },
-    /// Another tenant's middleware woke this tenant.
-    Wake { host: u32, app: u32, token: u64 },
+    /// A timer an application or middleware asked for (`app`: the tenant); its 64-bit token
+    /// waits in the world's token slab at `slot` (so that an event is 16 bytes, not 24).
+    AppTimer { host: u32, app: u32, slot: u32 },
+    /// Another tenant's middleware woke this tenant (token in the slab, as for `AppTimer`).
+    Wake { host: u32, app: u32, slot: u32 },
     /// Start an application.
     AppStart { host: u32, app: u32 },
     /// A link goes down or comes up.
@@ -119,6 +121,8 @@ pub struct World {
     /// Node id -> host index (u32::MAX for switches).
     pub host_index: Vec<u32>,
     pub groups: Vec<Vec<u16>>,
+    /// Every switch's ECMP group per destination host, compressed by edge switch.
+    pub routes: table::RouteTables,
     pub links: Vec<(u32, u16, u32, u16)>,
     pub pool: PacketPool,
     pub params: NicParams,
@@ -135,6 +139,31 @@ pub struct World {
     lossless_mask: u8,
     /// Events handled, by kind (see [`Ev::KINDS`]).
     pub ev_counts: [u64; 9],
+    /// Tokens of pending `AppTimer` / `Wake` events, and the free slots.
+    tokens: Vec<u64>,
+    free_tokens: Vec<u32>,
+}
+
+impl World {
+    /// Keeps a token until its event is handled; returns its slot.
+    fn keep_token(&mut self, token: u64) -> u32 {
+        match self.free_tokens.pop() {
+            Some(i) => {
+                self.tokens[i as usize] = token;
+                i
+            }
+            None => {
+                self.tokens.push(token);
+                (self.tokens.len() - 1) as u32
+            }
+        }
+    }
+
+    /// The token at `slot`, which is free again.
+    fn take_token(&mut self, slot: u32) -> u64 {
+        self.free_tokens.push(slot);
+        self.tokens[slot as usize]
+    }
 }
 
 impl Ev {
@@ -163,3 +192,7 @@ impl Ev {
         }
     }
 }
+
+// An event record is 16 bytes (a wheel entry 32 with its time and sequence number); a field that
+// makes it larger costs every event's moves through the queue.
+const _: () = assert!(std::mem::size_of::<Ev>() == 16);

@@ -2,12 +2,13 @@
 //! shortest-path ECMP tables, installed routes, the route of a packet at a switch, path and
 //! ideal-FCT queries, and scheduled link events.
 
-use super::{AppSlot, Counters, Ev, Host, Node, Role, World};
+use super::{table, AppSlot, Counters, Ev, Host, Node, Role, World};
 use crate::config::{LinkEvent, SwitchConfig};
 use crate::measure::Measure;
 use crate::net::{auto_headroom, ecmp_hash, Port, Switch, MAX_PRIO};
 use crate::nic::{addr_node, host_alias, Nic, NicParams};
 use crate::packet::{Packet, PacketPool, PktKind, ACK_SIZE, ROCE_HEADER};
+use crate::progress::Progress;
 use braid_engine::time::serialization;
 use braid_engine::{EventQueue, RngStream, Time};
 use braid_topo::topology::{Graph, NodeKind};
@@ -21,7 +22,20 @@ impl World {
         measure: Measure,
         seed: u64,
     ) -> Result<World, String> {
+        Self::with_progress(graph, params, sw, measure, seed, &mut Progress::none())
+    }
+
+    /// [`World::new`], reporting progress (stages "links", "nodes", "routes").
+    pub fn with_progress(
+        graph: &Graph,
+        params: NicParams,
+        sw: SwitchConfig,
+        measure: Measure,
+        seed: u64,
+        progress: &mut Progress<'_>,
+    ) -> Result<World, String> {
         let n = graph.nodes.len();
+        let n_links = graph.links.len() as u64;
         let prios = sw.priorities as usize;
         let mut nodes: Vec<Node> = graph
             .nodes
@@ -37,6 +51,7 @@ impl World {
         let mut switches = Vec::new();
         let mut links = Vec::new();
         for (li, l) in graph.links.iter().enumerate() {
+            progress.tick("links", li as u64, n_links);
             let (a, b) = (l.a as usize, l.b as usize);
             let pa = nodes[a].ports.len() as u16;
             let pb = nodes[b].ports.len() as u16;
@@ -51,7 +66,9 @@ impl World {
             ));
             links.push((l.a, pa, l.b, pb));
         }
+        progress.tick("links", n_links, n_links);
         for (i, d) in graph.nodes.iter().enumerate() {
+            progress.tick("nodes", i as u64, n as u64);
             match d.kind {
                 NodeKind::Host => {
                     let hi = hosts.len() as u32;
@@ -127,7 +144,6 @@ impl World {
                         pause_sent: vec![[false; MAX_PRIO]; np],
                         ecmp_seed: braid_engine::derive_seed(sw.ecmp_seed, "ecmp", &[i as u64]),
                         ecn_rng: RngStream::new(seed, "ecn", &[i as u64]),
-                        routes: Vec::new(),
                         src_routes: Vec::new(),
                     });
                 }
@@ -139,6 +155,7 @@ impl World {
             switches,
             host_index,
             groups: Vec::new(),
+            routes: Default::default(),
             links,
             pool: PacketPool::default(),
             params,
@@ -151,69 +168,46 @@ impl World {
             seed,
             lossless_mask: 0,
             ev_counts: [0; 9],
+            tokens: Vec::new(),
+            free_tokens: Vec::new(),
         };
         if w.sw.pfc.enabled {
             w.lossless_mask = w.sw.lossless.iter().fold(0u8, |m, &p| m | (1 << (p & 7)));
         }
-        w.build_routes()?;
+        progress.tick("nodes", n as u64, n as u64);
+        w.build_routes(progress)?;
         Ok(w)
     }
 
     /// Shortest-path ECMP groups: for every switch and destination host, every port towards a
-    /// neighbour one hop closer. Hosts never forward.
-    fn build_routes(&mut self) -> Result<(), String> {
-        let n = self.nodes.len();
-        let mut interned: HashMap<Vec<u16>, u32> = HashMap::new();
-        for s in &mut self.switches {
-            s.routes = vec![u32::MAX; self.hosts.len()];
-        }
-        let mut dist = vec![u32::MAX; n];
-        let mut queue = std::collections::VecDeque::new();
-        for (hi, h) in self.hosts.iter().enumerate() {
-            dist.iter_mut().for_each(|d| *d = u32::MAX);
-            dist[h.node as usize] = 0;
-            queue.clear();
-            queue.push_back(h.node);
-            while let Some(u) = queue.pop_front() {
-                // Only switches relay; the destination host starts the search.
-                if u != h.node && matches!(self.nodes[u as usize].role, Role::Host(_)) {
-                    continue;
-                }
-                for p in &self.nodes[u as usize].ports {
-                    let v = p.peer_node as usize;
-                    if dist[v] == u32::MAX {
-                        dist[v] = dist[u as usize] + 1;
-                        queue.push_back(v as u32);
-                    }
-                }
-            }
-            for s in 0..self.switches.len() {
-                let node = self.switches[s].node as usize;
-                if dist[node] == u32::MAX {
-                    continue;
-                }
-                let group: Vec<u16> = self.nodes[node]
-                    .ports
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, p)| dist[p.peer_node as usize] + 1 == dist[node])
-                    .filter(|(_, p)| {
-                        p.peer_node == h.node
-                            || matches!(self.nodes[p.peer_node as usize].role, Role::Switch(_))
-                    })
-                    .map(|(i, _)| i as u16)
-                    .collect();
-                if group.is_empty() {
-                    continue;
-                }
-                let next = interned.len() as u32;
-                let gid = *interned.entry(group.clone()).or_insert_with(|| {
-                    self.groups.push(group);
-                    next
-                });
-                self.switches[s].routes[hi] = gid;
-            }
-        }
+    /// neighbour one hop closer. Hosts never forward. Kept per edge switch (`table`).
+    fn build_routes(&mut self, progress: &mut Progress<'_>) -> Result<(), String> {
+        let switch_nodes: Vec<u32> = self.switches.iter().map(|s| s.node).collect();
+        let host_nodes: Vec<u32> = self.hosts.iter().map(|h| h.node).collect();
+        let switch_index: Vec<u32> = self
+            .nodes
+            .iter()
+            .map(|n| match n.role {
+                Role::Switch(s) => s,
+                Role::Host(_) => table::NO_ROUTE,
+            })
+            .collect();
+        let nodes = &self.nodes;
+        let ports_of = |n: u32| -> Vec<u32> {
+            nodes[n as usize]
+                .ports
+                .iter()
+                .map(|p| p.peer_node)
+                .collect()
+        };
+        self.routes = table::RouteTables::build(
+            &switch_nodes,
+            &host_nodes,
+            &ports_of,
+            &switch_index,
+            &mut self.groups,
+            &mut |done, total| progress.tick("routes", done, total),
+        );
         Ok(())
     }
 
@@ -292,7 +286,7 @@ impl World {
             }
             let Some(srcs) = &r.src else {
                 for &d in &dsts {
-                    self.switches[s as usize].routes[d as usize] = gid;
+                    self.routes.set(s as usize, d as usize, gid);
                 }
                 continue;
             };
@@ -335,7 +329,7 @@ impl World {
     }
 
     /// The egress port a switch uses for a packet.
-    #[inline]
+    #[inline(always)]
     pub(super) fn route(&self, sw: usize, pk: &Packet) -> Option<u16> {
         // Routing follows the destination's node; a source-specific static route wins.
         let dst = *self.host_index.get(addr_node(pk.dst) as usize)?;
@@ -350,7 +344,8 @@ impl World {
         };
         let gid = match by_src {
             Some(g) => g,
-            None => *s.routes.get(dst as usize)?,
+            None if (dst as usize) < self.hosts.len() => self.routes.get(sw, dst as usize),
+            None => return None,
         };
         if gid == u32::MAX {
             return None;
