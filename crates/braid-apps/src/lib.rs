@@ -38,6 +38,9 @@ pub enum PerfKind {
     WriteLat,
     SendBw,
     ReadBw,
+    /// WRITEs whose every completion time (post to completion) is a latency sample: the
+    /// per-WQE completion time of DRUM's test case 1 (signals every WR).
+    WqeLat,
 }
 
 /// A perftest-like benchmark's parameters (perftest's flags: -s, -q, -t, -n, -D, --cq-mod).
@@ -325,6 +328,8 @@ pub struct PerfClient {
     target: u64,
     deadline: Option<u64>,
     lat_sent: Vec<u64>,
+    /// wqe_lat: post times of each QP's outstanding WRs, oldest first.
+    sent_at: Vec<std::collections::VecDeque<u64>>,
     done: bool,
     /// QPs whose WRs failed (the QP is in Error): nothing more is posted on them, and the
     /// flow never finishes.
@@ -365,6 +370,7 @@ impl PerfClient {
             target,
             deadline: None,
             lat_sent: vec![],
+            sent_at: vec![],
             done: false,
             failed: vec![],
             sync,
@@ -377,7 +383,7 @@ impl PerfClient {
 
     fn post_one(&mut self, v: &mut dyn Verbs, i: usize) {
         let op = match self.spec.kind {
-            PerfKind::WriteBw => SendOp::Write,
+            PerfKind::WriteBw | PerfKind::WqeLat => SendOp::Write,
             PerfKind::ReadBw => SendOp::Read,
             PerfKind::SendBw => SendOp::Send,
             PerfKind::WriteLat => SendOp::WriteWithImm(self.posted[i] as u32),
@@ -390,9 +396,13 @@ impl PerfClient {
         wr.fence = self.sync.as_mut().is_some_and(|d| d());
         // perftest --cq-mod: only every n-th WR asks for a completion.
         wr.signaled = (self.posted[i] + 1) % self.spec.cq_mod as u64 == 0
-            || self.posted[i] + 1 == self.target;
+            || self.posted[i] + 1 == self.target
+            || self.spec.kind == PerfKind::WqeLat;
         if v.post_send(self.qps[i], wr).is_ok() {
             self.posted[i] += 1;
+            if self.spec.kind == PerfKind::WqeLat {
+                self.sent_at[i].push_back(v.now());
+            }
         }
     }
 
@@ -454,6 +464,7 @@ impl App for PerfClient {
         self.completed = vec![0; n];
         self.failed = vec![false; n];
         self.lat_sent = vec![0; n];
+        self.sent_at = vec![Default::default(); n];
         v.set_timer(v.now().max(self.spec.start), CONNECT);
     }
 
@@ -527,6 +538,17 @@ impl App for PerfClient {
                             }
                         }
                         (PerfKind::WriteLat, _) => {}
+                        (PerfKind::WqeLat, _) => {
+                            self.completed[i] += 1;
+                            if let Some(t) = self.sent_at[i].pop_front() {
+                                let mut log = self.log.borrow_mut();
+                                log.latency(self.flow, now - t);
+                                log.progress(self.flow, self.size());
+                            }
+                            if self.may_post(i, now) {
+                                self.post_one(v, i);
+                            }
+                        }
                         _ => {
                             // A signaled completion stands for cq_mod WRs (or the remainder).
                             let n = (self.posted[i] - self.completed[i])
@@ -775,6 +797,11 @@ mod tests {
             assert_eq!(l.bytes, 2 * 50 * 4096, "{kind:?}");
             assert!(l.finished.is_some() && l.started.is_some(), "{kind:?}");
         }
+        // wqe_lat: every WRITE's post-to-completion time, at least the fake's round trip.
+        let l = run(PerfKind::WqeLat, 32, 25);
+        assert_eq!(l.lat.len(), 2 * 25);
+        assert_eq!(l.bytes, 2 * 25 * 32);
+        assert!(l.lat.iter().all(|&x| x >= 4_000_000), "{:?}", &l.lat[..4]);
         let l = run(PerfKind::WriteLat, 16, 20);
         assert_eq!(l.lat.len(), 2 * 20);
         // Two one-way latencies of the fake (2 µs each) per round trip, at least.

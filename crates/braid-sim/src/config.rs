@@ -649,6 +649,9 @@ pub enum AppKind {
     WriteLat,
     SendBw,
     ReadBw,
+    /// One WRITE at a time per QP (`tx_depth` outstanding), each one's completion time a
+    /// latency sample: DRUM's per-WQE completion time.
+    WqeLat,
 }
 
 /// A perftest-like application between two hosts.
@@ -700,6 +703,7 @@ impl AppSpec {
                 AppKind::WriteLat => braid_apps::PerfKind::WriteLat,
                 AppKind::SendBw => braid_apps::PerfKind::SendBw,
                 AppKind::ReadBw => braid_apps::PerfKind::ReadBw,
+                AppKind::WqeLat => braid_apps::PerfKind::WqeLat,
             },
             size: self.size.0,
             qps: self.qps,

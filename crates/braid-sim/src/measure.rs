@@ -74,6 +74,7 @@ pub fn perf_record(spec: &crate::config::AppSpec, src: u32, dst: u32) -> FlowRec
         AppKind::WriteLat => "write_lat",
         AppKind::SendBw => "send_bw",
         AppKind::ReadBw => "read_bw",
+        AppKind::WqeLat => "wqe_lat",
     };
     FlowRecord {
         id: 0,

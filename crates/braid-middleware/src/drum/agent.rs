@@ -37,6 +37,8 @@ struct Pipe {
     inflight: u32,
     /// Round-robin position among its connections.
     rr: usize,
+    /// SHARE: when the QP's lock is free again.
+    lock_free_at: u64,
 }
 
 /// Board key of pipe `g` between hosts `a` and `b` (`ready`: the "connected" record).
@@ -58,6 +60,8 @@ pub struct DrumAgent {
     board_backoff: u64,
     board_since: Option<u64>,
     tick_at: Option<u64>,
+    /// SHARE: the earliest time a shared QP's lock frees for waiting work.
+    share_wait: Option<u64>,
     last_solve: u64,
     // counters
     wr_posted: u64,
@@ -95,6 +99,7 @@ impl DrumAgent {
             board_backoff: 1_000_000,
             board_since: None,
             tick_at: None,
+            share_wait: None,
             last_solve: 0,
             wr_posted: 0,
             cqe_polled: 0,
@@ -165,6 +170,7 @@ impl DrumAgent {
                             phase: Phase::Published,
                             inflight: 0,
                             rr: 0,
+                            lock_free_at: 0,
                         },
                     );
                     self.by_qpn.insert(qp, (peer, gi));
@@ -300,6 +306,8 @@ impl DrumAgent {
             st.cfg.mux_ratio as usize,
         );
         let (convert, qp_map) = (ps(st.cfg.convert_ns), ps(st.cfg.qp_map_ns));
+        let (lock, hold) = (ps(st.lock.0), ps(st.lock.1));
+        let mut lock_wait: Option<u64> = None;
         for (&(peer, gi), pipe) in self.pipes.iter_mut() {
             if pipe.phase != Phase::Ready {
                 continue;
@@ -316,6 +324,17 @@ impl DrumAgent {
             let mut k = pipe.rr;
             while idle_rounds < members.len() {
                 if mode == Mode::Drum && pipe.inflight >= depth {
+                    break;
+                }
+                if mode == Mode::Share && pipe.lock_free_at > now {
+                    // Another thread holds the shared QP's lock.
+                    let has_work = members
+                        .iter()
+                        .any(|q| st.conns.get(q).is_some_and(|c| !c.pool.is_empty()));
+                    if has_work {
+                        lock_wait =
+                            Some(lock_wait.map_or(pipe.lock_free_at, |w| w.min(pipe.lock_free_at)));
+                    }
                     break;
                 }
                 let vq = members[k % members.len()];
@@ -348,6 +367,7 @@ impl DrumAgent {
                         ..flush(vq, p.app_wr_id, send_opcode(&p.wr.op))
                     };
                     c.done.push_back(wc);
+                    st.has_done.insert(vq);
                     st.fail_conn(vq);
                     idle_rounds = 0;
                     continue;
@@ -385,6 +405,14 @@ impl DrumAgent {
                         pipe.inflight += 1;
                         self.wr_posted += 1;
                         idle_rounds = 0;
+                        if mode == Mode::Share {
+                            let contended = members.iter().any(|&q| {
+                                q != vq && st.conns.get(&q).is_some_and(|c| c.outstanding() > 0)
+                            });
+                            let extra = if contended { lock } else { 0 };
+                            pipe.lock_free_at = now + hold + extra;
+                            st.lock_ps += extra;
+                        }
                     }
                     Err(_) => {
                         // The shared QP is full or broken: try again on its next completion.
@@ -396,6 +424,9 @@ impl DrumAgent {
             }
             pipe.rr = k % members.len();
         }
+        if let Some(t) = lock_wait {
+            self.share_wait = Some(self.share_wait.map_or(t, |w| w.min(t)));
+        }
     }
 
     /// Hands waiting completions to their tenants, each connection within its CQE rate.
@@ -406,7 +437,12 @@ impl DrumAgent {
             let mut st = self.st.borrow_mut();
             let st = &mut *st;
             let (mode, burst) = (st.mode, st.cfg.burst as f64);
-            for c in st.conns.values_mut() {
+            let waiting = std::mem::take(&mut st.has_done);
+            let mut keep = Vec::new();
+            for vq in waiting {
+                let Some(c) = st.conns.get_mut(&vq) else {
+                    continue;
+                };
                 if c.done.is_empty() {
                     continue;
                 }
@@ -431,7 +467,11 @@ impl DrumAgent {
                     woken.insert(c.tenant);
                     self.cqe_delivered += 1;
                 }
+                if !c.done.is_empty() {
+                    keep.push(vq);
+                }
             }
+            st.has_done.extend(keep);
             st.dirty = false;
         }
         for t in woken {
@@ -443,12 +483,14 @@ impl DrumAgent {
     fn arm_tick(&mut self, v: &mut dyn Verbs) {
         let now = v.now();
         let st = self.st.borrow();
-        if st.mode != Mode::Drum {
-            return;
-        }
-        let mut next: Option<u64> = None;
+        let mut next: Option<u64> = self.share_wait.take();
         let mut at = |t: u64| next = Some(next.map_or(t, |n: u64| n.min(t)));
-        for c in st.conns.values() {
+        let conns = if st.mode == Mode::Drum {
+            st.conns.values()
+        } else {
+            Default::default()
+        };
+        for c in conns {
             let waits_x = !c.pool.is_empty() && c.active && c.x_tokens < 1.0 && c.x > 0.0;
             if waits_x {
                 at(now + ((1.0 - c.x_tokens) / c.x * 1e12).ceil() as u64);
@@ -557,6 +599,7 @@ impl DrumAgent {
             } else {
                 wc.status
             };
+            let was_error = c.state == QpState::Error;
             if f.signaled || status != WcStatus::Success {
                 c.done.push_back(WorkCompletion {
                     wr_id: f.app_wr_id,
@@ -572,8 +615,9 @@ impl DrumAgent {
                     src_host: 0,
                     src_qp: 0,
                 });
+                st.has_done.insert(vq);
             }
-            if status != WcStatus::Success && c.state != QpState::Error {
+            if status != WcStatus::Success && !was_error {
                 st.fail_conn(vq);
             }
         }

@@ -3,7 +3,7 @@
 //! memory region a slice of the agent's global buffer. Nothing here touches the NIC.
 
 use super::state::{flush, send_opcode, HostState, Pooled};
-use super::{Mode, WAKE_AGENT, WAKE_CQE};
+use super::{WAKE_AGENT, WAKE_CQE};
 use braid_verbs::*;
 use std::cell::RefCell;
 use std::collections::{BTreeMap, VecDeque};
@@ -28,7 +28,6 @@ pub struct DrumLayer {
     cqs: BTreeMap<CqId, VCq>,
     next_cq: CqId,
     posted: u64,
-    lock_ps: u64,
 }
 
 impl DrumLayer {
@@ -46,7 +45,6 @@ impl DrumLayer {
             cqs: BTreeMap::new(),
             next_cq: VCQ0,
             posted: 0,
-            lock_ps: 0,
         }
     }
 
@@ -87,7 +85,6 @@ impl Middleware for DrumLayer {
         vec![
             ("wr_posted", self.posted as f64),
             ("cq_overruns", overruns as f64),
-            ("lock_ns", self.lock_ps as f64 / 1000.0),
         ]
     }
 
@@ -266,7 +263,7 @@ impl Middleware for DrumLayer {
     ) -> Result<(), VerbsError> {
         let mut st = self.st.borrow_mut();
         let bounce = st.cfg.bounce_size.0;
-        let (state, remote, max, outstanding, sig_all, pipe) = {
+        let (state, remote, max, outstanding, sig_all) = {
             let c = st.conn_of(self.tenant, qp)?;
             (
                 c.state,
@@ -274,7 +271,6 @@ impl Middleware for DrumLayer {
                 c.max_send_wr,
                 c.outstanding(),
                 c.sq_sig_all,
-                c.pipe,
             )
         };
         let write = match wr.op {
@@ -324,21 +320,6 @@ impl Middleware for DrumLayer {
             match st.translate_remote(r.host, wr.rkey, wr.remote_addr, wr.len(), w) {
                 Ok((a, k)) => (remote_addr, rkey) = (a, k),
                 Err(s) => fail = Some(s),
-            }
-        }
-        if st.mode == Mode::Share {
-            // The shared QP's lock: one contended hand-over per other connection with work
-            // outstanding on the same QP.
-            let contenders = st
-                .conns
-                .values()
-                .filter(|c| c.vqpn != qp && c.pipe == pipe && c.outstanding() > 0)
-                .count();
-            let ps = (st.lock_ns * contenders as f64 * 1000.0).round() as u64;
-            if ps > 0 {
-                below.charge(Work::Ns(ps / 1000));
-                self.lock_ps += ps;
-                st.lock_ps += ps;
             }
         }
         below.charge(Work::WrBuilt(1));

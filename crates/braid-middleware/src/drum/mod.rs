@@ -16,9 +16,10 @@
 //!   of its own. Its WRs go into the pool, not to the NIC.
 //!
 //! `share` is the same machinery with the scheduler and poller out of the way: WRs go to the
-//! shared QP as soon as they are posted, completions to the tenant as soon as they arrive, and a
-//! post to a shared QP costs the posting thread `lock_ns` per other connection with work
-//! outstanding on that QP (the lock contention SHARE suffers from, §V test cases 1 and 3).
+//! shared QP as soon as they are posted, completions to the tenant as soon as they arrive; posts
+//! to one shared QP are serialised by its lock, each holding it for `hold_ns` plus `lock_ns`
+//! when another connection of that QP has work outstanding (the lock contention SHARE suffers
+//! from, §V test cases 1 and 3).
 //!
 //! Design, parameters, sources and what differs from the paper: `docs/drum-agent.md`.
 
@@ -176,7 +177,7 @@ impl DrumConfig {
 pub(crate) fn build(
     cfg: &DrumConfig,
     mode: Mode,
-    lock_ns: f64,
+    lock: (f64, f64),
     host: &mut HostCtx,
     tenant: TenantId,
     name: &'static str,
@@ -201,10 +202,10 @@ pub(crate) fn build(
         .copied()
         .unwrap_or(host.host());
     let (state, first) =
-        host.shared(|| HostState::new(cfg.host_part(), mode, lock_ns, me, board.clone()));
+        host.shared(|| HostState::new(cfg.host_part(), mode, lock, me, board.clone()));
     {
         let s = state.borrow();
-        if s.cfg != cfg.host_part() || s.mode != mode || s.lock_ns != lock_ns {
+        if s.cfg != cfg.host_part() || s.mode != mode || s.lock != lock {
             return Err(BuildError::new(
                 "",
                 format!(
@@ -229,7 +230,7 @@ impl MiddlewareFactory for DrumConfig {
         host: &mut HostCtx,
         tenant: TenantId,
     ) -> Result<Box<dyn Middleware>, BuildError> {
-        build(self, Mode::Drum, 0.0, host, tenant, "drum")
+        build(self, Mode::Drum, (0.0, 0.0), host, tenant, "drum")
     }
 }
 

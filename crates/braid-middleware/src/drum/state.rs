@@ -120,7 +120,8 @@ pub(crate) type Cqe = (CqId, WorkCompletion);
 pub struct HostState {
     pub(crate) cfg: DrumConfig,
     pub(crate) mode: Mode,
-    pub(crate) lock_ns: f64,
+    /// SHARE's lock: (contended hand-over, critical section) in ns.
+    pub(crate) lock: (f64, f64),
     pub(crate) me: u32,
     pub(crate) board: SharedBoard,
     pub conns: BTreeMap<QpNum, Conn>,
@@ -140,14 +141,16 @@ pub struct HostState {
     /// Connections arrived or left since the last decision.
     pub(crate) resolve: bool,
     pub(crate) lock_ps: u64,
+    /// Connections with completions waiting for the poller.
+    pub(crate) has_done: std::collections::BTreeSet<QpNum>,
 }
 
 impl HostState {
-    pub fn new(cfg: DrumConfig, mode: Mode, lock_ns: f64, me: u32, board: SharedBoard) -> Self {
+    pub fn new(cfg: DrumConfig, mode: Mode, lock: (f64, f64), me: u32, board: SharedBoard) -> Self {
         HostState {
             cfg,
             mode,
-            lock_ns,
+            lock,
             me,
             board,
             conns: BTreeMap::new(),
@@ -162,6 +165,7 @@ impl HostState {
             dirty: false,
             resolve: true,
             lock_ps: 0,
+            has_done: Default::default(),
         }
     }
 
@@ -439,6 +443,7 @@ impl HostState {
     pub(crate) fn complete(&mut self, vqpn: QpNum, wc: WorkCompletion) {
         if let Some(c) = self.conns.get_mut(&vqpn) {
             c.done.push_back(wc);
+            self.has_done.insert(vqpn);
             self.dirty = true;
         }
     }
@@ -458,6 +463,7 @@ impl HostState {
             out.push(flush(vqpn, r.wr_id, WcOpcode::Recv));
         }
         c.done.extend(out);
+        self.has_done.insert(vqpn);
         self.dirty = true;
     }
 
@@ -500,6 +506,7 @@ impl HostState {
                 src_host: a.src_host,
                 src_qp: c.remote.map_or(0, |r| r.qpn),
             });
+            self.has_done.insert(vqpn);
             self.dirty = true;
         }
     }
