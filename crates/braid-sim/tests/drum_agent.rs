@@ -42,9 +42,17 @@ fn scenario(mw: &Value, cache: u32, cc: u32, batch: u32, bg_size: &str) -> Value
 struct Measured {
     lat: Vec<f64>,
     bg_gbps: f64,
+    /// Host 0's agent row of the tenants table: (column, value) of its float columns.
+    agent: Vec<(String, f64)>,
 }
 
 impl Measured {
+    fn agent(&self, k: &str) -> f64 {
+        self.agent
+            .iter()
+            .find(|(n, _)| n == k)
+            .map_or(f64::NAN, |x| x.1)
+    }
     fn p(&self, q: f64) -> f64 {
         let n = self.lat.len();
         self.lat[((n as f64 * q) as usize).min(n - 1)]
@@ -52,7 +60,23 @@ impl Measured {
 }
 
 fn measure_s(s: &Value) -> Measured {
-    let (sim, _) = run(s);
+    let (sim, r) = run(s);
+    let t = &r.tenants;
+    let row = match t.get("label") {
+        Some(braid_sim::Column::Str(l)) => l.iter().position(|x| x == "agent"),
+        _ => None,
+    };
+    let agent = row
+        .map(|i| {
+            t.columns
+                .iter()
+                .filter_map(|(n, c)| match c {
+                    braid_sim::Column::F64(v) => Some((n.clone(), v[i])),
+                    _ => None,
+                })
+                .collect()
+        })
+        .unwrap_or_default();
     let f = sim.flows();
     let mut lat: Vec<f64> = f[0].latencies.iter().map(|&x| x as f64 / 1e6).collect();
     lat.sort_by(f64::total_cmp);
@@ -60,6 +84,7 @@ fn measure_s(s: &Value) -> Measured {
     Measured {
         lat,
         bg_gbps: f[1].bytes_done as f64 * 8.0 / 2.4e-3 / 1e9,
+        agent,
     }
 }
 
@@ -128,6 +153,21 @@ fn test_case_1_drum_beats_share_beats_raw_as_connections_grow() {
             r.bg_gbps
         );
     }
+    // The agent's CPU as the paper's Fig. 17 splits it: a busy-polling core, the IO monitor's
+    // per-WR verb_convertor and qp_map, the scheduler's qp_sche (grows with the connections).
+    for (_, _, d) in &rows {
+        println!(
+            "drum agent: poller cores {} verb_convertor {:.0} ns qp_map {:.0} ns qp_sche {:.0} ns, {} WRs",
+            d.agent("drum_poller_cores"),
+            d.agent("drum_cpu_ns_verb_convertor"),
+            d.agent("drum_cpu_ns_qp_map"),
+            d.agent("drum_cpu_ns_qp_sche"),
+            d.agent("drum_wr_posted"),
+        );
+        assert_eq!(d.agent("drum_poller_cores"), 1.0);
+        assert!(d.agent("drum_cpu_ns_verb_convertor") > 0.0);
+    }
+    assert!(rows[1].2.agent("drum_cpu_ns_qp_sche") > rows[0].2.agent("drum_cpu_ns_qp_sche"));
 }
 
 #[test]
