@@ -224,3 +224,83 @@ impl RateDecider for LocalSolve {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stat(conn: u32, weight: f64, backlog: usize, arrivals: u64) -> Stat {
+        Stat {
+            conn,
+            weight,
+            backlog,
+            arrivals,
+            window_ps: 1_000_000_000, // 1 ms
+        }
+    }
+
+    #[test]
+    fn proportional_fairness_splits_q_by_weight() {
+        // Log utility, sum x <= Q, no CQ term: x_j = Q w_j / sum w (the analytical optimum).
+        let cfg = DrumConfig {
+            wqe_rate: 12e6,
+            cqe_rate: 1e9,
+            ..DrumConfig::default()
+        };
+        let mut d = LocalSolve::new(&cfg);
+        let s = [stat(1, 1.0, 5, 0), stat(2, 2.0, 5, 0), stat(3, 3.0, 5, 0)];
+        let r = d.decide(0, &s);
+        for (j, want) in [2e6, 4e6, 6e6].into_iter().enumerate() {
+            assert!((r.x[j] - want).abs() / want < 1e-6, "{:?}", r.x);
+            assert!((r.z[j] - r.x[j]).abs() / want < 1e-6, "z = x one-sided");
+        }
+        // The tighter of the two capacities binds: C = 6e6 < Q.
+        let mut d = LocalSolve::new(&DrumConfig {
+            wqe_rate: 12e6,
+            cqe_rate: 6e6,
+            ..DrumConfig::default()
+        });
+        let r = d.decide(0, &s);
+        let sum: f64 = r.x.iter().sum();
+        assert!((sum - 6e6).abs() / 6e6 < 1e-6, "{sum}");
+    }
+
+    #[test]
+    fn a_connection_below_its_share_leaves_the_rest_to_the_others() {
+        let cfg = DrumConfig {
+            wqe_rate: 9e6,
+            cqe_rate: 1e9,
+            ..DrumConfig::default()
+        };
+        let mut d = LocalSolve::new(&cfg);
+        // Connection 1 posted 500 WRs in 1 ms (demand 2 x 0.5 Mops = 1 Mops) and has nothing
+        // waiting; 2 and 3 are backlogged. Shares 3 Mops each; 1 keeps its 3, the others split
+        // 9 - 1 = 8 Mops.
+        let s = [stat(1, 1.0, 0, 500), stat(2, 1.0, 9, 0), stat(3, 1.0, 9, 0)];
+        let r = d.decide(0, &s);
+        assert!((r.x[0] - 3e6).abs() < 1.0, "{:?}", r.x);
+        assert!((r.x[1] - 4e6).abs() / 4e6 < 1e-6, "{:?}", r.x);
+        assert!((r.x[2] - 4e6).abs() / 4e6 < 1e-6, "{:?}", r.x);
+    }
+
+    #[test]
+    fn topk_leaves_out_all_but_k_and_ages_them_in() {
+        let cfg = DrumConfig {
+            qp_budget: 2,
+            max_wait: 2,
+            ..DrumConfig::default()
+        };
+        let mut d = LocalSolve::new(&cfg);
+        let s: Vec<Stat> = (0..5).map(|j| stat(j, 1.0 + j as f64, 3, 0)).collect();
+        let mut served = [0u32; 5];
+        for round in 0..12 {
+            let r = d.decide(round, &s);
+            assert_eq!(r.active.iter().filter(|&&a| a).count(), 2);
+            for j in 0..5 {
+                assert_eq!(r.x[j] > 0.0, r.active[j]);
+                served[j] += r.active[j] as u32;
+            }
+        }
+        assert!(served.iter().all(|&n| n > 0), "{served:?}");
+    }
+}
