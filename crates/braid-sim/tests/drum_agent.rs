@@ -220,3 +220,64 @@ fn print_matrix() {
         }
     }
 }
+
+/// Scale: 64 hosts (leaf-spine 8 x 8, 4 spines), every host a client of 100 connections to the
+/// next host (a permutation) and a server of 100 from the previous one, all under the agent: 6,400
+/// connections, 64 agents, 1,280 shared QPs. Every connection's WRITEs complete, and the run is
+/// quick enough for CI (printed).
+#[test]
+fn sixty_four_hosts_with_a_hundred_connections_each_under_the_agent() {
+    let hosts = 64;
+    let apps: Vec<Value> = (0..hosts)
+        .map(|h| {
+            json!({"kind": "write_bw", "src": h, "dst": (h + 1) % hosts, "size": "1KB",
+                   "qps": 100, "tx_depth": 4, "iterations": 20, "start": "10us"})
+        })
+        .collect();
+    let s = json!({
+        "duration": "2ms",
+        "topology": {"kind": "leaf-spine", "spines": 4, "leaves": 8, "hosts_per_leaf": 8,
+                     "host_link": {"rate": "40Gbps", "delay": "1us"},
+                     "fabric_link": {"rate": "100Gbps", "delay": "1us"}},
+        "middleware": {"default": drum()},
+        "apps": apps,
+    });
+    let t0 = std::time::Instant::now();
+    let (sim, r) = run(&s);
+    let wall = t0.elapsed();
+    let f = sim.flows();
+    println!(
+        "64 hosts x 100 connections: {} events, wall {wall:?}",
+        sim.events()
+    );
+    for (i, fl) in f.iter().enumerate() {
+        assert_eq!(fl.bytes_done, 100 * 20 * 1000, "host {i}'s client");
+        assert!(fl.finish_ps.is_some(), "host {i}'s client finished");
+    }
+    // Host 0's agent: 100 outgoing and 100 incoming connections, 20 + 20 shared QPs.
+    let labels = match r.tenants.get("label") {
+        Some(braid_sim::Column::Str(l)) => l.clone(),
+        _ => panic!("no labels"),
+    };
+    let i = labels.iter().position(|l| l == "agent").expect("agent row");
+    let col = |n: &str| match r.tenants.get(n) {
+        Some(braid_sim::Column::F64(v)) => v[i],
+        _ => f64::NAN,
+    };
+    assert_eq!(col("drum_connections"), 200.0);
+    assert_eq!(col("drum_pipes_ready"), 40.0);
+    assert!(wall.as_secs() < 60, "{wall:?}");
+}
+
+/// A bad agent parameter is one error naming its key.
+#[test]
+fn a_bad_drum_parameter_is_refused_by_name() {
+    let mut s = scenario(&json!([{"kind": "drum", "mux_ratio": 0}]), 32, 1, 20, "1KB");
+    s["duration"] = json!("1ms");
+    let e = braid_sim::Simulation::from_json(&s.to_string(), std::path::Path::new("."), None)
+        .err()
+        .expect("refused");
+    let m = e.to_string();
+    assert!(m.contains("mux_ratio") && m.contains("expected"), "{m}");
+    assert_eq!(m.lines().count(), 1, "{m}");
+}
