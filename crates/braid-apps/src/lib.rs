@@ -10,6 +10,20 @@
 use braid_verbs::rendezvous::{connect_all, Endpoint, SharedBoard, Side};
 use braid_verbs::*;
 
+pub mod kv;
+pub use kv::{KvClient, KvDraw};
+
+/// Connects `qps` (connections `conn0 + i`, client side) to their servers; returns the servers'
+/// endpoints.
+pub(crate) fn lookup_all(
+    v: &mut dyn Verbs,
+    rdv: &Rendezvous,
+    conn0: u32,
+    qps: &[QpNum],
+) -> Vec<Endpoint> {
+    connect_all(v, rdv, conn0 as u64, Side::Client, qps).expect("connect")
+}
+
 /// Where applications report what they measure, by flow (a traffic transfer, or one perftest
 /// application's run).
 pub trait Meter {
@@ -71,7 +85,7 @@ pub type SyncDraw = Box<dyn FnMut() -> bool>;
 pub type Rendezvous = SharedBoard;
 
 /// Timer token for "every application has started: connect now".
-const CONNECT: u64 = (1 << 56) - 1;
+pub(crate) const CONNECT: u64 = (1 << 56) - 1;
 
 fn lookup(rdv: &Rendezvous, conn: u32, side: Side) -> Endpoint {
     rdv.borrow()
@@ -86,7 +100,7 @@ pub fn pattern(flow: u32, len: usize) -> Vec<u8> {
         .collect()
 }
 
-fn sges(addr: u64, len: u64, lkey: u32) -> Vec<Sge> {
+pub(crate) fn sges(addr: u64, len: u64, lkey: u32) -> Vec<Sge> {
     // SGE lengths are 32-bit: split large buffers.
     let mut v = Vec::new();
     let mut off = 0;
@@ -796,6 +810,60 @@ mod tests {
             let l = run(kind, 4096, 50);
             assert_eq!(l.bytes, 2 * 50 * 4096, "{kind:?}");
             assert!(l.finished.is_some() && l.started.is_some(), "{kind:?}");
+        }
+        // kv: GETs (READs) and PUTs (WRITEs) of drawn sizes, every request a latency sample.
+        {
+            let log = Rc::new(RefCell::new(Log::default()));
+            let meter: SharedMeter = log.clone();
+            let rdv = braid_verbs::rendezvous::board();
+            let spec = PerfSpec {
+                kind: PerfKind::ReadBw,
+                size: 4096,
+                qps: 3,
+                tx_depth: 2,
+                iterations: Some(10),
+                duration: None,
+                start: 0,
+                cq_mod: 1,
+                priority: None,
+            };
+            let mut net = FakeNet::new(2);
+            let h = net.hosts();
+            net.add_tenant(
+                h[1],
+                Box::new(PerfServer::new(
+                    spec.clone(),
+                    0,
+                    0,
+                    meter.clone(),
+                    rdv.clone(),
+                    1 << 40,
+                )),
+                vec![],
+            );
+            let mut k = 0u64;
+            let mut want = 0u64;
+            let sizes: Vec<(bool, u64)> =
+                (0..30).map(|j| (j % 3 != 0, 32 + 100 * j as u64)).collect();
+            for s in &sizes {
+                want += s.1;
+            }
+            let draw: KvDraw = Box::new(move || {
+                let s = sizes[k as usize % sizes.len()];
+                k += 1;
+                s
+            });
+            net.add_tenant(
+                h[0],
+                Box::new(KvClient::new(spec, 0, 0, meter, rdv, 1 << 40, draw)),
+                vec![],
+            );
+            net.run();
+            let l = log.borrow();
+            assert_eq!(l.lat.len(), 30);
+            assert_eq!(l.bytes, want);
+            assert!(l.finished.is_some());
+            assert!(l.lat.iter().all(|&x| x >= 4_000_000));
         }
         // wqe_lat: every WRITE's post-to-completion time, at least the fake's round trip.
         let l = run(PerfKind::WqeLat, 32, 25);
