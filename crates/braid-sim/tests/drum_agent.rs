@@ -280,6 +280,20 @@ fn a_bad_drum_parameter_is_refused_by_name() {
     let m = e.to_string();
     assert!(m.contains("mux_ratio") && m.contains("expected"), "{m}");
     assert_eq!(m.lines().count(), 1, "{m}");
+    // And the KV client's keys.
+    let mut s = scenario(&raw(), 32, 1, 20, "1KB");
+    s["apps"][1]["kind"] = json!("kv");
+    s["apps"][1]["get_ratio"] = json!(1.5);
+    let e = braid_sim::Simulation::from_json(&s.to_string(), std::path::Path::new("."), None)
+        .err()
+        .expect("refused");
+    assert!(e.to_string().contains("apps[1].get_ratio"), "{e}");
+    s["apps"][1]["get_ratio"] = json!(0.5);
+    s["apps"][1]["min_size"] = json!("2KB");
+    let e = braid_sim::Simulation::from_json(&s.to_string(), std::path::Path::new("."), None)
+        .err()
+        .expect("refused");
+    assert!(e.to_string().contains("apps[1].min_size"), "{e}");
 }
 
 /// Test case 3 (Fig. 15, one-sided KV): a KV client of 50 connections (GET = READ, PUT = WRITE,
