@@ -10,6 +10,20 @@
 use braid_verbs::rendezvous::{connect_all, Endpoint, SharedBoard, Side};
 use braid_verbs::*;
 
+pub mod kv;
+pub use kv::{KvClient, KvDraw};
+
+/// Connects `qps` (connections `conn0 + i`, client side) to their servers; returns the servers'
+/// endpoints.
+pub(crate) fn lookup_all(
+    v: &mut dyn Verbs,
+    rdv: &Rendezvous,
+    conn0: u32,
+    qps: &[QpNum],
+) -> Vec<Endpoint> {
+    connect_all(v, rdv, conn0 as u64, Side::Client, qps).expect("connect")
+}
+
 /// Where applications report what they measure, by flow (a traffic transfer, or one perftest
 /// application's run).
 pub trait Meter {
@@ -38,6 +52,9 @@ pub enum PerfKind {
     WriteLat,
     SendBw,
     ReadBw,
+    /// WRITEs whose every completion time (post to completion) is a latency sample: the
+    /// per-WQE completion time of DRUM's test case 1 (signals every WR).
+    WqeLat,
 }
 
 /// A perftest-like benchmark's parameters (perftest's flags: -s, -q, -t, -n, -D, --cq-mod).
@@ -68,7 +85,7 @@ pub type SyncDraw = Box<dyn FnMut() -> bool>;
 pub type Rendezvous = SharedBoard;
 
 /// Timer token for "every application has started: connect now".
-const CONNECT: u64 = (1 << 56) - 1;
+pub(crate) const CONNECT: u64 = (1 << 56) - 1;
 
 fn lookup(rdv: &Rendezvous, conn: u32, side: Side) -> Endpoint {
     rdv.borrow()
@@ -83,7 +100,7 @@ pub fn pattern(flow: u32, len: usize) -> Vec<u8> {
         .collect()
 }
 
-fn sges(addr: u64, len: u64, lkey: u32) -> Vec<Sge> {
+pub(crate) fn sges(addr: u64, len: u64, lkey: u32) -> Vec<Sge> {
     // SGE lengths are 32-bit: split large buffers.
     let mut v = Vec::new();
     let mut off = 0;
@@ -325,6 +342,8 @@ pub struct PerfClient {
     target: u64,
     deadline: Option<u64>,
     lat_sent: Vec<u64>,
+    /// wqe_lat: post times of each QP's outstanding WRs, oldest first.
+    sent_at: Vec<std::collections::VecDeque<u64>>,
     done: bool,
     /// QPs whose WRs failed (the QP is in Error): nothing more is posted on them, and the
     /// flow never finishes.
@@ -365,6 +384,7 @@ impl PerfClient {
             target,
             deadline: None,
             lat_sent: vec![],
+            sent_at: vec![],
             done: false,
             failed: vec![],
             sync,
@@ -377,7 +397,7 @@ impl PerfClient {
 
     fn post_one(&mut self, v: &mut dyn Verbs, i: usize) {
         let op = match self.spec.kind {
-            PerfKind::WriteBw => SendOp::Write,
+            PerfKind::WriteBw | PerfKind::WqeLat => SendOp::Write,
             PerfKind::ReadBw => SendOp::Read,
             PerfKind::SendBw => SendOp::Send,
             PerfKind::WriteLat => SendOp::WriteWithImm(self.posted[i] as u32),
@@ -390,9 +410,13 @@ impl PerfClient {
         wr.fence = self.sync.as_mut().is_some_and(|d| d());
         // perftest --cq-mod: only every n-th WR asks for a completion.
         wr.signaled = (self.posted[i] + 1) % self.spec.cq_mod as u64 == 0
-            || self.posted[i] + 1 == self.target;
+            || self.posted[i] + 1 == self.target
+            || self.spec.kind == PerfKind::WqeLat;
         if v.post_send(self.qps[i], wr).is_ok() {
             self.posted[i] += 1;
+            if self.spec.kind == PerfKind::WqeLat {
+                self.sent_at[i].push_back(v.now());
+            }
         }
     }
 
@@ -454,6 +478,7 @@ impl App for PerfClient {
         self.completed = vec![0; n];
         self.failed = vec![false; n];
         self.lat_sent = vec![0; n];
+        self.sent_at = vec![Default::default(); n];
         v.set_timer(v.now().max(self.spec.start), CONNECT);
     }
 
@@ -527,6 +552,17 @@ impl App for PerfClient {
                             }
                         }
                         (PerfKind::WriteLat, _) => {}
+                        (PerfKind::WqeLat, _) => {
+                            self.completed[i] += 1;
+                            if let Some(t) = self.sent_at[i].pop_front() {
+                                let mut log = self.log.borrow_mut();
+                                log.latency(self.flow, now - t);
+                                log.progress(self.flow, self.size());
+                            }
+                            if self.may_post(i, now) {
+                                self.post_one(v, i);
+                            }
+                        }
                         _ => {
                             // A signaled completion stands for cq_mod WRs (or the remainder).
                             let n = (self.posted[i] - self.completed[i])
@@ -775,6 +811,65 @@ mod tests {
             assert_eq!(l.bytes, 2 * 50 * 4096, "{kind:?}");
             assert!(l.finished.is_some() && l.started.is_some(), "{kind:?}");
         }
+        // kv: GETs (READs) and PUTs (WRITEs) of drawn sizes, every request a latency sample.
+        {
+            let log = Rc::new(RefCell::new(Log::default()));
+            let meter: SharedMeter = log.clone();
+            let rdv = braid_verbs::rendezvous::board();
+            let spec = PerfSpec {
+                kind: PerfKind::ReadBw,
+                size: 4096,
+                qps: 3,
+                tx_depth: 2,
+                iterations: Some(10),
+                duration: None,
+                start: 0,
+                cq_mod: 1,
+                priority: None,
+            };
+            let mut net = FakeNet::new(2);
+            let h = net.hosts();
+            net.add_tenant(
+                h[1],
+                Box::new(PerfServer::new(
+                    spec.clone(),
+                    0,
+                    0,
+                    meter.clone(),
+                    rdv.clone(),
+                    1 << 40,
+                )),
+                vec![],
+            );
+            let mut k = 0u64;
+            let mut want = 0u64;
+            let sizes: Vec<(bool, u64)> =
+                (0..30).map(|j| (j % 3 != 0, 32 + 100 * j as u64)).collect();
+            for s in &sizes {
+                want += s.1;
+            }
+            let draw: KvDraw = Box::new(move || {
+                let s = sizes[k as usize % sizes.len()];
+                k += 1;
+                s
+            });
+            net.add_tenant(
+                h[0],
+                Box::new(KvClient::new(spec, 0, 0, meter, rdv, 1 << 40, draw)),
+                vec![],
+            );
+            net.run();
+            let l = log.borrow();
+            assert_eq!(l.lat.len(), 30);
+            assert_eq!(l.bytes, want);
+            assert!(l.finished.is_some());
+            assert!(l.lat.iter().all(|&x| x >= 4_000_000));
+        }
+        // wqe_lat: every WRITE's post-to-completion time, at least the fake's round trip.
+        let l = run(PerfKind::WqeLat, 32, 25);
+        assert_eq!(l.lat.len(), 2 * 25);
+        assert_eq!(l.bytes, 2 * 25 * 32);
+        assert!(l.lat.iter().all(|&x| x >= 4_000_000), "{:?}", &l.lat[..4]);
         let l = run(PerfKind::WriteLat, 16, 20);
         assert_eq!(l.lat.len(), 2 * 20);
         // Two one-way latencies of the fake (2 µs each) per round trip, at least.

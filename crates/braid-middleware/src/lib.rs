@@ -10,12 +10,14 @@
 //! its layer (and, if host-scoped, its agent through `HostCtx::shared`/`add_agent`), plus one arm
 //! in [`MiddlewareSpec`]. See `docs/middleware.md`.
 
+pub mod drum;
 pub mod justitia;
 pub mod partition;
 pub mod perf;
 pub mod raw;
 pub mod virtuoso;
 
+pub use drum::{DrumConfig, ShareConfig};
 pub use justitia::JustitiaConfig;
 pub use partition::PartitionConfig;
 pub use perf::PerfConfig;
@@ -44,12 +46,25 @@ pub enum MiddlewareSpec {
     /// Virtuoso: software multipath over several RC QPs, one per virtual path
     /// (docs/virtuoso.md).
     Virtuoso(VirtuosoConfig),
+    /// DRUM's host agent: shared QPs and CQ, a virtual request pool scheduled at NUM rates
+    /// (docs/drum-agent.md).
+    Drum(DrumConfig),
+    /// QP sharing (DRUM's SHARE baseline): connections to a host share one QP, 5 per QP, with
+    /// lock contention per post (docs/drum-agent.md).
+    Share(ShareConfig),
 }
 
 impl MiddlewareSpec {
     /// Every mechanism's name, as a scenario's `kind` says it.
-    pub const NAMES: &'static [&'static str] =
-        &["raw", "perf", "justitia", "partition", "virtuoso"];
+    pub const NAMES: &'static [&'static str] = &[
+        "raw",
+        "perf",
+        "justitia",
+        "partition",
+        "virtuoso",
+        "drum",
+        "share",
+    ];
 
     /// The mechanism's factory: its config.
     pub fn factory(&self) -> &dyn MiddlewareFactory {
@@ -59,6 +74,8 @@ impl MiddlewareSpec {
             MiddlewareSpec::Justitia(c) => c,
             MiddlewareSpec::Partition(c) => c,
             MiddlewareSpec::Virtuoso(c) => c,
+            MiddlewareSpec::Drum(c) => c,
+            MiddlewareSpec::Share(c) => c,
         }
     }
     /// The mechanism's name.

@@ -619,20 +619,41 @@ impl<'s> Tenants<'s> {
                 Box::new(move || rng.bernoulli(p)) as SyncDraw
             });
             let base = self.next_base();
-            let client = PerfClient::new(
-                a.perf_spec(),
-                flow,
-                c0,
-                self.meter.clone(),
-                self.rdv.clone(),
-                base,
-                sync,
-            );
+            let client: Box<dyn braid_verbs::App> = if a.kind == crate::config::AppKind::Kv {
+                // Each request's kind and value size: drawn from the run's seed.
+                let mut rng = braid_engine::RngStream::new(self.seed, "app-kv", &[i as u64]);
+                let (p, hi) = (a.get_ratio, a.size.0.max(1));
+                let lo = a.min_size.map_or(hi, |m| m.0).min(hi);
+                let draw = Box::new(move || {
+                    let get = rng.bernoulli(p);
+                    let size = lo + ((hi - lo + 1) as f64 * rng.uniform()) as u64;
+                    (get, size.min(hi))
+                });
+                Box::new(braid_apps::KvClient::new(
+                    a.perf_spec(),
+                    flow,
+                    c0,
+                    self.meter.clone(),
+                    self.rdv.clone(),
+                    base,
+                    draw,
+                ))
+            } else {
+                Box::new(PerfClient::new(
+                    a.perf_spec(),
+                    flow,
+                    c0,
+                    self.meter.clone(),
+                    self.rdv.clone(),
+                    base,
+                    sync,
+                ))
+            };
             self.add(
                 world,
                 TenantSpec {
                     host: a.src,
-                    app: Box::new(client),
+                    app: client,
                     own: own(),
                     label: format!("apps[{i}].client"),
                     flow: Some(flow),

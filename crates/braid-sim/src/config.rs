@@ -684,6 +684,13 @@ pub enum AppKind {
     WriteLat,
     SendBw,
     ReadBw,
+    /// One WRITE at a time per QP (`tx_depth` outstanding), each one's completion time a
+    /// latency sample: DRUM's per-WQE completion time.
+    WqeLat,
+    /// A one-sided key-value client (DRUM §V): per request a GET (READ) with probability
+    /// `get_ratio`, else a PUT (WRITE), of a value size uniform in [`min_size`, `size`]; every
+    /// request's completion time a latency sample.
+    Kv,
 }
 
 /// A perftest-like application between two hosts.
@@ -724,6 +731,16 @@ pub struct AppSpec {
     /// `nic.priority`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub priority: Option<u8>,
+    /// kv: the fraction of requests that are GETs (0.95: read-intensive, 0.5: write-intensive).
+    #[serde(default = "get_ratio")]
+    pub get_ratio: f64,
+    /// kv: the smallest value; sizes are uniform in [min_size, size] (default: all `size`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_size: Option<Bytes>,
+}
+
+fn get_ratio() -> f64 {
+    0.95
 }
 
 impl AppSpec {
@@ -735,6 +752,9 @@ impl AppSpec {
                 AppKind::WriteLat => braid_apps::PerfKind::WriteLat,
                 AppKind::SendBw => braid_apps::PerfKind::SendBw,
                 AppKind::ReadBw => braid_apps::PerfKind::ReadBw,
+                AppKind::WqeLat => braid_apps::PerfKind::WqeLat,
+                // The server side of a KV store is passive, as read_bw's.
+                AppKind::Kv => braid_apps::PerfKind::ReadBw,
             },
             size: self.size.0,
             qps: self.qps,

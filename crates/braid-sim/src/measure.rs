@@ -74,6 +74,8 @@ pub fn perf_record(spec: &crate::config::AppSpec, src: u32, dst: u32) -> FlowRec
         AppKind::WriteLat => "write_lat",
         AppKind::SendBw => "send_bw",
         AppKind::ReadBw => "read_bw",
+        AppKind::WqeLat => "wqe_lat",
+        AppKind::Kv => "kv",
     };
     FlowRecord {
         id: 0,

@@ -285,6 +285,18 @@ impl Scenario {
                     "only write_bw and send_bw post streams of messages to flag",
                 ));
             }
+            if !(0.0..=1.0).contains(&a.get_ratio) {
+                return Err(err(
+                    format!("{p}.get_ratio"),
+                    "expected a fraction of requests between 0 and 1 (e.g. 0.95)",
+                ));
+            }
+            if a.min_size.is_some_and(|m| m.0 == 0 || m.0 > a.size.0) {
+                return Err(err(
+                    format!("{p}.min_size"),
+                    "expected a size from 1 B up to the app's `size`",
+                ));
+            }
             if a.size.0 > u32::MAX as u64 && a.kind == AppKind::SendBw {
                 return Err(err(
                     format!("{p}.size"),

@@ -113,6 +113,10 @@ pub fn table(world: &World, log: &FlowLog) -> Table {
         Column::F64(rows.iter().map(|&(h, i)| lat(h, i, 0.5)).collect()),
     );
     t.push(
+        "lat_p80_us",
+        Column::F64(rows.iter().map(|&(h, i)| lat(h, i, 0.8)).collect()),
+    );
+    t.push(
         "lat_p99_us",
         Column::F64(rows.iter().map(|&(h, i)| lat(h, i, 0.99)).collect()),
     );

@@ -20,6 +20,7 @@ MODULES = (
     "braid.reproduce.mp_rdma",
     "braid.reproduce.mp_rdma_scale",
     "braid.reproduce.drum",
+    "braid.reproduce.drum_agent",
     "braid.reproduce.perf",
     "braid.reproduce.perf_matrix",
     "braid.reproduce.partition",

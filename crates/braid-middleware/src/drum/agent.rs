@@ -1,0 +1,716 @@
+//! DRUM's agent (tenant 0): the shared QPs to each peer host ("pipes"), the scheduler that
+//! fetches WRs from the pool at the decided WQE rates and posts them to the pipes, and the
+//! poller that busy-polls the one shared CQ and hands completions to the tenants at the decided
+//! CQE rates, by connection id (`wr_id` locally, the immediate data for what peers send).
+
+use super::decide::{RateDecider, Stat};
+use super::state::{flush, send_opcode, Arrival, HostState, InFlight, GLOBAL_ADDR};
+use super::{Mode, WAKE_AGENT, WAKE_CQE};
+use braid_verbs::rendezvous::{Endpoint, SharedBoard, Side};
+use braid_verbs::*;
+use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet};
+use std::rc::Rc;
+
+const T_BOARD: u64 = 1;
+const T_TICK: u64 = 2;
+/// Receive buffers on pipes carry this bit in their wr_id.
+const RECV_BIT: u64 = 1 << 63;
+/// Immediate data on a pipe: the sender's connection id (24 bits) and these flags.
+const IMM_SEND: u32 = 1 << 31;
+/// The application's WR carried immediate data (its receive completes as RecvWithImm).
+const IMM_APP: u32 = 1 << 30;
+/// How long the agent waits for a peer's agent on the board before giving up on a pipe.
+const BOARD_PATIENCE_PS: u64 = 100_000_000_000;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Published,
+    Connected,
+    Ready,
+    Failed,
+}
+
+struct Pipe {
+    qp: QpNum,
+    phase: Phase,
+    inflight: u32,
+    /// Round-robin position among its connections.
+    rr: usize,
+    /// SHARE: when the QP's lock is free again.
+    lock_free_at: u64,
+}
+
+/// Board key of pipe `g` between hosts `a` and `b` (`ready`: the "connected" record).
+fn pipe_key(a: u32, b: u32, g: u32, ready: bool) -> u64 {
+    let (lo, hi) = (a.min(b) as u64 & 0xFF_FFFF, a.max(b) as u64 & 0xFF_FFFF);
+    (1 << 63) | (0x2D << 56) | ((ready as u64) << 55) | (lo << 31) | (hi << 7) | (g as u64 & 0x7F)
+}
+
+/// The host's DRUM agent.
+pub struct DrumAgent {
+    st: Rc<RefCell<HostState>>,
+    decider: Box<dyn RateDecider>,
+    name: &'static str,
+    board: SharedBoard,
+    cq: Option<CqId>,
+    pipes: BTreeMap<(u32, u32), Pipe>,
+    by_qpn: BTreeMap<QpNum, (u32, u32)>,
+    board_timer: bool,
+    board_backoff: u64,
+    board_since: Option<u64>,
+    tick_at: Option<u64>,
+    /// SHARE: the earliest time a shared QP's lock frees for waiting work.
+    share_wait: Option<u64>,
+    last_solve: u64,
+    // counters
+    wr_posted: u64,
+    cqe_polled: u64,
+    cqe_delivered: u64,
+    decisions: u64,
+    pipe_errors: u64,
+    unknown_conn: u64,
+    cpu_convert_ps: u64,
+    cpu_qp_map_ps: u64,
+    cpu_solve_ps: u64,
+    active: u64,
+}
+
+fn ps(ns: f64) -> u64 {
+    (ns * 1000.0).round() as u64
+}
+
+impl DrumAgent {
+    pub fn new(
+        st: Rc<RefCell<HostState>>,
+        decider: Box<dyn RateDecider>,
+        name: &'static str,
+    ) -> Self {
+        let board = st.borrow().board.clone();
+        DrumAgent {
+            st,
+            decider,
+            name,
+            board,
+            cq: None,
+            pipes: BTreeMap::new(),
+            by_qpn: BTreeMap::new(),
+            board_timer: false,
+            board_backoff: 1_000_000,
+            board_since: None,
+            tick_at: None,
+            share_wait: None,
+            last_solve: 0,
+            wr_posted: 0,
+            cqe_polled: 0,
+            cqe_delivered: 0,
+            decisions: 0,
+            pipe_errors: 0,
+            unknown_conn: 0,
+            cpu_convert_ps: 0,
+            cpu_qp_map_ps: 0,
+            cpu_solve_ps: 0,
+            active: 0,
+        }
+    }
+
+    /// Everything the agent does when woken, notified or ticked.
+    fn service(&mut self, v: &mut dyn Verbs) {
+        self.setup_pipes(v);
+        if self.st.borrow().mode == Mode::Drum {
+            self.maybe_decide(v);
+        }
+        self.schedule(v);
+        self.release(v);
+        self.arm_tick(v);
+    }
+
+    /// Creates, publishes and connects the pipes the connections call for.
+    fn setup_pipes(&mut self, v: &mut dyn Verbs) {
+        let (Some(cq), Some(g)) = (self.cq, self.st.borrow().global) else {
+            return;
+        };
+        let wanted = self.st.borrow().pipes_wanted();
+        let me = v.local_host();
+        let (depth, recvs, bounce) = {
+            let s = self.st.borrow();
+            (s.cfg.pipe_depth, s.cfg.recvs_per_pipe, s.cfg.bounce_size.0)
+        };
+        let mut waiting = false;
+        for (peer, n) in wanted {
+            for gi in 0..n.min(128) {
+                let side = if me < peer {
+                    Side::Client
+                } else {
+                    Side::Server
+                };
+                if !self.pipes.contains_key(&(peer, gi)) {
+                    let init = QpInit {
+                        max_send_wr: (1 << 15).max(depth),
+                        max_recv_wr: 2 * recvs,
+                        ..QpInit::rc(cq)
+                    };
+                    let Ok(qp) = v.create_qp(&init) else {
+                        self.pipe_errors += 1;
+                        continue;
+                    };
+                    let ep = Endpoint {
+                        host: me,
+                        qpn: qp,
+                        addr: g.addr,
+                        rkey: g.rkey,
+                    };
+                    self.board
+                        .borrow_mut()
+                        .publish(pipe_key(me, peer, gi, false), side, ep);
+                    self.pipes.insert(
+                        (peer, gi),
+                        Pipe {
+                            qp,
+                            phase: Phase::Published,
+                            inflight: 0,
+                            rr: 0,
+                            lock_free_at: 0,
+                        },
+                    );
+                    self.by_qpn.insert(qp, (peer, gi));
+                }
+                let p = self.pipes.get_mut(&(peer, gi)).expect("just made");
+                if p.phase == Phase::Published {
+                    let found = self
+                        .board
+                        .borrow()
+                        .lookup(pipe_key(me, peer, gi, false), side.peer());
+                    match found {
+                        Some(ep) => {
+                            if v.connect_qp(p.qp, ep.remote()).is_err() {
+                                p.phase = Phase::Failed;
+                                self.pipe_errors += 1;
+                                continue;
+                            }
+                            for _ in 0..recvs {
+                                let _ = v.post_recv(p.qp, bounce_recv(&g, bounce));
+                            }
+                            p.phase = Phase::Connected;
+                            let ready = Endpoint {
+                                host: me,
+                                qpn: p.qp,
+                                addr: g.addr,
+                                rkey: g.rkey,
+                            };
+                            self.board.borrow_mut().publish(
+                                pipe_key(me, peer, gi, true),
+                                side,
+                                ready,
+                            );
+                        }
+                        None => waiting = true,
+                    }
+                }
+                if p.phase == Phase::Connected {
+                    let ok = self
+                        .board
+                        .borrow()
+                        .lookup(pipe_key(me, peer, gi, true), side.peer())
+                        .is_some();
+                    if ok {
+                        p.phase = Phase::Ready;
+                    } else {
+                        waiting = true;
+                    }
+                }
+            }
+        }
+        let now = v.now();
+        if !waiting {
+            self.board_since = None;
+            self.board_backoff = 1_000_000;
+            return;
+        }
+        let since = *self.board_since.get_or_insert(now);
+        if now - since > BOARD_PATIENCE_PS {
+            for p in self.pipes.values_mut() {
+                if matches!(p.phase, Phase::Published | Phase::Connected) {
+                    p.phase = Phase::Failed;
+                    self.pipe_errors += 1;
+                }
+            }
+            return;
+        }
+        if !self.board_timer {
+            self.board_timer = true;
+            v.set_timer(now + self.board_backoff, T_BOARD);
+            self.board_backoff = (self.board_backoff * 2).min(1_000_000_000);
+        }
+    }
+
+    /// Decides the rates again when connections came or went, or every `solve_interval`.
+    fn maybe_decide(&mut self, v: &mut dyn Verbs) {
+        let now = v.now();
+        let stats: Vec<Stat> = {
+            let s = self.st.borrow();
+            let due = s.resolve || now >= self.last_solve + s.cfg.solve_interval.0;
+            if !due || s.conns.is_empty() {
+                return;
+            }
+            s.conns
+                .values()
+                .filter(|c| c.state == QpState::Rts)
+                .map(|c| Stat {
+                    conn: c.vqpn,
+                    weight: c.weight,
+                    backlog: c.pool.len(),
+                    arrivals: c.arrivals,
+                    window_ps: now - self.last_solve,
+                })
+                .collect()
+        };
+        let d = self.decider.decide(now, &stats);
+        self.decisions += 1;
+        let cost = ps(self.st.borrow().cfg.solve_ns_per_conn * stats.len() as f64);
+        if cost > 0 {
+            v.charge(Work::Ns(cost / 1000));
+            self.cpu_solve_ps += cost;
+        }
+        let mut s = self.st.borrow_mut();
+        s.resolve = false;
+        self.last_solve = now;
+        let mut active = 0;
+        for (i, st) in stats.iter().enumerate() {
+            if let Some(c) = s.conns.get_mut(&st.conn) {
+                c.x = d.x.get(i).copied().unwrap_or(0.0);
+                // A connection left out keeps its CQE rate: what it has on the shared QP
+                // still completes.
+                let z = d.z.get(i).copied().unwrap_or(0.0).max(c.x);
+                if z > 0.0 {
+                    c.z = z;
+                }
+                c.active = d.active.get(i).copied().unwrap_or(true) && c.x > 0.0;
+                c.arrivals = 0;
+                active += c.active as u64;
+            }
+        }
+        self.active = active;
+    }
+
+    /// Fetches WRs from the pool into the pipes: round robin over each pipe's connections, at
+    /// most `pipe_depth` in flight (DRUM), each connection within its WQE rate.
+    fn schedule(&mut self, v: &mut dyn Verbs) {
+        let now = v.now();
+        let mut st = self.st.borrow_mut();
+        let st = &mut *st;
+        let (mode, depth, burst, mux) = (
+            st.mode,
+            st.cfg.pipe_depth,
+            st.cfg.burst as f64,
+            st.cfg.mux_ratio as usize,
+        );
+        let (convert, qp_map) = (ps(st.cfg.convert_ns), ps(st.cfg.qp_map_ns));
+        let (lock, hold) = (ps(st.lock.0), ps(st.lock.1));
+        let mut lock_wait: Option<u64> = None;
+        for (&(peer, gi), pipe) in self.pipes.iter_mut() {
+            if pipe.phase != Phase::Ready {
+                continue;
+            }
+            let Some(list) = st.to_peer.get(&peer) else {
+                continue;
+            };
+            let lo = gi as usize * mux;
+            let members: Vec<QpNum> = list.iter().skip(lo).take(mux).copied().collect();
+            if members.is_empty() {
+                continue;
+            }
+            let mut idle_rounds = 0;
+            let mut k = pipe.rr;
+            while idle_rounds < members.len() {
+                if mode == Mode::Drum && pipe.inflight >= depth {
+                    break;
+                }
+                if mode == Mode::Share && pipe.lock_free_at > now {
+                    // Another thread holds the shared QP's lock.
+                    let has_work = members
+                        .iter()
+                        .any(|q| st.conns.get(q).is_some_and(|c| !c.pool.is_empty()));
+                    if has_work {
+                        lock_wait =
+                            Some(lock_wait.map_or(pipe.lock_free_at, |w| w.min(pipe.lock_free_at)));
+                    }
+                    break;
+                }
+                let vq = members[k % members.len()];
+                k += 1;
+                let Some(c) = st.conns.get_mut(&vq) else {
+                    idle_rounds += 1;
+                    continue;
+                };
+                if c.pool.is_empty() || c.state != QpState::Rts {
+                    idle_rounds += 1;
+                    continue;
+                }
+                if mode == Mode::Drum {
+                    if !c.active {
+                        idle_rounds += 1;
+                        continue;
+                    }
+                    refill(c, now, burst);
+                    if c.x_tokens < 1.0 {
+                        idle_rounds += 1;
+                        continue;
+                    }
+                }
+                let p = c.pool.pop_front().expect("non-empty");
+                if let Some(status) = p.fail {
+                    // The peer's NIC would refuse it: it completes with the error and the
+                    // connection goes to Error, as its own RC QP would.
+                    let wc = WorkCompletion {
+                        status,
+                        ..flush(vq, p.app_wr_id, send_opcode(&p.wr.op))
+                    };
+                    c.done.push_back(wc);
+                    st.has_done.insert(vq);
+                    st.fail_conn(vq);
+                    idle_rounds = 0;
+                    continue;
+                }
+                let seq = c.seq;
+                c.seq = c.seq.wrapping_add(1);
+                let op = match p.wr.op {
+                    SendOp::Send => SendOp::SendWithImm(vq | IMM_SEND),
+                    SendOp::SendWithImm(_) => SendOp::SendWithImm(vq | IMM_SEND | IMM_APP),
+                    SendOp::WriteWithImm(_) => SendOp::WriteWithImm(vq | IMM_APP),
+                    o => o,
+                };
+                let len = p.wr.len();
+                let wr = SendWr {
+                    wr_id: ((vq as u64) << 32) | seq as u64,
+                    op,
+                    signaled: true,
+                    ..p.wr.clone()
+                };
+                v.charge(Work::Ns((convert + qp_map) / 1000));
+                self.cpu_convert_ps += convert;
+                self.cpu_qp_map_ps += qp_map;
+                match v.post_send(pipe.qp, wr) {
+                    Ok(()) => {
+                        c.inflight.push_back(InFlight {
+                            seq,
+                            app_wr_id: p.app_wr_id,
+                            signaled: p.signaled,
+                            opcode: send_opcode(&p.wr.op),
+                            len,
+                        });
+                        if mode == Mode::Drum {
+                            c.x_tokens -= 1.0;
+                        }
+                        pipe.inflight += 1;
+                        self.wr_posted += 1;
+                        idle_rounds = 0;
+                        if mode == Mode::Share {
+                            let contended = members.iter().any(|&q| {
+                                q != vq && st.conns.get(&q).is_some_and(|c| c.outstanding() > 0)
+                            });
+                            let extra = if contended { lock } else { 0 };
+                            pipe.lock_free_at = now + hold + extra;
+                            st.lock_ps += extra;
+                        }
+                    }
+                    Err(_) => {
+                        // The shared QP is full or broken: try again on its next completion.
+                        c.seq = seq;
+                        c.pool.push_front(p);
+                        break;
+                    }
+                }
+            }
+            pipe.rr = k % members.len();
+        }
+        if let Some(t) = lock_wait {
+            self.share_wait = Some(self.share_wait.map_or(t, |w| w.min(t)));
+        }
+    }
+
+    /// Hands waiting completions to their tenants, each connection within its CQE rate.
+    fn release(&mut self, v: &mut dyn Verbs) {
+        let now = v.now();
+        let mut woken = BTreeSet::new();
+        {
+            let mut st = self.st.borrow_mut();
+            let st = &mut *st;
+            let (mode, burst) = (st.mode, st.cfg.burst as f64);
+            let waiting = std::mem::take(&mut st.has_done);
+            let mut keep = Vec::new();
+            for vq in waiting {
+                let Some(c) = st.conns.get_mut(&vq) else {
+                    continue;
+                };
+                if c.done.is_empty() {
+                    continue;
+                }
+                if mode == Mode::Drum {
+                    refill(c, now, burst);
+                }
+                while let Some(wc) = c.done.front() {
+                    // Errors are not paced.
+                    let paced = mode == Mode::Drum && wc.status == WcStatus::Success;
+                    if paced && c.z_tokens < 1.0 {
+                        break;
+                    }
+                    let wc = c.done.pop_front().expect("non-empty");
+                    if paced {
+                        c.z_tokens -= 1.0;
+                    }
+                    let cq = match wc.opcode {
+                        WcOpcode::Recv | WcOpcode::RecvWithImm => c.recv_cq,
+                        _ => c.send_cq,
+                    };
+                    st.inbox.entry(c.tenant).or_default().push((cq, wc));
+                    woken.insert(c.tenant);
+                    self.cqe_delivered += 1;
+                }
+                if !c.done.is_empty() {
+                    keep.push(vq);
+                }
+            }
+            st.has_done.extend(keep);
+            st.dirty = false;
+        }
+        for t in woken {
+            v.wake(t, WAKE_CQE);
+        }
+    }
+
+    /// The next time a token makes progress possible, if something waits for one.
+    fn arm_tick(&mut self, v: &mut dyn Verbs) {
+        let now = v.now();
+        let st = self.st.borrow();
+        let mut next: Option<u64> = self.share_wait.take();
+        let mut at = |t: u64| next = Some(next.map_or(t, |n: u64| n.min(t)));
+        let conns = if st.mode == Mode::Drum {
+            st.conns.values()
+        } else {
+            Default::default()
+        };
+        for c in conns {
+            let waits_x = !c.pool.is_empty() && c.active && c.x_tokens < 1.0 && c.x > 0.0;
+            if waits_x {
+                at(now + ((1.0 - c.x_tokens) / c.x * 1e12).ceil() as u64);
+            }
+            let waits_z = c
+                .done
+                .front()
+                .is_some_and(|w| w.status == WcStatus::Success)
+                && c.z_tokens < 1.0
+                && c.z > 0.0;
+            if waits_z {
+                at(now + ((1.0 - c.z_tokens) / c.z * 1e12).ceil() as u64);
+            }
+            if !c.pool.is_empty() && !c.active {
+                // Left out of the top-k: the next decision may take it in.
+                at(self.last_solve + st.cfg.solve_interval.0);
+            }
+        }
+        drop(st);
+        if let Some(n) = next {
+            let n = n.max(now + 1);
+            if self.tick_at.is_none_or(|t| n < t || t <= now) {
+                self.tick_at = Some(n);
+                v.set_timer(n, T_TICK);
+            }
+        }
+    }
+
+    /// The poller: every completion of the shared CQ, by connection id.
+    fn poll(&mut self, v: &mut dyn Verbs) {
+        let Some(cq) = self.cq else {
+            return;
+        };
+        let mut wcs = Vec::new();
+        if poll_and_rearm(v, cq, &mut wcs).is_err() {
+            return;
+        }
+        self.cqe_polled += wcs.len() as u64;
+        let g = self.st.borrow().global;
+        let bounce = self.st.borrow().cfg.bounce_size.0;
+        let convert = ps(self.st.borrow().cfg.convert_ns);
+        for wc in wcs {
+            let Some(&(peer, gi)) = self.by_qpn.get(&wc.qp_num) else {
+                continue;
+            };
+            if wc.wr_id & RECV_BIT != 0 {
+                if wc.status != WcStatus::Success {
+                    continue; // flushed with its pipe
+                }
+                if let Some(g) = g {
+                    let _ = v.post_recv(wc.qp_num, bounce_recv(&g, bounce));
+                }
+                // verb_convertor: the peer's connection id from the immediate data.
+                v.charge(Work::Ns(convert / 1000));
+                self.cpu_convert_ps += convert;
+                let imm = wc.imm.unwrap_or(u32::MAX);
+                let sender = imm & 0xFF_FFFF;
+                let mut st = self.st.borrow_mut();
+                let Some(&local) = st.by_remote.get(&(peer, sender)) else {
+                    self.unknown_conn += 1;
+                    continue;
+                };
+                let len = wc.byte_len;
+                let opcode = if imm & IMM_APP != 0 {
+                    WcOpcode::RecvWithImm
+                } else {
+                    WcOpcode::Recv
+                };
+                if imm & IMM_SEND != 0 && len > 0 {
+                    // A SEND's payload is copied from the agent's buffer to the tenant's
+                    // (a WRITE_WITH_IMM placed its data directly).
+                    drop(st);
+                    v.charge(Work::Copy(len));
+                    st = self.st.borrow_mut();
+                }
+                st.arrive(
+                    local,
+                    Arrival {
+                        opcode,
+                        len,
+                        src_host: peer,
+                    },
+                );
+                continue;
+            }
+            if let Some(p) = self.pipes.get_mut(&(peer, gi)) {
+                p.inflight = p.inflight.saturating_sub(1);
+                if wc.status != WcStatus::Success && p.phase == Phase::Ready {
+                    p.phase = Phase::Failed;
+                    self.pipe_errors += 1;
+                }
+            }
+            let vq = (wc.wr_id >> 32) as QpNum;
+            let seq = wc.wr_id as u32;
+            let mut st = self.st.borrow_mut();
+            let Some(c) = st.conns.get_mut(&vq) else {
+                continue; // destroyed meanwhile
+            };
+            let Some(f) = c.inflight.pop_front() else {
+                continue;
+            };
+            debug_assert_eq!(f.seq, seq, "a shared QP completes in order");
+            c.completed += 1;
+            let status = if c.state == QpState::Error && wc.status == WcStatus::Success {
+                WcStatus::Flushed
+            } else {
+                wc.status
+            };
+            let was_error = c.state == QpState::Error;
+            if f.signaled || status != WcStatus::Success {
+                c.done.push_back(WorkCompletion {
+                    wr_id: f.app_wr_id,
+                    status,
+                    opcode: f.opcode,
+                    byte_len: if status == WcStatus::Success {
+                        f.len
+                    } else {
+                        0
+                    },
+                    imm: None,
+                    qp_num: vq,
+                    src_host: 0,
+                    src_qp: 0,
+                });
+                st.has_done.insert(vq);
+            }
+            if status != WcStatus::Success && !was_error {
+                st.fail_conn(vq);
+            }
+        }
+    }
+}
+
+fn bounce_recv(g: &MemoryRegion, bounce: u64) -> RecvWr {
+    RecvWr {
+        wr_id: RECV_BIT,
+        sg_list: vec![Sge {
+            addr: g.addr + g.len - bounce,
+            length: bounce as u32,
+            lkey: g.lkey,
+        }],
+    }
+}
+
+fn refill(c: &mut super::state::Conn, now: u64, burst: f64) {
+    let dt = now.saturating_sub(c.refilled) as f64 * 1e-12;
+    c.refilled = now;
+    c.x_tokens = (c.x_tokens + dt * c.x).min(burst);
+    c.z_tokens = (c.z_tokens + dt * c.z).min(burst);
+}
+
+impl Middleware for DrumAgent {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+
+    fn start(&mut self, v: &mut dyn Verbs) {
+        let len = self.st.borrow().cfg.global_buffer.0;
+        let Ok(cq) = v.create_cq(1 << 22) else {
+            self.pipe_errors += 1;
+            return;
+        };
+        let _ = v.req_notify_cq(cq);
+        self.cq = Some(cq);
+        match v.reg_mr(GLOBAL_ADDR, len, Access::ALL) {
+            Ok(mr) => self.st.borrow_mut().global = Some(mr),
+            Err(_) => self.pipe_errors += 1,
+        }
+    }
+
+    fn counters(&self) -> Vec<(&'static str, f64)> {
+        let st = self.st.borrow();
+        let mut v = vec![
+            ("connections", st.conns.len() as f64),
+            ("pipes", self.pipes.len() as f64),
+            (
+                "pipes_ready",
+                self.pipes
+                    .values()
+                    .filter(|p| p.phase == Phase::Ready)
+                    .count() as f64,
+            ),
+            ("pipe_errors", self.pipe_errors as f64),
+            ("wr_posted", self.wr_posted as f64),
+            ("cqe_polled", self.cqe_polled as f64),
+            ("cqe_delivered", self.cqe_delivered as f64),
+            ("decisions", self.decisions as f64),
+            ("active", self.active as f64),
+            ("unknown_conn", self.unknown_conn as f64),
+            // Busy polling occupies one core (the paper's Fig. 17(c)); the other costs are
+            // what the agent's thread spends beside it.
+            (
+                "poller_cores",
+                if st.mode == Mode::Drum { 1.0 } else { 0.0 },
+            ),
+            ("cpu_ns_verb_convertor", self.cpu_convert_ps as f64 / 1000.0),
+            ("cpu_ns_qp_map", self.cpu_qp_map_ps as f64 / 1000.0),
+            ("cpu_ns_qp_sche", self.cpu_solve_ps as f64 / 1000.0),
+            ("lock_ns", st.lock_ps as f64 / 1000.0),
+        ];
+        v.extend(self.decider.counters());
+        v
+    }
+
+    fn on_event(&mut self, v: &mut dyn Verbs, event: Event, up: &mut Vec<Event>) {
+        match event {
+            Event::Wake(WAKE_AGENT) => self.service(v),
+            Event::Timer(T_BOARD) => {
+                self.board_timer = false;
+                self.service(v);
+            }
+            Event::Timer(T_TICK) => {
+                self.tick_at = None;
+                self.service(v);
+            }
+            Event::Completion(cq) if Some(cq) == self.cq => {
+                self.poll(v);
+                self.service(v);
+            }
+            e => up.push(e),
+        }
+    }
+}

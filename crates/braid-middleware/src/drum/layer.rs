@@ -1,0 +1,388 @@
+//! The tenant's half of DRUM's IO monitor: the application's QPs, CQs and memory regions, all
+//! virtual. A QP is a connection in the host's pool, a CQ a queue the agent's poller fills, a
+//! memory region a slice of the agent's global buffer. Nothing here touches the NIC.
+
+use super::state::{flush, send_opcode, HostState, Pooled};
+use super::{WAKE_AGENT, WAKE_CQE};
+use braid_verbs::*;
+use std::cell::RefCell;
+use std::collections::{BTreeMap, VecDeque};
+use std::rc::Rc;
+
+/// Virtual CQ numbers start here.
+const VCQ0: CqId = 0x4400_0000;
+
+struct VCq {
+    q: VecDeque<WorkCompletion>,
+    armed: bool,
+    depth: u32,
+    overruns: u64,
+}
+
+/// A tenant's DRUM (or SHARE) layer.
+pub struct DrumLayer {
+    st: Rc<RefCell<HostState>>,
+    tenant: TenantId,
+    weight: f64,
+    name: &'static str,
+    cqs: BTreeMap<CqId, VCq>,
+    next_cq: CqId,
+    posted: u64,
+}
+
+impl DrumLayer {
+    pub fn new(
+        st: Rc<RefCell<HostState>>,
+        tenant: TenantId,
+        weight: f64,
+        name: &'static str,
+    ) -> Self {
+        DrumLayer {
+            st,
+            tenant,
+            weight,
+            name,
+            cqs: BTreeMap::new(),
+            next_cq: VCQ0,
+            posted: 0,
+        }
+    }
+
+    /// Moves what the poller released to this tenant into its virtual CQs; returns the armed
+    /// CQs that received something (now disarmed: one notification each).
+    fn drain_inbox(&mut self) -> Vec<CqId> {
+        let got = self.st.borrow_mut().take_inbox(self.tenant);
+        let mut notify = Vec::new();
+        for (cq, wc) in got {
+            let Some(c) = self.cqs.get_mut(&cq) else {
+                continue; // destroyed meanwhile
+            };
+            if c.q.len() >= c.depth as usize {
+                c.overruns += 1;
+                continue;
+            }
+            c.q.push_back(wc);
+            if c.armed {
+                c.armed = false;
+                notify.push(cq);
+            }
+        }
+        notify
+    }
+
+    fn poke_agent(&self, below: &mut dyn Verbs) {
+        below.wake(AGENT, WAKE_AGENT);
+    }
+}
+
+impl Middleware for DrumLayer {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+
+    fn counters(&self) -> Vec<(&'static str, f64)> {
+        let overruns: u64 = self.cqs.values().map(|c| c.overruns).sum();
+        vec![
+            ("wr_posted", self.posted as f64),
+            ("cq_overruns", overruns as f64),
+        ]
+    }
+
+    fn create_cq(&mut self, _below: &mut dyn Verbs, depth: u32) -> Result<CqId, VerbsError> {
+        let id = self.next_cq;
+        self.next_cq += 1;
+        self.cqs.insert(
+            id,
+            VCq {
+                q: VecDeque::new(),
+                armed: false,
+                depth: depth.max(1),
+                overruns: 0,
+            },
+        );
+        Ok(id)
+    }
+
+    fn destroy_cq(&mut self, _below: &mut dyn Verbs, cq: CqId) -> Result<(), VerbsError> {
+        if !self.cqs.contains_key(&cq) {
+            return Err(VerbsError::NoSuchCq(cq));
+        }
+        let used = self
+            .st
+            .borrow()
+            .conns
+            .values()
+            .any(|c| c.tenant == self.tenant && (c.send_cq == cq || c.recv_cq == cq));
+        if used {
+            return Err(VerbsError::InvalidState("a QP still uses the CQ"));
+        }
+        self.cqs.remove(&cq);
+        Ok(())
+    }
+
+    fn req_notify_cq(&mut self, _below: &mut dyn Verbs, cq: CqId) -> Result<(), VerbsError> {
+        let c = self.cqs.get_mut(&cq).ok_or(VerbsError::NoSuchCq(cq))?;
+        c.armed = true;
+        Ok(())
+    }
+
+    fn poll_cq(
+        &mut self,
+        below: &mut dyn Verbs,
+        cq: CqId,
+        max: usize,
+        out: &mut Vec<WorkCompletion>,
+    ) -> usize {
+        // Completions already released count as arrived (no notification for them, as ibverbs).
+        let _ = self.drain_inbox();
+        let Some(c) = self.cqs.get_mut(&cq) else {
+            return 0;
+        };
+        let n = c.q.len().min(max);
+        out.extend(c.q.drain(..n));
+        below.charge(Work::Poll(n as u32));
+        n
+    }
+
+    fn create_qp(&mut self, _below: &mut dyn Verbs, init: &QpInit) -> Result<QpNum, VerbsError> {
+        if init.qp_type != QpType::Rc {
+            return Err(VerbsError::Unsupported(
+                "drum multiplexes RC connections; UC and UD QPs are not offered through it",
+            ));
+        }
+        if init.is_cross_channel() {
+            return Err(VerbsError::Unsupported(
+                "drum: cross-channel QPs cannot be shared",
+            ));
+        }
+        for cq in [init.send_cq, init.recv_cq] {
+            if !self.cqs.contains_key(&cq) {
+                return Err(VerbsError::NoSuchCq(cq));
+            }
+        }
+        self.st
+            .borrow_mut()
+            .create_conn(self.tenant, init, self.weight)
+    }
+
+    fn connect_qp(
+        &mut self,
+        below: &mut dyn Verbs,
+        qp: QpNum,
+        remote: RemoteQp,
+    ) -> Result<(), VerbsError> {
+        self.st.borrow_mut().connect(self.tenant, qp, remote)?;
+        self.poke_agent(below);
+        Ok(())
+    }
+
+    fn modify_qp(
+        &mut self,
+        below: &mut dyn Verbs,
+        qp: QpNum,
+        m: QpModify,
+    ) -> Result<(), VerbsError> {
+        let mut st = self.st.borrow_mut();
+        let c = st.conn_of(self.tenant, qp)?;
+        match m {
+            QpModify::Error => {
+                st.fail_conn(qp);
+                drop(st);
+                self.poke_agent(below);
+            }
+            QpModify::Reset => {
+                if !c.inflight.is_empty() {
+                    return Err(VerbsError::InvalidState(
+                        "drum: reset while work is on the shared QP",
+                    ));
+                }
+                c.pool.clear();
+                c.recvs.clear();
+                c.arrived.clear();
+                c.done.clear();
+                c.state = QpState::Reset;
+            }
+            // The shared QP's port is the agent's.
+            QpModify::UdpSport(_) => {}
+        }
+        Ok(())
+    }
+
+    fn query_qp(&mut self, _below: &mut dyn Verbs, qp: QpNum) -> Result<QpAttr, VerbsError> {
+        let mut st = self.st.borrow_mut();
+        let me = st.me;
+        let c = st.conn_of(self.tenant, qp)?;
+        Ok(QpAttr {
+            qpn: qp,
+            qp_type: QpType::Rc,
+            state: c.state,
+            local_addr: me,
+            udp_sport: 0,
+            remote: c.remote,
+            retry_cnt: 7,
+            rnr_retry: 7,
+            cross_channel: false,
+            send_cq: c.send_cq,
+            recv_cq: c.recv_cq,
+            send_outstanding: c.outstanding() as u32,
+        })
+    }
+
+    fn destroy_qp(&mut self, _below: &mut dyn Verbs, qp: QpNum) -> Result<(), VerbsError> {
+        let mut st = self.st.borrow_mut();
+        let remote = st.conn_of(self.tenant, qp)?.remote;
+        st.conns.remove(&qp);
+        if let Some(r) = remote {
+            st.by_remote.remove(&(r.host, r.qpn));
+        }
+        st.resolve = true;
+        Ok(())
+    }
+
+    fn reg_mr(
+        &mut self,
+        _below: &mut dyn Verbs,
+        addr: u64,
+        len: u64,
+        access: Access,
+    ) -> Result<MemoryRegion, VerbsError> {
+        self.st
+            .borrow_mut()
+            .reg_slice(self.tenant, addr, len, access)
+    }
+
+    fn dereg_mr(&mut self, _below: &mut dyn Verbs, mr: &MemoryRegion) -> Result<(), VerbsError> {
+        self.st.borrow_mut().dereg_slice(self.tenant, mr)
+    }
+
+    fn post_send(
+        &mut self,
+        below: &mut dyn Verbs,
+        qp: QpNum,
+        wr: SendWr,
+    ) -> Result<(), VerbsError> {
+        let mut st = self.st.borrow_mut();
+        let bounce = st.cfg.bounce_size.0;
+        let (state, remote, max, outstanding, sig_all) = {
+            let c = st.conn_of(self.tenant, qp)?;
+            (
+                c.state,
+                c.remote,
+                c.max_send_wr,
+                c.outstanding(),
+                c.sq_sig_all,
+            )
+        };
+        let write = match wr.op {
+            SendOp::Write | SendOp::WriteWithImm(_) => Some(true),
+            SendOp::Read => Some(false),
+            SendOp::Send | SendOp::SendWithImm(_) => None,
+            _ => {
+                return Err(VerbsError::Unsupported(
+                    "drum: cross-channel and NOP work requests cannot go through a shared QP",
+                ))
+            }
+        };
+        match state {
+            QpState::Rts => {}
+            QpState::Error => {
+                // Posting to a QP in Error: the WR completes flushed.
+                let wc = flush(qp, wr.wr_id, send_opcode(&wr.op));
+                st.complete(qp, wc);
+                drop(st);
+                self.poke_agent(below);
+                return Ok(());
+            }
+            _ => return Err(VerbsError::InvalidState("post_send needs a connected QP")),
+        }
+        if outstanding >= max as usize {
+            return Err(VerbsError::QueueFull);
+        }
+        if write.is_none() && wr.len() > bounce {
+            return Err(VerbsError::InvalidWr(
+                "drum: a SEND larger than the agent's receive buffers (bounce_size)",
+            ));
+        }
+        let sg_list = if wr.inline {
+            let g = st
+                .global
+                .ok_or(VerbsError::InvalidState("drum agent not started"))?;
+            wr.sg_list
+                .iter()
+                .map(|s| Sge { lkey: g.lkey, ..*s })
+                .collect()
+        } else {
+            st.translate_local(self.tenant, &wr.sg_list)?
+        };
+        let mut fail = None;
+        let (mut remote_addr, mut rkey) = (0, 0);
+        if let (Some(w), Some(r)) = (write, remote) {
+            match st.translate_remote(r.host, wr.rkey, wr.remote_addr, wr.len(), w) {
+                Ok((a, k)) => (remote_addr, rkey) = (a, k),
+                Err(s) => fail = Some(s),
+            }
+        }
+        below.charge(Work::WrBuilt(1));
+        let c = st.conn_of(self.tenant, qp)?;
+        c.pool.push_back(Pooled {
+            app_wr_id: wr.wr_id,
+            signaled: wr.signaled || sig_all,
+            fail,
+            wr: SendWr {
+                sg_list,
+                remote_addr,
+                rkey,
+                ud_dest: None,
+                ..wr
+            },
+        });
+        c.arrivals += 1;
+        c.posted += 1;
+        st.dirty = true;
+        drop(st);
+        self.posted += 1;
+        self.poke_agent(below);
+        Ok(())
+    }
+
+    fn post_recv(
+        &mut self,
+        below: &mut dyn Verbs,
+        qp: QpNum,
+        wr: RecvWr,
+    ) -> Result<(), VerbsError> {
+        let mut st = self.st.borrow_mut();
+        let state = st.conn_of(self.tenant, qp)?.state;
+        if state == QpState::Reset {
+            return Err(VerbsError::InvalidState("post_recv on a QP in Reset"));
+        }
+        if state == QpState::Error {
+            st.complete(qp, flush(qp, wr.wr_id, WcOpcode::Recv));
+            drop(st);
+            self.poke_agent(below);
+            return Ok(());
+        }
+        let sg_list = st.translate_local(self.tenant, &wr.sg_list)?;
+        let c = st.conn_of(self.tenant, qp)?;
+        let had = c.done.len();
+        c.recvs.push_back(RecvWr { sg_list, ..wr });
+        st.match_recvs(qp);
+        let more = st.conns.get(&qp).map_or(0, |c| c.done.len()) > had;
+        drop(st);
+        if more {
+            self.poke_agent(below);
+        }
+        Ok(())
+    }
+
+    fn on_event(&mut self, _below: &mut dyn Verbs, event: Event, up: &mut Vec<Event>) {
+        match event {
+            Event::Wake(WAKE_CQE) => {
+                for cq in self.drain_inbox() {
+                    up.push(Event::Completion(cq));
+                }
+            }
+            e => up.push(e),
+        }
+    }
+}

@@ -1,0 +1,243 @@
+//! `drum` and `share`: DRUM's host agent (Shen et al., ToN 2023, §IV) and the QP-sharing
+//! baseline SHARE it is compared with (§V).
+//!
+//! Host-scoped, as DRUM's kernel indirection module is:
+//! - one **agent** per host ([`agent`], tenant 0) owns the host's physical resources: one CQ
+//!   shared by every connection (the *poller*), the shared RC QPs to each peer host ("pipes",
+//!   at most `mux_ratio` connections each), and one pre-registered global memory buffer. Its
+//!   *scheduler* fetches work requests from the *virtual request pool* at per-connection WQE
+//!   rates x and its poller hands completions to tenants at per-connection CQE rates z, both
+//!   decided by a [`decide::RateDecider`] (today a host-local exact solve of the one-sided
+//!   problem with `braid_drum`; the online distributed solver plugs in behind the same trait);
+//! - one **layer** per tenant ([`layer`], the IO monitor's per-process half) gives the
+//!   application its own QPs, CQs and memory regions, all virtual: a QP is a connection (its
+//!   number is the connection id carried in `wr_id` locally and in the immediate data remotely),
+//!   a CQ is a queue the poller fills, a memory region is a slice of the global buffer with keys
+//!   of its own. Its WRs go into the pool, not to the NIC.
+//!
+//! `share` is the same machinery with the scheduler and poller out of the way: WRs go to the
+//! shared QP as soon as they are posted, completions to the tenant as soon as they arrive; posts
+//! to one shared QP are serialised by its lock, each holding it for `hold_ns` plus `lock_ns`
+//! when another connection of that QP has work outstanding (the lock contention SHARE suffers
+//! from, §V test cases 1 and 3).
+//!
+//! Design, parameters, sources and what differs from the paper: `docs/drum-agent.md`.
+
+pub mod agent;
+pub mod decide;
+pub mod layer;
+pub mod share;
+pub mod state;
+
+use braid_units::{Bytes, Duration};
+use braid_verbs::{BuildError, HostCtx, Middleware, MiddlewareFactory, TenantId, AGENT};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+pub use agent::DrumAgent;
+pub use decide::{Decision, LocalSolve, RateDecider, Stat};
+pub use layer::DrumLayer;
+pub use share::ShareConfig;
+pub use state::HostState;
+
+/// How the agent treats the pool (DRUM schedules it; SHARE only multiplexes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Rates x and z from the decider; at most `pipe_depth` WRs in flight per shared QP.
+    Drum,
+    /// Post at once, deliver at once; lock contention charged per post.
+    Share,
+}
+
+/// `{ kind = "drum", ... }`; every key is optional.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct DrumConfig {
+    /// Connections to one peer host per shared QP (the paper: 4 to 10).
+    pub mux_ratio: u32,
+    /// Work requests the scheduler keeps in flight on one shared QP; the rest wait in the pool.
+    pub pipe_depth: u32,
+    /// The host's WQE capacity Q, work requests per second (the RNIC's message rate).
+    pub wqe_rate: f64,
+    /// The host's CQE capacity C, completions per second the poller hands out.
+    pub cqe_rate: f64,
+    /// Utility fairness: alpha = 1 is proportional fairness (log utility).
+    pub alpha: f64,
+    /// Weight of the CQ utility -beta / z^2 (per connection).
+    pub beta: f64,
+    /// This tenant's weight in the utility (tenants of one host may differ).
+    pub weight: f64,
+    /// Connections scheduled at once (the QP-cache budget k of the top-k selection); 0 = all.
+    pub qp_budget: u32,
+    /// Rounds a connection may be left out of the top-k before it is forced in (aging).
+    pub max_wait: u32,
+    /// How often the rates are decided again (also on every connection that arrives or leaves).
+    pub solve_interval: Duration,
+    /// Token-bucket depth of the WQE and CQE rates, in work requests.
+    pub burst: u32,
+    /// Largest message a connection may SEND (the agent's receive buffers on shared QPs).
+    pub bounce_size: Bytes,
+    /// Receive buffers the agent keeps posted on each shared QP.
+    pub recvs_per_pipe: u32,
+    /// Size of the pre-registered global buffer tenants' regions are sliced from.
+    pub global_buffer: Bytes,
+    /// CPU per WR of the IO monitor's `verb_convertor` (connection id in and out of wr_id/imm).
+    pub convert_ns: f64,
+    /// CPU per WR of `qp_map` (global-buffer slice lookup and address translation).
+    pub qp_map_ns: f64,
+    /// CPU of one rate decision per connection in it (`qp_sche`).
+    pub solve_ns_per_conn: f64,
+}
+
+impl Default for DrumConfig {
+    fn default() -> Self {
+        DrumConfig {
+            mux_ratio: 5,
+            pipe_depth: 4,
+            wqe_rate: 20e6,
+            cqe_rate: 20e6,
+            alpha: 1.0,
+            beta: 0.0,
+            weight: 1.0,
+            qp_budget: 0,
+            max_wait: 4,
+            solve_interval: Duration(50_000_000),
+            burst: 4,
+            bounce_size: Bytes(1 << 20),
+            recvs_per_pipe: 64,
+            global_buffer: Bytes(1 << 40),
+            convert_ns: 30.0,
+            qp_map_ns: 20.0,
+            solve_ns_per_conn: 50.0,
+        }
+    }
+}
+
+impl DrumConfig {
+    pub(crate) fn check(&self) -> Result<(), BuildError> {
+        let bad = |k: &str, m: &str| Err(BuildError::new(k, m));
+        if self.mux_ratio == 0 || self.mux_ratio > 4096 {
+            return bad("mux_ratio", "expected 1 to 4096 connections per shared QP");
+        }
+        if self.pipe_depth == 0 {
+            return bad("pipe_depth", "expected at least 1 work request");
+        }
+        for (k, v) in [("wqe_rate", self.wqe_rate), ("cqe_rate", self.cqe_rate)] {
+            if !(v.is_finite() && v > 0.0) {
+                return bad(k, "expected a positive number of operations per second");
+            }
+        }
+        if !(self.alpha.is_finite() && self.alpha > 0.0) {
+            return bad("alpha", "expected a positive number");
+        }
+        if !(self.beta.is_finite() && self.beta >= 0.0) {
+            return bad("beta", "expected a number >= 0");
+        }
+        if !(self.weight.is_finite() && self.weight > 0.0) {
+            return bad("weight", "expected a positive number");
+        }
+        if self.solve_interval.0 == 0 {
+            return bad("solve_interval", "expected a positive duration");
+        }
+        if self.burst == 0 {
+            return bad("burst", "expected at least 1 work request");
+        }
+        if self.bounce_size.0 == 0 || self.bounce_size.0 > u32::MAX as u64 {
+            return bad("bounce_size", "expected 1 B to 4 GiB");
+        }
+        if self.recvs_per_pipe == 0 {
+            return bad("recvs_per_pipe", "expected at least 1");
+        }
+        if self.global_buffer.0 < (1 << 20) || self.global_buffer.0 > (1 << 56) {
+            return bad("global_buffer", "expected 1 MiB to 64 PiB");
+        }
+        for (k, v) in [
+            ("convert_ns", self.convert_ns),
+            ("qp_map_ns", self.qp_map_ns),
+            ("solve_ns_per_conn", self.solve_ns_per_conn),
+        ] {
+            if !(v.is_finite() && v >= 0.0) {
+                return bad(k, "expected a number of nanoseconds >= 0");
+            }
+        }
+        Ok(())
+    }
+
+    /// The host-wide part of the config (all but the tenant's weight): tenants of one host must
+    /// agree on it.
+    pub(crate) fn host_part(&self) -> DrumConfig {
+        DrumConfig {
+            weight: 1.0,
+            ..self.clone()
+        }
+    }
+}
+
+/// Builds the tenant's layer and, on the host's first tenant, the agent.
+pub(crate) fn build(
+    cfg: &DrumConfig,
+    mode: Mode,
+    lock: (f64, f64),
+    host: &mut HostCtx,
+    tenant: TenantId,
+    name: &'static str,
+) -> Result<Box<dyn Middleware>, BuildError> {
+    cfg.check()?;
+    if tenant == AGENT {
+        return Err(BuildError::new(
+            "",
+            format!("{name} is a tenant's layer; its agent joins the agent slot by itself"),
+        ));
+    }
+    let Some(board) = host.board().cloned() else {
+        return Err(BuildError::missing_cap(
+            "an out-of-band board for its agents' shared QPs and memory slices (HostCtx::board)",
+            name,
+        ));
+    };
+    let me = host
+        .caps()
+        .local_addrs
+        .first()
+        .copied()
+        .unwrap_or(host.host());
+    let (state, first) =
+        host.shared(|| HostState::new(cfg.host_part(), mode, lock, me, board.clone()));
+    {
+        let s = state.borrow();
+        if s.cfg != cfg.host_part() || s.mode != mode || s.lock != lock {
+            return Err(BuildError::new(
+                "",
+                format!(
+                    "the tenants of a host must give {name} the same parameters (only `weight` may differ): one agent serves the host"
+                ),
+            ));
+        }
+    }
+    if first {
+        let decider: Box<dyn RateDecider> = Box::new(LocalSolve::new(cfg));
+        host.add_agent(Box::new(DrumAgent::new(state.clone(), decider, name)));
+    }
+    Ok(Box::new(DrumLayer::new(state, tenant, cfg.weight, name)))
+}
+
+impl MiddlewareFactory for DrumConfig {
+    fn name(&self) -> &'static str {
+        "drum"
+    }
+    fn build(
+        &self,
+        host: &mut HostCtx,
+        tenant: TenantId,
+    ) -> Result<Box<dyn Middleware>, BuildError> {
+        build(self, Mode::Drum, (0.0, 0.0), host, tenant, "drum")
+    }
+}
+
+/// Wake token for a tenant's layer: completions are waiting in its inbox.
+pub(crate) const WAKE_CQE: u64 = 0x4452_554D_0001;
+/// Wake token for the agent: the pool or the connections changed.
+pub(crate) const WAKE_AGENT: u64 = 0x4452_554D_0002;
+
+#[cfg(test)]
+mod tests;

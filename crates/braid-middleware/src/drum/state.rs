@@ -1,0 +1,540 @@
+//! What the host's tenants and its DRUM agent share: the connections (virtual QPs) with their
+//! pool of work requests, the virtual CQs' inboxes, and the global buffer's slices.
+
+use super::{DrumConfig, Mode};
+use braid_verbs::rendezvous::{Endpoint, SharedBoard, Side};
+use braid_verbs::*;
+use std::collections::{BTreeMap, VecDeque};
+
+/// Where the global buffer lives in the host's address space.
+pub const GLOBAL_ADDR: u64 = 0x0D00_0000_0000_0000;
+/// Virtual QP numbers (connection ids) start here; they fit in 24 bits.
+pub(crate) const VQPN0: u32 = 0x10_0000;
+/// Virtual keys: lkeys and rkeys of slices (index in the low 24 bits).
+pub(crate) const LKEY_TAG: u32 = 0x4C00_0000;
+pub(crate) const RKEY_TAG: u32 = 0x5200_0000;
+
+/// Board key of a memory slice (`vrkey` on host `host`).
+pub(crate) fn slice_key(host: u32, vrkey: u32) -> u64 {
+    (1 << 63) | (0x2E << 56) | ((host as u64 & 0xFF_FFFF) << 32) | vrkey as u64
+}
+
+/// A tenant's memory region: a slice of the global buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Slice {
+    pub tenant: TenantId,
+    /// The application's address of the region.
+    pub addr: u64,
+    pub len: u64,
+    /// Where it lives in the global buffer.
+    pub global: u64,
+    pub access: Access,
+    pub lkey: u32,
+    pub rkey: u32,
+}
+
+/// A remote slice as the peer's agent published it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct RemoteSlice {
+    addr: u64,
+    len: u64,
+    global: u64,
+    global_rkey: u32,
+    remote_write: bool,
+    remote_read: bool,
+}
+
+/// A work request waiting in the pool, already translated to the global buffer.
+#[derive(Debug, Clone)]
+pub(crate) struct Pooled {
+    pub app_wr_id: u64,
+    pub wr: SendWr,
+    pub signaled: bool,
+    /// Refused when its turn comes (a bad remote key or range): completes with this status.
+    pub fail: Option<WcStatus>,
+}
+
+/// A work request on a shared QP.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct InFlight {
+    pub seq: u32,
+    pub app_wr_id: u64,
+    pub signaled: bool,
+    pub opcode: WcOpcode,
+    pub len: u64,
+}
+
+/// What arrived for a connection before it posted a receive.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Arrival {
+    pub opcode: WcOpcode,
+    pub len: u64,
+    pub src_host: u32,
+}
+
+/// One tenant connection: a virtual RC QP.
+#[derive(Debug)]
+pub struct Conn {
+    pub tenant: TenantId,
+    pub vqpn: QpNum,
+    pub send_cq: CqId,
+    pub recv_cq: CqId,
+    pub sq_sig_all: bool,
+    pub max_send_wr: u32,
+    pub state: QpState,
+    pub remote: Option<RemoteQp>,
+    pub weight: f64,
+    pub(crate) pool: VecDeque<Pooled>,
+    pub(crate) inflight: VecDeque<InFlight>,
+    pub(crate) recvs: VecDeque<RecvWr>,
+    pub(crate) arrived: VecDeque<Arrival>,
+    /// Completions waiting for the poller's CQE tokens.
+    pub(crate) done: VecDeque<WorkCompletion>,
+    /// The shared QP it is bound to: (peer host, index among the pipes to it).
+    pub pipe: Option<(u32, u32)>,
+    pub(crate) seq: u32,
+    /// WQE and CQE rates (per second) and their token buckets.
+    pub x: f64,
+    pub z: f64,
+    pub(crate) x_tokens: f64,
+    pub(crate) z_tokens: f64,
+    pub(crate) refilled: u64,
+    /// WRs posted into the pool since the last decision (the IO monitor's demand estimate).
+    pub(crate) arrivals: u64,
+    pub posted: u64,
+    pub completed: u64,
+    pub active: bool,
+}
+
+impl Conn {
+    /// Send WRs posted by the application and not yet completed (pool and shared QP).
+    pub fn outstanding(&self) -> usize {
+        self.pool.len() + self.inflight.len()
+    }
+}
+
+/// A completion for a tenant's virtual CQ.
+pub(crate) type Cqe = (CqId, WorkCompletion);
+
+/// The host's DRUM state (one per host, through `HostCtx::shared`).
+pub struct HostState {
+    pub(crate) cfg: DrumConfig,
+    pub(crate) mode: Mode,
+    /// SHARE's lock: (contended hand-over, critical section) in ns.
+    pub(crate) lock: (f64, f64),
+    pub(crate) me: u32,
+    pub(crate) board: SharedBoard,
+    pub conns: BTreeMap<QpNum, Conn>,
+    next_vqpn: QpNum,
+    /// (peer host, peer's vqpn) -> our vqpn.
+    pub(crate) by_remote: BTreeMap<(u32, QpNum), QpNum>,
+    /// Connections per peer host, in the order they connected (pipe = index / mux_ratio).
+    pub(crate) to_peer: BTreeMap<u32, Vec<QpNum>>,
+    pub(crate) inbox: BTreeMap<TenantId, Vec<Cqe>>,
+    pub(crate) slices: BTreeMap<u32, Slice>,
+    next_slice: u32,
+    next_global: u64,
+    /// The global buffer's NIC region, once the agent registered it.
+    pub(crate) global: Option<MemoryRegion>,
+    /// Something changed that the agent must act on (connections, pool).
+    pub(crate) dirty: bool,
+    /// Connections arrived or left since the last decision.
+    pub(crate) resolve: bool,
+    pub(crate) lock_ps: u64,
+    /// Connections with completions waiting for the poller.
+    pub(crate) has_done: std::collections::BTreeSet<QpNum>,
+}
+
+impl HostState {
+    pub fn new(cfg: DrumConfig, mode: Mode, lock: (f64, f64), me: u32, board: SharedBoard) -> Self {
+        HostState {
+            cfg,
+            mode,
+            lock,
+            me,
+            board,
+            conns: BTreeMap::new(),
+            next_vqpn: VQPN0,
+            by_remote: BTreeMap::new(),
+            to_peer: BTreeMap::new(),
+            inbox: BTreeMap::new(),
+            slices: BTreeMap::new(),
+            next_slice: 0,
+            next_global: 0,
+            global: None,
+            dirty: false,
+            resolve: true,
+            lock_ps: 0,
+            has_done: Default::default(),
+        }
+    }
+
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    /// Creates a connection (virtual QP) for `tenant`.
+    pub(crate) fn create_conn(
+        &mut self,
+        tenant: TenantId,
+        init: &QpInit,
+        weight: f64,
+    ) -> Result<QpNum, VerbsError> {
+        if self.next_vqpn >= 0xFF_FFFF {
+            return Err(VerbsError::QueueFull);
+        }
+        let vqpn = self.next_vqpn;
+        self.next_vqpn += 1;
+        self.conns.insert(
+            vqpn,
+            Conn {
+                tenant,
+                vqpn,
+                send_cq: init.send_cq,
+                recv_cq: init.recv_cq,
+                sq_sig_all: init.sq_sig_all,
+                max_send_wr: init.max_send_wr,
+                state: QpState::Init,
+                remote: None,
+                weight,
+                pool: VecDeque::new(),
+                inflight: VecDeque::new(),
+                recvs: VecDeque::new(),
+                arrived: VecDeque::new(),
+                done: VecDeque::new(),
+                pipe: None,
+                seq: 0,
+                x: self.cfg.wqe_rate,
+                z: self.cfg.cqe_rate,
+                x_tokens: self.cfg.burst as f64,
+                z_tokens: self.cfg.burst as f64,
+                refilled: 0,
+                arrivals: 0,
+                posted: 0,
+                completed: 0,
+                active: true,
+            },
+        );
+        Ok(vqpn)
+    }
+
+    /// The tenant's own connection `qp` (another tenant's is "no such QP", as in ibverbs).
+    pub(crate) fn conn_of(&mut self, tenant: TenantId, qp: QpNum) -> Result<&mut Conn, VerbsError> {
+        match self.conns.get_mut(&qp) {
+            Some(c) if c.tenant == tenant => Ok(c),
+            _ => Err(VerbsError::NoSuchQp(qp)),
+        }
+    }
+
+    /// Connects `qp` to its peer: binds it to a shared QP towards the peer's host.
+    pub(crate) fn connect(
+        &mut self,
+        tenant: TenantId,
+        qp: QpNum,
+        remote: RemoteQp,
+    ) -> Result<(), VerbsError> {
+        let mux = self.cfg.mux_ratio as usize;
+        let c = self.conn_of(tenant, qp)?;
+        if !matches!(c.state, QpState::Init | QpState::Reset) {
+            return Err(VerbsError::InvalidState(
+                "connect needs a QP in Init or Reset",
+            ));
+        }
+        c.state = QpState::Rts;
+        c.remote = Some(remote);
+        let list = self.to_peer.entry(remote.host).or_default();
+        let idx = list.len();
+        list.push(qp);
+        let pipe = (remote.host, (idx / mux) as u32);
+        self.conns.get_mut(&qp).expect("just found").pipe = Some(pipe);
+        self.by_remote.insert((remote.host, remote.qpn), qp);
+        self.dirty = true;
+        self.resolve = true;
+        Ok(())
+    }
+
+    /// Pipes wanted towards each peer host (both ends count the same connections).
+    pub(crate) fn pipes_wanted(&self) -> Vec<(u32, u32)> {
+        let mux = self.cfg.mux_ratio as usize;
+        self.to_peer
+            .iter()
+            .map(|(&h, l)| (h, l.len().div_ceil(mux) as u32))
+            .collect()
+    }
+
+    /// Registers a slice of the global buffer for `tenant`.
+    pub(crate) fn reg_slice(
+        &mut self,
+        tenant: TenantId,
+        addr: u64,
+        len: u64,
+        access: Access,
+    ) -> Result<MemoryRegion, VerbsError> {
+        let Some(g) = self.global else {
+            return Err(VerbsError::InvalidState(
+                "the drum agent has not registered its global buffer yet",
+            ));
+        };
+        if len == 0 || addr.checked_add(len).is_none() {
+            return Err(VerbsError::InvalidArgument(
+                "a memory region needs 1..2^64-addr bytes",
+            ));
+        }
+        if access.remote_write && !access.local_write {
+            return Err(VerbsError::InvalidArgument(
+                "remote_write needs local_write",
+            ));
+        }
+        if access.track {
+            return Err(VerbsError::Unsupported(
+                "drum: tracked regions (memory contents) are not supported through the global buffer",
+            ));
+        }
+        // Slices are 4 KiB aligned in the global buffer; the bounce area is its last part.
+        let room = g.len - self.cfg.bounce_size.0;
+        let at = self.next_global;
+        let end = at.checked_add(len.div_ceil(4096) * 4096);
+        match end {
+            Some(e) if e <= room && self.next_slice < 0xFF_FFFF => self.next_global = e,
+            _ => {
+                return Err(VerbsError::InvalidArgument(
+                    "drum: the global buffer is full",
+                ))
+            }
+        }
+        let idx = self.next_slice;
+        self.next_slice += 1;
+        let s = Slice {
+            tenant,
+            addr,
+            len,
+            global: g.addr + at,
+            access,
+            lkey: LKEY_TAG | idx,
+            rkey: RKEY_TAG | idx,
+        };
+        self.slices.insert(idx, s);
+        self.publish_slice(&s, g.rkey);
+        Ok(MemoryRegion {
+            addr,
+            len,
+            lkey: s.lkey,
+            rkey: s.rkey,
+        })
+    }
+
+    /// What a peer's agent needs to check and translate a one-sided access to the slice (the
+    /// agents' control channel; here the run's board).
+    fn publish_slice(&self, s: &Slice, global_rkey: u32) {
+        let flags = (s.access.remote_write as u32) | (s.access.remote_read as u32) << 1;
+        let mut b = self.board.borrow_mut();
+        let key = slice_key(self.me, s.rkey);
+        b.publish(
+            key,
+            Side::Client,
+            Endpoint {
+                host: flags,
+                qpn: (s.len >> 32) as u32,
+                addr: s.addr,
+                rkey: s.len as u32,
+            },
+        );
+        b.publish(
+            key,
+            Side::Server,
+            Endpoint {
+                host: 0,
+                qpn: 0,
+                addr: s.global,
+                rkey: global_rkey,
+            },
+        );
+    }
+
+    pub(crate) fn dereg_slice(
+        &mut self,
+        tenant: TenantId,
+        mr: &MemoryRegion,
+    ) -> Result<(), VerbsError> {
+        let idx = mr.lkey & 0xFF_FFFF;
+        match self.slices.get(&idx) {
+            Some(s) if s.tenant == tenant && s.lkey == mr.lkey => {
+                let s = *self.slices.get(&idx).expect("found");
+                self.slices.remove(&idx);
+                // Withdraw it: a zero-length record refuses every access.
+                let dead = Slice { len: 0, ..s };
+                let rk = self.global.map_or(0, |g| g.rkey);
+                self.publish_slice(&dead, rk);
+                Ok(())
+            }
+            _ => Err(VerbsError::BadKey(mr.lkey)),
+        }
+    }
+
+    /// Translates a tenant's scatter-gather list to the global buffer; a key that is not one
+    /// of the tenant's or a range outside its region is refused as on its own QP.
+    pub(crate) fn translate_local(
+        &self,
+        tenant: TenantId,
+        sg: &[Sge],
+    ) -> Result<Vec<Sge>, VerbsError> {
+        let g = self
+            .global
+            .ok_or(VerbsError::InvalidState("drum agent not started"))?;
+        sg.iter()
+            .map(|e| {
+                if e.length == 0 {
+                    return Ok(Sge { lkey: g.lkey, ..*e });
+                }
+                let s = (e.lkey & 0xFF00_0000 == LKEY_TAG)
+                    .then(|| self.slices.get(&(e.lkey & 0xFF_FFFF)))
+                    .flatten()
+                    .filter(|s| s.tenant == tenant && s.lkey == e.lkey)
+                    .ok_or(VerbsError::BadKey(e.lkey))?;
+                if e.addr < s.addr || e.addr + e.length as u64 > s.addr + s.len {
+                    return Err(VerbsError::BadKey(e.lkey));
+                }
+                Ok(Sge {
+                    addr: s.global + (e.addr - s.addr),
+                    length: e.length,
+                    lkey: g.lkey,
+                })
+            })
+            .collect()
+    }
+
+    /// Translates a one-sided access to peer `host`'s slice `rkey` at `[addr, addr + len)`:
+    /// the peer's global address and key, or the status the peer's NIC would answer with.
+    pub(crate) fn translate_remote(
+        &self,
+        host: u32,
+        rkey: u32,
+        addr: u64,
+        len: u64,
+        write: bool,
+    ) -> Result<(u64, u32), WcStatus> {
+        let key = slice_key(host, rkey);
+        let (a, b) = {
+            let b = self.board.borrow();
+            (b.lookup(key, Side::Client), b.lookup(key, Side::Server))
+        };
+        let (Some(a), Some(b)) = (a, b) else {
+            return Err(WcStatus::RemoteAccessError);
+        };
+        let r = RemoteSlice {
+            addr: a.addr,
+            len: ((a.qpn as u64) << 32) | a.rkey as u64,
+            global: b.addr,
+            global_rkey: b.rkey,
+            remote_write: a.host & 1 != 0,
+            remote_read: a.host & 2 != 0,
+        };
+        let allowed = if write { r.remote_write } else { r.remote_read };
+        if len == 0 {
+            return Ok((r.global, r.global_rkey));
+        }
+        if !allowed || addr < r.addr || addr.saturating_add(len) > r.addr + r.len {
+            return Err(WcStatus::RemoteAccessError);
+        }
+        Ok((r.global + (addr - r.addr), r.global_rkey))
+    }
+
+    /// A completion for the connection's tenant, in order behind the ones waiting.
+    pub(crate) fn complete(&mut self, vqpn: QpNum, wc: WorkCompletion) {
+        if let Some(c) = self.conns.get_mut(&vqpn) {
+            c.done.push_back(wc);
+            self.has_done.insert(vqpn);
+            self.dirty = true;
+        }
+    }
+
+    /// Moves a connection to Error: everything in its pool and on its receive queue is flushed
+    /// (what it has on a shared QP completes as it comes back).
+    pub(crate) fn fail_conn(&mut self, vqpn: QpNum) {
+        let Some(c) = self.conns.get_mut(&vqpn) else {
+            return;
+        };
+        c.state = QpState::Error;
+        let mut out = Vec::new();
+        for p in c.pool.drain(..) {
+            out.push(flush(vqpn, p.app_wr_id, send_opcode(&p.wr.op)));
+        }
+        for r in c.recvs.drain(..) {
+            out.push(flush(vqpn, r.wr_id, WcOpcode::Recv));
+        }
+        c.done.extend(out);
+        self.has_done.insert(vqpn);
+        self.dirty = true;
+    }
+
+    /// A receive arrived for connection `vqpn`: completes the oldest posted receive, or waits
+    /// for one (the peer's SEND is held, as an RNR would hold it on the connection's own QP).
+    pub(crate) fn arrive(&mut self, vqpn: QpNum, a: Arrival) {
+        let Some(c) = self.conns.get_mut(&vqpn) else {
+            return;
+        };
+        c.arrived.push_back(a);
+        self.match_recvs(vqpn);
+    }
+
+    pub(crate) fn match_recvs(&mut self, vqpn: QpNum) {
+        let Some(c) = self.conns.get_mut(&vqpn) else {
+            return;
+        };
+        while !c.arrived.is_empty() && !c.recvs.is_empty() {
+            let a = c.arrived.pop_front().expect("non-empty");
+            let r = c.recvs.pop_front().expect("non-empty");
+            let room: u64 = r.sg_list.iter().map(|s| s.length as u64).sum();
+            let status = if a.opcode == WcOpcode::Recv && a.len > room {
+                WcStatus::LocalLengthError
+            } else {
+                WcStatus::Success
+            };
+            c.done.push_back(WorkCompletion {
+                wr_id: r.wr_id,
+                status,
+                opcode: a.opcode,
+                byte_len: if a.opcode == WcOpcode::Recv {
+                    a.len.min(room)
+                } else {
+                    a.len
+                },
+                // DRUM carries the connection id in the immediate data: the sender's own
+                // immediate value does not travel (docs/drum-agent.md).
+                imm: (a.opcode == WcOpcode::RecvWithImm).then_some(0),
+                qp_num: vqpn,
+                src_host: a.src_host,
+                src_qp: c.remote.map_or(0, |r| r.qpn),
+            });
+            self.has_done.insert(vqpn);
+            self.dirty = true;
+        }
+    }
+
+    /// The tenant's completions the poller released, drained.
+    pub(crate) fn take_inbox(&mut self, tenant: TenantId) -> Vec<Cqe> {
+        self.inbox.remove(&tenant).unwrap_or_default()
+    }
+}
+
+pub(crate) fn flush(vqpn: QpNum, wr_id: u64, opcode: WcOpcode) -> WorkCompletion {
+    WorkCompletion {
+        wr_id,
+        status: WcStatus::Flushed,
+        opcode,
+        byte_len: 0,
+        imm: None,
+        qp_num: vqpn,
+        src_host: 0,
+        src_qp: 0,
+    }
+}
+
+pub(crate) fn send_opcode(op: &SendOp) -> WcOpcode {
+    match op {
+        SendOp::Send | SendOp::SendWithImm(_) => WcOpcode::Send,
+        SendOp::Write | SendOp::WriteWithImm(_) => WcOpcode::Write,
+        SendOp::Read => WcOpcode::Read,
+        _ => WcOpcode::Nop,
+    }
+}

@@ -1,0 +1,337 @@
+//! DRUM's agent against RAW and SHARE (DRUM §V): a 32 B foreground tenant measuring every
+//! WRITE's completion time beside a background tenant posting WQE batches on many connections,
+//! from host 0 to host 1 over a 40 Gbit/s pair.
+//!
+//! `cargo test -p braid-sim --test drum_agent -- --ignored --nocapture` prints the matrices.
+
+mod common;
+use common::*;
+use serde_json::{json, Value};
+
+fn pair() -> Value {
+    json!({"kind": "edges", "nodes": ["h0", "h1", "sw"], "switches": ["sw"],
+           "links": [{"a": "h0", "b": "sw", "rate": "40Gbps", "delay": "500ns"},
+                     {"a": "h1", "b": "sw", "rate": "40Gbps", "delay": "500ns"}]})
+}
+
+/// The RNIC: 64 KB of transmit read-ahead per arbitration turn (a QP with WQEs ready keeps the
+/// wire for up to 64 KB), a QP-context cache of `cache` entries with a 1 µs miss.
+fn nic(cache: u32) -> Value {
+    json!({"mtu": 1024, "tx_prefetch": "64KB", "qp_cache": cache, "qp_cache_miss": "1us"})
+}
+
+/// Foreground: one connection, one 32 B WRITE at a time. Background: `cc` connections, each
+/// posting batches of `batch` WRITEs of `bg_size` (the next batch when the last completes).
+fn scenario(mw: &Value, cache: u32, cc: u32, batch: u32, bg_size: &str) -> Value {
+    json!({
+        "duration": "3ms",
+        "nic": nic(cache),
+        "topology": pair(),
+        "middleware": {"default": mw},
+        "apps": [
+            {"kind": "wqe_lat", "src": 0, "dst": 1, "size": "32B", "qps": 1, "tx_depth": 1,
+             "duration": "2ms", "start": "300us"},
+            {"kind": "write_bw", "src": 0, "dst": 1, "size": bg_size, "qps": cc,
+             "tx_depth": batch, "cq_mod": batch, "duration": "2.4ms", "start": "100us"},
+        ],
+    })
+}
+
+/// What one run measured: the foreground's completion times (µs, sorted) and the background's
+/// goodput (Gbit/s, over its 2.4 ms).
+struct Measured {
+    lat: Vec<f64>,
+    bg_gbps: f64,
+    /// Host 0's agent row of the tenants table: (column, value) of its float columns.
+    agent: Vec<(String, f64)>,
+}
+
+impl Measured {
+    fn agent(&self, k: &str) -> f64 {
+        self.agent
+            .iter()
+            .find(|(n, _)| n == k)
+            .map_or(f64::NAN, |x| x.1)
+    }
+    fn p(&self, q: f64) -> f64 {
+        let n = self.lat.len();
+        self.lat[((n as f64 * q) as usize).min(n - 1)]
+    }
+}
+
+fn measure_s(s: &Value) -> Measured {
+    let (sim, r) = run(s);
+    let t = &r.tenants;
+    let row = match t.get("label") {
+        Some(braid_sim::Column::Str(l)) => l.iter().position(|x| x == "agent"),
+        _ => None,
+    };
+    let agent = row
+        .map(|i| {
+            t.columns
+                .iter()
+                .filter_map(|(n, c)| match c {
+                    braid_sim::Column::F64(v) => Some((n.clone(), v[i])),
+                    _ => None,
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let f = sim.flows();
+    let mut lat: Vec<f64> = f[0].latencies.iter().map(|&x| x as f64 / 1e6).collect();
+    lat.sort_by(f64::total_cmp);
+    assert!(lat.len() >= 3, "{s}: {} samples", lat.len());
+    Measured {
+        lat,
+        bg_gbps: f[1].bytes_done as f64 * 8.0 / 2.4e-3 / 1e9,
+        agent,
+    }
+}
+
+fn measure(mw: &Value, cc: u32, batch: u32) -> Measured {
+    measure_s(&scenario(mw, 32, cc, batch, "1KB"))
+}
+
+/// Fig. 2a: under raw RDMA, a 32 B foreground's 80th-percentile completion time grows ~3.9x
+/// (20 -> 78 µs) as one co-located connection's WQE batch goes from 20 to 100. Here the batch's
+/// bytes ahead of the foreground at the NIC's arbiter (up to 128 KB of read-ahead per turn) are
+/// what grows.
+#[test]
+fn fig2a_raw_foreground_completion_grows_with_the_background_batch() {
+    let at = |batch: u32| {
+        let mut s = scenario(&raw(), 32, 1, batch, "1KB");
+        s["nic"]["tx_prefetch"] = json!("128KB");
+        measure_s(&s)
+    };
+    let (small, big) = (at(20), at(100));
+    let r = big.p(0.8) / small.p(0.8);
+    println!(
+        "fig2a raw: p80 {:.2} -> {:.2} us ({r:.2}x)",
+        small.p(0.8),
+        big.p(0.8)
+    );
+    assert!((2.5..6.0).contains(&r), "paper 3.9x, braid {r:.2}x");
+}
+
+/// Test case 1 (Fig. 10): the 32 B foreground beside `cc` background connections (batches of
+/// 20 WRITEs of 1 KB), RAW vs SHARE vs DRUM. The paper at cc = 100: DRUM 3.1x faster than RAW
+/// and 1.7x than SHARE (80th percentile), RAW degrading as cc grows (QP-cache thrashing). braid's
+/// background saturates the 40 Gbit/s link, so what is queued ahead of the foreground decides,
+/// and the gaps are wider than the paper's (docs/drum-agent.md).
+#[test]
+fn test_case_1_drum_beats_share_beats_raw_as_connections_grow() {
+    let mut rows = Vec::new();
+    for cc in [20, 100] {
+        let (r, s, d) = (
+            measure(&raw(), cc, 20),
+            measure(&share(), cc, 20),
+            measure(&drum(), cc, 20),
+        );
+        println!(
+            "cc {cc}: p80 raw {:.2} share {:.2} drum {:.2} us; bg raw {:.2} share {:.2} drum {:.2} Gbit/s",
+            r.p(0.8),
+            s.p(0.8),
+            d.p(0.8),
+            r.bg_gbps,
+            s.bg_gbps,
+            d.bg_gbps
+        );
+        rows.push((r, s, d));
+    }
+    let (r, s, d) = &rows[1];
+    assert!(r.p(0.8) / d.p(0.8) >= 3.1, "DRUM vs RAW at cc=100");
+    assert!(s.p(0.8) / d.p(0.8) >= 1.7, "DRUM vs SHARE at cc=100");
+    assert!(r.p(0.8) > s.p(0.8), "SHARE beats RAW at cc=100");
+    // RAW degrades with the connections; DRUM protects the foreground without starving the
+    // background.
+    assert!(r.p(0.8) > 3.0 * rows[0].0.p(0.8));
+    for (r, _, d) in &rows {
+        assert!(
+            d.bg_gbps >= 0.9 * r.bg_gbps,
+            "{} vs {}",
+            d.bg_gbps,
+            r.bg_gbps
+        );
+    }
+    // The agent's CPU as the paper's Fig. 17 splits it: a busy-polling core, the IO monitor's
+    // per-WR verb_convertor and qp_map, the scheduler's qp_sche (grows with the connections).
+    for (_, _, d) in &rows {
+        println!(
+            "drum agent: poller cores {} verb_convertor {:.0} ns qp_map {:.0} ns qp_sche {:.0} ns, {} WRs",
+            d.agent("drum_poller_cores"),
+            d.agent("drum_cpu_ns_verb_convertor"),
+            d.agent("drum_cpu_ns_qp_map"),
+            d.agent("drum_cpu_ns_qp_sche"),
+            d.agent("drum_wr_posted"),
+        );
+        assert_eq!(d.agent("drum_poller_cores"), 1.0);
+        assert!(d.agent("drum_cpu_ns_verb_convertor") > 0.0);
+    }
+    assert!(rows[1].2.agent("drum_cpu_ns_qp_sche") > rows[0].2.agent("drum_cpu_ns_qp_sche"));
+}
+
+#[test]
+fn the_same_scenario_and_seed_give_the_same_completion_times() {
+    for mw in [drum(), share()] {
+        let a = measure(&mw, 10, 20);
+        let b = measure(&mw, 10, 20);
+        assert_eq!(a.lat, b.lat);
+        assert_eq!(a.bg_gbps, b.bg_gbps);
+    }
+}
+
+fn raw() -> Value {
+    json!(["raw"])
+}
+fn share() -> Value {
+    json!(["share"])
+}
+fn drum() -> Value {
+    json!(["drum"])
+}
+
+#[test]
+#[ignore]
+fn print_matrix() {
+    let env = |k: &str, d: &str| std::env::var(k).unwrap_or(d.into());
+    let bg = env("BG", "32B");
+    let prefetch = env("PREFETCH", "64KB");
+    let cache: u32 = env("CACHE", "32").parse().unwrap();
+    for batch in env("BATCH", "20")
+        .split(',')
+        .map(|s| s.parse::<u32>().unwrap())
+    {
+        for cc in env("CCS", "20,50,100")
+            .split(',')
+            .map(|s| s.parse::<u32>().unwrap())
+        {
+            for (n, mw) in [("raw", raw()), ("share", share()), ("drum", drum())] {
+                let mut s = scenario(&mw, cache, cc, batch, &bg);
+                s["nic"]["tx_prefetch"] = json!(prefetch);
+                let (sim, _) = run(&s);
+                let f = sim.flows();
+                let mut lat = f[0].latencies.clone();
+                lat.sort();
+                let p =
+                    |q: f64| lat[((lat.len() as f64 * q) as usize).min(lat.len() - 1)] as f64 / 1e6;
+                let g = f[1].bytes_done as f64 * 8.0 / 2.4e-3 / 1e9;
+                println!("bg {bg} batch {batch} cc {cc} {n}: n {} p50 {:.2} p80 {:.2} p99 {:.2} us  bg {g:.2} Gbit/s", lat.len(), p(0.5), p(0.8), p(0.99));
+            }
+        }
+    }
+}
+
+/// Scale: 64 hosts (leaf-spine 8 x 8, 4 spines), every host a client of 100 connections to the
+/// next host (a permutation) and a server of 100 from the previous one, all under the agent: 6,400
+/// connections, 64 agents, 1,280 shared QPs. Every connection's WRITEs complete, and the run is
+/// quick enough for CI (printed).
+#[test]
+fn sixty_four_hosts_with_a_hundred_connections_each_under_the_agent() {
+    let hosts = 64;
+    let apps: Vec<Value> = (0..hosts)
+        .map(|h| {
+            json!({"kind": "write_bw", "src": h, "dst": (h + 1) % hosts, "size": "1KB",
+                   "qps": 100, "tx_depth": 4, "iterations": 20, "start": "10us"})
+        })
+        .collect();
+    let s = json!({
+        "duration": "2ms",
+        "topology": {"kind": "leaf-spine", "spines": 4, "leaves": 8, "hosts_per_leaf": 8,
+                     "host_link": {"rate": "40Gbps", "delay": "1us"},
+                     "fabric_link": {"rate": "100Gbps", "delay": "1us"}},
+        "middleware": {"default": drum()},
+        "apps": apps,
+    });
+    let t0 = std::time::Instant::now();
+    let (sim, r) = run(&s);
+    let wall = t0.elapsed();
+    let f = sim.flows();
+    println!(
+        "64 hosts x 100 connections: {} events, wall {wall:?}",
+        sim.events()
+    );
+    for (i, fl) in f.iter().enumerate() {
+        assert_eq!(fl.bytes_done, 100 * 20 * 1000, "host {i}'s client");
+        assert!(fl.finish_ps.is_some(), "host {i}'s client finished");
+    }
+    // Host 0's agent: 100 outgoing and 100 incoming connections, 20 + 20 shared QPs.
+    let labels = match r.tenants.get("label") {
+        Some(braid_sim::Column::Str(l)) => l.clone(),
+        _ => panic!("no labels"),
+    };
+    let i = labels.iter().position(|l| l == "agent").expect("agent row");
+    let col = |n: &str| match r.tenants.get(n) {
+        Some(braid_sim::Column::F64(v)) => v[i],
+        _ => f64::NAN,
+    };
+    assert_eq!(col("drum_connections"), 200.0);
+    assert_eq!(col("drum_pipes_ready"), 40.0);
+    assert!(wall.as_secs() < 60, "{wall:?}");
+}
+
+/// A bad agent parameter is one error naming its key.
+#[test]
+fn a_bad_drum_parameter_is_refused_by_name() {
+    let mut s = scenario(&json!([{"kind": "drum", "mux_ratio": 0}]), 32, 1, 20, "1KB");
+    s["duration"] = json!("1ms");
+    let e = braid_sim::Simulation::from_json(&s.to_string(), std::path::Path::new("."), None)
+        .err()
+        .expect("refused");
+    let m = e.to_string();
+    assert!(m.contains("mux_ratio") && m.contains("expected"), "{m}");
+    assert_eq!(m.lines().count(), 1, "{m}");
+    // And the KV client's keys.
+    let mut s = scenario(&raw(), 32, 1, 20, "1KB");
+    s["apps"][1]["kind"] = json!("kv");
+    s["apps"][1]["get_ratio"] = json!(1.5);
+    let e = braid_sim::Simulation::from_json(&s.to_string(), std::path::Path::new("."), None)
+        .err()
+        .expect("refused");
+    assert!(e.to_string().contains("apps[1].get_ratio"), "{e}");
+    s["apps"][1]["get_ratio"] = json!(0.5);
+    s["apps"][1]["min_size"] = json!("2KB");
+    let e = braid_sim::Simulation::from_json(&s.to_string(), std::path::Path::new("."), None)
+        .err()
+        .expect("refused");
+    assert!(e.to_string().contains("apps[1].min_size"), "{e}");
+}
+
+/// Test case 3 (Fig. 15, one-sided KV): a KV client of 50 connections (GET = READ, PUT = WRITE,
+/// values uniform in 32 B..4 KB, one request outstanding per connection) beside the batch tenant
+/// on 50 connections. Returns (KV mean latency µs, KV throughput Mops).
+fn kv(mw: &Value, get_ratio: f64) -> (f64, f64) {
+    let s = json!({
+        "duration": "3ms",
+        "nic": nic(32),
+        "topology": pair(),
+        "middleware": {"default": mw},
+        "apps": [
+            {"kind": "kv", "src": 0, "dst": 1, "size": "4KB", "min_size": "32B", "qps": 50,
+             "tx_depth": 1, "get_ratio": get_ratio, "duration": "2ms", "start": "300us"},
+            {"kind": "write_bw", "src": 0, "dst": 1, "size": "1KB", "qps": 50,
+             "tx_depth": 20, "cq_mod": 20, "duration": "2.4ms", "start": "100us"},
+        ],
+    });
+    let (sim, _) = run(&s);
+    let f = sim.flows();
+    let lat = &f[0].latencies;
+    assert!(!lat.is_empty(), "{mw}: no KV request completed");
+    let mean = lat.iter().sum::<u64>() as f64 / lat.len() as f64 / 1e6;
+    (mean, lat.len() as f64 / 2e-3 / 1e6)
+}
+
+#[test]
+fn test_case_3_one_sided_kv_beside_a_batch_tenant() {
+    for g in [0.95, 0.5] {
+        let (r, s, d) = (kv(&raw(), g), kv(&share(), g), kv(&drum(), g));
+        println!(
+            "kv get {g}: mean latency raw {:.2} share {:.2} drum {:.2} us; Mops raw {:.3} share {:.3} drum {:.3}",
+            r.0, s.0, d.0, r.1, s.1, d.1
+        );
+        // The paper: SHARE's latency 30.1% and RAW's 52% above DRUM's, DRUM's throughput 28.1%
+        // above SHARE's and 39.2% above RAW's. braid's ordering is the paper's, its gaps wider
+        // (the background fills the link; docs/drum-agent.md).
+        assert!(d.0 * 1.3 < s.0 && s.0 < r.0, "latency, get {g}");
+        assert!(d.1 > 1.28 * s.1 && s.1 > r.1, "throughput, get {g}");
+    }
+}
