@@ -256,7 +256,9 @@ impl CcSampler {
                             break;
                         }
                         let key = (h as u32, q.qpn);
-                        if q.tx_bytes > 0 && q.t.cc_state(now).is_some() && !self.chosen.contains(&key)
+                        if q.tx_bytes > 0
+                            && q.t.cc_state(now).is_some()
+                            && !self.chosen.contains(&key)
                         {
                             self.chosen.push(key);
                         }
