@@ -7,9 +7,10 @@ would otherwise fill the memory, or hang, minutes later).
 
 The figures are upper-bound-ish estimates, calibrated on this simulator (see ``BYTES_*``):
 
-* a node (host or switch, its ports, NIC and tables) costs about 9 KB, and every switch keeps a
-  route entry per host (4 B each: the term that makes large fat-trees superlinear); measured:
-  k = 16 fat-tree 14 MB, k = 32 123 MB, when built;
+* a node (host or switch, its ports, NIC and tables) costs about 9 KB; routes are one ECMP group
+  per (switch, edge switch) (4 B each) and one 12 B record per host (``world/table.rs``: a
+  switch's next hops towards a host depend only on the switch the host hangs off); measured: the
+  k = 48 fat-tree's tables 13.6 MB, its build 280 MB (docs/performance.md);
 * a QP about 2.2 KB once running (measured with 20,000 and 100,000 QPs of one write_bw);
 * a flow two QPs and its record;
 * a time-series sample (a row of ``throughput`` or ``queues``) about 64 B through the run and
@@ -39,7 +40,8 @@ from .scenario import BraidError, Scenario
 __all__ = ["Estimate", "estimate", "check_cost", "memory_budget"]
 
 BYTES_PER_NODE = 9_000
-BYTES_PER_ROUTE = 4
+BYTES_PER_ROUTE = 4  # one ECMP group id per (switch, edge switch)
+BYTES_PER_HOST_ROUTE = 12  # a host's edge switch and port
 BYTES_PER_QP = 2_200
 BYTES_PER_FLOW_RECORD = 200
 BYTES_PER_SAMPLE = 64
@@ -118,28 +120,29 @@ class Estimate:
 
 
 def _topology(t: dict, base: Path) -> tuple:
-    """(hosts, switches, the key that sizes it) or None if unknown."""
+    """(hosts, switches, edge switches (those with hosts; at most all switches), the key that
+    sizes it) or None if unknown."""
     kind = t.get("kind")
     g = lambda k: _int(t.get(k)) or 0  # noqa: E731
     if kind == "fat-tree":
         k = g("k")
-        return k**3 / 4, 5 * k * k / 4, "topology.k"
+        return k**3 / 4, 5 * k * k / 4, k * k / 2, "topology.k"
     if kind == "leaf-spine":
-        return g("leaves") * g("hosts_per_leaf"), g("leaves") + g("spines"), "topology"
+        return g("leaves") * g("hosts_per_leaf"), g("leaves") + g("spines"), g("leaves"), "topology"
     if kind == "two-tor":
-        return 2 * g("hosts_per_tor"), 2 + g("paths"), "topology"
+        return 2 * g("hosts_per_tor"), 2 + g("paths"), 2, "topology"
     if kind == "dumbbell":
-        return g("left") + g("right"), 2, "topology"
+        return g("left") + g("right"), 2, 2, "topology"
     if kind == "edges":
         nodes = t.get("nodes")
         n = len(nodes) if isinstance(nodes, list) else (_int(nodes) or 0)
         sw = len(t.get("switches") or []) if isinstance(t.get("switches"), list) else 0
-        return n - sw, sw, "topology.nodes"
+        return n - sw, sw, sw, "topology.nodes"
     if kind == "hpcc" and isinstance(t.get("file"), str):
         head = _first_numbers(base, t["file"], 2)
         if head:
             n, s = head
-            return n - s, s, "topology.file"
+            return n - s, s, s, "topology.file"
     return None
 
 
@@ -186,9 +189,10 @@ def estimate(sc: Scenario) -> Optional[Estimate]:
     topo = _topology(t, sc.base_dir)
     if topo is None:
         return None
-    hosts, switches, tkey = topo
+    hosts, switches, edges, tkey = topo
     e = Estimate(hosts=hosts, switches=switches)
-    e.add(tkey, (hosts + switches) * BYTES_PER_NODE + switches * hosts * BYTES_PER_ROUTE, f"{_count(hosts)} hosts and {_count(switches)} switches")
+    routes = switches * edges * BYTES_PER_ROUTE + hosts * BYTES_PER_HOST_ROUTE
+    e.add(tkey, (hosts + switches) * BYTES_PER_NODE + routes, f"{_count(hosts)} hosts and {_count(switches)} switches")
     duration = _ps(d.get("duration", "10ms")) or 0
     measure = d.get("measure") if isinstance(d.get("measure"), dict) else {}
     interval = _ps(measure.get("interval", "10us")) or 0
