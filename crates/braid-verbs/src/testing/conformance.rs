@@ -845,11 +845,10 @@ pub fn report(name: &str, o: &Outcome) -> String {
 
 #[cfg(test)]
 mod tests {
-    //! The suite on a third backend: the in-process fake NIC. Its default puts the 40-byte GRH
-    //! in front of UD payloads (`NetConfig::ud_grh`, as raw ibverbs does); the simulator and the
-    //! real backend (which hides the GRH behind a scratch SGE) give the payload alone, so the
-    //! suite runs the fake NIC with `ud_grh = false`: with it on, the UD case fails (byte_len
-    //! 240 for 200 bytes), the one difference this backend shows.
+    //! The suite on a third backend: the in-process fake NIC, with its defaults. (With
+    //! `NetConfig::ud_grh` on, raw ibverbs' layout with the 40-byte GRH in front of UD payloads,
+    //! the UD case fails: byte_len 240 for 200 bytes; the seam means the payload alone, as the
+    //! simulator and the real backend give it.)
     use super::*;
     use crate::testing::{FakeNet, NetConfig};
 
@@ -857,13 +856,7 @@ mod tests {
         let mut text = String::new();
         let mut failed = Vec::new();
         for case in cases() {
-            let mut net = FakeNet::with_config(
-                1,
-                NetConfig {
-                    ud_grh: false,
-                    ..NetConfig::default()
-                },
-            );
+            let mut net = FakeNet::with_config(1, NetConfig::default());
             let h = net.hosts()[0];
             let out = Rc::new(RefCell::new(Outcome::default()));
             net.add_tenant(h, (case.app)(out.clone()), Vec::new());

@@ -145,8 +145,10 @@ pub struct NetConfig {
     pub rnr_timeout_ps: u64,
     /// Largest inline send (the QP's `max_inline_data`; default 256 bytes).
     pub max_inline: u32,
-    /// UD receives get the 40-byte GRH in front of the payload, counted in `byte_len`, as on
-    /// RoCE (default true).
+    /// UD receives get the 40-byte GRH in front of the payload, counted in `byte_len`, as raw
+    /// ibverbs gives them on RoCE (default false: the seam's UD semantics are the payload alone at
+    /// the buffer's start, as the simulator and the real backend, which hides the GRH behind a
+    /// scratch SGE, give it; true tests code written against raw ibverbs).
     pub ud_grh: bool,
     /// The CPU cost model charges are accounted under (per tenant and layer).
     pub cpu: CpuCost,
@@ -165,7 +167,7 @@ impl Default for NetConfig {
             rc_timeout_ps: 1_000_000_000,
             rnr_timeout_ps: 10_000_000,
             max_inline: 256,
-            ud_grh: true,
+            ud_grh: false,
             cpu: CpuCost::default(),
             cpu_delay: false,
             horizon_ps: 10_000_000_000_000,

@@ -838,8 +838,16 @@ fn without_sport_control_the_source_port_does_not_change() {
 
 #[test]
 fn ud_sends_carry_a_grh_and_their_source() {
+    // Raw ibverbs' UD receive layout (`ud_grh`); the seam's default is the payload alone (the
+    // conformance suite's UD case checks that).
     let ud = |cq| QpInit::of_type(QpType::Ud, cq);
-    let mut net = FakeNet::new(2);
+    let mut net = FakeNet::with_config(
+        2,
+        NetConfig {
+            ud_grh: true,
+            ..NetConfig::default()
+        },
+    );
     let ta = net.add_tenant(A, Box::new(Idle), vec![]);
     let tb = net.add_tenant(B, Box::new(Idle), vec![]);
     let a = make_end(&mut net, A, ta, &ud);
