@@ -19,9 +19,9 @@
 //! - While a message is held, the ACK clocks it would have used are kept (not lost to "use it or
 //!   lose it", not spent on early retransmissions) and all leave when the hold ends: the burst
 //!   the paper observes (§5.2.5, "This results in burst traffic").
-//! - Receiver (in `mp_rdma.rs`): a synchronise packet arriving while its receiver's rcv_nxt is
-//!   below its message's first PSN (an earlier message is incomplete) is dropped and answered
-//!   with a NACK naming it ([`super::Feedback::SyncNak`]). The sender resends the PSNs so
+//! - Receiver (in `mp_rdma/receiver.rs`): a synchronise packet arriving while its receiver's
+//!   rcv_nxt is below its message's first PSN (an earlier message is incomplete) is dropped and
+//!   answered with a NACK naming it ([`super::Feedback::SyncNak`]). The sender resends the PSNs so
 //!   reported once the hole the NACK names is acknowledged (sending them earlier would likely
 //!   have them dropped again); the NACK also starts the usual recovery of that hole, since
 //!   dropped synchronise packets never fill the bitmap and so never cause the overflow NACK that
