@@ -4,8 +4,10 @@
 //! time is a latency sample and its value bytes progress. The server is [`crate::PerfServer`]
 //! with `size` = the largest value (passive: its memory and connections).
 
-use crate::{lookup_all, sges, PerfSpec, Rendezvous, SharedMeter, CONNECT};
-use braid_verbs::rendezvous::{Endpoint, Side};
+use crate::{
+    lookup_all, open_client, sges, ClientSlots, PerfSpec, Rendezvous, SharedMeter, CONNECT,
+};
+use braid_verbs::rendezvous::Endpoint;
 use braid_verbs::*;
 use std::collections::VecDeque;
 
@@ -112,31 +114,20 @@ impl KvClient {
 impl App for KvClient {
     fn start(&mut self, v: &mut dyn Verbs) {
         let n = self.spec.qps as usize;
-        self.cq = v.create_cq(1 << 16).expect("create CQ");
-        v.req_notify_cq(self.cq).expect("arm CQ");
-        let mr = v
-            .reg_mr(self.base, self.spec.size.max(1) * n as u64, Access::ALL)
-            .expect("register memory");
-        self.lkey = mr.lkey;
-        for i in 0..n {
-            let qp = v.create_qp(&QpInit::rc(self.cq)).expect("create QP");
-            self.qps.push(qp);
-            if i == 0 {
-                self.log
-                    .borrow_mut()
-                    .sending_qp(self.flow, v.local_host(), qp);
-            }
-            self.rdv.borrow_mut().publish(
-                (self.conn0 + i as u32) as u64,
-                Side::Client,
-                Endpoint {
-                    host: v.local_host(),
-                    qpn: qp,
-                    addr: self.base + i as u64 * self.spec.size,
-                    rkey: mr.rkey,
-                },
-            );
-        }
+        let ends = open_client(
+            v,
+            ClientSlots {
+                n,
+                size: self.spec.size,
+                base: self.base,
+                priority: None,
+                conn0: self.conn0,
+                flow: self.flow,
+            },
+            &self.log,
+            &self.rdv,
+        );
+        (self.cq, self.lkey, self.qps) = (ends.cq, ends.lkey, ends.qps);
         self.posted = vec![0; n];
         self.out = vec![VecDeque::new(); n];
         self.failed = vec![false; n];

@@ -439,36 +439,22 @@ impl PerfClient {
 impl App for PerfClient {
     fn start(&mut self, v: &mut dyn Verbs) {
         let n = self.spec.qps as usize;
-        self.cq = v.create_cq(1 << 16).expect("create CQ");
-        v.req_notify_cq(self.cq).expect("arm CQ");
-        let mr = v
-            .reg_mr(self.base, (self.size().max(1)) * n as u64, Access::ALL)
-            .expect("register memory");
-        self.lkey = mr.lkey;
-        for i in 0..n {
-            let qp = v
-                .create_qp(&QpInit {
-                    priority: self.spec.priority,
-                    ..QpInit::rc(self.cq)
-                })
-                .expect("create QP");
-            self.qps.push(qp);
-            if i == 0 {
-                self.log
-                    .borrow_mut()
-                    .sending_qp(self.flow, v.local_host(), qp);
-            }
-            self.rdv.borrow_mut().publish(
-                (self.conn0 + i as u32) as u64,
-                Side::Client,
-                Endpoint {
-                    host: v.local_host(),
-                    qpn: qp,
-                    addr: self.base + i as u64 * self.size(),
-                    rkey: mr.rkey,
-                },
-            );
-            if self.spec.kind == PerfKind::ReadBw {
+        let ends = open_client(
+            v,
+            ClientSlots {
+                n,
+                size: self.size(),
+                base: self.base,
+                priority: self.spec.priority,
+                conn0: self.conn0,
+                flow: self.flow,
+            },
+            &self.log,
+            &self.rdv,
+        );
+        (self.cq, self.lkey, self.qps) = (ends.cq, ends.lkey, ends.qps);
+        if self.spec.kind == PerfKind::ReadBw {
+            for &qp in &self.qps {
                 self.log
                     .borrow_mut()
                     .receiving_qp(self.flow, v.local_host(), qp);
@@ -585,6 +571,68 @@ impl App for PerfClient {
 
     fn is_done(&self) -> bool {
         self.done
+    }
+}
+
+/// Where a client's connections live: `n` slots of `size` bytes from `base`, connection ids
+/// from `conn0`, the QPs' priority, the flow they measure.
+pub(crate) struct ClientSlots {
+    pub n: usize,
+    pub size: u64,
+    pub base: u64,
+    pub priority: Option<u8>,
+    pub conn0: u32,
+    pub flow: u32,
+}
+
+/// A client's ends: its armed CQ, the lkey of the one MR over its slots, its RC QPs.
+pub(crate) struct ClientEnds {
+    pub cq: CqId,
+    pub lkey: u32,
+    pub qps: Vec<QpNum>,
+}
+
+/// Opens a client's connections: one CQ (armed), one MR over the slots, one RC QP per slot, each
+/// published on the board as connection `conn0 + i` with its slot's address; the first QP is
+/// logged as the flow's sending QP.
+pub(crate) fn open_client(
+    v: &mut dyn Verbs,
+    c: ClientSlots,
+    log: &SharedMeter,
+    rdv: &Rendezvous,
+) -> ClientEnds {
+    let cq = v.create_cq(1 << 16).expect("create CQ");
+    v.req_notify_cq(cq).expect("arm CQ");
+    let mr = v
+        .reg_mr(c.base, c.size.max(1) * c.n as u64, Access::ALL)
+        .expect("register memory");
+    let mut qps = Vec::with_capacity(c.n);
+    for i in 0..c.n {
+        let qp = v
+            .create_qp(&QpInit {
+                priority: c.priority,
+                ..QpInit::rc(cq)
+            })
+            .expect("create QP");
+        qps.push(qp);
+        if i == 0 {
+            log.borrow_mut().sending_qp(c.flow, v.local_host(), qp);
+        }
+        rdv.borrow_mut().publish(
+            (c.conn0 + i as u32) as u64,
+            Side::Client,
+            Endpoint {
+                host: v.local_host(),
+                qpn: qp,
+                addr: c.base + i as u64 * c.size,
+                rkey: mr.rkey,
+            },
+        );
+    }
+    ClientEnds {
+        cq,
+        lkey: mr.lkey,
+        qps,
     }
 }
 
