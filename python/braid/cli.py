@@ -7,6 +7,7 @@ folder.
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from pathlib import Path
@@ -25,6 +26,18 @@ def _err(msg: str) -> None:
     click.echo(f"error: {msg}", err=True)
 
 
+def _stopped(msg: str, code: int) -> None:
+    """Exit after Ctrl-C or SIGTERM without running interpreter-exit hooks. The stop terminated
+    the worker processes; CPython 3.11's ProcessPoolExecutor exit hook can then race its own
+    management thread and print a "Bad file descriptor" traceback (fixed in 3.12). Everything a
+    run keeps is written atomically before this point and the `with` blocks have closed, so
+    skipping the hooks loses nothing."""
+    click.echo(msg, err=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 class BraidGroup(click.Group):
     """A click group that turns user mistakes into one-line errors with exit code 2."""
 
@@ -37,18 +50,14 @@ class BraidGroup(click.Group):
         except click.exceptions.Exit as e:  # pragma: no cover - click returns it instead
             sys.exit(e.exit_code)
         except Terminated:
-            click.echo("terminated", err=True)
-            sys.exit(143)
+            _stopped("terminated", 143)
         except click.exceptions.Abort as e:
             # click turns KeyboardInterrupt (and so SIGTERM's Terminated) into Abort.
             if isinstance(e.__cause__ or e.__context__, Terminated):
-                click.echo("terminated", err=True)
-                sys.exit(143)
-            click.echo("interrupted", err=True)
-            sys.exit(130)
+                _stopped("terminated", 143)
+            _stopped("interrupted", 130)
         except KeyboardInterrupt:
-            click.echo("\ninterrupted", err=True)
-            sys.exit(130)
+            _stopped("\ninterrupted", 130)
         except click.UsageError as e:
             cmd = e.ctx.command_path if e.ctx is not None else "braid"
             _err(f"{e.format_message()} (see '{cmd} --help')")
