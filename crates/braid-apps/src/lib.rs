@@ -11,7 +11,10 @@ use braid_verbs::rendezvous::{connect_all, Endpoint, SharedBoard, Side};
 use braid_verbs::*;
 
 pub mod kv;
+pub mod redis;
+pub mod rpc;
 pub use kv::{KvClient, KvDraw};
+pub use rpc::{Op, Req, ReqDraw, RpcClient, RpcServer, RpcSpec, RpcStats, Wire};
 
 /// Connects `qps` (connections `conn0 + i`, client side) to their servers; returns the servers'
 /// endpoints.
@@ -781,7 +784,7 @@ impl App for PerfServer {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     //! The applications run unchanged over another verbs backend: the in-process fake NIC.
     use super::*;
     use braid_verbs::testing::FakeNet;
@@ -789,11 +792,11 @@ mod tests {
     use std::rc::Rc;
 
     #[derive(Default)]
-    struct Log {
-        bytes: u64,
-        lat: Vec<u64>,
-        finished: Option<u64>,
-        started: Option<u64>,
+    pub(crate) struct Log {
+        pub bytes: u64,
+        pub lat: Vec<u64>,
+        pub finished: Option<u64>,
+        pub started: Option<u64>,
     }
     impl Meter for Log {
         fn sending_qp(&mut self, _: u32, _: u32, _: QpNum) {}
