@@ -648,7 +648,7 @@ impl RpcServer {
         self.msg().min(self.rpc.chunk)
     }
     /// Per connection: the inbox (one-sided: `depth` request slots; two-sided: the RECV ring),
-    /// the reply headers (`depth`), the store (`KEYS` values).
+    /// the replies (`depth` buffers of a header and a value), the store (`KEYS` values).
     fn inbox_len(&self) -> u64 {
         match self.rpc.wire {
             Wire::OneSided => self.depth() * self.msg(),
@@ -656,18 +656,18 @@ impl RpcServer {
         }
     }
     fn conn_len(&self) -> u64 {
-        self.inbox_len() + self.depth() * HDR + KEYS as u64 * self.spec.size.max(1)
+        self.inbox_len() + self.depth() * self.msg() + KEYS as u64 * self.spec.size.max(1)
     }
     fn inbox(&self, i: usize) -> u64 {
         self.base + i as u64 * self.conn_len()
     }
-    fn reply_hdr(&self, i: usize, slot: u64) -> u64 {
-        self.inbox(i) + self.inbox_len() + slot * HDR
+    fn reply_buf(&self, i: usize, slot: u64) -> u64 {
+        self.inbox(i) + self.inbox_len() + slot * self.msg()
     }
     fn store(&self, i: usize, key: u32) -> u64 {
         self.inbox(i)
             + self.inbox_len()
-            + self.depth() * HDR
+            + self.depth() * self.msg()
             + (key % KEYS) as u64 * self.spec.size.max(1)
     }
 
@@ -705,15 +705,16 @@ impl RpcServer {
         }
     }
 
-    /// Copies `len` value bytes at `from` into key's value at offset `at` (a PUT's value).
-    fn store_value(&self, v: &mut dyn Verbs, i: usize, key: u32, at: u64, from: u64, len: u64) {
+    /// Copies `len` bytes from `from` to `to` (a PUT's value into the store, a GET's into its
+    /// reply), charged as a copy; the bytes themselves only with `verify`.
+    fn copy(&self, v: &mut dyn Verbs, to: u64, from: u64, len: u64) {
         if len == 0 {
             return;
         }
         v.charge(Work::Copy(len));
         if self.rpc.verify {
             if let Ok(b) = v.read_local(from, len) {
-                let _ = v.write_local(self.store(i, key) + at, &b);
+                let _ = v.write_local(to, &b);
             }
         }
     }
@@ -722,14 +723,16 @@ impl RpcServer {
     fn reply(&mut self, v: &mut dyn Verbs, i: usize, req: Req) {
         let slot = self.seq[i] % self.depth();
         self.seq[i] += 1;
-        let hdr = self.reply_hdr(i, slot);
+        // The reply is built in its own buffer (Redis's output buffer): the NIC reads it when
+        // it sends, and a later PUT of the key must not change a GET's reply meanwhile.
+        let buf = self.reply_buf(i, slot);
         if self.rpc.verify {
-            let _ = v.write_local(hdr, &header(req.op, req.key, req.size));
+            let _ = v.write_local(buf, &header(req.op, req.key, req.size));
         }
-        let mut sg = sges(hdr, HDR, self.lkey);
         if req.op == Op::Get {
-            sg.extend(sges(self.store(i, req.key), req.size, self.lkey));
+            self.copy(v, buf + HDR, self.store(i, req.key), req.size);
         }
+        let sg = sges(buf, req.reply_len(), self.lkey);
         let r = self.remote[i];
         let dst = (r.addr + (2 * slot + 1) * self.msg(), r.rkey);
         let id = wr_id(i, SEND_PIECE, slot);
@@ -756,7 +759,7 @@ impl RpcServer {
                 self.post_req_recv(v, i, r);
                 if let Some(req) = self.describe(v, i, at) {
                     if req.op == Op::Put {
-                        self.store_value(v, i, req.key, 0, at + HDR, req.size);
+                        self.copy(v, self.store(i, req.key), at + HDR, req.size);
                     }
                     self.reply(v, i, req);
                 }
@@ -773,7 +776,8 @@ impl RpcServer {
                     let (lo, hi) = (c.got.max(HDR), c.got + n);
                     if c.req.op == Op::Put && hi > lo {
                         let from = buf + (lo - c.got);
-                        self.store_value(v, i, c.req.key, lo - HDR, from, hi - lo);
+                        let to = self.store(i, c.req.key) + (lo - HDR);
+                        self.copy(v, to, from, hi - lo);
                     }
                     c.got += n;
                     if c.got >= c.req.request_len() {

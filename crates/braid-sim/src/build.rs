@@ -11,9 +11,7 @@
 //! (Step 0, `Scenario::validate`, runs when the scenario is parsed.)
 
 use crate::api::ScenarioError;
-use crate::apps::{
-    FlowSender, FlowSink, PerfClient, PerfServer, Rendezvous, SendFlow, SharedMeter, SyncDraw,
-};
+use crate::apps::{FlowSender, FlowSink, Rendezvous, SendFlow, SharedMeter};
 use crate::config::{TransportConfig, TransportOverride};
 use crate::measure::{perf_record, FlowLog, FlowRecord, Measure, SharedLog};
 use crate::nic::NicParams;
@@ -592,63 +590,31 @@ impl<'s> Tenants<'s> {
                     .as_ref()
                     .map(|m| (m, format!("apps[{i}].middleware")))
             };
-            let base = self.next_base();
-            let server = PerfServer::new(
-                a.perf_spec(),
-                flow,
-                c0,
-                self.meter.clone(),
-                self.rdv.clone(),
-                base,
+            let (server_base, client_base) = (self.next_base(), self.next_base());
+            let (server, client) = crate::app_build::build(
+                a,
+                crate::app_build::Ends {
+                    index: i,
+                    seed: self.seed,
+                    flow,
+                    conn0: c0,
+                    meter: self.meter.clone(),
+                    rdv: self.rdv.clone(),
+                    server_base,
+                    client_base,
+                },
             );
             self.add(
                 world,
                 TenantSpec {
                     host: a.dst,
-                    app: Box::new(server),
+                    app: server,
                     own: own(),
                     label: format!("apps[{i}].server"),
                     flow: Some(flow),
                     transport: tr,
                 },
             )?;
-            // Which messages are flagged synchronise: drawn from the run's seed.
-            let sync = (a.sync_ratio > 0.0).then(|| {
-                let mut rng = braid_engine::RngStream::new(self.seed, "app-sync", &[i as u64]);
-                let p = a.sync_ratio;
-                Box::new(move || rng.bernoulli(p)) as SyncDraw
-            });
-            let base = self.next_base();
-            let client: Box<dyn braid_verbs::App> = if a.kind == crate::config::AppKind::Kv {
-                // Each request's kind and value size: drawn from the run's seed.
-                let mut rng = braid_engine::RngStream::new(self.seed, "app-kv", &[i as u64]);
-                let (p, hi) = (a.get_ratio, a.size.0.max(1));
-                let lo = a.min_size.map_or(hi, |m| m.0).min(hi);
-                let draw = Box::new(move || {
-                    let get = rng.bernoulli(p);
-                    let size = lo + ((hi - lo + 1) as f64 * rng.uniform()) as u64;
-                    (get, size.min(hi))
-                });
-                Box::new(braid_apps::KvClient::new(
-                    a.perf_spec(),
-                    flow,
-                    c0,
-                    self.meter.clone(),
-                    self.rdv.clone(),
-                    base,
-                    draw,
-                ))
-            } else {
-                Box::new(PerfClient::new(
-                    a.perf_spec(),
-                    flow,
-                    c0,
-                    self.meter.clone(),
-                    self.rdv.clone(),
-                    base,
-                    sync,
-                ))
-            };
             self.add(
                 world,
                 TenantSpec {

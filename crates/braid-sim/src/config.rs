@@ -689,9 +689,16 @@ pub enum AppKind {
     WqeLat,
     /// A one-sided key-value client (DRUM §V): per request a GET (READ) with probability
     /// `get_ratio`, else a PUT (WRITE), of a value size uniform in [`min_size`, `size`]; every
-    /// request's completion time a latency sample.
+    /// request's completion time a latency sample. `mode = "two-sided"`: GET and PUT as
+    /// SEND/RECV requests answered by SENDs.
     Kv,
+    /// A Redis-like cache (DRUM §V): SET / GET / PING in the proportions of `mix`, values uniform
+    /// in [`min_size`, `size`] (10 B–512 MB in the paper), over one-sided WRITEs or SEND/RECV
+    /// (`mode`), messages cut at `chunk`; every command's completion time a latency sample.
+    Redis,
 }
+
+pub use crate::app_build::{AppMode, RedisMix};
 
 /// A perftest-like application between two hosts.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -737,6 +744,21 @@ pub struct AppSpec {
     /// kv: the smallest value; sizes are uniform in [min_size, size] (default: all `size`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_size: Option<Bytes>,
+    /// kv, redis: one-sided (default) or two-sided.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<AppMode>,
+    /// redis: the command mix (default set 0.3, get 0.6, ping 0.1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mix: Option<RedisMix>,
+    /// redis: the largest WR a message is cut into (default 1 MiB, the DRUM agent's receive
+    /// buffer).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chunk: Option<Bytes>,
+    /// Two-sided kv, redis: carry real bytes (tracked memory) and check every reply, byte for
+    /// byte, against what the connection stored; a mismatch stops the connection (the flow never
+    /// finishes). Costs memory: for small scenarios.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub verify: bool,
 }
 
 fn get_ratio() -> f64 {
@@ -753,8 +775,10 @@ impl AppSpec {
                 AppKind::SendBw => braid_apps::PerfKind::SendBw,
                 AppKind::ReadBw => braid_apps::PerfKind::ReadBw,
                 AppKind::WqeLat => braid_apps::PerfKind::WqeLat,
-                // The server side of a KV store is passive, as read_bw's.
+                // The server side of a one-sided KV store is passive, as read_bw's.
                 AppKind::Kv => braid_apps::PerfKind::ReadBw,
+                // Request/reply (the engine reads only the sizes, depths and counts).
+                AppKind::Redis => braid_apps::PerfKind::SendBw,
             },
             size: self.size.0,
             qps: self.qps,

@@ -7,6 +7,7 @@
 //! (`hostverbs`); scenarios, measurement and results on top.
 
 pub mod api;
+mod app_build;
 mod build;
 /// The applications live in `braid-apps` (verbs only, portable to real NICs).
 pub use braid_apps as apps;

@@ -76,6 +76,7 @@ pub fn perf_record(spec: &crate::config::AppSpec, src: u32, dst: u32) -> FlowRec
         AppKind::ReadBw => "read_bw",
         AppKind::WqeLat => "wqe_lat",
         AppKind::Kv => "kv",
+        AppKind::Redis => "redis",
     };
     FlowRecord {
         id: 0,

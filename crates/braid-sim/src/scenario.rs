@@ -297,6 +297,7 @@ impl Scenario {
                     "expected a size from 1 B up to the app's `size`",
                 ));
             }
+            self.validate_request_app(a, &p)?;
             if a.size.0 > u32::MAX as u64 && a.kind == AppKind::SendBw {
                 return Err(err(
                     format!("{p}.size"),
@@ -569,4 +570,89 @@ impl JsonSchema for TrafficEntry {
 pub fn json_schema() -> String {
     let schema = schemars::schema_for!(Scenario);
     serde_json::to_string_pretty(&schema).expect("schema serialises")
+}
+
+impl Scenario {
+    /// The keys of the request/reply applications (kv, redis): each only where it means something.
+    fn validate_request_app(
+        &self,
+        a: &crate::config::AppSpec,
+        p: &str,
+    ) -> Result<(), ScenarioError> {
+        use crate::config::AppMode;
+        let request_app = matches!(a.kind, AppKind::Kv | AppKind::Redis);
+        if a.mode.is_some() && !request_app {
+            return Err(err(
+                format!("{p}.mode"),
+                "only kv and redis apps have a mode (\"one-sided\" or \"two-sided\")",
+            ));
+        }
+        if a.mix.is_some() && a.kind != AppKind::Redis {
+            return Err(err(
+                format!("{p}.mix"),
+                "only redis apps have a command mix",
+            ));
+        }
+        if let Some(m) = a.mix {
+            if !m.mix().is_valid() {
+                return Err(err(
+                    format!("{p}.mix"),
+                    "expected non-negative weights, at least one positive (e.g. { set = 0.3, get = 0.6, ping = 0.1 })",
+                ));
+            }
+        }
+        if let Some(c) = a.chunk {
+            if a.kind != AppKind::Redis {
+                return Err(err(
+                    format!("{p}.chunk"),
+                    "only redis apps cut messages into chunks",
+                ));
+            }
+            let least = braid_apps::rpc::HDR + 1;
+            if c.0 < least || c.0 > u32::MAX as u64 {
+                return Err(err(
+                    format!("{p}.chunk"),
+                    format!("expected a size from {least} B (a header and a byte) to 4 GiB"),
+                ));
+            }
+        }
+        if a.verify {
+            let two_sided = a.kind == AppKind::Redis
+                || (a.kind == AppKind::Kv && a.mode == Some(AppMode::TwoSided));
+            if !two_sided {
+                return Err(err(
+                    format!("{p}.verify"),
+                    "only redis and two-sided kv apps check their values",
+                ));
+            }
+            // The DRUM agent and SHARE refuse tracked memory (their global buffer carries no
+            // bytes; docs/drum-agent.md).
+            for h in [a.src, a.dst] {
+                let stack = a
+                    .middleware
+                    .as_ref()
+                    .or_else(|| self.middleware.per_host.get(&h.to_string()))
+                    .unwrap_or(&self.middleware.default);
+                if let Some(m) = stack
+                    .iter()
+                    .find(|m| matches!(m.0.name(), "drum" | "share"))
+                {
+                    return Err(err(
+                        format!("{p}.verify"),
+                        format!(
+                            "host {h}'s {} middleware does not carry memory contents; expected verify = false there",
+                            m.0.name()
+                        ),
+                    ));
+                }
+            }
+            if a.size.0 > 64 << 20 {
+                return Err(err(
+                    format!("{p}.verify"),
+                    "checked values keep their bytes in memory: expected size up to 64 MiB with verify",
+                ));
+            }
+        }
+        Ok(())
+    }
 }
