@@ -120,6 +120,29 @@ pub fn table(world: &World, log: &FlowLog) -> Table {
         "lat_p99_us",
         Column::F64(rows.iter().map(|&(h, i)| lat(h, i, 0.99)).collect()),
     );
+    // Request apps (kv, redis) compare mean latencies and request rates (DRUM §V).
+    t.push(
+        "lat_mean_us",
+        Column::F64(
+            rows.iter()
+                .map(|&(h, i)| {
+                    rec(h, i)
+                        .filter(|f| !f.latencies.is_empty())
+                        .map_or(f64::NAN, |f| {
+                            f.latencies.iter().sum::<u64>() as f64 / f.latencies.len() as f64 / 1e6
+                        })
+                })
+                .collect(),
+        ),
+    );
+    t.push(
+        "lat_samples",
+        Column::F64(
+            rows.iter()
+                .map(|&(h, i)| rec(h, i).map_or(f64::NAN, |f| f.latencies.len() as f64))
+                .collect(),
+        ),
+    );
     t.push(
         "goodput_gbps",
         Column::F64(

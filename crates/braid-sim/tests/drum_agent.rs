@@ -240,8 +240,8 @@ fn print_matrix() {
 
 /// Scale: 64 hosts (leaf-spine 8 x 8, 4 spines), every host a client of 100 connections to the
 /// next host (a permutation) and a server of 100 from the previous one, all under the agent: 6,400
-/// connections, 64 agents, 1,280 shared QPs. Every connection's WRITEs complete, and the run is
-/// quick enough for CI (printed).
+/// connections, 64 agents, 1,280 shared QPs. Every connection's WRITEs complete; the wall time is
+/// printed, not asserted (docs/drum-agent.md reports it; `braid reproduce drum/scale` too).
 #[test]
 fn sixty_four_hosts_with_a_hundred_connections_each_under_the_agent() {
     let hosts = 64;
@@ -283,7 +283,6 @@ fn sixty_four_hosts_with_a_hundred_connections_each_under_the_agent() {
     };
     assert_eq!(col("drum_connections"), 200.0);
     assert_eq!(col("drum_pipes_ready"), 40.0);
-    assert!(wall.as_secs() < 60, "{wall:?}");
 }
 
 /// A bad agent parameter is one error naming its key.

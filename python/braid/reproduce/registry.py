@@ -21,6 +21,7 @@ MODULES = (
     "braid.reproduce.mp_rdma_scale",
     "braid.reproduce.drum",
     "braid.reproduce.drum_agent",
+    "braid.reproduce.drum_workloads",
     "braid.reproduce.perf",
     "braid.reproduce.perf_matrix",
     "braid.reproduce.partition",
