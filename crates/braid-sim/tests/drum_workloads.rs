@@ -9,9 +9,6 @@ mod common;
 use common::*;
 use serde_json::{json, Value};
 
-fn raw() -> Value {
-    json!(["raw"])
-}
 fn share() -> Value {
     json!(["share"])
 }
@@ -41,26 +38,21 @@ fn star(n: usize) -> Value {
     json!({"kind": "edges", "nodes": nodes, "switches": ["sw"], "links": links})
 }
 
-/// One application's measured latency (mean, µs), throughput (requests or WRs per second, in
-/// Kops over its measuring window) and bytes.
+/// One application's measured latency (mean, µs) and throughput (requests or WRs per second, in
+/// Kops over its measuring window).
 #[derive(Debug, Clone, Copy)]
 struct Perf {
     mean_us: f64,
-    p80_us: f64,
     kops: f64,
-    n: usize,
 }
 
 fn perf(f: &braid_sim::measure::FlowRecord, window_s: f64) -> Perf {
-    let mut l: Vec<u64> = f.latencies.clone();
+    let l = &f.latencies;
     assert!(!l.is_empty(), "no request of {} completed", f.kind);
-    l.sort();
     let n = l.len();
     Perf {
         mean_us: l.iter().sum::<u64>() as f64 / n as f64 / 1e6,
-        p80_us: l[((n as f64 * 0.8) as usize).min(n - 1)] as f64 / 1e6,
         kops: n as f64 / window_s / 1e3,
-        n,
     }
 }
 
