@@ -379,3 +379,17 @@ fn test_case_4_agent_cpu_against_connections() {
     assert!(r.1 + r.2 + r.3 < 0.30, "{r:?}");
     assert!(r.1 + r.2 > r.3, "{r:?}");
 }
+
+/// Test case 3 over the paper's whole client range (Figs. 13/14): `CLIENTS` (default
+/// 24,60,120,240,300,396), KV one-sided 95/5, RAW / SHARE / DRUM.
+#[test]
+#[ignore]
+fn print_test_case_3_clients() {
+    let list = std::env::var("CLIENTS").unwrap_or("24,60,120,240,300,396".into());
+    for c in list
+        .split(',')
+        .map(|s| s.trim().parse::<u32>().expect("a number"))
+    {
+        tc3_row("kv one-sided 95/5", c, &kv_one(0.95));
+    }
+}
