@@ -55,6 +55,9 @@ pub enum PerfKind {
     /// WRITEs whose every completion time (post to completion) is a latency sample: the
     /// per-WQE completion time of DRUM's test case 1 (signals every WR).
     WqeLat,
+    /// READs, one outstanding per QP, each one's post-to-completion time a latency sample
+    /// (perftest's read_lat: a READ's completion is its round trip).
+    ReadLat,
 }
 
 /// A perftest-like benchmark's parameters (perftest's flags: -s, -q, -t, -n, -D, --cq-mod).
@@ -350,6 +353,7 @@ pub struct PerfClient {
     failed: Vec<bool>,
     /// Which messages carry the synchronise flag (MP-RDMA §5.2.5).
     sync: Option<SyncDraw>,
+    qp_type: QpType,
 }
 
 impl PerfClient {
@@ -388,6 +392,7 @@ impl PerfClient {
             done: false,
             failed: vec![],
             sync,
+            qp_type: QpType::Rc,
         }
     }
 
@@ -398,7 +403,7 @@ impl PerfClient {
     fn post_one(&mut self, v: &mut dyn Verbs, i: usize) {
         let op = match self.spec.kind {
             PerfKind::WriteBw | PerfKind::WqeLat => SendOp::Write,
-            PerfKind::ReadBw => SendOp::Read,
+            PerfKind::ReadBw | PerfKind::ReadLat => SendOp::Read,
             PerfKind::SendBw => SendOp::Send,
             PerfKind::WriteLat => SendOp::WriteWithImm(self.posted[i] as u32),
         };
@@ -411,13 +416,24 @@ impl PerfClient {
         // perftest --cq-mod: only every n-th WR asks for a completion.
         wr.signaled = (self.posted[i] + 1) % self.spec.cq_mod as u64 == 0
             || self.posted[i] + 1 == self.target
-            || self.spec.kind == PerfKind::WqeLat;
+            || self.per_wr();
         if v.post_send(self.qps[i], wr).is_ok() {
             self.posted[i] += 1;
-            if self.spec.kind == PerfKind::WqeLat {
+            if self.per_wr() {
                 self.sent_at[i].push_back(v.now());
             }
         }
+    }
+
+    /// Every WR is signaled and timed (wqe_lat, read_lat).
+    fn per_wr(&self) -> bool {
+        matches!(self.spec.kind, PerfKind::WqeLat | PerfKind::ReadLat)
+    }
+
+    /// The QPs' transport (RC by default; UC for WRITE and SEND tests, as perftest's `-c UC`).
+    pub fn with_qp_type(mut self, t: QpType) -> Self {
+        self.qp_type = t;
+        self
     }
 
     fn may_post(&self, i: usize, now: u64) -> bool {
@@ -448,12 +464,13 @@ impl App for PerfClient {
                 priority: self.spec.priority,
                 conn0: self.conn0,
                 flow: self.flow,
+                qp_type: self.qp_type,
             },
             &self.log,
             &self.rdv,
         );
         (self.cq, self.lkey, self.qps) = (ends.cq, ends.lkey, ends.qps);
-        if self.spec.kind == PerfKind::ReadBw {
+        if matches!(self.spec.kind, PerfKind::ReadBw | PerfKind::ReadLat) {
             for &qp in &self.qps {
                 self.log
                     .borrow_mut()
@@ -538,7 +555,7 @@ impl App for PerfClient {
                             }
                         }
                         (PerfKind::WriteLat, _) => {}
-                        (PerfKind::WqeLat, _) => {
+                        (PerfKind::WqeLat | PerfKind::ReadLat, _) => {
                             self.completed[i] += 1;
                             if let Some(t) = self.sent_at[i].pop_front() {
                                 let mut log = self.log.borrow_mut();
@@ -583,6 +600,7 @@ pub(crate) struct ClientSlots {
     pub priority: Option<u8>,
     pub conn0: u32,
     pub flow: u32,
+    pub qp_type: QpType,
 }
 
 /// A client's ends: its armed CQ, the lkey of the one MR over its slots, its RC QPs.
@@ -611,6 +629,7 @@ pub(crate) fn open_client(
         let qp = v
             .create_qp(&QpInit {
                 priority: c.priority,
+                qp_type: c.qp_type,
                 ..QpInit::rc(cq)
             })
             .expect("create QP");
@@ -648,6 +667,7 @@ pub struct PerfServer {
     qps: Vec<QpNum>,
     remote: Vec<Endpoint>,
     seq: u64,
+    qp_type: QpType,
 }
 
 impl PerfServer {
@@ -670,7 +690,14 @@ impl PerfServer {
             qps: vec![],
             remote: vec![],
             seq: 0,
+            qp_type: QpType::Rc,
         }
+    }
+
+    /// The QPs' transport (RC by default; UC for WRITE and SEND tests).
+    pub fn with_qp_type(mut self, t: QpType) -> Self {
+        self.qp_type = t;
+        self
     }
 
     fn post_recvs(&mut self, v: &mut dyn Verbs, i: usize, n: u32) {
@@ -702,6 +729,7 @@ impl App for PerfServer {
             let qp = v
                 .create_qp(&QpInit {
                     priority: self.spec.priority,
+                    qp_type: self.qp_type,
                     ..QpInit::rc(cq)
                 })
                 .expect("create QP");
@@ -716,7 +744,7 @@ impl App for PerfServer {
                     rkey: mr.rkey,
                 },
             );
-            if self.spec.kind != PerfKind::ReadBw {
+            if !matches!(self.spec.kind, PerfKind::ReadBw | PerfKind::ReadLat) {
                 self.log
                     .borrow_mut()
                     .receiving_qp(self.flow, v.local_host(), qp);
@@ -814,6 +842,10 @@ mod tests {
     }
 
     fn run(kind: PerfKind, size: u64, iterations: u64) -> Log {
+        run_on(kind, size, iterations, QpType::Rc)
+    }
+
+    fn run_on(kind: PerfKind, size: u64, iterations: u64, t: QpType) -> Log {
         let log = Rc::new(RefCell::new(Log::default()));
         let meter: SharedMeter = log.clone();
         let rdv = braid_verbs::rendezvous::board();
@@ -832,19 +864,15 @@ mod tests {
         let h = net.hosts();
         net.add_tenant(
             h[1],
-            Box::new(PerfServer::new(
-                spec.clone(),
-                0,
-                0,
-                meter.clone(),
-                rdv.clone(),
-                1 << 40,
-            )),
+            Box::new(
+                PerfServer::new(spec.clone(), 0, 0, meter.clone(), rdv.clone(), 1 << 40)
+                    .with_qp_type(t),
+            ),
             vec![],
         );
         net.add_tenant(
             h[0],
-            Box::new(PerfClient::new(spec, 0, 0, meter, rdv, 1 << 40, None)),
+            Box::new(PerfClient::new(spec, 0, 0, meter, rdv, 1 << 40, None).with_qp_type(t)),
             vec![],
         );
         net.run();
@@ -918,9 +946,23 @@ mod tests {
         assert_eq!(l.lat.len(), 2 * 25);
         assert_eq!(l.bytes, 2 * 25 * 32);
         assert!(l.lat.iter().all(|&x| x >= 4_000_000), "{:?}", &l.lat[..4]);
+        // read_lat: every READ's round trip, bytes read back.
+        let l = run(PerfKind::ReadLat, 64, 10);
+        assert_eq!(l.lat.len(), 2 * 10);
+        assert_eq!(l.bytes, 2 * 10 * 64);
+        assert!(l.lat.iter().all(|&x| x >= 4_000_000), "{:?}", &l.lat[..4]);
         let l = run(PerfKind::WriteLat, 16, 20);
         assert_eq!(l.lat.len(), 2 * 20);
         // Two one-way latencies of the fake (2 µs each) per round trip, at least.
         assert!(l.lat.iter().all(|&x| x >= 4_000_000), "{:?}", &l.lat[..4]);
+    }
+
+    #[test]
+    fn uc_qps_carry_write_and_send_tests() {
+        for kind in [PerfKind::WriteBw, PerfKind::SendBw, PerfKind::WriteLat] {
+            let l = run_on(kind, 4096, 20, QpType::Uc);
+            assert_eq!(l.bytes, 2 * 20 * 4096, "{kind:?}");
+            assert!(l.finished.is_some(), "{kind:?}");
+        }
     }
 }

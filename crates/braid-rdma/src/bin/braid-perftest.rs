@@ -5,7 +5,7 @@
 
 use std::process::exit;
 
-const USAGE: &str = "usage: braid-perftest write_bw|write_lat|send_bw|read_bw|read_lat [-d DEV] [-x GID_INDEX] [-s BYTES] [-n ITERS] [-D SECONDS] [-q QPS] [-t TX_DEPTH] [-c RC] [-p PORT] [--busy-poll] [--report_gbits] [--middleware NAME[:KEY=VALUE...][,NAME...]] [--verify] [--json] [SERVER_ADDR]";
+const USAGE: &str = "usage: braid-perftest write_bw|write_lat|send_bw|read_bw|read_lat [-d DEV] [-x GID_INDEX] [-s BYTES] [-n ITERS] [-D SECONDS] [-q QPS] [-t TX_DEPTH] [-c RC|UC] [-p PORT] [--busy-poll] [--report_gbits] [--middleware NAME[:KEY=VALUE...][,NAME...]] [--verify] [--json] [SERVER_ADDR]";
 
 #[derive(Debug, Clone)]
 pub struct Opts {
@@ -23,6 +23,7 @@ pub struct Opts {
     json: bool,
     busy_poll: bool,
     verify: bool,
+    uc: bool,
     server: Option<String>,
 }
 
@@ -48,6 +49,7 @@ fn parse(args: &[String]) -> Opts {
         json: false,
         busy_poll: false,
         verify: false,
+        uc: false,
         server: None,
     };
     let mut i = 0;
@@ -79,9 +81,11 @@ fn parse(args: &[String]) -> Opts {
             "-t" | "--tx-depth" => o.tx_depth = num("-t", v, "a send queue depth (1 or more)"),
             "-p" | "--port" => o.port = num("-p", v, "a TCP port"),
             "-c" | "--connection" => {
-                let c = v.map(String::as_str).unwrap_or("");
-                if c != "RC" {
-                    bad(format!("-c {c:?}: braid-perftest runs RC only (its applications create RC QPs); UC and UD are not supported yet"));
+                match v.map(String::as_str).unwrap_or("") {
+                    "RC" => o.uc = false,
+                    "UC" => o.uc = true,
+                    "UD" => bad("-c UD: braid-perftest has no UD tests yet (perftest runs send_bw/send_lat over UD); use RC or UC".into()),
+                    c => bad(format!("-c expects RC, UC or UD, got {c:?}")),
                 }
             }
             "--middleware" => {
@@ -125,10 +129,17 @@ fn parse(args: &[String]) -> Opts {
         i += took;
     }
     match o.test.as_str() {
-        "write_bw" | "write_lat" | "send_bw" | "read_bw" => {}
-        "read_lat" => bad("read_lat is not implemented yet (braid's perftest applications have no READ latency test)".into()),
+        "write_bw" | "write_lat" | "send_bw" | "read_bw" | "read_lat" => {}
         "" => bad("no test given".into()),
-        t => bad(format!("unknown test {t:?} (expected write_bw, write_lat, send_bw, read_bw or read_lat)")),
+        t => bad(format!(
+            "unknown test {t:?} (expected write_bw, write_lat, send_bw, read_bw or read_lat)"
+        )),
+    }
+    if o.uc && o.test.starts_with("read") {
+        bad(format!(
+            "-c UC: {} needs RC (UC has no RDMA READ); UC runs write_bw, write_lat and send_bw",
+            o.test
+        ));
     }
     if o.qps == 0 || o.tx_depth == 0 || o.size == 0 {
         bad("-q, -t and -s must be at least 1".into());
@@ -203,9 +214,13 @@ mod run {
             "write_bw" => PerfKind::WriteBw,
             "write_lat" => PerfKind::WriteLat,
             "send_bw" => PerfKind::SendBw,
+            "read_lat" => PerfKind::ReadLat,
             _ => PerfKind::ReadBw,
         };
-        let lat = kind == PerfKind::WriteLat;
+        let lat = matches!(kind, PerfKind::WriteLat | PerfKind::ReadLat);
+        // perftest reports half the round trip for WRITE latency, the whole one for READ.
+        let lat_div = if kind == PerfKind::ReadLat { 1e6 } else { 2e6 };
+        let qp_type = if o.uc { QpType::Uc } else { QpType::Rc };
         let spec = PerfSpec {
             kind,
             size: o.size,
@@ -267,27 +282,25 @@ mod run {
         host.set_agent(ctx.take_agents());
         let board = Rc::new(RefCell::new(TcpBoard::default()));
         let log = Rc::new(RefCell::new(Log::default()));
-        let settings = format!("{} {} {} {}", o.test, o.size, o.qps, o.middleware.join(","));
+        let settings = format!(
+            "{} {} {} {} {}",
+            o.test,
+            o.size,
+            o.qps,
+            if o.uc { "UC" } else { "RC" },
+            o.middleware.join(",")
+        );
         let is_client = o.server.is_some();
         let app: Box<dyn App> = if is_client {
-            Box::new(PerfClient::new(
-                spec.clone(),
-                0,
-                0,
-                log.clone(),
-                board.clone(),
-                BASE,
-                None,
-            ))
+            Box::new(
+                PerfClient::new(spec.clone(), 0, 0, log.clone(), board.clone(), BASE, None)
+                    .with_qp_type(qp_type),
+            )
         } else {
-            Box::new(PerfServer::new(
-                spec.clone(),
-                0,
-                0,
-                log.clone(),
-                board.clone(),
-                BASE,
-            ))
+            Box::new(
+                PerfServer::new(spec.clone(), 0, 0, log.clone(), board.clone(), BASE)
+                    .with_qp_type(qp_type),
+            )
         };
         host.add_app(app, layers);
         let mut oob = match &o.server {
@@ -306,7 +319,7 @@ mod run {
         // The data's source (the client, or the server for READ) fills its slots with a
         // pattern, for --verify.
         let region = o.size * o.qps as u64;
-        let source = is_client != (kind == PerfKind::ReadBw);
+        let source = is_client != matches!(kind, PerfKind::ReadBw | PerfKind::ReadLat);
         if o.verify && source {
             if let Err(e) = host.nic.write_local(1, BASE, &pattern(region)) {
                 return fail(format!("--verify: cannot fill the source buffer: {e}"));
@@ -323,12 +336,12 @@ mod run {
             Err(e) => return fail(format!("endpoint exchange: {e}")),
         };
         let (mine_t, their_t) = (
-            settings.split(' ').take(3).collect::<Vec<_>>(),
-            theirs.split(' ').take(3).collect::<Vec<_>>(),
+            settings.split(' ').take(4).collect::<Vec<_>>(),
+            theirs.split(' ').take(4).collect::<Vec<_>>(),
         );
         if mine_t != their_t {
             return fail(format!(
-                "the peer runs {theirs:?}, this side {settings:?}: test, size and QPs must match"
+                "the peer runs {theirs:?}, this side {settings:?}: test, size, QPs and connection type must match"
             ));
         }
         let limit = Duration::from_secs(o.duration_s.unwrap_or(0) + 600);
@@ -397,7 +410,7 @@ mod run {
             }
             j["counters"] = c.into();
             if lat {
-                let mut v: Vec<f64> = l.lat.iter().map(|&p| p as f64 / 2e6).collect();
+                let mut v: Vec<f64> = l.lat.iter().map(|&p| p as f64 / lat_div).collect();
                 v.sort_by(f64::total_cmp);
                 j["t_avg_usec"] = (v.iter().sum::<f64>() / v.len().max(1) as f64).into();
                 j["t_min_usec"] = v.first().copied().unwrap_or(0.0).into();
@@ -412,7 +425,7 @@ mod run {
         header(o, &dev, gid, mtu);
         if lat {
             // perftest reports half the round trip.
-            let mut v: Vec<f64> = l.lat.iter().map(|&p| p as f64 / 2e6).collect();
+            let mut v: Vec<f64> = l.lat.iter().map(|&p| p as f64 / lat_div).collect();
             v.sort_by(f64::total_cmp);
             let n = v.len().max(1);
             let avg = v.iter().sum::<f64>() / n as f64;
@@ -518,13 +531,21 @@ mod run {
             "write_bw" => "RDMA_Write BW Test",
             "write_lat" => "RDMA_Write Latency Test",
             "send_bw" => "Send BW Test",
+            "read_lat" => "RDMA_Read Latency Test",
             _ => "RDMA_Read BW Test",
         };
         println!("{LINE}");
         println!("                    {title} (braid)");
         println!(" Number of qps   : {}\t\tTransport type : IB", o.qps);
-        println!(" Connection type : RC\t\tDevice         : {dev}");
-        let depth = if o.test == "write_lat" { 1 } else { o.tx_depth };
+        println!(
+            " Connection type : {}\t\tDevice         : {dev}",
+            if o.uc { "UC" } else { "RC" }
+        );
+        let depth = if o.test.ends_with("_lat") {
+            1
+        } else {
+            o.tx_depth
+        };
         println!(" TX depth        : {depth}");
         println!(" Mtu             : {mtu}[B]");
         println!(" Link type       : Ethernet");
