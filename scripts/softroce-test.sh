@@ -55,7 +55,7 @@ case $PROFILE in dev) TDIR=target/debug ;; *) TDIR=target/$PROFILE ;; esac
 IR=$WORK/initramfs
 rm -rf "$IR" && mkdir -p "$IR"/{bin,sbin,etc,proc,sys,dev,tmp,lib,lib64,usr/lib/x86_64-linux-gnu,modules}
 cp /bin/busybox "$IR/bin/busybox"
-for a in sh mount mkdir cat echo sleep dd grep ls printf head tail date seq true false awk sed tr cut wc ln timeout; do ln -sf busybox "$IR/bin/$a"; done
+for a in sh mount mkdir cat echo sleep dd grep ls printf head tail date seq true false awk sed tr cut wc ln timeout ping; do ln -sf busybox "$IR/bin/$a"; done
 copy_with_libs() {
     local f=$1 dest=$2
     cp -L "$f" "$IR/$dest"
@@ -72,6 +72,7 @@ ln -sf ../bin/kmod "$IR/sbin/insmod"
 copy_with_libs "$(command -v ib_write_bw)" bin/ib_write_bw
 copy_with_libs "$(command -v ib_write_lat)" bin/ib_write_lat
 copy_with_libs "$(command -v ib_read_lat)" bin/ib_read_lat
+copy_with_libs "$(command -v ib_send_bw)" bin/ib_send_bw
 copy_with_libs "$ROOT/$TDIR/braid-conformance" bin/braid-conformance
 copy_with_libs "$ROOT/$TDIR/braid-perftest" bin/braid-perftest
 strip --strip-debug "$IR/bin/braid-conformance" "$IR/bin/braid-perftest"
@@ -144,15 +145,31 @@ if [ -n "$role" ]; then
     tests=$(cat /two-tests 2>/dev/null || echo "perftest partition agents")
     rc=0
     srv=10.0.1.1
+    if [ "$role" = client ]; then
+        # The guests boot independently: wait until the server's host answers on both paths.
+        for a in 10.0.1.2 10.0.2.2; do
+            n=0; until ping -c 1 -W 1 -I $a $srv > /dev/null 2>&1; do n=$((n + 1)); [ $n -ge 90 ] && break; done
+            echo "guest: $a reaches $srv after $n failed pings"
+        done
+    fi
+    # Each test pair has its own TCP port (and the next one, for the agents' board), so a side
+    # that runs ahead can never meet the other side's previous test.
+    port=18515
     run() { # NAME BRAID?(0/1) CMD... : server runs CMD, client CMD + server address
         name=$1; counted=$2; shift 2
+        port=$((port + 2))
         if [ "$role" = server ]; then
             echo "=== $name (server)"
-            timeout 240 "$@" > /tmp/out.txt 2>&1 || { cat /tmp/out.txt; echo "guest: $name server failed"; [ $counted = 1 ] && rc=1; }
+            timeout 240 "$@" -p $port > /tmp/out.txt 2>&1 || { cat /tmp/out.txt; echo "guest: $name server failed"; [ $counted = 1 ] && rc=1; }
         else
-            sleep 3
+            sleep 2
             echo "=== $name (client, two guests)"
-            timeout 240 "$@" $srv > /tmp/out.txt 2>&1; r=$?
+            # braid-perftest retries its connection; perftest's tools do not: retry them here.
+            for try in 1 2 3 4 5 6 7 8 9 10; do
+                timeout 240 "$@" -p $port $srv > /tmp/out.txt 2>&1; r=$?
+                [ $r != 0 ] && grep -q "Couldn't connect" /tmp/out.txt && { sleep 2; continue; }
+                break
+            done
             cat /tmp/out.txt
             [ $r = 0 ] || { echo "guest: $name client failed"; [ $counted = 1 ] && rc=1; }
         fi
@@ -260,6 +277,8 @@ pair "ib_read_lat" ib_read_lat -d rxe0 -x 1 -s 64 -n 300 -- ib_read_lat -d rxe0 
 pair "braid-perftest read_lat --busy-poll" braid-perftest read_lat -d rxe0 -x 1 -s 64 -n 300 --busy-poll -- braid-perftest read_lat -d rxe0 -x 1 -s 64 -n 300 --busy-poll 10.0.0.1
 pair "ib_write_bw -c UC" ib_write_bw -d rxe0 -x 1 -c UC -s 65536 -n 300 --report_gbits -- ib_write_bw -d rxe0 -x 1 -c UC -s 65536 -n 300 --report_gbits 10.0.0.1
 pair "braid-perftest write_bw -c UC --verify" braid-perftest write_bw -d rxe0 -x 1 -c UC -s 65536 -n 300 --verify -- braid-perftest write_bw -d rxe0 -x 1 -c UC -s 65536 -n 300 --verify --report_gbits 10.0.0.1
+pair "ib_send_bw -c UD" ib_send_bw -d rxe0 -x 1 -c UD -s 1024 -n 300 --report_gbits -- ib_send_bw -d rxe0 -x 1 -c UD -s 1024 -n 300 --report_gbits 10.0.0.1
+pair "braid-perftest send_bw -c UD" braid-perftest send_bw -d rxe0 -x 1 -c UD -s 1024 -n 300 -- braid-perftest send_bw -d rxe0 -x 1 -c UD -s 1024 -n 300 --report_gbits 10.0.0.1
 pair "braid-perftest write_bw -s 65536 --busy-poll" braid-perftest write_bw -d rxe0 -x 1 -s 65536 -n 500 --busy-poll -- braid-perftest write_bw -d rxe0 -x 1 -s 65536 -n 500 --busy-poll --report_gbits 10.0.0.1
 if [ -x /bin/extra-tests ]; then /bin/extra-tests || rc=1; fi
 exit_with $rc

@@ -411,6 +411,10 @@ impl PerfClient {
         let mut wr = SendWr::new(i as u64, op, sges(addr, self.size(), self.lkey));
         wr.remote_addr = self.remote[i].addr;
         wr.rkey = self.remote[i].rkey;
+        if self.qp_type == QpType::Ud {
+            // UD (send_bw only): every SEND names its destination.
+            wr.ud_dest = Some(self.remote[i].remote());
+        }
         // A fraction of the stream is flagged synchronise (MP-RDMA §5.2.5).
         wr.fence = self.sync.as_mut().is_some_and(|d| d());
         // perftest --cq-mod: only every n-th WR asks for a completion.
@@ -430,7 +434,8 @@ impl PerfClient {
         matches!(self.spec.kind, PerfKind::WqeLat | PerfKind::ReadLat)
     }
 
-    /// The QPs' transport (RC by default; UC for WRITE and SEND tests, as perftest's `-c UC`).
+    /// The QPs' transport (RC by default; UC for WRITE and SEND tests, as perftest's `-c UC`;
+    /// UD for send_bw, messages up to the MTU).
     pub fn with_qp_type(mut self, t: QpType) -> Self {
         self.qp_type = t;
         self
@@ -958,11 +963,14 @@ mod tests {
     }
 
     #[test]
-    fn uc_qps_carry_write_and_send_tests() {
+    fn uc_qps_carry_write_and_send_tests_and_ud_qps_send_bw() {
         for kind in [PerfKind::WriteBw, PerfKind::SendBw, PerfKind::WriteLat] {
             let l = run_on(kind, 4096, 20, QpType::Uc);
             assert_eq!(l.bytes, 2 * 20 * 4096, "{kind:?}");
             assert!(l.finished.is_some(), "{kind:?}");
         }
+        let l = run_on(PerfKind::SendBw, 512, 20, QpType::Ud);
+        assert_eq!(l.bytes, 2 * 20 * 512);
+        assert!(l.finished.is_some());
     }
 }

@@ -5,7 +5,7 @@
 
 use std::process::exit;
 
-const USAGE: &str = "usage: braid-perftest write_bw|write_lat|send_bw|read_bw|read_lat [-d DEV] [-x GID_INDEX] [-s BYTES] [-n ITERS] [-D SECONDS] [-q QPS] [-t TX_DEPTH] [-c RC|UC] [-p PORT] [--busy-poll] [--report_gbits] [--middleware NAME[:KEY=VALUE...][,NAME...]] [--verify] [--json] [SERVER_ADDR]";
+const USAGE: &str = "usage: braid-perftest write_bw|write_lat|send_bw|read_bw|read_lat [-d DEV] [-x GID_INDEX] [-s BYTES] [-n ITERS] [-D SECONDS] [-q QPS] [-t TX_DEPTH] [-c RC|UC|UD] [-p PORT] [--busy-poll] [--report_gbits] [--middleware NAME[:KEY=VALUE...][,NAME...]] [--verify] [--json] [SERVER_ADDR]";
 
 #[derive(Debug, Clone)]
 pub struct Opts {
@@ -24,6 +24,7 @@ pub struct Opts {
     busy_poll: bool,
     verify: bool,
     uc: bool,
+    ud: bool,
     server: Option<String>,
 }
 
@@ -50,6 +51,7 @@ fn parse(args: &[String]) -> Opts {
         busy_poll: false,
         verify: false,
         uc: false,
+        ud: false,
         server: None,
     };
     let mut i = 0;
@@ -82,9 +84,9 @@ fn parse(args: &[String]) -> Opts {
             "-p" | "--port" => o.port = num("-p", v, "a TCP port"),
             "-c" | "--connection" => {
                 match v.map(String::as_str).unwrap_or("") {
-                    "RC" => o.uc = false,
-                    "UC" => o.uc = true,
-                    "UD" => bad("-c UD: braid-perftest has no UD tests yet (perftest runs send_bw/send_lat over UD); use RC or UC".into()),
+                    "RC" => (o.uc, o.ud) = (false, false),
+                    "UC" => (o.uc, o.ud) = (true, false),
+                    "UD" => (o.uc, o.ud) = (false, true),
                     c => bad(format!("-c expects RC, UC or UD, got {c:?}")),
                 }
             }
@@ -138,6 +140,12 @@ fn parse(args: &[String]) -> Opts {
     if o.uc && o.test.starts_with("read") {
         bad(format!(
             "-c UC: {} needs RC (UC has no RDMA READ); UC runs write_bw, write_lat and send_bw",
+            o.test
+        ));
+    }
+    if o.ud && o.test != "send_bw" {
+        bad(format!(
+            "-c UD: {} needs a connected QP; UD runs send_bw (perftest's send_lat has no braid counterpart yet)",
             o.test
         ));
     }
@@ -220,7 +228,11 @@ mod run {
         let lat = matches!(kind, PerfKind::WriteLat | PerfKind::ReadLat);
         // perftest reports half the round trip for WRITE latency, the whole one for READ.
         let lat_div = if kind == PerfKind::ReadLat { 1e6 } else { 2e6 };
-        let qp_type = if o.uc { QpType::Uc } else { QpType::Rc };
+        let qp_type = match (o.uc, o.ud) {
+            (true, _) => QpType::Uc,
+            (_, true) => QpType::Ud,
+            _ => QpType::Rc,
+        };
         let spec = PerfSpec {
             kind,
             size: o.size,
@@ -241,6 +253,10 @@ mod run {
             Err(e) => return fail(e.to_string()),
         };
         let (dev, gid, mtu) = (nic.name().to_string(), nic.gid_index(), nic.caps().mtu);
+        if o.ud && o.size > mtu as u64 {
+            eprintln!("braid-perftest: -s {}: a UD message must fit in one packet (the MTU of {dev} is {mtu} B)", o.size);
+            return 2;
+        }
         let mut host = Host::new(nic);
         let wait = Duration::from_secs(60);
         // Completion events by default; --busy-poll spins on the completion channel instead.
@@ -287,7 +303,7 @@ mod run {
             o.test,
             o.size,
             o.qps,
-            if o.uc { "UC" } else { "RC" },
+            conn_type(o),
             o.middleware.join(",")
         );
         let is_client = o.server.is_some();
@@ -522,6 +538,14 @@ mod run {
         m.into()
     }
 
+    fn conn_type(o: &Opts) -> &'static str {
+        match (o.uc, o.ud) {
+            (true, _) => "UC",
+            (_, true) => "UD",
+            _ => "RC",
+        }
+    }
+
     fn oob_ready(o: &mut Oob) -> bool {
         o.ready()
     }
@@ -539,7 +563,7 @@ mod run {
         println!(" Number of qps   : {}\t\tTransport type : IB", o.qps);
         println!(
             " Connection type : {}\t\tDevice         : {dev}",
-            if o.uc { "UC" } else { "RC" }
+            conn_type(o)
         );
         let depth = if o.test.ends_with("_lat") {
             1
