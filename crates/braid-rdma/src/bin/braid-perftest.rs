@@ -82,14 +82,12 @@ fn parse(args: &[String]) -> Opts {
             "-q" | "--qp" => o.qps = num("-q", v, "a number of QPs (1 or more)"),
             "-t" | "--tx-depth" => o.tx_depth = num("-t", v, "a send queue depth (1 or more)"),
             "-p" | "--port" => o.port = num("-p", v, "a TCP port"),
-            "-c" | "--connection" => {
-                match v.map(String::as_str).unwrap_or("") {
-                    "RC" => (o.uc, o.ud) = (false, false),
-                    "UC" => (o.uc, o.ud) = (true, false),
-                    "UD" => (o.uc, o.ud) = (false, true),
-                    c => bad(format!("-c expects RC, UC or UD, got {c:?}")),
-                }
-            }
+            "-c" | "--connection" => match v.map(String::as_str).unwrap_or("") {
+                "RC" => (o.uc, o.ud) = (false, false),
+                "UC" => (o.uc, o.ud) = (true, false),
+                "UD" => (o.uc, o.ud) = (false, true),
+                c => bad(format!("-c expects RC, UC or UD, got {c:?}")),
+            },
             "--middleware" => {
                 o.middleware = v
                     .unwrap_or_else(|| bad("--middleware expects NAME[,NAME]".into()))
@@ -344,7 +342,10 @@ mod run {
         // What the layers published while starting is on the peer's board before it connects.
         if let Some(b) = &barrier {
             if !b.barrier(1, wait) {
-                return fail("the peer's agents' board did not answer".into());
+                return fail(
+                    "the peer's agents' board did not answer (does the peer run with --middleware too?)"
+                        .into(),
+                );
             }
         }
         let theirs = match oob.exchange(&mut board.borrow_mut(), &settings) {
