@@ -8,6 +8,8 @@
 # Env:   SOFTROCE_DIR   work directory (default target/softroce)
 #        SOFTROCE_TIMEOUT  seconds before the guest is killed (default 480)
 #        BRAID_PROFILE  cargo profile of the braid binaries (default dev)
+#        SOFTROCE_QUICK=1 (conformance only, one guest), SOFTROCE_TWO_GUESTS=0 (skip the
+#        two-guest stage), SOFTROCE_TWO_ONLY=1 (only the two-guest stage)
 # Needs root (or sudo) for apt-get the first time; everything comes from Debian's archive.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -53,7 +55,7 @@ case $PROFILE in dev) TDIR=target/debug ;; *) TDIR=target/$PROFILE ;; esac
 IR=$WORK/initramfs
 rm -rf "$IR" && mkdir -p "$IR"/{bin,sbin,etc,proc,sys,dev,tmp,lib,lib64,usr/lib/x86_64-linux-gnu,modules}
 cp /bin/busybox "$IR/bin/busybox"
-for a in sh mount mkdir cat echo sleep dd grep ls printf head tail date seq true false; do ln -sf busybox "$IR/bin/$a"; done
+for a in sh mount mkdir cat echo sleep dd grep ls printf head tail date seq true false awk sed tr cut wc ln timeout ping; do ln -sf busybox "$IR/bin/$a"; done
 copy_with_libs() {
     local f=$1 dest=$2
     cp -L "$f" "$IR/$dest"
@@ -64,10 +66,13 @@ copy_with_libs() {
 # busybox sh prefers its own applets: iproute2's ip (veth) and kmod's insmod go by full path.
 copy_with_libs "$(command -v ip)" sbin/ip
 copy_with_libs "$(command -v rdma)" bin/rdma
+copy_with_libs "$(command -v tc)" sbin/tc
 copy_with_libs "$(command -v kmod)" bin/kmod
 ln -sf ../bin/kmod "$IR/sbin/insmod"
 copy_with_libs "$(command -v ib_write_bw)" bin/ib_write_bw
 copy_with_libs "$(command -v ib_write_lat)" bin/ib_write_lat
+copy_with_libs "$(command -v ib_read_lat)" bin/ib_read_lat
+copy_with_libs "$(command -v ib_send_bw)" bin/ib_send_bw
 copy_with_libs "$ROOT/$TDIR/braid-conformance" bin/braid-conformance
 copy_with_libs "$ROOT/$TDIR/braid-perftest" bin/braid-perftest
 strip --strip-debug "$IR/bin/braid-conformance" "$IR/bin/braid-perftest"
@@ -80,7 +85,7 @@ cp /etc/libibverbs.d/rxe.driver "$IR/etc/libibverbs.d/"
 cp -L "$(gcc -print-file-name=libgcc_s.so.1 2>/dev/null || echo /lib/x86_64-linux-gnu/libgcc_s.so.1)" "$IR/lib/" 2>/dev/null || cp -L /lib/x86_64-linux-gnu/libgcc_s.so.1 "$IR/lib/"
 # Kernel modules in dependency order.
 : > "$IR/modules/order"
-for m in crc32_generic configfs veth virtio_pci virtio_net ib_uverbs rdma_ucm rdma_rxe; do
+for m in crc32_generic configfs veth virtio_pci virtio_net ib_uverbs rdma_ucm rdma_rxe sch_netem; do
     modprobe -d "$KROOT" -S "$KVER" --show-depends "$m" 2>/dev/null | awk '$1=="insmod"{print $2}' | while read -r ko; do
         b=$(basename "$ko")
         grep -qx "$b" "$IR/modules/order" || { cp "$ko" "$IR/modules/$b"; echo "$b" >> "$IR/modules/order"; }
@@ -102,27 +107,124 @@ exit_with() { # isa-debug-exit: QEMU exits with (value << 1) | 1.
 }
 role=$(sed -n 's/.*braid_role=\([a-z]*\).*/\1/p' /proc/cmdline)
 if [ -n "$role" ]; then
-    # Two guests joined by a socket-backed link: a real network between two hosts.
-    if [ "$role" = server ]; then me=10.0.1.1; else me=10.0.1.2; fi
-    /sbin/ip addr add $me/24 dev eth0; /sbin/ip link set eth0 up
-    rdma link add rxe0 type rxe netdev eth0
+    # Two guests joined by two socket-backed links: a real two-path network. Each guest is a
+    # host whose NIC (rxe0 on the veth r0, addresses 10.0.1.H and 10.0.2.H) sits behind a small
+    # router (network namespace rt: r1, eth0 = link 1, eth1 = link 2). The router picks the link
+    # by address: 10.0.2.x traffic (from or to) takes link 2, the rest link 1, so the GID index a
+    # QP sends from chooses its path (rxe derives the UDP source port from the QP number: there
+    # is no ECMP to steer).
+    if [ "$role" = server ]; then h=1; p=2; else h=2; p=1; fi
+    mkdir -p /run /var; ln -s /run /var/run; mount -t tmpfs run /run
+    /sbin/ip netns add rt
+    R="/sbin/ip -n rt"
+    /sbin/ip link add r0 address 02:00:00:00:0$h:01 type veth peer name r1 address 02:00:00:00:0$h:02
+    /sbin/ip link set r1 netns rt; /sbin/ip link set eth0 netns rt; /sbin/ip link set eth1 netns rt
+    /sbin/ip addr add 10.0.1.$h/32 dev r0; /sbin/ip addr add 10.0.2.$h/32 dev r0
+    /sbin/ip link set r0 up
+    /sbin/ip route add default dev r0
+    for a in 10.0.1.$p 10.0.2.$p; do /sbin/ip neigh add $a lladdr 02:00:00:00:0$h:02 dev r0 nud permanent; done
+    for d in lo r1 eth0 eth1; do $R link set $d up; done
+    $R addr add 172.16.1.$h/24 dev eth0; $R addr add 172.16.2.$h/24 dev eth1
+    for a in 10.0.1.$h 10.0.2.$h; do $R route add $a/32 dev r1; $R neigh add $a lladdr 02:00:00:00:0$h:01 dev r1 nud permanent; done
+    $R route add 10.0.1.$p/32 via 172.16.1.$p dev eth0
+    $R route add 10.0.2.$p/32 via 172.16.2.$p dev eth1
+    $R route add 10.0.1.$p/32 via 172.16.2.$p dev eth1 table 2
+    $R rule add pref 100 from 10.0.2.$h lookup 2
+    /sbin/ip netns exec rt /bin/sh -c 'echo 1 > /proc/sys/net/ipv4/ip_forward'
+    rdma link add rxe0 type rxe netdev r0
     sleep 1
-    echo "guest $role: $(rdma link show | tr '\n' ' ')"
-    rc=0
-    for s in 4096 65536; do
-        for t in ib_write_bw braid-perftest; do
-            # ib_write_bw is the reference: its failures (TCG clock check) are noted, not counted.
-            if [ $t = ib_write_bw ]; then cmd="ib_write_bw"; bad=0; else cmd="braid-perftest write_bw"; bad=1; fi
-            if [ "$role" = server ]; then
-                echo "=== $t -s $s (server)"
-                $cmd -d rxe0 -x 1 -s $s -n 500 --report_gbits > /tmp/out.txt 2>&1 || { cat /tmp/out.txt; echo "guest: $t server failed"; [ $bad = 1 ] && rc=1; }
-            else
-                sleep 3
-                echo "=== $t -s $s (client, two guests)"
-                $cmd -d rxe0 -x 1 -s $s -n 500 --report_gbits 10.0.1.1 || { echo "guest: $t client failed"; [ $bad = 1 ] && rc=1; }
-            fi
-        done
+    gid1=""
+    for i in 0 1 2 3; do
+        g=$(cat /sys/class/infiniband/rxe0/ports/1/gids/$i 2>/dev/null)
+        echo "guest $role: rxe0 gid $i $g"
+        [ "$g" = "0000:0000:0000:0000:0000:ffff:0a00:010$h" ] && gid1=$i
     done
+    echo "guest $role: $(rdma link show | tr '\n' ' ') (GID index of 10.0.1.$h: $gid1)"
+    # Bytes sent on each link (the router's eth0 and eth1).
+    link_tx() { /sbin/ip netns exec rt cat /proc/net/dev | tr ':' ' ' | awk -v d=$1 '$1==d {print $10}'; }
+    tests=$(cat /two-tests 2>/dev/null || echo "perftest partition agents")
+    rc=0
+    srv=10.0.1.1
+    if [ "$role" = client ]; then
+        # The guests boot independently: wait until the server's host answers on both paths.
+        for a in 10.0.1.2 10.0.2.2; do
+            n=0; until ping -c 1 -W 1 -I $a $srv > /dev/null 2>&1; do n=$((n + 1)); [ $n -ge 90 ] && break; done
+            echo "guest: $a reaches $srv after $n failed pings"
+        done
+    fi
+    # Each test pair has its own TCP port (and the next one, for the agents' board), so a side
+    # that runs ahead can never meet the other side's previous test.
+    port=18515
+    run() { # NAME BRAID?(0/1) CMD... : server runs CMD, client CMD + server address
+        name=$1; counted=$2; shift 2
+        port=$((port + 2))
+        if [ "$role" = server ]; then
+            echo "=== $name (server)"
+            timeout 240 "$@" -p $port > /tmp/out.txt 2>&1 || { cat /tmp/out.txt; echo "guest: $name server failed"; [ $counted = 1 ] && rc=1; }
+        else
+            sleep 2
+            echo "=== $name (client, two guests)"
+            # braid-perftest retries its connection; perftest's tools do not: retry them here.
+            for try in 1 2 3 4 5 6 7 8 9 10; do
+                timeout 240 "$@" -p $port $srv > /tmp/out.txt 2>&1; r=$?
+                [ $r != 0 ] && grep -q "Couldn't connect" /tmp/out.txt && { sleep 2; continue; }
+                break
+            done
+            cat /tmp/out.txt
+            [ $r = 0 ] || { echo "guest: $name client failed"; [ $counted = 1 ] && rc=1; }
+        fi
+    }
+    for s in $(echo "$tests" | grep -q perftest && echo 4096 65536); do
+        # ib_write_bw is the reference: its failures (TCG clock check) are noted, not counted.
+        run "ib_write_bw -s $s" 0 ib_write_bw -d rxe0 -x $gid1 -s $s -n 500 --report_gbits
+        run "braid-perftest write_bw -s $s" 1 braid-perftest write_bw -d rxe0 -x $gid1 -s $s -n 500 --report_gbits
+    done
+    # Data partition over both real paths: two member QPs, one per address (so one per link).
+    # Dynamic assignment, then the same with 5% loss on link 2 (netem on the client's router,
+    # the data's direction), then static assignment under the same loss as the control.
+    part() { # NAME ASSIGN
+        a0=$(link_tx eth0); a1=$(link_tx eth1)
+        run "$1" 1 braid-perftest write_bw -d rxe0 -x $gid1 -s 65536 -n 400 -t 16 --verify --json --middleware partition:qps=2:assign=$2:chunk=16384:window=65536
+        if [ "$role" = client ]; then
+            b0=$(( $(link_tx eth0) - a0 )); b1=$(( $(link_tx eth1) - a1 ))
+            q0=$(sed -n 's/.*"1\.partition\.chunks_q0":\([0-9.]*\).*/\1/p' /tmp/out.txt | cut -d. -f1)
+            q1=$(sed -n 's/.*"1\.partition\.chunks_q1":\([0-9.]*\).*/\1/p' /tmp/out.txt | cut -d. -f1)
+            echo "guest: $1: link 1 sent $b0 B, link 2 sent $b1 B; chunks on member 0 (link 1) $q0, member 1 (link 2) $q1"
+            grep -q '"verified":true' /tmp/out.txt || { echo "guest: $1: not byte-exact"; rc=1; }
+            echo "$b0 $b1 ${q0:-0} ${q1:-0}" > /tmp/part-$2-$3
+        fi
+    }
+    echo "$tests" | grep -q partition && {
+    part "partition over two links" dynamic clean
+    if [ "$role" = client ]; then
+        b=$(cat /tmp/part-dynamic-clean)
+        set -- $b
+        # Both links carried a real share (each > 20% of what the two sent).
+        if [ $(( $1 * 5 )) -le $(( $1 + $2 )) ] || [ $(( $2 * 5 )) -le $(( $1 + $2 )) ] || [ "$3" = 0 ] || [ "$4" = 0 ]; then
+            echo "guest: partition did not use both links ($b)"; rc=1
+        fi
+        /sbin/ip netns exec rt /sbin/tc qdisc add dev eth1 root netem loss 5%
+        echo "guest: netem loss 5% on link 2 (client's eth1)"
+    fi
+    part "partition, 5% loss on link 2" dynamic lossy
+    part "partition static (control), 5% loss on link 2" static lossy
+    if [ "$role" = client ]; then
+        set -- $(cat /tmp/part-dynamic-clean); c2=$4; c1=$3
+        set -- $(cat /tmp/part-dynamic-lossy); l2=$4; l1=$3
+        echo "guest: share of chunks on link 2: clean $(( 100 * c2 / (c1 + c2) ))%, lossy $(( 100 * l2 / (l1 + l2) ))%"
+        # Dynamic assignment moves chunks off the lossy path: its share falls below 2/3 of the
+        # clean share.
+        if [ $(( 3 * l2 * (c1 + c2) )) -ge $(( 2 * c2 * (l1 + l2) )) ]; then
+            echo "guest: partition did not move traffic off the lossy link"; rc=1
+        fi
+        /sbin/ip netns exec rt /sbin/tc qdisc del dev eth1 root
+    fi
+    }
+    # A host agent across two real hosts: Justitia's pacers meet on the TCP board and connect.
+    echo "$tests" | grep -q agents && run "braid-perftest write_bw --middleware justitia (agents across hosts)" 1 braid-perftest write_bw -d rxe0 -x $gid1 -s 65536 -n 200 --json --middleware justitia:board_patience=20s
+    if [ "$role" = client ] && echo "$tests" | grep -q agents; then
+        grep -q '"0\.justitia[a-z_]*\.links_ready":1' /tmp/out.txt || { echo "guest: the Justitia agents did not connect across the hosts"; rc=1; }
+    fi
     exit_with $rc
 fi
 /sbin/ip link add veth0 type veth peer name veth1
@@ -170,6 +272,13 @@ pair "braid-perftest read_bw" braid-perftest read_bw -d rxe0 -x 1 -s 65536 -n 20
 pair "ib_write_lat" ib_write_lat -d rxe0 -x 1 -s 64 -n 300 -- ib_write_lat -d rxe0 -x 1 -s 64 -n 300 10.0.0.1
 pair "braid-perftest write_lat" braid-perftest write_lat -d rxe0 -x 1 -s 64 -n 300 -- braid-perftest write_lat -d rxe0 -x 1 -s 64 -n 300 10.0.0.1
 pair "braid-perftest write_lat --busy-poll" braid-perftest write_lat -d rxe0 -x 1 -s 64 -n 300 --busy-poll -- braid-perftest write_lat -d rxe0 -x 1 -s 64 -n 300 --busy-poll 10.0.0.1
+# read_lat (perftest reports the whole round trip of a READ) and UC, beside perftest's own.
+pair "ib_read_lat" ib_read_lat -d rxe0 -x 1 -s 64 -n 300 -- ib_read_lat -d rxe0 -x 1 -s 64 -n 300 10.0.0.1
+pair "braid-perftest read_lat --busy-poll" braid-perftest read_lat -d rxe0 -x 1 -s 64 -n 300 --busy-poll -- braid-perftest read_lat -d rxe0 -x 1 -s 64 -n 300 --busy-poll 10.0.0.1
+pair "ib_write_bw -c UC" ib_write_bw -d rxe0 -x 1 -c UC -s 65536 -n 300 --report_gbits -- ib_write_bw -d rxe0 -x 1 -c UC -s 65536 -n 300 --report_gbits 10.0.0.1
+pair "braid-perftest write_bw -c UC --verify" braid-perftest write_bw -d rxe0 -x 1 -c UC -s 65536 -n 300 --verify -- braid-perftest write_bw -d rxe0 -x 1 -c UC -s 65536 -n 300 --verify --report_gbits 10.0.0.1
+pair "ib_send_bw -c UD" ib_send_bw -d rxe0 -x 1 -c UD -s 1024 -n 300 --report_gbits -- ib_send_bw -d rxe0 -x 1 -c UD -s 1024 -n 300 --report_gbits 10.0.0.1
+pair "braid-perftest send_bw -c UD" braid-perftest send_bw -d rxe0 -x 1 -c UD -s 1024 -n 300 -- braid-perftest send_bw -d rxe0 -x 1 -c UD -s 1024 -n 300 --report_gbits 10.0.0.1
 pair "braid-perftest write_bw -s 65536 --busy-poll" braid-perftest write_bw -d rxe0 -x 1 -s 65536 -n 500 --busy-poll -- braid-perftest write_bw -d rxe0 -x 1 -s 65536 -n 500 --busy-poll --report_gbits 10.0.0.1
 if [ -x /bin/extra-tests ]; then /bin/extra-tests || rc=1; fi
 exit_with $rc
@@ -177,6 +286,7 @@ INIT
 chmod +x "$IR/init"
 [ -n "${SOFTROCE_QUICK:-}" ] && touch "$IR/quick"
 [ -n "${SOFTROCE_MECHANISMS:-}" ] && echo "$SOFTROCE_MECHANISMS" > "$IR/mechanisms"
+[ -n "${SOFTROCE_TWO_TESTS:-}" ] && echo "$SOFTROCE_TWO_TESTS" > "$IR/two-tests"
 (cd "$IR" && find . | cpio -o -H newc --quiet) > "$WORK/boot.cpio"
 t1=$(date +%s)
 log "initramfs $(du -h "$WORK/boot.cpio" | cut -f1), prepared in $((t1 - t0)) s; booting $KVER under TCG"
@@ -201,18 +311,26 @@ verdict() { # NAME QEMU-EXIT LOG
     return 1
 }
 set +e
-boot "$WORK/guest.log" "" -nic none; q=$?
-tr -d '\r' < "$WORK/guest.log" | grep -v '^\x1b' | sed -n '/^guest:/,$p'
+ok=0
+if [ -z "${SOFTROCE_TWO_ONLY:-}" ]; then
+    boot "$WORK/guest.log" "" -nic none; q=$?
+    tr -d '\r' < "$WORK/guest.log" | grep -v '^\x1b' | sed -n '/^guest:/,$p'
+    verdict "one guest (boot and tests $(($(date +%s) - t1)) s)" $q "$WORK/guest.log"; ok=$?
+fi
 t2=$(date +%s)
-verdict "one guest (boot and tests $((t2 - t1)) s)" $q "$WORK/guest.log"; ok=$?
 if [ "${SOFTROCE_TWO_GUESTS:-1}" = 1 ] && [ -z "${SOFTROCE_QUICK:-}" ]; then
     P=$((20000 + RANDOM % 20000))
+    # Two links, each a pair of UDP sockets on the host: link 1 on ports P/P+1, link 2 on P+2/P+3.
     boot "$WORK/server.log" braid_role=server \
         -netdev socket,id=n0,udp=127.0.0.1:$((P + 1)),localaddr=127.0.0.1:$P \
-        -device virtio-net-pci,netdev=n0,mac=52:54:00:00:01:01 & sp=$!
+        -device virtio-net-pci,netdev=n0,mac=52:54:00:00:01:01 \
+        -netdev socket,id=n1,udp=127.0.0.1:$((P + 3)),localaddr=127.0.0.1:$((P + 2)) \
+        -device virtio-net-pci,netdev=n1,mac=52:54:00:00:02:01 & sp=$!
     boot "$WORK/client.log" braid_role=client \
         -netdev socket,id=n0,udp=127.0.0.1:$P,localaddr=127.0.0.1:$((P + 1)) \
-        -device virtio-net-pci,netdev=n0,mac=52:54:00:00:01:02; qc=$?
+        -device virtio-net-pci,netdev=n0,mac=52:54:00:00:01:02 \
+        -netdev socket,id=n1,udp=127.0.0.1:$((P + 2)),localaddr=127.0.0.1:$((P + 3)) \
+        -device virtio-net-pci,netdev=n1,mac=52:54:00:00:02:02; qc=$?
     wait $sp; qs=$?
     tr -d '\r' < "$WORK/client.log" | grep -v '^\x1b' | sed -n '/^guest client:/,$p'
     t3=$(date +%s)

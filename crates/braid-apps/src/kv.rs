@@ -123,6 +123,7 @@ impl App for KvClient {
                 priority: None,
                 conn0: self.conn0,
                 flow: self.flow,
+                qp_type: QpType::Rc,
             },
             &self.log,
             &self.rdv,

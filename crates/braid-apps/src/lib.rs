@@ -58,6 +58,9 @@ pub enum PerfKind {
     /// WRITEs whose every completion time (post to completion) is a latency sample: the
     /// per-WQE completion time of DRUM's test case 1 (signals every WR).
     WqeLat,
+    /// READs, one outstanding per QP, each one's post-to-completion time a latency sample
+    /// (perftest's read_lat: a READ's completion is its round trip).
+    ReadLat,
 }
 
 /// A perftest-like benchmark's parameters (perftest's flags: -s, -q, -t, -n, -D, --cq-mod).
@@ -353,6 +356,7 @@ pub struct PerfClient {
     failed: Vec<bool>,
     /// Which messages carry the synchronise flag (MP-RDMA §5.2.5).
     sync: Option<SyncDraw>,
+    qp_type: QpType,
 }
 
 impl PerfClient {
@@ -391,6 +395,7 @@ impl PerfClient {
             done: false,
             failed: vec![],
             sync,
+            qp_type: QpType::Rc,
         }
     }
 
@@ -401,7 +406,7 @@ impl PerfClient {
     fn post_one(&mut self, v: &mut dyn Verbs, i: usize) {
         let op = match self.spec.kind {
             PerfKind::WriteBw | PerfKind::WqeLat => SendOp::Write,
-            PerfKind::ReadBw => SendOp::Read,
+            PerfKind::ReadBw | PerfKind::ReadLat => SendOp::Read,
             PerfKind::SendBw => SendOp::Send,
             PerfKind::WriteLat => SendOp::WriteWithImm(self.posted[i] as u32),
         };
@@ -409,18 +414,34 @@ impl PerfClient {
         let mut wr = SendWr::new(i as u64, op, sges(addr, self.size(), self.lkey));
         wr.remote_addr = self.remote[i].addr;
         wr.rkey = self.remote[i].rkey;
+        if self.qp_type == QpType::Ud {
+            // UD (send_bw only): every SEND names its destination.
+            wr.ud_dest = Some(self.remote[i].remote());
+        }
         // A fraction of the stream is flagged synchronise (MP-RDMA §5.2.5).
         wr.fence = self.sync.as_mut().is_some_and(|d| d());
         // perftest --cq-mod: only every n-th WR asks for a completion.
         wr.signaled = (self.posted[i] + 1) % self.spec.cq_mod as u64 == 0
             || self.posted[i] + 1 == self.target
-            || self.spec.kind == PerfKind::WqeLat;
+            || self.per_wr();
         if v.post_send(self.qps[i], wr).is_ok() {
             self.posted[i] += 1;
-            if self.spec.kind == PerfKind::WqeLat {
+            if self.per_wr() {
                 self.sent_at[i].push_back(v.now());
             }
         }
+    }
+
+    /// Every WR is signaled and timed (wqe_lat, read_lat).
+    fn per_wr(&self) -> bool {
+        matches!(self.spec.kind, PerfKind::WqeLat | PerfKind::ReadLat)
+    }
+
+    /// The QPs' transport (RC by default; UC for WRITE and SEND tests, as perftest's `-c UC`;
+    /// UD for send_bw, messages up to the MTU).
+    pub fn with_qp_type(mut self, t: QpType) -> Self {
+        self.qp_type = t;
+        self
     }
 
     fn may_post(&self, i: usize, now: u64) -> bool {
@@ -451,12 +472,13 @@ impl App for PerfClient {
                 priority: self.spec.priority,
                 conn0: self.conn0,
                 flow: self.flow,
+                qp_type: self.qp_type,
             },
             &self.log,
             &self.rdv,
         );
         (self.cq, self.lkey, self.qps) = (ends.cq, ends.lkey, ends.qps);
-        if self.spec.kind == PerfKind::ReadBw {
+        if matches!(self.spec.kind, PerfKind::ReadBw | PerfKind::ReadLat) {
             for &qp in &self.qps {
                 self.log
                     .borrow_mut()
@@ -541,7 +563,7 @@ impl App for PerfClient {
                             }
                         }
                         (PerfKind::WriteLat, _) => {}
-                        (PerfKind::WqeLat, _) => {
+                        (PerfKind::WqeLat | PerfKind::ReadLat, _) => {
                             self.completed[i] += 1;
                             if let Some(t) = self.sent_at[i].pop_front() {
                                 let mut log = self.log.borrow_mut();
@@ -586,6 +608,7 @@ pub(crate) struct ClientSlots {
     pub priority: Option<u8>,
     pub conn0: u32,
     pub flow: u32,
+    pub qp_type: QpType,
 }
 
 /// A client's ends: its armed CQ, the lkey of the one MR over its slots, its RC QPs.
@@ -614,6 +637,7 @@ pub(crate) fn open_client(
         let qp = v
             .create_qp(&QpInit {
                 priority: c.priority,
+                qp_type: c.qp_type,
                 ..QpInit::rc(cq)
             })
             .expect("create QP");
@@ -651,6 +675,7 @@ pub struct PerfServer {
     qps: Vec<QpNum>,
     remote: Vec<Endpoint>,
     seq: u64,
+    qp_type: QpType,
 }
 
 impl PerfServer {
@@ -673,7 +698,14 @@ impl PerfServer {
             qps: vec![],
             remote: vec![],
             seq: 0,
+            qp_type: QpType::Rc,
         }
+    }
+
+    /// The QPs' transport (RC by default; UC for WRITE and SEND tests).
+    pub fn with_qp_type(mut self, t: QpType) -> Self {
+        self.qp_type = t;
+        self
     }
 
     fn post_recvs(&mut self, v: &mut dyn Verbs, i: usize, n: u32) {
@@ -705,6 +737,7 @@ impl App for PerfServer {
             let qp = v
                 .create_qp(&QpInit {
                     priority: self.spec.priority,
+                    qp_type: self.qp_type,
                     ..QpInit::rc(cq)
                 })
                 .expect("create QP");
@@ -719,7 +752,7 @@ impl App for PerfServer {
                     rkey: mr.rkey,
                 },
             );
-            if self.spec.kind != PerfKind::ReadBw {
+            if !matches!(self.spec.kind, PerfKind::ReadBw | PerfKind::ReadLat) {
                 self.log
                     .borrow_mut()
                     .receiving_qp(self.flow, v.local_host(), qp);
@@ -817,6 +850,10 @@ pub(crate) mod tests {
     }
 
     fn run(kind: PerfKind, size: u64, iterations: u64) -> Log {
+        run_on(kind, size, iterations, QpType::Rc)
+    }
+
+    fn run_on(kind: PerfKind, size: u64, iterations: u64, t: QpType) -> Log {
         let log = Rc::new(RefCell::new(Log::default()));
         let meter: SharedMeter = log.clone();
         let rdv = braid_verbs::rendezvous::board();
@@ -835,19 +872,15 @@ pub(crate) mod tests {
         let h = net.hosts();
         net.add_tenant(
             h[1],
-            Box::new(PerfServer::new(
-                spec.clone(),
-                0,
-                0,
-                meter.clone(),
-                rdv.clone(),
-                1 << 40,
-            )),
+            Box::new(
+                PerfServer::new(spec.clone(), 0, 0, meter.clone(), rdv.clone(), 1 << 40)
+                    .with_qp_type(t),
+            ),
             vec![],
         );
         net.add_tenant(
             h[0],
-            Box::new(PerfClient::new(spec, 0, 0, meter, rdv, 1 << 40, None)),
+            Box::new(PerfClient::new(spec, 0, 0, meter, rdv, 1 << 40, None).with_qp_type(t)),
             vec![],
         );
         net.run();
@@ -921,9 +954,26 @@ pub(crate) mod tests {
         assert_eq!(l.lat.len(), 2 * 25);
         assert_eq!(l.bytes, 2 * 25 * 32);
         assert!(l.lat.iter().all(|&x| x >= 4_000_000), "{:?}", &l.lat[..4]);
+        // read_lat: every READ's round trip, bytes read back.
+        let l = run(PerfKind::ReadLat, 64, 10);
+        assert_eq!(l.lat.len(), 2 * 10);
+        assert_eq!(l.bytes, 2 * 10 * 64);
+        assert!(l.lat.iter().all(|&x| x >= 4_000_000), "{:?}", &l.lat[..4]);
         let l = run(PerfKind::WriteLat, 16, 20);
         assert_eq!(l.lat.len(), 2 * 20);
         // Two one-way latencies of the fake (2 µs each) per round trip, at least.
         assert!(l.lat.iter().all(|&x| x >= 4_000_000), "{:?}", &l.lat[..4]);
+    }
+
+    #[test]
+    fn uc_qps_carry_write_and_send_tests_and_ud_qps_send_bw() {
+        for kind in [PerfKind::WriteBw, PerfKind::SendBw, PerfKind::WriteLat] {
+            let l = run_on(kind, 4096, 20, QpType::Uc);
+            assert_eq!(l.bytes, 2 * 20 * 4096, "{kind:?}");
+            assert!(l.finished.is_some(), "{kind:?}");
+        }
+        let l = run_on(PerfKind::SendBw, 512, 20, QpType::Ud);
+        assert_eq!(l.bytes, 2 * 20 * 512);
+        assert!(l.finished.is_some());
     }
 }

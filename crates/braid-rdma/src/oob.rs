@@ -176,6 +176,197 @@ impl Oob {
     }
 }
 
+/// A live out-of-band board shared by several real hosts over TCP, for mechanisms whose pieces
+/// meet on the run's board while they run (the Justitia pacer's links, the DRUM agent, the
+/// `partition` layer's extra QPs): what is published on one host appears on every other host's
+/// board shortly after. One host serves ([`NetBoard::serve`]: it keeps accepting hosts and
+/// relays every entry to all the others), the others join it ([`NetBoard::join`]); a host that
+/// joins late first gets every entry known so far. A reader thread per connection puts arriving
+/// entries into the shared map, so [`Rendezvous::lookup`] never blocks: mechanisms poll the board
+/// (with their own back-off) exactly as they do on the simulator's in-process board.
+///
+/// [`NetBoard::barrier`] orders the board with another channel: once it returns, every entry
+/// the peers published before their own `barrier` call is on this board.
+pub struct NetBoard {
+    shared: std::sync::Arc<NetShared>,
+}
+
+#[derive(Default)]
+struct NetShared {
+    map: std::sync::Mutex<BTreeMap<(u64, Side), Endpoint>>,
+    /// Writers to every connected host.
+    peers: std::sync::Mutex<Vec<TcpStream>>,
+    /// Barrier marks received, by number: how many hosts sent each.
+    marks: std::sync::Mutex<BTreeMap<u64, usize>>,
+    /// The next barrier's number (the same sequence on every host).
+    next_mark: std::sync::Mutex<u64>,
+    /// The hub relays what it receives to the other hosts.
+    hub: bool,
+}
+
+impl NetShared {
+    fn send_all(&self, line: &str, except: Option<std::net::SocketAddr>) {
+        let mut peers = self.peers.lock().expect("board lock");
+        peers.retain_mut(|s| {
+            if except.is_some() && s.peer_addr().ok() == except {
+                return true;
+            }
+            s.write_all(line.as_bytes()).is_ok()
+        });
+    }
+
+    /// Reads a host's lines until it closes: entries into the map (relayed by the hub), marks
+    /// counted.
+    fn reader(self: std::sync::Arc<Self>, s: TcpStream) {
+        let from = s.peer_addr().ok();
+        let mut r = BufReader::new(s);
+        let mut l = String::new();
+        loop {
+            l.clear();
+            match r.read_line(&mut l) {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+            if let Some(n) = l.trim_end().strip_prefix("mark ") {
+                if let Ok(n) = n.parse::<u64>() {
+                    *self.marks.lock().expect("board lock").entry(n).or_default() += 1;
+                }
+                continue;
+            }
+            let Ok((c, side, e)) = decode(&l) else {
+                continue; // a line from a newer or broken peer: ignored, not fatal
+            };
+            self.map.lock().expect("board lock").insert((c, side), e);
+            if self.hub {
+                self.send_all(&l, from);
+            }
+        }
+    }
+}
+
+impl NetBoard {
+    /// Serves the board on `port` (all addresses); hosts may join at any time.
+    pub fn serve(port: u16) -> std::io::Result<NetBoard> {
+        let l = TcpListener::bind(("0.0.0.0", port))?;
+        let shared = std::sync::Arc::new(NetShared {
+            hub: true,
+            ..Default::default()
+        });
+        let sh = shared.clone();
+        std::thread::spawn(move || {
+            for s in l.incoming().flatten() {
+                let _ = s.set_nodelay(true);
+                let Ok(mut w) = s.try_clone() else { continue };
+                // Everything known so far, then live updates.
+                let mut all = String::new();
+                for (&(c, side), e) in sh.map.lock().expect("board lock").iter() {
+                    all.push_str(&encode(c, side, e));
+                }
+                if w.write_all(all.as_bytes()).is_err() {
+                    continue;
+                }
+                sh.peers.lock().expect("board lock").push(w);
+                let sh2 = sh.clone();
+                std::thread::spawn(move || sh2.reader(s));
+            }
+        });
+        Ok(NetBoard { shared })
+    }
+
+    /// Joins the board served at `addr:port`, retrying for up to `wait`.
+    pub fn join(addr: &str, port: u16, wait: Duration) -> std::io::Result<NetBoard> {
+        let end = Instant::now() + wait;
+        let s = loop {
+            match TcpStream::connect((addr, port)) {
+                Ok(s) => break s,
+                Err(_) if Instant::now() < end => std::thread::sleep(Duration::from_millis(50)),
+                Err(e) => return Err(e),
+            }
+        };
+        s.set_nodelay(true)?;
+        let shared = std::sync::Arc::new(NetShared::default());
+        shared
+            .peers
+            .lock()
+            .expect("board lock")
+            .push(s.try_clone()?);
+        let sh = shared.clone();
+        std::thread::spawn(move || sh.reader(s));
+        Ok(NetBoard { shared })
+    }
+
+    /// Waits until `hosts` other hosts have reached the same barrier (or `wait` passed: false).
+    /// Entries published before a barrier travel ahead of its mark on the same connection, so
+    /// afterwards they are on this board.
+    pub fn barrier(&self, hosts: usize, wait: Duration) -> bool {
+        let n = {
+            let mut m = self.shared.next_mark.lock().expect("board lock");
+            *m += 1;
+            *m
+        };
+        // The hub's own mark goes to everyone; a joined host's reaches the hub, which counts it
+        // (marks are not relayed: a joined host waits for the hub's, sent once the hub has
+        // everyone's, so the hub's mark also covers every other host's entries).
+        if !self.shared.hub {
+            self.shared.send_all(&format!("mark {n}\n"), None);
+        }
+        let end = Instant::now() + wait;
+        let want = if self.shared.hub { hosts } else { 1 };
+        loop {
+            let got = self
+                .shared
+                .marks
+                .lock()
+                .expect("board lock")
+                .get(&n)
+                .copied()
+                .unwrap_or(0);
+            if got >= want {
+                if self.shared.hub {
+                    self.shared.send_all(&format!("mark {n}\n"), None);
+                }
+                return true;
+            }
+            if Instant::now() >= end {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
+    /// A handle that can run [`NetBoard::barrier`] after the board itself went into a
+    /// host's context.
+    pub fn barrier_handle(&self) -> NetBoard {
+        NetBoard {
+            shared: self.shared.clone(),
+        }
+    }
+
+    /// As a shared board for a host's context ([`braid_verbs::HostCtx::with_board`]).
+    pub fn shared(self) -> braid_verbs::rendezvous::SharedBoard {
+        std::rc::Rc::new(std::cell::RefCell::new(self))
+    }
+}
+
+impl Rendezvous for NetBoard {
+    fn publish(&mut self, conn: u64, side: Side, ep: Endpoint) {
+        self.shared
+            .map
+            .lock()
+            .expect("board lock")
+            .insert((conn, side), ep);
+        self.shared.send_all(&encode(conn, side, &ep), None);
+    }
+    fn lookup(&self, conn: u64, side: Side) -> Option<Endpoint> {
+        self.shared
+            .map
+            .lock()
+            .expect("board lock")
+            .get(&(conn, side))
+            .copied()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -225,5 +416,45 @@ mod tests {
         assert_eq!(b.lookup(0, Side::Server).unwrap().qpn, 2);
         o.send("done").unwrap();
         assert_eq!(server.join().unwrap(), e);
+    }
+
+    #[test]
+    fn a_net_board_carries_entries_between_hosts_live_and_to_late_joiners() {
+        let port = 19515 + (std::process::id() % 1000) as u16;
+        let ep = |q| Endpoint {
+            host: 9,
+            qpn: q,
+            addr: 0,
+            rkey: 0,
+        };
+        let mut hub = NetBoard::serve(port).unwrap();
+        hub.publish(1, Side::Server, ep(1));
+        let mut a = NetBoard::join("127.0.0.1", port, Duration::from_secs(10)).unwrap();
+        let b = NetBoard::join("127.0.0.1", port, Duration::from_secs(10)).unwrap();
+        a.publish(2, Side::Client, ep(2));
+        // Hub and a on one thread, b on another: all three reach the barrier.
+        let t = std::thread::spawn(move || {
+            assert!(b.barrier(2, Duration::from_secs(10)));
+            (b.lookup(1, Side::Server), b.lookup(2, Side::Client))
+        });
+        let ta = std::thread::spawn(move || {
+            assert!(a.barrier(2, Duration::from_secs(10)));
+            a.lookup(1, Side::Server)
+        });
+        assert!(hub.barrier(2, Duration::from_secs(10)));
+        assert_eq!(hub.lookup(2, Side::Client), Some(ep(2)));
+        assert_eq!(
+            ta.join().unwrap(),
+            Some(ep(1)),
+            "a late joiner gets what was there"
+        );
+        assert_eq!(
+            t.join().unwrap(),
+            (Some(ep(1)), Some(ep(2))),
+            "the hub relays one host's entry to the others"
+        );
+        assert_eq!(hub.lookup(3, Side::Client), None);
+        // A barrier nobody else reaches times out.
+        assert!(!hub.barrier(2, Duration::from_millis(50)));
     }
 }

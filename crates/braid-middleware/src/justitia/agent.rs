@@ -337,8 +337,6 @@ const INFO_ID: u64 = 2;
 const RECVS: u32 = 16;
 /// Where the agent's 64-byte region lives in the host's address space (probe target and source).
 const AGENT_ADDR: u64 = 0x4A55_0000_0000_0000;
-/// How long the agent waits for a peer's pacer on the board before giving up.
-const BOARD_PATIENCE_PS: u64 = 100_000_000_000;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
@@ -534,7 +532,7 @@ impl JustitiaAgent {
             return;
         }
         let since = *self.board_since.get_or_insert(now);
-        if now - since > BOARD_PATIENCE_PS {
+        if now - since > self.st.borrow().cfg().board_patience.0 {
             // The peer runs no pacer: give up on what is still waiting.
             for l in self.links.values_mut() {
                 if matches!(l.phase, Phase::Published | Phase::Connected) {

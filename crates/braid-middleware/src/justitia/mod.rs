@@ -84,6 +84,10 @@ pub struct JustitiaConfig {
     /// A split WR's chunks are posted unsignaled but for one in `signal_every` (and the last),
     /// so that unsignaled chunks do not fill the send queue; their completions are hidden.
     pub signal_every: u32,
+    /// How long the host's pacer waits for a peer's pacer on the run's board before giving up
+    /// on that peer (it then runs without the peer's counts). Real hosts meeting over TCP under
+    /// emulation need seconds.
+    pub board_patience: Duration,
 }
 
 impl Default for JustitiaConfig {
@@ -104,6 +108,7 @@ impl Default for JustitiaConfig {
             class: Class::Auto,
             large_message: Bytes(2048),
             signal_every: 64,
+            board_patience: Duration(100_000_000_000),
         }
     }
 }

@@ -267,9 +267,15 @@ impl Middleware for PartitionLayer {
         }
         let host = below.local_host();
         {
+            let addrs = &below.caps().local_addrs;
             let mut b = self.board.borrow_mut();
-            let ep = |qpn| Endpoint {
-                host,
+            // A member's entry carries its own source address (the peer's member i connects
+            // to it when paths come from addresses: see `connect_qp`).
+            let ep = |qpn, i: u32| Endpoint {
+                host: addrs
+                    .get(mk(i).local_addr as usize)
+                    .copied()
+                    .unwrap_or(host),
                 qpn,
                 addr: 0,
                 rkey: 0,
@@ -277,10 +283,17 @@ impl Middleware for PartitionLayer {
             b.publish(
                 board_key(host, app_qp, 0),
                 Side::Client,
-                ep(members.len() as u32),
+                Endpoint {
+                    host,
+                    ..ep(members.len() as u32, 0)
+                },
             );
             for (i, &q) in members.iter().enumerate().skip(1) {
-                b.publish(board_key(host, app_qp, i as u32), Side::Client, ep(q));
+                b.publish(
+                    board_key(host, app_qp, i as u32),
+                    Side::Client,
+                    ep(q, i as u32),
+                );
             }
         }
         for (i, &q) in members.iter().enumerate() {
@@ -335,15 +348,21 @@ impl Middleware for PartitionLayer {
             let b = self.board.borrow();
             let count = b.lookup(board_key(remote.host, remote.qpn, 0), Side::Client);
             let n = count.map_or(1, |e| e.qpn as usize);
-            let mut peers = vec![remote.qpn];
+            let mut peers = vec![(remote.qpn, remote.host)];
             for i in 1..n.min(conn.members.len()) {
                 match b.lookup(board_key(remote.host, remote.qpn, i as u32), Side::Client) {
-                    Some(e) => peers.push(e.qpn),
+                    Some(e) => peers.push((e.qpn, e.host)),
                     None => break,
                 }
             }
             (count.is_none(), peers)
         };
+        // Without UDP source-port control the members' paths come from addresses (one subnet
+        // per path, routed by address): member i goes to the peer's member i at the peer's
+        // address i, so both ends of the path use the same subnet (a real NIC also drops packets
+        // whose addresses are not the QP's own pair). With port control the peer's primary
+        // address serves every member, as before.
+        let by_addr = !below.caps().sport_control && self.cfg.spread_addrs;
         let sport = |i: usize| Some(member_sport(host, qp, i as u32));
         below.connect_qp(
             qp,
@@ -353,10 +372,10 @@ impl Middleware for PartitionLayer {
             },
         )?;
         let mut used = 1;
-        for (i, &pq) in peers.iter().enumerate().skip(1) {
+        for (i, &(pq, paddr)) in peers.iter().enumerate().skip(1) {
             let mq = self.conns[&qp].members[i].qpn;
             let r = RemoteQp {
-                host: remote.host,
+                host: if by_addr { paddr } else { remote.host },
                 qpn: pq,
                 udp_sport: sport(i),
             };

@@ -137,9 +137,13 @@ impl MiddlewareFactory for PartitionConfig {
     ) -> Result<Box<dyn Middleware>, BuildError> {
         self.validate()?;
         let caps = host.caps();
-        if self.qps > 1 && !caps.sport_control {
+        // Paths come from UDP source ports (ECMP), or, on a NIC that derives the port itself
+        // (rxe: from the QP number), from the host's addresses: member i on address i mod k,
+        // routed by source address (two subnets, one per link).
+        let by_addr = self.spread_addrs && caps.local_addrs.len() > 1;
+        if self.qps > 1 && !caps.sport_control && !by_addr {
             return Err(BuildError::missing_cap(
-                "UDP source-port control (to spread its QPs over ECMP paths)",
+                "UDP source-port control (to spread its QPs over ECMP paths), or several local addresses with spread_addrs",
                 "partition",
             ));
         }

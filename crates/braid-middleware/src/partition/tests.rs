@@ -674,8 +674,20 @@ fn bad_parameters_and_missing_capabilities_are_refused_by_name() {
     assert!(PartitionConfig::default().build(&mut h, 1).is_ok());
     let mut caps = FakeNet::default_caps(1);
     caps.sport_control = false;
-    let mut h2 = HostCtx::new(1, caps).with_board(board);
+    let mut h2 = HostCtx::new(1, caps.clone()).with_board(board.clone());
     assert!(PartitionConfig::default().build(&mut h2, 1).is_err());
+    // Without port control, several local addresses are paths (rxe: one subnet per link)...
+    let mut caps2 = caps.clone();
+    caps2.local_addrs = vec![1, 2];
+    let mut h3 = HostCtx::new(1, caps2.clone()).with_board(board.clone());
+    assert!(PartitionConfig::default().build(&mut h3, 1).is_ok());
+    // ... unless the members are kept on one address.
+    let one_addr = PartitionConfig {
+        spread_addrs: false,
+        ..Default::default()
+    };
+    let mut h4 = HostCtx::new(1, caps2).with_board(board);
+    assert!(one_addr.build(&mut h4, 1).is_err());
     assert!(PartitionConfig::default()
         .build(&mut HostCtx::new(1, FakeNet::default_caps(1)), 1)
         .is_err());
@@ -762,5 +774,73 @@ fn a_wr_the_nic_refuses_is_refused_to_the_application_and_the_qp_stays_up() {
         );
         assert_eq!(p.net.nic(2).read_mem(p.b.0, DST, 100_000), bytes);
         assert_eq!(counter(&p.net, 1, ta, "messages"), 1.0);
+    }
+}
+
+#[test]
+fn without_port_control_the_members_take_one_address_pair_each() {
+    // rxe's case: the NIC derives the UDP source port itself, so paths come from addresses
+    // (one subnet per link). Member i sends from the host's address i to the peer's address i.
+    let c = cfg(2, 16 << 10, Assign::Dynamic);
+    let mut net = FakeNet::new(2);
+    for (h, second) in [(1u32, 101u32), (2, 102)] {
+        let mut caps = FakeNet::default_caps(h);
+        caps.sport_control = false;
+        caps.local_addrs = vec![h, second];
+        net.set_caps(h, caps);
+    }
+    let ta = net.add_tenant_with(1, Box::new(Idle), &[&c]).unwrap();
+    let tb = net.add_tenant_with(2, Box::new(Idle), &[&c]).unwrap();
+    net.run();
+    let end = |addr: u64| {
+        move |v: &mut dyn Verbs| {
+            let cq = v.create_cq(4096).unwrap();
+            let qp = v.create_qp(&QpInit::rc(cq)).unwrap();
+            (cq, qp, v.reg_mr(addr, MIB, Access::ALL.tracked()).unwrap())
+        }
+    };
+    let (acq, aqp, amr) = net.call_as(1, ta, end(SRC));
+    let (_, bqp, bmr) = net.call_as(2, tb, end(DST));
+    net.call_as(1, ta, |v| v.connect_qp(aqp, remote(2, bqp)))
+        .unwrap();
+    net.call_as(2, tb, |v| v.connect_qp(bqp, remote(1, aqp)))
+        .unwrap();
+    let bytes = data(MIB, 5);
+    net.call_as(1, ta, |v| v.write_local(amr.addr, &bytes))
+        .unwrap();
+    let mut w = SendWr::new(
+        7,
+        SendOp::Write,
+        vec![Sge {
+            addr: amr.addr,
+            length: MIB as u32,
+            lkey: amr.lkey,
+        }],
+    );
+    (w.remote_addr, w.rkey) = (bmr.addr, bmr.rkey);
+    net.call_as(1, ta, |v| v.post_send(aqp, w)).unwrap();
+    net.run();
+    let wcs = poll(&mut net, 1, ta, acq);
+    assert_eq!(
+        wcs.iter().map(|w| (w.wr_id, w.status)).collect::<Vec<_>>(),
+        vec![(7, WcStatus::Success)]
+    );
+    assert_eq!(net.nic(2).read_mem(tb, DST, MIB), bytes);
+    for i in 0..2 {
+        assert!(counter(&net, 1, ta, &format!("chunks_q{i}")) > 0.0);
+    }
+    // The address pairs: (1 -> 2) for the application's QP, (101 -> 102) for member 1, on both
+    // ends.
+    for (h, qp, mine, peer) in [(1, aqp, [1, 101], [2, 102]), (2, bqp, [2, 102], [1, 101])] {
+        let ms = members(&net, h, qp);
+        assert_eq!(ms.len(), 2);
+        for (i, &m) in ms.iter().enumerate() {
+            let a = net.nic(h).qp_attr(m).unwrap();
+            assert_eq!(
+                (a.local_addr, a.remote.unwrap().host),
+                (mine[i], peer[i]),
+                "host {h} member {i}"
+            );
+        }
     }
 }

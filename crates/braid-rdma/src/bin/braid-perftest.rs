@@ -5,7 +5,7 @@
 
 use std::process::exit;
 
-const USAGE: &str = "usage: braid-perftest write_bw|write_lat|send_bw|read_bw|read_lat [-d DEV] [-x GID_INDEX] [-s BYTES] [-n ITERS] [-D SECONDS] [-q QPS] [-t TX_DEPTH] [-c RC] [-p PORT] [--busy-poll] [--report_gbits] [--middleware NAME[,NAME]] [--json] [SERVER_ADDR]";
+const USAGE: &str = "usage: braid-perftest write_bw|write_lat|send_bw|read_bw|read_lat [-d DEV] [-x GID_INDEX] [-s BYTES] [-n ITERS] [-D SECONDS] [-q QPS] [-t TX_DEPTH] [-c RC|UC|UD] [-p PORT] [--busy-poll] [--report_gbits] [--middleware NAME[:KEY=VALUE...][,NAME...]] [--verify] [--json] [SERVER_ADDR]";
 
 #[derive(Debug, Clone)]
 pub struct Opts {
@@ -22,6 +22,9 @@ pub struct Opts {
     middleware: Vec<String>,
     json: bool,
     busy_poll: bool,
+    verify: bool,
+    uc: bool,
+    ud: bool,
     server: Option<String>,
 }
 
@@ -46,6 +49,9 @@ fn parse(args: &[String]) -> Opts {
         middleware: Vec::new(),
         json: false,
         busy_poll: false,
+        verify: false,
+        uc: false,
+        ud: false,
         server: None,
     };
     let mut i = 0;
@@ -76,12 +82,12 @@ fn parse(args: &[String]) -> Opts {
             "-q" | "--qp" => o.qps = num("-q", v, "a number of QPs (1 or more)"),
             "-t" | "--tx-depth" => o.tx_depth = num("-t", v, "a send queue depth (1 or more)"),
             "-p" | "--port" => o.port = num("-p", v, "a TCP port"),
-            "-c" | "--connection" => {
-                let c = v.map(String::as_str).unwrap_or("");
-                if c != "RC" {
-                    bad(format!("-c {c:?}: braid-perftest runs RC only (its applications create RC QPs); UC and UD are not supported yet"));
-                }
-            }
+            "-c" | "--connection" => match v.map(String::as_str).unwrap_or("") {
+                "RC" => (o.uc, o.ud) = (false, false),
+                "UC" => (o.uc, o.ud) = (true, false),
+                "UD" => (o.uc, o.ud) = (false, true),
+                c => bad(format!("-c expects RC, UC or UD, got {c:?}")),
+            },
             "--middleware" => {
                 o.middleware = v
                     .unwrap_or_else(|| bad("--middleware expects NAME[,NAME]".into()))
@@ -99,6 +105,10 @@ fn parse(args: &[String]) -> Opts {
             }
             "--busy-poll" => {
                 o.busy_poll = true;
+                took = 1
+            }
+            "--verify" => {
+                o.verify = true;
                 took = 1
             }
             "-h" | "--help" => {
@@ -119,10 +129,23 @@ fn parse(args: &[String]) -> Opts {
         i += took;
     }
     match o.test.as_str() {
-        "write_bw" | "write_lat" | "send_bw" | "read_bw" => {}
-        "read_lat" => bad("read_lat is not implemented yet (braid's perftest applications have no READ latency test)".into()),
+        "write_bw" | "write_lat" | "send_bw" | "read_bw" | "read_lat" => {}
         "" => bad("no test given".into()),
-        t => bad(format!("unknown test {t:?} (expected write_bw, write_lat, send_bw, read_bw or read_lat)")),
+        t => bad(format!(
+            "unknown test {t:?} (expected write_bw, write_lat, send_bw, read_bw or read_lat)"
+        )),
+    }
+    if o.uc && o.test.starts_with("read") {
+        bad(format!(
+            "-c UC: {} needs RC (UC has no RDMA READ); UC runs write_bw, write_lat and send_bw",
+            o.test
+        ));
+    }
+    if o.ud && o.test != "send_bw" {
+        bad(format!(
+            "-c UD: {} needs a connected QP; UD runs send_bw (perftest's send_lat has no braid counterpart yet)",
+            o.test
+        ));
     }
     if o.qps == 0 || o.tx_depth == 0 || o.size == 0 {
         bad("-q, -t and -s must be at least 1".into());
@@ -151,7 +174,7 @@ mod run {
     use super::Opts;
     use braid_apps::{Meter, PerfClient, PerfKind, PerfServer, PerfSpec};
     use braid_middleware::MiddlewareEntry;
-    use braid_rdma::oob::{Oob, TcpBoard};
+    use braid_rdma::oob::{NetBoard, Oob, TcpBoard};
     use braid_rdma::real::{host::Host, nic::Nic};
     use braid_verbs::*;
     use std::cell::RefCell;
@@ -197,9 +220,17 @@ mod run {
             "write_bw" => PerfKind::WriteBw,
             "write_lat" => PerfKind::WriteLat,
             "send_bw" => PerfKind::SendBw,
+            "read_lat" => PerfKind::ReadLat,
             _ => PerfKind::ReadBw,
         };
-        let lat = kind == PerfKind::WriteLat;
+        let lat = matches!(kind, PerfKind::WriteLat | PerfKind::ReadLat);
+        // perftest reports half the round trip for WRITE latency, the whole one for READ.
+        let lat_div = if kind == PerfKind::ReadLat { 1e6 } else { 2e6 };
+        let qp_type = match (o.uc, o.ud) {
+            (true, _) => QpType::Uc,
+            (_, true) => QpType::Ud,
+            _ => QpType::Rc,
+        };
         let spec = PerfSpec {
             kind,
             size: o.size,
@@ -220,19 +251,43 @@ mod run {
             Err(e) => return fail(e.to_string()),
         };
         let (dev, gid, mtu) = (nic.name().to_string(), nic.gid_index(), nic.caps().mtu);
+        if o.ud && o.size > mtu as u64 {
+            eprintln!("braid-perftest: -s {}: a UD message must fit in one packet (the MTU of {dev} is {mtu} B)", o.size);
+            return 2;
+        }
         let mut host = Host::new(nic);
+        let wait = Duration::from_secs(60);
         // Completion events by default; --busy-poll spins on the completion channel instead.
         host.busy_poll = o.busy_poll;
+        // The run's board for host agents and layers that meet there (Justitia's pacer links,
+        // partition's extra QPs): shared with the peer over TCP (port + 1), the server serving.
+        let net_board = if o.middleware.is_empty() {
+            None
+        } else {
+            let b = match &o.server {
+                Some(addr) => NetBoard::join(addr, o.port + 1, Duration::from_secs(60)),
+                None => NetBoard::serve(o.port + 1),
+            };
+            match b {
+                Ok(b) => Some(b),
+                Err(e) => {
+                    return fail(format!("the agents' board on TCP port {}: {e}", o.port + 1))
+                }
+            }
+        };
+        let barrier = net_board.as_ref().map(|b| b.barrier_handle());
         // The middleware stack, built by each mechanism's config (its factory).
-        let mut ctx = host.ctx();
+        let mut ctx = match net_board {
+            Some(b) => host.ctx_with_board(b.shared()),
+            None => host.ctx(),
+        };
         let tenant = host.next_tenant();
         let mut layers: Vec<Box<dyn Middleware>> = Vec::new();
         for name in &o.middleware {
-            let entry: MiddlewareEntry =
-                match serde_json::from_value(serde_json::json!({"kind": name})) {
-                    Ok(e) => e,
-                    Err(e) => return fail(format!("--middleware {name:?}: {e}")),
-                };
+            let entry: MiddlewareEntry = match serde_json::from_value(middleware_json(name)) {
+                Ok(e) => e,
+                Err(e) => return fail(format!("--middleware {name:?}: {e}")),
+            };
             match entry.0.factory().build(&mut ctx, tenant) {
                 Ok(l) => layers.push(l),
                 Err(e) => return fail(format!("--middleware {name}: {e}")),
@@ -241,30 +296,27 @@ mod run {
         host.set_agent(ctx.take_agents());
         let board = Rc::new(RefCell::new(TcpBoard::default()));
         let log = Rc::new(RefCell::new(Log::default()));
-        let settings = format!("{} {} {} {}", o.test, o.size, o.qps, o.middleware.join(","));
+        let settings = format!(
+            "{} {} {} {} {}",
+            o.test,
+            o.size,
+            o.qps,
+            conn_type(o),
+            o.middleware.join(",")
+        );
         let is_client = o.server.is_some();
         let app: Box<dyn App> = if is_client {
-            Box::new(PerfClient::new(
-                spec.clone(),
-                0,
-                0,
-                log.clone(),
-                board.clone(),
-                BASE,
-                None,
-            ))
+            Box::new(
+                PerfClient::new(spec.clone(), 0, 0, log.clone(), board.clone(), BASE, None)
+                    .with_qp_type(qp_type),
+            )
         } else {
-            Box::new(PerfServer::new(
-                spec.clone(),
-                0,
-                0,
-                log.clone(),
-                board.clone(),
-                BASE,
-            ))
+            Box::new(
+                PerfServer::new(spec.clone(), 0, 0, log.clone(), board.clone(), BASE)
+                    .with_qp_type(qp_type),
+            )
         };
         host.add_app(app, layers);
-        let wait = Duration::from_secs(60);
         let mut oob = match &o.server {
             Some(addr) => Oob::connect(addr, o.port, wait),
             None => Oob::accept(o.port, wait),
@@ -278,17 +330,35 @@ mod run {
         });
         // Create and publish (start), exchange endpoints, then connect.
         host.start();
+        // The data's source (the client, or the server for READ) fills its slots with a
+        // pattern, for --verify.
+        let region = o.size * o.qps as u64;
+        let source = is_client != matches!(kind, PerfKind::ReadBw | PerfKind::ReadLat);
+        if o.verify && source {
+            if let Err(e) = host.nic.write_local(1, BASE, &pattern(region)) {
+                return fail(format!("--verify: cannot fill the source buffer: {e}"));
+            }
+        }
+        // What the layers published while starting is on the peer's board before it connects.
+        if let Some(b) = &barrier {
+            if !b.barrier(1, wait) {
+                return fail(
+                    "the peer's agents' board did not answer (does the peer run with --middleware too?)"
+                        .into(),
+                );
+            }
+        }
         let theirs = match oob.exchange(&mut board.borrow_mut(), &settings) {
             Ok(t) => t,
             Err(e) => return fail(format!("endpoint exchange: {e}")),
         };
         let (mine_t, their_t) = (
-            settings.split(' ').take(3).collect::<Vec<_>>(),
-            theirs.split(' ').take(3).collect::<Vec<_>>(),
+            settings.split(' ').take(4).collect::<Vec<_>>(),
+            theirs.split(' ').take(4).collect::<Vec<_>>(),
         );
         if mine_t != their_t {
             return fail(format!(
-                "the peer runs {theirs:?}, this side {settings:?}: test, size and QPs must match"
+                "the peer runs {theirs:?}, this side {settings:?}: test, size, QPs and connection type must match"
             ));
         }
         let limit = Duration::from_secs(o.duration_s.unwrap_or(0) + 600);
@@ -299,18 +369,45 @@ mod run {
                 return fail(format!("out of band: {e}"));
             }
             host.run_until(limit, |_| oob_ready(&mut oob));
-            let _ = oob.recv();
+            let done = oob.recv().unwrap_or_default();
+            // Let the last completions and the layers' bookkeeping settle.
+            host.run_until(Duration::from_millis(200), |_| false);
+            let mut rc = 0;
+            if let Some(theirs) = done.strip_prefix("done ") {
+                let mine = region_sum(&host, region);
+                let ok = theirs == mine;
+                let _ = oob.send(if ok { "verify ok" } else { "verify mismatch" });
+                if !ok {
+                    eprintln!("braid-perftest: --verify: the bytes here (fnv {mine}) differ from the source's (fnv {theirs})");
+                    rc = 1;
+                }
+            }
             if !o.json {
                 header(o, &dev, gid, mtu);
+                print_counters(&host);
             }
-            return 0;
+            return rc;
         }
         match oob.recv() {
             Ok(l) if l == "ready" => {}
             r => return fail(format!("the server did not get ready: {r:?}")),
         }
         let end = host.run(limit);
-        let _ = oob.send("done");
+        host.run_until(Duration::from_millis(200), |_| false);
+        let verified = if o.verify {
+            let _ = oob.send(&format!("done {}", region_sum(&host, region)));
+            match oob.recv() {
+                Ok(r) if r == "verify ok" => Some(true),
+                r => {
+                    eprintln!("braid-perftest: --verify: the receiver's bytes differ from the source's ({r:?})");
+                    Some(false)
+                }
+            }
+        } else {
+            let _ = oob.send("done");
+            None
+        };
+        let bad_bytes = i32::from(verified == Some(false));
         let l = log.borrow();
         let (Some(t0), Some(t1)) = (l.started, l.finished) else {
             return fail(format!("the test did not finish ({end:?}; a QP failed?)"));
@@ -321,8 +418,16 @@ mod run {
             let mut j = serde_json::json!({"test": o.test, "device": dev, "gid_index": gid,
                 "bytes": o.size, "qps": o.qps, "iterations": msgs / o.qps as u64,
                 "middleware": o.middleware, "seconds": secs});
+            if let Some(v) = verified {
+                j["verified"] = v.into();
+            }
+            let mut c = serde_json::Map::new();
+            for (t, layer, k, x) in host.counters() {
+                c.insert(format!("{t}.{layer}.{k}"), x.into());
+            }
+            j["counters"] = c.into();
             if lat {
-                let mut v: Vec<f64> = l.lat.iter().map(|&p| p as f64 / 2e6).collect();
+                let mut v: Vec<f64> = l.lat.iter().map(|&p| p as f64 / lat_div).collect();
                 v.sort_by(f64::total_cmp);
                 j["t_avg_usec"] = (v.iter().sum::<f64>() / v.len().max(1) as f64).into();
                 j["t_min_usec"] = v.first().copied().unwrap_or(0.0).into();
@@ -332,12 +437,12 @@ mod run {
                 j["msg_rate_mpps"] = (msgs as f64 / secs / 1e6).into();
             }
             println!("{j}");
-            return 0;
+            return bad_bytes;
         }
         header(o, &dev, gid, mtu);
         if lat {
             // perftest reports half the round trip.
-            let mut v: Vec<f64> = l.lat.iter().map(|&p| p as f64 / 2e6).collect();
+            let mut v: Vec<f64> = l.lat.iter().map(|&p| p as f64 / lat_div).collect();
             v.sort_by(f64::total_cmp);
             let n = v.len().max(1);
             let avg = v.iter().sum::<f64>() / n as f64;
@@ -373,7 +478,73 @@ mod run {
             );
         }
         println!("{LINE}");
-        0
+        if let Some(v) = verified {
+            println!(
+                " Verify          : {}",
+                if v {
+                    "byte-exact at the receiver"
+                } else {
+                    "MISMATCH"
+                }
+            );
+        }
+        print_counters(&host);
+        bad_bytes
+    }
+
+    /// The source's pattern: xorshift bytes, so a misplaced or missing chunk shows.
+    fn pattern(len: u64) -> Vec<u8> {
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        (0..len)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                (x >> 24) as u8
+            })
+            .collect()
+    }
+
+    /// FNV-1a of the application's slots (tenant 1).
+    fn region_sum(host: &Host, len: u64) -> String {
+        match host.nic.read_local(1, BASE, len) {
+            Ok(b) => {
+                let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+                for x in b {
+                    h = (h ^ x as u64).wrapping_mul(0x100_0000_01b3);
+                }
+                format!("{h:016x}")
+            }
+            Err(e) => format!("unreadable:{e}"),
+        }
+    }
+
+    fn print_counters(host: &Host) {
+        for (t, layer, k, x) in host.counters() {
+            println!(" Counter         : {t}.{layer}.{k} = {x}");
+        }
+    }
+
+    /// `NAME[:KEY=VALUE...]` as a scenario's middleware entry (values are JSON where they parse,
+    /// strings otherwise: `partition:qps=2:chunk=16KiB`).
+    fn middleware_json(spec: &str) -> serde_json::Value {
+        let mut parts = spec.split(':');
+        let mut m = serde_json::Map::new();
+        m.insert("kind".into(), parts.next().unwrap_or_default().into());
+        for kv in parts {
+            let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
+            let v = serde_json::from_str(v).unwrap_or_else(|_| serde_json::Value::from(v));
+            m.insert(k.to_string(), v);
+        }
+        m.into()
+    }
+
+    fn conn_type(o: &Opts) -> &'static str {
+        match (o.uc, o.ud) {
+            (true, _) => "UC",
+            (_, true) => "UD",
+            _ => "RC",
+        }
     }
 
     fn oob_ready(o: &mut Oob) -> bool {
@@ -385,13 +556,21 @@ mod run {
             "write_bw" => "RDMA_Write BW Test",
             "write_lat" => "RDMA_Write Latency Test",
             "send_bw" => "Send BW Test",
+            "read_lat" => "RDMA_Read Latency Test",
             _ => "RDMA_Read BW Test",
         };
         println!("{LINE}");
         println!("                    {title} (braid)");
         println!(" Number of qps   : {}\t\tTransport type : IB", o.qps);
-        println!(" Connection type : RC\t\tDevice         : {dev}");
-        let depth = if o.test == "write_lat" { 1 } else { o.tx_depth };
+        println!(
+            " Connection type : {}\t\tDevice         : {dev}",
+            conn_type(o)
+        );
+        let depth = if o.test.ends_with("_lat") {
+            1
+        } else {
+            o.tx_depth
+        };
         println!(" TX depth        : {depth}");
         println!(" Mtu             : {mtu}[B]");
         println!(" Link type       : Ethernet");

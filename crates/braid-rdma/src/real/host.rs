@@ -131,10 +131,28 @@ impl Host {
 
     /// The host's context for middleware factories ([`MiddlewareFactory::build`]), with an
     /// in-process out-of-band board: enough for mechanisms whose agents connect within this
-    /// process (one host); agents on several real hosts would need it over TCP (not done yet).
+    /// process (one host). Across real hosts, use [`Host::ctx_with_board`] with a
+    /// [`crate::oob::NetBoard`].
     pub fn ctx(&self) -> HostCtx {
-        HostCtx::new(self.nic.caps().local_addrs[0], self.nic.caps().clone())
-            .with_board(braid_verbs::rendezvous::board())
+        self.ctx_with_board(braid_verbs::rendezvous::board())
+    }
+
+    /// The host's context with the run's board (shared with other hosts, e.g. over TCP).
+    pub fn ctx_with_board(&self, board: braid_verbs::rendezvous::SharedBoard) -> HostCtx {
+        HostCtx::new(self.nic.caps().local_addrs[0], self.nic.caps().clone()).with_board(board)
+    }
+
+    /// Every layer's counters: (tenant, layer name, counter, value); tenant 0 is the agent slot.
+    pub fn counters(&self) -> Vec<(TenantId, &'static str, &'static str, f64)> {
+        let mut v = Vec::new();
+        for (t, s) in self.slots.iter().enumerate() {
+            for l in &s.layers {
+                for (k, x) in l.counters() {
+                    v.push((t as TenantId, l.name(), k, x));
+                }
+            }
+        }
+        v
     }
 
     /// Puts layers in the agent slot (from [`HostCtx::take_agents`]).
