@@ -1,0 +1,466 @@
+//! perftest-like benchmarks: `write_bw`, `write_lat`, `send_bw`, `read_bw`, `read_lat` and DRUM's
+//! per-WQE `wqe_lat`, client and server.
+
+use crate::*;
+use braid_verbs::rendezvous::{Endpoint, Side};
+
+/// perftest's benchmarks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PerfKind {
+    WriteBw,
+    WriteLat,
+    SendBw,
+    ReadBw,
+    /// WRITEs whose every completion time (post to completion) is a latency sample: the
+    /// per-WQE completion time of DRUM's test case 1 (signals every WR).
+    WqeLat,
+    /// READs, one outstanding per QP, each one's post-to-completion time a latency sample
+    /// (perftest's read_lat: a READ's completion is its round trip).
+    ReadLat,
+}
+
+/// A perftest-like benchmark's parameters (perftest's flags: -s, -q, -t, -n, -D, --cq-mod).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PerfSpec {
+    pub kind: PerfKind,
+    /// Bytes per message.
+    pub size: u64,
+    pub qps: u32,
+    /// Outstanding work requests per QP.
+    pub tx_depth: u32,
+    /// Messages per QP (None: until `duration`; neither: 1000).
+    pub iterations: Option<u64>,
+    /// Picoseconds.
+    pub duration: Option<u64>,
+    /// Picoseconds: when to connect and start.
+    pub start: u64,
+    /// A signaled completion every `cq_mod` messages.
+    pub cq_mod: u32,
+    /// Service level (traffic class) of its QPs, both ends; None: the NIC's default.
+    pub priority: Option<u8>,
+}
+
+// ---------------------------------------------------------------------------- perftest
+
+/// The client side of a perftest-like benchmark: posts the work and measures.
+pub struct PerfClient {
+    spec: PerfSpec,
+    flow: u32,
+    conn0: u32,
+    log: SharedMeter,
+    rdv: Rendezvous,
+    base: u64,
+    cq: CqId,
+    lkey: u32,
+    qps: Vec<QpNum>,
+    remote: Vec<Endpoint>,
+    posted: Vec<u64>,
+    completed: Vec<u64>,
+    target: u64,
+    deadline: Option<u64>,
+    lat_sent: Vec<u64>,
+    /// wqe_lat: post times of each QP's outstanding WRs, oldest first.
+    sent_at: Vec<std::collections::VecDeque<u64>>,
+    done: bool,
+    /// QPs whose WRs failed (the QP is in Error): nothing more is posted on them, and the
+    /// flow never finishes.
+    failed: Vec<bool>,
+    /// Which messages carry the synchronise flag (MP-RDMA §5.2.5).
+    sync: Option<SyncDraw>,
+    qp_type: QpType,
+}
+
+impl PerfClient {
+    /// `sync` draws, per message, whether it carries the synchronise flag.
+    pub fn new(
+        spec: PerfSpec,
+        flow: u32,
+        conn0: u32,
+        log: SharedMeter,
+        rdv: Rendezvous,
+        base: u64,
+        sync: Option<SyncDraw>,
+    ) -> Self {
+        let target = match (spec.iterations, spec.duration) {
+            (Some(n), _) => n,
+            (None, Some(_)) => u64::MAX,
+            (None, None) => 1000,
+        };
+        PerfClient {
+            spec,
+            flow,
+            conn0,
+            log,
+            rdv,
+            base,
+            cq: 0,
+            lkey: 0,
+            qps: vec![],
+            remote: vec![],
+            posted: vec![],
+            completed: vec![],
+            target,
+            deadline: None,
+            lat_sent: vec![],
+            sent_at: vec![],
+            done: false,
+            failed: vec![],
+            sync,
+            qp_type: QpType::Rc,
+        }
+    }
+
+    fn size(&self) -> u64 {
+        self.spec.size
+    }
+
+    fn post_one(&mut self, v: &mut dyn Verbs, i: usize) {
+        let op = match self.spec.kind {
+            PerfKind::WriteBw | PerfKind::WqeLat => SendOp::Write,
+            PerfKind::ReadBw | PerfKind::ReadLat => SendOp::Read,
+            PerfKind::SendBw => SendOp::Send,
+            PerfKind::WriteLat => SendOp::WriteWithImm(self.posted[i] as u32),
+        };
+        let addr = self.base + i as u64 * self.size().max(1);
+        let mut wr = SendWr::new(i as u64, op, sges(addr, self.size(), self.lkey));
+        wr.remote_addr = self.remote[i].addr;
+        wr.rkey = self.remote[i].rkey;
+        if self.qp_type == QpType::Ud {
+            // UD (send_bw only): every SEND names its destination.
+            wr.ud_dest = Some(self.remote[i].remote());
+        }
+        // A fraction of the stream is flagged synchronise (MP-RDMA §5.2.5).
+        wr.fence = self.sync.as_mut().is_some_and(|d| d());
+        // perftest --cq-mod: only every n-th WR asks for a completion.
+        wr.signaled = (self.posted[i] + 1) % self.spec.cq_mod as u64 == 0
+            || self.posted[i] + 1 == self.target
+            || self.per_wr();
+        if v.post_send(self.qps[i], wr).is_ok() {
+            self.posted[i] += 1;
+            if self.per_wr() {
+                self.sent_at[i].push_back(v.now());
+            }
+        }
+    }
+
+    /// Every WR is signaled and timed (wqe_lat, read_lat).
+    fn per_wr(&self) -> bool {
+        matches!(self.spec.kind, PerfKind::WqeLat | PerfKind::ReadLat)
+    }
+
+    /// The QPs' transport (RC by default; UC for WRITE and SEND tests, as perftest's `-c UC`;
+    /// UD for send_bw, messages up to the MTU).
+    pub fn with_qp_type(mut self, t: QpType) -> Self {
+        self.qp_type = t;
+        self
+    }
+
+    fn may_post(&self, i: usize, now: u64) -> bool {
+        !self.failed[i] && self.posted[i] < self.target && self.deadline.is_none_or(|d| now < d)
+    }
+
+    fn check_done(&mut self, now: u64) {
+        let all_in = (0..self.qps.len())
+            .all(|i| self.completed[i] >= self.posted[i] && !self.may_post(i, now));
+        if all_in && !self.done {
+            self.done = true;
+            if !self.failed.iter().any(|&f| f) {
+                self.log.borrow_mut().finished(self.flow, now);
+            }
+        }
+    }
+}
+
+impl App for PerfClient {
+    fn start(&mut self, v: &mut dyn Verbs) {
+        let n = self.spec.qps as usize;
+        let ends = open_client(
+            v,
+            ClientSlots {
+                n,
+                size: self.size(),
+                base: self.base,
+                priority: self.spec.priority,
+                conn0: self.conn0,
+                flow: self.flow,
+                qp_type: self.qp_type,
+            },
+            &self.log,
+            &self.rdv,
+        );
+        (self.cq, self.lkey, self.qps) = (ends.cq, ends.lkey, ends.qps);
+        if matches!(self.spec.kind, PerfKind::ReadBw | PerfKind::ReadLat) {
+            for &qp in &self.qps {
+                self.log
+                    .borrow_mut()
+                    .receiving_qp(self.flow, v.local_host(), qp);
+            }
+        }
+        self.posted = vec![0; n];
+        self.completed = vec![0; n];
+        self.failed = vec![false; n];
+        self.lat_sent = vec![0; n];
+        self.sent_at = vec![Default::default(); n];
+        v.set_timer(v.now().max(self.spec.start), CONNECT);
+    }
+
+    fn on_event(&mut self, v: &mut dyn Verbs, ev: Event) {
+        let now = v.now();
+        match ev {
+            Event::Timer(CONNECT) => {
+                self.remote = connect_all(v, &self.rdv, self.conn0 as u64, Side::Client, &self.qps)
+                    .expect("connect");
+                self.log.borrow_mut().started(self.flow, now);
+                self.deadline = self.spec.duration.map(|d| now + d);
+                if let Some(d) = self.deadline {
+                    v.set_timer(d, CONNECT - 1);
+                }
+                for i in 0..self.qps.len() {
+                    if self.spec.kind == PerfKind::WriteLat {
+                        let len = self.size();
+                        let _ = v.post_recv(
+                            self.qps[i],
+                            RecvWr {
+                                wr_id: i as u64,
+                                sg_list: sges(self.base, len, self.lkey),
+                            },
+                        );
+                        self.lat_sent[i] = now;
+                        self.post_one(v, i);
+                    } else {
+                        let depth = self.spec.tx_depth as u64;
+                        for _ in 0..depth {
+                            if !self.may_post(i, now) {
+                                break;
+                            }
+                            self.post_one(v, i);
+                        }
+                    }
+                }
+            }
+            Event::Timer(_) => self.check_done(now),
+            Event::Wake(_) => {}
+            Event::Completion(cq) => {
+                let mut wcs = Vec::new();
+                poll_and_rearm(v, cq, &mut wcs).expect("poll own CQ");
+                for wc in wcs {
+                    let i = wc.wr_id as usize % self.qps.len().max(1);
+                    if wc.status != WcStatus::Success {
+                        // The QP is in Error: the rest of its WRs are flushed; post no more.
+                        self.failed[i] = true;
+                        self.completed[i] = self.posted[i];
+                        continue;
+                    }
+                    match (self.spec.kind, wc.opcode) {
+                        (PerfKind::WriteLat, WcOpcode::RecvWithImm) => {
+                            // Pong arrived: one round trip.
+                            self.completed[i] += 1;
+                            {
+                                let mut log = self.log.borrow_mut();
+                                log.latency(self.flow, now - self.lat_sent[i]);
+                                log.progress(self.flow, self.size());
+                            }
+                            if self.may_post(i, now) {
+                                let len = self.size();
+                                let _ = v.post_recv(
+                                    self.qps[i],
+                                    RecvWr {
+                                        wr_id: i as u64,
+                                        sg_list: sges(self.base, len, self.lkey),
+                                    },
+                                );
+                                self.lat_sent[i] = now;
+                                self.post_one(v, i);
+                            }
+                        }
+                        (PerfKind::WriteLat, _) => {}
+                        (PerfKind::WqeLat | PerfKind::ReadLat, _) => {
+                            self.completed[i] += 1;
+                            if let Some(t) = self.sent_at[i].pop_front() {
+                                let mut log = self.log.borrow_mut();
+                                log.latency(self.flow, now - t);
+                                log.progress(self.flow, self.size());
+                            }
+                            if self.may_post(i, now) {
+                                self.post_one(v, i);
+                            }
+                        }
+                        _ => {
+                            // A signaled completion stands for cq_mod WRs (or the remainder).
+                            let n = (self.posted[i] - self.completed[i])
+                                .min(self.spec.cq_mod as u64)
+                                .max(1);
+                            self.completed[i] += n;
+                            self.log.borrow_mut().progress(self.flow, n * self.size());
+                            for _ in 0..n {
+                                if self.may_post(i, now) {
+                                    self.post_one(v, i);
+                                }
+                            }
+                        }
+                    }
+                }
+                self.check_done(now);
+            }
+        }
+    }
+
+    fn is_done(&self) -> bool {
+        self.done
+    }
+}
+
+/// Where a client's connections live: `n` slots of `size` bytes from `base`, connection ids
+
+/// The server side: memory to WRITE into / READ from, RECVs for SEND, the pong of write_lat.
+pub struct PerfServer {
+    spec: PerfSpec,
+    flow: u32,
+    conn0: u32,
+    log: SharedMeter,
+    rdv: Rendezvous,
+    base: u64,
+    lkey: u32,
+    qps: Vec<QpNum>,
+    remote: Vec<Endpoint>,
+    seq: u64,
+    qp_type: QpType,
+}
+
+impl PerfServer {
+    pub fn new(
+        spec: PerfSpec,
+        flow: u32,
+        conn0: u32,
+        log: SharedMeter,
+        rdv: Rendezvous,
+        base: u64,
+    ) -> Self {
+        PerfServer {
+            spec,
+            flow,
+            conn0,
+            log,
+            rdv,
+            base,
+            lkey: 0,
+            qps: vec![],
+            remote: vec![],
+            seq: 0,
+            qp_type: QpType::Rc,
+        }
+    }
+
+    /// The QPs' transport (RC by default; UC for WRITE and SEND tests).
+    pub fn with_qp_type(mut self, t: QpType) -> Self {
+        self.qp_type = t;
+        self
+    }
+
+    fn post_recvs(&mut self, v: &mut dyn Verbs, i: usize, n: u32) {
+        let len = self.spec.size;
+        for _ in 0..n {
+            let addr = self.base + i as u64 * len.max(1);
+            let _ = v.post_recv(
+                self.qps[i],
+                RecvWr {
+                    wr_id: i as u64,
+                    sg_list: sges(addr, len, self.lkey),
+                },
+            );
+        }
+    }
+}
+
+impl App for PerfServer {
+    fn start(&mut self, v: &mut dyn Verbs) {
+        let n = self.spec.qps as usize;
+        let size = self.spec.size.max(1);
+        let cq = v.create_cq(1 << 16).expect("create CQ");
+        v.req_notify_cq(cq).expect("arm CQ");
+        let mr = v
+            .reg_mr(self.base, size * n as u64, Access::ALL)
+            .expect("register memory");
+        self.lkey = mr.lkey;
+        for i in 0..n {
+            let qp = v
+                .create_qp(&QpInit {
+                    priority: self.spec.priority,
+                    qp_type: self.qp_type,
+                    ..QpInit::rc(cq)
+                })
+                .expect("create QP");
+            self.qps.push(qp);
+            self.rdv.borrow_mut().publish(
+                (self.conn0 + i as u32) as u64,
+                Side::Server,
+                Endpoint {
+                    host: v.local_host(),
+                    qpn: qp,
+                    addr: self.base + i as u64 * size,
+                    rkey: mr.rkey,
+                },
+            );
+            if !matches!(self.spec.kind, PerfKind::ReadBw | PerfKind::ReadLat) {
+                self.log
+                    .borrow_mut()
+                    .receiving_qp(self.flow, v.local_host(), qp);
+            }
+        }
+        v.set_timer(v.now().max(self.spec.start), CONNECT);
+    }
+
+    fn on_event(&mut self, v: &mut dyn Verbs, ev: Event) {
+        match ev {
+            Event::Timer(CONNECT) => {
+                self.remote = connect_all(v, &self.rdv, self.conn0 as u64, Side::Server, &self.qps)
+                    .expect("connect");
+                for i in 0..self.qps.len() {
+                    let depth = match self.spec.kind {
+                        PerfKind::SendBw => (self.spec.tx_depth * 2).max(64),
+                        PerfKind::WriteLat => 1,
+                        _ => 0,
+                    };
+                    self.post_recvs(v, i, depth);
+                }
+            }
+            Event::Timer(_) | Event::Wake(_) => {}
+            Event::Completion(cq) => {
+                let mut wcs = Vec::new();
+                poll_and_rearm(v, cq, &mut wcs).expect("poll own CQ");
+                for wc in wcs {
+                    let i = wc.wr_id as usize % self.qps.len().max(1);
+                    if wc.status != WcStatus::Success {
+                        // Flushed (the QP is in Error): reposting would only flush again.
+                        continue;
+                    }
+                    match wc.opcode {
+                        WcOpcode::Recv | WcOpcode::RecvWithImm => {
+                            self.post_recvs(v, i, 1);
+                            if self.spec.kind == PerfKind::WriteLat {
+                                // Pong.
+                                self.seq += 1;
+                                let len = self.spec.size;
+                                let addr = self.base + i as u64 * len.max(1);
+                                let mut wr = SendWr::new(
+                                    i as u64,
+                                    SendOp::WriteWithImm(self.seq as u32),
+                                    sges(addr, len, self.lkey),
+                                );
+                                wr.remote_addr = self.remote[i].addr;
+                                wr.rkey = self.remote[i].rkey;
+                                wr.signaled = false;
+                                let _ = v.post_send(self.qps[i], wr);
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+            }
+        }
+    }
+
+    fn is_done(&self) -> bool {
+        true
+    }
+}
