@@ -189,3 +189,20 @@ fn the_same_scenario_and_seed_give_the_same_agents() {
     let (a, b) = (Agents::of(&s), Agents::of(&s));
     assert_eq!(format!("{:?}", a.0), format!("{:?}", b.0));
 }
+
+#[test]
+fn bad_online_parameters_are_refused_by_name() {
+    for (online, key) in [
+        (json!({"relax": 2.5}), "relax"),
+        (json!({"ctrl_loss": 1.5}), "ctrl_loss"),
+        (json!({"windw": "1us"}), "windw"),
+    ] {
+        let s = scenario(&online, BASE, "1ms");
+        let e = braid_sim::Simulation::from_json(&s.to_string(), std::path::Path::new("."), None)
+            .err()
+            .unwrap_or_else(|| panic!("{online} accepted"));
+        let m = e.to_string();
+        assert!(m.contains(key), "{online}: {m}");
+        println!("{online}: {m}");
+    }
+}
