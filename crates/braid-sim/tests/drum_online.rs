@@ -206,3 +206,37 @@ fn bad_online_parameters_are_refused_by_name() {
         println!("{online}: {m}");
     }
 }
+
+/// Eight hosts, each a client of three others (SEND to the next with 3 connections, WRITE to the
+/// one after with 2, SEND with weight 2 to the third with 2): 56 client connections, 40 of them
+/// two-sided. Prints what the online solve cost (`-- --ignored --nocapture`).
+#[test]
+#[ignore]
+fn print_eight_hosts() {
+    let mut apps: Vec<Value> = Vec::new();
+    for i in 0..8u32 {
+        for (kind, d, qps, w) in [
+            ("send_bw", 1, 3, 1.0),
+            ("write_bw", 2, 2, 1.0),
+            ("send_bw", 3, 2, 2.0),
+        ] {
+            apps.push(
+                json!({"kind": kind, "src": i, "dst": (i + d) % 8, "size": "1KB", "qps": qps,
+                             "tx_depth": 16, "duration": "3ms", "middleware": drum(&json!({}), w)}),
+            );
+        }
+    }
+    for loss in [0.0, 0.1] {
+        let mut s =
+            json!({"duration": "3ms", "nic": {"mtu": 1024}, "topology": star(8), "apps": apps});
+        for a in s["apps"].as_array_mut().unwrap() {
+            a["middleware"][0]["online"]["ctrl_loss"] = json!(loss);
+        }
+        let t = std::time::Instant::now();
+        let a = Agents::of(&s);
+        a.show(&format!(
+            "8 hosts, {loss} lost ({:.1} s wall)",
+            t.elapsed().as_secs_f64()
+        ));
+    }
+}
