@@ -38,6 +38,9 @@ use std::rc::Rc;
 /// Timer tokens of the decider (the agent's own are small numbers).
 const T_SOLVER: u64 = 0x4F_4E4C_0000_0001;
 const T_BOARD: u64 = 0x4F_4E4C_0000_0002;
+/// Polling the board for a peer's control QP: first after 1 µs, doubling up to 1 ms.
+const BOARD_BACKOFF0: u64 = 1_000_000;
+const BOARD_BACKOFF_MAX: u64 = 1_000_000_000;
 /// Rates travel to the solver in millions per second (the scale its tests use).
 const MOPS: f64 = 1e6;
 /// A fraction of two-sided WRs is declared again only when it moved by more than this.
@@ -221,6 +224,7 @@ pub struct OnlineSolve {
     book: Option<Rc<RefCell<GapBook>>>,
     armed: Option<u64>,
     board_armed: bool,
+    board_backoff: u64,
     applied: Option<(u32, u64)>,
     seen: Option<(u32, u64)>,
     base: Base,
@@ -267,6 +271,7 @@ impl OnlineSolve {
             book: p.report_gap.then(|| gap::book_for(&ctx.board)),
             armed: None,
             board_armed: false,
+            board_backoff: BOARD_BACKOFF0,
             applied: None,
             seen: None,
             base: Base::default(),
@@ -551,12 +556,17 @@ impl OnlineSolve {
         peers.dedup();
         let waiting = self.ctrl.setup(v, &peers);
         for (to, b) in out {
-            let sent = self.ctrl.send(v, to, b);
-            debug_assert!(sent, "set up above");
+            if !self.ctrl.send(v, to, b) {
+                // No control QP could be made for that peer (counted in ctrl_errors): lost.
+                self.ctrl.stats.queue_drops += 1;
+            }
         }
-        if waiting && !self.board_armed {
+        if !waiting {
+            self.board_backoff = BOARD_BACKOFF0;
+        } else if !self.board_armed {
             self.board_armed = true;
-            v.set_timer(now + 1_000_000, T_BOARD);
+            v.set_timer(now + self.board_backoff, T_BOARD);
+            self.board_backoff = (self.board_backoff * 2).min(BOARD_BACKOFF_MAX);
         }
         if let Some(t) = self.solver.as_ref().and_then(|s| s.poll_timeout()) {
             let at = (t.saturating_mul(1000)).max(now + 1);
