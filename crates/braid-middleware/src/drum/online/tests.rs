@@ -344,3 +344,64 @@ fn the_decider_is_picked_by_name_and_bad_parameters_are_refused_by_name() {
         assert_eq!(e.key, key, "{e:?}");
     }
 }
+
+/// The IO monitor's demand: connection B posts one WRITE and then nothing; A keeps its pool
+/// full. Once a window (`solve_interval`) has passed with B idle, B's demand (twice its posting
+/// rate, floored at 1e-4 Q) caps it and the re-solve gives A the rest of Q.
+#[test]
+fn a_measured_demand_change_re_solves_and_frees_the_capacity() {
+    let c = DrumConfig {
+        solve_interval: braid_units::Duration(10_000_000),
+        ..cfg(OnlineDecider::default())
+    };
+    let (mut net, a, b) = net_of(&c);
+    let t2 = net.add_tenant_with(H1, Box::new(Idle), &[&c]).unwrap();
+    net.run();
+    let ea = end(&mut net, H1, a);
+    let eb = end(&mut net, H1, t2);
+    let pa = end(&mut net, H2, b);
+    let pb = end(&mut net, H2, b);
+    let rq = |e: &End| RemoteQp {
+        host: e.host,
+        qpn: e.qp,
+        udp_sport: None,
+    };
+    for (x, y) in [(&ea, &pa), (&eb, &pb)] {
+        net.call_as(x.host, x.t, |v| v.connect_qp(x.qp, rq(y)))
+            .unwrap();
+        net.call_as(y.host, y.t, |v| v.connect_qp(y.qp, rq(x)))
+            .unwrap();
+    }
+    let write = |e: &End, p: &End, k: u64| {
+        let mut w = SendWr::new(
+            k,
+            SendOp::Write,
+            vec![Sge {
+                addr: e.mr.addr,
+                length: 64,
+                lkey: e.mr.lkey,
+            }],
+        );
+        w.remote_addr = p.mr.addr;
+        w.rkey = p.mr.rkey;
+        w
+    };
+    net.call_as(H1, eb.t, |v| v.post_send(eb.qp, write(&eb, &pb, 0)))
+        .unwrap();
+    for k in 0..2000 {
+        net.call_as(H1, ea.t, |v| v.post_send(ea.qp, write(&ea, &pa, k)))
+            .unwrap();
+    }
+    net.run();
+    let (lo, hi) = (
+        counter(&net, H1, "online_x_min"),
+        counter(&net, H1, "online_x_max"),
+    );
+    println!(
+        "demand: x_min {lo} x_max {hi}, epochs {}",
+        counter(&net, H1, "online_epochs")
+    );
+    assert!(close(lo, 1e3, 1e-2), "B capped at the floor: {lo}");
+    assert!(close(hi, 10e6 - 1e3, 1e-3), "A gets the rest: {hi}");
+    assert!(counter(&net, H1, "online_epochs") >= 2.0);
+}
