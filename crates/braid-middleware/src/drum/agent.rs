@@ -119,6 +119,7 @@ impl DrumAgent {
         self.setup_pipes(v);
         if self.st.borrow().mode == Mode::Drum {
             self.maybe_decide(v);
+            self.decider.drive(v);
         }
         self.schedule(v);
         self.release(v);
@@ -249,7 +250,9 @@ impl DrumAgent {
         let now = v.now();
         let stats: Vec<Stat> = {
             let s = self.st.borrow();
-            let due = s.resolve || now >= self.last_solve + s.cfg.solve_interval.0;
+            let due = s.resolve
+                || now >= self.last_solve + s.cfg.solve_interval.0
+                || self.decider.wants_decide();
             if !due || s.conns.is_empty() {
                 return;
             }
@@ -262,6 +265,10 @@ impl DrumAgent {
                     backlog: c.pool.len(),
                     arrivals: c.arrivals,
                     window_ps: now - self.last_solve,
+                    remote: c.remote.map(|r| (r.host, r.qpn)),
+                    posted: c.posted,
+                    two_sided: c.two_sided,
+                    received: c.received,
                 })
                 .collect()
         };
@@ -659,6 +666,7 @@ impl Middleware for DrumAgent {
             Ok(mr) => self.st.borrow_mut().global = Some(mr),
             Err(_) => self.pipe_errors += 1,
         }
+        self.decider.start(v);
     }
 
     fn counters(&self) -> Vec<(&'static str, f64)> {
@@ -696,6 +704,10 @@ impl Middleware for DrumAgent {
     }
 
     fn on_event(&mut self, v: &mut dyn Verbs, event: Event, up: &mut Vec<Event>) {
+        if self.decider.on_event(v, &event) {
+            self.service(v);
+            return;
+        }
         match event {
             Event::Wake(WAKE_AGENT) => self.service(v),
             Event::Timer(T_BOARD) => {

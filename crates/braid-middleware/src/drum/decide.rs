@@ -5,12 +5,17 @@
 //! [`LocalSolve`] decides on the host's own one-sided instance with `braid_drum`'s exact solver
 //! (one host, one entry per connection: weighted alpha-fair WQE utility, -beta/z^2 CQ utility,
 //! `sum x <= Q`, `sum z <= C`, `z = x`), after `braid_drum::select::select_topk` chose the
-//! active set with aging. The online distributed solver (`braid_drum::online`, a sans-IO
-//! per-host state machine exchanging intermediate values with the peers of two-sided traffic)
-//! plugs in as another `RateDecider`; nothing else in the agent changes.
+//! active set with aging. `OnlineSolve` (`drum/online/`) runs DRUM's distributed solver
+//! (`braid_drum::online`) and exchanges its control messages with the peers of two-sided
+//! traffic over control QPs of its own; `decider = "local" | "online"` picks one (the kind's
+//! config is the factory).
 
 use super::DrumConfig;
 use braid_drum::problem::Problem;
+use braid_verbs::rendezvous::SharedBoard;
+use braid_verbs::{BuildError, Caps, Event, Verbs};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// What the IO monitor observed of one connection since the last decision.
@@ -25,6 +30,14 @@ pub struct Stat {
     pub arrivals: u64,
     /// Length of that window, picoseconds.
     pub window_ps: u64,
+    /// The peer connection: (peer host, the peer's connection id).
+    pub remote: Option<(u32, u32)>,
+    /// WRs posted since the connection was made, and of them those whose completion lands at
+    /// the peer (SEND, *_WITH_IMM: two-sided).
+    pub posted: u64,
+    pub two_sided: u64,
+    /// Two-sided messages received from the peer since the connection was made.
+    pub received: u64,
 }
 
 /// Rates per connection, in the order of the stats given.
@@ -40,12 +53,106 @@ pub struct Decision {
 }
 
 /// Decides the rates of a host's connections.
+///
+/// A decider that talks to its peers (the online solver) gets the agent's verbs through the
+/// hooks: `start` once, `on_event` for every event the agent does not own itself (it returns
+/// true for its own completions and timers), `drive` after every decision. `wants_decide` asks
+/// the agent to decide again at once (new rates from a finished round).
 pub trait RateDecider {
     fn name(&self) -> &'static str;
     fn decide(&mut self, now: u64, stats: &[Stat]) -> Decision;
     fn counters(&self) -> Vec<(&'static str, f64)> {
         Vec::new()
     }
+    fn start(&mut self, _v: &mut dyn Verbs) {}
+    fn on_event(&mut self, _v: &mut dyn Verbs, _e: &Event) -> bool {
+        false
+    }
+    fn drive(&mut self, _v: &mut dyn Verbs) {}
+    fn wants_decide(&self) -> bool {
+        false
+    }
+}
+
+/// What a decider's factory gets from the host it is built on.
+pub struct DeciderCtx {
+    pub board: SharedBoard,
+    /// This host's address (what peers name it by).
+    pub host: u32,
+    pub caps: Caps,
+}
+
+/// A decider's config is its factory.
+pub trait DeciderFactory {
+    fn build(&self, cfg: &DrumConfig, ctx: &DeciderCtx)
+        -> Result<Box<dyn RateDecider>, BuildError>;
+}
+
+/// `decider = "local" | "online"` in the drum config.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum DeciderKind {
+    /// [`LocalSolve`]: the host's own one-sided instance, solved exactly.
+    #[default]
+    Local,
+    /// `OnlineSolve` (`drum/online/`): DRUM's distributed ADMM with the peers of two-sided
+    /// traffic, its parameters in the `online` table.
+    Online,
+}
+
+impl DeciderKind {
+    pub fn factory<'a>(&self, cfg: &'a DrumConfig) -> &'a dyn DeciderFactory {
+        match self {
+            DeciderKind::Local => &LocalFactory,
+            DeciderKind::Online => &cfg.online,
+        }
+    }
+}
+
+/// [`LocalSolve`]'s factory (it has no parameters of its own).
+pub struct LocalFactory;
+
+impl DeciderFactory for LocalFactory {
+    fn build(
+        &self,
+        cfg: &DrumConfig,
+        _ctx: &DeciderCtx,
+    ) -> Result<Box<dyn RateDecider>, BuildError> {
+        Ok(Box::new(LocalSolve::new(cfg)))
+    }
+}
+
+/// The top-k selection with aging both deciders use: backlogged connections rank by weight,
+/// idle ones below them; aging forces a connection in after `max_wait` rounds out. All active
+/// when `k` is 0 or not exceeded.
+pub fn select_active(
+    ages: &mut BTreeMap<u32, u32>,
+    k: usize,
+    max_wait: u32,
+    stats: &[Stat],
+) -> Vec<bool> {
+    let m = stats.len();
+    if k == 0 || m <= k {
+        ages.clear();
+        return vec![true; m];
+    }
+    let scores: Vec<f64> = stats
+        .iter()
+        .map(|s| {
+            if s.backlog > 0 {
+                s.weight
+            } else {
+                s.weight * 1e-3
+            }
+        })
+        .collect();
+    let mut age: Vec<u32> = stats
+        .iter()
+        .map(|s| ages.get(&s.conn).copied().unwrap_or(0))
+        .collect();
+    let a = braid_drum::select::select_topk(1, m, k, &scores, &mut age, max_wait);
+    *ages = stats.iter().zip(age).map(|(s, a)| (s.conn, a)).collect();
+    a
 }
 
 /// Host-local decision: top-k selection with aging, then the exact one-sided solve with
@@ -128,30 +235,7 @@ impl RateDecider for LocalSolve {
         if m == 0 {
             return Decision::default();
         }
-        // Top-k: backlogged connections rank by weight, idle ones below them; aging forces a
-        // connection in after `max_wait` rounds out.
-        let active = if self.k > 0 && m > self.k {
-            let scores: Vec<f64> = stats
-                .iter()
-                .map(|s| {
-                    if s.backlog > 0 {
-                        s.weight
-                    } else {
-                        s.weight * 1e-3
-                    }
-                })
-                .collect();
-            let mut age: Vec<u32> = stats
-                .iter()
-                .map(|s| self.ages.get(&s.conn).copied().unwrap_or(0))
-                .collect();
-            let a = braid_drum::select::select_topk(1, m, self.k, &scores, &mut age, self.max_wait);
-            self.ages = stats.iter().zip(age).map(|(s, a)| (s.conn, a)).collect();
-            a
-        } else {
-            self.ages.clear();
-            vec![true; m]
-        };
+        let active = select_active(&mut self.ages, self.k, self.max_wait, stats);
         let idx: Vec<usize> = (0..m).filter(|&j| active[j]).collect();
         let mut x = vec![0.0; m];
         let mut z = vec![0.0; m];
@@ -236,6 +320,10 @@ mod tests {
             backlog,
             arrivals,
             window_ps: 1_000_000_000, // 1 ms
+            remote: None,
+            posted: 0,
+            two_sided: 0,
+            received: 0,
         }
     }
 

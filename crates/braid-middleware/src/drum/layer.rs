@@ -324,6 +324,13 @@ impl Middleware for DrumLayer {
         }
         below.charge(Work::WrBuilt(1));
         let c = st.conn_of(self.tenant, qp)?;
+        let first_two_sided = matches!(
+            wr.op,
+            SendOp::Send | SendOp::SendWithImm(_) | SendOp::WriteWithImm(_)
+        ) && {
+            c.two_sided += 1;
+            c.two_sided == 1
+        };
         c.pool.push_back(Pooled {
             app_wr_id: wr.wr_id,
             signaled: wr.signaled || sig_all,
@@ -339,6 +346,8 @@ impl Middleware for DrumLayer {
         c.arrivals += 1;
         c.posted += 1;
         st.dirty = true;
+        // Its first two-sided WR changes the host's instance: the rates are decided again.
+        st.resolve |= first_two_sided;
         drop(st);
         self.posted += 1;
         self.poke_agent(below);

@@ -26,6 +26,7 @@
 pub mod agent;
 pub mod decide;
 pub mod layer;
+pub mod online;
 pub mod share;
 pub mod state;
 
@@ -35,8 +36,11 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 pub use agent::DrumAgent;
-pub use decide::{Decision, LocalSolve, RateDecider, Stat};
+pub use decide::{
+    DeciderCtx, DeciderFactory, DeciderKind, Decision, LocalSolve, RateDecider, Stat,
+};
 pub use layer::DrumLayer;
+pub use online::{OnlineDecider, OnlineSolve};
 pub use share::ShareConfig;
 pub use state::HostState;
 
@@ -87,6 +91,11 @@ pub struct DrumConfig {
     pub qp_map_ns: f64,
     /// CPU of one rate decision per connection in it (`qp_sche`).
     pub solve_ns_per_conn: f64,
+    /// Who decides the rates: `"local"` (the host's own instance, exact) or `"online"` (DRUM's
+    /// distributed solver with the peers of two-sided traffic, over control QPs).
+    pub decider: DeciderKind,
+    /// The online decider's parameters (used with `decider = "online"`).
+    pub online: OnlineDecider,
 }
 
 impl Default for DrumConfig {
@@ -109,6 +118,8 @@ impl Default for DrumConfig {
             convert_ns: 30.0,
             qp_map_ns: 20.0,
             solve_ns_per_conn: 50.0,
+            decider: DeciderKind::Local,
+            online: OnlineDecider::default(),
         }
     }
 }
@@ -160,6 +171,7 @@ impl DrumConfig {
                 return bad(k, "expected a number of nanoseconds >= 0");
             }
         }
+        self.online.check()?;
         Ok(())
     }
 
@@ -215,7 +227,16 @@ pub(crate) fn build(
         }
     }
     if first {
-        let decider: Box<dyn RateDecider> = Box::new(LocalSolve::new(cfg));
+        let ctx = DeciderCtx {
+            board: board.clone(),
+            host: me,
+            caps: host.caps().clone(),
+        };
+        let decider = if mode == Mode::Drum {
+            cfg.decider.factory(cfg).build(cfg, &ctx)?
+        } else {
+            Box::new(LocalSolve::new(cfg))
+        };
         host.add_agent(Box::new(DrumAgent::new(state.clone(), decider, name)));
     }
     Ok(Box::new(DrumLayer::new(state, tenant, cfg.weight, name)))

@@ -102,6 +102,10 @@ pub struct Conn {
     /// WRs posted into the pool since the last decision (the IO monitor's demand estimate).
     pub(crate) arrivals: u64,
     pub posted: u64,
+    /// Of `posted`, the WRs whose completion lands at the peer (SEND, *_WITH_IMM): two-sided.
+    pub two_sided: u64,
+    /// Two-sided messages that arrived from the peer (receive completions).
+    pub received: u64,
     pub completed: u64,
     pub active: bool,
 }
@@ -211,6 +215,8 @@ impl HostState {
                 refilled: 0,
                 arrivals: 0,
                 posted: 0,
+                two_sided: 0,
+                received: 0,
                 completed: 0,
                 active: true,
             },
@@ -473,6 +479,11 @@ impl HostState {
         let Some(c) = self.conns.get_mut(&vqpn) else {
             return;
         };
+        c.received += 1;
+        if c.received == 1 {
+            // The connection now receives two-sided traffic: its rates are decided again.
+            self.resolve = true;
+        }
         c.arrived.push_back(a);
         self.match_recvs(vqpn);
     }

@@ -77,6 +77,9 @@ struct Entry {
     /// penalty before the host's adaptive factor; 0 until the row's first z-step
     rho_base: f64,
     curv: f64,
+    /// The row's price `ρ v` carried over a change of its pairs (its penalty is chosen again
+    /// and `v` rescaled to keep the price); None for a new row (v = 0).
+    price: Option<f64>,
     self_y: f64,
     self_init: bool,
     self_qa: f64,
@@ -284,7 +287,7 @@ impl HostSolver {
         let mut ents = Vec::with_capacity(inst.conns.len());
         for c in &inst.conns {
             let prev = old.remove(&c.id);
-            let outs = c
+            let outs: Vec<OutPair> = c
                 .out
                 .iter()
                 .map(|o| {
@@ -301,7 +304,7 @@ impl HostSolver {
                     }
                 })
                 .collect();
-            let ins = inst
+            let ins: Vec<InPair> = inst
                 .inbound
                 .iter()
                 .filter(|b| b.row == c.id)
@@ -324,15 +327,29 @@ impl HostSolver {
                 })
                 .collect();
             let e = match prev {
-                Some(p) => Entry {
-                    w: c.weight,
-                    a: c.a,
-                    hi: c.demand,
-                    x: p.x.min(c.demand),
-                    outs,
-                    ins,
-                    ..p
-                },
+                Some(p) => {
+                    // A row that gains or loses its remote pairs (one-sided <-> two-sided)
+                    // gets the penalty of its new kind; its price is kept.
+                    let was = p.ins.is_empty() && p.outs.is_empty();
+                    let is = ins.is_empty() && outs.is_empty();
+                    let (rho_base, curv, price) = if was != is && p.rho_base > 0.0 {
+                        (0.0, f64::NAN, Some(self.factor * p.rho_base * p.v))
+                    } else {
+                        (p.rho_base, p.curv, p.price)
+                    };
+                    Entry {
+                        w: c.weight,
+                        a: c.a,
+                        hi: c.demand,
+                        x: p.x.min(c.demand),
+                        outs,
+                        ins,
+                        rho_base,
+                        curv,
+                        price,
+                        ..p
+                    }
+                }
                 None => Entry {
                     id: c.id,
                     w: c.weight,
@@ -344,6 +361,7 @@ impl HostSolver {
                     v: 0.0,
                     rho_base: 0.0,
                     curv: f64::NAN,
+                    price: None,
                     self_y: 0.0,
                     self_init: false,
                     self_qa: 0.0,

@@ -252,7 +252,10 @@ impl HostSolver {
             } else {
                 scale * med
             } / self.factor;
-            e.v = 0.0;
+            e.v = match e.price.take() {
+                Some(u) if u.is_finite() => u / (self.factor * e.rho_base),
+                _ => 0.0,
+            };
         }
     }
 

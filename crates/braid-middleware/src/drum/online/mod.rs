@@ -1,0 +1,738 @@
+//! `decider = "online"`: DRUM's distributed solver (Algorithm 1 one-sided, 2 two-sided) inside
+//! the host agent, its control messages over RDMA between the agents.
+//!
+//! [`OnlineSolve`] owns this host's [`HostSolver`] (`braid_drum::online`, sans-IO). From the IO
+//! monitor's per-connection statistics it builds the host's [`LocalInstance`]: one connection
+//! per active tenant connection (weight from the tenant; demand unbounded while backlogged, else
+//! twice its posting rate, with hysteresis; Q and C from `wqe_rate` / `cqe_rate`), with its
+//! two-sided traffic toward the peer connection (the fraction of its WRs that complete at the
+//! peer: SEND, *_WITH_IMM) and, on the receiving side, the peer connections whose messages
+//! arrived. A change of the instance (a connection arrives or leaves, a demand or a fraction
+//! moves) is a new epoch, solved warm from the current state (`warm = false`: from scratch).
+//!
+//! The solver's messages go over the control channel ([`ctrl`]): one RC QP per peer host with
+//! two-sided traffic, created by the agent and set up through the board as its pipes are. The
+//! coordinator window (`window`) and the paper's rule (a late or lost value replaced by the
+//! last round's) are the solver's. Every finished round's rates go to the scheduler and poller
+//! at once (the agent decides again), and are recorded ([`RoundRecord`]); `report_gap` adds the
+//! gap to the offline optimum of the same instance ([`gap`]).
+
+pub mod ctrl;
+pub mod gap;
+
+use super::decide::{select_active, DeciderCtx, DeciderFactory, Decision, RateDecider, Stat};
+use super::DrumConfig;
+use braid_drum::online::{
+    Connection, HostSolver, Inbound, LocalInstance, OnlineConfig, Outbound, Stats,
+};
+use braid_units::{Bytes, Duration};
+use braid_verbs::{BuildError, Event, Verbs};
+use ctrl::Ctrl;
+use gap::GapBook;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::rc::Rc;
+
+/// Timer tokens of the decider (the agent's own are small numbers).
+const T_SOLVER: u64 = 0x4F_4E4C_0000_0001;
+const T_BOARD: u64 = 0x4F_4E4C_0000_0002;
+/// Polling the board for a peer's control QP: first after 1 µs, doubling up to 1 ms.
+const BOARD_BACKOFF0: u64 = 1_000_000;
+const BOARD_BACKOFF_MAX: u64 = 1_000_000_000;
+/// Rates travel to the solver in millions per second (the scale its tests use).
+const MOPS: f64 = 1e6;
+/// A fraction of two-sided WRs is declared again only when it moved by more than this.
+const FRAC_STEP: f64 = 0.05;
+/// Records kept per host (the oldest are not dropped: recording stops).
+const MAX_RECORDS: usize = 1 << 16;
+
+/// `online = { ... }` in a drum config: the online decider's parameters.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct OnlineDecider {
+    /// The coordinator window: how long a half-round waits for its peers' values before it
+    /// goes on with the last round's.
+    pub window: Duration,
+    /// ADMM over-relaxation, in [1, 2).
+    pub relax: f64,
+    /// Penalty of a row with two-sided senders: this times the median curvature of the host's
+    /// rows.
+    pub rho_scale: f64,
+    /// Relative tolerance of the solver's stop test.
+    pub eps: f64,
+    /// Settled rounds in a row (own and neighbours') before a host goes idle.
+    pub quiet_rounds: u32,
+    /// Rounds of one solve before it stops unsettled.
+    pub max_rounds: u32,
+    /// Re-solve a changed instance from the current state (false: from scratch).
+    pub warm: bool,
+    /// Cap each connection's rate at its measured demand (false: every connection unbounded).
+    pub demand: bool,
+    /// A measured demand is applied only when it moved by more than this fraction.
+    pub demand_tolerance: f64,
+    /// Compute the gap to the offline optimum of the same instance every round (needs every
+    /// agent of the run in one process: a simulation and test aid).
+    pub report_gap: bool,
+    /// Probability that a control message is dropped before it is posted (loss injection).
+    pub ctrl_loss: f64,
+    /// Seed of the loss injection (mixed with the host's address).
+    pub seed: u64,
+    /// Size of one control message slot (the largest message).
+    pub slot: Bytes,
+    /// Receive (and send) slots per control QP.
+    pub ctrl_recvs: u32,
+}
+
+impl Default for OnlineDecider {
+    fn default() -> Self {
+        let o = OnlineConfig::default();
+        OnlineDecider {
+            window: Duration(o.window_ns * 1000),
+            relax: o.relax,
+            rho_scale: o.rho_scale,
+            eps: o.eps,
+            quiet_rounds: o.quiet_rounds,
+            max_rounds: o.max_rounds,
+            warm: true,
+            demand: true,
+            demand_tolerance: 0.25,
+            report_gap: false,
+            ctrl_loss: 0.0,
+            seed: 1,
+            slot: Bytes(4096),
+            ctrl_recvs: 32,
+        }
+    }
+}
+
+impl OnlineDecider {
+    fn solver_config(&self) -> OnlineConfig {
+        OnlineConfig {
+            window_ns: (self.window.0 / 1000).max(1),
+            relax: self.relax,
+            rho_scale: self.rho_scale,
+            eps: self.eps,
+            quiet_rounds: self.quiet_rounds,
+            max_rounds: self.max_rounds,
+            ..OnlineConfig::default()
+        }
+    }
+
+    pub(crate) fn check(&self) -> Result<(), BuildError> {
+        let bad = |k: &str, m: String| Err(BuildError::new(format!("online.{k}"), m));
+        if self.window.0 < 1000 {
+            return bad("window", "expected a duration of at least 1ns".into());
+        }
+        if let Err(e) = self.solver_config().validate() {
+            return bad(&e.param, e.msg);
+        }
+        if !(self.demand_tolerance.is_finite() && self.demand_tolerance >= 0.0) {
+            return bad("demand_tolerance", "expected a fraction >= 0".into());
+        }
+        if !(self.ctrl_loss.is_finite() && (0.0..1.0).contains(&self.ctrl_loss)) {
+            return bad("ctrl_loss", "expected a probability in [0, 1)".into());
+        }
+        if !(64..=1 << 20).contains(&self.slot.0) {
+            return bad("slot", "expected 64 B to 1 MiB".into());
+        }
+        if !(1..=4096).contains(&self.ctrl_recvs) {
+            return bad("ctrl_recvs", "expected 1 to 4096".into());
+        }
+        Ok(())
+    }
+}
+
+impl DeciderFactory for OnlineDecider {
+    fn build(
+        &self,
+        cfg: &DrumConfig,
+        ctx: &DeciderCtx,
+    ) -> Result<Box<dyn RateDecider>, BuildError> {
+        self.check()?;
+        if !ctx.caps.data_tracking {
+            return Err(BuildError::missing_cap(
+                "memory whose contents travel (Caps::data_tracking), for its control messages",
+                "drum's online decider",
+            ));
+        }
+        Ok(Box::new(OnlineSolve::new(cfg, ctx)))
+    }
+}
+
+/// One finished round of this host's solver.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RoundRecord {
+    pub t_ps: u64,
+    pub epoch: u32,
+    pub round: u64,
+    /// rounds of the current solve
+    pub iterations: u64,
+    /// control messages and bytes this host has sent in all (solver's count, before losses)
+    pub messages: u64,
+    pub bytes: u64,
+    /// the solver's local objective estimate
+    pub objective: f64,
+    /// the run's normalized gap to the offline optimum (NaN without `report_gap`)
+    pub gap: f64,
+}
+
+/// What the IO monitor's statistics say of one connection, kept between decisions.
+#[derive(Debug, Clone, Copy)]
+struct Obs {
+    arrivals: u64,
+    window: u64,
+    backlogged: bool,
+    /// ops/s (infinite: none)
+    demand: f64,
+    frac: f64,
+    receives: bool,
+}
+
+/// Counters of solvers discarded by cold restarts.
+#[derive(Debug, Clone, Copy, Default)]
+struct Base {
+    rounds: u64,
+    sent: u64,
+    bytes: u64,
+    recv: u64,
+    timeouts: u64,
+    stale: u64,
+    late: u64,
+    unknown: u64,
+    malformed: u64,
+}
+
+/// DRUM's online solver as the agent's [`RateDecider`].
+pub struct OnlineSolve {
+    p: OnlineDecider,
+    ocfg: OnlineConfig,
+    q: f64,
+    c: f64,
+    alpha: f64,
+    beta: f64,
+    k: usize,
+    max_wait: u32,
+    demand_window: u64,
+    me: u32,
+    ages: BTreeMap<u32, u32>,
+    obs: BTreeMap<u32, Obs>,
+    solver: Option<HostSolver>,
+    inst: Option<LocalInstance>,
+    ctrl: Ctrl,
+    book: Option<Rc<RefCell<GapBook>>>,
+    armed: Option<u64>,
+    board_armed: bool,
+    board_backoff: u64,
+    applied: Option<(u32, u64)>,
+    seen: Option<(u32, u64)>,
+    base: Base,
+    ep_start: Option<u64>,
+    ep_gap: Option<u64>,
+    episodes: u64,
+    first_ep: u64,
+    last_ep: u64,
+    max_ep: u64,
+    last_ep_gap: f64,
+    ep_first_gap: f64,
+    last_ep_first_gap: f64,
+    records: Vec<RoundRecord>,
+    changes: u64,
+    errors: u64,
+    last_gap: f64,
+}
+
+impl OnlineSolve {
+    pub fn new(cfg: &DrumConfig, ctx: &DeciderCtx) -> Self {
+        let p = cfg.online.clone();
+        OnlineSolve {
+            ocfg: p.solver_config(),
+            q: cfg.wqe_rate,
+            c: cfg.cqe_rate,
+            alpha: cfg.alpha,
+            beta: cfg.beta,
+            k: cfg.qp_budget as usize,
+            max_wait: cfg.max_wait,
+            demand_window: cfg.solve_interval.0,
+            me: ctx.host,
+            ages: BTreeMap::new(),
+            obs: BTreeMap::new(),
+            solver: None,
+            inst: None,
+            ctrl: Ctrl::new(
+                ctx.board.clone(),
+                ctx.host,
+                p.slot.0,
+                p.ctrl_recvs,
+                p.ctrl_loss,
+                p.seed,
+            ),
+            book: p.report_gap.then(|| gap::book_for(&ctx.board)),
+            armed: None,
+            board_armed: false,
+            board_backoff: BOARD_BACKOFF0,
+            applied: None,
+            seen: None,
+            base: Base::default(),
+            ep_start: None,
+            ep_gap: None,
+            episodes: 0,
+            first_ep: 0,
+            last_ep: 0,
+            max_ep: 0,
+            last_ep_gap: f64::NAN,
+            ep_first_gap: f64::NAN,
+            last_ep_first_gap: f64::NAN,
+            records: Vec::new(),
+            changes: 0,
+            errors: 0,
+            last_gap: f64::NAN,
+            p,
+        }
+    }
+
+    /// The solver (after the first decision).
+    pub fn solver(&self) -> Option<&HostSolver> {
+        self.solver.as_ref()
+    }
+
+    /// One record per finished round.
+    pub fn records(&self) -> &[RoundRecord] {
+        &self.records
+    }
+
+    fn stats(&self) -> Stats {
+        self.solver
+            .as_ref()
+            .map(|s| s.stats().clone())
+            .unwrap_or_default()
+    }
+
+    /// Sum over the connections of a rate of the last round, per second.
+    fn rate_total(&self, f: impl Fn(&braid_drum::online::ConnRate) -> f64) -> f64 {
+        self.solver
+            .as_ref()
+            .and_then(|s| s.rates())
+            .map_or(0.0, |r| r.conns.iter().map(f).sum::<f64>() * MOPS)
+    }
+
+    fn rate_fold(&self, init: f64, f: fn(f64, f64) -> f64) -> f64 {
+        match self.solver.as_ref().and_then(|s| s.rates()) {
+            Some(r) if !r.conns.is_empty() => r.conns.iter().map(|c| c.x * MOPS).fold(init, f),
+            _ => f64::NAN,
+        }
+    }
+
+    fn rounds(&self) -> u64 {
+        self.base.rounds + self.stats().rounds
+    }
+
+    /// Folds what the IO monitor saw into the observations; the host's instance.
+    fn observe(&mut self, stats: &[Stat], active: &[bool]) -> LocalInstance {
+        let floor = self.q * 1e-4;
+        let mut conns = Vec::new();
+        let mut inbound = Vec::new();
+        let mut keep = BTreeMap::new();
+        for (s, &act) in stats.iter().zip(active) {
+            let mut o = self.obs.get(&s.conn).copied().unwrap_or(Obs {
+                arrivals: 0,
+                window: 0,
+                backlogged: false,
+                demand: f64::INFINITY,
+                frac: 0.0,
+                receives: false,
+            });
+            o.arrivals += s.arrivals;
+            o.window += s.window_ps;
+            o.backlogged |= s.backlog > 0;
+            if s.backlog > 0 && o.demand.is_finite() {
+                // New work: unbounded at once.
+                o.demand = f64::INFINITY;
+                (o.arrivals, o.window, o.backlogged) = (0, 0, false);
+            } else if o.window >= self.demand_window {
+                let d = if o.backlogged {
+                    f64::INFINITY
+                } else {
+                    (2.0 * o.arrivals as f64 / (o.window as f64 * 1e-12)).max(floor)
+                };
+                let moved = d.is_finite() != o.demand.is_finite()
+                    || (d.is_finite() && (d - o.demand).abs() > self.p.demand_tolerance * o.demand);
+                if moved {
+                    o.demand = d;
+                }
+                (o.arrivals, o.window, o.backlogged) = (0, 0, false);
+            }
+            let f = if s.posted > 0 {
+                s.two_sided as f64 / s.posted as f64
+            } else {
+                0.0
+            };
+            if (f > 0.0) != (o.frac > 0.0) || (f - o.frac).abs() > FRAC_STEP {
+                o.frac = f;
+            }
+            o.receives = s.received > 0;
+            keep.insert(s.conn, o);
+            if !act {
+                continue;
+            }
+            let peer = s.remote.filter(|r| r.0 != self.me);
+            let out = match peer {
+                Some((h, c)) if o.frac > 0.0 => vec![Outbound {
+                    host: h,
+                    conn: c,
+                    frac: o.frac.min(1.0),
+                }],
+                _ => Vec::new(),
+            };
+            if let (Some((h, c)), true) = (peer, o.receives) {
+                inbound.push(Inbound {
+                    host: h,
+                    conn: c,
+                    row: s.conn,
+                });
+            }
+            conns.push(Connection {
+                id: s.conn,
+                weight: s.weight,
+                a: 1.0,
+                demand: if self.p.demand {
+                    o.demand / MOPS
+                } else {
+                    f64::INFINITY
+                },
+                out,
+            });
+        }
+        self.obs = keep;
+        LocalInstance {
+            alpha: self.alpha,
+            beta: self.beta,
+            q_cap: self.q / MOPS,
+            c_cap: self.c / MOPS,
+            conns,
+            inbound,
+        }
+    }
+
+    /// A new epoch: the solver re-solves warm (or a new one starts cold).
+    fn install(&mut self, inst: LocalInstance) {
+        self.changes += 1;
+        let r0 = self.rounds();
+        let ok = match (&mut self.solver, self.p.warm) {
+            (Some(s), true) => s.set_instance(inst.clone()).is_ok(),
+            _ => {
+                let st = self.stats();
+                self.base.rounds += st.rounds;
+                self.base.sent += st.messages_sent;
+                self.base.bytes += st.bytes_sent;
+                self.base.recv += st.messages_received;
+                self.base.timeouts += st.timeouts;
+                self.base.stale += st.stale_values;
+                self.base.late += st.late_values;
+                self.base.unknown += st.unknown_items;
+                self.base.malformed += st.malformed;
+                match HostSolver::new(self.me, inst.clone(), self.ocfg.clone()) {
+                    Ok(s) => {
+                        self.solver = Some(s);
+                        self.armed = None;
+                        true
+                    }
+                    Err(_) => false,
+                }
+            }
+        };
+        if !ok {
+            self.errors += 1;
+            return;
+        }
+        self.inst = Some(inst);
+        if self.ep_start.is_none() {
+            self.ep_start = Some(r0);
+            self.ep_gap = None;
+            self.ep_first_gap = f64::NAN;
+        }
+    }
+
+    /// Runs the solver's due timeout.
+    fn pump(&mut self, now_ps: u64) {
+        let now_ns = now_ps / 1000;
+        if let Some(s) = &mut self.solver {
+            if s.poll_timeout().is_some_and(|t| t <= now_ns) {
+                s.handle_timeout(now_ns);
+            }
+        }
+        self.note(now_ps);
+    }
+
+    /// Records a finished round and opens or closes a convergence episode.
+    fn note(&mut self, now_ps: u64) {
+        let rounds = self.rounds();
+        let Some(s) = &self.solver else {
+            return;
+        };
+        let idle = s.is_idle();
+        let cur = s.rates().map(|r| (r.epoch, r.round));
+        let new_round = cur.is_some() && cur != self.seen;
+        if new_round {
+            self.seen = cur;
+            let x: BTreeMap<u32, f64> = s
+                .rates()
+                .map(|r| r.conns.iter().map(|c| (c.id, c.x)).collect())
+                .unwrap_or_default();
+            let st = s.stats().clone();
+            let (epoch, round) = cur.expect("some");
+            if let (Some(b), Some(inst)) = (&self.book, &self.inst) {
+                let mut b = b.borrow_mut();
+                b.register(self.me, inst, x);
+                self.last_gap = b.gap();
+            }
+            if self.records.len() < MAX_RECORDS {
+                self.records.push(RoundRecord {
+                    t_ps: now_ps,
+                    epoch,
+                    round,
+                    iterations: st.iterations,
+                    messages: self.base.sent + st.messages_sent,
+                    bytes: self.base.bytes + st.bytes_sent,
+                    objective: st.objective,
+                    gap: self.last_gap,
+                });
+            }
+        }
+        if !idle && self.ep_start.is_none() {
+            self.ep_start = Some(rounds.saturating_sub(new_round as u64));
+            self.ep_gap = None;
+            self.ep_first_gap = f64::NAN;
+        }
+        if let Some(st) = self.ep_start {
+            if new_round {
+                if self.ep_first_gap.is_nan() {
+                    self.ep_first_gap = self.last_gap;
+                }
+                if self.ep_gap.is_none() && self.last_gap <= 1e-3 {
+                    self.ep_gap = Some(rounds - st);
+                }
+            }
+            if idle {
+                self.last_ep_first_gap = self.ep_first_gap;
+                let n = rounds - st;
+                self.episodes += 1;
+                if self.episodes == 1 {
+                    self.first_ep = n;
+                }
+                self.last_ep = n;
+                self.max_ep = self.max_ep.max(n);
+                self.last_ep_gap = self.ep_gap.map_or(f64::NAN, |g| g as f64);
+                self.ep_start = None;
+            }
+        }
+    }
+
+    /// After anything happened: send what the solver wants sent, set up the control QPs its
+    /// peers need, arm its timer.
+    fn after(&mut self, v: &mut dyn Verbs) {
+        let now = v.now();
+        self.note(now);
+        let Some(s) = &mut self.solver else {
+            return;
+        };
+        let mut out = Vec::new();
+        while let Some(m) = s.poll_transmit() {
+            out.push(m);
+        }
+        let mut peers: Vec<u32> = self
+            .inst
+            .iter()
+            .flat_map(|i| {
+                i.conns
+                    .iter()
+                    .flat_map(|c| c.out.iter().map(|o| o.host))
+                    .chain(i.inbound.iter().map(|b| b.host))
+            })
+            .chain(out.iter().map(|m| m.0))
+            .collect();
+        peers.sort_unstable();
+        peers.dedup();
+        let waiting = self.ctrl.setup(v, &peers);
+        for (to, b) in out {
+            if !self.ctrl.send(v, to, b) {
+                // No control QP could be made for that peer (counted in ctrl_errors): lost.
+                self.ctrl.stats.queue_drops += 1;
+            }
+        }
+        if !waiting {
+            self.board_backoff = BOARD_BACKOFF0;
+        } else if !self.board_armed {
+            self.board_armed = true;
+            v.set_timer(now + self.board_backoff, T_BOARD);
+            self.board_backoff = (self.board_backoff * 2).min(BOARD_BACKOFF_MAX);
+        }
+        if let Some(t) = self.solver.as_ref().and_then(|s| s.poll_timeout()) {
+            let at = (t.saturating_mul(1000)).max(now + 1);
+            if self.armed.is_none_or(|a| at < a || a <= now) {
+                self.armed = Some(at);
+                v.set_timer(at, T_SOLVER);
+            }
+        }
+    }
+}
+
+impl RateDecider for OnlineSolve {
+    fn name(&self) -> &'static str {
+        "online_solve"
+    }
+
+    fn decide(&mut self, now: u64, stats: &[Stat]) -> Decision {
+        let m = stats.len();
+        if m == 0 {
+            return Decision::default();
+        }
+        let active = select_active(&mut self.ages, self.k, self.max_wait, stats);
+        let inst = self.observe(stats, &active);
+        if self.inst.as_ref() != Some(&inst) {
+            self.install(inst);
+        }
+        self.pump(now);
+        let rates: BTreeMap<u32, (f64, f64)> = self
+            .solver
+            .as_ref()
+            .and_then(|s| s.rates())
+            .map(|r| r.conns.iter().map(|c| (c.id, (c.x, c.z))).collect())
+            .unwrap_or_default();
+        self.applied = self
+            .solver
+            .as_ref()
+            .and_then(|s| s.rates())
+            .map(|r| (r.epoch, r.round));
+        let n_act = active.iter().filter(|&&a| a).count().max(1) as f64;
+        let mut d = Decision {
+            x: vec![0.0; m],
+            z: vec![0.0; m],
+            active: active.clone(),
+            objective: self.stats().objective,
+        };
+        for (i, s) in stats.iter().enumerate() {
+            if !active[i] {
+                continue;
+            }
+            let (x, z) = match rates.get(&s.conn) {
+                Some(&(x, z)) => (x * MOPS, z * MOPS),
+                None => (self.q / n_act, self.c / n_act),
+            };
+            d.x[i] = x;
+            d.z[i] = z;
+        }
+        d
+    }
+
+    fn start(&mut self, v: &mut dyn Verbs) {
+        self.ctrl.start(v);
+    }
+
+    fn on_event(&mut self, v: &mut dyn Verbs, e: &Event) -> bool {
+        match *e {
+            Event::Completion(cq) if Some(cq) == self.ctrl.cq() => {
+                let got = self.ctrl.poll(v);
+                let now_ns = v.now() / 1000;
+                for (from, b) in got {
+                    if let Some(s) = &mut self.solver {
+                        // Malformed bytes are counted by the solver and change nothing.
+                        let _ = s.handle_message(now_ns, from, &b);
+                    }
+                    self.note(v.now());
+                }
+                self.pump(v.now());
+                self.after(v);
+                true
+            }
+            Event::Timer(T_SOLVER) => {
+                self.armed = None;
+                self.pump(v.now());
+                self.after(v);
+                true
+            }
+            Event::Timer(T_BOARD) => {
+                self.board_armed = false;
+                self.after(v);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    fn drive(&mut self, v: &mut dyn Verbs) {
+        self.after(v);
+    }
+
+    fn wants_decide(&self) -> bool {
+        let cur = self
+            .solver
+            .as_ref()
+            .and_then(|s| s.rates())
+            .map(|r| (r.epoch, r.round));
+        cur.is_some() && cur != self.applied
+    }
+
+    fn counters(&self) -> Vec<(&'static str, f64)> {
+        let st = self.stats();
+        let b = &self.base;
+        let c = &self.ctrl.stats;
+        let gap = match &self.book {
+            Some(bk) => bk.borrow_mut().gap(),
+            None => f64::NAN,
+        };
+        vec![
+            ("online_rounds", self.rounds() as f64),
+            ("online_iterations", st.iterations as f64),
+            ("online_solves", st.solves as f64),
+            ("online_epochs", self.changes as f64),
+            ("online_episodes", self.episodes as f64),
+            ("online_first_episode_rounds", self.first_ep as f64),
+            ("online_last_episode_rounds", self.last_ep as f64),
+            ("online_max_episode_rounds", self.max_ep as f64),
+            ("online_last_episode_rounds_to_1e3", self.last_ep_gap),
+            ("online_last_episode_first_gap", self.last_ep_first_gap),
+            (
+                "online_settled",
+                self.solver
+                    .as_ref()
+                    .is_some_and(|s| s.is_idle() && !st.gave_up) as u8 as f64,
+            ),
+            ("online_gave_up", st.gave_up as u8 as f64),
+            ("online_messages", (b.sent + st.messages_sent) as f64),
+            ("online_bytes", (b.bytes + st.bytes_sent) as f64),
+            (
+                "online_messages_received",
+                (b.recv + st.messages_received) as f64,
+            ),
+            ("online_timeouts", (b.timeouts + st.timeouts) as f64),
+            ("online_stale_values", (b.stale + st.stale_values) as f64),
+            ("online_late_values", (b.late + st.late_values) as f64),
+            (
+                "online_unknown_items",
+                (b.unknown + st.unknown_items) as f64,
+            ),
+            ("online_malformed", (b.malformed + st.malformed) as f64),
+            ("online_objective", st.objective),
+            ("online_x_total", self.rate_total(|c| c.x)),
+            ("online_z_total", self.rate_total(|c| c.z)),
+            ("online_x_min", self.rate_fold(f64::INFINITY, f64::min)),
+            ("online_x_max", self.rate_fold(0.0, f64::max)),
+            ("online_gap", gap),
+            ("online_errors", self.errors as f64),
+            ("ctrl_qps", c.qps as f64),
+            ("ctrl_qps_ready", c.qps_ready as f64),
+            ("ctrl_posted", c.posted as f64),
+            ("ctrl_posted_bytes", c.posted_bytes as f64),
+            ("ctrl_received", c.received as f64),
+            ("ctrl_injected_losses", c.injected_losses as f64),
+            ("ctrl_queue_drops", c.queue_drops as f64),
+            ("ctrl_oversize", c.oversize as f64),
+            ("ctrl_errors", c.errors as f64),
+        ]
+    }
+}
+
+#[cfg(test)]
+mod tests;
