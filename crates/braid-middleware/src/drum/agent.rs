@@ -4,6 +4,7 @@
 //! CQE rates, by connection id (`wr_id` locally, the immediate data for what peers send).
 
 use super::decide::{RateDecider, Stat};
+use super::fail::{fail_late_joiners, fail_pipe, Culprit};
 use super::state::{flush, send_opcode, Arrival, HostState, InFlight, GLOBAL_ADDR};
 use super::{Mode, WAKE_AGENT, WAKE_CQE};
 use braid_verbs::rendezvous::{Endpoint, SharedBoard, Side};
@@ -69,6 +70,8 @@ pub struct DrumAgent {
     cqe_delivered: u64,
     decisions: u64,
     pipe_errors: u64,
+    /// Pipes whose QP failed (or that never came up).
+    failed_pipes: u64,
     unknown_conn: u64,
     cpu_convert_ps: u64,
     cpu_qp_map_ps: u64,
@@ -106,6 +109,7 @@ impl DrumAgent {
             cqe_delivered: 0,
             decisions: 0,
             pipe_errors: 0,
+            failed_pipes: 0,
             unknown_conn: 0,
             cpu_convert_ps: 0,
             cpu_qp_map_ps: 0,
@@ -117,6 +121,7 @@ impl DrumAgent {
     /// Everything the agent does when woken, notified or ticked.
     fn service(&mut self, v: &mut dyn Verbs) {
         self.setup_pipes(v);
+        self.fail_late_joiners();
         if self.st.borrow().mode == Mode::Drum {
             self.maybe_decide(v);
         }
@@ -175,7 +180,7 @@ impl DrumAgent {
                     );
                     self.by_qpn.insert(qp, (peer, gi));
                 }
-                let p = self.pipes.get_mut(&(peer, gi)).expect("just made");
+                let mut p = self.pipes.get_mut(&(peer, gi)).expect("just made");
                 if p.phase == Phase::Published {
                     let found = self
                         .board
@@ -183,11 +188,12 @@ impl DrumAgent {
                         .lookup(pipe_key(me, peer, gi, false), side.peer());
                     match found {
                         Some(ep) => {
-                            if v.connect_qp(p.qp, ep.remote()).is_err() {
-                                p.phase = Phase::Failed;
-                                self.pipe_errors += 1;
+                            let qp = p.qp;
+                            if v.connect_qp(qp, ep.remote()).is_err() {
+                                self.pipe_failed((peer, gi), None);
                                 continue;
                             }
+                            p = self.pipes.get_mut(&(peer, gi)).expect("just made");
                             for _ in 0..recvs {
                                 let _ = v.post_recv(p.qp, bounce_recv(&g, bounce));
                             }
@@ -229,11 +235,14 @@ impl DrumAgent {
         }
         let since = *self.board_since.get_or_insert(now);
         if now - since > BOARD_PATIENCE_PS {
-            for p in self.pipes.values_mut() {
-                if matches!(p.phase, Phase::Published | Phase::Connected) {
-                    p.phase = Phase::Failed;
-                    self.pipe_errors += 1;
-                }
+            let stuck: Vec<(u32, u32)> = self
+                .pipes
+                .iter()
+                .filter(|(_, p)| matches!(p.phase, Phase::Published | Phase::Connected))
+                .map(|(&k, _)| k)
+                .collect();
+            for k in stuck {
+                self.pipe_failed(k, None);
             }
             return;
         }
@@ -398,6 +407,7 @@ impl DrumAgent {
                             signaled: p.signaled,
                             opcode: send_opcode(&p.wr.op),
                             len,
+                            aux: false,
                         });
                         if mode == Mode::Drum {
                             c.x_tokens -= 1.0;
@@ -538,7 +548,9 @@ impl DrumAgent {
             };
             if wc.wr_id & RECV_BIT != 0 {
                 if wc.status != WcStatus::Success {
-                    continue; // flushed with its pipe
+                    // The pipe's QP is in Error (flushed with it, or failed as responder).
+                    self.pipe_failed((peer, gi), None);
+                    continue;
                 }
                 if let Some(g) = g {
                     let _ = v.post_recv(wc.qp_num, bounce_recv(&g, bounce));
@@ -576,30 +588,41 @@ impl DrumAgent {
                 );
                 continue;
             }
+            let vq = (wc.wr_id >> 32) as QpNum;
+            if wc.status != WcStatus::Success {
+                // The shared QP failed: every connection on it sees it (fail.rs).
+                self.pipe_failed(
+                    (peer, gi),
+                    Some(Culprit {
+                        conn: vq,
+                        status: wc.status,
+                    }),
+                );
+                continue;
+            }
             if let Some(p) = self.pipes.get_mut(&(peer, gi)) {
                 p.inflight = p.inflight.saturating_sub(1);
-                if wc.status != WcStatus::Success && p.phase == Phase::Ready {
-                    p.phase = Phase::Failed;
-                    self.pipe_errors += 1;
-                }
             }
-            let vq = (wc.wr_id >> 32) as QpNum;
             let seq = wc.wr_id as u32;
             let mut st = self.st.borrow_mut();
             let Some(c) = st.conns.get_mut(&vq) else {
                 continue; // destroyed meanwhile
             };
             let Some(f) = c.inflight.pop_front() else {
-                continue;
+                continue; // flushed with its pipe already
             };
             debug_assert_eq!(f.seq, seq, "a shared QP completes in order");
+            if f.aux {
+                continue; // the agent's helper WR: its application WR completes next
+            }
             c.completed += 1;
-            let status = if c.state == QpState::Error && wc.status == WcStatus::Success {
+            // A connection moved to Error by itself (its tenant, a refused remote key) while
+            // this was on the shared QP: flushed, as on its own QP.
+            let status = if c.state == QpState::Error {
                 WcStatus::Flushed
             } else {
-                wc.status
+                WcStatus::Success
             };
-            let was_error = c.state == QpState::Error;
             if f.signaled || status != WcStatus::Success {
                 c.done.push_back(WorkCompletion {
                     wr_id: f.app_wr_id,
@@ -617,8 +640,37 @@ impl DrumAgent {
                 });
                 st.has_done.insert(vq);
             }
-            if status != WcStatus::Success && !was_error {
-                st.fail_conn(vq);
+        }
+    }
+
+    /// Pipe `key` failed (its QP went to Error, or it never came up): every connection on it
+    /// sees what its own QP would (`fail.rs`).
+    fn pipe_failed(&mut self, key: (u32, u32), culprit: Option<Culprit>) {
+        let Some(p) = self.pipes.get_mut(&key) else {
+            return;
+        };
+        if p.phase == Phase::Failed {
+            return; // the NIC flushing the rest: already accounted for
+        }
+        p.phase = Phase::Failed;
+        p.inflight = 0;
+        self.pipe_errors += 1;
+        self.failed_pipes += 1;
+        let mut st = self.st.borrow_mut();
+        let members = st.pipe_members(key.0, key.1);
+        fail_pipe(&mut st, &members, culprit);
+    }
+
+    /// Connections bound to a pipe that failed before they connected go to Error.
+    fn fail_late_joiners(&mut self) {
+        if self.failed_pipes == 0 {
+            return;
+        }
+        let mut st = self.st.borrow_mut();
+        for (&(peer, gi), p) in &self.pipes {
+            if p.phase == Phase::Failed {
+                let members = st.pipe_members(peer, gi);
+                fail_late_joiners(&mut st, &members);
             }
         }
     }
@@ -674,6 +726,7 @@ impl Middleware for DrumAgent {
                     .count() as f64,
             ),
             ("pipe_errors", self.pipe_errors as f64),
+            ("pipes_failed", self.failed_pipes as f64),
             ("wr_posted", self.wr_posted as f64),
             ("cqe_polled", self.cqe_polled as f64),
             ("cqe_delivered", self.cqe_delivered as f64),

@@ -25,6 +25,7 @@
 
 pub mod agent;
 pub mod decide;
+pub(crate) mod fail;
 pub mod layer;
 pub mod share;
 pub mod state;

@@ -62,6 +62,9 @@ pub(crate) struct InFlight {
     pub signaled: bool,
     pub opcode: WcOpcode,
     pub len: u64,
+    /// A helper WR of the agent's (not the application's completion): its success is silent,
+    /// its error is reported under `app_wr_id` (`fail.rs`).
+    pub aux: bool,
 }
 
 /// What arrived for a connection before it posted a receive.
@@ -251,6 +254,18 @@ impl HostState {
         self.dirty = true;
         self.resolve = true;
         Ok(())
+    }
+
+    /// The connections bound to pipe `gi` towards `peer`.
+    pub(crate) fn pipe_members(&self, peer: u32, gi: u32) -> Vec<QpNum> {
+        let mux = self.cfg.mux_ratio as usize;
+        self.to_peer.get(&peer).map_or_else(Vec::new, |l| {
+            l.iter()
+                .skip(gi as usize * mux)
+                .take(mux)
+                .copied()
+                .collect()
+        })
     }
 
     /// Pipes wanted towards each peer host (both ends count the same connections).
