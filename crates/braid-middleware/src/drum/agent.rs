@@ -3,9 +3,11 @@
 //! poller that busy-polls the one shared CQ and hands completions to the tenants at the decided
 //! CQE rates, by connection id (`wr_id` locally, the immediate data for what peers send).
 
+use super::bufs::{Layout, RECV_BIT};
 use super::decide::{RateDecider, Stat};
 use super::fail::{fail_late_joiners, fail_pipe, Culprit};
-use super::state::{flush, send_opcode, Arrival, HostState, InFlight, GLOBAL_ADDR};
+use super::imm::{post_pooled, Pairing, Posted, Scratch, IMM_APP, IMM_SEND};
+use super::state::{flush, send_opcode, Arrival, HostState, GLOBAL_ADDR};
 use super::{Mode, WAKE_AGENT, WAKE_CQE};
 use braid_verbs::rendezvous::{Endpoint, SharedBoard, Side};
 use braid_verbs::*;
@@ -15,12 +17,6 @@ use std::rc::Rc;
 
 const T_BOARD: u64 = 1;
 const T_TICK: u64 = 2;
-/// Receive buffers on pipes carry this bit in their wr_id.
-const RECV_BIT: u64 = 1 << 63;
-/// Immediate data on a pipe: the sender's connection id (24 bits) and these flags.
-const IMM_SEND: u32 = 1 << 31;
-/// The application's WR carried immediate data (its receive completes as RecvWithImm).
-const IMM_APP: u32 = 1 << 30;
 /// How long the agent waits for a peer's agent on the board before giving up on a pipe.
 const BOARD_PATIENCE_PS: u64 = 100_000_000_000;
 
@@ -40,6 +36,15 @@ struct Pipe {
     rr: usize,
     /// SHARE: when the QP's lock is free again.
     lock_free_at: u64,
+    /// Its number in creation order (which receive-buffer slots it uses, `bufs.rs`).
+    index: u32,
+    /// Its receive-buffer slots keep bytes (a tenant of the host tracks memory).
+    tracked: bool,
+    /// A companion carrying an application's immediate value that could not be posted right
+    /// behind its WR: it goes before anything else (`imm.rs`).
+    pending: Option<SendWr>,
+    /// A receive flagged `IMM_APP` waiting for its companion: (local connection, arrival).
+    pairing: Pairing<(Option<QpNum>, Arrival)>,
 }
 
 /// Board key of pipe `g` between hosts `a` and `b` (`ready`: the "connected" record).
@@ -55,6 +60,9 @@ pub struct DrumAgent {
     name: &'static str,
     board: SharedBoard,
     cq: Option<CqId>,
+    layout: Option<Layout>,
+    /// The scratch area, registered (tracked) once a tenant tracks memory.
+    scratch: Scratch,
     pipes: BTreeMap<(u32, u32), Pipe>,
     by_qpn: BTreeMap<QpNum, (u32, u32)>,
     board_timer: bool,
@@ -96,6 +104,8 @@ impl DrumAgent {
             name,
             board,
             cq: None,
+            layout: None,
+            scratch: None,
             pipes: BTreeMap::new(),
             by_qpn: BTreeMap::new(),
             board_timer: false,
@@ -121,6 +131,7 @@ impl DrumAgent {
     /// Everything the agent does when woken, notified or ticked.
     fn service(&mut self, v: &mut dyn Verbs) {
         self.setup_pipes(v);
+        self.track_buffers(v);
         self.fail_late_joiners();
         if self.st.borrow().mode == Mode::Drum {
             self.maybe_decide(v);
@@ -137,9 +148,9 @@ impl DrumAgent {
         };
         let wanted = self.st.borrow().pipes_wanted();
         let me = v.local_host();
-        let (depth, recvs, bounce) = {
+        let (depth, recvs) = {
             let s = self.st.borrow();
-            (s.cfg.pipe_depth, s.cfg.recvs_per_pipe, s.cfg.bounce_size.0)
+            (s.cfg.pipe_depth, s.cfg.recvs_per_pipe)
         };
         let mut waiting = false;
         for (peer, n) in wanted {
@@ -176,6 +187,10 @@ impl DrumAgent {
                             inflight: 0,
                             rr: 0,
                             lock_free_at: 0,
+                            index: self.pipes.len() as u32,
+                            tracked: false,
+                            pending: None,
+                            pairing: Pairing::default(),
                         },
                     );
                     self.by_qpn.insert(qp, (peer, gi));
@@ -194,8 +209,10 @@ impl DrumAgent {
                                 continue;
                             }
                             p = self.pipes.get_mut(&(peer, gi)).expect("just made");
-                            for _ in 0..recvs {
-                                let _ = v.post_recv(p.qp, bounce_recv(&g, bounce));
+                            if let Some(l) = self.layout {
+                                for k in 0..recvs {
+                                    let _ = v.post_recv(p.qp, l.recv(p.index, k));
+                                }
                             }
                             p.phase = Phase::Connected;
                             let ready = Endpoint {
@@ -329,6 +346,12 @@ impl DrumAgent {
             if members.is_empty() {
                 continue;
             }
+            if let Some(w) = pipe.pending.take() {
+                if v.post_send(pipe.qp, w.clone()).is_err() {
+                    pipe.pending = Some(w);
+                    continue;
+                }
+            }
             let mut idle_rounds = 0;
             let mut k = pipe.rr;
             while idle_rounds < members.len() {
@@ -381,39 +404,17 @@ impl DrumAgent {
                     idle_rounds = 0;
                     continue;
                 }
-                let seq = c.seq;
-                c.seq = c.seq.wrapping_add(1);
-                let op = match p.wr.op {
-                    SendOp::Send => SendOp::SendWithImm(vq | IMM_SEND),
-                    SendOp::SendWithImm(_) => SendOp::SendWithImm(vq | IMM_SEND | IMM_APP),
-                    SendOp::WriteWithImm(_) => SendOp::WriteWithImm(vq | IMM_APP),
-                    o => o,
-                };
-                let len = p.wr.len();
-                let wr = SendWr {
-                    wr_id: ((vq as u64) << 32) | seq as u64,
-                    op,
-                    signaled: true,
-                    ..p.wr.clone()
-                };
                 v.charge(Work::Ns((convert + qp_map) / 1000));
                 self.cpu_convert_ps += convert;
                 self.cpu_qp_map_ps += qp_map;
-                match v.post_send(pipe.qp, wr) {
-                    Ok(()) => {
-                        c.inflight.push_back(InFlight {
-                            seq,
-                            app_wr_id: p.app_wr_id,
-                            signaled: p.signaled,
-                            opcode: send_opcode(&p.wr.op),
-                            len,
-                            aux: false,
-                        });
+                match post_pooled(v, pipe.qp, vq, c, &p, self.scratch) {
+                    Posted::Yes(n, pending) => {
+                        pipe.pending = pending;
                         if mode == Mode::Drum {
                             c.x_tokens -= 1.0;
                         }
-                        pipe.inflight += 1;
-                        self.wr_posted += 1;
+                        pipe.inflight += n;
+                        self.wr_posted += n as u64;
                         idle_rounds = 0;
                         if mode == Mode::Share {
                             let contended = members.iter().any(|&q| {
@@ -423,10 +424,12 @@ impl DrumAgent {
                             pipe.lock_free_at = now + hold + extra;
                             st.lock_ps += extra;
                         }
+                        if pipe.pending.is_some() {
+                            break;
+                        }
                     }
-                    Err(_) => {
+                    Posted::No => {
                         // The shared QP is full or broken: try again on its next completion.
-                        c.seq = seq;
                         c.pool.push_front(p);
                         break;
                     }
@@ -539,8 +542,6 @@ impl DrumAgent {
             return;
         }
         self.cqe_polled += wcs.len() as u64;
-        let g = self.st.borrow().global;
-        let bounce = self.st.borrow().cfg.bounce_size.0;
         let convert = ps(self.st.borrow().cfg.convert_ns);
         for wc in wcs {
             let Some(&(peer, gi)) = self.by_qpn.get(&wc.qp_num) else {
@@ -552,40 +553,71 @@ impl DrumAgent {
                     self.pipe_failed((peer, gi), None);
                     continue;
                 }
-                if let Some(g) = g {
-                    let _ = v.post_recv(wc.qp_num, bounce_recv(&g, bounce));
+                let slot = wc.wr_id as u32;
+                let (pidx, tracked) = self
+                    .pipes
+                    .get(&(peer, gi))
+                    .map_or((0, false), |p| (p.index, p.tracked));
+                let data = match (self.layout, wc.imm) {
+                    (Some(l), Some(imm)) if tracked && imm & IMM_SEND != 0 && wc.byte_len > 0 => {
+                        // The payload, out of the slot before the slot is posted again.
+                        v.read_local(l.slot(pidx, slot), wc.byte_len).ok()
+                    }
+                    _ => None,
+                };
+                if let Some(l) = self.layout {
+                    let _ = v.post_recv(wc.qp_num, l.recv(pidx, slot));
+                }
+                // The companion of a WR with the application's immediate value (imm.rs).
+                let held = self
+                    .pipes
+                    .get_mut(&(peer, gi))
+                    .and_then(|p| p.pairing.companion_of());
+                if let Some((local, mut a)) = held {
+                    a.imm = wc.imm;
+                    if let Some(local) = local {
+                        self.st.borrow_mut().arrive(local, a);
+                    }
+                    continue;
                 }
                 // verb_convertor: the peer's connection id from the immediate data.
                 v.charge(Work::Ns(convert / 1000));
                 self.cpu_convert_ps += convert;
                 let imm = wc.imm.unwrap_or(u32::MAX);
                 let sender = imm & 0xFF_FFFF;
-                let mut st = self.st.borrow_mut();
-                let Some(&local) = st.by_remote.get(&(peer, sender)) else {
-                    self.unknown_conn += 1;
-                    continue;
-                };
+                let local = self.st.borrow().by_remote.get(&(peer, sender)).copied();
                 let len = wc.byte_len;
-                let opcode = if imm & IMM_APP != 0 {
-                    WcOpcode::RecvWithImm
-                } else {
-                    WcOpcode::Recv
-                };
-                if imm & IMM_SEND != 0 && len > 0 {
-                    // A SEND's payload is copied from the agent's buffer to the tenant's
-                    // (a WRITE_WITH_IMM placed its data directly).
-                    drop(st);
+                let send = imm & IMM_SEND != 0;
+                if send && len > 0 && data.is_none() {
+                    // A SEND's payload is copied from the agent's buffer to the tenant's (a
+                    // WRITE_WITH_IMM placed its data directly). With tracked memory the copy
+                    // is real, and charged where it is made (the tenant's layer).
                     v.charge(Work::Copy(len));
-                    st = self.st.borrow_mut();
                 }
-                st.arrive(
-                    local,
-                    Arrival {
-                        opcode,
-                        len,
-                        src_host: peer,
+                let a = Arrival {
+                    opcode: if imm & IMM_APP != 0 {
+                        WcOpcode::RecvWithImm
+                    } else {
+                        WcOpcode::Recv
                     },
-                );
+                    len,
+                    src_host: peer,
+                    send,
+                    data,
+                    imm: None,
+                };
+                if local.is_none() {
+                    self.unknown_conn += 1;
+                }
+                if imm & IMM_APP != 0 {
+                    if let Some(p) = self.pipes.get_mut(&(peer, gi)) {
+                        p.pairing.hold((local, a));
+                    }
+                    continue;
+                }
+                if let Some(local) = local {
+                    self.st.borrow_mut().arrive(local, a);
+                }
                 continue;
             }
             let vq = (wc.wr_id >> 32) as QpNum;
@@ -661,6 +693,31 @@ impl DrumAgent {
         fail_pipe(&mut st, &members, culprit);
     }
 
+    /// Once a tenant of the host tracks memory, the agent's receive-buffer slots and scratch
+    /// area keep bytes too (tracked regions of its own over them, `bufs.rs`).
+    fn track_buffers(&mut self, v: &mut dyn Verbs) {
+        let (Some(l), Some(g)) = (self.layout, self.st.borrow().global) else {
+            return;
+        };
+        if !self.st.borrow().tracking || !v.caps().data_tracking {
+            return;
+        }
+        let local = Access::LOCAL.tracked();
+        if self.scratch.is_none() {
+            match v.reg_mr(l.scratch, super::state::SCRATCH, local) {
+                Ok(_) => self.scratch = Some((l.scratch, g.lkey)),
+                Err(_) => self.pipe_errors += 1,
+            }
+        }
+        for p in self.pipes.values_mut().filter(|p| !p.tracked) {
+            let (a, n) = l.pipe_range(p.index);
+            match v.reg_mr(a, n, local) {
+                Ok(_) => p.tracked = true,
+                Err(_) => self.pipe_errors += 1,
+            }
+        }
+    }
+
     /// Connections bound to a pipe that failed before they connected go to Error.
     fn fail_late_joiners(&mut self) {
         if self.failed_pipes == 0 {
@@ -673,17 +730,6 @@ impl DrumAgent {
                 fail_late_joiners(&mut st, &members);
             }
         }
-    }
-}
-
-fn bounce_recv(g: &MemoryRegion, bounce: u64) -> RecvWr {
-    RecvWr {
-        wr_id: RECV_BIT,
-        sg_list: vec![Sge {
-            addr: g.addr + g.len - bounce,
-            length: bounce as u32,
-            lkey: g.lkey,
-        }],
     }
 }
 
@@ -708,7 +754,12 @@ impl Middleware for DrumAgent {
         let _ = v.req_notify_cq(cq);
         self.cq = Some(cq);
         match v.reg_mr(GLOBAL_ADDR, len, Access::ALL) {
-            Ok(mr) => self.st.borrow_mut().global = Some(mr),
+            Ok(mr) => {
+                let s = self.st.borrow();
+                self.layout = Some(Layout::new(&mr, s.cfg.bounce_size.0, s.cfg.recvs_per_pipe));
+                drop(s);
+                self.st.borrow_mut().global = Some(mr);
+            }
             Err(_) => self.pipe_errors += 1,
         }
     }

@@ -139,6 +139,7 @@ mod tests {
                 wr: SendWr::new(0, SendOp::Send, vec![]),
                 signaled: true,
                 fail: None,
+                inline_data: None,
             });
             c.recvs.push_back(RecvWr {
                 wr_id: 99,

@@ -24,8 +24,10 @@
 //! Design, parameters, sources and what differs from the paper: `docs/drum-agent.md`.
 
 pub mod agent;
+pub(crate) mod bufs;
 pub mod decide;
 pub(crate) mod fail;
+pub(crate) mod imm;
 pub mod layer;
 pub mod share;
 pub mod state;
@@ -151,6 +153,12 @@ impl DrumConfig {
         }
         if self.global_buffer.0 < (1 << 20) || self.global_buffer.0 > (1 << 56) {
             return bad("global_buffer", "expected 1 MiB to 64 PiB");
+        }
+        if self.bounce_size.0 > self.global_buffer.0 / 4 {
+            return bad(
+                "bounce_size",
+                "expected at most a quarter of global_buffer (the receive buffers live in its upper half)",
+            );
         }
         for (k, v) in [
             ("convert_ns", self.convert_ns),

@@ -623,4 +623,5 @@ fn bad_parameters_are_refused_by_name() {
     assert!(DrumConfig::default().build(&mut lone, 1).is_err());
 }
 
+mod data;
 mod fail;
