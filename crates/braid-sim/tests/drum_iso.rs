@@ -327,10 +327,13 @@ fn run_tenants(mw: &str, tenants: u32, conns: u32, writes: u64, extra: Value) ->
     let log: Shared = Rc::default();
     let drum: DrumConfig =
         serde_json::from_value(json!({"bounce_size": "16KB", "recvs_per_pipe": 32})).unwrap();
+    let drum_ud: DrumConfig =
+        serde_json::from_value(json!({"pipe": "ud", "ud_rto": "50us"})).unwrap();
     let share = ShareConfig::default();
     let raw = RawConfig::default();
     let f: &dyn MiddlewareFactory = match mw {
         "drum" => &drum,
+        "drum_ud" => &drum_ud,
         "share" => &share,
         _ => &raw,
     };
@@ -357,7 +360,7 @@ fn run_tenants(mw: &str, tenants: u32, conns: u32, writes: u64, extra: Value) ->
 #[test]
 fn every_byte_and_immediate_value_of_every_tenant_arrives_once_through_shared_qps_under_loss() {
     let (tenants, conns) = (3, 4);
-    for mw in ["raw", "drum", "share"] {
+    for mw in ["raw", "drum", "share", "drum_ud"] {
         let log = run_tenants(mw, tenants, conns, 0, json!({}));
         for t in 1..=tenants {
             for c in 0..conns {
@@ -395,7 +398,7 @@ fn every_byte_and_immediate_value_of_every_tenant_arrives_once_through_shared_qp
                 assert_eq!(&got[w..w + 100], &src[w..w + 100], "{mw}: WRITE_WITH_IMM");
             }
         }
-        if mw == "drum" {
+        if mw.starts_with("drum") {
             // Same scenario, same seed: the same completions and bytes.
             assert_eq!(run_tenants(mw, tenants, conns, 0, json!({})), log);
         }

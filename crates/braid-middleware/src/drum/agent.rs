@@ -8,6 +8,8 @@ use super::decide::{RateDecider, Stat};
 use super::fail::{fail_late_joiners, fail_pipe, Culprit};
 use super::imm::{post_pooled, Pairing, Posted, Scratch, IMM_APP, IMM_SEND};
 use super::state::{flush, send_opcode, Arrival, HostState, GLOBAL_ADDR};
+use super::ud::Ud;
+use super::PipeKind;
 use super::{Mode, WAKE_AGENT, WAKE_CQE};
 use braid_verbs::rendezvous::{Endpoint, SharedBoard, Side};
 use braid_verbs::*;
@@ -17,6 +19,7 @@ use std::rc::Rc;
 
 const T_BOARD: u64 = 1;
 const T_TICK: u64 = 2;
+const T_UD: u64 = 3;
 /// How long the agent waits for a peer's agent on the board before giving up on a pipe.
 const BOARD_PATIENCE_PS: u64 = 100_000_000_000;
 
@@ -61,6 +64,9 @@ pub struct DrumAgent {
     board: SharedBoard,
     cq: Option<CqId>,
     layout: Option<Layout>,
+    /// `pipe = "ud"`: the host's UD QP (`ud.rs`).
+    ud: Option<Ud>,
+    ud_timer: Option<u64>,
     /// The scratch area, registered (tracked) once a tenant tracks memory.
     scratch: Scratch,
     pipes: BTreeMap<(u32, u32), Pipe>,
@@ -105,6 +111,8 @@ impl DrumAgent {
             board,
             cq: None,
             layout: None,
+            ud: None,
+            ud_timer: None,
             scratch: None,
             pipes: BTreeMap::new(),
             by_qpn: BTreeMap::new(),
@@ -137,6 +145,7 @@ impl DrumAgent {
             self.maybe_decide(v);
         }
         self.schedule(v);
+        self.ud_service(v);
         self.release(v);
         self.arm_tick(v);
     }
@@ -375,7 +384,7 @@ impl DrumAgent {
                     idle_rounds += 1;
                     continue;
                 };
-                if c.pool.is_empty() || c.state != QpState::Rts {
+                if c.pool.is_empty() || c.state != QpState::Rts || c.ud_turn(true) {
                     idle_rounds += 1;
                     continue;
                 }
@@ -439,6 +448,47 @@ impl DrumAgent {
         }
         if let Some(t) = lock_wait {
             self.share_wait = Some(self.share_wait.map_or(t, |w| w.min(t)));
+        }
+    }
+
+    /// `pipe = "ud"`: moves SENDs whose turn it is from the pool onto the UD QP, sends what the
+    /// connections' windows allow, arms the next timeout (`ud.rs`).
+    fn ud_service(&mut self, v: &mut dyn Verbs) {
+        let Some(ud) = self.ud.as_mut() else {
+            return;
+        };
+        let now = v.now();
+        let mut st = self.st.borrow_mut();
+        let st = &mut *st;
+        if st.tracking && v.caps().data_tracking {
+            ud.track_payloads(v);
+        }
+        let (drum, burst) = (st.mode == Mode::Drum, st.cfg.burst as f64);
+        let cost = ps(st.cfg.convert_ns) + ps(st.cfg.qp_map_ns);
+        for c in st.conns.values_mut() {
+            while c.state == QpState::Rts && c.ud_turn(false) {
+                if drum {
+                    refill(c, now, burst);
+                    if !c.active || c.x_tokens < 1.0 {
+                        break;
+                    }
+                    c.x_tokens -= 1.0;
+                }
+                let p = c.pool.pop_front().expect("its turn");
+                ud.enqueue(c, p.app_wr_id, p.signaled, p.wr.op, &p.wr.sg_list);
+                v.charge(Work::Ns(cost / 1000));
+                self.cpu_convert_ps += ps(st.cfg.convert_ns);
+                self.cpu_qp_map_ps += ps(st.cfg.qp_map_ns);
+                self.wr_posted += 1;
+            }
+        }
+        ud.pump(v, st);
+        if let Some(t) = ud.wake_at {
+            let t = t.max(now + 1);
+            if self.ud_timer.is_none_or(|u| t < u || u <= now) {
+                self.ud_timer = Some(t);
+                v.set_timer(t, T_UD);
+            }
         }
     }
 
@@ -544,6 +594,10 @@ impl DrumAgent {
         self.cqe_polled += wcs.len() as u64;
         let convert = ps(self.st.borrow().cfg.convert_ns);
         for wc in wcs {
+            if let Some(ud) = self.ud.as_mut().filter(|u| u.qp == wc.qp_num) {
+                ud.on_wc(v, &mut self.st.borrow_mut(), &wc, convert);
+                continue;
+            }
             let Some(&(peer, gi)) = self.by_qpn.get(&wc.qp_num) else {
                 continue;
             };
@@ -757,8 +811,16 @@ impl Middleware for DrumAgent {
             Ok(mr) => {
                 let s = self.st.borrow();
                 self.layout = Some(Layout::new(&mr, s.cfg.bounce_size.0, s.cfg.recvs_per_pipe));
+                let (ud, rto) = (s.cfg.pipe == PipeKind::Ud, s.cfg.ud_rto.0);
                 drop(s);
                 self.st.borrow_mut().global = Some(mr);
+                if ud {
+                    let area = super::ud::area(mr.addr, mr.len).expect("checked with the config");
+                    match Ud::start(v, cq, &mr, area, rto, self.board.clone()) {
+                        Ok(u) => self.ud = Some(u),
+                        Err(_) => self.pipe_errors += 1,
+                    }
+                }
             }
             Err(_) => self.pipe_errors += 1,
         }
@@ -794,6 +856,19 @@ impl Middleware for DrumAgent {
             ("cpu_ns_qp_map", self.cpu_qp_map_ps as f64 / 1000.0),
             ("cpu_ns_qp_sche", self.cpu_solve_ps as f64 / 1000.0),
             ("lock_ns", st.lock_ps as f64 / 1000.0),
+            (
+                "ud_segments",
+                self.ud.as_ref().map_or(0, |u| u.segments) as f64,
+            ),
+            (
+                "ud_retransmits",
+                self.ud.as_ref().map_or(0, |u| u.retransmits) as f64,
+            ),
+            ("ud_acks", self.ud.as_ref().map_or(0, |u| u.acks) as f64),
+            (
+                "ud_dropped",
+                self.ud.as_ref().map_or(0, |u| u.dropped) as f64,
+            ),
         ];
         v.extend(self.decider.counters());
         v
@@ -804,6 +879,13 @@ impl Middleware for DrumAgent {
             Event::Wake(WAKE_AGENT) => self.service(v),
             Event::Timer(T_BOARD) => {
                 self.board_timer = false;
+                self.service(v);
+            }
+            Event::Timer(T_UD) => {
+                self.ud_timer = None;
+                if let Some(ud) = self.ud.as_mut() {
+                    ud.on_timer(v.now(), &mut self.st.borrow_mut());
+                }
                 self.service(v);
             }
             Event::Timer(T_TICK) => {

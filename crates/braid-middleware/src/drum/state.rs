@@ -122,12 +122,31 @@ pub struct Conn {
     pub posted: u64,
     pub completed: u64,
     pub active: bool,
+    /// `pipe = "ud"`: its SENDs on the host's UD QP (`ud.rs`).
+    pub(crate) ud: Option<super::ud::UdConn>,
+    pub(crate) ud_mode: bool,
 }
 
 impl Conn {
+    /// `pipe = "ud"` ordering: whether the head of the pool waits for the other carrier. For
+    /// the RC pipes (`rc = true`): the head is a SEND (it goes on the UD QP) or SENDs are still
+    /// unacknowledged there. For the UD QP: the head is a SEND and nothing is on the RC pipe
+    /// (returns true when the SEND may go).
+    pub(crate) fn ud_turn(&self, rc: bool) -> bool {
+        let Some(head) = self.pool.front() else {
+            return false;
+        };
+        let two_sided = matches!(head.wr.op, SendOp::Send | SendOp::SendWithImm(_));
+        if rc {
+            self.ud_mode && (two_sided || self.ud.as_ref().is_some_and(|u| u.msgs > 0))
+        } else {
+            self.ud_mode && two_sided && self.inflight.is_empty()
+        }
+    }
+
     /// Send WRs posted by the application and not yet completed (pool and shared QP).
     pub fn outstanding(&self) -> usize {
-        self.pool.len() + self.inflight.len()
+        self.pool.len() + self.inflight.len() + self.ud.as_ref().map_or(0, |u| u.msgs)
     }
 }
 
@@ -238,6 +257,8 @@ impl HostState {
                 posted: 0,
                 completed: 0,
                 active: true,
+                ud: None,
+                ud_mode: self.cfg.pipe == super::PipeKind::Ud && self.mode == Mode::Drum,
             },
         );
         Ok(vqpn)
@@ -322,9 +343,14 @@ impl HostState {
                 "remote_write needs local_write",
             ));
         }
-        // Slices are 4 KiB aligned in the lower half of the global buffer; the agent's receive
-        // buffers and scratch area are in the upper half.
-        let room = g.len / 2;
+        // Slices are 4 KiB aligned in the lower half of the global buffer (below the UD QP's
+        // buffers, `pipe = "ud"`); the agent's receive buffers and scratch area are in the upper
+        // half.
+        let room = if self.cfg.pipe == super::PipeKind::Ud {
+            g.len / 2 - super::ud::UD_AREA
+        } else {
+            g.len / 2
+        };
         let at = self.next_global;
         let end = at.checked_add(len.div_ceil(4096) * 4096);
         match end {
@@ -511,7 +537,7 @@ impl HostState {
             return;
         };
         c.state = QpState::Error;
-        let mut out = Vec::new();
+        let mut out = c.ud.as_mut().map_or_else(Vec::new, |u| u.flush(vqpn));
         for p in c.pool.drain(..) {
             out.push(flush(vqpn, p.app_wr_id, send_opcode(&p.wr.op)));
         }

@@ -625,3 +625,4 @@ fn bad_parameters_are_refused_by_name() {
 
 mod data;
 mod fail;
+mod ud;
