@@ -382,6 +382,7 @@ impl DrumAgent {
                 }
                 let vq = members[k % members.len()];
                 k += 1;
+                let refused = st.refused_now(vq);
                 let Some(c) = st.conns.get_mut(&vq) else {
                     idle_rounds += 1;
                     continue;
@@ -401,7 +402,8 @@ impl DrumAgent {
                         continue;
                     }
                 }
-                let p = c.pool.pop_front().expect("non-empty");
+                let mut p = c.pool.pop_front().expect("non-empty");
+                p.fail = p.fail.or(refused);
                 if let Some(status) = p.fail {
                     // The peer's NIC would refuse it: it completes with the error and the
                     // connection goes to Error, as its own RC QP would.

@@ -140,6 +140,7 @@ mod tests {
                 signaled: true,
                 fail: None,
                 inline_data: None,
+                remote: None,
             });
             c.recvs.push_back(RecvWr {
                 wr_id: 99,

@@ -386,6 +386,10 @@ impl Middleware for DrumLayer {
             signaled: wr.signaled || sig_all,
             fail,
             inline_data,
+            remote: match (write, remote) {
+                (Some(w), Some(r)) => Some((r.host, wr.rkey, wr.remote_addr, wr.len(), w)),
+                _ => None,
+            },
             wr: SendWr {
                 sg_list,
                 remote_addr,

@@ -61,6 +61,10 @@ pub(crate) struct Pooled {
     pub fail: Option<WcStatus>,
     /// An inline WR's bytes, taken at post time (the application may reuse its buffer at once).
     pub inline_data: Option<Vec<u8>>,
+    /// A one-sided WR's access as the application named it (peer host, rkey, address, length,
+    /// write), checked again when the WR leaves the pool: the peer may have deregistered the
+    /// region meanwhile, and its NIC would then refuse the access.
+    pub remote: Option<(u32, u32, u64, u64, bool)>,
 }
 
 /// A work request on a shared QP.
@@ -519,6 +523,14 @@ impl HostState {
             return Err(WcStatus::RemoteAccessError);
         }
         Ok((r.global + (addr - r.addr), r.global_rkey))
+    }
+
+    /// The status the peer's NIC would answer the head of `vq`'s pool with now, if it would
+    /// refuse it (its one-sided access checked again, `Pooled::remote`).
+    pub(crate) fn refused_now(&self, vq: QpNum) -> Option<WcStatus> {
+        let p = self.conns.get(&vq)?.pool.front()?;
+        let (host, rkey, addr, len, write) = p.remote?;
+        self.translate_remote(host, rkey, addr, len, write).err()
     }
 
     /// A completion for the connection's tenant, in order behind the ones waiting.

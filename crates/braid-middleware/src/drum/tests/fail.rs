@@ -186,3 +186,54 @@ fn a_connection_that_joins_a_failed_shared_qp_is_in_error() {
     net.run();
     assert_eq!(poll(&mut net, &e1)[0].status, WcStatus::Flushed);
 }
+
+#[test]
+fn a_region_deregistered_while_a_write_waits_in_the_pool_is_not_written() {
+    // One WR in flight at a time: the second waits in the pool while the peer deregisters.
+    let cfg = DrumConfig {
+        pipe_depth: 1,
+        ..DrumConfig::default()
+    };
+    let mut net = FakeNet::with_config(
+        2,
+        NetConfig {
+            host_memory: true,
+            ..NetConfig::default()
+        },
+    );
+    let a = net.add_tenant_with(H1, Box::new(Idle), &[&cfg]).unwrap();
+    let b = net.add_tenant_with(H2, Box::new(Idle), &[&cfg]).unwrap();
+    net.run();
+    let t = Access::ALL.tracked();
+    let ea = end(&mut net, H1, a, 0x1000_0000, t);
+    let eb = end(&mut net, H2, b, 0x1000_0000, t);
+    connect(&mut net, &ea, &eb);
+    net.run();
+    net.call_as(H1, ea.t, |v| v.write_local(ea.mr.addr, &[7u8; 64]))
+        .unwrap();
+    net.call_as(H1, ea.t, |v| v.post_send(ea.qp, write(&ea, &eb, 1, 0, 64)))
+        .unwrap();
+    // The agent puts it on the shared QP; the next one waits in the pool (depth 1).
+    let t0 = net.now();
+    net.run_until(t0 + 1000);
+    net.call_as(H1, ea.t, |v| v.post_send(ea.qp, write(&ea, &eb, 2, 64, 64)))
+        .unwrap();
+    net.call_as(H2, eb.t, |v| v.dereg_mr(&eb.mr)).unwrap();
+    net.run();
+    let w: Vec<(u64, WcStatus)> = poll(&mut net, &ea)
+        .iter()
+        .map(|w| (w.wr_id, w.status))
+        .collect();
+    // The first WRITE was already on the shared QP; the second is refused as the peer's NIC
+    // would refuse it on the connection's own QP, and the connection goes to Error.
+    assert_eq!(
+        w,
+        vec![(1, WcStatus::Success), (2, WcStatus::RemoteAccessError)]
+    );
+    assert_eq!(state(&mut net, &ea), QpState::Error);
+    assert_eq!(
+        agent_sends(&net, H1).len(),
+        1,
+        "the second never reached the NIC"
+    );
+}
