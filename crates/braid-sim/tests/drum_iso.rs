@@ -444,3 +444,55 @@ fn a_dead_peer_fails_every_connection_of_its_shared_qps_each_wr_once() {
         }
     }
 }
+
+/// What the shared carriers cost a SEND workload: `send_bw` of `size` messages on `qps`
+/// connections from host 0 to host 1 (tx_depth 16), goodput in Gbit/s and the agent's counters,
+/// under raw, drum with RC pipes, drum with the UD carrier, and the same with every SEND
+/// carrying immediate data... (printed; `cargo test -p braid-sim --test drum_iso carriers --
+/// --ignored --nocapture`).
+#[test]
+#[ignore]
+fn carriers() {
+    for size in ["256B", "1KB", "4KB", "16KB"] {
+        for (name, mw) in [
+            ("raw", json!("raw")),
+            ("drum rc", json!({"kind": "drum"})),
+            ("drum ud", json!({"kind": "drum", "pipe": "ud"})),
+            ("share", json!("share")),
+        ] {
+            let s = json!({
+                "duration": "2ms",
+                "nic": {"mtu": 1024},
+                "topology": {"kind": "edges", "nodes": ["h0", "h1", "sw"], "switches": ["sw"],
+                    "links": [{"a": "h0", "b": "sw", "rate": "40Gbps", "delay": "1us"},
+                              {"a": "h1", "b": "sw", "rate": "40Gbps", "delay": "1us"}]},
+                "middleware": {"default": [mw]},
+                "apps": [{"kind": "send_bw", "src": 0, "dst": 1, "size": size, "qps": 8,
+                          "tx_depth": 16, "duration": "1ms", "start": "50us"}],
+            });
+            let mut sim = build(&s);
+            sim.run();
+            let r = sim.results();
+            let t = &r.tenants;
+            let label = match t.get("label") {
+                Some(braid_sim::Column::Str(l)) => l.clone(),
+                _ => Vec::new(),
+            };
+            let f = |k: &str| match t.get(k) {
+                Some(braid_sim::Column::F64(v)) => v.clone(),
+                _ => Vec::new(),
+            };
+            let gbps = f("goodput_gbps");
+            let app = label.iter().position(|l| l.ends_with("client"));
+            let agent = label.iter().position(|l| l == "agent");
+            let at = |k: &str| agent.and_then(|i| f(k).get(i).copied()).unwrap_or(f64::NAN);
+            println!(
+                "{size:>5} {name:8} goodput {:6.2} Gbit/s  segments {:8} retransmits {:5} acks {:8}",
+                app.and_then(|i| gbps.get(i).copied()).unwrap_or(f64::NAN),
+                at("drum_ud_segments"),
+                at("drum_ud_retransmits"),
+                at("drum_ud_acks"),
+            );
+        }
+    }
+}
