@@ -106,6 +106,14 @@ pub trait Middleware {
     ) -> usize {
         below.poll_cq(cq, max, out)
     }
+    /// Where the caller's bytes `[addr, addr + len)` live in the address space below this layer,
+    /// for [`Verbs::read_local`] and [`Verbs::write_local`] (which the stack maps through every
+    /// layer, top down, and then hands to the NIC). The default is the same address; a layer
+    /// that remaps its tenants' memory (DRUM's agent puts every region in a slice of its global
+    /// buffer) returns where the range lives now, or an error if it does not know the range.
+    fn map_local(&self, addr: u64, _len: u64) -> Result<u64, VerbsError> {
+        Ok(addr)
+    }
     /// An event coming up from below. Push what the layer above should see into `up` (the
     /// default forwards it unchanged). Timers this layer set arrive here with its own token;
     /// completions and wakes travel up through every layer.
@@ -230,6 +238,13 @@ impl<'a> Stack<'a> {
         out.extend(evs);
     }
 
+    /// `[addr, addr + len)` mapped through every layer of this (sub-)stack, top down.
+    fn map_down(&self, addr: u64, len: u64) -> Result<u64, VerbsError> {
+        self.layers
+            .iter()
+            .try_fold(addr, |a, l| l.map_local(a, len))
+    }
+
     fn split(&mut self) -> Option<(&mut Box<dyn Middleware>, Stack<'_>)> {
         let base = self.base;
         let (first, rest) = self.layers.split_first_mut()?;
@@ -325,10 +340,12 @@ impl Verbs for Stack<'_> {
             .set_timer(at, ((self.base as u64) << TAG_SHIFT) | token);
     }
     fn write_local(&mut self, addr: u64, data: &[u8]) -> Result<(), VerbsError> {
-        self.bottom.write_local(addr, data)
+        let a = self.map_down(addr, data.len() as u64)?;
+        self.bottom.write_local(a, data)
     }
     fn read_local(&self, addr: u64, len: u64) -> Result<Vec<u8>, VerbsError> {
-        self.bottom.read_local(addr, len)
+        let a = self.map_down(addr, len)?;
+        self.bottom.read_local(a, len)
     }
 }
 

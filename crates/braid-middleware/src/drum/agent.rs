@@ -3,8 +3,13 @@
 //! poller that busy-polls the one shared CQ and hands completions to the tenants at the decided
 //! CQE rates, by connection id (`wr_id` locally, the immediate data for what peers send).
 
+use super::bufs::{Layout, RECV_BIT};
 use super::decide::{RateDecider, Stat};
-use super::state::{flush, send_opcode, Arrival, HostState, InFlight, GLOBAL_ADDR};
+use super::fail::{fail_late_joiners, fail_pipe, Culprit};
+use super::imm::{post_pooled, Pairing, Posted, Scratch, IMM_APP, IMM_SEND};
+use super::state::{flush, send_opcode, Arrival, HostState, GLOBAL_ADDR};
+use super::ud::Ud;
+use super::PipeKind;
 use super::{Mode, WAKE_AGENT, WAKE_CQE};
 use braid_verbs::rendezvous::{Endpoint, SharedBoard, Side};
 use braid_verbs::*;
@@ -12,14 +17,11 @@ use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
 
+mod hooks;
+
 const T_BOARD: u64 = 1;
 const T_TICK: u64 = 2;
-/// Receive buffers on pipes carry this bit in their wr_id.
-const RECV_BIT: u64 = 1 << 63;
-/// Immediate data on a pipe: the sender's connection id (24 bits) and these flags.
-const IMM_SEND: u32 = 1 << 31;
-/// The application's WR carried immediate data (its receive completes as RecvWithImm).
-const IMM_APP: u32 = 1 << 30;
+const T_UD: u64 = 3;
 /// How long the agent waits for a peer's agent on the board before giving up on a pipe.
 const BOARD_PATIENCE_PS: u64 = 100_000_000_000;
 
@@ -39,6 +41,15 @@ struct Pipe {
     rr: usize,
     /// SHARE: when the QP's lock is free again.
     lock_free_at: u64,
+    /// Its number in creation order (which receive-buffer slots it uses, `bufs.rs`).
+    index: u32,
+    /// Its receive-buffer slots keep bytes (a tenant of the host tracks memory).
+    tracked: bool,
+    /// A companion carrying an application's immediate value that could not be posted right
+    /// behind its WR: it goes before anything else (`imm.rs`).
+    pending: Option<SendWr>,
+    /// A receive flagged `IMM_APP` waiting for its companion: (local connection, arrival).
+    pairing: Pairing<(Option<QpNum>, Arrival)>,
 }
 
 /// Board key of pipe `g` between hosts `a` and `b` (`ready`: the "connected" record).
@@ -54,6 +65,12 @@ pub struct DrumAgent {
     name: &'static str,
     board: SharedBoard,
     cq: Option<CqId>,
+    layout: Option<Layout>,
+    /// `pipe = "ud"`: the host's UD QP (`ud.rs`).
+    ud: Option<Ud>,
+    ud_timer: Option<u64>,
+    /// The scratch area, registered (tracked) once a tenant tracks memory.
+    scratch: Scratch,
     pipes: BTreeMap<(u32, u32), Pipe>,
     by_qpn: BTreeMap<QpNum, (u32, u32)>,
     board_timer: bool,
@@ -69,6 +86,8 @@ pub struct DrumAgent {
     cqe_delivered: u64,
     decisions: u64,
     pipe_errors: u64,
+    /// Pipes whose QP failed (or that never came up).
+    failed_pipes: u64,
     unknown_conn: u64,
     cpu_convert_ps: u64,
     cpu_qp_map_ps: u64,
@@ -93,6 +112,10 @@ impl DrumAgent {
             name,
             board,
             cq: None,
+            layout: None,
+            ud: None,
+            ud_timer: None,
+            scratch: None,
             pipes: BTreeMap::new(),
             by_qpn: BTreeMap::new(),
             board_timer: false,
@@ -106,6 +129,7 @@ impl DrumAgent {
             cqe_delivered: 0,
             decisions: 0,
             pipe_errors: 0,
+            failed_pipes: 0,
             unknown_conn: 0,
             cpu_convert_ps: 0,
             cpu_qp_map_ps: 0,
@@ -117,11 +141,14 @@ impl DrumAgent {
     /// Everything the agent does when woken, notified or ticked.
     fn service(&mut self, v: &mut dyn Verbs) {
         self.setup_pipes(v);
+        self.track_buffers(v);
+        self.fail_late_joiners();
         if self.st.borrow().mode == Mode::Drum {
             self.maybe_decide(v);
             self.decider.drive(v);
         }
         self.schedule(v);
+        self.ud_service(v);
         self.release(v);
         self.arm_tick(v);
     }
@@ -133,9 +160,9 @@ impl DrumAgent {
         };
         let wanted = self.st.borrow().pipes_wanted();
         let me = v.local_host();
-        let (depth, recvs, bounce) = {
+        let (depth, recvs) = {
             let s = self.st.borrow();
-            (s.cfg.pipe_depth, s.cfg.recvs_per_pipe, s.cfg.bounce_size.0)
+            (s.cfg.pipe_depth, s.cfg.recvs_per_pipe)
         };
         let mut waiting = false;
         for (peer, n) in wanted {
@@ -172,11 +199,15 @@ impl DrumAgent {
                             inflight: 0,
                             rr: 0,
                             lock_free_at: 0,
+                            index: self.pipes.len() as u32,
+                            tracked: false,
+                            pending: None,
+                            pairing: Pairing::default(),
                         },
                     );
                     self.by_qpn.insert(qp, (peer, gi));
                 }
-                let p = self.pipes.get_mut(&(peer, gi)).expect("just made");
+                let mut p = self.pipes.get_mut(&(peer, gi)).expect("just made");
                 if p.phase == Phase::Published {
                     let found = self
                         .board
@@ -184,13 +215,16 @@ impl DrumAgent {
                         .lookup(pipe_key(me, peer, gi, false), side.peer());
                     match found {
                         Some(ep) => {
-                            if v.connect_qp(p.qp, ep.remote()).is_err() {
-                                p.phase = Phase::Failed;
-                                self.pipe_errors += 1;
+                            let qp = p.qp;
+                            if v.connect_qp(qp, ep.remote()).is_err() {
+                                self.pipe_failed((peer, gi), None);
                                 continue;
                             }
-                            for _ in 0..recvs {
-                                let _ = v.post_recv(p.qp, bounce_recv(&g, bounce));
+                            p = self.pipes.get_mut(&(peer, gi)).expect("just made");
+                            if let Some(l) = self.layout {
+                                for k in 0..recvs {
+                                    let _ = v.post_recv(p.qp, l.recv(p.index, k));
+                                }
                             }
                             p.phase = Phase::Connected;
                             let ready = Endpoint {
@@ -230,11 +264,14 @@ impl DrumAgent {
         }
         let since = *self.board_since.get_or_insert(now);
         if now - since > BOARD_PATIENCE_PS {
-            for p in self.pipes.values_mut() {
-                if matches!(p.phase, Phase::Published | Phase::Connected) {
-                    p.phase = Phase::Failed;
-                    self.pipe_errors += 1;
-                }
+            let stuck: Vec<(u32, u32)> = self
+                .pipes
+                .iter()
+                .filter(|(_, p)| matches!(p.phase, Phase::Published | Phase::Connected))
+                .map(|(&k, _)| k)
+                .collect();
+            for k in stuck {
+                self.pipe_failed(k, None);
             }
             return;
         }
@@ -327,6 +364,12 @@ impl DrumAgent {
             if members.is_empty() {
                 continue;
             }
+            if let Some(w) = pipe.pending.take() {
+                if v.post_send(pipe.qp, w.clone()).is_err() {
+                    pipe.pending = Some(w);
+                    continue;
+                }
+            }
             let mut idle_rounds = 0;
             let mut k = pipe.rr;
             while idle_rounds < members.len() {
@@ -346,11 +389,12 @@ impl DrumAgent {
                 }
                 let vq = members[k % members.len()];
                 k += 1;
+                let refused = st.refused_now(vq);
                 let Some(c) = st.conns.get_mut(&vq) else {
                     idle_rounds += 1;
                     continue;
                 };
-                if c.pool.is_empty() || c.state != QpState::Rts {
+                if c.pool.is_empty() || c.state != QpState::Rts || c.ud_turn(true) {
                     idle_rounds += 1;
                     continue;
                 }
@@ -365,7 +409,8 @@ impl DrumAgent {
                         continue;
                     }
                 }
-                let p = c.pool.pop_front().expect("non-empty");
+                let mut p = c.pool.pop_front().expect("non-empty");
+                p.fail = p.fail.or(refused);
                 if let Some(status) = p.fail {
                     // The peer's NIC would refuse it: it completes with the error and the
                     // connection goes to Error, as its own RC QP would.
@@ -379,38 +424,17 @@ impl DrumAgent {
                     idle_rounds = 0;
                     continue;
                 }
-                let seq = c.seq;
-                c.seq = c.seq.wrapping_add(1);
-                let op = match p.wr.op {
-                    SendOp::Send => SendOp::SendWithImm(vq | IMM_SEND),
-                    SendOp::SendWithImm(_) => SendOp::SendWithImm(vq | IMM_SEND | IMM_APP),
-                    SendOp::WriteWithImm(_) => SendOp::WriteWithImm(vq | IMM_APP),
-                    o => o,
-                };
-                let len = p.wr.len();
-                let wr = SendWr {
-                    wr_id: ((vq as u64) << 32) | seq as u64,
-                    op,
-                    signaled: true,
-                    ..p.wr.clone()
-                };
                 v.charge(Work::Ns((convert + qp_map) / 1000));
                 self.cpu_convert_ps += convert;
                 self.cpu_qp_map_ps += qp_map;
-                match v.post_send(pipe.qp, wr) {
-                    Ok(()) => {
-                        c.inflight.push_back(InFlight {
-                            seq,
-                            app_wr_id: p.app_wr_id,
-                            signaled: p.signaled,
-                            opcode: send_opcode(&p.wr.op),
-                            len,
-                        });
+                match post_pooled(v, pipe.qp, vq, c, &p, self.scratch) {
+                    Posted::Yes(n, pending) => {
+                        pipe.pending = pending;
                         if mode == Mode::Drum {
                             c.x_tokens -= 1.0;
                         }
-                        pipe.inflight += 1;
-                        self.wr_posted += 1;
+                        pipe.inflight += n;
+                        self.wr_posted += n as u64;
                         idle_rounds = 0;
                         if mode == Mode::Share {
                             let contended = members.iter().any(|&q| {
@@ -420,10 +444,12 @@ impl DrumAgent {
                             pipe.lock_free_at = now + hold + extra;
                             st.lock_ps += extra;
                         }
+                        if pipe.pending.is_some() {
+                            break;
+                        }
                     }
-                    Err(_) => {
+                    Posted::No => {
                         // The shared QP is full or broken: try again on its next completion.
-                        c.seq = seq;
                         c.pool.push_front(p);
                         break;
                     }
@@ -536,77 +562,123 @@ impl DrumAgent {
             return;
         }
         self.cqe_polled += wcs.len() as u64;
-        let g = self.st.borrow().global;
-        let bounce = self.st.borrow().cfg.bounce_size.0;
         let convert = ps(self.st.borrow().cfg.convert_ns);
         for wc in wcs {
+            if let Some(ud) = self.ud.as_mut().filter(|u| u.qp == wc.qp_num) {
+                ud.on_wc(v, &mut self.st.borrow_mut(), &wc, convert);
+                continue;
+            }
             let Some(&(peer, gi)) = self.by_qpn.get(&wc.qp_num) else {
                 continue;
             };
             if wc.wr_id & RECV_BIT != 0 {
                 if wc.status != WcStatus::Success {
-                    continue; // flushed with its pipe
+                    // The pipe's QP is in Error (flushed with it, or failed as responder).
+                    self.pipe_failed((peer, gi), None);
+                    continue;
                 }
-                if let Some(g) = g {
-                    let _ = v.post_recv(wc.qp_num, bounce_recv(&g, bounce));
+                let slot = wc.wr_id as u32;
+                let (pidx, tracked) = self
+                    .pipes
+                    .get(&(peer, gi))
+                    .map_or((0, false), |p| (p.index, p.tracked));
+                let data = match (self.layout, wc.imm) {
+                    (Some(l), Some(imm)) if tracked && imm & IMM_SEND != 0 && wc.byte_len > 0 => {
+                        // The payload, out of the slot before the slot is posted again.
+                        v.read_local(l.slot(pidx, slot), wc.byte_len).ok()
+                    }
+                    _ => None,
+                };
+                if let Some(l) = self.layout {
+                    let _ = v.post_recv(wc.qp_num, l.recv(pidx, slot));
+                }
+                // The companion of a WR with the application's immediate value (imm.rs).
+                let held = self
+                    .pipes
+                    .get_mut(&(peer, gi))
+                    .and_then(|p| p.pairing.companion_of());
+                if let Some((local, mut a)) = held {
+                    a.imm = wc.imm;
+                    if let Some(local) = local {
+                        self.st.borrow_mut().arrive(local, a);
+                    }
+                    continue;
                 }
                 // verb_convertor: the peer's connection id from the immediate data.
                 v.charge(Work::Ns(convert / 1000));
                 self.cpu_convert_ps += convert;
                 let imm = wc.imm.unwrap_or(u32::MAX);
                 let sender = imm & 0xFF_FFFF;
-                let mut st = self.st.borrow_mut();
-                let Some(&local) = st.by_remote.get(&(peer, sender)) else {
-                    self.unknown_conn += 1;
-                    continue;
-                };
+                let local = self.st.borrow().by_remote.get(&(peer, sender)).copied();
                 let len = wc.byte_len;
-                let opcode = if imm & IMM_APP != 0 {
-                    WcOpcode::RecvWithImm
-                } else {
-                    WcOpcode::Recv
-                };
-                if imm & IMM_SEND != 0 && len > 0 {
-                    // A SEND's payload is copied from the agent's buffer to the tenant's
-                    // (a WRITE_WITH_IMM placed its data directly).
-                    drop(st);
+                let send = imm & IMM_SEND != 0;
+                if send && len > 0 && data.is_none() {
+                    // A SEND's payload is copied from the agent's buffer to the tenant's (a
+                    // WRITE_WITH_IMM placed its data directly). With tracked memory the copy
+                    // is real, and charged where it is made (the tenant's layer).
                     v.charge(Work::Copy(len));
-                    st = self.st.borrow_mut();
                 }
-                st.arrive(
-                    local,
-                    Arrival {
-                        opcode,
-                        len,
-                        src_host: peer,
+                let a = Arrival {
+                    opcode: if imm & IMM_APP != 0 {
+                        WcOpcode::RecvWithImm
+                    } else {
+                        WcOpcode::Recv
                     },
+                    len,
+                    src_host: peer,
+                    send,
+                    data,
+                    imm: None,
+                };
+                if local.is_none() {
+                    self.unknown_conn += 1;
+                }
+                if imm & IMM_APP != 0 {
+                    if let Some(p) = self.pipes.get_mut(&(peer, gi)) {
+                        p.pairing.hold((local, a));
+                    }
+                    continue;
+                }
+                if let Some(local) = local {
+                    self.st.borrow_mut().arrive(local, a);
+                }
+                continue;
+            }
+            let vq = (wc.wr_id >> 32) as QpNum;
+            if wc.status != WcStatus::Success {
+                // The shared QP failed: every connection on it sees it (fail.rs).
+                self.pipe_failed(
+                    (peer, gi),
+                    Some(Culprit {
+                        conn: vq,
+                        status: wc.status,
+                    }),
                 );
                 continue;
             }
             if let Some(p) = self.pipes.get_mut(&(peer, gi)) {
                 p.inflight = p.inflight.saturating_sub(1);
-                if wc.status != WcStatus::Success && p.phase == Phase::Ready {
-                    p.phase = Phase::Failed;
-                    self.pipe_errors += 1;
-                }
             }
-            let vq = (wc.wr_id >> 32) as QpNum;
             let seq = wc.wr_id as u32;
             let mut st = self.st.borrow_mut();
             let Some(c) = st.conns.get_mut(&vq) else {
                 continue; // destroyed meanwhile
             };
             let Some(f) = c.inflight.pop_front() else {
-                continue;
+                continue; // flushed with its pipe already
             };
             debug_assert_eq!(f.seq, seq, "a shared QP completes in order");
+            if f.aux {
+                continue; // the agent's helper WR: its application WR completes next
+            }
             c.completed += 1;
-            let status = if c.state == QpState::Error && wc.status == WcStatus::Success {
+            // A connection moved to Error by itself (its tenant, a refused remote key) while
+            // this was on the shared QP: flushed, as on its own QP.
+            let status = if c.state == QpState::Error {
                 WcStatus::Flushed
             } else {
-                wc.status
+                WcStatus::Success
             };
-            let was_error = c.state == QpState::Error;
             if f.signaled || status != WcStatus::Success {
                 c.done.push_back(WorkCompletion {
                     wr_id: f.app_wr_id,
@@ -624,21 +696,7 @@ impl DrumAgent {
                 });
                 st.has_done.insert(vq);
             }
-            if status != WcStatus::Success && !was_error {
-                st.fail_conn(vq);
-            }
         }
-    }
-}
-
-fn bounce_recv(g: &MemoryRegion, bounce: u64) -> RecvWr {
-    RecvWr {
-        wr_id: RECV_BIT,
-        sg_list: vec![Sge {
-            addr: g.addr + g.len - bounce,
-            length: bounce as u32,
-            lkey: g.lkey,
-        }],
     }
 }
 
@@ -663,7 +721,20 @@ impl Middleware for DrumAgent {
         let _ = v.req_notify_cq(cq);
         self.cq = Some(cq);
         match v.reg_mr(GLOBAL_ADDR, len, Access::ALL) {
-            Ok(mr) => self.st.borrow_mut().global = Some(mr),
+            Ok(mr) => {
+                let s = self.st.borrow();
+                self.layout = Some(Layout::new(&mr, s.cfg.bounce_size.0, s.cfg.recvs_per_pipe));
+                let (ud, rto) = (s.cfg.pipe == PipeKind::Ud, s.cfg.ud_rto.0);
+                drop(s);
+                self.st.borrow_mut().global = Some(mr);
+                if ud {
+                    let area = super::ud::area(mr.addr, mr.len).expect("checked with the config");
+                    match Ud::start(v, cq, &mr, area, rto, self.board.clone()) {
+                        Ok(u) => self.ud = Some(u),
+                        Err(_) => self.pipe_errors += 1,
+                    }
+                }
+            }
             Err(_) => self.pipe_errors += 1,
         }
         self.decider.start(v);
@@ -682,6 +753,7 @@ impl Middleware for DrumAgent {
                     .count() as f64,
             ),
             ("pipe_errors", self.pipe_errors as f64),
+            ("pipes_failed", self.failed_pipes as f64),
             ("wr_posted", self.wr_posted as f64),
             ("cqe_polled", self.cqe_polled as f64),
             ("cqe_delivered", self.cqe_delivered as f64),
@@ -698,6 +770,19 @@ impl Middleware for DrumAgent {
             ("cpu_ns_qp_map", self.cpu_qp_map_ps as f64 / 1000.0),
             ("cpu_ns_qp_sche", self.cpu_solve_ps as f64 / 1000.0),
             ("lock_ns", st.lock_ps as f64 / 1000.0),
+            (
+                "ud_segments",
+                self.ud.as_ref().map_or(0, |u| u.segments) as f64,
+            ),
+            (
+                "ud_retransmits",
+                self.ud.as_ref().map_or(0, |u| u.retransmits) as f64,
+            ),
+            ("ud_acks", self.ud.as_ref().map_or(0, |u| u.acks) as f64),
+            (
+                "ud_dropped",
+                self.ud.as_ref().map_or(0, |u| u.dropped) as f64,
+            ),
         ];
         v.extend(self.decider.counters());
         v
@@ -712,6 +797,13 @@ impl Middleware for DrumAgent {
             Event::Wake(WAKE_AGENT) => self.service(v),
             Event::Timer(T_BOARD) => {
                 self.board_timer = false;
+                self.service(v);
+            }
+            Event::Timer(T_UD) => {
+                self.ud_timer = None;
+                if let Some(ud) = self.ud.as_mut() {
+                    ud.on_timer(v.now(), &mut self.st.borrow_mut());
+                }
                 self.service(v);
             }
             Event::Timer(T_TICK) => {

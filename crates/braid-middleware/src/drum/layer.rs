@@ -50,7 +50,13 @@ impl DrumLayer {
 
     /// Moves what the poller released to this tenant into its virtual CQs; returns the armed
     /// CQs that received something (now disarmed: one notification each).
-    fn drain_inbox(&mut self) -> Vec<CqId> {
+    fn drain_inbox(&mut self, below: &mut dyn Verbs) -> Vec<CqId> {
+        // Bytes the agent received for this tenant land in its slices first (the copy out of
+        // the agent's receive buffers), then the completions that announce them.
+        let writes = self.st.borrow_mut().take_writes(self.tenant);
+        for (addr, data) in writes {
+            let _ = below.write_local(addr, &data);
+        }
         let got = self.st.borrow_mut().take_inbox(self.tenant);
         let mut notify = Vec::new();
         for (cq, wc) in got {
@@ -134,7 +140,7 @@ impl Middleware for DrumLayer {
         out: &mut Vec<WorkCompletion>,
     ) -> usize {
         // Completions already released count as arrived (no notification for them, as ibverbs).
-        let _ = self.drain_inbox();
+        let _ = self.drain_inbox(below);
         let Some(c) = self.cqs.get_mut(&cq) else {
             return 0;
         };
@@ -241,18 +247,56 @@ impl Middleware for DrumLayer {
 
     fn reg_mr(
         &mut self,
-        _below: &mut dyn Verbs,
+        below: &mut dyn Verbs,
         addr: u64,
         len: u64,
         access: Access,
     ) -> Result<MemoryRegion, VerbsError> {
-        self.st
+        if access.track && !below.caps().data_tracking {
+            return Err(VerbsError::Unsupported(
+                "memory contents are not tracked by this NIC (caps.data_tracking = false)",
+            ));
+        }
+        let mr = self
+            .st
             .borrow_mut()
-            .reg_slice(self.tenant, addr, len, access)
+            .reg_slice(self.tenant, addr, len, access)?;
+        if access.track {
+            // DRUM remaps the application's pages onto the slice's pages of the global buffer:
+            // the tenant gets a region of its own over those pages (local access only; peers
+            // reach them through the agent's global key), so its reads and writes
+            // (`map_local`) and the NIC's accesses through the shared QPs see the same bytes.
+            let global = self.st.borrow().map_slice(self.tenant, addr, len);
+            let backing = global.map(|g| {
+                below.reg_mr(
+                    g,
+                    len,
+                    Access {
+                        local_write: true,
+                        remote_write: false,
+                        remote_read: false,
+                        track: true,
+                    },
+                )
+            });
+            match backing {
+                Some(Ok(b)) => self.st.borrow_mut().set_backing(mr.lkey, b),
+                Some(Err(e)) => {
+                    let _ = self.st.borrow_mut().dereg_slice(self.tenant, &mr);
+                    return Err(e);
+                }
+                None => unreachable!("the slice was just registered"),
+            }
+        }
+        Ok(mr)
     }
 
-    fn dereg_mr(&mut self, _below: &mut dyn Verbs, mr: &MemoryRegion) -> Result<(), VerbsError> {
-        self.st.borrow_mut().dereg_slice(self.tenant, mr)
+    fn dereg_mr(&mut self, below: &mut dyn Verbs, mr: &MemoryRegion) -> Result<(), VerbsError> {
+        let s = self.st.borrow_mut().dereg_slice(self.tenant, mr)?;
+        if let Some(b) = s.backing {
+            below.dereg_mr(&b)?;
+        }
+        Ok(())
     }
 
     fn post_send(
@@ -303,10 +347,23 @@ impl Middleware for DrumLayer {
                 "drum: a SEND larger than the agent's receive buffers (bounce_size)",
             ));
         }
+        let mut inline_data = None;
         let sg_list = if wr.inline {
             let g = st
                 .global
                 .ok_or(VerbsError::InvalidState("drum agent not started"))?;
+            if st.tracking {
+                // Inline: the bytes are taken now (the buffer may be reused at once); the
+                // agent posts them inline from its scratch area.
+                let mut d = Vec::new();
+                for e in wr.sg_list.iter().filter(|e| e.length > 0) {
+                    let bytes = st
+                        .map_slice(self.tenant, e.addr, e.length as u64)
+                        .and_then(|a| below.read_local(a, e.length as u64).ok());
+                    d.extend(bytes.unwrap_or_else(|| vec![0; e.length as usize]));
+                }
+                inline_data = Some(d);
+            }
             wr.sg_list
                 .iter()
                 .map(|s| Sge { lkey: g.lkey, ..*s })
@@ -335,6 +392,11 @@ impl Middleware for DrumLayer {
             app_wr_id: wr.wr_id,
             signaled: wr.signaled || sig_all,
             fail,
+            inline_data,
+            remote: match (write, remote) {
+                (Some(w), Some(r)) => Some((r.host, wr.rkey, wr.remote_addr, wr.len(), w)),
+                _ => None,
+            },
             wr: SendWr {
                 sg_list,
                 remote_addr,
@@ -384,10 +446,19 @@ impl Middleware for DrumLayer {
         Ok(())
     }
 
-    fn on_event(&mut self, _below: &mut dyn Verbs, event: Event, up: &mut Vec<Event>) {
+    fn map_local(&self, addr: u64, len: u64) -> Result<u64, VerbsError> {
+        self.st
+            .borrow()
+            .map_slice(self.tenant, addr, len)
+            .ok_or(VerbsError::InvalidArgument(
+                "drum: address range outside this tenant's registered memory",
+            ))
+    }
+
+    fn on_event(&mut self, below: &mut dyn Verbs, event: Event, up: &mut Vec<Event>) {
         match event {
             Event::Wake(WAKE_CQE) => {
-                for cq in self.drain_inbox() {
+                for cq in self.drain_inbox(below) {
                     up.push(Event::Completion(cq));
                 }
             }

@@ -24,11 +24,15 @@
 //! Design, parameters, sources and what differs from the paper: `docs/drum-agent.md`.
 
 pub mod agent;
+pub(crate) mod bufs;
 pub mod decide;
+pub(crate) mod fail;
+pub(crate) mod imm;
 pub mod layer;
 pub mod online;
 pub mod share;
 pub mod state;
+pub(crate) mod ud;
 
 use braid_units::{Bytes, Duration};
 use braid_verbs::{BuildError, HostCtx, Middleware, MiddlewareFactory, TenantId, AGENT};
@@ -42,6 +46,7 @@ pub use decide::{
 pub use layer::DrumLayer;
 pub use online::{OnlineDecider, OnlineSolve};
 pub use share::ShareConfig;
+
 pub use state::HostState;
 
 /// How the agent treats the pool (DRUM schedules it; SHARE only multiplexes).
@@ -53,12 +58,27 @@ pub enum Mode {
     Share,
 }
 
+/// What carries a host's connections (`pipe`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum PipeKind {
+    /// Shared RC QPs, `mux_ratio` connections each, to each peer host.
+    Rc,
+    /// Two-sided traffic on one UD QP per host (segmented, acknowledged, in order per
+    /// connection; `ud.rs`); one-sided operations on shared RC QPs.
+    Ud,
+}
+
 /// `{ kind = "drum", ... }`; every key is optional.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct DrumConfig {
     /// Connections to one peer host per shared QP (the paper: 4 to 10).
     pub mux_ratio: u32,
+    /// `"rc"`: shared RC QPs carry everything; `"ud"`: SENDs go on one UD QP per host.
+    pub pipe: PipeKind,
+    /// `pipe = "ud"`: how long a connection waits for an acknowledgement before sending again.
+    pub ud_rto: Duration,
     /// Work requests the scheduler keeps in flight on one shared QP; the rest wait in the pool.
     pub pipe_depth: u32,
     /// The host's WQE capacity Q, work requests per second (the RNIC's message rate).
@@ -102,6 +122,8 @@ impl Default for DrumConfig {
     fn default() -> Self {
         DrumConfig {
             mux_ratio: 5,
+            pipe: PipeKind::Rc,
+            ud_rto: Duration(100_000_000),
             pipe_depth: 4,
             wqe_rate: 20e6,
             cqe_rate: 20e6,
@@ -161,6 +183,21 @@ impl DrumConfig {
         }
         if self.global_buffer.0 < (1 << 20) || self.global_buffer.0 > (1 << 56) {
             return bad("global_buffer", "expected 1 MiB to 64 PiB");
+        }
+        if self.pipe == PipeKind::Ud && ud::area(0, self.global_buffer.0).is_none() {
+            return bad(
+                "global_buffer",
+                "expected at least 34 MiB with pipe = \"ud\" (the UD QP's buffers)",
+            );
+        }
+        if self.ud_rto.0 == 0 {
+            return bad("ud_rto", "expected a positive duration");
+        }
+        if self.bounce_size.0 > self.global_buffer.0 / 4 {
+            return bad(
+                "bounce_size",
+                "expected at most a quarter of global_buffer (the receive buffers live in its upper half)",
+            );
         }
         for (k, v) in [
             ("convert_ns", self.convert_ns),

@@ -31,7 +31,14 @@ pub struct Slice {
     pub access: Access,
     pub lkey: u32,
     pub rkey: u32,
+    /// Tracked slices: the tenant's own NIC region over the slice's pages of the global buffer
+    /// (what its `read_local`/`write_local` go through; `layer.rs`).
+    pub backing: Option<MemoryRegion>,
 }
+
+/// Bytes reserved at the top of the global buffer for the agent's scratch area (inline data
+/// and control messages are written there just before they are posted).
+pub(crate) const SCRATCH: u64 = 64 << 10;
 
 /// A remote slice as the peer's agent published it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,6 +59,12 @@ pub(crate) struct Pooled {
     pub signaled: bool,
     /// Refused when its turn comes (a bad remote key or range): completes with this status.
     pub fail: Option<WcStatus>,
+    /// An inline WR's bytes, taken at post time (the application may reuse its buffer at once).
+    pub inline_data: Option<Vec<u8>>,
+    /// A one-sided WR's access as the application named it (peer host, rkey, address, length,
+    /// write), checked again when the WR leaves the pool: the peer may have deregistered the
+    /// region meanwhile, and its NIC would then refuse the access.
+    pub remote: Option<(u32, u32, u64, u64, bool)>,
 }
 
 /// A work request on a shared QP.
@@ -62,14 +75,23 @@ pub(crate) struct InFlight {
     pub signaled: bool,
     pub opcode: WcOpcode,
     pub len: u64,
+    /// A helper WR of the agent's (not the application's completion): its success is silent,
+    /// its error is reported under `app_wr_id` (`fail.rs`).
+    pub aux: bool,
 }
 
 /// What arrived for a connection before it posted a receive.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(crate) struct Arrival {
     pub opcode: WcOpcode,
     pub len: u64,
     pub src_host: u32,
+    /// A SEND (its payload is in the agent's buffers), not a WRITE_WITH_IMM.
+    pub send: bool,
+    /// A SEND's payload, when the agent's receive buffers keep their bytes (tracked memory).
+    pub data: Option<Vec<u8>>,
+    /// The application's immediate value (`imm.rs`).
+    pub imm: Option<u32>,
 }
 
 /// One tenant connection: a virtual RC QP.
@@ -108,12 +130,31 @@ pub struct Conn {
     pub received: u64,
     pub completed: u64,
     pub active: bool,
+    /// `pipe = "ud"`: its SENDs on the host's UD QP (`ud.rs`).
+    pub(crate) ud: Option<super::ud::UdConn>,
+    pub(crate) ud_mode: bool,
 }
 
 impl Conn {
+    /// `pipe = "ud"` ordering: whether the head of the pool waits for the other carrier. For
+    /// the RC pipes (`rc = true`): the head is a SEND (it goes on the UD QP) or SENDs are still
+    /// unacknowledged there. For the UD QP: the head is a SEND and nothing is on the RC pipe
+    /// (returns true when the SEND may go).
+    pub(crate) fn ud_turn(&self, rc: bool) -> bool {
+        let Some(head) = self.pool.front() else {
+            return false;
+        };
+        let two_sided = matches!(head.wr.op, SendOp::Send | SendOp::SendWithImm(_));
+        if rc {
+            self.ud_mode && (two_sided || self.ud.as_ref().is_some_and(|u| u.msgs > 0))
+        } else {
+            self.ud_mode && two_sided && self.inflight.is_empty()
+        }
+    }
+
     /// Send WRs posted by the application and not yet completed (pool and shared QP).
     pub fn outstanding(&self) -> usize {
-        self.pool.len() + self.inflight.len()
+        self.pool.len() + self.inflight.len() + self.ud.as_ref().map_or(0, |u| u.msgs)
     }
 }
 
@@ -147,6 +188,11 @@ pub struct HostState {
     pub(crate) lock_ps: u64,
     /// Connections with completions waiting for the poller.
     pub(crate) has_done: std::collections::BTreeSet<QpNum>,
+    /// Some tenant registered a tracked slice: the agent's receive buffers keep their bytes.
+    pub(crate) tracking: bool,
+    /// Bytes the agent received for a tenant (SEND payloads), to be written into the tenant's
+    /// slices by its layer before it hands over the completions: (global address, bytes).
+    pub(crate) pending_writes: BTreeMap<TenantId, Vec<(u64, Vec<u8>)>>,
 }
 
 impl HostState {
@@ -170,6 +216,8 @@ impl HostState {
             resolve: true,
             lock_ps: 0,
             has_done: Default::default(),
+            tracking: false,
+            pending_writes: BTreeMap::new(),
         }
     }
 
@@ -219,6 +267,8 @@ impl HostState {
                 received: 0,
                 completed: 0,
                 active: true,
+                ud: None,
+                ud_mode: self.cfg.pipe == super::PipeKind::Ud && self.mode == Mode::Drum,
             },
         );
         Ok(vqpn)
@@ -259,6 +309,18 @@ impl HostState {
         Ok(())
     }
 
+    /// The connections bound to pipe `gi` towards `peer`.
+    pub(crate) fn pipe_members(&self, peer: u32, gi: u32) -> Vec<QpNum> {
+        let mux = self.cfg.mux_ratio as usize;
+        self.to_peer.get(&peer).map_or_else(Vec::new, |l| {
+            l.iter()
+                .skip(gi as usize * mux)
+                .take(mux)
+                .copied()
+                .collect()
+        })
+    }
+
     /// Pipes wanted towards each peer host (both ends count the same connections).
     pub(crate) fn pipes_wanted(&self) -> Vec<(u32, u32)> {
         let mux = self.cfg.mux_ratio as usize;
@@ -291,13 +353,14 @@ impl HostState {
                 "remote_write needs local_write",
             ));
         }
-        if access.track {
-            return Err(VerbsError::Unsupported(
-                "drum: tracked regions (memory contents) are not supported through the global buffer",
-            ));
-        }
-        // Slices are 4 KiB aligned in the global buffer; the bounce area is its last part.
-        let room = g.len - self.cfg.bounce_size.0;
+        // Slices are 4 KiB aligned in the lower half of the global buffer (below the UD QP's
+        // buffers, `pipe = "ud"`); the agent's receive buffers and scratch area are in the upper
+        // half.
+        let room = if self.cfg.pipe == super::PipeKind::Ud {
+            g.len / 2 - super::ud::UD_AREA
+        } else {
+            g.len / 2
+        };
         let at = self.next_global;
         let end = at.checked_add(len.div_ceil(4096) * 4096);
         match end {
@@ -318,6 +381,7 @@ impl HostState {
             access,
             lkey: LKEY_TAG | idx,
             rkey: RKEY_TAG | idx,
+            backing: None,
         };
         self.slices.insert(idx, s);
         self.publish_slice(&s, g.rkey);
@@ -357,11 +421,12 @@ impl HostState {
         );
     }
 
+    /// Removes the tenant's slice `mr`; returns it (its backing region is the layer's to free).
     pub(crate) fn dereg_slice(
         &mut self,
         tenant: TenantId,
         mr: &MemoryRegion,
-    ) -> Result<(), VerbsError> {
+    ) -> Result<Slice, VerbsError> {
         let idx = mr.lkey & 0xFF_FFFF;
         match self.slices.get(&idx) {
             Some(s) if s.tenant == tenant && s.lkey == mr.lkey => {
@@ -371,10 +436,31 @@ impl HostState {
                 let dead = Slice { len: 0, ..s };
                 let rk = self.global.map_or(0, |g| g.rkey);
                 self.publish_slice(&dead, rk);
-                Ok(())
+                Ok(s)
             }
             _ => Err(VerbsError::BadKey(mr.lkey)),
         }
+    }
+
+    /// Sets the backing region of slice `lkey` (a tracked slice).
+    pub(crate) fn set_backing(&mut self, lkey: u32, mr: MemoryRegion) {
+        if let Some(s) = self.slices.get_mut(&(lkey & 0xFF_FFFF)) {
+            s.backing = Some(mr);
+            self.tracking = true;
+        }
+    }
+
+    /// Where the tenant's `[addr, addr + len)` lives in the global buffer, if inside one of its
+    /// slices (the tenant's page remap, `Middleware::map_local`).
+    pub(crate) fn map_slice(&self, tenant: TenantId, addr: u64, len: u64) -> Option<u64> {
+        self.slices
+            .values()
+            .find(|s| {
+                s.tenant == tenant
+                    && addr >= s.addr
+                    && addr.checked_add(len).is_some_and(|e| e <= s.addr + s.len)
+            })
+            .map(|s| s.global + (addr - s.addr))
     }
 
     /// Translates a tenant's scatter-gather list to the global buffer; a key that is not one
@@ -445,6 +531,14 @@ impl HostState {
         Ok((r.global + (addr - r.addr), r.global_rkey))
     }
 
+    /// The status the peer's NIC would answer the head of `vq`'s pool with now, if it would
+    /// refuse it (its one-sided access checked again, `Pooled::remote`).
+    pub(crate) fn refused_now(&self, vq: QpNum) -> Option<WcStatus> {
+        let p = self.conns.get(&vq)?.pool.front()?;
+        let (host, rkey, addr, len, write) = p.remote?;
+        self.translate_remote(host, rkey, addr, len, write).err()
+    }
+
     /// A completion for the connection's tenant, in order behind the ones waiting.
     pub(crate) fn complete(&mut self, vqpn: QpNum, wc: WorkCompletion) {
         if let Some(c) = self.conns.get_mut(&vqpn) {
@@ -461,7 +555,7 @@ impl HostState {
             return;
         };
         c.state = QpState::Error;
-        let mut out = Vec::new();
+        let mut out = c.ud.as_mut().map_or_else(Vec::new, |u| u.flush(vqpn));
         for p in c.pool.drain(..) {
             out.push(flush(vqpn, p.app_wr_id, send_opcode(&p.wr.op)));
         }
@@ -492,27 +586,39 @@ impl HostState {
         let Some(c) = self.conns.get_mut(&vqpn) else {
             return;
         };
+        let tenant = c.tenant;
+        let mut writes = Vec::new();
         while !c.arrived.is_empty() && !c.recvs.is_empty() {
             let a = c.arrived.pop_front().expect("non-empty");
             let r = c.recvs.pop_front().expect("non-empty");
             let room: u64 = r.sg_list.iter().map(|s| s.length as u64).sum();
-            let status = if a.opcode == WcOpcode::Recv && a.len > room {
+            let is_send = a.send;
+            let status = if is_send && a.len > room {
                 WcStatus::LocalLengthError
             } else {
                 WcStatus::Success
             };
+            if let (Some(d), WcStatus::Success) = (&a.data, status) {
+                // The payload goes into the receive's buffers (global addresses), written by the
+                // tenant's layer before it sees this completion.
+                let mut off = 0usize;
+                for sge in &r.sg_list {
+                    if off >= d.len() {
+                        break;
+                    }
+                    let n = (sge.length as usize).min(d.len() - off);
+                    writes.push((sge.addr, d[off..off + n].to_vec()));
+                    off += n;
+                }
+            }
             c.done.push_back(WorkCompletion {
                 wr_id: r.wr_id,
                 status,
                 opcode: a.opcode,
-                byte_len: if a.opcode == WcOpcode::Recv {
-                    a.len.min(room)
-                } else {
-                    a.len
-                },
-                // DRUM carries the connection id in the immediate data: the sender's own
-                // immediate value does not travel (docs/drum-agent.md).
-                imm: (a.opcode == WcOpcode::RecvWithImm).then_some(0),
+                byte_len: if is_send { a.len.min(room) } else { a.len },
+                // DRUM carries the connection id in the immediate data; the application's own
+                // value travels beside it (`imm.rs`), 0 where it cannot.
+                imm: (a.opcode == WcOpcode::RecvWithImm).then_some(a.imm.unwrap_or(0)),
                 qp_num: vqpn,
                 src_host: a.src_host,
                 src_qp: c.remote.map_or(0, |r| r.qpn),
@@ -520,9 +626,19 @@ impl HostState {
             self.has_done.insert(vqpn);
             self.dirty = true;
         }
+        if !writes.is_empty() {
+            self.pending_writes
+                .entry(tenant)
+                .or_default()
+                .extend(writes);
+        }
     }
 
     /// The tenant's completions the poller released, drained.
+    pub(crate) fn take_writes(&mut self, tenant: TenantId) -> Vec<(u64, Vec<u8>)> {
+        self.pending_writes.remove(&tenant).unwrap_or_default()
+    }
+
     pub(crate) fn take_inbox(&mut self, tenant: TenantId) -> Vec<Cqe> {
         self.inbox.remove(&tenant).unwrap_or_default()
     }

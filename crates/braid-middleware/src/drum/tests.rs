@@ -622,3 +622,7 @@ fn bad_parameters_are_refused_by_name() {
     let mut lone = HostCtx::new(1, FakeNet::default_caps(1));
     assert!(DrumConfig::default().build(&mut lone, 1).is_err());
 }
+
+mod data;
+mod fail;
+mod ud;

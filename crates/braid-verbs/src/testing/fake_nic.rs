@@ -155,6 +155,12 @@ pub struct NetConfig {
     /// Whether CPU time spent in a callback advances the tenant's `now()` and delays its later
     /// callbacks and posts (default false: accounted only).
     pub cpu_delay: bool,
+    /// The tenants of a host share one address space (default false: each tenant is a process
+    /// of its own, and the same address in two tenants is two different bytes). True models
+    /// memory as the simulator and the real backend see it, one physical memory per host, where
+    /// two regions over the same addresses hold the same bytes: what DRUM's agent relies on when
+    /// it maps a tenant's region onto a slice of its global buffer. Set it before adding hosts.
+    pub host_memory: bool,
     /// How much simulated time one [`FakeNet::run`] may cover (default 10 s): a guard against
     /// runs that never go idle (periodic timers, RNR retried forever).
     pub horizon_ps: u64,
@@ -170,6 +176,7 @@ impl Default for NetConfig {
             ud_grh: false,
             cpu: CpuCost::default(),
             cpu_delay: false,
+            host_memory: false,
             horizon_ps: 10_000_000_000_000,
         }
     }
@@ -377,7 +384,9 @@ impl FakeNet {
         }
         let addr = caps.local_addrs[0];
         let idx = self.core.nics.len();
-        self.core.nics.push(FakeNic::new(idx, caps));
+        let mut nic = FakeNic::new(idx, caps);
+        nic.host_memory = self.core.cfg.host_memory;
+        self.core.nics.push(nic);
         self.core.tenants.push(1);
         self.hosts.push(Host {
             tenants: vec![Tenant::new(Box::new(Idle), Vec::new())],

@@ -352,6 +352,8 @@ pub struct FakeNic {
     /// rkey -> lkey.
     rkeys: BTreeMap<u32, u32>,
     mem: BTreeMap<TenantId, Memory>,
+    /// [`super::NetConfig::host_memory`]: the host's tenants share one address space.
+    pub(super) host_memory: bool,
     next_cq: CqId,
     next_qp: u32,
     next_mr: u32,
@@ -402,7 +404,7 @@ impl FakeNic {
     }
     /// Bytes of `tenant`'s memory, tracked or not (zero where nothing was written).
     pub fn read_mem(&self, tenant: TenantId, addr: u64, len: u64) -> Vec<u8> {
-        match self.mem.get(&tenant) {
+        match self.mem.get(&self.space(tenant)) {
             Some(m) => m.read(addr, len),
             None => vec![0; len as usize],
         }
@@ -420,6 +422,7 @@ impl FakeNic {
             mrs: BTreeMap::new(),
             rkeys: BTreeMap::new(),
             mem: BTreeMap::new(),
+            host_memory: false,
             next_cq: 1,
             next_qp: 0,
             next_mr: 0,
@@ -432,7 +435,8 @@ impl FakeNic {
     }
 
     pub(super) fn write_mem(&mut self, tenant: TenantId, addr: u64, data: &[u8]) {
-        self.mem.entry(tenant).or_default().write(addr, data);
+        let k = self.space(tenant);
+        self.mem.entry(k).or_default().write(addr, data);
     }
 
     pub(super) fn lose(&mut self, qp: QpNum, n: u64) -> bool {
@@ -466,8 +470,25 @@ impl FakeNic {
             .ok_or(VerbsError::NoSuchCq(cq))
     }
 
-    /// Whether `tenant` registered [addr, addr+len) in a tracked region.
+    /// The address space `tenant`'s memory lives in: its own (a process), or the host's.
+    fn space(&self, tenant: TenantId) -> TenantId {
+        if self.host_memory {
+            AGENT
+        } else {
+            tenant
+        }
+    }
+
+    /// Whether `tenant` registered [addr, addr+len) in a tracked region (with host memory: any
+    /// tenant of the host, since they share the bytes).
     fn tracked(&self, tenant: TenantId, addr: u64, len: u64) -> bool {
+        self.mrs.values().any(|m| {
+            (m.owner == tenant || self.host_memory) && m.access.track && m.covers(addr, len)
+        })
+    }
+
+    /// Whether `tenant` itself registered [addr, addr+len) in a tracked region.
+    pub(super) fn owns_tracked(&self, tenant: TenantId, addr: u64, len: u64) -> bool {
         self.mrs
             .values()
             .any(|m| m.owner == tenant && m.access.track && m.covers(addr, len))
@@ -504,7 +525,7 @@ impl FakeNic {
             if self.tracked(tenant, s.addr, len) {
                 out.extend(
                     self.mem
-                        .get(&tenant)
+                        .get(&self.space(tenant))
                         .map_or_else(|| vec![0; len as usize], |m| m.read(s.addr, len)),
                 );
             } else {

@@ -1979,3 +1979,33 @@ fn a_post_list_reaches_the_nic_when_the_whole_list_is_built() {
     });
     assert_eq!(t1 - t0, CpuCost::default().ps(Work::PostList(2)));
 }
+
+#[test]
+fn host_memory_makes_a_hosts_tenants_share_their_bytes() {
+    for shared in [false, true] {
+        let mut net = FakeNet::with_config(
+            1,
+            NetConfig {
+                host_memory: shared,
+                ..NetConfig::default()
+            },
+        );
+        let a = net.add_tenant(1, Box::new(Idle), vec![]);
+        let b = net.add_tenant(1, Box::new(Idle), vec![]);
+        net.call_as(1, a, |v| {
+            v.reg_mr(0x1000, 64, Access::LOCAL.tracked())?;
+            v.write_local(0x1010, b"abc")
+        })
+        .unwrap();
+        let got = net
+            .call_as(1, b, |v| {
+                // Reading needs a tracked region of its own over the range, either way.
+                assert!(v.read_local(0x1010, 3).is_err());
+                v.reg_mr(0x1000, 64, Access::LOCAL.tracked())?;
+                v.read_local(0x1010, 3)
+            })
+            .unwrap();
+        let want: &[u8] = if shared { b"abc" } else { &[0, 0, 0] };
+        assert_eq!(got, want, "host_memory = {shared}");
+    }
+}

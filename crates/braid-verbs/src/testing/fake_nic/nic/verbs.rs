@@ -561,7 +561,7 @@ impl FakeNic {
                 "memory contents are not tracked (caps.data_tracking = false)",
             ));
         }
-        if !self.tracked(tenant, addr, len) {
+        if !self.owns_tracked(tenant, addr, len) {
             return Err(VerbsError::Unsupported(
                 "not inside one of this tenant's regions registered with Access::track",
             ));

@@ -1,0 +1,104 @@
+//! The agent's parts for failures (`fail.rs`), tracked buffers (`bufs.rs`) and the UD carrier
+//! (`ud.rs`): kept here so that `agent.rs` stays the pipes, scheduler and poller.
+
+use super::*;
+
+impl DrumAgent {
+    /// `pipe = "ud"`: moves SENDs whose turn it is from the pool onto the UD QP, sends what the
+    /// connections' windows allow, arms the next timeout (`ud.rs`).
+    pub(super) fn ud_service(&mut self, v: &mut dyn Verbs) {
+        let Some(ud) = self.ud.as_mut() else {
+            return;
+        };
+        let now = v.now();
+        let mut st = self.st.borrow_mut();
+        let st = &mut *st;
+        if st.tracking && v.caps().data_tracking {
+            ud.track_payloads(v);
+        }
+        let (drum, burst) = (st.mode == Mode::Drum, st.cfg.burst as f64);
+        let cost = ps(st.cfg.convert_ns) + ps(st.cfg.qp_map_ns);
+        for c in st.conns.values_mut() {
+            while c.state == QpState::Rts && c.ud_turn(false) {
+                if drum {
+                    refill(c, now, burst);
+                    if !c.active || c.x_tokens < 1.0 {
+                        break;
+                    }
+                    c.x_tokens -= 1.0;
+                }
+                let p = c.pool.pop_front().expect("its turn");
+                ud.enqueue(c, p.app_wr_id, p.signaled, p.wr.op, &p.wr.sg_list);
+                v.charge(Work::Ns(cost / 1000));
+                self.cpu_convert_ps += ps(st.cfg.convert_ns);
+                self.cpu_qp_map_ps += ps(st.cfg.qp_map_ns);
+                self.wr_posted += 1;
+            }
+        }
+        ud.pump(v, st);
+        if let Some(t) = ud.wake_at {
+            let t = t.max(now + 1);
+            if self.ud_timer.is_none_or(|u| t < u || u <= now) {
+                self.ud_timer = Some(t);
+                v.set_timer(t, T_UD);
+            }
+        }
+    }
+
+    /// Pipe `key` failed (its QP went to Error, or it never came up): every connection on it
+    /// sees what its own QP would (`fail.rs`).
+    pub(super) fn pipe_failed(&mut self, key: (u32, u32), culprit: Option<Culprit>) {
+        let Some(p) = self.pipes.get_mut(&key) else {
+            return;
+        };
+        if p.phase == Phase::Failed {
+            return; // the NIC flushing the rest: already accounted for
+        }
+        p.phase = Phase::Failed;
+        p.inflight = 0;
+        self.pipe_errors += 1;
+        self.failed_pipes += 1;
+        let mut st = self.st.borrow_mut();
+        let members = st.pipe_members(key.0, key.1);
+        fail_pipe(&mut st, &members, culprit);
+    }
+
+    /// Once a tenant of the host tracks memory, the agent's receive-buffer slots and scratch
+    /// area keep bytes too (tracked regions of its own over them, `bufs.rs`).
+    pub(super) fn track_buffers(&mut self, v: &mut dyn Verbs) {
+        let (Some(l), Some(g)) = (self.layout, self.st.borrow().global) else {
+            return;
+        };
+        if !self.st.borrow().tracking || !v.caps().data_tracking {
+            return;
+        }
+        let local = Access::LOCAL.tracked();
+        if self.scratch.is_none() {
+            match v.reg_mr(l.scratch, crate::drum::state::SCRATCH, local) {
+                Ok(_) => self.scratch = Some((l.scratch, g.lkey)),
+                Err(_) => self.pipe_errors += 1,
+            }
+        }
+        for p in self.pipes.values_mut().filter(|p| !p.tracked) {
+            let (a, n) = l.pipe_range(p.index);
+            match v.reg_mr(a, n, local) {
+                Ok(_) => p.tracked = true,
+                Err(_) => self.pipe_errors += 1,
+            }
+        }
+    }
+
+    /// Connections bound to a pipe that failed before they connected go to Error.
+    pub(super) fn fail_late_joiners(&mut self) {
+        if self.failed_pipes == 0 {
+            return;
+        }
+        let mut st = self.st.borrow_mut();
+        for (&(peer, gi), p) in &self.pipes {
+            if p.phase == Phase::Failed {
+                let members = st.pipe_members(peer, gi);
+                fail_late_joiners(&mut st, &members);
+            }
+        }
+    }
+}
