@@ -625,27 +625,6 @@ impl Scenario {
                     "only redis and two-sided kv apps check their values",
                 ));
             }
-            // The DRUM agent and SHARE refuse tracked memory (their global buffer carries no
-            // bytes; docs/drum-agent.md).
-            for h in [a.src, a.dst] {
-                let stack = a
-                    .middleware
-                    .as_ref()
-                    .or_else(|| self.middleware.per_host.get(&h.to_string()))
-                    .unwrap_or(&self.middleware.default);
-                if let Some(m) = stack
-                    .iter()
-                    .find(|m| matches!(m.0.name(), "drum" | "share"))
-                {
-                    return Err(err(
-                        format!("{p}.verify"),
-                        format!(
-                            "host {h}'s {} middleware does not carry memory contents; expected verify = false there",
-                            m.0.name()
-                        ),
-                    ));
-                }
-            }
             if a.size.0 > 64 << 20 {
                 return Err(err(
                     format!("{p}.verify"),

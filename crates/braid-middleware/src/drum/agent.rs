@@ -311,7 +311,15 @@ impl DrumAgent {
         };
         let d = self.decider.decide(now, &stats);
         self.decisions += 1;
-        let cost = ps(self.st.borrow().cfg.solve_ns_per_conn * stats.len() as f64);
+        // `qp_sche` solves for the connections the selection let in (all of them without a
+        // top-k budget): the paper's scheduler cost flattens with top-k for this reason. The
+        // selection's own pass (a comparison per connection) is not charged.
+        let solved = if d.active.is_empty() {
+            stats.len()
+        } else {
+            d.active.iter().filter(|a| **a).count()
+        };
+        let cost = ps(self.st.borrow().cfg.solve_ns_per_conn * solved as f64);
         if cost > 0 {
             v.charge(Work::Ns(cost / 1000));
             self.cpu_solve_ps += cost;
