@@ -336,3 +336,45 @@ fn the_build_reports_progress_per_stage() {
     assert_eq!(plain.events(), events);
     assert_eq!(events_again, events);
 }
+
+/// Switch egress decisions put off to a catch-up (world/lazy.rs) are the decisions a wake-up
+/// event per packet makes: the same scenario with every decision made at its own time (a pcap
+/// capture turns deferral off, so its records come in time order) measures the same, with PFC
+/// pauses, ECN marks and high-priority ACKs overtaking queued data, in far fewer events.
+#[test]
+fn switch_decisions_put_off_are_those_made_at_once() {
+    let fl: Vec<(u32, u32, &str)> = (0..8)
+        .map(|i| (i, 8 + i % 2, if i % 3 == 0 { "600KB" } else { "40KB" }))
+        .collect();
+    let lazy = json!({
+        "duration": "20ms",
+        "topology": dumbbell(8, 2, link("40Gbps", "1us"), link("100Gbps", "2us")),
+        "switch": {"buffer": "300KB", "pfc": {"enabled": true},
+                   "ecn": {"kmin": "5KB", "kmax": "40KB", "pmax": 0.2}},
+        "nic": {"ack_priority": "high"},
+        "measure": {"interval": "20us", "queues": ["swR:0"]},
+        "traffic": flows(&fl),
+    });
+    let mut eager = lazy.clone();
+    eager["measure"]["pcap"] = json!({"flows": [0], "ports": [{"node": "swL", "peer": "swR"}]});
+    let (_, a) = run(&lazy);
+    let (_, b) = run(&eager);
+    assert!(a.counters["pfc_pauses"] > 0 && a.counters["ecn_marks"] > 0);
+    assert_eq!(a.headline["flows_completed"], 8.0);
+    let wakes = |r: &braid_sim::Results| r.stats["events_port_wake"];
+    assert!(
+        wakes(&a) < 0.7 * wakes(&b),
+        "{} wake-ups put off vs {} made at once",
+        wakes(&a),
+        wakes(&b)
+    );
+    let same = |r: &braid_sim::Results| {
+        let mut r = comparable(r);
+        r.pcap.clear();
+        r.stats.retain(|k, _| {
+            !k.starts_with("events") && !matches!(k.as_str(), "pcap_packets" | "pcap_missed")
+        });
+        format!("{r:?}")
+    };
+    assert!(same(&a) == same(&b), "results differ");
+}

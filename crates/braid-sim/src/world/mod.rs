@@ -20,6 +20,7 @@ mod events;
 mod facing;
 mod hop;
 mod hosts;
+mod lazy;
 mod routes;
 mod table;
 
