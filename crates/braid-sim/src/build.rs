@@ -104,9 +104,6 @@ pub(crate) fn network(
         .collect();
     sampled_queues(&mut world, sc, &names)?;
     world.measure.pcap = sc.measure.pcap.build(&world, &names)?.map(Box::new);
-    if world.measure.pcap.is_some() {
-        world.defer_nothing();
-    }
     apply_ecn_by_port(&mut world, &sc.switch.ecn.by_port, &names)?;
     world
         .install_routes(&sc.routes, &names)

@@ -46,10 +46,6 @@ pub struct Port {
     /// Time this port spent paused, for reporting.
     pub pause_started: [Option<Time>; MAX_PRIO],
     pub paused_ps: u64,
-    /// Switch ports: a decision is due at `busy_until`, listed in the switch's `lag` at
-    /// `lag_idx`.
-    pub lagging: bool,
-    pub lag_idx: u16,
 }
 
 impl Port {
@@ -96,8 +92,6 @@ impl Port {
             ecn_marks: 0,
             pause_started: [None; MAX_PRIO],
             paused_ps: 0,
-            lagging: false,
-            lag_idx: 0,
         }
     }
 
@@ -215,18 +209,6 @@ pub struct Switch {
     pub ecn_rng: RngStream,
     /// Static routes that match source addresses too (checked first, in order).
     pub src_routes: Vec<SrcRoute>,
-    /// Egress decisions put off (see `world/lazy.rs`): ports with a backlog whose next packet
-    /// is chosen at their `busy_until`, not yet made.
-    /// The lagging ports, as (due time = the port's `busy_until`, port), in no order (a switch
-    /// has few at a time); a port's entry is at its `lag_idx`.
-    pub lag: Vec<(Time, u16)>,
-    /// The earliest entry's time in `lag` (`Time::MAX`: none).
-    pub next_due: Time,
-    /// When the catch-up event already scheduled for this switch fires, if one is.
-    pub catch_up_at: Option<Time>,
-    /// How long a decision may wait: the shortest delay of the switch's links (0 while a pcap
-    /// capture runs, whose records must come in time order).
-    pub lookahead: Time,
 }
 
 /// A static route for packets from some source addresses to some destination hosts.

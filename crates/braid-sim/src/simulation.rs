@@ -220,15 +220,11 @@ impl Simulation {
                     self.world.handle(t, ev, &mut self.queue);
                     if self.ends_when_done && self.log.borrow().unfinished == 0 {
                         self.finished = true;
-                        // Switch decisions put off (world/lazy.rs) that a wake-up before this
-                        // event would have made.
-                        self.world.catch_up_all(t, false, &mut self.queue);
                         break;
                     }
                 }
                 Some(_) => {
                     self.now = until;
-                    self.world.catch_up_all(until, true, &mut self.queue);
                     break;
                 }
                 None => {

@@ -10,10 +10,6 @@ impl Handler<Ev> for World {
         self.ev_counts[ev.kind()] += 1;
         match ev {
             Ev::Arrive { node, port, pkt } => self.arrive(now, node, port, pkt, q),
-            Ev::PortWake {
-                node,
-                port: u16::MAX,
-            } => self.catch_up_event(now, node, q),
             Ev::PortWake { node, port } => {
                 let p = &mut self.nodes[node as usize].ports[port as usize];
                 if p.wake_at == Some(now) {
@@ -53,8 +49,6 @@ impl Handler<Ev> for World {
             Ev::AppStart { host, app } => self.with_app(now, host, app, q, None),
             Ev::LinkState { link, up } => {
                 let (a, pa, b, pb) = self.links[link as usize];
-                self.catch_up_node(a, now, q);
-                self.catch_up_node(b, now, q);
                 self.nodes[a as usize].ports[pa as usize].up = up;
                 self.nodes[b as usize].ports[pb as usize].up = up;
                 self.measure.link_change(now, link, up);
@@ -62,7 +56,6 @@ impl Handler<Ev> for World {
             Ev::Sample => {
                 let iv = self.measure.interval;
                 if iv > 0 && now.is_multiple_of(iv) {
-                    self.catch_up_all(now, false, q);
                     self.sample(now);
                 }
                 self.sample_cc(now);

@@ -8,17 +8,8 @@ use crate::packet::{Packet, PktId, PktKind, PFC_SIZE};
 use braid_engine::{EventQueue, Time};
 
 impl World {
-    #[inline(always)]
     fn wake_at(&mut self, node: u32, port: u16, t: Time, q: &mut EventQueue<Ev>) {
-        let n = &mut self.nodes[node as usize];
-        let p = &mut n.ports[port as usize];
-        if let Role::Switch(s) = n.role {
-            // A switch port's next decision is put off (`lazy.rs`); `t` is its `busy_until`.
-            if p.lagging && self.switches[s as usize].lag[p.lag_idx as usize].0 == t {
-                return;
-            }
-            return self.defer(s, port, t, q);
-        }
+        let p = &mut self.nodes[node as usize].ports[port as usize];
         if p.wake_at.is_none_or(|w| t < w) {
             p.wake_at = Some(t);
             q.schedule(t, Ev::PortWake { node, port });
@@ -211,8 +202,6 @@ impl World {
     ) {
         let pk = self.pool.get(id);
         if pk.kind == PktKind::Pfc {
-            self.catch_up_node(node, now, q);
-            let pk = self.pool.get(id);
             let (prio, on) = (pk.prio as usize, pk.aux == 1);
             self.pool.free(id);
             self.measure.pfc_frame(crate::measure::PfcRecord {
@@ -252,10 +241,7 @@ impl World {
                     self.nic_receive(now, h, id, q);
                 }
             }
-            Role::Switch(s) => {
-                self.catch_up(s, now, false, q);
-                self.forward(now, s as usize, node, port, id, q)
-            }
+            Role::Switch(s) => self.forward(now, s as usize, node, port, id, q),
         }
     }
 

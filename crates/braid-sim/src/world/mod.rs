@@ -20,7 +20,6 @@ mod events;
 mod facing;
 mod hop;
 mod hosts;
-mod lazy;
 mod routes;
 mod table;
 

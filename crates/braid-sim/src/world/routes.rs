@@ -145,10 +145,6 @@ impl World {
                         ecmp_seed: braid_engine::derive_seed(sw.ecmp_seed, "ecmp", &[i as u64]),
                         ecn_rng: RngStream::new(seed, "ecn", &[i as u64]),
                         src_routes: Vec::new(),
-                        lag: Vec::new(),
-                        next_due: Time::MAX,
-                        catch_up_at: None,
-                        lookahead: nodes[i].ports.iter().map(|p| p.delay).min().unwrap_or(0),
                     });
                 }
             }
