@@ -279,10 +279,10 @@ impl World {
                 .route(s as usize, self.pool.get(id))
                 .and_then(|out| n.ports.get(out as usize))
             {
+                // Its first three cache lines (`net::Port`'s layout).
                 braid_engine::prefetch(&p.busy_until);
-                braid_engine::prefetch(&p.bytes);
                 braid_engine::prefetch(&p.ctrl);
-                braid_engine::prefetch(&p.paused);
+                braid_engine::prefetch(&p.ecn);
             }
         }
     }
