@@ -134,6 +134,25 @@ impl<E> EventQueue<E> {
         self.len += 1;
         let e = Entry { time: t, seq, ev };
         let b = t >> GRAN_SHIFT;
+        // The common case first: a bucket of the wheel ahead of the one being drained.
+        if b != self.cur && b < self.cur + NB {
+            let slot = (b & MASK) as usize;
+            let bucket = &mut self.buckets[slot];
+            if bucket.capacity() == 0 {
+                if let Some(v) = self.spare.pop() {
+                    *bucket = v;
+                }
+            }
+            bucket.push(e);
+            self.mark(slot);
+        } else {
+            self.schedule_rare(b, e);
+        }
+    }
+
+    /// Into the bucket being drained, or beyond the wheel's horizon.
+    #[inline(never)]
+    fn schedule_rare(&mut self, b: u64, e: Entry<E>) {
         if b == self.cur {
             // Into the bucket being drained: keep it sorted. New events usually have the largest
             // key, so they belong at the back.
@@ -143,15 +162,6 @@ impl<E> EventQueue<E> {
                 let pos = self.active.partition_point(|x| x.key() < e.key());
                 self.active.insert(pos, e);
             }
-        } else if b < self.cur + NB {
-            let slot = (b & MASK) as usize;
-            if self.buckets[slot].capacity() == 0 {
-                if let Some(v) = self.spare.pop() {
-                    self.buckets[slot] = v;
-                }
-            }
-            self.buckets[slot].push(e);
-            self.mark(slot);
         } else {
             self.far.push(Reverse(Far(e)));
         }
@@ -161,6 +171,19 @@ impl<E> EventQueue<E> {
     #[inline]
     pub fn schedule_in(&mut self, delay: Time, ev: E) {
         self.schedule(self.now + delay, ev);
+    }
+
+    /// The next event, if it is already known without advancing the wheel (it is in the bucket
+    /// being drained): for prefetching what it will touch.
+    #[inline]
+    pub fn peek_next(&self) -> Option<&E> {
+        self.active.front().map(|e| &e.ev)
+    }
+
+    /// The event after [`peek_next`](Self::peek_next)'s, if it is in the same bucket.
+    #[inline]
+    pub fn peek_after(&self) -> Option<&E> {
+        self.active.get(1).map(|e| &e.ev)
     }
 
     /// Time of the next event, if any.
@@ -235,7 +258,15 @@ impl<E> EventQueue<E> {
             self.buckets[s].push(e);
             self.mark(s);
         }
-        v.sort_unstable_by_key(|e| e.key());
+        // Every entry of the bucket has the same time >> GRAN_SHIFT: (time, seq) orders as one
+        // integer of the time's low bits above the sequence number, while that fits.
+        if self.seq < 1 << (64 - GRAN_SHIFT) {
+            v.sort_unstable_by_key(|e| {
+                (e.time & ((1 << GRAN_SHIFT) - 1)) << (64 - GRAN_SHIFT) | e.seq
+            });
+        } else {
+            v.sort_unstable_by_key(|e| e.key());
+        }
         self.active = VecDeque::from(v);
         !self.active.is_empty()
     }

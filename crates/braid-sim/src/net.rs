@@ -10,37 +10,47 @@ use std::collections::VecDeque;
 pub const MAX_PRIO: usize = 8;
 
 /// One end of a link, owned by the node that transmits on it.
+///
+/// The layout is fixed (`repr(C)`, aligned to a cache line) so that what a packet's hop reads
+/// comes in the first three lines: forwarding's fast path and `put_on_wire` (line 0), the queues
+/// (line 1), RED and the wake-up (line 2); counters and state read rarely come after
+/// (docs/performance.md, "Round 3").
+#[repr(C, align(64))]
 pub struct Port {
-    pub peer_node: u32,
-    pub peer_port: u16,
-    pub link: u32,
-    pub rate: u64,
+    // --- line 0
+    pub busy_until: Time,
+    pub bytes: u64,
     /// Picoseconds per byte when that is a whole number (every common rate), so serialization
     /// is a multiplication; 0 = use the exact division.
     ps_per_byte: u64,
     pub delay: Time,
-    pub loss: f64,
-    pub up: bool,
-    pub busy_until: Time,
-    /// A wake-up event is scheduled for this time.
-    pub wake_at: Option<Time>,
-    /// The peer asked us (PFC) to stop sending this priority.
-    pub paused: [bool; MAX_PRIO],
-    // Egress queues (switch ports only; a host's NIC keeps its own queues).
-    pub queues: Vec<VecDeque<PktId>>,
-    pub qbytes: [u64; MAX_PRIO],
-    pub bytes: u64,
-    pub ctrl: VecDeque<PktId>,
-    deficit: [i64; MAX_PRIO],
-    rr: usize,
-    /// The queue at `rr` has had its quantum for this visit.
-    visited: bool,
-    pub ecn: EcnCurve,
-    pub loss_rng: RngStream,
     pub tx_bytes: u64,
     pub tx_pkts: u64,
+    /// The peer asked us (PFC) to stop sending this priority.
+    pub paused: [bool; MAX_PRIO],
+    pub peer_node: u32,
+    pub peer_port: u16,
+    pub up: bool,
+    /// The queue at `rr` has had its quantum for this visit.
+    visited: bool,
+    // --- line 1
+    pub ctrl: VecDeque<PktId>,
+    // Egress queues (switch ports only; a host's NIC keeps its own queues).
+    pub queues: Vec<VecDeque<PktId>>,
+    pub loss: f64,
+    // --- line 2
+    pub ecn: EcnCurve,
+    /// A wake-up event is scheduled for this time.
+    pub wake_at: Option<Time>,
     /// PFC frames sent (counted in tx_pkts too).
     pub tx_pfc: u64,
+    pub rate: u64,
+    // --- the rest
+    pub qbytes: [u64; MAX_PRIO],
+    deficit: [i64; MAX_PRIO],
+    rr: usize,
+    pub link: u32,
+    pub loss_rng: RngStream,
     /// Packets this port's egress marked CE (RED/ECN), for per-port marking ratios.
     pub ecn_marks: u64,
     /// Time this port spent paused, for reporting.

@@ -170,6 +170,18 @@ impl PacketPool {
     pub fn get(&self, id: PktId) -> &Packet {
         &self.slots[id as usize]
     }
+    /// Starts loading packet `id`'s record into the cache (a hint; nothing if `id` is free).
+    #[inline]
+    pub fn prefetch(&self, id: PktId) {
+        if let Some(p) = self.slots.get(id as usize) {
+            braid_engine::prefetch(p);
+        }
+    }
+    /// Whether `id` names a slot of the pool (live or free; never panics on it).
+    #[inline]
+    pub fn live_slot(&self, id: PktId) -> bool {
+        (id as usize) < self.slots.len()
+    }
     #[inline]
     pub fn get_mut(&mut self, id: PktId) -> &mut Packet {
         &mut self.slots[id as usize]

@@ -216,6 +216,9 @@ impl Simulation {
             match self.queue.peek_time() {
                 Some(t) if t <= until => {
                     let (t, ev) = self.queue.pop().expect("peeked");
+                    if let Some(next) = self.queue.peek_next() {
+                        self.world.prefetch(next, self.queue.peek_after());
+                    }
                     self.now = t;
                     self.world.handle(t, ev, &mut self.queue);
                     if self.ends_when_done && self.log.borrow().unfinished == 0 {

@@ -6,6 +6,23 @@ use braid_engine::{EventQueue, Handler, Time};
 use braid_verbs::Event;
 
 impl Handler<Ev> for World {
+    /// Arrivals, in two steps: for the event after next, the packet and the node it arrives at
+    /// (at 10^4 hosts they are rarely still in cache); for the next one (its packet and node
+    /// loaded meanwhile), the egress port a switch will put it on, whose state forwarding reads
+    /// first (docs/performance.md).
+    #[inline]
+    fn prefetch(&self, next: &Ev, after: Option<&Ev>) {
+        if let Some(&Ev::Arrive { node, pkt, .. }) = after {
+            self.pool.prefetch(pkt);
+            if let Some(n) = self.nodes.get(node as usize) {
+                braid_engine::prefetch(n);
+            }
+        }
+        if let Ev::Arrive { node, pkt, .. } = *next {
+            self.prefetch_egress(node, pkt);
+        }
+    }
+
     fn handle(&mut self, now: Time, ev: Ev, q: &mut EventQueue<Ev>) {
         self.ev_counts[ev.kind()] += 1;
         match ev {

@@ -265,6 +265,28 @@ impl World {
         self.apply(now, h, eff, q);
     }
 
+    /// Starts loading the egress port a switch at `node` will forward packet `id` on.
+    #[inline]
+    pub(super) fn prefetch_egress(&self, node: u32, id: PktId) {
+        let Some(n) = self.nodes.get(node as usize) else {
+            return;
+        };
+        let Role::Switch(s) = n.role else {
+            return;
+        };
+        if self.pool.live_slot(id) {
+            if let Some(p) = self
+                .route(s as usize, self.pool.get(id))
+                .and_then(|out| n.ports.get(out as usize))
+            {
+                // Its first three cache lines (`net::Port`'s layout).
+                braid_engine::prefetch(&p.busy_until);
+                braid_engine::prefetch(&p.ctrl);
+                braid_engine::prefetch(&p.ecn);
+            }
+        }
+    }
+
     fn forward(
         &mut self,
         now: Time,
