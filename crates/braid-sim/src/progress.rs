@@ -47,11 +47,12 @@ mod tests {
     fn reports_start_end_and_every_thirty_second() {
         let mut got = Vec::new();
         let mut f = |s: &str, d: u64, t: u64| got.push((s.to_string(), d, t));
-        let mut p = Progress::new(&mut f);
-        for i in 0..=320 {
-            p.tick("routes", i, 320);
+        {
+            let mut p = Progress::new(&mut f);
+            for i in 0..=320 {
+                p.tick("routes", i, 320);
+            }
         }
-        drop(p);
         assert_eq!(got.len(), 33);
         assert_eq!(got[0], ("routes".to_string(), 0, 320));
         assert_eq!(got[1].1, 10);

@@ -53,11 +53,14 @@ struct Offline {
     wsum: f64,
 }
 
+/// The instances an offline optimum was solved for, and that optimum (or why it failed).
+type Solved = (Vec<(u32, LocalInstance)>, Result<Rc<Offline>, String>);
+
 #[derive(Default)]
 pub struct GapBook {
     /// per host: its instance and its latest WQE rates by connection id
     hosts: BTreeMap<u32, (LocalInstance, BTreeMap<u32, f64>)>,
-    cache: Option<(Vec<(u32, LocalInstance)>, Result<Rc<Offline>, String>)>,
+    cache: Option<Solved>,
     pub offline_solves: u64,
 }
 
