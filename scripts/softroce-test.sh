@@ -284,6 +284,7 @@ pair "braid-perftest write_bw -s 65536 --busy-poll" braid-perftest write_bw -d r
 # send_lat (a ping-pong of SENDs; half the round trip), RC and UD, beside perftest's own.
 pair "ib_send_lat" ib_send_lat -d rxe0 -x 1 -s 64 -n 300 -- ib_send_lat -d rxe0 -x 1 -s 64 -n 300 10.0.0.1
 pair "braid-perftest send_lat" braid-perftest send_lat -d rxe0 -x 1 -s 64 -n 300 -- braid-perftest send_lat -d rxe0 -x 1 -s 64 -n 300 10.0.0.1
+pair "braid-perftest send_lat --busy-poll" braid-perftest send_lat -d rxe0 -x 1 -s 64 -n 300 --busy-poll -- braid-perftest send_lat -d rxe0 -x 1 -s 64 -n 300 --busy-poll 10.0.0.1
 pair "ib_send_lat -c UD" ib_send_lat -d rxe0 -x 1 -c UD -s 64 -n 300 -- ib_send_lat -d rxe0 -x 1 -c UD -s 64 -n 300 10.0.0.1
 pair "braid-perftest send_lat -c UD" braid-perftest send_lat -d rxe0 -x 1 -c UD -s 64 -n 300 -- braid-perftest send_lat -d rxe0 -x 1 -c UD -s 64 -n 300 --json 10.0.0.1
 if [ -x /bin/extra-tests ]; then /bin/extra-tests || rc=1; fi
