@@ -170,6 +170,8 @@ fn send_lat_ping_pongs_sends_over_rc_uc_and_ud() {
             "{t:?} {:?}",
             &l.lat[..4]
         );
+        // Deterministic: the same run gives the same samples.
+        assert_eq!(run_on(PerfKind::SendLat, 64, 20, t).lat, l.lat, "{t:?}");
     }
 }
 
