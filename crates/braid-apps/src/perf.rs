@@ -27,8 +27,9 @@ pub enum PerfKind {
 /// perftest's `BW peak`, bytes per second: the best rate over any run of consecutive messages,
 /// i.e. the maximum over `i <= j` of `size * (j - i + 1) / (completed[j] - posted[i])`, where
 /// `posted[k]` is when the k-th message was posted and `completed[k]` when the k-th completion
-/// arrived (picoseconds, both in order). As perftest does past 10 000 messages, only every
-/// 100th `i` and `j` are tried (the search is quadratic). 0 without messages.
+/// arrived (picoseconds, both in order). The search is quadratic: past 10 000 messages only
+/// every 100th `i` and `j` are tried (our bound; perftest too thins its search on long runs).
+/// 0 without messages.
 pub fn peak_bandwidth(posted: &[u64], completed: &[u64], size: u64) -> f64 {
     let n = posted.len().min(completed.len());
     let step = if n > 10_000 { 100 } else { 1 };
