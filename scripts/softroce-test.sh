@@ -73,6 +73,7 @@ copy_with_libs "$(command -v ib_write_bw)" bin/ib_write_bw
 copy_with_libs "$(command -v ib_write_lat)" bin/ib_write_lat
 copy_with_libs "$(command -v ib_read_lat)" bin/ib_read_lat
 copy_with_libs "$(command -v ib_send_bw)" bin/ib_send_bw
+copy_with_libs "$(command -v ib_send_lat)" bin/ib_send_lat
 copy_with_libs "$ROOT/$TDIR/braid-conformance" bin/braid-conformance
 copy_with_libs "$ROOT/$TDIR/braid-perftest" bin/braid-perftest
 strip --strip-debug "$IR/bin/braid-conformance" "$IR/bin/braid-perftest"
@@ -280,6 +281,12 @@ pair "braid-perftest write_bw -c UC --verify" braid-perftest write_bw -d rxe0 -x
 pair "ib_send_bw -c UD" ib_send_bw -d rxe0 -x 1 -c UD -s 1024 -n 300 --report_gbits -- ib_send_bw -d rxe0 -x 1 -c UD -s 1024 -n 300 --report_gbits 10.0.0.1
 pair "braid-perftest send_bw -c UD" braid-perftest send_bw -d rxe0 -x 1 -c UD -s 1024 -n 300 -- braid-perftest send_bw -d rxe0 -x 1 -c UD -s 1024 -n 300 --report_gbits 10.0.0.1
 pair "braid-perftest write_bw -s 65536 --busy-poll" braid-perftest write_bw -d rxe0 -x 1 -s 65536 -n 500 --busy-poll -- braid-perftest write_bw -d rxe0 -x 1 -s 65536 -n 500 --busy-poll --report_gbits 10.0.0.1
+# send_lat (a ping-pong of SENDs; half the round trip), RC and UD, beside perftest's own.
+pair "ib_send_lat" ib_send_lat -d rxe0 -x 1 -s 64 -n 300 -- ib_send_lat -d rxe0 -x 1 -s 64 -n 300 10.0.0.1
+pair "braid-perftest send_lat" braid-perftest send_lat -d rxe0 -x 1 -s 64 -n 300 -- braid-perftest send_lat -d rxe0 -x 1 -s 64 -n 300 10.0.0.1
+pair "braid-perftest send_lat --busy-poll" braid-perftest send_lat -d rxe0 -x 1 -s 64 -n 300 --busy-poll -- braid-perftest send_lat -d rxe0 -x 1 -s 64 -n 300 --busy-poll 10.0.0.1
+pair "ib_send_lat -c UD" ib_send_lat -d rxe0 -x 1 -c UD -s 64 -n 300 -- ib_send_lat -d rxe0 -x 1 -c UD -s 64 -n 300 10.0.0.1
+pair "braid-perftest send_lat -c UD" braid-perftest send_lat -d rxe0 -x 1 -c UD -s 64 -n 300 -- braid-perftest send_lat -d rxe0 -x 1 -c UD -s 64 -n 300 --json 10.0.0.1
 if [ -x /bin/extra-tests ]; then /bin/extra-tests || rc=1; fi
 exit_with $rc
 INIT

@@ -65,9 +65,9 @@ _PASS = dict(ignore_unknown_options=True, allow_extra_args=True, help_option_nam
 @click.command("perftest", context_settings=_PASS, add_help_option=False)
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 def perftest(args: tuple) -> None:
-    """perftest's benchmarks (write_bw, write_lat, send_bw, read_bw) on a real RDMA device,
+    """perftest's benchmarks (write_bw, write_lat, send_bw, send_lat, read_bw, read_lat) on a real RDMA device,
     through braid's apps and middleware: ``braid perftest TEST [-d DEV] [-x GID] [-s BYTES]
-    [-n ITERS] [-D SECONDS] [-q QPS] [-t DEPTH] [-c RC] [-p PORT] [--report_gbits]
+    [-n ITERS] [-D SECONDS] [-q QPS] [-t DEPTH] [-c RC|UC|UD] [-p PORT] [--report_gbits]
     [--middleware NAME[,NAME]] [--json] [SERVER]`` (server without SERVER). Runs braid-perftest."""
     sys.exit(run_tool("braid-perftest", args))
 

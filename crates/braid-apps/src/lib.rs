@@ -43,6 +43,9 @@ pub trait Meter {
     /// A round-trip sample, picoseconds.
     fn latency(&mut self, flow: u32, ps: u64);
     fn finished(&mut self, flow: u32, at: u64);
+    /// One message of a bandwidth test completed: when it was posted and when its (possibly
+    /// shared, `cq_mod`) completion arrived, picoseconds (perftest's peak bandwidth).
+    fn message(&mut self, _flow: u32, _posted: u64, _completed: u64) {}
 }
 
 /// A meter shared by a run's applications.
@@ -94,7 +97,7 @@ mod flow;
 mod perf;
 pub(crate) use client::{open_client, ClientSlots};
 pub use flow::{FlowSender, FlowSink, SendFlow};
-pub use perf::{PerfClient, PerfKind, PerfServer, PerfSpec};
+pub use perf::{peak_bandwidth, PerfClient, PerfKind, PerfServer, PerfSpec};
 
 #[cfg(test)]
 pub(crate) mod tests;

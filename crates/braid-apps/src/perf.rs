@@ -1,5 +1,6 @@
-//! perftest-like benchmarks: `write_bw`, `write_lat`, `send_bw`, `read_bw`, `read_lat` and DRUM's
-//! per-WQE `wqe_lat`, client and server.
+//! perftest-like benchmarks: `write_bw`, `write_lat`, `send_bw`, `send_lat`, `read_bw`, `read_lat`
+//! and DRUM's per-WQE `wqe_lat`, client and server; perftest's peak bandwidth
+//! ([`peak_bandwidth`]).
 
 use crate::*;
 use braid_verbs::rendezvous::{Endpoint, Side};
@@ -17,6 +18,31 @@ pub enum PerfKind {
     /// READs, one outstanding per QP, each one's post-to-completion time a latency sample
     /// (perftest's read_lat: a READ's completion is its round trip).
     ReadLat,
+    /// perftest's send_lat: a ping-pong of SENDs. Each side keeps a RECV posted; the client
+    /// SENDs, the server answers each arrival with a SEND; every round trip is a latency sample
+    /// (perftest reports half of it). RC, UC or UD (UD: messages up to the MTU).
+    SendLat,
+}
+
+/// perftest's `BW peak`, bytes per second: the best rate over any run of consecutive messages,
+/// i.e. the maximum over `i <= j` of `size * (j - i + 1) / (completed[j] - posted[i])`, where
+/// `posted[k]` is when the k-th message was posted and `completed[k]` when the k-th completion
+/// arrived (picoseconds, both in order). The search is quadratic: past 10 000 messages only
+/// every 100th `i` and `j` are tried (our bound; perftest too thins its search on long runs).
+/// 0 without messages.
+pub fn peak_bandwidth(posted: &[u64], completed: &[u64], size: u64) -> f64 {
+    let n = posted.len().min(completed.len());
+    let step = if n > 10_000 { 100 } else { 1 };
+    let mut best: f64 = 0.0;
+    for i in (0..n).step_by(step) {
+        for j in (i..n).step_by(step) {
+            let dt = completed[j].saturating_sub(posted[i]);
+            if dt > 0 {
+                best = best.max((j - i + 1) as f64 * size as f64 / (dt as f64 / 1e12));
+            }
+        }
+    }
+    best
 }
 
 /// A perftest-like benchmark's parameters (perftest's flags: -s, -q, -t, -n, -D, --cq-mod).
@@ -118,7 +144,7 @@ impl PerfClient {
         let op = match self.spec.kind {
             PerfKind::WriteBw | PerfKind::WqeLat => SendOp::Write,
             PerfKind::ReadBw | PerfKind::ReadLat => SendOp::Read,
-            PerfKind::SendBw => SendOp::Send,
+            PerfKind::SendBw | PerfKind::SendLat => SendOp::Send,
             PerfKind::WriteLat => SendOp::WriteWithImm(self.posted[i] as u32),
         };
         let addr = self.base + i as u64 * self.size().max(1);
@@ -126,7 +152,7 @@ impl PerfClient {
         wr.remote_addr = self.remote[i].addr;
         wr.rkey = self.remote[i].rkey;
         if self.qp_type == QpType::Ud {
-            // UD (send_bw only): every SEND names its destination.
+            // UD (send_bw, send_lat): every SEND names its destination.
             wr.ud_dest = Some(self.remote[i].remote());
         }
         // A fraction of the stream is flagged synchronise (MP-RDMA §5.2.5).
@@ -137,10 +163,15 @@ impl PerfClient {
             || self.per_wr();
         if v.post_send(self.qps[i], wr).is_ok() {
             self.posted[i] += 1;
-            if self.per_wr() {
+            if !self.ping_pong() {
                 self.sent_at[i].push_back(v.now());
             }
         }
+    }
+
+    /// One message at a time, timed from its post to the peer's answer (write_lat, send_lat).
+    fn ping_pong(&self) -> bool {
+        matches!(self.spec.kind, PerfKind::WriteLat | PerfKind::SendLat)
     }
 
     /// Every WR is signaled and timed (wqe_lat, read_lat).
@@ -149,7 +180,7 @@ impl PerfClient {
     }
 
     /// The QPs' transport (RC by default; UC for WRITE and SEND tests, as perftest's `-c UC`;
-    /// UD for send_bw, messages up to the MTU).
+    /// UD for send_bw and send_lat, messages up to the MTU).
     pub fn with_qp_type(mut self, t: QpType) -> Self {
         self.qp_type = t;
         self
@@ -216,7 +247,7 @@ impl App for PerfClient {
                     v.set_timer(d, CONNECT - 1);
                 }
                 for i in 0..self.qps.len() {
-                    if self.spec.kind == PerfKind::WriteLat {
+                    if self.ping_pong() {
                         let len = self.size();
                         let _ = v.post_recv(
                             self.qps[i],
@@ -252,7 +283,8 @@ impl App for PerfClient {
                         continue;
                     }
                     match (self.spec.kind, wc.opcode) {
-                        (PerfKind::WriteLat, WcOpcode::RecvWithImm) => {
+                        (PerfKind::WriteLat, WcOpcode::RecvWithImm)
+                        | (PerfKind::SendLat, WcOpcode::Recv) => {
                             // Pong arrived: one round trip.
                             self.completed[i] += 1;
                             {
@@ -273,7 +305,7 @@ impl App for PerfClient {
                                 self.post_one(v, i);
                             }
                         }
-                        (PerfKind::WriteLat, _) => {}
+                        (PerfKind::WriteLat | PerfKind::SendLat, _) => {}
                         (PerfKind::WqeLat | PerfKind::ReadLat, _) => {
                             self.completed[i] += 1;
                             if let Some(t) = self.sent_at[i].pop_front() {
@@ -291,7 +323,16 @@ impl App for PerfClient {
                                 .min(self.spec.cq_mod as u64)
                                 .max(1);
                             self.completed[i] += n;
-                            self.log.borrow_mut().progress(self.flow, n * self.size());
+                            {
+                                let mut log = self.log.borrow_mut();
+                                log.progress(self.flow, n * self.size());
+                                // Each message's post and completion times (perftest's peak).
+                                for _ in 0..n {
+                                    if let Some(t) = self.sent_at[i].pop_front() {
+                                        log.message(self.flow, t, now);
+                                    }
+                                }
+                            }
                             for _ in 0..n {
                                 if self.may_post(i, now) {
                                     self.post_one(v, i);
@@ -312,7 +353,8 @@ impl App for PerfClient {
 
 /// Where a client's connections live: `n` slots of `size` bytes from `base`, connection ids
 
-/// The server side: memory to WRITE into / READ from, RECVs for SEND, the pong of write_lat.
+/// The server side: memory to WRITE into / READ from, RECVs for SEND, the pong of write_lat
+/// and send_lat.
 pub struct PerfServer {
     spec: PerfSpec,
     flow: u32,
@@ -418,7 +460,7 @@ impl App for PerfServer {
                 for i in 0..self.qps.len() {
                     let depth = match self.spec.kind {
                         PerfKind::SendBw => (self.spec.tx_depth * 2).max(64),
-                        PerfKind::WriteLat => 1,
+                        PerfKind::WriteLat | PerfKind::SendLat => 1,
                         _ => 0,
                     };
                     self.post_recvs(v, i, depth);
@@ -437,18 +479,24 @@ impl App for PerfServer {
                     match wc.opcode {
                         WcOpcode::Recv | WcOpcode::RecvWithImm => {
                             self.post_recvs(v, i, 1);
-                            if self.spec.kind == PerfKind::WriteLat {
+                            let op = match self.spec.kind {
+                                PerfKind::WriteLat => {
+                                    Some(SendOp::WriteWithImm(self.seq as u32 + 1))
+                                }
+                                PerfKind::SendLat => Some(SendOp::Send),
+                                _ => None,
+                            };
+                            if let Some(op) = op {
                                 // Pong.
                                 self.seq += 1;
                                 let len = self.spec.size;
                                 let addr = self.base + i as u64 * len.max(1);
-                                let mut wr = SendWr::new(
-                                    i as u64,
-                                    SendOp::WriteWithImm(self.seq as u32),
-                                    sges(addr, len, self.lkey),
-                                );
+                                let mut wr = SendWr::new(i as u64, op, sges(addr, len, self.lkey));
                                 wr.remote_addr = self.remote[i].addr;
                                 wr.rkey = self.remote[i].rkey;
+                                if self.qp_type == QpType::Ud {
+                                    wr.ud_dest = Some(self.remote[i].remote());
+                                }
                                 wr.signaled = false;
                                 let _ = v.post_send(self.qps[i], wr);
                             }

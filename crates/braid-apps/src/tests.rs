@@ -33,7 +33,7 @@ fn run(kind: PerfKind, size: u64, iterations: u64) -> Log {
     run_on(kind, size, iterations, QpType::Rc)
 }
 
-fn run_on(kind: PerfKind, size: u64, iterations: u64, t: QpType) -> Log {
+pub(crate) fn run_on(kind: PerfKind, size: u64, iterations: u64, t: QpType) -> Log {
     let log = Rc::new(RefCell::new(Log::default()));
     let meter: SharedMeter = log.clone();
     let rdv = braid_verbs::rendezvous::board();
@@ -154,4 +154,48 @@ fn uc_qps_carry_write_and_send_tests_and_ud_qps_send_bw() {
     let l = run_on(PerfKind::SendBw, 512, 20, QpType::Ud);
     assert_eq!(l.bytes, 2 * 20 * 512);
     assert!(l.finished.is_some());
+}
+
+#[test]
+fn send_lat_ping_pongs_sends_over_rc_uc_and_ud() {
+    for t in [QpType::Rc, QpType::Uc, QpType::Ud] {
+        let l = run_on(PerfKind::SendLat, 64, 20, t);
+        // One sample per round trip, on each of the two QPs.
+        assert_eq!(l.lat.len(), 2 * 20, "{t:?}");
+        assert_eq!(l.bytes, 2 * 20 * 64, "{t:?}");
+        assert!(l.finished.is_some(), "{t:?}");
+        // A round trip is two one-way latencies of the fake (2 µs each), at least.
+        assert!(
+            l.lat.iter().all(|&x| x >= 4_000_000),
+            "{t:?} {:?}",
+            &l.lat[..4]
+        );
+        // Deterministic: the same run gives the same samples.
+        assert_eq!(run_on(PerfKind::SendLat, 64, 20, t).lat, l.lat, "{t:?}");
+    }
+}
+
+#[test]
+fn peak_bandwidth_is_the_best_run_of_consecutive_messages() {
+    const US: u64 = 1_000_000;
+    // A pipelined stream: message k posted at k*T, completed L later. The best run is the whole
+    // stream, n messages in (n-1)*T + L (analytically: n*size/((n-1)T+L), below size/T).
+    let (n, t, l, size) = (50u64, 2 * US, 7 * US, 4096u64);
+    let posted: Vec<u64> = (0..n).map(|k| k * t).collect();
+    let completed: Vec<u64> = posted.iter().map(|p| p + l).collect();
+    let want = n as f64 * size as f64 / (((n - 1) * t + l) as f64 / 1e12);
+    let got = peak_bandwidth(&posted, &completed, size);
+    assert!((got - want).abs() < 1e-6 * want, "{got} vs {want}");
+    // Three messages posted together complete slowly, a fourth alone fast: its own interval
+    // (1000 B in 1 µs) is the peak, above the run's average (4000 B in 11 µs).
+    let posted = [0, 0, 0, 10 * US];
+    let completed = [5 * US, 6 * US, 7 * US, 11 * US];
+    let got = peak_bandwidth(&posted, &completed, 1000);
+    assert!((got - 1e9).abs() < 1e-3, "{got}");
+    // Past 10 000 messages only every 100th is tried; a steady stream still gives its rate.
+    let posted: Vec<u64> = (0..20_000u64).map(|k| k * US).collect();
+    let completed: Vec<u64> = posted.iter().map(|p| p + US).collect();
+    let got = peak_bandwidth(&posted, &completed, 1000);
+    assert!((got - 1e9).abs() < 1e-6 * 1e9, "{got}");
+    assert_eq!(peak_bandwidth(&[], &[], 1000), 0.0);
 }

@@ -22,7 +22,8 @@ fn bad_arguments_exit_2_with_the_option_named() {
     for (args, needle) in [
         (vec!["write_bw", "-s", "big"], "-s expects a message size"),
         (vec!["nope_bw"], "unknown test \"nope_bw\""),
-        (vec!["write_bw", "-c", "UD"], "UD runs send_bw"),
+        (vec!["write_bw", "-c", "UD"], "UD runs send_bw and send_lat"),
+        (vec!["read_lat", "-c", "UD"], "needs a connected QP"),
         (vec!["read_lat", "-c", "UC"], "UC has no RDMA READ"),
         (vec!["send_bw", "-c", "XRC"], "-c expects RC, UC or UD"),
         (vec!["write_bw", "--frobnicate"], "unknown option"),

@@ -683,6 +683,8 @@ pub enum AppKind {
     WriteBw,
     WriteLat,
     SendBw,
+    /// perftest's send_lat: a ping-pong of SENDs, every round trip a latency sample.
+    SendLat,
     ReadBw,
     /// One WRITE at a time per QP (`tx_depth` outstanding), each one's completion time a
     /// latency sample: DRUM's per-WQE completion time.
@@ -773,6 +775,7 @@ impl AppSpec {
                 AppKind::WriteBw => braid_apps::PerfKind::WriteBw,
                 AppKind::WriteLat => braid_apps::PerfKind::WriteLat,
                 AppKind::SendBw => braid_apps::PerfKind::SendBw,
+                AppKind::SendLat => braid_apps::PerfKind::SendLat,
                 AppKind::ReadBw => braid_apps::PerfKind::ReadBw,
                 AppKind::WqeLat => braid_apps::PerfKind::WqeLat,
                 // The server side of a one-sided KV store is passive, as read_bw's.

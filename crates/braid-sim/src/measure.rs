@@ -24,7 +24,7 @@ pub struct FlowRecord {
     pub dst_addr: Option<(u32, u64)>,
     /// Bytes completed so far (perftest apps grow this as they go).
     pub bytes_done: u64,
-    /// Round-trip samples (write_lat), picoseconds.
+    /// Round-trip samples (write_lat, send_lat), picoseconds.
     pub latencies: Vec<Time>,
     /// Bytes per message (perftest applications; 0 for traffic flows).
     pub msg_bytes: u64,
@@ -73,6 +73,7 @@ pub fn perf_record(spec: &crate::config::AppSpec, src: u32, dst: u32) -> FlowRec
         AppKind::WriteBw => "write_bw",
         AppKind::WriteLat => "write_lat",
         AppKind::SendBw => "send_bw",
+        AppKind::SendLat => "send_lat",
         AppKind::ReadBw => "read_bw",
         AppKind::WqeLat => "wqe_lat",
         AppKind::Kv => "kv",

@@ -298,7 +298,7 @@ impl Scenario {
                 ));
             }
             self.validate_request_app(a, &p)?;
-            if a.size.0 > u32::MAX as u64 && a.kind == AppKind::SendBw {
+            if a.size.0 > u32::MAX as u64 && matches!(a.kind, AppKind::SendBw | AppKind::SendLat) {
                 return Err(err(
                     format!("{p}.size"),
                     "SEND messages are limited to 4 GiB",

@@ -5,7 +5,7 @@
 
 use std::process::exit;
 
-const USAGE: &str = "usage: braid-perftest write_bw|write_lat|send_bw|read_bw|read_lat [-d DEV] [-x GID_INDEX] [-s BYTES] [-n ITERS] [-D SECONDS] [-q QPS] [-t TX_DEPTH] [-c RC|UC|UD] [-p PORT] [--busy-poll] [--report_gbits] [--middleware NAME[:KEY=VALUE...][,NAME...]] [--verify] [--json] [SERVER_ADDR]";
+const USAGE: &str = "usage: braid-perftest write_bw|write_lat|send_bw|send_lat|read_bw|read_lat [-d DEV] [-x GID_INDEX] [-s BYTES] [-n ITERS] [-D SECONDS] [-q QPS] [-t TX_DEPTH] [-c RC|UC|UD] [-p PORT] [--busy-poll] [--report_gbits] [--middleware NAME[:KEY=VALUE...][,NAME...]] [--verify] [--json] [SERVER_ADDR]";
 
 #[derive(Debug, Clone)]
 pub struct Opts {
@@ -129,21 +129,21 @@ fn parse(args: &[String]) -> Opts {
         i += took;
     }
     match o.test.as_str() {
-        "write_bw" | "write_lat" | "send_bw" | "read_bw" | "read_lat" => {}
+        "write_bw" | "write_lat" | "send_bw" | "send_lat" | "read_bw" | "read_lat" => {}
         "" => bad("no test given".into()),
         t => bad(format!(
-            "unknown test {t:?} (expected write_bw, write_lat, send_bw, read_bw or read_lat)"
+            "unknown test {t:?} (expected write_bw, write_lat, send_bw, send_lat, read_bw or read_lat)"
         )),
     }
     if o.uc && o.test.starts_with("read") {
         bad(format!(
-            "-c UC: {} needs RC (UC has no RDMA READ); UC runs write_bw, write_lat and send_bw",
+            "-c UC: {} needs RC (UC has no RDMA READ); UC runs write_bw, write_lat, send_bw and send_lat",
             o.test
         ));
     }
-    if o.ud && o.test != "send_bw" {
+    if o.ud && !o.test.starts_with("send") {
         bad(format!(
-            "-c UD: {} needs a connected QP; UD runs send_bw (perftest's send_lat has no braid counterpart yet)",
+            "-c UD: {} needs a connected QP; UD runs send_bw and send_lat",
             o.test
         ));
     }
@@ -172,7 +172,7 @@ fn main() {
 #[cfg(feature = "rdma")]
 mod run {
     use super::Opts;
-    use braid_apps::{Meter, PerfClient, PerfKind, PerfServer, PerfSpec};
+    use braid_apps::{peak_bandwidth, Meter, PerfClient, PerfKind, PerfServer, PerfSpec};
     use braid_middleware::MiddlewareEntry;
     use braid_rdma::oob::{NetBoard, Oob, TcpBoard};
     use braid_rdma::real::{host::Host, nic::Nic};
@@ -187,6 +187,9 @@ mod run {
         finished: Option<u64>,
         bytes: u64,
         lat: Vec<u64>,
+        /// Each message's post and completion times (bandwidth tests), for the peak.
+        posted: Vec<u64>,
+        completed: Vec<u64>,
     }
     impl Meter for Log {
         fn sending_qp(&mut self, _: u32, _: u32, _: QpNum) {}
@@ -204,6 +207,10 @@ mod run {
         fn finished(&mut self, _: u32, at: u64) {
             self.finished = Some(at);
         }
+        fn message(&mut self, _: u32, posted: u64, completed: u64) {
+            self.posted.push(posted);
+            self.completed.push(completed);
+        }
     }
 
     fn fail(msg: String) -> i32 {
@@ -220,11 +227,15 @@ mod run {
             "write_bw" => PerfKind::WriteBw,
             "write_lat" => PerfKind::WriteLat,
             "send_bw" => PerfKind::SendBw,
+            "send_lat" => PerfKind::SendLat,
             "read_lat" => PerfKind::ReadLat,
             _ => PerfKind::ReadBw,
         };
-        let lat = matches!(kind, PerfKind::WriteLat | PerfKind::ReadLat);
-        // perftest reports half the round trip for WRITE latency, the whole one for READ.
+        let lat = matches!(
+            kind,
+            PerfKind::WriteLat | PerfKind::SendLat | PerfKind::ReadLat
+        );
+        // perftest reports half the round trip for WRITE and SEND latency, the whole one for READ.
         let lat_div = if kind == PerfKind::ReadLat { 1e6 } else { 2e6 };
         let qp_type = match (o.uc, o.ud) {
             (true, _) => QpType::Uc,
@@ -408,7 +419,11 @@ mod run {
             None
         };
         let bad_bytes = i32::from(verified == Some(false));
-        let l = log.borrow();
+        let mut l = log.borrow_mut();
+        // perftest's peak: the k-th post against the k-th completion, both in time order.
+        l.posted.sort_unstable();
+        l.completed.sort_unstable();
+        let peak = peak_bandwidth(&l.posted, &l.completed, o.size);
         let (Some(t0), Some(t1)) = (l.started, l.finished) else {
             return fail(format!("the test did not finish ({end:?}; a QP failed?)"));
         };
@@ -434,6 +449,7 @@ mod run {
                 j["t_max_usec"] = v.last().copied().unwrap_or(0.0).into();
             } else {
                 j["bw_avg_gbps"] = (l.bytes as f64 * 8.0 / secs / 1e9).into();
+                j["bw_peak_gbps"] = (peak * 8.0 / 1e9).into();
                 j["msg_rate_mpps"] = (msgs as f64 / secs / 1e6).into();
             }
             println!("{j}");
@@ -458,21 +474,25 @@ mod run {
                 o.size, v.len(), v.first().unwrap_or(&0.0), v.last().unwrap_or(&0.0), pct(0.5), avg, sd, pct(0.99), pct(0.999)
             );
         } else {
-            let bw = if o.gbits {
-                l.bytes as f64 * 8.0 / secs / 1e9
-            } else {
-                l.bytes as f64 / secs / (1 << 20) as f64
+            let unit_of = |bytes_per_s: f64| {
+                if o.gbits {
+                    bytes_per_s * 8.0 / 1e9
+                } else {
+                    bytes_per_s / (1 << 20) as f64
+                }
             };
+            let bw = unit_of(l.bytes as f64 / secs);
+            let peak = unit_of(peak);
             let unit = if o.gbits { "Gb/sec" } else { "MB/sec" };
             println!(
                 " #bytes     #iterations    BW peak[{unit}]    BW average[{unit}]   MsgRate[Mpps]"
             );
-            // braid measures the run's average only: the peak column repeats it.
+            // Peak: the best run of consecutive messages (peak_bandwidth), as perftest's.
             println!(
                 " {:<7}    {:<7}          {:<7.2}            {:<7.2}\t\t   {:<7.6}",
                 o.size,
                 msgs / o.qps as u64,
-                bw,
+                peak,
                 bw,
                 msgs as f64 / secs / 1e6
             );
@@ -556,6 +576,7 @@ mod run {
             "write_bw" => "RDMA_Write BW Test",
             "write_lat" => "RDMA_Write Latency Test",
             "send_bw" => "Send BW Test",
+            "send_lat" => "Send Latency Test",
             "read_lat" => "RDMA_Read Latency Test",
             _ => "RDMA_Read BW Test",
         };
