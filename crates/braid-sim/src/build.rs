@@ -256,6 +256,8 @@ struct StackBuilder {
     hosts: BTreeMap<u32, HostCtx>,
     /// The run's rendezvous board, which host agents share with the applications.
     board: Rendezvous,
+    /// The fabric's links for the agents that ask for them (filled in `finish`).
+    fabric: braid_verbs::host::FabricSlot,
 }
 
 impl StackBuilder {
@@ -268,9 +270,11 @@ impl StackBuilder {
         entries: &[MiddlewareEntry],
         path: &str,
     ) -> Result<Vec<Box<dyn Middleware>>, ScenarioError> {
-        let board = &self.board;
+        let (board, fabric) = (&self.board, &self.fabric);
         let ctx = self.hosts.entry(h).or_insert_with(|| {
-            HostCtx::new(h, world.hosts[h as usize].caps.clone()).with_board(board.clone())
+            HostCtx::new(h, world.hosts[h as usize].caps.clone())
+                .with_board(board.clone())
+                .with_fabric(fabric.clone())
         });
         entries
             .iter()
@@ -288,6 +292,9 @@ impl StackBuilder {
 
     /// Puts each host's agent layers into its agent slot and starts it first.
     fn finish(self, world: &mut World, queue: &mut EventQueue<Ev>) {
+        if self.hosts.values().any(|c| c.fabric_wanted()) {
+            *self.fabric.borrow_mut() = Some(crate::world::fabric_links(world));
+        }
         for (h, mut ctx) in self.hosts {
             let agents = ctx.take_agents();
             if !agents.is_empty() {
@@ -385,6 +392,7 @@ impl<'s> Tenants<'s> {
             stacks: StackBuilder {
                 hosts: BTreeMap::new(),
                 board: rdv,
+                fabric: Default::default(),
             },
             starts: Vec::new(),
             conn: 0,

@@ -63,7 +63,32 @@ pub struct HostCtx {
     shared: HashMap<TypeId, Rc<dyn Any>>,
     agents: Vec<Box<dyn Middleware>>,
     board: Option<SharedBoard>,
+    fabric: Option<FabricSlot>,
+    fabric_asked: bool,
 }
+
+/// One directed fabric link as the backend knows it: its capacity and the (source, destination)
+/// host pairs, by host address, whose traffic crosses it on every route they may take.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FabricLink {
+    /// A name for reports (e.g. "leaf0->spine0").
+    pub name: String,
+    /// Capacity, bytes per second.
+    pub cap: f64,
+    pub pairs: Vec<(u32, u32)>,
+}
+
+/// The fabric's links, out of band (what a network controller would tell the hosts' agents).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct FabricLinks {
+    /// The hosts' addresses (each host's first), in host order.
+    pub hosts: Vec<u32>,
+    pub links: Vec<FabricLink>,
+}
+
+/// Where the backend puts the fabric's links once the run is built; empty until then, and only
+/// filled when some mechanism asked for it ([`HostCtx::fabric`]).
+pub type FabricSlot = Rc<RefCell<Option<FabricLinks>>>;
 
 impl HostCtx {
     pub fn new(host: u32, caps: Caps) -> Self {
@@ -73,7 +98,28 @@ impl HostCtx {
             shared: HashMap::new(),
             agents: Vec::new(),
             board: None,
+            fabric: None,
+            fabric_asked: false,
         }
+    }
+
+    /// Gives the host the run's fabric-link slot (the backend shares one among its hosts).
+    pub fn with_fabric(mut self, slot: FabricSlot) -> Self {
+        self.fabric = Some(slot);
+        self
+    }
+
+    /// The run's fabric links, for a mechanism that wants them: asking marks the slot as wanted
+    /// (the backend fills it after the build, see [`HostCtx::fabric_wanted`]). None if the
+    /// backend knows no fabric.
+    pub fn fabric(&mut self) -> Option<FabricSlot> {
+        self.fabric_asked = true;
+        self.fabric.clone()
+    }
+
+    /// Whether a mechanism on this host asked for the fabric's links.
+    pub fn fabric_wanted(&self) -> bool {
+        self.fabric_asked
     }
 
     /// The run's out-of-band board ([`crate::rendezvous`]), on which host agents exchange the

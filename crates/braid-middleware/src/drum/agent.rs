@@ -304,6 +304,7 @@ impl DrumAgent {
                     window_ps: now - self.last_solve,
                     remote: c.remote.map(|r| (r.host, r.qpn)),
                     posted: c.posted,
+                    posted_bytes: c.posted_bytes,
                     two_sided: c.two_sided,
                     received: c.received,
                 })

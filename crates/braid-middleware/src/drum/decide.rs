@@ -35,6 +35,8 @@ pub struct Stat {
     /// WRs posted since the connection was made, and of them those whose completion lands at
     /// the peer (SEND, *_WITH_IMM: two-sided).
     pub posted: u64,
+    /// Payload bytes of the `posted` WRs.
+    pub posted_bytes: u64,
     pub two_sided: u64,
     /// Two-sided messages received from the peer since the connection was made.
     pub received: u64,
@@ -80,6 +82,8 @@ pub struct DeciderCtx {
     /// This host's address (what peers name it by).
     pub host: u32,
     pub caps: Caps,
+    /// The run's fabric links (asked for only by a decider that uses them).
+    pub fabric: Option<braid_verbs::host::FabricSlot>,
 }
 
 /// A decider's config is its factory.
@@ -98,6 +102,9 @@ pub enum DeciderKind {
     /// `OnlineSolve` (`drum/online/`): DRUM's distributed ADMM with the peers of two-sided
     /// traffic, its parameters in the `online` table.
     Online,
+    /// `FabricSolve` (`drum/fabric.rs`): a coordinator solves every host's instance with the
+    /// fabric's links (`braid_drum`'s offline ADMM) and publishes the rates on the board.
+    Fabric,
 }
 
 impl DeciderKind {
@@ -105,6 +112,7 @@ impl DeciderKind {
         match self {
             DeciderKind::Local => &LocalFactory,
             DeciderKind::Online => &cfg.online,
+            DeciderKind::Fabric => &super::fabric::FabricFactory,
         }
     }
 }
@@ -322,6 +330,7 @@ mod tests {
             window_ps: 1_000_000_000, // 1 ms
             remote: None,
             posted: 0,
+            posted_bytes: 0,
             two_sided: 0,
             received: 0,
         }

@@ -380,7 +380,9 @@ impl Middleware for DrumLayer {
             }
         }
         below.charge(Work::WrBuilt(1));
+        let wr_bytes = wr.len();
         let c = st.conn_of(self.tenant, qp)?;
+        c.posted_bytes += wr_bytes;
         let first_two_sided = matches!(
             wr.op,
             SendOp::Send | SendOp::SendWithImm(_) | SendOp::WriteWithImm(_)

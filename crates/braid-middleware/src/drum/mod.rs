@@ -26,6 +26,7 @@
 pub mod agent;
 pub(crate) mod bufs;
 pub mod decide;
+pub mod fabric;
 pub(crate) mod fail;
 pub(crate) mod imm;
 pub mod layer;
@@ -111,8 +112,9 @@ pub struct DrumConfig {
     pub qp_map_ns: f64,
     /// CPU of one rate decision per connection in it (`qp_sche`).
     pub solve_ns_per_conn: f64,
-    /// Who decides the rates: `"local"` (the host's own instance, exact) or `"online"` (DRUM's
-    /// distributed solver with the peers of two-sided traffic, over control QPs).
+    /// Who decides the rates: `"local"` (the host's own instance, exact), `"online"` (DRUM's
+    /// distributed solver with the peers of two-sided traffic, over control QPs) or `"fabric"`
+    /// (a coordinator's solve of every host's instance with the fabric's links).
     pub decider: DeciderKind,
     /// The online decider's parameters (used with `decider = "online"`).
     pub online: OnlineDecider,
@@ -268,6 +270,11 @@ pub(crate) fn build(
             board: board.clone(),
             host: me,
             caps: host.caps().clone(),
+            fabric: if cfg.decider == DeciderKind::Fabric && mode == Mode::Drum {
+                host.fabric()
+            } else {
+                None
+            },
         };
         let decider = if mode == Mode::Drum {
             cfg.decider.factory(cfg).build(cfg, &ctx)?

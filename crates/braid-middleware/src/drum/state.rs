@@ -124,6 +124,8 @@ pub struct Conn {
     /// WRs posted into the pool since the last decision (the IO monitor's demand estimate).
     pub(crate) arrivals: u64,
     pub posted: u64,
+    /// Payload bytes of the `posted` WRs (the message size the fabric decider charges links).
+    pub posted_bytes: u64,
     /// Of `posted`, the WRs whose completion lands at the peer (SEND, *_WITH_IMM): two-sided.
     pub two_sided: u64,
     /// Two-sided messages that arrived from the peer (receive completions).
@@ -263,6 +265,7 @@ impl HostState {
                 refilled: 0,
                 arrivals: 0,
                 posted: 0,
+                posted_bytes: 0,
                 two_sided: 0,
                 received: 0,
                 completed: 0,

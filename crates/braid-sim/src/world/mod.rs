@@ -17,8 +17,10 @@ use crate::packet::{PacketPool, PktId};
 use braid_verbs::{App, Middleware};
 
 mod events;
+mod fabric_links;
 mod facing;
 mod hop;
+pub use fabric_links::fabric_links;
 mod hosts;
 mod routes;
 mod table;
