@@ -73,7 +73,7 @@ pub struct HostCtx {
 pub struct FabricLink {
     /// A name for reports (e.g. "leaf0->spine0").
     pub name: String,
-    /// Capacity, bytes per second.
+    /// Capacity, payload bytes per second (what the backend can carry of a WR's bytes).
     pub cap: f64,
     pub pairs: Vec<(u32, u32)>,
 }

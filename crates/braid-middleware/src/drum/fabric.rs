@@ -96,11 +96,13 @@ pub fn gather(board: &SharedBoard, hosts: &[u32]) -> BTreeMap<u32, Vec<Published
 }
 
 /// The whole instance with the fabric's links, solved; rates (WR/s) per (host, conn).
-/// `q`, `c`: every host's WQE and CQE capacities (WR/s).
+/// `q`, `c`: every host's WQE and CQE capacities (WR/s); `util`: the fraction of each link's
+/// capacity the rates may use.
 #[allow(clippy::too_many_arguments)]
 pub fn solve_fabric(
     all: &BTreeMap<u32, Vec<Published>>,
     fabric: Option<&FabricLinks>,
+    util: f64,
     q: f64,
     c: f64,
     alpha: f64,
@@ -154,7 +156,7 @@ pub fn solve_fabric(
                 }
             }
             if any {
-                cap.push(l.cap / 1e6);
+                cap.push(util * l.cap / 1e6);
             }
         }
         Links {
@@ -205,6 +207,7 @@ pub struct FabricSolve {
     c: f64,
     alpha: f64,
     beta: f64,
+    util: f64,
     k: usize,
     max_wait: u32,
     ages: BTreeMap<u32, u32>,
@@ -230,6 +233,7 @@ impl FabricSolve {
             c: cfg.cqe_rate,
             alpha: cfg.alpha,
             beta: cfg.beta,
+            util: cfg.link_utilization,
             k: cfg.qp_budget as usize,
             max_wait: cfg.max_wait,
             ages: BTreeMap::new(),
@@ -283,7 +287,15 @@ impl RateDecider for FabricSolve {
         if all.keys().next() == Some(&self.host) {
             // The coordinator: solve everyone's instance and publish the rates.
             self.solves += 1;
-            match solve_fabric(&all, fabric.as_ref(), self.q, self.c, self.alpha, self.beta) {
+            match solve_fabric(
+                &all,
+                fabric.as_ref(),
+                self.util,
+                self.q,
+                self.c,
+                self.alpha,
+                self.beta,
+            ) {
                 Ok(rates) => {
                     let mut b = self.board.borrow_mut();
                     for ((h, conn), x) in rates {
@@ -384,7 +396,7 @@ mod tests {
                 pairs: vec![(1, 3), (2, 3)],
             }],
         };
-        let r = solve_fabric(&all, Some(&f), 5e6, 5e6, 1.0, 0.0).unwrap();
+        let r = solve_fabric(&all, Some(&f), 1.0, 5e6, 5e6, 1.0, 0.0).unwrap();
         let close = |a: f64, b: f64| (a - b).abs() / b < 1e-2;
         assert!(close(r[&(1, 10)], 1e6), "{r:?}");
         assert!(close(r[&(2, 20)], 2e6), "{r:?}");
@@ -392,7 +404,7 @@ mod tests {
         let load = 1000.0 * (r[&(1, 10)] + r[&(2, 20)]);
         assert!(load <= 3e9 * (1.0 + 1e-6), "{load}");
         // Without the link each sender has its NIC to itself.
-        let r = solve_fabric(&all, None, 5e6, 5e6, 1.0, 0.0).unwrap();
+        let r = solve_fabric(&all, None, 1.0, 5e6, 5e6, 1.0, 0.0).unwrap();
         assert!(close(r[&(1, 10)], 5e6) && close(r[&(2, 20)], 5e6), "{r:?}");
     }
 }

@@ -118,6 +118,9 @@ pub struct DrumConfig {
     pub decider: DeciderKind,
     /// The online decider's parameters (used with `decider = "online"`).
     pub online: OnlineDecider,
+    /// `decider = "fabric"`: the fraction of each fabric link's capacity the rates may use
+    /// (headroom drains a queue built before the coordinator's rates arrived).
+    pub link_utilization: f64,
 }
 
 impl Default for DrumConfig {
@@ -144,6 +147,7 @@ impl Default for DrumConfig {
             solve_ns_per_conn: 50.0,
             decider: DeciderKind::Local,
             online: OnlineDecider::default(),
+            link_utilization: 0.9,
         }
     }
 }
@@ -153,6 +157,9 @@ impl DrumConfig {
         let bad = |k: &str, m: &str| Err(BuildError::new(k, m));
         if self.mux_ratio == 0 || self.mux_ratio > 4096 {
             return bad("mux_ratio", "expected 1 to 4096 connections per shared QP");
+        }
+        if !(self.link_utilization > 0.0 && self.link_utilization <= 1.0) {
+            return bad("link_utilization", "expected a fraction in (0, 1]");
         }
         if self.pipe_depth == 0 {
             return bad("pipe_depth", "expected at least 1 work request");

@@ -1,5 +1,6 @@
 //! The fabric's links as host agents see them out of band ([`braid_verbs::host::FabricLinks`]):
-//! every directed switch-to-switch link, its capacity, and the (source host, destination host)
+//! every directed switch-to-switch link, its capacity in payload bytes/s (its rate less the
+//! RoCE headers of MTU-sized packets), and the (source host, destination host)
 //! pairs whose traffic crosses it. Routes are replayed with [`World::path_of`]; with ECMP a pair
 //! counts on a link only if every one of `SPORTS` sampled source ports takes it (the QPs' own
 //! ports are chosen later, so a link a pair crosses on some of its routes only is left out).
@@ -41,6 +42,10 @@ pub fn fabric_links(w: &World) -> FabricLinks {
             }
         }
     }
+    // Payload bytes per wire byte of MTU-sized packets: what a connection's bytes per WR are
+    // charged against.
+    let mtu = w.params.nic.mtu as f64;
+    let payload = mtu / (mtu + crate::packet::ROCE_HEADER as f64);
     let links = on
         .into_iter()
         .map(|((a, b), pairs)| {
@@ -52,7 +57,7 @@ pub fn fabric_links(w: &World) -> FabricLinks {
                 .unwrap_or(0);
             FabricLink {
                 name: format!("{}->{}", w.nodes[a as usize].name, w.nodes[b as usize].name),
-                cap: rate as f64 / 8.0,
+                cap: rate as f64 / 8.0 * payload,
                 pairs,
             }
         })

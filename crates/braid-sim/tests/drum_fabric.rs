@@ -1,0 +1,199 @@
+//! DRUM's fabric-link extension in the host agents (`decider = "fabric"`), fed with the simulated
+//! fabric's links: a leaf-spine (three leaves, one spine) whose leaf0 -> spine link runs at
+//! 10 Gbit/s while every other link runs at 40. Tenants A (h0 -> h2) and B (h1 -> h3) both cross
+//! it, C (h4 -> h5) stays under leaf2, and a latency probe (write_lat h1 -> h2) crosses it too.
+//! Each host's NIC allows 2 M WR/s (16 Gbit/s of 1 KB WRITEs), so under `local` the two senders
+//! offer 33 Gbit/s to the 10 Gbit/s link; under `fabric` the coordinator caps them to its
+//! capacity. Shape asserted, numbers printed:
+//! `cargo test --release -p braid-sim --test drum_fabric -- --nocapture`.
+
+mod common;
+use common::*;
+use serde_json::{json, Value};
+
+fn topology() -> Value {
+    let mut links = vec![];
+    for (h, leaf) in [(0, 0), (1, 0), (2, 1), (3, 1), (4, 2), (5, 2)] {
+        links.push(json!({"a": format!("h{h}"), "b": format!("leaf{leaf}"), "rate": "40Gbps", "delay": "1us"}));
+    }
+    for (leaf, rate) in [(0, "10Gbps"), (1, "40Gbps"), (2, "40Gbps")] {
+        links.push(json!({"a": format!("leaf{leaf}"), "b": "spine", "rate": rate, "delay": "1us"}));
+    }
+    json!({"kind": "edges",
+           "nodes": ["h0", "h1", "h2", "h3", "h4", "h5", "leaf0", "leaf1", "leaf2", "spine"],
+           "switches": ["leaf0", "leaf1", "leaf2", "spine"], "links": links})
+}
+
+fn scenario(decider: &str) -> Value {
+    let drum = json!([{"kind": "drum", "wqe_rate": 2e6, "cqe_rate": 2e6, "decider": decider,
+                       "solve_interval": "50us", "pipe_depth": 64}]);
+    let bw = |src: u32, dst: u32| {
+        json!({"kind": "write_bw", "src": src, "dst": dst, "size": "1KB", "qps": 2,
+               "tx_depth": 16, "duration": "1ms", "start": "100us"})
+    };
+    json!({
+        "duration": "2ms",
+        "nic": {"mtu": 1024},
+        "topology": topology(),
+        "middleware": {"default": drum},
+        "measure": {"interval": "10us", "queues": [{"node": "leaf0", "peer": "spine"}], "pfc": true},
+        "apps": [bw(0, 2), bw(1, 3), bw(4, 5),
+                 {"kind": "wqe_lat", "src": 1, "dst": 2, "size": "32B", "qps": 1, "tx_depth": 1,
+                  "duration": "1ms", "start": "100us"}],
+    })
+}
+
+struct Run {
+    labels: Vec<String>,
+    gbps: Vec<f64>,
+    p50: Vec<f64>,
+    p99: Vec<f64>,
+    queue_max: f64,
+    queue_mean: f64,
+    pauses: usize,
+    agent: Vec<(String, f64)>,
+}
+
+fn f64s(t: &braid_sim::Table, k: &str) -> Vec<f64> {
+    match t.get(k) {
+        Some(braid_sim::Column::F64(v)) => v.clone(),
+        _ => panic!("no float column {k}"),
+    }
+}
+
+fn measure(decider: &str) -> Run {
+    let (_, r) = run(&scenario(decider));
+    let t = &r.tenants;
+    let labels = match t.get("label") {
+        Some(braid_sim::Column::Str(l)) => l.clone(),
+        _ => panic!("no labels"),
+    };
+    // The spine port's queue in the second half of the tenants' run (after the start-up lag:
+    // the coordinator's first rates reach the agents one or two solve intervals in).
+    let qt = ints(&r.queues, "time_ps");
+    let q: Vec<i64> = ints(&r.queues, "bytes")
+        .into_iter()
+        .zip(qt)
+        .filter(|&(_, t)| t >= 600_000_000 && t <= 1_100_000_000)
+        .map(|(b, _)| b)
+        .collect();
+    let pauses = match r.pfc.get("type") {
+        Some(braid_sim::Column::Str(v)) => v.iter().filter(|x| *x == "pause").count(),
+        _ => 0,
+    };
+    let a = labels.iter().position(|l| l == "agent").unwrap();
+    let agent = t
+        .columns
+        .iter()
+        .filter_map(|(n, c)| match c {
+            braid_sim::Column::F64(v) if n.starts_with("drum_") => Some((n.clone(), v[a])),
+            _ => None,
+        })
+        .collect();
+    Run {
+        agent,
+        gbps: f64s(t, "goodput_gbps"),
+        p50: f64s(t, "lat_p50_us"),
+        p99: f64s(t, "lat_p99_us"),
+        labels,
+        queue_max: q.iter().copied().max().unwrap_or(0) as f64,
+        queue_mean: q.iter().sum::<i64>() as f64 / q.len().max(1) as f64,
+        pauses,
+    }
+}
+
+impl Run {
+    fn at(&self, label: &str) -> usize {
+        self.labels.iter().position(|l| l == label).unwrap()
+    }
+    fn show(&self, name: &str) {
+        let (a, b, c, p) = (
+            self.at("apps[0].client"),
+            self.at("apps[1].client"),
+            self.at("apps[2].client"),
+            self.at("apps[3].client"),
+        );
+        println!(
+            "{name:6} A {:5.2} B {:5.2} C {:5.2} Gbit/s | probe p50 {:6.2} p99 {:6.2} us | leaf0->spine queue mean {:8.0} max {:6.0} B | PFC pauses {}",
+            self.gbps[a], self.gbps[b], self.gbps[c], self.p50[p], self.p99[p], self.queue_mean,
+            self.queue_max, self.pauses
+        );
+    }
+}
+
+#[test]
+fn the_fabric_decider_keeps_the_congested_spine_link_below_capacity() {
+    let (l, f) = (measure("local"), measure("fabric"));
+    l.show("local");
+    f.show("fabric");
+    for (k, v) in &f.agent {
+        if k.starts_with("drum_fabric") {
+            println!("  h0 agent {k} {v}");
+        }
+    }
+    // The coordinator (h0, lowest address) solved, and the agents applied its rates.
+    assert!(f
+        .agent
+        .iter()
+        .any(|(k, v)| k == "drum_fabric_solves" && *v > 5.0));
+    assert!(f
+        .agent
+        .iter()
+        .any(|(k, v)| k == "drum_fabric_solve_failures" && *v == 0.0));
+    let (a, b, c, p) = (
+        l.at("apps[0].client"),
+        l.at("apps[1].client"),
+        l.at("apps[2].client"),
+        l.at("apps[3].client"),
+    );
+    // The link carries 10 Gbit/s less headers (9.43 of payload); under `fabric` A + B stay
+    // under 0.9 of it; under `local` they fill it and a standing queue holds.
+    assert!(
+        f.gbps[a] + f.gbps[b] <= 0.9 * 9.43 * 1.02,
+        "{}",
+        f.gbps[a] + f.gbps[b]
+    );
+    assert!(l.gbps[a] + l.gbps[b] > f.gbps[a] + f.gbps[b]);
+    assert!(
+        l.queue_mean > 20_000.0,
+        "local: a standing queue, {}",
+        l.queue_mean
+    );
+    assert!(
+        f.queue_mean < l.queue_mean / 10.0,
+        "{} vs {}",
+        f.queue_mean,
+        l.queue_mean
+    );
+    // The probe crossing the link waits less; C, off the spine, keeps its NIC's rate (2 M WR/s
+    // of 1 KB: 16.4 Gbit/s) under both.
+    assert!(f.p50[p] < l.p50[p] / 2.0, "{} vs {}", f.p50[p], l.p50[p]);
+    for r in [&l, &f] {
+        assert!((r.gbps[c] - 16.4).abs() < 0.8, "C {}", r.gbps[c]);
+    }
+    assert!((f.gbps[c] - l.gbps[c]).abs() < 0.1);
+}
+
+#[test]
+fn the_same_scenario_and_seed_give_the_same_run() {
+    let (x, y) = (measure("fabric"), measure("fabric"));
+    assert_eq!(
+        format!("{:?}", (x.gbps, x.p50, x.queue_mean, x.agent)),
+        format!("{:?}", (y.gbps, y.p50, y.queue_mean, y.agent))
+    );
+}
+
+#[test]
+fn a_bad_link_utilization_is_refused_by_name() {
+    let mut s = scenario("fabric");
+    s["middleware"]["default"][0]["link_utilization"] = json!(1.5);
+    let e = match braid_sim::Simulation::from_json(&s.to_string(), std::path::Path::new("."), None)
+    {
+        Err(e) => e.to_string(),
+        Ok(_) => panic!("accepted"),
+    };
+    assert!(
+        e.contains("link_utilization") && e.contains("(0, 1]"),
+        "{e}"
+    );
+}
