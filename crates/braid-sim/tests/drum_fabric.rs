@@ -74,7 +74,7 @@ fn measure(decider: &str) -> Run {
     let q: Vec<i64> = ints(&r.queues, "bytes")
         .into_iter()
         .zip(qt)
-        .filter(|&(_, t)| t >= 600_000_000 && t <= 1_100_000_000)
+        .filter(|&(_, t)| (600_000_000..=1_100_000_000).contains(&t))
         .map(|(b, _)| b)
         .collect();
     let pauses = match r.pfc.get("type") {
