@@ -14,25 +14,20 @@ impl World {
     /// one found the port busy or looked again at the same instant, changing nothing).
     fn wake_at(&mut self, now: Time, node: u32, port: u16, t: Time, q: &mut EventQueue<Ev>) {
         let n = &mut self.nodes[node as usize];
+        let host = match n.role {
+            Role::Host(h) => self.hosts[h as usize].nic.repeat_look_is_void(),
+            Role::Switch(_) => false,
+        };
         let p = &mut n.ports[port as usize];
         if p.wake_at.is_none_or(|w| t < w) {
-            // (`stale_wake` is only ever set at such a host port.)
-            if p.stale_wake == Some(t) && t > now {
+            if host && t > now && p.stale_wake == Some(t) {
                 p.stale_wake = None;
                 p.wake_at = Some(t);
                 return;
             }
-            if p.wake_at.is_some() {
-                let track = match n.role {
-                    Role::Host(h) => self.hosts[h as usize].nic.repeat_look_is_void(),
-                    Role::Switch(_) => false,
-                };
-                let p = &mut n.ports[port as usize];
-                if track {
-                    p.stale_wake = p.wake_at;
-                }
+            if host && p.wake_at.is_some() {
+                p.stale_wake = p.wake_at;
             }
-            let p = &mut n.ports[port as usize];
             p.wake_at = Some(t);
             q.schedule(t, Ev::PortWake { node, port });
         }
