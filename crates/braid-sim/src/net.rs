@@ -46,9 +46,6 @@ pub struct Port {
     pub tx_pfc: u64,
     pub rate: u64,
     // --- the rest
-    /// A host port's wake-up that an earlier one superseded and that is still queued (the
-    /// latest such; docs/performance.md, round 4).
-    pub stale_wake: Option<Time>,
     pub qbytes: [u64; MAX_PRIO],
     deficit: [i64; MAX_PRIO],
     rr: usize,
@@ -89,7 +86,6 @@ impl Port {
             up: true,
             busy_until: 0,
             wake_at: None,
-            stale_wake: None,
             paused: [false; MAX_PRIO],
             queues: (0..prios).map(|_| VecDeque::new()).collect(),
             qbytes: [0; MAX_PRIO],

@@ -65,13 +65,6 @@ impl Nic {
         }
     }
 
-    /// Whether a second look at the same instant, with nothing changed, finds what the first
-    /// left (the port busy, or the same wait): true except under `ets`, whose empty looks move
-    /// its class pointer.
-    pub fn repeat_look_is_void(&self) -> bool {
-        self.policy != ArbiterPolicy::Ets
-    }
-
     /// The first queued control packet whose priority is not paused (PFC frames always go).
     fn next_ctrl(&mut self, paused: &[bool; 8], pool: &PacketPool) -> Option<PktId> {
         // Packets set aside because their priority was paused (`ctrl_q`, bit q of

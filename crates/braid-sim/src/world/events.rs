@@ -31,8 +31,6 @@ impl Handler<Ev> for World {
                 let p = &mut self.nodes[node as usize].ports[port as usize];
                 if p.wake_at == Some(now) {
                     p.wake_at = None;
-                } else if p.stale_wake == Some(now) {
-                    p.stale_wake = None;
                 }
                 self.try_transmit(now, node, port, q);
             }

@@ -8,26 +8,9 @@ use crate::packet::{Packet, PktId, PktKind, PFC_SIZE};
 use braid_engine::{EventQueue, Time};
 
 impl World {
-    /// Wakes the port at `t` unless a wake-up at or before `t` is due. At a host, a superseded
-    /// wake-up still queued for exactly `t` (later than now) serves instead of a new one: it is
-    /// handled before the new one would have been, and was the one that did the work (the new
-    /// one found the port busy or looked again at the same instant, changing nothing).
-    fn wake_at(&mut self, now: Time, node: u32, port: u16, t: Time, q: &mut EventQueue<Ev>) {
-        let n = &mut self.nodes[node as usize];
-        let host = match n.role {
-            Role::Host(h) => self.hosts[h as usize].nic.repeat_look_is_void(),
-            Role::Switch(_) => false,
-        };
-        let p = &mut n.ports[port as usize];
+    fn wake_at(&mut self, node: u32, port: u16, t: Time, q: &mut EventQueue<Ev>) {
+        let p = &mut self.nodes[node as usize].ports[port as usize];
         if p.wake_at.is_none_or(|w| t < w) {
-            if host && t > now && p.stale_wake == Some(t) {
-                p.stale_wake = None;
-                p.wake_at = Some(t);
-                return;
-            }
-            if host && p.wake_at.is_some() {
-                p.stale_wake = p.wake_at;
-            }
             p.wake_at = Some(t);
             q.schedule(t, Ev::PortWake { node, port });
         }
@@ -37,7 +20,7 @@ impl World {
     pub(super) fn try_transmit(&mut self, now: Time, node: u32, port: u16, q: &mut EventQueue<Ev>) {
         let busy = self.nodes[node as usize].ports[port as usize].busy_until;
         if busy > now {
-            self.wake_at(now, node, port, busy, q);
+            self.wake_at(node, port, busy, q);
             return;
         }
         let id = match self.nodes[node as usize].role {
@@ -52,7 +35,7 @@ impl World {
                 match next {
                     NextTx::Packet(id) => id,
                     NextTx::WaitUntil(t) => {
-                        self.wake_at(now, node, port, t, q);
+                        self.wake_at(node, port, t, q);
                         return;
                     }
                     NextTx::Idle => return,
@@ -144,7 +127,7 @@ impl World {
             }
         };
         if more {
-            self.wake_at(now, node, port, now + ser, q);
+            self.wake_at(node, port, now + ser, q);
         }
     }
 
