@@ -49,11 +49,7 @@ impl KvClient {
         base: u64,
         draw: KvDraw,
     ) -> Self {
-        let target = match (spec.iterations, spec.duration) {
-            (Some(n), _) => n,
-            (None, Some(_)) => u64::MAX,
-            (None, None) => 1000,
-        };
+        let target = spec.messages_per_qp();
         KvClient {
             spec,
             flow,

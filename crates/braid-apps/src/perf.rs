@@ -66,6 +66,18 @@ pub struct PerfSpec {
     pub priority: Option<u8>,
 }
 
+impl PerfSpec {
+    /// Messages each QP posts: `iterations`, unbounded while a `duration` runs, else perftest's
+    /// default of 1000.
+    pub fn messages_per_qp(&self) -> u64 {
+        match (self.iterations, self.duration) {
+            (Some(n), _) => n,
+            (None, Some(_)) => u64::MAX,
+            (None, None) => 1000,
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------- perftest
 
 /// The client side of a perftest-like benchmark: posts the work and measures.
@@ -107,11 +119,7 @@ impl PerfClient {
         base: u64,
         sync: Option<SyncDraw>,
     ) -> Self {
-        let target = match (spec.iterations, spec.duration) {
-            (Some(n), _) => n,
-            (None, Some(_)) => u64::MAX,
-            (None, None) => 1000,
-        };
+        let target = spec.messages_per_qp();
         PerfClient {
             spec,
             flow,

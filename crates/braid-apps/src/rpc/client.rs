@@ -58,11 +58,7 @@ impl RpcClient {
         base: u64,
         draw: ReqDraw,
     ) -> Self {
-        let target = match (spec.iterations, spec.duration) {
-            (Some(n), _) => n,
-            (None, Some(_)) => u64::MAX,
-            (None, None) => 1000,
-        };
+        let target = spec.messages_per_qp();
         RpcClient {
             spec,
             rpc,
