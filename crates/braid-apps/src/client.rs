@@ -3,7 +3,8 @@
 use crate::*;
 use braid_verbs::rendezvous::{Endpoint, Side};
 
-/// from `conn0`, the QPs' priority, the flow they measure.
+/// Where a client's connections live: `n` slots of `size` bytes from `base`, connection ids
+/// from `conn0`, the QPs' priority and type, the flow they measure, the access of their MR.
 pub(crate) struct ClientSlots {
     pub n: usize,
     pub size: u64,
@@ -12,6 +13,7 @@ pub(crate) struct ClientSlots {
     pub conn0: u32,
     pub flow: u32,
     pub qp_type: QpType,
+    pub access: Access,
 }
 
 /// A client's ends: its armed CQ, the lkey of the one MR over its slots, its RC QPs.
@@ -33,7 +35,7 @@ pub(crate) fn open_client(
     let cq = v.create_cq(1 << 16).expect("create CQ");
     v.req_notify_cq(cq).expect("arm CQ");
     let mr = v
-        .reg_mr(c.base, c.size.max(1) * c.n as u64, Access::ALL)
+        .reg_mr(c.base, c.size.max(1) * c.n as u64, c.access)
         .expect("register memory");
     let mut qps = Vec::with_capacity(c.n);
     for i in 0..c.n {

@@ -120,6 +120,7 @@ impl App for KvClient {
                 conn0: self.conn0,
                 flow: self.flow,
                 qp_type: QpType::Rc,
+                access: Access::ALL,
             },
             &self.log,
             &self.rdv,

@@ -223,6 +223,7 @@ impl App for PerfClient {
                 conn0: self.conn0,
                 flow: self.flow,
                 qp_type: self.qp_type,
+                access: Access::ALL,
             },
             &self.log,
             &self.rdv,
@@ -358,8 +359,6 @@ impl App for PerfClient {
         self.done
     }
 }
-
-/// Where a client's connections live: `n` slots of `size` bytes from `base`, connection ids
 
 /// The server side: memory to WRITE into / READ from, RECVs for SEND, the pong of write_lat
 /// and send_lat.

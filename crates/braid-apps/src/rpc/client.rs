@@ -1,8 +1,8 @@
 //! The request/reply client: requests out, replies in, each request's time a sample.
 
 use super::*;
-use crate::{lookup_all, sges, Rendezvous, SharedMeter, CONNECT};
-use braid_verbs::rendezvous::{Endpoint, Side};
+use crate::{lookup_all, open_client, sges, ClientSlots, Rendezvous, SharedMeter, CONNECT};
+use braid_verbs::rendezvous::Endpoint;
 use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::rc::Rc;
@@ -236,41 +236,24 @@ impl RpcClient {
 impl App for RpcClient {
     fn start(&mut self, v: &mut dyn Verbs) {
         let n = self.spec.qps as usize;
-        let cq = v.create_cq(1 << 16).expect("create CQ");
-        v.req_notify_cq(cq).expect("arm CQ");
-        let mr = v
-            .reg_mr(
-                self.base,
-                self.slot_len() * n as u64,
-                access(self.rpc.verify),
-            )
-            .expect("register memory");
-        self.cq = cq;
-        self.lkey = mr.lkey;
-        for i in 0..n {
-            let qp = v
-                .create_qp(&QpInit {
-                    priority: self.spec.priority,
-                    ..QpInit::rc(cq)
-                })
-                .expect("create QP");
-            self.qps.push(qp);
-            if i == 0 {
-                self.log
-                    .borrow_mut()
-                    .sending_qp(self.flow, v.local_host(), qp);
-            }
-            self.rdv.borrow_mut().publish(
-                (self.conn0 + i as u32) as u64,
-                Side::Client,
-                Endpoint {
-                    host: v.local_host(),
-                    qpn: qp,
-                    addr: self.base + i as u64 * self.slot_len(),
-                    rkey: mr.rkey,
-                },
-            );
-        }
+        let ends = open_client(
+            v,
+            ClientSlots {
+                n,
+                size: self.slot_len(),
+                base: self.base,
+                priority: self.spec.priority,
+                conn0: self.conn0,
+                flow: self.flow,
+                qp_type: QpType::Rc,
+                access: access(self.rpc.verify),
+            },
+            &self.log,
+            &self.rdv,
+        );
+        self.cq = ends.cq;
+        self.lkey = ends.lkey;
+        self.qps = ends.qps;
         self.posted = vec![0; n];
         self.out = (0..n).map(|_| VecDeque::new()).collect();
         self.failed = vec![false; n];
