@@ -124,6 +124,7 @@ mod tests {
             opcode: WcOpcode::Send,
             len: 8,
             aux,
+            refused: None,
         }
     }
 
@@ -141,6 +142,7 @@ mod tests {
                 fail: None,
                 inline_data: None,
                 remote: None,
+                sent: 0,
             });
             c.recvs.push_back(RecvWr {
                 wr_id: 99,

@@ -65,6 +65,9 @@ pub(crate) struct Pooled {
     /// write), checked again when the WR leaves the pool: the peer may have deregistered the
     /// region meanwhile, and its NIC would then refuse the access.
     pub remote: Option<(u32, u32, u64, u64, bool)>,
+    /// A SEND longer than the agent's receive buffers: its bytes already on the shared QP, in
+    /// segments of `bounce_size` (`imm.rs`).
+    pub sent: u64,
 }
 
 /// A work request on a shared QP.
@@ -78,6 +81,10 @@ pub(crate) struct InFlight {
     /// A helper WR of the agent's (not the application's completion): its success is silent,
     /// its error is reported under `app_wr_id` (`fail.rs`).
     pub aux: bool,
+    /// The agent's refusal of this WR (a remote key or range the peer's slice refuses): a
+    /// control message in its place on the shared QP that tells the peer's agent; once it
+    /// completes, the WR completes with this status and the connection goes to Error.
+    pub refused: Option<WcStatus>,
 }
 
 /// What arrived for a connection before it posted a receive.
@@ -135,6 +142,9 @@ pub struct Conn {
     /// `pipe = "ud"`: its SENDs on the host's UD QP (`ud.rs`).
     pub(crate) ud: Option<super::ud::UdConn>,
     pub(crate) ud_mode: bool,
+    /// A refusal is on the shared QP: nothing more of this connection leaves the pool (the
+    /// WRs behind a refused one are flushed, as on its own RC QP).
+    pub(crate) halted: bool,
 }
 
 impl Conn {
@@ -271,6 +281,7 @@ impl HostState {
                 completed: 0,
                 active: true,
                 ud: None,
+                halted: false,
                 ud_mode: self.cfg.pipe == super::PipeKind::Ud && self.mode == Mode::Drum,
             },
         );

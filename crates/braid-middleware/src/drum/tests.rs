@@ -444,5 +444,6 @@ fn bad_parameters_are_refused_by_name() {
 }
 
 mod data;
+mod errors;
 mod fail;
 mod ud;

@@ -175,9 +175,10 @@ fn a_region_deregistered_while_a_write_waits_in_the_pool_is_not_written() {
         vec![(1, WcStatus::Success), (2, WcStatus::RemoteAccessError)]
     );
     assert_eq!(state(&mut net, &ea), QpState::Error);
-    assert_eq!(
-        agent_sends(&net, H1).len(),
-        1,
-        "the second never reached the NIC"
-    );
+    // The second never reached the NIC as a WRITE: a zero-byte control message went in its
+    // place, and the peer's end went to Error, as the responder's RC QP would.
+    let sends = agent_sends(&net, H1);
+    assert_eq!(sends.len(), 2);
+    assert!(matches!(sends[1].1.op, SendOp::SendWithImm(_)) && sends[1].1.len() == 0);
+    assert_eq!(state(&mut net, &eb), QpState::Error);
 }
