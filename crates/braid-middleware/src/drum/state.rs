@@ -629,7 +629,8 @@ impl HostState {
                 wr_id: r.wr_id,
                 status,
                 opcode: a.opcode,
-                byte_len: if is_send { a.len.min(room) } else { a.len },
+                // The message's length, as the NIC reports it even when it did not fit.
+                byte_len: a.len,
                 // DRUM carries the connection id in the immediate data; the application's own
                 // value travels beside it (`imm.rs`), 0 where it cannot.
                 imm: (a.opcode == WcOpcode::RecvWithImm).then_some(a.imm.unwrap_or(0)),

@@ -569,7 +569,7 @@ impl Ud {
                         } else {
                             WcOpcode::Recv
                         },
-                        byte_len: total.min(room),
+                        byte_len: total,
                         imm: with_imm.then_some(h.imm),
                         qp_num: vq,
                         src_host: from,
