@@ -161,6 +161,7 @@ impl DrumAgent {
             self.maybe_decide(v);
             self.decider.drive(v);
         }
+        self.send_ctrl(v);
         self.schedule(v);
         self.ud_service(v);
         self.release(v);

@@ -205,6 +205,8 @@ pub struct HostState {
     /// Bytes the agent received for a tenant (SEND payloads), to be written into the tenant's
     /// slices by its layer before it hands over the completions: (global address, bytes).
     pub(crate) pending_writes: BTreeMap<TenantId, Vec<(u64, Vec<u8>)>>,
+    /// Control messages the agent owes the peers' agents: (connection, kind) (`imm.rs`).
+    pub(crate) ctrl_out: Vec<(QpNum, u32)>,
 }
 
 impl HostState {
@@ -230,6 +232,7 @@ impl HostState {
             has_done: Default::default(),
             tracking: false,
             pending_writes: BTreeMap::new(),
+            ctrl_out: Vec::new(),
         }
     }
 
@@ -602,12 +605,14 @@ impl HostState {
         };
         let tenant = c.tenant;
         let mut writes = Vec::new();
-        while !c.arrived.is_empty() && !c.recvs.is_empty() {
+        let mut too_long = false;
+        while !too_long && !c.arrived.is_empty() && !c.recvs.is_empty() {
             let a = c.arrived.pop_front().expect("non-empty");
             let r = c.recvs.pop_front().expect("non-empty");
             let room: u64 = r.sg_list.iter().map(|s| s.length as u64).sum();
             let is_send = a.send;
             let status = if is_send && a.len > room {
+                too_long = true;
                 WcStatus::LocalLengthError
             } else {
                 WcStatus::Success
@@ -647,6 +652,18 @@ impl HostState {
                 .or_default()
                 .extend(writes);
         }
+        if too_long {
+            self.too_long(vqpn);
+        }
+    }
+
+    /// A SEND did not fit connection `vqpn`'s receive (just completed `LocalLengthError`): as an
+    /// RC responder QP (IBA 9.9.3.1.3, class C: the receiver's LOC_LEN_ERR, the sender's
+    /// REM_INV_REQ_ERR), the connection goes to Error, what it has outstanding flushed, and its
+    /// agent tells the peer's agent, whose end goes to Error too (`imm.rs`, `CTRL_LENGTH`).
+    pub(crate) fn too_long(&mut self, vqpn: QpNum) {
+        super::fail::fail_pipe(self, &[vqpn], None);
+        self.ctrl_out.push((vqpn, super::imm::CTRL_LENGTH));
     }
 
     /// The tenant's completions the poller released, drained.

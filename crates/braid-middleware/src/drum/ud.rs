@@ -592,9 +592,13 @@ impl Ud {
             imm: 0,
         };
         if let Some(wc) = done {
+            let too_long = wc.status == WcStatus::LocalLengthError;
             c.done.push_back(wc);
             st.has_done.insert(vq);
             st.dirty = true;
+            if too_long {
+                st.too_long(vq);
+            }
         }
         if !writes.is_empty() {
             st.pending_writes.entry(tenant).or_default().extend(writes);

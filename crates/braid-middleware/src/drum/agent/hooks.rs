@@ -168,4 +168,29 @@ impl DrumAgent {
             Some((n, got)) => Some((n + len, join(got, data))),
         }
     }
+
+    /// Posts the control messages the connections owe their peers' agents (`imm.rs`) on their
+    /// shared RC QPs: zero-byte `SEND_WITH_IMM(id | IMM_CTRL | kind)`, nothing in flight for
+    /// the connection (it is in Error), so its completion is the pipe's alone.
+    pub(super) fn send_ctrl(&mut self, v: &mut dyn Verbs) {
+        let out = std::mem::take(&mut self.st.borrow_mut().ctrl_out);
+        for (vq, kind) in out {
+            let key = self.st.borrow().conns.get(&vq).and_then(|c| c.pipe);
+            let Some(p) = key.and_then(|k| self.pipes.get_mut(&k)) else {
+                continue;
+            };
+            if p.phase != Phase::Ready {
+                continue;
+            }
+            let wr = SendWr::new(
+                (vq as u64) << 32 | u32::MAX as u64,
+                SendOp::SendWithImm(vq | IMM_CTRL | kind),
+                Vec::new(),
+            );
+            if v.post_send(p.qp, wr).is_ok() {
+                p.inflight += 1;
+                self.wr_posted += 1;
+            }
+        }
+    }
 }

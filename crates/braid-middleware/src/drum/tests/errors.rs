@@ -295,3 +295,84 @@ fn a_send_longer_than_the_agents_receive_buffers_arrives_whole_and_byte_exact() 
 fn wcs_qp(_net: &FakeNet, i: u32) -> u32 {
     crate::drum::state::VQPN0 + i
 }
+
+/// A 4 KiB SEND into a 1 KiB receive, a short SEND behind it, under `f`; then each end posts
+/// a WRITE. Returns both ends' (wr_id, status, byte_len) and states.
+#[allow(clippy::type_complexity)]
+fn too_long_run(
+    f: &dyn MiddlewareFactory,
+) -> (
+    Vec<(u64, WcStatus, u64)>,
+    QpState,
+    Vec<(u64, WcStatus, u64)>,
+    QpState,
+) {
+    let (mut net, a, b) = host_memory_net(f, 1);
+    let (ea, eb) = pairs(&mut net, &a, &b, Access::ALL, false);
+    let (ea, eb) = (ea[0], eb[0]);
+    net.call_as(H2, eb.t, |v| {
+        v.post_recv(eb.qp, recv_at(&eb, 70, 0, 1024))?;
+        v.post_recv(eb.qp, recv_at(&eb, 71, 4096, 4096))
+    })
+    .unwrap();
+    for (id, len) in [(1, 4096), (2, 100)] {
+        net.call_as(H1, ea.t, |v| v.post_send(ea.qp, send(&ea, id, len)))
+            .unwrap();
+    }
+    net.run();
+    net.call_as(H1, ea.t, |v| v.post_send(ea.qp, write(&ea, &eb, 80, 0, 8)))
+        .unwrap();
+    net.call_as(H2, eb.t, |v| v.post_send(eb.qp, write(&eb, &ea, 80, 0, 8)))
+        .unwrap();
+    net.run();
+    let seen = |net: &mut FakeNet, e: &End| {
+        poll(net, e)
+            .iter()
+            .map(|w| (w.wr_id, w.status, w.byte_len))
+            .collect::<Vec<_>>()
+    };
+    (
+        seen(&mut net, &ea),
+        state(&mut net, &ea),
+        seen(&mut net, &eb),
+        state(&mut net, &eb),
+    )
+}
+
+#[test]
+fn a_send_longer_than_its_receive_fails_both_ends() {
+    use WcStatus::*;
+    let raw = too_long_run(&crate::RawConfig::default());
+    // Raw RC (the fake NIC, as IBA class C): the receiver's LOC_LEN_ERR, its QP in Error; the
+    // sender's error (the seam has no REM_INV_REQ_ERR: the fake NIC reports
+    // RemoteAccessError), its QP in Error.
+    assert_eq!(
+        raw,
+        (
+            vec![(1, RemoteAccessError, 0), (2, Flushed, 0), (80, Flushed, 0)],
+            QpState::Error,
+            vec![
+                (70, LocalLengthError, 4096),
+                (71, Flushed, 0),
+                (80, Flushed, 0)
+            ],
+            QpState::Error
+        )
+    );
+    for (name, f) in [
+        ("drum", &DrumConfig::default() as &dyn MiddlewareFactory),
+        ("drum ud", &ud_cfg()),
+        ("share", &ShareConfig::default()),
+    ] {
+        let got = too_long_run(f);
+        // The receiving end exactly as raw.
+        assert_eq!((&got.2, got.3), (&raw.2, raw.3), "{name}");
+        // The sending end goes to Error too (the receiving agent's CTRL_LENGTH reached it
+        // before the short SEND completed: flushed, as raw), but the long SEND completed when
+        // the peer's agent had it: Success, not the receiver's verdict (a stated difference,
+        // docs/drum-agent.md).
+        assert_eq!(got.0[0], (1, Success, 4096), "{name}");
+        assert_eq!(got.0[1..], raw.0[1..], "{name}");
+        assert_eq!(got.1, QpState::Error, "{name}");
+    }
+}
