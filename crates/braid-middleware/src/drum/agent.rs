@@ -14,7 +14,7 @@ use super::state::{flush, Arrival, HostState, GLOBAL_ADDR};
 use super::ud::Ud;
 use super::PipeKind;
 use super::{Mode, WAKE_AGENT, WAKE_CQE};
-use braid_verbs::rendezvous::{Endpoint, SharedBoard, Side};
+use braid_verbs::rendezvous::{BoardWait, Endpoint, LinkKeys, LinkPhase as Phase, SharedBoard};
 use braid_verbs::*;
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
@@ -28,14 +28,6 @@ const T_TICK: u64 = 2;
 const T_UD: u64 = 3;
 /// How long the agent waits for a peer's agent on the board before giving up on a pipe.
 const BOARD_PATIENCE_PS: u64 = 100_000_000_000;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Phase {
-    Published,
-    Connected,
-    Ready,
-    Failed,
-}
 
 struct Pipe {
     qp: QpNum,
@@ -83,9 +75,8 @@ pub struct DrumAgent {
     by_qpn: BTreeMap<QpNum, (u32, u32)>,
     /// Long SENDs being joined (`imm.rs`, `IMM_MORE`).
     partial: Partial,
-    board_timer: bool,
-    board_backoff: u64,
-    board_since: Option<u64>,
+    /// Waiting on the board for peers' pipes.
+    wait: BoardWait,
     tick_at: Option<u64>,
     /// SHARE: the earliest time a shared QP's lock frees for waiting work.
     share_wait: Option<u64>,
@@ -131,9 +122,7 @@ impl DrumAgent {
             pipes: BTreeMap::new(),
             by_qpn: BTreeMap::new(),
             partial: BTreeMap::new(),
-            board_timer: false,
-            board_backoff: 1_000_000,
-            board_since: None,
+            wait: BoardWait::new(BOARD_PATIENCE_PS),
             tick_at: None,
             share_wait: None,
             last_solve: 0,
@@ -739,7 +728,7 @@ impl Middleware for DrumAgent {
         match event {
             Event::Wake(WAKE_AGENT) => self.service(v),
             Event::Timer(T_BOARD) => {
-                self.board_timer = false;
+                self.wait.fired();
                 self.service(v);
             }
             Event::Timer(T_UD) => {
