@@ -206,6 +206,7 @@ impl Middleware for DrumLayer {
                 c.recvs.clear();
                 c.arrived.clear();
                 c.done.clear();
+                c.halted = false;
                 c.state = QpState::Reset;
             }
             // The shared QP's port is the agent's.

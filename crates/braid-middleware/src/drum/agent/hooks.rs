@@ -182,6 +182,11 @@ impl DrumAgent {
             if p.phase != Phase::Ready {
                 continue;
             }
+            if p.pending.is_some() {
+                // A companion must follow its WR first (`imm.rs`): next time.
+                self.st.borrow_mut().ctrl_out.push((vq, kind));
+                continue;
+            }
             let wr = SendWr::new(
                 (vq as u64) << 32 | u32::MAX as u64,
                 SendOp::SendWithImm(vq | IMM_CTRL | kind),
