@@ -278,7 +278,7 @@ fn a_send_longer_than_the_agents_receive_buffers_arrives_whole_and_byte_exact() 
             let segs: Vec<&SendWr> = sends
                 .iter()
                 .map(|s| &s.1)
-                .filter(|w| (w.wr_id >> 32) as u32 == (wcs_qp(&net, 0)))
+                .filter(|w| (w.wr_id >> 32) as u32 == conn_id(0))
                 .collect();
             let more: Vec<bool> = segs
                 .iter()
@@ -291,8 +291,8 @@ fn a_send_longer_than_the_agents_receive_buffers_arrives_whole_and_byte_exact() 
     }
 }
 
-/// The connection id of H1's first tenant connection (the first virtual QP number).
-fn wcs_qp(_net: &FakeNet, i: u32) -> u32 {
+/// The connection id of a host's `i`-th connection (virtual QP numbers in creation order).
+fn conn_id(i: u32) -> u32 {
     crate::drum::state::VQPN0 + i
 }
 
