@@ -6,12 +6,15 @@
 use super::bufs::{Layout, RECV_BIT};
 use super::decide::{RateDecider, Stat};
 use super::fail::{fail_late_joiners, fail_pipe, Culprit};
-use super::imm::{post_pooled, Pairing, Posted, Scratch, IMM_APP, IMM_SEND};
-use super::state::{flush, send_opcode, Arrival, HostState, GLOBAL_ADDR};
+use super::imm::{
+    post_pooled, post_refusal, Pairing, Posted, Scratch, CTRL_KIND, CTRL_LENGTH, CTRL_REFUSED,
+    IMM_APP, IMM_CTRL, IMM_MORE, IMM_SEND,
+};
+use super::state::{flush, Arrival, HostState, GLOBAL_ADDR};
 use super::ud::Ud;
 use super::PipeKind;
 use super::{Mode, WAKE_AGENT, WAKE_CQE};
-use braid_verbs::rendezvous::{Endpoint, SharedBoard, Side};
+use braid_verbs::rendezvous::{BoardWait, Endpoint, LinkKeys, LinkPhase as Phase, SharedBoard};
 use braid_verbs::*;
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
@@ -25,14 +28,6 @@ const T_TICK: u64 = 2;
 const T_UD: u64 = 3;
 /// How long the agent waits for a peer's agent on the board before giving up on a pipe.
 const BOARD_PATIENCE_PS: u64 = 100_000_000_000;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Phase {
-    Published,
-    Connected,
-    Ready,
-    Failed,
-}
 
 struct Pipe {
     qp: QpNum,
@@ -52,6 +47,10 @@ struct Pipe {
     /// A receive flagged `IMM_APP` waiting for its companion: (local connection, arrival).
     pairing: Pairing<(Option<QpNum>, Arrival)>,
 }
+
+/// The segments of a long SEND received so far, per (peer host, peer's connection id): bytes,
+/// and their contents when the receive buffers keep bytes.
+type Partial = BTreeMap<(u32, u32), (u64, Option<Vec<u8>>)>;
 
 /// Board key of pipe `g` between hosts `a` and `b` (`ready`: the "connected" record).
 fn pipe_key(a: u32, b: u32, g: u32, ready: bool) -> u64 {
@@ -74,9 +73,10 @@ pub struct DrumAgent {
     scratch: Scratch,
     pipes: BTreeMap<(u32, u32), Pipe>,
     by_qpn: BTreeMap<QpNum, (u32, u32)>,
-    board_timer: bool,
-    board_backoff: u64,
-    board_since: Option<u64>,
+    /// Long SENDs being joined (`imm.rs`, `IMM_MORE`).
+    partial: Partial,
+    /// Waiting on the board for peers' pipes.
+    wait: BoardWait,
     tick_at: Option<u64>,
     /// SHARE: the earliest time a shared QP's lock frees for waiting work.
     share_wait: Option<u64>,
@@ -90,6 +90,8 @@ pub struct DrumAgent {
     /// Pipes whose QP failed (or that never came up).
     failed_pipes: u64,
     unknown_conn: u64,
+    /// Connections failed by a peer agent's control message (a refused WR, a SEND too long).
+    peer_refusals: u64,
     cpu_convert_ps: u64,
     cpu_qp_map_ps: u64,
     cpu_solve_ps: u64,
@@ -119,9 +121,8 @@ impl DrumAgent {
             scratch: None,
             pipes: BTreeMap::new(),
             by_qpn: BTreeMap::new(),
-            board_timer: false,
-            board_backoff: 1_000_000,
-            board_since: None,
+            partial: BTreeMap::new(),
+            wait: BoardWait::new(BOARD_PATIENCE_PS),
             tick_at: None,
             share_wait: None,
             last_solve: 0,
@@ -132,6 +133,7 @@ impl DrumAgent {
             pipe_errors: 0,
             failed_pipes: 0,
             unknown_conn: 0,
+            peer_refusals: 0,
             cpu_convert_ps: 0,
             cpu_qp_map_ps: 0,
             cpu_solve_ps: 0,
@@ -148,6 +150,7 @@ impl DrumAgent {
             self.maybe_decide(v);
             self.decider.drive(v);
         }
+        self.send_ctrl(v);
         self.schedule(v);
         self.ud_service(v);
         self.release(v);
@@ -224,11 +227,12 @@ impl DrumAgent {
         let now = v.now();
         let mut st = self.st.borrow_mut();
         let st = &mut *st;
-        let (mode, depth, burst, mux) = (
+        let (mode, depth, burst, mux, bounce) = (
             st.mode,
             st.cfg.pipe_depth,
             st.cfg.burst as f64,
             st.cfg.mux_ratio as usize,
+            st.cfg.bounce_size.0,
         );
         let (convert, qp_map) = (ps(st.cfg.convert_ns), ps(st.cfg.qp_map_ns));
         let (lock, hold) = (ps(st.lock.0), ps(st.lock.1));
@@ -275,11 +279,13 @@ impl DrumAgent {
                     idle_rounds += 1;
                     continue;
                 };
-                if c.pool.is_empty() || c.state != QpState::Rts || c.ud_turn(true) {
+                if c.pool.is_empty() || c.state != QpState::Rts || c.halted || c.ud_turn(true) {
                     idle_rounds += 1;
                     continue;
                 }
-                if mode == Mode::Drum {
+                // The rest of a long SEND already started: no new WQE token.
+                let started = c.pool.front().is_some_and(|p| p.sent > 0);
+                if mode == Mode::Drum && !started {
                     if !c.active {
                         idle_rounds += 1;
                         continue;
@@ -293,27 +299,40 @@ impl DrumAgent {
                 let mut p = c.pool.pop_front().expect("non-empty");
                 p.fail = p.fail.or(refused);
                 if let Some(status) = p.fail {
-                    // The peer's NIC would refuse it: it completes with the error and the
-                    // connection goes to Error, as its own RC QP would.
-                    let wc = WorkCompletion {
-                        status,
-                        ..flush(vq, p.app_wr_id, send_opcode(&p.wr.op))
-                    };
-                    c.done.push_back(wc);
-                    st.has_done.insert(vq);
-                    st.fail_conn(vq);
-                    idle_rounds = 0;
-                    continue;
+                    // The peer's NIC would refuse it: a control message goes in its place and
+                    // tells the peer's agent (its end goes to Error, as the responder's QP
+                    // would); when it completes, the WR completes with the error and the
+                    // connection goes to Error, behind what it has on the shared QP.
+                    if post_refusal(v, pipe.qp, vq, c, &p, status) {
+                        pipe.inflight += 1;
+                        self.wr_posted += 1;
+                        idle_rounds = 0;
+                        continue;
+                    }
+                    c.pool.push_front(p);
+                    break;
                 }
                 v.charge(Work::Ns((convert + qp_map) / 1000));
                 self.cpu_convert_ps += convert;
                 self.cpu_qp_map_ps += qp_map;
-                match post_pooled(v, pipe.qp, vq, c, &p, self.scratch) {
-                    Posted::Yes(n, pending) => {
-                        pipe.pending = pending;
-                        if mode == Mode::Drum {
+                let posted = post_pooled(v, pipe.qp, vq, c, &p, self.scratch, bounce);
+                match posted {
+                    Posted::Part(_) | Posted::Yes(..) => {
+                        if mode == Mode::Drum && p.sent == 0 {
                             c.x_tokens -= 1.0;
                         }
+                        let n = match posted {
+                            Posted::Part(bytes) => {
+                                p.sent += bytes;
+                                c.pool.push_front(p);
+                                1
+                            }
+                            Posted::Yes(n, pending) => {
+                                pipe.pending = pending;
+                                n
+                            }
+                            Posted::No => unreachable!("matched above"),
+                        };
                         pipe.inflight += n;
                         self.wr_posted += n as u64;
                         idle_rounds = 0;
@@ -490,15 +509,29 @@ impl DrumAgent {
                 self.cpu_convert_ps += convert;
                 let imm = wc.imm.unwrap_or(u32::MAX);
                 let sender = imm & 0xFF_FFFF;
+                if imm & (IMM_SEND | IMM_CTRL) == IMM_CTRL {
+                    // A control message of the peer's agent about its connection `sender`.
+                    self.on_ctrl(peer, sender, imm & CTRL_KIND);
+                    continue;
+                }
                 let local = self.st.borrow().by_remote.get(&(peer, sender)).copied();
-                let len = wc.byte_len;
                 let send = imm & IMM_SEND != 0;
-                if send && len > 0 && data.is_none() {
+                if send && wc.byte_len > 0 && data.is_none() {
                     // A SEND's payload is copied from the agent's buffer to the tenant's (a
                     // WRITE_WITH_IMM placed its data directly). With tracked memory the copy
                     // is real, and charged where it is made (the tenant's layer).
-                    v.charge(Work::Copy(len));
+                    v.charge(Work::Copy(wc.byte_len));
                 }
+                // A segment of a long SEND waits for the rest; the last one completes it.
+                let Some((len, data)) = self.join_segments(
+                    (peer, sender),
+                    send,
+                    imm & IMM_MORE != 0,
+                    wc.byte_len,
+                    data,
+                ) else {
+                    continue;
+                };
                 let a = Arrival {
                     opcode: if imm & IMM_APP != 0 {
                         WcOpcode::RecvWithImm
@@ -551,6 +584,23 @@ impl DrumAgent {
             debug_assert_eq!(f.seq, seq, "a shared QP completes in order");
             if f.aux {
                 continue; // the agent's helper WR: its application WR completes next
+            }
+            if let Some(status) = f.refused {
+                // The refusal reached the peer's agent, behind everything the connection had
+                // on the shared QP: the refused WR completes with its error, the rest is
+                // flushed and the connection goes to Error, as on its own RC QP.
+                let status = if c.state == QpState::Error {
+                    WcStatus::Flushed
+                } else {
+                    status
+                };
+                c.done.push_back(WorkCompletion {
+                    status,
+                    ..flush(vq, f.app_wr_id, f.opcode)
+                });
+                st.has_done.insert(vq);
+                st.fail_conn(vq);
+                continue;
             }
             c.completed += 1;
             // A connection moved to Error by itself (its tenant, a refused remote key) while
@@ -641,6 +691,7 @@ impl Middleware for DrumAgent {
             ("decisions", self.decisions as f64),
             ("active", self.active as f64),
             ("unknown_conn", self.unknown_conn as f64),
+            ("peer_refusals", self.peer_refusals as f64),
             // Busy polling occupies one core (the paper's Fig. 17(c)); the other costs are
             // what the agent's thread spends beside it.
             (
@@ -677,7 +728,7 @@ impl Middleware for DrumAgent {
         match event {
             Event::Wake(WAKE_AGENT) => self.service(v),
             Event::Timer(T_BOARD) => {
-                self.board_timer = false;
+                self.wait.fired();
                 self.service(v);
             }
             Event::Timer(T_UD) => {

@@ -67,6 +67,16 @@ pub(crate) fn fail_pipe(st: &mut HostState, members: &[QpNum], culprit: Option<C
                 ..flush(vq, f.app_wr_id, f.opcode)
             });
         }
+        if let Some(id) = skip_rest_of {
+            // The error was reported by a segment of a long SEND whose rest still waits in the
+            // pool: that WR has completed; it is not flushed again.
+            if c.pool
+                .front()
+                .is_some_and(|p| p.app_wr_id == id && p.sent > 0)
+            {
+                c.pool.pop_front();
+            }
+        }
         c.done.extend(out);
         if !c.done.is_empty() {
             st.has_done.insert(vq);
@@ -124,6 +134,7 @@ mod tests {
             opcode: WcOpcode::Send,
             len: 8,
             aux,
+            refused: None,
         }
     }
 
@@ -141,6 +152,7 @@ mod tests {
                 fail: None,
                 inline_data: None,
                 remote: None,
+                sent: 0,
             });
             c.recvs.push_back(RecvWr {
                 wr_id: 99,
@@ -222,6 +234,44 @@ mod tests {
             .map(|w| (w.wr_id, w.status))
             .collect();
         assert_eq!(got, vec![(5, WcStatus::Flushed)]);
+    }
+
+    #[test]
+    fn a_long_send_failing_mid_way_reports_once() {
+        // Two segments of WR 5 on the pipe, its rest in the pool, WR 6 behind it.
+        let pooled = |id: u64, sent: u64| Pooled {
+            app_wr_id: id,
+            wr: SendWr::new(0, SendOp::Send, vec![]),
+            signaled: true,
+            fail: None,
+            inline_data: None,
+            remote: None,
+            sent,
+        };
+        for culprit in [true, false] {
+            let (mut st, q) = state_with(1);
+            let c = st.conns.get_mut(&q[0]).unwrap();
+            c.inflight.push_back(inflight(5, true));
+            c.inflight.push_back(inflight(5, true));
+            c.pool.push_back(pooled(5, 2 << 20));
+            c.pool.push_back(pooled(6, 0));
+            let k = culprit.then_some(Culprit {
+                conn: q[0],
+                status: WcStatus::RetryExceeded,
+            });
+            fail_pipe(&mut st, &q, k);
+            let got: Vec<(u64, WcStatus)> = st.conns[&q[0]]
+                .done
+                .iter()
+                .map(|w| (w.wr_id, w.status))
+                .collect();
+            let first = if culprit {
+                WcStatus::RetryExceeded
+            } else {
+                WcStatus::Flushed
+            };
+            assert_eq!(got, vec![(5, first), (6, WcStatus::Flushed)], "{culprit}");
+        }
     }
 
     #[test]

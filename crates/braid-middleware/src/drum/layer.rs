@@ -206,6 +206,7 @@ impl Middleware for DrumLayer {
                 c.recvs.clear();
                 c.arrived.clear();
                 c.done.clear();
+                c.halted = false;
                 c.state = QpState::Reset;
             }
             // The shared QP's port is the agent's.
@@ -342,9 +343,16 @@ impl Middleware for DrumLayer {
         if outstanding >= max as usize {
             return Err(VerbsError::QueueFull);
         }
-        if write.is_none() && wr.len() > bounce {
+        // A SEND longer than the agent's receive buffers goes in segments (`imm.rs`), except
+        // an inline one (the NIC takes at most a few hundred bytes inline anyway).
+        if write.is_none() && wr.inline && wr.len() > bounce {
             return Err(VerbsError::InvalidWr(
-                "drum: a SEND larger than the agent's receive buffers (bounce_size)",
+                "drum: an inline SEND larger than the agent's receive buffers (bounce_size)",
+            ));
+        }
+        if write.is_none() && wr.len() > u32::MAX as u64 {
+            return Err(VerbsError::InvalidWr(
+                "drum: a SEND of 4 GiB or more (the message length travels in 32 bits)",
             ));
         }
         let mut inline_data = None;
@@ -399,6 +407,7 @@ impl Middleware for DrumLayer {
                 (Some(w), Some(r)) => Some((r.host, wr.rkey, wr.remote_addr, wr.len(), w)),
                 _ => None,
             },
+            sent: 0,
             wr: SendWr {
                 sg_list,
                 remote_addr,

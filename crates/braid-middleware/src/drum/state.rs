@@ -65,6 +65,9 @@ pub(crate) struct Pooled {
     /// write), checked again when the WR leaves the pool: the peer may have deregistered the
     /// region meanwhile, and its NIC would then refuse the access.
     pub remote: Option<(u32, u32, u64, u64, bool)>,
+    /// A SEND longer than the agent's receive buffers: its bytes already on the shared QP, in
+    /// segments of `bounce_size` (`imm.rs`).
+    pub sent: u64,
 }
 
 /// A work request on a shared QP.
@@ -78,6 +81,10 @@ pub(crate) struct InFlight {
     /// A helper WR of the agent's (not the application's completion): its success is silent,
     /// its error is reported under `app_wr_id` (`fail.rs`).
     pub aux: bool,
+    /// The agent's refusal of this WR (a remote key or range the peer's slice refuses): a
+    /// control message in its place on the shared QP that tells the peer's agent; once it
+    /// completes, the WR completes with this status and the connection goes to Error.
+    pub refused: Option<WcStatus>,
 }
 
 /// What arrived for a connection before it posted a receive.
@@ -135,6 +142,9 @@ pub struct Conn {
     /// `pipe = "ud"`: its SENDs on the host's UD QP (`ud.rs`).
     pub(crate) ud: Option<super::ud::UdConn>,
     pub(crate) ud_mode: bool,
+    /// A refusal is on the shared QP: nothing more of this connection leaves the pool (the
+    /// WRs behind a refused one are flushed, as on its own RC QP).
+    pub(crate) halted: bool,
 }
 
 impl Conn {
@@ -195,6 +205,8 @@ pub struct HostState {
     /// Bytes the agent received for a tenant (SEND payloads), to be written into the tenant's
     /// slices by its layer before it hands over the completions: (global address, bytes).
     pub(crate) pending_writes: BTreeMap<TenantId, Vec<(u64, Vec<u8>)>>,
+    /// Control messages the agent owes the peers' agents: (connection, kind) (`imm.rs`).
+    pub(crate) ctrl_out: Vec<(QpNum, u32)>,
 }
 
 impl HostState {
@@ -220,6 +232,7 @@ impl HostState {
             has_done: Default::default(),
             tracking: false,
             pending_writes: BTreeMap::new(),
+            ctrl_out: Vec::new(),
         }
     }
 
@@ -271,6 +284,7 @@ impl HostState {
                 completed: 0,
                 active: true,
                 ud: None,
+                halted: false,
                 ud_mode: self.cfg.pipe == super::PipeKind::Ud && self.mode == Mode::Drum,
             },
         );
@@ -591,12 +605,14 @@ impl HostState {
         };
         let tenant = c.tenant;
         let mut writes = Vec::new();
-        while !c.arrived.is_empty() && !c.recvs.is_empty() {
+        let mut too_long = false;
+        while !too_long && !c.arrived.is_empty() && !c.recvs.is_empty() {
             let a = c.arrived.pop_front().expect("non-empty");
             let r = c.recvs.pop_front().expect("non-empty");
             let room: u64 = r.sg_list.iter().map(|s| s.length as u64).sum();
             let is_send = a.send;
             let status = if is_send && a.len > room {
+                too_long = true;
                 WcStatus::LocalLengthError
             } else {
                 WcStatus::Success
@@ -618,7 +634,8 @@ impl HostState {
                 wr_id: r.wr_id,
                 status,
                 opcode: a.opcode,
-                byte_len: if is_send { a.len.min(room) } else { a.len },
+                // The message's length, as the NIC reports it even when it did not fit.
+                byte_len: a.len,
                 // DRUM carries the connection id in the immediate data; the application's own
                 // value travels beside it (`imm.rs`), 0 where it cannot.
                 imm: (a.opcode == WcOpcode::RecvWithImm).then_some(a.imm.unwrap_or(0)),
@@ -635,6 +652,18 @@ impl HostState {
                 .or_default()
                 .extend(writes);
         }
+        if too_long {
+            self.too_long(vqpn);
+        }
+    }
+
+    /// A SEND did not fit connection `vqpn`'s receive (just completed `LocalLengthError`): as an
+    /// RC responder QP (IBA 9.9.3.1.3, class C: the receiver's LOC_LEN_ERR, the sender's
+    /// REM_INV_REQ_ERR), the connection goes to Error, what it has outstanding flushed, and its
+    /// agent tells the peer's agent, whose end goes to Error too (`imm.rs`, `CTRL_LENGTH`).
+    pub(crate) fn too_long(&mut self, vqpn: QpNum) {
+        super::fail::fail_pipe(self, &[vqpn], None);
+        self.ctrl_out.push((vqpn, super::imm::CTRL_LENGTH));
     }
 
     /// The tenant's completions the poller released, drained.

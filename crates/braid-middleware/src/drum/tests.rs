@@ -6,123 +6,8 @@ use super::*;
 use braid_verbs::testing::{Call, FakeNet, NetConfig};
 use braid_verbs::*;
 
-const H1: u32 = 1;
-const H2: u32 = 2;
-
-#[derive(Debug, Clone, Copy)]
-struct End {
-    host: u32,
-    t: TenantId,
-    cq: CqId,
-    qp: QpNum,
-    mr: MemoryRegion,
-}
-
-fn end(net: &mut FakeNet, host: u32, t: TenantId, base: u64, access: Access) -> End {
-    net.call_as(host, t, |v| {
-        let cq = v.create_cq(1 << 16).unwrap();
-        let qp = v.create_qp(&QpInit::rc(cq)).unwrap();
-        let mr = v.reg_mr(base, 1 << 20, access).unwrap();
-        End {
-            host,
-            t,
-            cq,
-            qp,
-            mr,
-        }
-    })
-}
-
-fn rq(e: &End) -> RemoteQp {
-    RemoteQp {
-        host: e.host,
-        qpn: e.qp,
-        udp_sport: None,
-    }
-}
-
-fn connect(net: &mut FakeNet, a: &End, b: &End) {
-    net.call_as(a.host, a.t, |v| v.connect_qp(a.qp, rq(b)))
-        .unwrap();
-    net.call_as(b.host, b.t, |v| v.connect_qp(b.qp, rq(a)))
-        .unwrap();
-}
-
-fn poll(net: &mut FakeNet, e: &End) -> Vec<WorkCompletion> {
-    let mut out = Vec::new();
-    net.call_as(e.host, e.t, |v| while v.poll_cq(e.cq, 64, &mut out) > 0 {});
-    out
-}
-
-fn write(e: &End, peer: &End, wr_id: u64, off: u64, len: u32) -> SendWr {
-    let mut wr = SendWr::new(
-        wr_id,
-        SendOp::Write,
-        vec![Sge {
-            addr: e.mr.addr + off,
-            length: len,
-            lkey: e.mr.lkey,
-        }],
-    );
-    wr.remote_addr = peer.mr.addr + off;
-    wr.rkey = peer.mr.rkey;
-    wr
-}
-
-fn send(e: &End, wr_id: u64, len: u32) -> SendWr {
-    SendWr::new(
-        wr_id,
-        SendOp::Send,
-        vec![Sge {
-            addr: e.mr.addr,
-            length: len,
-            lkey: e.mr.lkey,
-        }],
-    )
-}
-
-fn recv(e: &End, wr_id: u64) -> RecvWr {
-    RecvWr {
-        wr_id,
-        sg_list: vec![Sge {
-            addr: e.mr.addr,
-            length: 4096,
-            lkey: e.mr.lkey,
-        }],
-    }
-}
-
-/// A net of two hosts whose tenants (`per_host` on each) all run `f`; returns the net and the
-/// tenants' ids per host, agents started.
-fn net_of(f: &dyn MiddlewareFactory, per_host: u32) -> (FakeNet, Vec<TenantId>, Vec<TenantId>) {
-    let mut net = FakeNet::with_config(2, NetConfig::default());
-    let mut t = [Vec::new(), Vec::new()];
-    for (i, h) in [H1, H2].into_iter().enumerate() {
-        for _ in 0..per_host {
-            t[i].push(net.add_tenant_with(h, Box::new(Idle), &[f]).unwrap());
-        }
-    }
-    net.run();
-    let [a, b] = t;
-    (net, a, b)
-}
-
-fn agent_sends(net: &FakeNet, host: u32) -> Vec<(QpNum, SendWr)> {
-    net.calls_of(host, AGENT)
-        .into_iter()
-        .filter_map(|c| match c {
-            Call::PostSend(q, w) => Some((q, w)),
-            _ => None,
-        })
-        .collect()
-}
-
-fn counter(net: &FakeNet, host: u32, t: TenantId, name: &str) -> f64 {
-    net.counters(host, t)
-        .into_iter()
-        .find(|(_, k, _)| *k == name)
-        .map_or(f64::NAN, |x| x.2)
-}
+mod setup;
+use setup::*;
 
 #[test]
 fn work_requests_go_to_the_pool_and_come_back_in_order_with_their_ids() {
@@ -172,18 +57,7 @@ fn work_requests_go_to_the_pool_and_come_back_in_order_with_their_ids() {
 #[test]
 fn a_shared_qp_carries_several_tenants_connections_without_mixing_them() {
     let (mut net, a, b) = net_of(&DrumConfig::default(), 2);
-    let ea: Vec<End> = a
-        .iter()
-        .map(|&t| end(&mut net, H1, t, 0x1000_0000, Access::ALL))
-        .collect();
-    let eb: Vec<End> = b
-        .iter()
-        .map(|&t| end(&mut net, H2, t, 0x1000_0000, Access::ALL))
-        .collect();
-    for i in 0..2 {
-        connect(&mut net, &ea[i], &eb[i]);
-    }
-    net.run();
+    let (ea, eb) = pairs(&mut net, &a, &b, Access::ALL, false);
     for (i, e) in eb.iter().enumerate() {
         for k in 0..3 {
             net.call_as(H2, e.t, |v| v.post_recv(e.qp, recv(e, 10 * i as u64 + k)))
@@ -242,18 +116,7 @@ fn mux_ratio_bounds_the_connections_per_shared_qp() {
         ..DrumConfig::default()
     };
     let (mut net, a, b) = net_of(&cfg, 5);
-    let ea: Vec<End> = a
-        .iter()
-        .map(|&t| end(&mut net, H1, t, 0x1000_0000, Access::ALL))
-        .collect();
-    let eb: Vec<End> = b
-        .iter()
-        .map(|&t| end(&mut net, H2, t, 0x1000_0000, Access::ALL))
-        .collect();
-    for i in 0..5 {
-        connect(&mut net, &ea[i], &eb[i]);
-    }
-    net.run();
+    let (ea, eb) = pairs(&mut net, &a, &b, Access::ALL, false);
     for i in 0..5 {
         net.call_as(H1, ea[i].t, |v| {
             v.post_send(ea[i].qp, write(&ea[i], &eb[i], 1, 0, 8))
@@ -405,18 +268,7 @@ fn a_remote_peer_with_one_tenants_rkey_cannot_touch_anothers_slice() {
 #[test]
 fn every_byte_is_delivered_once_through_a_shared_qp_under_loss() {
     let (mut net, a, b) = net_of(&DrumConfig::default(), 3);
-    let ea: Vec<End> = a
-        .iter()
-        .map(|&t| end(&mut net, H1, t, 0x1000_0000, Access::ALL))
-        .collect();
-    let eb: Vec<End> = b
-        .iter()
-        .map(|&t| end(&mut net, H2, t, 0x1000_0000, Access::ALL))
-        .collect();
-    for i in 0..3 {
-        connect(&mut net, &ea[i], &eb[i]);
-    }
-    net.run();
+    let (ea, eb) = pairs(&mut net, &a, &b, Access::ALL, false);
     let pipe = net
         .calls_of(H1, AGENT)
         .into_iter()
@@ -461,18 +313,7 @@ fn share_charges_lock_contention_and_drum_does_not() {
         (&DrumConfig::default(), false),
     ] {
         let (mut net, a, b) = net_of(f, 2);
-        let ea: Vec<End> = a
-            .iter()
-            .map(|&t| end(&mut net, H1, t, 0x1000_0000, Access::ALL))
-            .collect();
-        let eb: Vec<End> = b
-            .iter()
-            .map(|&t| end(&mut net, H2, t, 0x1000_0000, Access::ALL))
-            .collect();
-        for i in 0..2 {
-            connect(&mut net, &ea[i], &eb[i]);
-        }
-        net.run();
+        let (ea, eb) = pairs(&mut net, &a, &b, Access::ALL, false);
         for k in 0..4 {
             for i in 0..2 {
                 net.call_as(H1, ea[i].t, |v| {
@@ -500,18 +341,7 @@ fn topk_schedules_at_most_k_connections_and_starves_none() {
         ..DrumConfig::default()
     };
     let (mut net, a, b) = net_of(&cfg, 3);
-    let ea: Vec<End> = a
-        .iter()
-        .map(|&t| end(&mut net, H1, t, 0x1000_0000, Access::ALL))
-        .collect();
-    let eb: Vec<End> = b
-        .iter()
-        .map(|&t| end(&mut net, H2, t, 0x1000_0000, Access::ALL))
-        .collect();
-    for i in 0..3 {
-        connect(&mut net, &ea[i], &eb[i]);
-    }
-    net.run();
+    let (ea, eb) = pairs(&mut net, &a, &b, Access::ALL, false);
     for k in 0..30 {
         for i in 0..3 {
             net.call_as(H1, ea[i].t, |v| {
@@ -532,17 +362,7 @@ fn topk_schedules_at_most_k_connections_and_starves_none() {
 fn the_same_run_twice_is_identical() {
     let run = || {
         let (mut net, a, b) = net_of(&DrumConfig::default(), 2);
-        let ea: Vec<End> = a
-            .iter()
-            .map(|&t| end(&mut net, H1, t, 0x1000_0000, Access::ALL))
-            .collect();
-        let eb: Vec<End> = b
-            .iter()
-            .map(|&t| end(&mut net, H2, t, 0x1000_0000, Access::ALL))
-            .collect();
-        for i in 0..2 {
-            connect(&mut net, &ea[i], &eb[i]);
-        }
+        let (ea, eb) = pairs(&mut net, &a, &b, Access::ALL, false);
         for k in 0..10 {
             for i in 0..2 {
                 net.call_as(H1, ea[i].t, |v| {
@@ -624,5 +444,6 @@ fn bad_parameters_are_refused_by_name() {
 }
 
 mod data;
+mod errors;
 mod fail;
 mod ud;

@@ -569,7 +569,7 @@ impl Ud {
                         } else {
                             WcOpcode::Recv
                         },
-                        byte_len: total.min(room),
+                        byte_len: total,
                         imm: with_imm.then_some(h.imm),
                         qp_num: vq,
                         src_host: from,
@@ -592,9 +592,13 @@ impl Ud {
             imm: 0,
         };
         if let Some(wc) = done {
+            let too_long = wc.status == WcStatus::LocalLengthError;
             c.done.push_back(wc);
             st.has_done.insert(vq);
             st.dirty = true;
+            if too_long {
+                st.too_long(vq);
+            }
         }
         if !writes.is_empty() {
             st.pending_writes.entry(tenant).or_default().extend(writes);

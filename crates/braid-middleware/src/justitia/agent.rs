@@ -4,7 +4,7 @@
 //! halves or grows the capacity against the latency target.
 
 use super::{Class, JustitiaConfig, WAKE_AGENT, WAKE_GRANT};
-use braid_verbs::rendezvous::{Endpoint, Side};
+use braid_verbs::rendezvous::{BoardWait, Endpoint, LinkKeys, LinkPhase as Phase};
 use braid_verbs::*;
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -338,17 +338,6 @@ const RECVS: u32 = 16;
 /// Where the agent's 64-byte region lives in the host's address space (probe target and source).
 const AGENT_ADDR: u64 = 0x4A55_0000_0000_0000;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Phase {
-    /// Our endpoint is on the board; the peer's is not yet.
-    Published,
-    /// Connected; waiting for the peer to say it is connected too.
-    Connected,
-    /// Both ends connected: INFO and probes may flow.
-    Ready,
-    Failed,
-}
-
 struct Link {
     qp: QpNum,
     phase: Phase,
@@ -372,9 +361,8 @@ pub struct JustitiaAgent {
     /// The outstanding probe: (peer, posted at).
     probe: Option<(u32, u64)>,
     probe_timer: bool,
-    board_timer: bool,
-    board_backoff: u64,
-    board_since: Option<u64>,
+    /// Waiting on the board for peers' pacers.
+    wait: BoardWait,
     peers_missing: u32,
     link_errors: u32,
 }
@@ -382,6 +370,7 @@ pub struct JustitiaAgent {
 impl JustitiaAgent {
     pub fn new(st: Rc<RefCell<HostState>>, board: rendezvous::SharedBoard) -> Self {
         let window = Window::new(st.borrow().cfg().window as usize);
+        let patience = st.borrow().cfg().board_patience.0;
         JustitiaAgent {
             st,
             board,
@@ -391,9 +380,7 @@ impl JustitiaAgent {
             window,
             probe: None,
             probe_timer: false,
-            board_timer: false,
-            board_backoff: 1_000_000,
-            board_since: None,
+            wait: BoardWait::new(patience),
             peers_missing: 0,
             link_errors: 0,
         }
@@ -429,11 +416,12 @@ impl JustitiaAgent {
         let (Some(cq), Some(mr)) = (self.cq, self.mr) else {
             return;
         };
-        if self.board_since.is_none() && self.st.borrow().peers.len() == self.links.len() {
+        if self.wait.idle() && self.st.borrow().peers.len() == self.links.len() {
             // Nothing new, nothing waiting (the common case: every token's service).
             return;
         }
         let me = v.local_host();
+        let keys = |p| LinkKeys::between(me, p, board_key(me, p, false), board_key(me, p, true));
         let wanted: Vec<u32> = self.st.borrow().peers.iter().copied().collect();
         for p in wanted {
             if self.links.contains_key(&p) {
@@ -448,16 +436,13 @@ impl JustitiaAgent {
                 self.link_errors += 1;
                 continue;
             };
-            let side = if me < p { Side::Client } else { Side::Server };
             let ep = Endpoint {
                 host: me,
                 qpn: qp,
                 addr: mr.addr,
                 rkey: mr.rkey,
             };
-            self.board
-                .borrow_mut()
-                .publish(board_key(me, p, false), side, ep);
+            keys(p).publish(&self.board, ep);
             self.links.insert(
                 p,
                 Link {
@@ -470,69 +455,38 @@ impl JustitiaAgent {
         let mut waiting = false;
         let mut became_ready = false;
         for (&p, l) in self.links.iter_mut() {
-            let side = if me < p { Side::Client } else { Side::Server };
-            if l.phase == Phase::Published {
-                let peer = self
-                    .board
-                    .borrow()
-                    .lookup(board_key(me, p, false), side.peer());
-                match peer {
-                    Some(ep) => {
-                        if v.connect_qp(l.qp, ep.remote()).is_err() {
-                            l.phase = Phase::Failed;
-                            self.link_errors += 1;
-                            continue;
-                        }
-                        for i in 0..RECVS {
-                            let _ = v.post_recv(
-                                l.qp,
-                                RecvWr {
-                                    wr_id: i as u64,
-                                    sg_list: vec![],
-                                },
-                            );
-                        }
-                        l.remote = Some(ep);
-                        l.phase = Phase::Connected;
-                        let ready = Endpoint {
-                            host: me,
-                            qpn: l.qp,
-                            addr: mr.addr,
-                            rkey: mr.rkey,
-                        };
-                        self.board
-                            .borrow_mut()
-                            .publish(board_key(me, p, true), side, ready);
-                    }
-                    None => waiting = true,
+            let ep = Endpoint {
+                host: me,
+                qpn: l.qp,
+                addr: mr.addr,
+                rkey: mr.rkey,
+            };
+            let was = l.phase;
+            let mut remote = None;
+            let step = keys(p).advance(v, &self.board, ep, &mut l.phase, |v, peer| {
+                for i in 0..RECVS {
+                    let _ = v.post_recv(
+                        ep.qpn,
+                        RecvWr {
+                            wr_id: i as u64,
+                            sg_list: vec![],
+                        },
+                    );
                 }
+                remote = Some(peer);
+            });
+            l.remote = l.remote.or(remote);
+            match step {
+                Ok(w) => waiting |= w,
+                Err(_) => self.link_errors += 1,
             }
-            if l.phase == Phase::Connected {
-                if self
-                    .board
-                    .borrow()
-                    .lookup(board_key(me, p, true), side.peer())
-                    .is_some()
-                {
-                    l.phase = Phase::Ready;
-                    became_ready = true;
-                } else {
-                    waiting = true;
-                }
-            }
+            became_ready |= was != Phase::Ready && l.phase == Phase::Ready;
         }
         if became_ready {
             // The new peer learns our counts.
             self.st.borrow_mut().info_dirty = true;
         }
-        let now = v.now();
-        if !waiting {
-            self.board_since = None;
-            self.board_backoff = 1_000_000;
-            return;
-        }
-        let since = *self.board_since.get_or_insert(now);
-        if now - since > self.st.borrow().cfg().board_patience.0 {
+        if self.wait.after_pass(v, waiting, T_BOARD) {
             // The peer runs no pacer: give up on what is still waiting.
             for l in self.links.values_mut() {
                 if matches!(l.phase, Phase::Published | Phase::Connected) {
@@ -540,12 +494,6 @@ impl JustitiaAgent {
                     self.peers_missing += 1;
                 }
             }
-            return;
-        }
-        if !self.board_timer {
-            self.board_timer = true;
-            v.set_timer(now + self.board_backoff, T_BOARD);
-            self.board_backoff = (self.board_backoff * 2).min(1_000_000_000);
         }
     }
 
@@ -685,7 +633,7 @@ impl Middleware for JustitiaAgent {
                 self.service(below);
             }
             Event::Timer(T_BOARD) => {
-                self.board_timer = false;
+                self.wait.fired();
                 self.service(below);
             }
             Event::Timer(T_PROBE) => {

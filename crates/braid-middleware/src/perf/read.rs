@@ -19,7 +19,7 @@
 //! [`ReadHub`] is what the layers and the agent share (inside [`super::state::HostState`]);
 //! [`Links`] is the agent's connections.
 
-use braid_verbs::rendezvous::{Endpoint, SharedBoard, Side};
+use braid_verbs::rendezvous::{BoardWait, Endpoint, LinkKeys, LinkPhase as Phase, SharedBoard};
 use braid_verbs::*;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
@@ -170,14 +170,6 @@ fn board_key(a: u32, b: u32, ready: bool) -> u64 {
     (1 << 63) | (0x52 << 56) | ((ready as u64) << 54) | (lo << 27) | hi
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Phase {
-    Published,
-    Connected,
-    Ready,
-    Failed,
-}
-
 struct Link {
     qp: QpNum,
     mr: MemoryRegion,
@@ -191,9 +183,8 @@ pub struct Links {
     cq: Option<CqId>,
     links: BTreeMap<u32, Link>,
     by_qp: BTreeMap<QpNum, u32>,
-    timer: bool,
-    backoff: u64,
-    since: Option<u64>,
+    /// Waiting on the board for peers' agents.
+    wait: BoardWait,
     pub peers_missing: u64,
     pub errors: u64,
 }
@@ -205,9 +196,7 @@ impl Links {
             cq: None,
             links: BTreeMap::new(),
             by_qp: BTreeMap::new(),
-            timer: false,
-            backoff: 1_000_000,
-            since: None,
+            wait: BoardWait::new(PATIENCE_PS),
             peers_missing: 0,
             errors: 0,
         }
@@ -238,10 +227,11 @@ impl Links {
         let (Some(cq), Some(board)) = (self.cq, self.board.clone()) else {
             return;
         };
-        if self.since.is_none() && hub.wanted.len() == self.links.len() {
+        if self.wait.idle() && hub.wanted.len() == self.links.len() {
             return;
         }
         let me = v.local_host();
+        let keys = |p| LinkKeys::between(me, p, board_key(me, p, false), board_key(me, p, true));
         let wanted: Vec<u32> = hub.wanted.iter().copied().collect();
         for p in wanted {
             if p == me || self.links.contains_key(&p) {
@@ -265,16 +255,13 @@ impl Links {
                 self.errors += 1;
                 continue;
             };
-            let side = if me < p { Side::Client } else { Side::Server };
             let ep = Endpoint {
                 host: me,
                 qpn: qp,
                 addr,
                 rkey: mr.rkey,
             };
-            board
-                .borrow_mut()
-                .publish(board_key(me, p, false), side, ep);
+            keys(p).publish(&board, ep);
             self.by_qp.insert(qp, p);
             self.links.insert(
                 p,
@@ -288,51 +275,28 @@ impl Links {
         }
         let mut waiting = false;
         for (&p, l) in self.links.iter_mut() {
-            let side = if me < p { Side::Client } else { Side::Server };
-            if l.phase == Phase::Published {
-                let peer = board.borrow().lookup(board_key(me, p, false), side.peer());
-                let Some(ep) = peer else {
-                    waiting = true;
-                    continue;
-                };
-                if v.connect_qp(l.qp, ep.remote()).is_err() {
-                    l.phase = Phase::Failed;
-                    self.errors += 1;
-                    continue;
-                }
+            let ep = Endpoint {
+                host: me,
+                qpn: l.qp,
+                addr: l.mr.addr,
+                rkey: l.mr.rkey,
+            };
+            let mr = l.mr;
+            let was = l.phase;
+            let step = keys(p).advance(v, &board, ep, &mut l.phase, |v, _| {
                 for i in 0..RECVS {
-                    let _ = v.post_recv(l.qp, recv_wr(&l.mr, i));
+                    let _ = v.post_recv(ep.qpn, recv_wr(&mr, i));
                 }
-                l.phase = Phase::Connected;
-                let ep = Endpoint {
-                    host: me,
-                    qpn: l.qp,
-                    addr: l.mr.addr,
-                    rkey: l.mr.rkey,
-                };
-                board.borrow_mut().publish(board_key(me, p, true), side, ep);
+            });
+            match step {
+                Ok(w) => waiting |= w,
+                Err(_) => self.errors += 1,
             }
-            if l.phase == Phase::Connected {
-                let up = board
-                    .borrow()
-                    .lookup(board_key(me, p, true), side.peer())
-                    .is_some();
-                if up {
-                    l.phase = Phase::Ready;
-                    hub.ready.insert(p);
-                } else {
-                    waiting = true;
-                }
+            if was != Phase::Ready && l.phase == Phase::Ready {
+                hub.ready.insert(p);
             }
         }
-        let now = v.now();
-        if !waiting {
-            self.since = None;
-            self.backoff = 1_000_000;
-            return;
-        }
-        let since = *self.since.get_or_insert(now);
-        if now - since > PATIENCE_PS {
+        if self.wait.after_pass(v, waiting, TIMER_BOARD) {
             // Those peers run no PeRF: their READs stay sub-READs.
             for l in self.links.values_mut() {
                 if matches!(l.phase, Phase::Published | Phase::Connected) {
@@ -340,18 +304,11 @@ impl Links {
                     self.peers_missing += 1;
                 }
             }
-            self.since = None;
-            return;
-        }
-        if !self.timer {
-            self.timer = true;
-            v.set_timer(now + self.backoff, TIMER_BOARD);
-            self.backoff = (self.backoff * 2).min(1_000_000_000);
         }
     }
 
     pub fn on_timer(&mut self, v: &mut dyn Verbs, hub: &mut ReadHub) {
-        self.timer = false;
+        self.wait.fired();
         self.service(v, hub);
     }
 

@@ -19,7 +19,7 @@ impl DrumAgent {
         let (drum, burst) = (st.mode == Mode::Drum, st.cfg.burst as f64);
         let cost = ps(st.cfg.convert_ns) + ps(st.cfg.qp_map_ns);
         for c in st.conns.values_mut() {
-            while c.state == QpState::Rts && c.ud_turn(false) {
+            while c.state == QpState::Rts && !c.halted && c.ud_turn(false) {
                 if drum {
                     refill(c, now, burst);
                     if !c.active || c.x_tokens < 1.0 {
@@ -98,6 +98,103 @@ impl DrumAgent {
             if p.phase == Phase::Failed {
                 let members = st.pipe_members(peer, gi);
                 fail_late_joiners(&mut st, &members);
+            }
+        }
+    }
+
+    /// A control message of the peer's agent about its connection `sender` (`imm.rs`).
+    pub(super) fn on_ctrl(&mut self, peer: u32, sender: u32, kind: u32) {
+        let mut st = self.st.borrow_mut();
+        let Some(local) = st.by_remote.get(&(peer, sender)).copied() else {
+            self.unknown_conn += 1;
+            return;
+        };
+        self.partial.remove(&(peer, sender));
+        if st
+            .conns
+            .get(&local)
+            .is_none_or(|c| c.state == QpState::Error)
+        {
+            return;
+        }
+        match kind {
+            CTRL_REFUSED => {
+                // The peer's agent refused one of its WRs as our NIC would have: the responder's
+                // end goes to Error at once, as its RC QP would (its WRs still on a shared QP
+                // complete `Flushed` now, then its pool and receives).
+                self.peer_refusals += 1;
+                fail_pipe(&mut st, &[local], None);
+            }
+            CTRL_LENGTH => {
+                // Our SEND did not fit the peer's receive: the requester's end goes to Error.
+                self.peer_refusals += 1;
+                fail_pipe(&mut st, &[local], None);
+            }
+            _ => self.unknown_conn += 1,
+        }
+    }
+
+    /// Joins the segments of a long SEND (`IMM_MORE`) from the peer's connection `key.1`: a
+    /// segment is kept and gives None, the last gives the whole message (bytes, contents).
+    pub(super) fn join_segments(
+        &mut self,
+        key: (u32, u32),
+        send: bool,
+        more: bool,
+        len: u64,
+        data: Option<Vec<u8>>,
+    ) -> Option<(u64, Option<Vec<u8>>)> {
+        let join = |got: Option<Vec<u8>>, d: Option<Vec<u8>>| match (got, d) {
+            (Some(mut a), Some(d)) => {
+                a.extend_from_slice(&d);
+                Some(a)
+            }
+            _ => None,
+        };
+        if !send {
+            return Some((len, data));
+        }
+        if more {
+            let e = self
+                .partial
+                .entry(key)
+                .or_insert_with(|| (0, Some(Vec::new())));
+            e.0 += len;
+            e.1 = join(e.1.take(), data);
+            return None;
+        }
+        match self.partial.remove(&key) {
+            None => Some((len, data)),
+            Some((n, got)) => Some((n + len, join(got, data))),
+        }
+    }
+
+    /// Posts the control messages the connections owe their peers' agents (`imm.rs`) on their
+    /// shared RC QPs: zero-byte `SEND_WITH_IMM(id | IMM_CTRL | kind)`, nothing in flight for
+    /// the connection (it is in Error), so its completion is the pipe's alone.
+    pub(super) fn send_ctrl(&mut self, v: &mut dyn Verbs) {
+        let out = std::mem::take(&mut self.st.borrow_mut().ctrl_out);
+        for (vq, kind) in out {
+            let key = self.st.borrow().conns.get(&vq).and_then(|c| c.pipe);
+            let Some(p) = key.and_then(|k| self.pipes.get_mut(&k)) else {
+                continue;
+            };
+            if p.phase != Phase::Ready {
+                continue;
+            }
+            if p.pending.is_some() {
+                // A companion must follow its WR first (`imm.rs`): next time.
+                self.st.borrow_mut().ctrl_out.push((vq, kind));
+                continue;
+            }
+            let wr = SendWr::new(
+                (vq as u64) << 32 | u32::MAX as u64,
+                SendOp::SendWithImm(vq | IMM_CTRL | kind),
+                Vec::new(),
+            );
+            if v.post_send(p.qp, wr).is_ok() {
+                p.inflight += 1;
+                self.wr_posted += 1;
             }
         }
     }

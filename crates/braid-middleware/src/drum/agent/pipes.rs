@@ -1,5 +1,6 @@
 //! Pipe setup: the shared QPs to each peer host, met on the run's board (publish, connect,
-//! publish "ready"), kept apart so that `agent.rs` stays the scheduler and poller.
+//! publish "ready": `braid_verbs::rendezvous::LinkKeys` and `BoardWait`, as PeRF's READ links
+//! and Justitia's pacer links do), kept apart so that `agent.rs` stays the scheduler and poller.
 
 use super::*;
 
@@ -17,12 +18,15 @@ impl DrumAgent {
         };
         let mut waiting = false;
         for (peer, n) in wanted {
+            let keys = |gi| {
+                LinkKeys::between(
+                    me,
+                    peer,
+                    pipe_key(me, peer, gi, false),
+                    pipe_key(me, peer, gi, true),
+                )
+            };
             for gi in 0..n.min(128) {
-                let side = if me < peer {
-                    Side::Client
-                } else {
-                    Side::Server
-                };
                 if !self.pipes.contains_key(&(peer, gi)) {
                     let init = QpInit {
                         max_send_wr: (1 << 15).max(depth),
@@ -39,9 +43,7 @@ impl DrumAgent {
                         addr: g.addr,
                         rkey: g.rkey,
                     };
-                    self.board
-                        .borrow_mut()
-                        .publish(pipe_key(me, peer, gi, false), side, ep);
+                    keys(gi).publish(&self.board, ep);
                     self.pipes.insert(
                         (peer, gi),
                         Pipe {
@@ -58,63 +60,32 @@ impl DrumAgent {
                     );
                     self.by_qpn.insert(qp, (peer, gi));
                 }
-                let mut p = self.pipes.get_mut(&(peer, gi)).expect("just made");
-                if p.phase == Phase::Published {
-                    let found = self
-                        .board
-                        .borrow()
-                        .lookup(pipe_key(me, peer, gi, false), side.peer());
-                    match found {
-                        Some(ep) => {
-                            let qp = p.qp;
-                            if v.connect_qp(qp, ep.remote()).is_err() {
-                                self.pipe_failed((peer, gi), None);
-                                continue;
-                            }
-                            p = self.pipes.get_mut(&(peer, gi)).expect("just made");
-                            if let Some(l) = self.layout {
-                                for k in 0..recvs {
-                                    let _ = v.post_recv(p.qp, l.recv(p.index, k));
-                                }
-                            }
-                            p.phase = Phase::Connected;
-                            let ready = Endpoint {
-                                host: me,
-                                qpn: p.qp,
-                                addr: g.addr,
-                                rkey: g.rkey,
-                            };
-                            self.board.borrow_mut().publish(
-                                pipe_key(me, peer, gi, true),
-                                side,
-                                ready,
-                            );
+                let p = self.pipes.get_mut(&(peer, gi)).expect("just made");
+                let ep = Endpoint {
+                    host: me,
+                    qpn: p.qp,
+                    addr: g.addr,
+                    rkey: g.rkey,
+                };
+                let (index, layout) = (p.index, self.layout);
+                let mut phase = p.phase;
+                let step = keys(gi).advance(v, &self.board, ep, &mut phase, |v, _| {
+                    if let Some(l) = layout {
+                        for k in 0..recvs {
+                            let _ = v.post_recv(ep.qpn, l.recv(index, k));
                         }
-                        None => waiting = true,
                     }
-                }
-                if p.phase == Phase::Connected {
-                    let ok = self
-                        .board
-                        .borrow()
-                        .lookup(pipe_key(me, peer, gi, true), side.peer())
-                        .is_some();
-                    if ok {
-                        p.phase = Phase::Ready;
-                    } else {
-                        waiting = true;
+                });
+                match step {
+                    Ok(w) => {
+                        p.phase = phase;
+                        waiting |= w;
                     }
+                    Err(_) => self.pipe_failed((peer, gi), None),
                 }
             }
         }
-        let now = v.now();
-        if !waiting {
-            self.board_since = None;
-            self.board_backoff = 1_000_000;
-            return;
-        }
-        let since = *self.board_since.get_or_insert(now);
-        if now - since > BOARD_PATIENCE_PS {
+        if self.wait.after_pass(v, waiting, T_BOARD) {
             let stuck: Vec<(u32, u32)> = self
                 .pipes
                 .iter()
@@ -124,12 +95,6 @@ impl DrumAgent {
             for k in stuck {
                 self.pipe_failed(k, None);
             }
-            return;
-        }
-        if !self.board_timer {
-            self.board_timer = true;
-            v.set_timer(now + self.board_backoff, T_BOARD);
-            self.board_backoff = (self.board_backoff * 2).min(1_000_000_000);
         }
     }
 }

@@ -4,42 +4,6 @@
 
 use super::*;
 
-/// Two hosts sharing memory per host (as the simulator does), `per_host` tenants on each
-/// under `f`.
-fn host_memory_net(
-    f: &dyn MiddlewareFactory,
-    per_host: u32,
-) -> (FakeNet, Vec<TenantId>, Vec<TenantId>) {
-    let mut net = FakeNet::with_config(
-        2,
-        NetConfig {
-            host_memory: true,
-            ..NetConfig::default()
-        },
-    );
-    let mut t = [Vec::new(), Vec::new()];
-    for (i, h) in [H1, H2].into_iter().enumerate() {
-        for _ in 0..per_host {
-            t[i].push(net.add_tenant_with(h, Box::new(Idle), &[f]).unwrap());
-        }
-    }
-    net.run();
-    let [a, b] = t;
-    (net, a, b)
-}
-
-fn pattern(seed: u64, n: usize) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
-}
-
 /// What the peer app saw of each receive: (wr_id, status, opcode, byte_len, imm).
 type Seen = Vec<(u64, WcStatus, WcOpcode, u64, Option<u32>)>;
 
@@ -47,18 +11,7 @@ type Seen = Vec<(u64, WcStatus, WcOpcode, u64, Option<u32>)>;
 /// interleaved, with immediate values that use all 32 bits.
 fn imm_run(f: &dyn MiddlewareFactory) -> Vec<Seen> {
     let (mut net, a, b) = host_memory_net(f, 2);
-    let ea: Vec<End> = a
-        .iter()
-        .map(|&t| end(&mut net, H1, t, 0x1000_0000, Access::ALL))
-        .collect();
-    let eb: Vec<End> = b
-        .iter()
-        .map(|&t| end(&mut net, H2, t, 0x1000_0000, Access::ALL))
-        .collect();
-    for i in 0..2 {
-        connect(&mut net, &ea[i], &eb[i]);
-    }
-    net.run();
+    let (ea, eb) = pairs(&mut net, &a, &b, Access::ALL, false);
     for e in &eb {
         for k in 0..8 {
             net.call_as(H2, e.t, |v| v.post_recv(e.qp, recv(e, 500 + k)))
@@ -148,22 +101,8 @@ fn the_applications_immediate_data_arrives_bit_exact_through_a_shared_qp() {
 /// `read_local`.
 fn bytes_run(f: &dyn MiddlewareFactory, lose: bool) -> Vec<Vec<u8>> {
     let (mut net, a, b) = host_memory_net(f, 3);
-    let tracked = Access::ALL.tracked();
     // Host memory: over raw RDMA, tenants of a host need addresses of their own.
-    let ea: Vec<End> = a
-        .iter()
-        .enumerate()
-        .map(|(i, &t)| end(&mut net, H1, t, 0x1000_0000 * (i as u64 + 1), tracked))
-        .collect();
-    let eb: Vec<End> = b
-        .iter()
-        .enumerate()
-        .map(|(i, &t)| end(&mut net, H2, t, 0x1000_0000 * (i as u64 + 1), tracked))
-        .collect();
-    for i in 0..3 {
-        connect(&mut net, &ea[i], &eb[i]);
-    }
-    net.run();
+    let (ea, eb) = pairs(&mut net, &a, &b, Access::ALL.tracked(), true);
     const N: u64 = 6;
     // Source data: region offsets [0, 256 KiB) on the senders, a different pattern each.
     for (i, e) in ea.iter().enumerate() {

@@ -3,8 +3,6 @@
 
 use super::*;
 
-const H3: u32 = 3;
-
 fn ud_cfg() -> DrumConfig {
     DrumConfig {
         pipe: PipeKind::Ud,
@@ -123,12 +121,6 @@ fn run(f: &dyn MiddlewareFactory, lose: u32) -> (Vec<Vec<WorkCompletion>>, Vec<V
     (wcs, mem, net)
 }
 
-fn pattern(seed: u64, n: usize) -> Vec<u8> {
-    (0..n)
-        .map(|i| (seed as usize * 131 + i * 7 + i / 251) as u8)
-        .collect()
-}
-
 #[test]
 fn one_ud_qp_carries_several_tenants_connections_to_several_peers_without_mixing_them() {
     let (raw_wcs, raw_mem, _) = run(&crate::RawConfig::default(), 0);
@@ -192,10 +184,7 @@ fn a_dead_peer_fails_only_its_own_connections_on_the_ud_qp() {
     net.call_as(H1, e2.t, |v| v.post_send(e2.qp, send(&e2, 9, 100)))
         .unwrap();
     net.run();
-    let w1: Vec<(u64, WcStatus)> = poll(&mut net, &e1)
-        .iter()
-        .map(|w| (w.wr_id, w.status))
-        .collect();
+    let w1 = statuses(&mut net, &e1);
     assert_eq!(
         w1,
         vec![
@@ -207,13 +196,8 @@ fn a_dead_peer_fails_only_its_own_connections_on_the_ud_qp() {
     let w2 = poll(&mut net, &e2);
     assert_eq!((w2[0].wr_id, w2[0].status), (9, WcStatus::Success));
     assert_eq!(poll(&mut net, &pc)[0].byte_len, 100);
-    let st = |net: &mut FakeNet, e: &End| {
-        net.call_as(e.host, e.t, |v| v.query_qp(e.qp))
-            .unwrap()
-            .state
-    };
-    assert_eq!(st(&mut net, &e1), QpState::Error);
-    assert_eq!(st(&mut net, &e2), QpState::Rts);
+    assert_eq!(state(&mut net, &e1), QpState::Error);
+    assert_eq!(state(&mut net, &e2), QpState::Rts);
 }
 
 #[test]
