@@ -97,10 +97,17 @@ pub struct SolverCpu {
 impl Default for SolverCpu {
     fn default() -> Self {
         SolverCpu {
-            round_ns: 150.0,
-            conn_ns: 60.0,
-            pair_ns: 40.0,
+            // Measured (print_solver_round_cost, release, best of 5 on the 2-core build
+            // machine): one-sided, 8 hosts x 10/40/160 connections: 1.14/3.13/11.4 us per
+            // host-round = ~470 ns + ~70 ns per connection; two-sided (fanout 2: 40/160/640
+            // remote pairs per host) 6.3/71/313 us: ~480 ns per remote pair on top.
+            round_ns: 500.0,
+            conn_ns: 70.0,
+            pair_ns: 480.0,
+            // Assumed: not separable from the pairs in that measurement (a header built or
+            // parsed, the slot copy); the post or poll itself is charged by the verbs' own model.
             msg_ns: 100.0,
+            // Assumed: a few map lookups per connection when the instance is rebuilt.
             build_ns: 40.0,
         }
     }
