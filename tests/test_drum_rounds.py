@@ -73,14 +73,18 @@ def test_the_rounds_table_is_written_and_read_back_like_the_others(online_run):
         assert key == sorted(key) and len(set(key)) == len(key), h
 
 
-def test_the_last_gap_of_each_host_is_the_agents_final_gap(online_run):
+def test_the_last_rounds_gap_is_the_agents_final_gap(online_run):
     res, _ = online_run
     t = res.layer_tables["drum_rounds"]
     agents = res.tenants.filter(pl.col("label") == "agent").sort("host")
     final = agents["drum_online_gap"].to_list()
     assert len(final) == 3 and abs(final[0]) <= 1e-3, final
+    # A row's gap is the run's after that host's round: the final gap is the last round's
+    # anywhere (one of the rows at the last time).
+    end = t.filter(pl.col("time_ps") == t["time_ps"].max())
+    assert final[0] in end["gap"].to_list()
+    assert all(g == final[0] for g in final), "one instance, one gap"
     last = t.group_by("host", maintain_order=True).last().sort("host")
-    assert last["gap"].to_list() == final
     # Its cumulative counters never pass the agents' counters at the end.
     assert (last["messages_sent"].to_numpy() <= agents["drum_online_messages"].to_numpy()).all()
     assert (last["cpu_ns"].to_numpy() <= agents["drum_cpu_ns_solver"].to_numpy()).all()
