@@ -327,6 +327,8 @@ fn bad_online_parameters_are_refused_by_name() {
         (json!({"relax": 2.5}), "relax"),
         (json!({"ctrl_loss": 1.5}), "ctrl_loss"),
         (json!({"windw": "1us"}), "windw"),
+        (json!({"ctrl": "tcp"}), "ctrl"),
+        (json!({"cpu": {"pair_ns": -1.0}}), "pair_ns"),
     ] {
         let s = scenario(&online, BASE, "1ms");
         let e = braid_sim::Simulation::from_json(&s.to_string(), std::path::Path::new("."), None)

@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, VecDeque};
 
 /// `online.ctrl`: what carries the solver's messages.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum CtrlKind {
     /// An RC QP per peer host: reliable (the fabric's losses are retransmitted, delaying the
@@ -27,6 +27,21 @@ pub enum CtrlKind {
     Rc,
     /// One UD QP per agent: a message the fabric drops is lost for the solver.
     Ud,
+}
+
+/// By hand, so that a bad value names the key (the middleware table's own error handling
+/// would otherwise take serde's "unknown variant" for an unknown middleware).
+impl<'de> Deserialize<'de> for CtrlKind {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        match s.as_str() {
+            "rc" => Ok(CtrlKind::Rc),
+            "ud" => Ok(CtrlKind::Ud),
+            _ => Err(serde::de::Error::custom(format!(
+                "online.ctrl: expected \"rc\" or \"ud\", got {s:?}"
+            ))),
+        }
+    }
 }
 
 /// Where the control regions live in the agent's address space (one per peer, consecutive).

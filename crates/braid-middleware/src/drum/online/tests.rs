@@ -318,6 +318,15 @@ fn the_decider_is_picked_by_name_and_bad_parameters_are_refused_by_name() {
     assert_eq!(c.online.window, braid_units::Duration(50_000_000));
     assert!(serde_json::from_str::<DrumConfig>(r#"{"decider": "global"}"#).is_err());
     assert!(serde_json::from_str::<DrumConfig>(r#"{"online": {"windw": "1us"}}"#).is_err());
+    let ud: DrumConfig = serde_json::from_str(r#"{"online": {"ctrl": "ud"}}"#).unwrap();
+    assert_eq!(ud.online.ctrl, CtrlKind::Ud);
+    assert_eq!(DrumConfig::default().online.ctrl, CtrlKind::Rc);
+    let e = serde_json::from_str::<DrumConfig>(r#"{"online": {"ctrl": "tcp"}}"#).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("online.ctrl: expected \"rc\" or \"ud\""),
+        "{e}"
+    );
     for (o, key) in [
         (
             OnlineDecider {
