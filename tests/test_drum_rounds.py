@@ -106,3 +106,13 @@ def test_a_run_without_the_online_decider_has_no_rounds_table(tmp_path):
     assert "drum_rounds" not in read_results(tmp_path / "run")
     agents = res.tenants.filter(pl.col("label") == "agent")
     assert (agents["drum_cpu_ns_solver"] == 0).all()
+
+
+def test_csv_export_writes_the_rounds_table(online_run, tmp_path):
+    from braid.export import export
+
+    _, out = online_run
+    written = export(out, "csv", tmp_path / "csv")
+    p = tmp_path / "csv" / "drum_rounds.csv"
+    assert p in written
+    assert pl.read_csv(p).height == read_results(out)["drum_rounds"].height
