@@ -64,6 +64,10 @@ class RunResult:
     cc: pl.DataFrame = field(default_factory=pl.DataFrame)
     #: The packet capture of ``measure.pcap`` (a whole pcap file), or None.
     pcap: Optional[bytes] = None
+    #: Tables the middleware layers handed over, by name, each with ``host`` and ``tenant`` first
+    #: (e.g. ``drum_rounds``: the DRUM online solver's rounds, docs/drum-agent.md); written as
+    #: ``<name>.parquet`` beside the others. Empty when no layer produced one.
+    layer_tables: dict = field(default_factory=dict)
     #: Flows and applications that had not completed when the run ended.
     unfinished: int = 0
 
@@ -233,6 +237,13 @@ def _run(scenario, seed, overrides, progress, slices) -> RunResult:
     return collect(sc, sim, eff_seed, wall, cpu)
 
 
+def _layer_table(cols: Mapping[str, Any]) -> pl.DataFrame:
+    # NaN in a float column is "not measured" (a gap without report_gap, a column a layer
+    # lacks): null, as in the cc table.
+    t = _table(cols)
+    return t.with_columns(*[pl.col(c).fill_nan(None) for c in t.columns if t[c].dtype == pl.Float64]) if t.width else t
+
+
 def collect(sc: Scenario, sim: Any, seed: int, wall: float, cpu: float) -> RunResult:
     raw = sim.results()
     stats = dict(raw["stats"])
@@ -263,6 +274,7 @@ def collect(sc: Scenario, sim: Any, seed: int, wall: float, cpu: float) -> RunRe
         pfc=_table(raw.get("pfc", {})),
         cc=cc,
         pcap=raw.get("pcap"),
+        layer_tables={k: _layer_table(v) for k, v in raw.get("layer_tables", {}).items()},
         counters=dict(raw["counters"]),
         headline=dict(raw["headline"]),
         stats=stats,

@@ -26,7 +26,7 @@ from typing import Optional, Union
 
 import polars as pl
 
-from .results import TABLES, read_results
+from .results import TABLES, layer_table_names, read_results
 from .scenario import BraidError
 
 FORMATS = ("hpcc", "csv")
@@ -114,7 +114,7 @@ def export(folder: Union[str, Path], fmt: str, out: Optional[Union[str, Path]] =
         written.append(p)
 
     if fmt == "csv":
-        for name in TABLES:
+        for name in (*TABLES, *layer_table_names(folder)):
             df = r[name]
             if name in ("ports", "pfc", "cc") and df.is_empty() and not df.columns:
                 continue

@@ -10,7 +10,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import polars as pl
 
-from .results import TABLES, _read_table, read_json_file
+from .results import TABLES, _read_table, layer_table_names, read_json_file
 from .scenario import BraidError
 
 __all__ = ["Run", "Sweep", "kind_of", "load_run", "load_sweep", "unique_names"]
@@ -107,7 +107,7 @@ def load_run(folder: Path) -> Run:
         raise BraidError(str(folder), "not a braid results folder (expected summary.json in it)")
     summary = read_json_file(s)
     _check_summary(summary, s)
-    for name in TABLES:
+    for name in (*TABLES, *layer_table_names(folder)):
         p = folder / f"{name}.parquet"
         if p.exists():
             try:

@@ -11,7 +11,7 @@ import polars as pl
 from . import plots
 from .folders import RUN, SWEEP, Run, Sweep, kind_of, load_run, load_sweep
 from .html import Page, Section, fmt, render, toml_dump
-from .results import check_out_file, read_json_file, write_text_atomic
+from .results import check_out_file, layer_table_names, read_json_file, write_text_atomic
 from .scenario import BraidError
 from .show import COUNTER_ORDER, HEADLINE_LABELS, HEADLINE_ORDER, fmt_ps
 
@@ -102,6 +102,19 @@ def _pfc_table(sec: Section, run: Run) -> None:
     sec.table(["port", "priority", "pauses", "time paused"], rows, caption="pause intervals a port received (pause to resume)")
 
 
+def _layer_table(sec: Section, run: Run, name: str) -> None:
+    """A table a middleware layer handed over (e.g. ``drum_rounds``): its last row per host and
+    tenant (cumulative counters there are the run's), all rows in ``<name>.parquet``."""
+    t = run.table(name)
+    if not t.height:
+        sec.text(f"{name}.parquet: no rows.")
+        return
+    keys = [k for k in ("host", "tenant") if k in t.columns]
+    last = t.group_by(keys, maintain_order=True).last().sort(keys) if keys else t.tail(1)
+    cols = [c for c in last.columns if last[c].dtype != pl.Utf8][:14]
+    sec.table(cols, last.head(MAX_ROWS).select(cols).rows(), caption=f"the last of {t.height:,} rows of each host and tenant (all in {name}.parquet)")
+
+
 def run_images(run: Run) -> List[tuple]:
     """[(file stem, alt text, PNG bytes)] of :func:`run_figures`."""
     return [(stem, what, plots.png(f, dpi=110)) for stem, what, f in run_figures(run)]
@@ -150,6 +163,8 @@ def run_page(run: Run, page: Optional[Page] = None, level: int = 2, images: Opti
         cols = [c for c in TENANT_COLUMNS if c in tn.columns]
         cap = f"the first {MAX_ROWS} of {tn.height:,} (all in tenants.parquet)" if tn.height > MAX_ROWS else "more columns in tenants.parquet"
         page.section("Tenants", level=level).table(cols, tn.head(MAX_ROWS).select(cols).rows(), caption=cap)
+    for name in layer_table_names(run.path):
+        _layer_table(page.section(f"Layer table {name}", level=level), run, name)
     sc = page.section("Scenario", level=level)
     src = run.scenario.get("source")
     sc.text(f"From {src}, as run (overrides applied):" if src else "As run (overrides applied):")

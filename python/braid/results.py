@@ -29,9 +29,21 @@ import polars as pl
 
 from .scenario import BraidError, _json_default
 
-__all__ = ["write_results", "atomic_dir", "read_results", "ResultsDir", "TABLES"]
+__all__ = ["write_results", "atomic_dir", "read_results", "ResultsDir", "TABLES", "layer_table_names"]
 
 TABLES = ("messages", "flows", "throughput", "queues", "transport", "tenants", "ports", "pfc", "cc")
+#: A middleware layer's table name (``RunResult.layer_tables``): it becomes ``<name>.parquet``.
+LAYER_TABLE_NAME = re.compile(r"^[a-z0-9_]{1,64}$")
+
+
+def layer_table_names(folder: Path) -> list:
+    """The layer tables a results folder holds: its ``*.parquet`` files other than
+    :data:`TABLES`, by name, sorted."""
+    names = []
+    for p in sorted(Path(folder).glob("*.parquet")):
+        if p.stem not in TABLES and LAYER_TABLE_NAME.match(p.stem):
+            names.append(p.stem)
+    return names
 #: The packet capture (``measure.pcap``), beside the tables when the run captured anything.
 PCAP_FILE = "trace.pcap"
 MARKERS = ("summary.json", "demo.json")
@@ -207,6 +219,11 @@ def write_into(res, folder: Path) -> None:
     for name in TABLES:
         df: pl.DataFrame = getattr(res, name)
         df.write_parquet(folder / f"{name}.parquet")
+    for name, df in sorted(getattr(res, "layer_tables", {}).items()):
+        # The core refuses other names; a front end's own must not overwrite a table either.
+        if name in TABLES or not LAYER_TABLE_NAME.match(name):
+            raise BraidError(f"layer_tables.{name}", "expected a name of lowercase letters, digits and _ that is not one of the run's own tables")
+        df.write_parquet(folder / f"{name}.parquet")
     pcap = getattr(res, "pcap", None)
     if pcap:
         (folder / PCAP_FILE).write_bytes(pcap)
@@ -250,8 +267,9 @@ def read_json_file(p: Path) -> dict:
 
 
 def read_results(folder: Union[str, Path]) -> dict:
-    """Reads a results folder back: {"summary": dict, "<table>": DataFrame, ...}. A damaged file
-    (truncated Parquet, bad JSON) is a BraidError naming it."""
+    """Reads a results folder back: {"summary": dict, "<table>": DataFrame, ...}, the layer
+    tables (e.g. ``drum_rounds``) among the tables by their names. A damaged file (truncated
+    Parquet, bad JSON) is a BraidError naming it."""
     folder = Path(folder)
     s = folder / "summary.json"
     if not s.exists():
@@ -260,4 +278,6 @@ def read_results(folder: Union[str, Path]) -> dict:
     for name in TABLES:
         p = folder / f"{name}.parquet"
         out[name] = _read_table(p) if p.exists() else pl.DataFrame()
+    for name in layer_table_names(folder):
+        out[name] = _read_table(folder / f"{name}.parquet")
     return out

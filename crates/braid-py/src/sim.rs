@@ -201,6 +201,12 @@ pub fn results_to_py<'py>(
         d.set_item("ports", table_to_py(py, &frombuffer, &r.ports)?)?;
         d.set_item("pfc", table_to_py(py, &frombuffer, &r.pfc)?)?;
         d.set_item("cc", table_to_py(py, &frombuffer, &r.cc)?)?;
+        // Tables the middleware layers handed over, by name (`Results::layer_tables`).
+        let extra = PyDict::new(py);
+        for (name, t) in &r.layer_tables {
+            extra.set_item(name, table_to_py(py, &frombuffer, t)?)?;
+        }
+        d.set_item("layer_tables", extra)?;
         // The packet capture (`measure.pcap`), a whole pcap file; None when nothing was captured.
         if r.pcap.is_empty() {
             d.set_item("pcap", py.None())?;

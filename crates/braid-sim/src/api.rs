@@ -76,6 +76,10 @@ pub struct Results {
     /// (`trace::cc`): time_ps, host, qpn, flow (-1: none), kind, rate_bps, target_bps, alpha,
     /// cwnd, inflight, srtt_us, signals, cuts (NaN where the controller has no such field).
     pub cc: Table,
+    /// Tables the middleware layers handed over (`Middleware::tables`), by name (e.g.
+    /// `drum_rounds`: the DRUM online solver's rounds), each with `host` and `tenant` first
+    /// (`tenants::layer_tables`). Written as `<name>.parquet` beside the others.
+    pub layer_tables: BTreeMap<String, Table>,
     /// `measure.pcap`: the packet capture as a pcap file (empty when nothing was captured).
     pub pcap: Vec<u8>,
     /// Totals: drops, pfc_pauses, ecn_marks, cnps, retransmissions, ...

@@ -303,6 +303,11 @@ pub fn assemble(
         }
     }
     crate::transport_report::add_counters(world, transport_base, &mut k);
+    let (layer_tables, refused) = crate::tenants::layer_tables(world);
+    r.layer_tables = layer_tables;
+    if refused > 0 {
+        k.insert("layer_tables_refused".into(), refused);
+    }
     r.counters = k;
     r.transport = crate::transport_report::table(world);
     r.tenants = crate::tenants::table(world, log);

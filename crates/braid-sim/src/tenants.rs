@@ -204,3 +204,158 @@ pub fn table(world: &World, log: &FlowLog) -> Table {
     }
     t
 }
+
+/// Names of the simulator's own tables: a layer's table may not take one.
+const RESERVED: &[&str] = &[
+    "messages",
+    "flows",
+    "throughput",
+    "queues",
+    "transport",
+    "tenants",
+    "ports",
+    "pfc",
+    "cc",
+    "summary",
+    "trace",
+];
+
+fn layer_column(c: &braid_verbs::LayerColumn) -> Column {
+    use braid_verbs::LayerColumn as L;
+    match c {
+        L::U64(v) => Column::U64(v.clone()),
+        L::I64(v) => Column::I64(v.clone()),
+        L::F64(v) => Column::F64(v.clone()),
+        L::Str(v) => Column::Str(v.clone()),
+    }
+}
+
+/// `n` missing values of the kind of `c`: NaN, -1 for integers (as the flows table's unset
+/// times), "" for text.
+fn filler(c: &Column, n: usize) -> Column {
+    match c {
+        Column::U64(_) | Column::I64(_) => Column::I64(vec![-1; n]),
+        Column::F64(_) => Column::F64(vec![f64::NAN; n]),
+        Column::Str(_) => Column::Str(vec![String::new(); n]),
+    }
+}
+
+/// `a` followed by `b`; a U64 column meeting an I64 one (a filler) becomes I64.
+fn concat(a: Column, b: Column) -> Column {
+    match (a, b) {
+        (Column::U64(mut x), Column::U64(y)) => {
+            x.extend(y);
+            Column::U64(x)
+        }
+        (Column::F64(mut x), Column::F64(y)) => {
+            x.extend(y);
+            Column::F64(x)
+        }
+        (Column::Str(mut x), Column::Str(y)) => {
+            x.extend(y);
+            Column::Str(x)
+        }
+        (a, b) => {
+            let ints = |c: Column| -> Vec<i64> {
+                match c {
+                    Column::U64(v) => v.into_iter().map(|x| x as i64).collect(),
+                    Column::I64(v) => v,
+                    Column::F64(v) => v.into_iter().map(|x| x as i64).collect(),
+                    Column::Str(v) => vec![-1; v.len()],
+                }
+            };
+            let mut x = ints(a);
+            x.extend(ints(b));
+            Column::I64(x)
+        }
+    }
+}
+
+/// The tables the middleware layers handed over (`Middleware::tables`), by name: the rows of
+/// every host and tenant with the same name in one table, `host` (index) and `tenant` first,
+/// then the union of the layers' columns in the order first seen (a column a layer lacks is
+/// filled: NaN, -1, ""). Tables without rows are left out; a name that is not a valid file name
+/// or that one of the simulator's tables has is refused (counted in `refused`).
+pub fn layer_tables(world: &World) -> (std::collections::BTreeMap<String, Table>, u64) {
+    use std::collections::BTreeMap;
+    let mut out: BTreeMap<String, Table> = BTreeMap::new();
+    let mut refused = 0;
+    for (h, host) in world.hosts.iter().enumerate() {
+        for (i, a) in host.apps.iter().enumerate() {
+            for l in &a.stack {
+                for lt in l.tables() {
+                    if !braid_verbs::LayerTable::valid_name(&lt.name)
+                        || RESERVED.contains(&lt.name.as_str())
+                    {
+                        refused += 1;
+                        continue;
+                    }
+                    let n = lt.rows();
+                    if n == 0 {
+                        continue;
+                    }
+                    let mut add = Table::default();
+                    add.push("host", Column::U64(vec![h as u64; n]));
+                    add.push("tenant", Column::U64(vec![i as u64; n]));
+                    for (c, col) in &lt.columns {
+                        if c != "host" && c != "tenant" {
+                            add.push(c, layer_column(col));
+                        }
+                    }
+                    match out.get_mut(&lt.name) {
+                        None => {
+                            out.insert(lt.name.clone(), add);
+                        }
+                        Some(t) => append(t, add),
+                    }
+                }
+            }
+        }
+    }
+    (out, refused)
+}
+
+/// Appends `b`'s rows to `a`, matching columns by name.
+fn append(a: &mut Table, mut b: Table) {
+    let (na, nb) = (a.rows(), b.rows());
+    let mut cols = std::mem::take(&mut a.columns);
+    for (name, col) in cols.iter_mut() {
+        let tail = match b.columns.iter().position(|(n, _)| n == name) {
+            Some(k) => b.columns.remove(k).1,
+            None => filler(col, nb),
+        };
+        let head = std::mem::replace(col, Column::U64(Vec::new()));
+        *col = concat(head, tail);
+    }
+    for (name, col) in b.columns {
+        let head = filler(&col, na);
+        cols.push((name, concat(head, col)));
+    }
+    a.columns = cols;
+}
+
+#[cfg(test)]
+mod layer_table_tests {
+    use super::*;
+
+    #[test]
+    fn rows_of_different_layers_are_joined_by_column_name() {
+        let mut a = Table::default();
+        a.push("host", Column::U64(vec![0]));
+        a.push("x", Column::F64(vec![1.0]));
+        a.push("n", Column::U64(vec![7]));
+        let mut b = Table::default();
+        b.push("host", Column::U64(vec![1, 1]));
+        b.push("x", Column::F64(vec![2.0, 3.0]));
+        b.push("s", Column::Str(vec!["a".into(), "b".into()]));
+        append(&mut a, b);
+        assert_eq!(a.rows(), 3);
+        assert_eq!(a.get("host"), Some(&Column::U64(vec![0, 1, 1])));
+        assert_eq!(a.get("x"), Some(&Column::F64(vec![1.0, 2.0, 3.0])));
+        assert_eq!(a.get("n"), Some(&Column::I64(vec![7, -1, -1])));
+        assert_eq!(
+            a.get("s"),
+            Some(&Column::Str(vec!["".into(), "a".into(), "b".into()]))
+        );
+    }
+}

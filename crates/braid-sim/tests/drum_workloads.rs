@@ -313,6 +313,14 @@ fn test_case_3_redis_over_six_servers() {
 /// re-deciding every `interval`, solving for at most `budget` of them (0: all): (poller cores, verb_convertor, qp_map, qp_sche as fractions of
 /// one core over the run, WRs posted).
 fn tc4(clients: u32, interval: &str, budget: u32) -> (f64, f64, f64, f64, f64) {
+    let mw = json!([{"kind": "drum", "solve_interval": interval, "qp_budget": budget}]);
+    let c = tc4_cpu(clients, mw);
+    (c[0], c[1], c[2], c[3], c[5])
+}
+
+/// Test case 4 with the agent's config `mw`: [poller cores, verb_convertor, qp_map, qp_sche,
+/// solver (fractions of one core), WRs posted, online solver rounds, online epochs].
+fn tc4_cpu(clients: u32, mw: Value) -> [f64; 8] {
     let per = clients / 6;
     let apps: Vec<Value> = (1..=6)
         .map(|h| {
@@ -320,7 +328,6 @@ fn tc4(clients: u32, interval: &str, budget: u32) -> (f64, f64, f64, f64, f64) {
                    "size": "4KB", "min_size": "32B", "duration": "1ms", "start": "100us"})
         })
         .collect();
-    let mw = json!([{"kind": "drum", "solve_interval": interval, "qp_budget": budget}]);
     let s = json!({"duration": "1.5ms", "nic": nic(), "topology": star(7),
                    "middleware": {"default": mw}, "apps": apps});
     let (sim, r) = run(&s);
@@ -337,13 +344,69 @@ fn tc4(clients: u32, interval: &str, budget: u32) -> (f64, f64, f64, f64, f64) {
     };
     let run_s = sim.now_ps() as f64 * 1e-12;
     let core = |ns: f64| ns * 1e-9 / run_s;
-    (
+    [
         col("drum_poller_cores"),
         core(col("drum_cpu_ns_verb_convertor")),
         core(col("drum_cpu_ns_qp_map")),
         core(col("drum_cpu_ns_qp_sche")),
+        core(col("drum_cpu_ns_solver")),
         col("drum_wr_posted"),
-    )
+        t.get("drum_online_rounds")
+            .map_or(0.0, |_| col("drum_online_rounds")),
+        t.get("drum_online_epochs")
+            .map_or(0.0, |_| col("drum_online_epochs")),
+    ]
+}
+
+/// Test case 4 with the online decider: the scheduler's solve is DRUM's online ADMM, its rounds
+/// charged as the agent's `solver` component (per round: a fixed part, per connection, per
+/// remote pair; per message; per connection at each decision). The KV clients are one-sided,
+/// so the hosts exchange nothing: the rounds' own work, growing with the connections.
+#[test]
+fn test_case_4_the_online_solver_is_charged_as_solver() {
+    let online = |clients: u32, interval: &str| {
+        let mw = json!([{"kind": "drum", "solve_interval": interval, "decider": "online"}]);
+        tc4_cpu(clients, mw)
+    };
+    let local = tc4_cpu(60, json!([{"kind": "drum", "solve_interval": "50us"}]));
+    let (a, b) = (online(60, "50us"), online(240, "50us"));
+    let slow = online(240, "500us");
+    for (name, r) in [
+        ("local 60, 50us", &local),
+        ("online 60, 50us", &a),
+        ("online 240, 50us", &b),
+        ("online 240, 500us", &slow),
+    ] {
+        println!(
+            "tc4 {name}: verb_convertor {:.2} %, qp_map {:.2} %, qp_sche {:.2} %, solver {:.2} % of a core; {} WRs; {} solver rounds, {} epochs",
+            r[1] * 100.0,
+            r[2] * 100.0,
+            r[3] * 100.0,
+            r[4] * 100.0,
+            r[5],
+            r[6],
+            r[7]
+        );
+    }
+    assert_eq!(local[4], 0.0, "no solver component with decider = local");
+    assert!(local[3] > 0.0);
+    for r in [&a, &b] {
+        assert!(r[4] > 0.0, "{r:?}");
+        assert_eq!(
+            r[3], 0.0,
+            "the online decisions are charged as solver, not qp_sche"
+        );
+    }
+    // Per round, the cost grows with the connections (4x: ~3.7x with the fixed part; the
+    // instance builds at each decision come on top).
+    let per_round = |r: &[f64; 8]| r[4] / r[6];
+    let g = per_round(&b) / per_round(&a);
+    assert!(
+        (3.0..4.5).contains(&g),
+        "solver x{g} per round for 4x the connections"
+    );
+    // Fewer decisions (every 500 us instead of 50 us): fewer re-solves, less CPU.
+    assert!(slow[4] < b[4] && slow[6] < b[6], "{slow:?} vs {b:?}");
 }
 
 #[test]

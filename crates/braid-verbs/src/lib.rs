@@ -17,12 +17,14 @@ pub mod cost;
 pub mod host;
 pub mod rendezvous;
 mod stack;
+pub mod table;
 pub mod testing;
 mod types;
 
 pub use cost::{CpuCost, Work};
 pub use host::{BuildError, HostCtx, MiddlewareFactory, TenantId, AGENT};
 pub use stack::{Middleware, Raw, Stack};
+pub use table::{LayerColumn, LayerTable};
 pub use types::*;
 
 /// The verbs an application (or a middleware, on the layer below it) can call.

@@ -18,6 +18,12 @@ pub trait Middleware {
     fn counters(&self) -> Vec<(&'static str, f64)> {
         Vec::new()
     }
+    /// Tables of rows the layer measured (e.g. one row per solver round), handed to the runner
+    /// as they are now; the simulator writes each as `<name>.parquet` with the host and tenant
+    /// prepended, rows of every host and tenant with the same name in one table.
+    fn tables(&self) -> Vec<crate::LayerTable> {
+        Vec::new()
+    }
     fn req_notify_cq(&mut self, below: &mut dyn Verbs, cq: CqId) -> Result<(), VerbsError> {
         below.req_notify_cq(cq)
     }

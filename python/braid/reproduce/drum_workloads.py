@@ -50,6 +50,8 @@ def agent_cpu(res) -> dict:
                 "conv": _num(row.get("drum_cpu_ns_verb_convertor")),
                 "map": _num(row.get("drum_cpu_ns_qp_map")),
                 "sche": _num(row.get("drum_cpu_ns_qp_sche")),
+                # The online decider's rounds (0 with decider = "local", docs/drum-agent.md).
+                "solver": _num(row.get("drum_cpu_ns_solver")),
                 "wrs": _num(row.get("drum_wr_posted")),
                 "sim_s": res.stats.get("sim_time_ps", 0) / 1e12,
             }

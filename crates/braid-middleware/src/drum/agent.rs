@@ -95,6 +95,8 @@ pub struct DrumAgent {
     cpu_convert_ps: u64,
     cpu_qp_map_ps: u64,
     cpu_solve_ps: u64,
+    /// The decider's own work (the online solver's rounds, `RateDecider::take_cpu_ps`).
+    cpu_solver_ps: u64,
     active: u64,
 }
 
@@ -137,6 +139,7 @@ impl DrumAgent {
             cpu_convert_ps: 0,
             cpu_qp_map_ps: 0,
             cpu_solve_ps: 0,
+            cpu_solver_ps: 0,
             active: 0,
         }
     }
@@ -149,6 +152,7 @@ impl DrumAgent {
         if self.st.borrow().mode == Mode::Drum {
             self.maybe_decide(v);
             self.decider.drive(v);
+            self.charge_decider(v);
         }
         self.send_ctrl(v);
         self.schedule(v);
@@ -195,10 +199,21 @@ impl DrumAgent {
         } else {
             d.active.iter().filter(|a| **a).count()
         };
-        let cost = ps(self.st.borrow().cfg.solve_ns_per_conn * solved as f64);
-        if cost > 0 {
-            v.charge(Work::Ns(cost / 1000));
-            self.cpu_solve_ps += cost;
+        // A decider with a CPU model of its own (the online solver) is charged as `solver`.
+        match self.decider.take_cpu_ps() {
+            Some(c) => {
+                if c > 0 {
+                    v.charge(Work::Ns(c / 1000));
+                    self.cpu_solver_ps += c;
+                }
+            }
+            None => {
+                let cost = ps(self.st.borrow().cfg.solve_ns_per_conn * solved as f64);
+                if cost > 0 {
+                    v.charge(Work::Ns(cost / 1000));
+                    self.cpu_solve_ps += cost;
+                }
+            }
         }
         let mut s = self.st.borrow_mut();
         s.resolve = false;
@@ -219,6 +234,16 @@ impl DrumAgent {
             }
         }
         self.active = active;
+    }
+
+    /// Charges what the decider's own work cost since the last call (`solver`).
+    fn charge_decider(&mut self, v: &mut dyn Verbs) {
+        if let Some(cost) = self.decider.take_cpu_ps() {
+            if cost > 0 {
+                v.charge(Work::Ns(cost / 1000));
+                self.cpu_solver_ps += cost;
+            }
+        }
     }
 
     /// Fetches WRs from the pool into the pipes: round robin over each pipe's connections, at
@@ -701,6 +726,7 @@ impl Middleware for DrumAgent {
             ("cpu_ns_verb_convertor", self.cpu_convert_ps as f64 / 1000.0),
             ("cpu_ns_qp_map", self.cpu_qp_map_ps as f64 / 1000.0),
             ("cpu_ns_qp_sche", self.cpu_solve_ps as f64 / 1000.0),
+            ("cpu_ns_solver", self.cpu_solver_ps as f64 / 1000.0),
             ("lock_ns", st.lock_ps as f64 / 1000.0),
             (
                 "ud_segments",
@@ -718,6 +744,10 @@ impl Middleware for DrumAgent {
         ];
         v.extend(self.decider.counters());
         v
+    }
+
+    fn tables(&self) -> Vec<LayerTable> {
+        self.decider.tables()
     }
 
     fn on_event(&mut self, v: &mut dyn Verbs, event: Event, up: &mut Vec<Event>) {

@@ -74,6 +74,18 @@ pub trait RateDecider {
     fn wants_decide(&self) -> bool {
         false
     }
+    /// Tables of rows the decider measured (the online solver's rounds), handed to the runner
+    /// through the agent (`Middleware::tables`).
+    fn tables(&self) -> Vec<braid_verbs::LayerTable> {
+        Vec::new()
+    }
+    /// A decider with a CPU model of its own (the online solver) returns the CPU its work took
+    /// since the last call, picoseconds; the agent charges it as the `solver` component and
+    /// then charges no `qp_sche` for its decisions. `None` (the default): the agent charges
+    /// `solve_ns_per_conn` per connection of each decision as `qp_sche`.
+    fn take_cpu_ps(&mut self) -> Option<u64> {
+        None
+    }
 }
 
 /// What a decider's factory gets from the host it is built on.

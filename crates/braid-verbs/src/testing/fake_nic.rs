@@ -749,6 +749,15 @@ impl FakeNet {
             .collect()
     }
 
+    /// A tenant's layers' tables (`Middleware::tables`), top to bottom.
+    pub fn tables(&self, host: u32, tenant: TenantId) -> Vec<crate::LayerTable> {
+        self.hosts[self.idx(host)].tenants[tenant as usize]
+            .layers
+            .iter()
+            .flat_map(|l| l.tables())
+            .collect()
+    }
+
     /// Whether every application (agent slots included) says it is done.
     pub fn all_done(&self) -> bool {
         self.hosts

@@ -1,15 +1,48 @@
-//! The online decider's control channel: one RC QP per peer host it shares two-sided traffic
-//! with, on a CQ of its own, set up through the run's board as the agent's pipes are (publish,
-//! connect, post receives, publish "ready"). Messages (`braid_drum::online::wire`) travel as
-//! SENDs from fixed-size slots of a tracked memory region per peer; a message waits in a short
-//! queue while the peer's QP is not ready or its send slots are busy.
+//! The online decider's control channel, on a CQ of its own. `ctrl = "rc"` (the default): one
+//! RC QP per peer host it shares two-sided traffic with, set up through the run's board as the
+//! agent's pipes are (publish, connect, post receives, publish "ready"). Messages
+//! (`braid_drum::online::wire`) travel as SENDs from fixed-size slots of a tracked memory region
+//! per peer; a message waits in a short queue while the peer's QP is not ready or its send slots
+//! are busy. RC retransmits what the fabric drops: a loss only delays a message.
+//! `ctrl = "ud"` ([`super::ctrl_ud`]): one UD QP per agent, messages segmented to the MTU, lost
+//! on the wire when the fabric drops a segment, the losses counted by the receiver.
 //!
-//! Loss injection (`ctrl_loss`): the simulator's losses are per link and RC retransmits them, so
-//! a lost *value* is injected here, before the post, with a seeded draw per message.
+//! Loss injection (`ctrl_loss`, either kind): a message is dropped before it is posted, with a
+//! seeded draw per message: an explicit injection, on top of whatever the fabric loses.
 
+use super::ctrl_ud::UdCtrl;
 use braid_verbs::rendezvous::{Endpoint, SharedBoard, Side};
 use braid_verbs::*;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, VecDeque};
+
+/// `online.ctrl`: what carries the solver's messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum CtrlKind {
+    /// An RC QP per peer host: reliable (the fabric's losses are retransmitted, delaying the
+    /// message).
+    #[default]
+    Rc,
+    /// One UD QP per agent: a message the fabric drops is lost for the solver.
+    Ud,
+}
+
+/// By hand, so that a bad value names the key (the middleware table's own error handling
+/// would otherwise take serde's "unknown variant" for an unknown middleware).
+impl<'de> Deserialize<'de> for CtrlKind {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        match s.as_str() {
+            "rc" => Ok(CtrlKind::Rc),
+            "ud" => Ok(CtrlKind::Ud),
+            _ => Err(serde::de::Error::custom(format!(
+                "online.ctrl: expected \"rc\" or \"ud\", got {s:?}"
+            ))),
+        }
+    }
+}
 
 /// Where the control regions live in the agent's address space (one per peer, consecutive).
 const CTRL_ADDR: u64 = 0x0C00_0000_0000_0000;
@@ -60,6 +93,13 @@ pub struct CtrlStats {
     pub oversize: u64,
     /// Verbs errors (QP creation, posts, failed QPs).
     pub errors: u64,
+    /// UD: segments posted (a message takes one per MTU).
+    pub segments: u64,
+    /// UD: messages from peers the receiver found missing (sequence numbers skipped, or a
+    /// message left incomplete by a newer one).
+    pub lost: u64,
+    /// UD: segments refused (bad header, stale or duplicate).
+    pub bad_segments: u64,
 }
 
 pub struct Ctrl {
@@ -75,6 +115,8 @@ pub struct Ctrl {
     by_qp: BTreeMap<QpNum, u32>,
     next_region: u64,
     since: Option<u64>,
+    kind: CtrlKind,
+    ud: Option<UdCtrl>,
     pub stats: CtrlStats,
 }
 
@@ -88,8 +130,18 @@ fn next_u64(s: &mut u64) -> u64 {
 }
 
 impl Ctrl {
-    pub fn new(board: SharedBoard, me: u32, slot: u64, recvs: u32, loss: f64, seed: u64) -> Self {
+    pub fn new(
+        board: SharedBoard,
+        me: u32,
+        kind: CtrlKind,
+        slot: u64,
+        recvs: u32,
+        loss: f64,
+        seed: u64,
+    ) -> Self {
         Ctrl {
+            kind,
+            ud: None,
             board,
             me,
             slot,
@@ -115,14 +167,60 @@ impl Ctrl {
             Ok(cq) => {
                 let _ = v.req_notify_cq(cq);
                 self.cq = Some(cq);
+                if self.kind == CtrlKind::Ud {
+                    let sends = self.sends;
+                    let len = UdCtrl::region_len(self.recvs, sends, v.caps().mtu);
+                    match UdCtrl::start(
+                        v,
+                        self.board.clone(),
+                        cq,
+                        self.next_region,
+                        self.recvs,
+                        sends,
+                    ) {
+                        Ok(u) => {
+                            self.stats.qps += 1;
+                            self.ud = Some(u);
+                        }
+                        Err(_) => self.stats.errors += 1,
+                    }
+                    self.next_region += len.div_ceil(1 << 20) * (1 << 20);
+                }
             }
             Err(_) => self.stats.errors += 1,
         }
     }
 
+    /// The UD QP (`ctrl = "ud"`), if made.
+    pub fn ud_qp(&self) -> Option<QpNum> {
+        self.ud.as_ref().map(|u| u.qp())
+    }
+
+    /// `ctrl = "ud"`: looks the peers up; true while some are not on the board yet.
+    fn setup_ud(&mut self, v: &mut dyn Verbs, peers: &[u32]) -> bool {
+        let Some(u) = self.ud.as_mut() else {
+            return false;
+        };
+        let waiting = u.setup(v, peers, &mut self.stats);
+        let now = v.now();
+        if !waiting {
+            self.since = None;
+            return false;
+        }
+        let since = *self.since.get_or_insert(now);
+        if now.saturating_sub(since) > BOARD_PATIENCE_PS {
+            u.give_up(&mut self.stats);
+            return false;
+        }
+        true
+    }
+
     /// Creates and connects the control QPs to `peers`; true while some wait for their peer
     /// (call again later).
     pub fn setup(&mut self, v: &mut dyn Verbs, peers: &[u32]) -> bool {
+        if self.kind == CtrlKind::Ud {
+            return self.setup_ud(v, peers);
+        }
         let Some(cq) = self.cq else {
             return false;
         };
@@ -262,6 +360,17 @@ impl Ctrl {
             self.stats.oversize += 1;
             return true;
         }
+        if self.kind == CtrlKind::Ud {
+            let Some(u) = self.ud.as_mut() else {
+                return false;
+            };
+            if u.segments(bytes.len()).is_none() {
+                self.stats.oversize += 1;
+                return true;
+            }
+            u.send(v, peer, bytes, &mut self.stats);
+            return true;
+        }
         let Some(p) = self.peers.get_mut(&peer) else {
             return false;
         };
@@ -334,6 +443,12 @@ impl Ctrl {
         let mut got = Vec::new();
         let mut freed = Vec::new();
         for wc in wcs {
+            if let Some(u) = self.ud.as_mut().filter(|u| u.qp() == wc.qp_num) {
+                if let Some(m) = u.on_completion(v, &wc, &mut self.stats) {
+                    got.push(m);
+                }
+                continue;
+            }
             let Some(&peer) = self.by_qp.get(&wc.qp_num) else {
                 continue;
             };

@@ -10,15 +10,20 @@
 //! arrived. A change of the instance (a connection arrives or leaves, a demand or a fraction
 //! moves) is a new epoch, solved warm from the current state (`warm = false`: from scratch).
 //!
-//! The solver's messages go over the control channel ([`ctrl`]): one RC QP per peer host with
-//! two-sided traffic, created by the agent and set up through the board as its pipes are. The
-//! coordinator window (`window`) and the paper's rule (a late or lost value replaced by the
-//! last round's) are the solver's. Every finished round's rates go to the scheduler and poller
-//! at once (the agent decides again), and are recorded ([`RoundRecord`]); `report_gap` adds the
-//! gap to the offline optimum of the same instance ([`gap`]).
+//! The solver's messages go over the control channel ([`ctrl`]): by default one RC QP per peer
+//! host with two-sided traffic, created by the agent and set up through the board as its pipes
+//! are; with `ctrl = "ud"` one UD QP per agent ([`ctrl_ud`]), so that a message the fabric drops
+//! is lost for the solver. The coordinator window (`window`) and the paper's rule (a late or
+//! lost value replaced by the last round's) are the solver's. Every finished round's rates go
+//! to the scheduler and poller at once (the agent decides again), and are recorded
+//! ([`RoundRecord`], handed to the results as the `drum_rounds` table); `report_gap` adds the
+//! gap to the offline optimum of the same instance ([`gap`]). The work of a round is charged
+//! to the host's CPU as the agent's `solver` component ([`SolverCpu`]).
 
 pub mod ctrl;
+pub mod ctrl_ud;
 pub mod gap;
+mod rounds;
 
 use super::decide::{select_active, DeciderCtx, DeciderFactory, Decision, RateDecider, Stat};
 use super::DrumConfig;
@@ -27,8 +32,9 @@ use braid_drum::online::{
 };
 use braid_units::{Bytes, Duration};
 use braid_verbs::{BuildError, Event, Verbs};
-use ctrl::Ctrl;
+use ctrl::{Ctrl, CtrlKind};
 use gap::GapBook;
+pub use rounds::{RoundRecord, SolverCpu};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::cell::RefCell;
@@ -75,7 +81,11 @@ pub struct OnlineDecider {
     /// Compute the gap to the offline optimum of the same instance every round (needs every
     /// agent of the run in one process: a simulation and test aid).
     pub report_gap: bool,
-    /// Probability that a control message is dropped before it is posted (loss injection).
+    /// What carries the solver's messages: `"rc"` (an RC QP per peer host; the fabric's losses
+    /// are retransmitted) or `"ud"` (one UD QP per agent; a message the fabric drops is lost).
+    pub ctrl: CtrlKind,
+    /// Probability that a control message is dropped before it is posted: an explicit loss
+    /// injection, on top of whatever the fabric loses (with either `ctrl`).
     pub ctrl_loss: f64,
     /// Seed of the loss injection (mixed with the host's address).
     pub seed: u64,
@@ -83,6 +93,8 @@ pub struct OnlineDecider {
     pub slot: Bytes,
     /// Receive (and send) slots per control QP.
     pub ctrl_recvs: u32,
+    /// The CPU a round of the solver costs (the agent's `solver` component).
+    pub cpu: SolverCpu,
 }
 
 impl Default for OnlineDecider {
@@ -99,10 +111,12 @@ impl Default for OnlineDecider {
             demand: true,
             demand_tolerance: 0.25,
             report_gap: false,
+            ctrl: CtrlKind::Rc,
             ctrl_loss: 0.0,
             seed: 1,
             slot: Bytes(4096),
             ctrl_recvs: 32,
+            cpu: SolverCpu::default(),
         }
     }
 }
@@ -140,6 +154,7 @@ impl OnlineDecider {
         if !(1..=4096).contains(&self.ctrl_recvs) {
             return bad("ctrl_recvs", "expected 1 to 4096".into());
         }
+        self.cpu.check()?;
         Ok(())
     }
 }
@@ -161,23 +176,6 @@ impl DeciderFactory for OnlineDecider {
     }
 }
 
-/// One finished round of this host's solver.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct RoundRecord {
-    pub t_ps: u64,
-    pub epoch: u32,
-    pub round: u64,
-    /// rounds of the current solve
-    pub iterations: u64,
-    /// control messages and bytes this host has sent in all (solver's count, before losses)
-    pub messages: u64,
-    pub bytes: u64,
-    /// the solver's local objective estimate
-    pub objective: f64,
-    /// the run's normalized gap to the offline optimum (NaN without `report_gap`)
-    pub gap: f64,
-}
-
 /// What the IO monitor's statistics say of one connection, kept between decisions.
 #[derive(Debug, Clone, Copy)]
 struct Obs {
@@ -197,6 +195,7 @@ struct Base {
     sent: u64,
     bytes: u64,
     recv: u64,
+    recv_bytes: u64,
     timeouts: u64,
     stale: u64,
     late: u64,
@@ -241,6 +240,11 @@ pub struct OnlineSolve {
     changes: u64,
     errors: u64,
     last_gap: f64,
+    /// CPU of the solver's work not yet handed to the agent, and in all (picoseconds).
+    cpu_pending_ps: u64,
+    cpu_total_ps: u64,
+    /// Rounds already charged.
+    charged_rounds: u64,
 }
 
 impl OnlineSolve {
@@ -263,6 +267,7 @@ impl OnlineSolve {
             ctrl: Ctrl::new(
                 ctx.board.clone(),
                 ctx.host,
+                p.ctrl,
                 p.slot.0,
                 p.ctrl_recvs,
                 p.ctrl_loss,
@@ -288,6 +293,9 @@ impl OnlineSolve {
             changes: 0,
             errors: 0,
             last_gap: f64::NAN,
+            cpu_pending_ps: 0,
+            cpu_total_ps: 0,
+            charged_rounds: 0,
             p,
         }
     }
@@ -427,6 +435,7 @@ impl OnlineSolve {
                 self.base.sent += st.messages_sent;
                 self.base.bytes += st.bytes_sent;
                 self.base.recv += st.messages_received;
+                self.base.recv_bytes += st.bytes_received;
                 self.base.timeouts += st.timeouts;
                 self.base.stale += st.stale_values;
                 self.base.late += st.late_values;
@@ -471,6 +480,15 @@ impl OnlineSolve {
         let Some(s) = &self.solver else {
             return;
         };
+        // Every round run since the last look costs a round of CPU (a one-sided host runs a
+        // whole solve inside one timeout).
+        if rounds > self.charged_rounds {
+            let per = self.inst.as_ref().map_or(0, |i| self.p.cpu.round_ps(i));
+            let cost = per * (rounds - self.charged_rounds);
+            self.cpu_pending_ps += cost;
+            self.cpu_total_ps += cost;
+            self.charged_rounds = rounds;
+        }
         let idle = s.is_idle();
         let cur = s.rates().map(|r| (r.epoch, r.round));
         let new_round = cur.is_some() && cur != self.seen;
@@ -488,15 +506,27 @@ impl OnlineSolve {
                 self.last_gap = b.gap();
             }
             if self.records.len() < MAX_RECORDS {
+                let b = &self.base;
+                let c = &self.ctrl.stats;
                 self.records.push(RoundRecord {
                     t_ps: now_ps,
+                    host_addr: self.me,
                     epoch,
                     round,
                     iterations: st.iterations,
-                    messages: self.base.sent + st.messages_sent,
-                    bytes: self.base.bytes + st.bytes_sent,
+                    connections: self.inst.as_ref().map_or(0, |i| i.conns.len() as u64),
+                    messages: b.sent + st.messages_sent,
+                    bytes: b.bytes + st.bytes_sent,
+                    messages_received: b.recv + st.messages_received,
+                    bytes_received: b.recv_bytes + st.bytes_received,
+                    stale_values: b.stale + st.stale_values,
+                    late_values: b.late + st.late_values,
+                    timeouts: b.timeouts + st.timeouts,
+                    ctrl_lost: c.lost,
+                    ctrl_injected_losses: c.injected_losses,
                     objective: st.objective,
                     gap: self.last_gap,
+                    cpu_ns: self.cpu_total_ps as f64 / 1000.0,
                 });
             }
         }
@@ -555,6 +585,9 @@ impl OnlineSolve {
         peers.sort_unstable();
         peers.dedup();
         let waiting = self.ctrl.setup(v, &peers);
+        let cost = self.p.cpu.message_ps() * out.len() as u64;
+        self.cpu_pending_ps += cost;
+        self.cpu_total_ps += cost;
         for (to, b) in out {
             if !self.ctrl.send(v, to, b) {
                 // No control QP could be made for that peer (counted in ctrl_errors): lost.
@@ -590,6 +623,9 @@ impl RateDecider for OnlineSolve {
         }
         let active = select_active(&mut self.ages, self.k, self.max_wait, stats);
         let inst = self.observe(stats, &active);
+        let cost = self.p.cpu.build_ps(stats.len());
+        self.cpu_pending_ps += cost;
+        self.cpu_total_ps += cost;
         if self.inst.as_ref() != Some(&inst) {
             self.install(inst);
         }
@@ -635,6 +671,9 @@ impl RateDecider for OnlineSolve {
             Event::Completion(cq) if Some(cq) == self.ctrl.cq() => {
                 let got = self.ctrl.poll(v);
                 let now_ns = v.now() / 1000;
+                let cost = self.p.cpu.message_ps() * got.len() as u64;
+                self.cpu_pending_ps += cost;
+                self.cpu_total_ps += cost;
                 for (from, b) in got {
                     if let Some(s) = &mut self.solver {
                         // Malformed bytes are counted by the solver and change nothing.
@@ -672,6 +711,14 @@ impl RateDecider for OnlineSolve {
             .and_then(|s| s.rates())
             .map(|r| (r.epoch, r.round));
         cur.is_some() && cur != self.applied
+    }
+
+    fn tables(&self) -> Vec<braid_verbs::LayerTable> {
+        vec![rounds::table(&self.records)]
+    }
+
+    fn take_cpu_ps(&mut self) -> Option<u64> {
+        Some(std::mem::take(&mut self.cpu_pending_ps))
     }
 
     fn counters(&self) -> Vec<(&'static str, f64)> {
@@ -721,6 +768,7 @@ impl RateDecider for OnlineSolve {
             ("online_x_max", self.rate_fold(0.0, f64::max)),
             ("online_gap", gap),
             ("online_errors", self.errors as f64),
+            ("online_cpu_ns", self.cpu_total_ps as f64 / 1000.0),
             ("ctrl_qps", c.qps as f64),
             ("ctrl_qps_ready", c.qps_ready as f64),
             ("ctrl_posted", c.posted as f64),
@@ -730,6 +778,9 @@ impl RateDecider for OnlineSolve {
             ("ctrl_queue_drops", c.queue_drops as f64),
             ("ctrl_oversize", c.oversize as f64),
             ("ctrl_errors", c.errors as f64),
+            ("ctrl_segments", c.segments as f64),
+            ("ctrl_lost", c.lost as f64),
+            ("ctrl_bad_segments", c.bad_segments as f64),
         ]
     }
 }

@@ -3,6 +3,7 @@
 //! replaced by the last round's, an arrival re-solves warm, runs are deterministic.
 
 use super::super::*;
+use super::{ctrl::CtrlKind, SolverCpu};
 use braid_verbs::testing::{Call, FakeNet, NetConfig};
 use braid_verbs::*;
 
@@ -317,6 +318,15 @@ fn the_decider_is_picked_by_name_and_bad_parameters_are_refused_by_name() {
     assert_eq!(c.online.window, braid_units::Duration(50_000_000));
     assert!(serde_json::from_str::<DrumConfig>(r#"{"decider": "global"}"#).is_err());
     assert!(serde_json::from_str::<DrumConfig>(r#"{"online": {"windw": "1us"}}"#).is_err());
+    let ud: DrumConfig = serde_json::from_str(r#"{"online": {"ctrl": "ud"}}"#).unwrap();
+    assert_eq!(ud.online.ctrl, CtrlKind::Ud);
+    assert_eq!(DrumConfig::default().online.ctrl, CtrlKind::Rc);
+    let e = serde_json::from_str::<DrumConfig>(r#"{"online": {"ctrl": "tcp"}}"#).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("online.ctrl: expected \"rc\" or \"ud\""),
+        "{e}"
+    );
     for (o, key) in [
         (
             OnlineDecider {
@@ -404,4 +414,240 @@ fn a_measured_demand_change_re_solves_and_frees_the_capacity() {
     assert!(close(lo, 1e3, 1e-2), "B capped at the floor: {lo}");
     assert!(close(hi, 10e6 - 1e3, 1e-3), "A gets the rest: {hi}");
     assert!(counter(&net, H1, "online_epochs") >= 2.0);
+}
+
+/// The agent's `drum_rounds` table of a host.
+fn rounds_table(net: &FakeNet, host: u32) -> LayerTable {
+    let mut t = net.tables(host, AGENT);
+    assert_eq!(t.len(), 1, "one table from the agent");
+    let t = t.pop().unwrap();
+    assert_eq!(t.name, "drum_rounds");
+    t
+}
+
+fn col_u(t: &LayerTable, k: &str) -> Vec<u64> {
+    match t.get(k) {
+        Some(LayerColumn::U64(v)) => v.clone(),
+        c => panic!("column {k}: {c:?}"),
+    }
+}
+
+fn col_f(t: &LayerTable, k: &str) -> Vec<f64> {
+    match t.get(k) {
+        Some(LayerColumn::F64(v)) => v.clone(),
+        c => panic!("column {k}: {c:?}"),
+    }
+}
+
+#[test]
+fn every_round_is_a_row_of_the_rounds_table_and_its_last_row_is_the_counters() {
+    let (net, _, _) = one_pair(OnlineDecider {
+        report_gap: true,
+        ..lossless()
+    });
+    for h in [H1, H2] {
+        let t = rounds_table(&net, h);
+        let n = t.rows();
+        assert!(n >= 5, "host {h}: {n} rows");
+        let (time, round, epoch) = (col_u(&t, "time_ps"), col_u(&t, "round"), col_u(&t, "epoch"));
+        for i in 1..n {
+            assert!(time[i] >= time[i - 1]);
+            assert!(
+                (epoch[i], round[i]) > (epoch[i - 1], round[i - 1]),
+                "row {i}"
+            );
+        }
+        assert!(col_u(&t, "host_addr").iter().all(|&a| a == h as u64));
+        // Cumulative counts, never falling; the last row is the counters at the end of the last
+        // round: what came after it is the idle notices (one each way with one peer).
+        for (k, c) in [
+            ("messages_sent", "online_messages"),
+            ("messages_received", "online_messages_received"),
+            ("stale_values", "online_stale_values"),
+        ] {
+            let v = col_u(&t, k);
+            assert!(v.windows(2).all(|w| w[1] >= w[0]), "{k} falls");
+            let (last, end) = (*v.last().unwrap() as f64, counter(&net, h, c));
+            assert!(
+                last <= end && end - last <= 2.0,
+                "host {h} {k}: {last} vs {end}"
+            );
+        }
+        assert_eq!(*col_u(&t, "connections").last().unwrap(), 1);
+        let gap = col_f(&t, "gap");
+        assert_eq!(*gap.last().unwrap(), counter(&net, h, "online_gap"));
+        assert!(gap.last().unwrap().abs() <= 1e-3);
+        // The solver's CPU: charged per round, growing, all of it in the agent's counter.
+        let cpu = col_f(&t, "cpu_ns");
+        assert!(cpu.windows(2).all(|w| w[1] >= w[0]) && cpu[0] > 0.0);
+        assert!(*cpu.last().unwrap() <= counter(&net, h, "cpu_ns_solver"));
+    }
+}
+
+/// The same pair with `ctrl = "ud"` and a 32-byte MTU: every message (40 to 48 bytes) is cut
+/// into three segments of 16 payload bytes behind the 16-byte header.
+fn ud_pair(o: OnlineDecider) -> FakeNet {
+    let c = cfg(OnlineDecider {
+        ctrl: CtrlKind::Ud,
+        ..o
+    });
+    let mut net = FakeNet::with_config(2, NetConfig::default());
+    for h in [H1, H2] {
+        let caps = Caps {
+            mtu: 32,
+            ..FakeNet::default_caps(h)
+        };
+        net.set_caps(h, caps);
+    }
+    let a = net.add_tenant_with(H1, Box::new(Idle), &[&c]).unwrap();
+    let b = net.add_tenant_with(H2, Box::new(Idle), &[&c]).unwrap();
+    net.run();
+    let ea = end(&mut net, H1, a);
+    let eb = end(&mut net, H2, b);
+    two_sided(&mut net, &ea, &eb, 8);
+    net.run();
+    net
+}
+
+#[test]
+fn ud_control_messages_are_segmented_to_the_mtu_and_reach_the_optimum() {
+    let net = ud_pair(lossless());
+    for h in [H1, H2] {
+        let x = counter(&net, h, "online_x_total");
+        assert!(close(x, 5e6, 1e-3), "host {h}: x = {x}");
+        assert_eq!(counter(&net, h, "online_settled"), 1.0);
+        assert_eq!(counter(&net, h, "ctrl_qps"), 1.0, "one UD QP per agent");
+        let (posted, segs) = (
+            counter(&net, h, "ctrl_posted"),
+            counter(&net, h, "ctrl_segments"),
+        );
+        assert_eq!(posted, counter(&net, h, "online_messages"));
+        assert!(
+            segs >= 2.0 * posted,
+            "{segs} segments for {posted} messages"
+        );
+        assert_eq!(counter(&net, h, "ctrl_lost"), 0.0);
+        assert_eq!(counter(&net, h, "ctrl_bad_segments"), 0.0);
+    }
+    assert_eq!(
+        counter(&net, H1, "ctrl_posted"),
+        counter(&net, H2, "ctrl_received")
+    );
+    // The agent's control posts are UD SENDs with a destination, none above the MTU.
+    let ctrl: Vec<SendWr> = net
+        .calls_of(H1, AGENT)
+        .into_iter()
+        .filter_map(|c| match c {
+            Call::PostSend(_, w) if w.ud_dest.is_some() => Some(w),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(ctrl.len() as f64, counter(&net, H1, "ctrl_segments"));
+    assert!(ctrl.iter().all(|w| w.len() <= 32));
+}
+
+#[test]
+fn ud_control_messages_dropped_by_the_injection_are_replaced_by_the_last_rounds() {
+    let net = ud_pair(OnlineDecider {
+        ctrl_loss: 0.2,
+        window: braid_units::Duration(20_000_000),
+        ..lossless()
+    });
+    let sum = |k: &str| counter(&net, H1, k) + counter(&net, H2, k);
+    assert!(sum("ctrl_injected_losses") > 0.0);
+    assert!(sum("online_stale_values") > 0.0);
+    // Injected losses never get a sequence number: the receivers find nothing missing.
+    assert_eq!(sum("ctrl_lost"), 0.0);
+    for h in [H1, H2] {
+        let x = counter(&net, h, "online_x_total");
+        assert!(close(x, 5e6, 1e-2), "host {h}: x = {x}");
+    }
+}
+
+#[test]
+fn the_solvers_rounds_are_charged_as_the_agents_solver_component() {
+    // Online: `solver` charged (rounds, messages, instance builds), `qp_sche` not.
+    let (net, _, _) = one_pair(lossless());
+    for h in [H1, H2] {
+        let solver = counter(&net, h, "cpu_ns_solver");
+        assert!(solver > 0.0, "host {h}");
+        assert_eq!(counter(&net, h, "cpu_ns_qp_sche"), 0.0);
+        assert_eq!(counter(&net, h, "online_cpu_ns"), solver);
+        // It is CPU of the agent's tenant (charged through its verbs).
+        assert!(net.cpu(h, AGENT).total_ps as f64 / 1e3 >= solver);
+    }
+    // The model: at least a round's fixed part, a connection and a remote pair per round,
+    // and a message's cost per message sent or received.
+    let m = SolverCpu::default();
+    let rounds = counter(&net, H1, "online_rounds");
+    let msgs = counter(&net, H1, "online_messages") + counter(&net, H1, "online_messages_received");
+    let floor = rounds * (m.round_ns + m.conn_ns + m.pair_ns) + msgs * m.msg_ns;
+    let got = counter(&net, H1, "cpu_ns_solver");
+    assert!(
+        got >= floor * 0.999 && got < floor * 1.5,
+        "{got} vs {floor}"
+    );
+    // Local: no solver component, the decisions are qp_sche.
+    let (mut net, a, b) = net_of(&DrumConfig::default());
+    let ea = end(&mut net, H1, a);
+    let eb = end(&mut net, H2, b);
+    two_sided(&mut net, &ea, &eb, 8);
+    net.run();
+    assert_eq!(counter(&net, H1, "cpu_ns_solver"), 0.0);
+    assert!(counter(&net, H1, "cpu_ns_qp_sche") > 0.0);
+    assert!(
+        net.tables(H1, AGENT).is_empty(),
+        "no rounds table without the online decider"
+    );
+}
+
+/// What a round of `braid_drum::online` costs on this machine (the source of `SolverCpu`'s
+/// defaults): N hosts over the deterministic test network, run to quiescence, wall time per
+/// host-round, one-sided (no messages: the x- and z-updates only) and two-sided (fanout 2:
+/// every connection sends to 2 other hosts, so each host has about 3 remote pairs per
+/// connection, and sends and receives messages). Release:
+/// `cargo test --release -p braid-middleware --lib print_solver_round_cost -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn print_solver_round_cost() {
+    use braid_drum::gen::{generate, GenParams};
+    use braid_drum::online::build::instances;
+    use braid_drum::online::net::{NetConfig as TNet, TestNet};
+    use braid_drum::online::OnlineConfig;
+    for two_sided in [false, true] {
+        for m in [10usize, 40, 160] {
+            let p = generate(&GenParams {
+                n: 8,
+                m,
+                two_sided,
+                seed: 3,
+                ..GenParams::default()
+            });
+            let insts = instances(&p).unwrap();
+            let pairs: usize = insts
+                .iter()
+                .map(|i| i.conns.iter().map(|c| c.out.len()).sum::<usize>() + i.inbound.len())
+                .sum();
+            let mut best = f64::INFINITY;
+            let mut rounds = 0;
+            let mut msgs = 0;
+            for _ in 0..5 {
+                let mut t =
+                    TestNet::new(insts.clone(), OnlineConfig::default(), TNet::default()).unwrap();
+                let t0 = std::time::Instant::now();
+                let rep = t.run(50_000_000);
+                let wall = t0.elapsed().as_secs_f64() * 1e9;
+                rounds = t.hosts.iter().map(|h| h.stats().rounds).sum::<u64>();
+                msgs = rep.messages;
+                best = best.min(wall);
+            }
+            println!(
+                "two_sided {two_sided} m {m}: {rounds} host-rounds, {:.1} remote pairs and {:.1} messages per host-round: {:.0} ns per host-round, {:.1} ns per connection",
+                pairs as f64 / 8.0,
+                msgs as f64 * 2.0 / rounds as f64,
+                best / rounds as f64,
+                best / rounds as f64 / m as f64
+            );
+        }
+    }
 }
