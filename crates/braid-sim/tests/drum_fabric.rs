@@ -237,9 +237,10 @@ fn the_fabric_links_follow_the_routes() {
 }
 
 /// With two spines (ECMP), each pair between leaves may take either: no leaf-spine link is
-/// crossed on every route, so none is given (the gap the docs state).
+/// crossed on every route (`pairs` stays empty: the coordinator is blind there), but every
+/// one may be (`may`), and the per-QP routes replay the switches' ECMP exactly.
 #[test]
-fn ecmp_links_a_pair_may_avoid_are_left_out() {
+fn ecmp_links_a_pair_may_avoid_are_left_out_and_routes_replay_ecmp() {
     let mut links = vec![];
     for (h, leaf) in [(0, 0), (1, 0), (2, 1), (3, 1)] {
         links.push(json!({"a": format!("h{h}"), "b": format!("leaf{leaf}"), "rate": "40Gbps", "delay": "1us"}));
@@ -263,5 +264,37 @@ fn ecmp_links_a_pair_may_avoid_are_left_out() {
     let spines: std::collections::BTreeSet<u32> =
         (49152..49152 + 64).map(|p| w.path_of(0, 2, p)[2]).collect();
     assert_eq!(spines.len(), 2, "ECMP over both spines");
-    assert!(f.links.is_empty(), "{:?}", f.links);
+    assert_eq!(f.links.len(), 8, "every directed leaf-spine link");
+    assert!(f.links.iter().all(|l| l.pairs.is_empty()), "{:?}", f.links);
+    assert!(f.links.iter().all(|l| !l.may.is_empty()));
+    // Owners: the lowest host that may send across (h0 for leaf0's uplinks, h2 for leaf1's).
+    let addr = |h: usize| w.hosts[h].node;
+    let up = f.links.iter().find(|l| l.name == "leaf0->spine0").unwrap();
+    assert_eq!(up.owner, Some(addr(0)));
+    let up1 = f.links.iter().find(|l| l.name == "leaf1->spine1").unwrap();
+    assert_eq!(up1.owner, Some(addr(2)));
+    // Per source port, the routes give exactly the switch-to-switch hops of the world's path.
+    let r = f.routes.as_ref().expect("the simulator replays its routes");
+    let is_sw = |n: u32| w.host_index[n as usize] == u32::MAX;
+    for (sh, dh) in [(0, 2), (1, 3), (3, 0), (2, 1), (0, 1)] {
+        for sport in (49152..65535).step_by(97) {
+            let path = w.path_of(sh, dh, sport);
+            let want: Vec<String> = path
+                .windows(2)
+                .filter(|h| is_sw(h[0]) && is_sw(h[1]))
+                .map(|h| {
+                    format!(
+                        "{}->{}",
+                        w.nodes[h[0] as usize].name, w.nodes[h[1] as usize].name
+                    )
+                })
+                .collect();
+            let got: Vec<String> = r
+                .links_of(addr(sh as usize), sport, addr(dh as usize))
+                .into_iter()
+                .map(|i| f.links[i].name.clone())
+                .collect();
+            assert_eq!(got, want, "h{sh} -> h{dh} sport {sport}");
+        }
+    }
 }

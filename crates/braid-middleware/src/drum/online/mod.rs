@@ -19,6 +19,7 @@
 
 pub mod ctrl;
 pub mod gap;
+pub mod links;
 
 use super::decide::{select_active, DeciderCtx, DeciderFactory, Decision, RateDecider, Stat};
 use super::DrumConfig;
@@ -83,6 +84,9 @@ pub struct OnlineDecider {
     pub slot: Bytes,
     /// Receive (and send) slots per control QP.
     pub ctrl_recvs: u32,
+    /// `"fabric"`: the fabric's links in the instance, their rows kept by owner hosts
+    /// ([`links`]); `"none"`: the NICs' capacities only.
+    pub links: links::OnlineLinks,
 }
 
 impl Default for OnlineDecider {
@@ -103,6 +107,7 @@ impl Default for OnlineDecider {
             seed: 1,
             slot: Bytes(4096),
             ctrl_recvs: 32,
+            links: links::OnlineLinks::None,
         }
     }
 }
@@ -140,6 +145,13 @@ impl OnlineDecider {
         if !(1..=4096).contains(&self.ctrl_recvs) {
             return bad("ctrl_recvs", "expected 1 to 4096".into());
         }
+        if self.report_gap && self.links == links::OnlineLinks::Fabric {
+            return bad(
+                "report_gap",
+                "not available with links = \"fabric\" (the gap book's offline cut has no links)"
+                    .into(),
+            );
+        }
         Ok(())
     }
 }
@@ -155,6 +167,12 @@ impl DeciderFactory for OnlineDecider {
             return Err(BuildError::missing_cap(
                 "memory whose contents travel (Caps::data_tracking), for its control messages",
                 "drum's online decider",
+            ));
+        }
+        if self.links == links::OnlineLinks::Fabric && ctx.fabric.is_none() {
+            return Err(BuildError::new(
+                "online.links",
+                "\"fabric\" needs a backend that knows the fabric's links (the simulator); use \"none\"",
             ));
         }
         Ok(Box::new(OnlineSolve::new(cfg, ctx)))
@@ -241,6 +259,7 @@ pub struct OnlineSolve {
     changes: u64,
     errors: u64,
     last_gap: f64,
+    fabric: Option<links::FabricView>,
 }
 
 impl OnlineSolve {
@@ -288,6 +307,13 @@ impl OnlineSolve {
             changes: 0,
             errors: 0,
             last_gap: f64::NAN,
+            fabric: (p.links == links::OnlineLinks::Fabric)
+                .then(|| ctx.fabric.clone())
+                .flatten()
+                .map(|slot| links::FabricView {
+                    slot,
+                    util: cfg.link_utilization,
+                }),
             p,
         }
     }
@@ -402,9 +428,14 @@ impl OnlineSolve {
                     f64::INFINITY
                 },
                 out,
+                links: Vec::new(),
             });
         }
         self.obs = keep;
+        let owned = match &self.fabric {
+            Some(f) => f.annotate(self.me, stats, &mut conns),
+            None => Vec::new(),
+        };
         LocalInstance {
             alpha: self.alpha,
             beta: self.beta,
@@ -412,6 +443,7 @@ impl OnlineSolve {
             c_cap: self.c / MOPS,
             conns,
             inbound,
+            links: owned,
         }
     }
 
@@ -549,9 +581,15 @@ impl OnlineSolve {
                     .iter()
                     .flat_map(|c| c.out.iter().map(|o| o.host))
                     .chain(i.inbound.iter().map(|b| b.host))
+                    .chain(i.conns.iter().flat_map(|c| c.links.iter().map(|u| u.owner)))
             })
             .chain(out.iter().map(|m| m.0))
+            .filter(|&h| h != self.me)
             .collect();
+        if let Some(f) = &self.fabric {
+            // a link owner meets its senders when they offer their control QPs
+            peers.extend(self.ctrl.offered(&f.may_senders(self.me)));
+        }
         peers.sort_unstable();
         peers.dedup();
         let waiting = self.ctrl.setup(v, &peers);
