@@ -325,3 +325,75 @@ fn deterministic_with_links_and_loss() {
     assert_eq!(a.1, b.1);
     assert_ne!(a.0, go(4).0);
 }
+
+#[test]
+fn a_link_shared_by_its_owner_and_a_remote_host_splits_as_the_analysis_says() {
+    // The agents' congested-spine case: the owner (host 0) sends two 1 KB connections across
+    // the link, host 1 two more and a 32 B probe capped by its demand at 0.2 Mops; L = 1061 MB/s.
+    // Log utility, equal weights, the link binds: the four 1 KB connections get
+    // (L − 0.2·32)/(4·1024) = 0.25747 Mops each (their NICs' Q = 2 does not bind).
+    let conn = |id: u32, size: f64, demand: f64| braid_drum::online::Connection {
+        id,
+        weight: 1.0,
+        a: 1.0,
+        demand,
+        out: vec![],
+        links: vec![braid_drum::online::LinkUse {
+            link: 0,
+            owner: 0,
+            coef: size,
+        }],
+    };
+    let inst = |conns, links| braid_drum::online::LocalInstance {
+        alpha: 1.0,
+        beta: 0.0,
+        q_cap: 2.0,
+        c_cap: 2.0,
+        conns,
+        inbound: vec![],
+        links,
+    };
+    let inf = f64::INFINITY;
+    let h0 = inst(
+        vec![conn(1, 1024.0, inf), conn(2, 1024.0, inf)],
+        vec![OwnedLink {
+            link: 0,
+            cap: 1061.0,
+            senders: vec![],
+        }],
+    );
+    let h1 = inst(
+        vec![
+            conn(1, 1024.0, inf),
+            conn(2, 1024.0, inf),
+            conn(3, 32.0, 0.2),
+        ],
+        vec![],
+    );
+    let mut net =
+        TestNet::new(vec![h0, h1], OnlineConfig::default(), NetConfig::default()).unwrap();
+    let rep = net.run(10_000_000);
+    assert!(rep.quiescent && rep.settled, "{rep:?}");
+    let want = (1061.0 - 0.2 * 32.0) / 4096.0;
+    for h in 0..2 {
+        for c in net.hosts[h]
+            .rates()
+            .unwrap()
+            .conns
+            .iter()
+            .filter(|c| c.id < 3)
+        {
+            assert!(
+                (c.x - want).abs() <= 1e-3 * want,
+                "host {h} conn {}: {}",
+                c.id,
+                c.x
+            );
+        }
+    }
+    println!(
+        "owner + remote sender on one link: {} rounds, {} messages",
+        rep.iterations, rep.messages
+    );
+    assert!(rep.iterations <= 80, "{} rounds", rep.iterations);
+}

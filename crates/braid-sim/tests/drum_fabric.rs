@@ -24,9 +24,14 @@ fn topology() -> Value {
            "switches": ["leaf0", "leaf1", "leaf2", "spine"], "links": links})
 }
 
+/// `decider`: "local", "fabric" (the coordinator) or "online" (distributed, with the fabric's
+/// links: `online.links = "fabric"`).
 fn scenario(decider: &str) -> Value {
-    let drum = json!([{"kind": "drum", "wqe_rate": 2e6, "cqe_rate": 2e6, "decider": decider,
+    let mut drum = json!([{"kind": "drum", "wqe_rate": 2e6, "cqe_rate": 2e6, "decider": decider,
                        "solve_interval": "50us", "pipe_depth": 64}]);
+    if decider == "online" {
+        drum[0]["online"] = json!({"links": "fabric"});
+    }
     let bw = |src: u32, dst: u32| {
         json!({"kind": "write_bw", "src": src, "dst": dst, "size": "1KB", "qps": 2,
                "tx_depth": 16, "duration": "1ms", "start": "100us"})
@@ -62,7 +67,11 @@ fn f64s(t: &braid_sim::Table, k: &str) -> Vec<f64> {
 }
 
 fn measure(decider: &str) -> Run {
-    let (_, r) = run(&scenario(decider));
+    measure_scenario(&scenario(decider), "spine")
+}
+
+fn measure_scenario(s: &Value, _q: &str) -> Run {
+    let (_, r) = run(s);
     let t = &r.tenants;
     let labels = match t.get("label") {
         Some(braid_sim::Column::Str(l)) => l.clone(),
@@ -297,4 +306,39 @@ fn ecmp_links_a_pair_may_avoid_are_left_out_and_routes_replay_ecmp() {
             assert_eq!(got, want, "h{sh} -> h{dh} sport {sport}");
         }
     }
+}
+
+/// The distributed decider (`decider = "online"`, `online.links = "fabric"`) on the congested
+/// spine: the link's row is kept by h0 (the lowest host that may cross it), A's and B's agents
+/// send it their loads, and the rates keep the link below `link_utilization` of its capacity
+/// as the coordinator's do, C untouched.
+#[test]
+fn the_distributed_decider_keeps_the_congested_spine_link_below_capacity() {
+    let (l, o) = (measure("local"), measure("online"));
+    l.show("local");
+    o.show("online");
+    for (k, v) in &o.agent {
+        if k.starts_with("drum_online") || k.starts_with("drum_ctrl") {
+            println!("  h0 agent {k} {v}");
+        }
+    }
+    let (a, b, c, p) = (
+        l.at("apps[0].client"),
+        l.at("apps[1].client"),
+        l.at("apps[2].client"),
+        l.at("apps[3].client"),
+    );
+    assert!(
+        o.gbps[a] + o.gbps[b] <= 0.9 * 9.43 * 1.05,
+        "{}",
+        o.gbps[a] + o.gbps[b]
+    );
+    assert!(
+        o.queue_mean < l.queue_mean / 10.0,
+        "{} vs {}",
+        o.queue_mean,
+        l.queue_mean
+    );
+    assert!(o.p50[p] < l.p50[p] / 2.0, "{} vs {}", o.p50[p], l.p50[p]);
+    assert!((o.gbps[c] - 16.4).abs() < 0.8, "C {}", o.gbps[c]);
 }
