@@ -313,6 +313,7 @@ impl OnlineSolve {
                 .map(|slot| links::FabricView {
                     slot,
                     util: cfg.link_utilization,
+                    sizes: BTreeMap::new(),
                 }),
             p,
         }
@@ -432,7 +433,7 @@ impl OnlineSolve {
             });
         }
         self.obs = keep;
-        let owned = match &self.fabric {
+        let owned = match &mut self.fabric {
             Some(f) => f.annotate(self.me, stats, &mut conns),
             None => Vec::new(),
         };
