@@ -88,12 +88,12 @@ fn link_loads(p: &Problem, x: &[f64]) -> Vec<f64> {
     let lk = p.links.as_ref().unwrap();
     let t = p.traffic.as_ref().unwrap();
     let mut load = vec![0.0; lk.cap.len()];
-    for k in 0..p.n * p.m {
+    for (k, xk) in x.iter().enumerate().take(p.n * p.m) {
         let l = (k / p.m) as u32;
         for q in t.ptr[k] as usize..t.ptr[k + 1] as usize {
             for &(s, d, e) in &lk.paths {
                 if s == l && d == t.dst[q] {
-                    load[e as usize] += t.frac[q] * lk.size[k] * x[k];
+                    load[e as usize] += t.frac[q] * lk.size[k] * xk;
                 }
             }
         }

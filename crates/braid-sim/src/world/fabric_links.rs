@@ -20,6 +20,12 @@ use braid_verbs::host::{FabricLink, FabricLinks, FabricRoutes};
 use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
 
+/// Per directed switch-to-switch link (from node, to node): the pairs crossing it on every
+/// sampled route and on some.
+type Crossings = BTreeMap<(u32, u32), (Vec<(u32, u32)>, Vec<(u32, u32)>)>;
+/// Per switch: static source routes (source addresses, destination hosts, group).
+type SrcRoutes = Vec<Vec<(Vec<u32>, Vec<bool>, u32)>>;
+
 /// Source ports sampled per pair to find the links every route of the pair crosses.
 const SPORTS: u16 = 16;
 
@@ -34,7 +40,7 @@ pub fn fabric_links_for(w: &World, owners: &[u32]) -> FabricLinks {
     let n = w.hosts.len() as u32;
     let is_switch = |node: u32| matches!(w.nodes[node as usize].role, Role::Switch(_));
     // every directed switch-to-switch link, in node order
-    let mut on: BTreeMap<(u32, u32), (Vec<(u32, u32)>, Vec<(u32, u32)>)> = BTreeMap::new();
+    let mut on: Crossings = BTreeMap::new();
     for (a, node) in w.nodes.iter().enumerate() {
         if is_switch(a as u32) {
             for p in &node.ports {
@@ -126,7 +132,7 @@ struct Router {
     groups: Vec<Vec<u16>>,
     seeds: Vec<u64>,
     /// per switch: (source addresses, destination hosts, group), checked first, in order
-    src_routes: Vec<Vec<(Vec<u32>, Vec<bool>, u32)>>,
+    src_routes: SrcRoutes,
     /// per node: the peer node of each port
     peer: Vec<Vec<u32>>,
     /// per node: its switch index
