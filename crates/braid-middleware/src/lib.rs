@@ -114,7 +114,12 @@ impl<'de> Deserialize<'de> for MiddlewareEntry {
                     .map_err(|e| {
                         // Say "middleware", not serde's "variant".
                         let m = e.to_string();
-                        match m.strip_prefix("unknown variant `") {
+                        // (only the kind's own variants: a parameter's enum keeps serde's
+                        // "unknown variant `x`, expected `a` or `b`")
+                        match m
+                            .strip_prefix("unknown variant `")
+                            .filter(|_| m.contains("`raw`"))
+                        {
                             Some(rest) => {
                                 de::Error::custom(unknown(rest.split('`').next().unwrap_or("")))
                             }

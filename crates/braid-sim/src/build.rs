@@ -292,8 +292,14 @@ impl StackBuilder {
 
     /// Puts each host's agent layers into its agent slot and starts it first.
     fn finish(self, world: &mut World, queue: &mut EventQueue<Ev>) {
-        if self.hosts.values().any(|c| c.fabric_wanted()) {
-            *self.fabric.borrow_mut() = Some(crate::world::fabric_links(world));
+        let wanting: Vec<u32> = self
+            .hosts
+            .iter()
+            .filter(|(_, c)| c.fabric_wanted())
+            .map(|(&h, _)| world.hosts[h as usize].node)
+            .collect();
+        if !wanting.is_empty() {
+            *self.fabric.borrow_mut() = Some(crate::world::fabric_links_for(world, &wanting));
         }
         for (h, mut ctx) in self.hosts {
             let agents = ctx.take_agents();

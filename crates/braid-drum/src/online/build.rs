@@ -3,20 +3,24 @@
 //!
 //! Host i's application j becomes connection `j` of host i; its two-sided traffic toward host
 //! i' lands on connection j of host i' (the model's row (i', j)), declared on both sides.
+//! A fabric link's row goes to its *owner*, the lowest host id among the hosts whose traffic
+//! crosses it (links nobody crosses are left out); each connection crossing it declares its load
+//! per WQE `coef = Σ_{i: (l→i) ∋ e} B[(l,j), i] · size_lj` (the offline model's `R`), and the
+//! owner declares the crossing (host, connection) pairs.
 
-use super::{Connection, Inbound, LocalInstance, Outbound, Rates};
+use super::{Connection, Inbound, LinkUse, LocalInstance, Outbound, OwnedLink, Rates};
 use crate::admm::recover;
 use crate::problem::{DrumError, Layout, Problem, Result};
 use crate::scaled::Scaled;
 
-/// One [`LocalInstance`] per host of `p` (no guarantees, preemption, top-k set or links: the
-/// online solver does not take them).
+/// One [`LocalInstance`] per host of `p`, fabric links included (no guarantees, preemption or
+/// top-k set: the online solver does not take them).
 pub fn instances(p: &Problem) -> Result<Vec<LocalInstance>> {
     p.validate()?;
-    if !p.guarantee.is_empty() || p.has_preempt() || p.links.is_some() || !p.active.is_empty() {
+    if !p.guarantee.is_empty() || p.has_preempt() || !p.active.is_empty() {
         return Err(DrumError::new(
             "problem",
-            "the online solver takes no guarantees, preemption, top-k set or fabric links",
+            "the online solver takes no guarantees, preemption or top-k set",
         ));
     }
     let (n, m) = (p.n, p.m);
@@ -33,9 +37,11 @@ pub fn instances(p: &Problem) -> Result<Vec<LocalInstance>> {
                     a: p.a[i * m + j],
                     demand: f64::INFINITY,
                     out: Vec::new(),
+                    links: Vec::new(),
                 })
                 .collect(),
             inbound: Vec::new(),
+            links: Vec::new(),
         })
         .collect();
     if p.two_sided {
@@ -59,6 +65,49 @@ pub fn instances(p: &Problem) -> Result<Vec<LocalInstance>> {
                     }
                 }
             }
+        }
+    }
+    if let (Some(lk), Some(t)) = (&p.links, &p.traffic) {
+        let mut crosses: std::collections::HashMap<(u32, u32), Vec<u32>> = Default::default();
+        for &(s, d, e) in &lk.paths {
+            crosses.entry((s, d)).or_default().push(e);
+        }
+        // per link: the (host, conn, coef) crossing it, in host order
+        let mut users: Vec<Vec<(u32, u32, f64)>> = vec![Vec::new(); lk.cap.len()];
+        for l in 0..n {
+            for j in 0..m {
+                let k = l * m + j;
+                let sz = if lk.size.is_empty() { 1.0 } else { lk.size[k] };
+                let mut acc: std::collections::BTreeMap<u32, f64> = Default::default();
+                for q in t.ptr[k] as usize..t.ptr[k + 1] as usize {
+                    let (i, f) = (t.dst[q], t.frac[q]);
+                    if f > 0.0 {
+                        for &e in crosses.get(&(l as u32, i)).into_iter().flatten() {
+                            *acc.entry(e).or_default() += f * sz;
+                        }
+                    }
+                }
+                for (e, c) in acc {
+                    users[e as usize].push((l as u32, j as u32, c));
+                }
+            }
+        }
+        for (e, us) in users.iter().enumerate() {
+            let Some(owner) = us.iter().map(|u| u.0).min() else {
+                continue;
+            };
+            for &(h, j, c) in us {
+                out[h as usize].conns[j as usize].links.push(LinkUse {
+                    link: e as u32,
+                    owner,
+                    coef: c,
+                });
+            }
+            out[owner as usize].links.push(OwnedLink {
+                link: e as u32,
+                cap: lk.cap[e],
+                senders: us.iter().map(|u| (u.0, u.1)).collect(),
+            });
         }
     }
     Ok(out)

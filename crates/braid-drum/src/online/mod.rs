@@ -39,6 +39,7 @@ mod solver;
 pub mod wire;
 
 pub use solver::{HostSolver, MessageError};
+pub use wire::LINK_BIT;
 
 use crate::problem::{DrumError, Result};
 use serde::{Deserialize, Serialize};
@@ -65,6 +66,31 @@ pub struct Connection {
     pub demand: f64,
     /// two-sided traffic (empty: one-sided)
     pub out: Vec<Outbound>,
+    /// fabric links its traffic crosses (empty: none constrained)
+    #[serde(default)]
+    pub links: Vec<LinkUse>,
+}
+
+/// A fabric link a connection's traffic crosses: the link's row is kept by host `owner` (the
+/// sender's contributions `coef · x` go there); `coef` is the link load per WQE (the fraction of
+/// the connection's WQEs that cross the link times what one costs on it, e.g. its bytes).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LinkUse {
+    pub link: u32,
+    pub owner: u32,
+    pub coef: f64,
+}
+
+/// A fabric link whose row this host keeps (its *owner*): the load `Σ coef · x` of the
+/// connections crossing it is kept at or below `cap`. `senders` lists the (host, connection)
+/// pairs known to cross it; others are learnt from their first contribution and forgotten when
+/// a contribution of their host no longer names them.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct OwnedLink {
+    pub link: u32,
+    pub cap: f64,
+    #[serde(default)]
+    pub senders: Vec<(u32, u32)>,
 }
 
 /// Two-sided traffic arriving on one of this host's CQ rows: connection `conn` of host `host`
@@ -90,6 +116,9 @@ pub struct LocalInstance {
     pub c_cap: f64,
     pub conns: Vec<Connection>,
     pub inbound: Vec<Inbound>,
+    /// the fabric links whose rows this host keeps (empty: none)
+    #[serde(default)]
+    pub links: Vec<OwnedLink>,
 }
 
 /// Tuning of the protocol and of the local ADMM steps.
@@ -194,9 +223,37 @@ impl LocalInstance {
                 format!("connection id {} appears twice on host {host}", w[0]),
             ));
         }
+        if let Some(c) = self.conns.iter().find(|c| c.id & wire::LINK_BIT != 0) {
+            return Err(DrumError::new(
+                "conns",
+                format!(
+                    "connection id {} >= 2^31 (the top bit names link rows)",
+                    c.id
+                ),
+            ));
+        }
         for c in &self.conns {
             let name = |f: &str| format!("conns[{}].{f}", c.id);
             pos(&name("weight"), c.weight)?;
+            for u in &c.links {
+                if !(u.coef.is_finite() && u.coef >= 0.0) || u.link & wire::LINK_BIT != 0 {
+                    return Err(DrumError::new(
+                        &name("links"),
+                        format!(
+                            "link {} needs a load per WQE >= 0 and an id < 2^31, got {}",
+                            u.link, u.coef
+                        ),
+                    ));
+                }
+            }
+            let mut ls: Vec<u32> = c.links.iter().map(|u| u.link).collect();
+            ls.sort_unstable();
+            if ls.windows(2).any(|w| w[0] == w[1]) {
+                return Err(DrumError::new(
+                    &name("links"),
+                    "the same link is listed twice",
+                ));
+            }
             pos(&name("a"), c.a)?;
             if c.demand.is_nan() || c.demand <= 0.0 {
                 return Err(DrumError::new(
@@ -263,6 +320,23 @@ impl LocalInstance {
                 "inbound",
                 "the same inbound pair is listed twice",
             ));
+        }
+        let mut owned: Vec<u32> = Vec::with_capacity(self.links.len());
+        for l in &self.links {
+            if !(l.cap.is_finite() && l.cap > 0.0) || l.link & wire::LINK_BIT != 0 {
+                return Err(DrumError::new(
+                    "links",
+                    format!(
+                        "link {} needs a finite capacity > 0 and an id < 2^31, got {}",
+                        l.link, l.cap
+                    ),
+                ));
+            }
+            owned.push(l.link);
+        }
+        owned.sort_unstable();
+        if owned.windows(2).any(|w| w[0] == w[1]) {
+            return Err(DrumError::new("links", "the same link is owned twice"));
         }
         Ok(())
     }

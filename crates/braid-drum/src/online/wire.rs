@@ -3,7 +3,7 @@
 //!
 //! ```text
 //!   0  u16  magic 0x4452 ("DR")
-//!   2  u8   version (1)
+//!   2  u8   version (2)
 //!   3  u8   kind: 1 contributions, 2 replies, 3 idle
 //!   4  u8   flags: bit 0 = the sender has settled
 //!   5  u8[3] zero
@@ -15,6 +15,10 @@
 //!        replies:       (sender conn u32, receiver conn u32, ρa² f64, ρa(y−v) f64) 24 bytes
 //!        idle:          none
 //! ```
+//! A receiver conn with the top bit set ([`LINK_BIT`]) names a fabric link row of the receiver
+//! (its owner), `link | LINK_BIT`: contributions then carry `coef · x` (the connection's load on
+//! the link) and replies `ρ` and `ρ (y − v)` in that unit (version 2; version 1 had no link
+//! rows).
 //! Decoding checks everything (length, magic, version, kind, padding, finite values, B x ≥ 0,
 //! ρa² ≥ 0)
 //! and returns a [`WireError`]; it never panics.
@@ -22,7 +26,9 @@
 use std::fmt;
 
 pub const MAGIC: u16 = 0x4452;
-pub const VERSION: u8 = 1;
+pub const VERSION: u8 = 2;
+/// The top bit of a pair's receiver id: the pair is a fabric link row of the receiver.
+pub const LINK_BIT: u32 = 1 << 31;
 pub const HEADER: usize = 24;
 pub const CONTRIB_ITEM: usize = 16;
 pub const REPLY_ITEM: usize = 24;

@@ -164,7 +164,7 @@ impl DrumAgent {
     /// Decides the rates again when connections came or went, or every `solve_interval`.
     fn maybe_decide(&mut self, v: &mut dyn Verbs) {
         let now = v.now();
-        let stats: Vec<Stat> = {
+        let (mut stats, pipe_qps): (Vec<Stat>, Vec<Option<QpNum>>) = {
             let s = self.st.borrow();
             let due = s.resolve
                 || now >= self.last_solve + s.cfg.solve_interval.0
@@ -186,9 +186,19 @@ impl DrumAgent {
                     posted_bytes: c.posted_bytes,
                     two_sided: c.two_sided,
                     received: c.received,
+                    sport: None,
                 })
-                .collect()
+                .zip(
+                    s.conns
+                        .values()
+                        .filter(|c| c.state == QpState::Rts)
+                        .map(|c| c.pipe.and_then(|p| self.pipes.get(&p)).map(|p| p.qp)),
+                )
+                .unzip()
         };
+        for (st, qp) in stats.iter_mut().zip(pipe_qps) {
+            st.sport = qp.and_then(|q| v.query_qp(q).ok()).map(|a| a.udp_sport);
+        }
         let d = self.decider.decide(now, &stats);
         self.decisions += 1;
         // `qp_sche` solves for the connections the selection let in (all of them without a

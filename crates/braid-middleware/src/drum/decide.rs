@@ -40,6 +40,8 @@ pub struct Stat {
     pub two_sided: u64,
     /// Two-sided messages received from the peer since the connection was made.
     pub received: u64,
+    /// The UDP source port of the shared QP carrying it (what ECMP hashes), once bound.
+    pub sport: Option<u16>,
 }
 
 /// Rates per connection, in the order of the stats given.
@@ -341,6 +343,7 @@ mod tests {
             arrivals,
             window_ps: 1_000_000_000, // 1 ms
             remote: None,
+            sport: None,
             posted: 0,
             posted_bytes: 0,
             two_sided: 0,

@@ -394,7 +394,10 @@ mod tests {
                 name: "spine".into(),
                 cap: 3e9,
                 pairs: vec![(1, 3), (2, 3)],
+                may: vec![(1, 3), (2, 3)],
+                owner: Some(1),
             }],
+            routes: None,
         };
         let r = solve_fabric(&all, Some(&f), 1.0, 5e6, 5e6, 1.0, 0.0).unwrap();
         let close = |a: f64, b: f64| (a - b).abs() / b < 1e-2;

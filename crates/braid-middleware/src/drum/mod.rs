@@ -277,7 +277,11 @@ pub(crate) fn build(
             board: board.clone(),
             host: me,
             caps: host.caps().clone(),
-            fabric: if cfg.decider == DeciderKind::Fabric && mode == Mode::Drum {
+            fabric: if (cfg.decider == DeciderKind::Fabric
+                || cfg.decider == DeciderKind::Online
+                    && cfg.online.links == online::links::OnlineLinks::Fabric)
+                && mode == Mode::Drum
+            {
                 host.fabric()
             } else {
                 None

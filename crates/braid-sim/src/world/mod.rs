@@ -20,7 +20,7 @@ mod events;
 mod fabric_links;
 mod facing;
 mod hop;
-pub use fabric_links::fabric_links;
+pub use fabric_links::{fabric_links, fabric_links_for};
 mod hosts;
 mod routes;
 mod table;

@@ -21,7 +21,10 @@ use crate::problem::DrumError;
 use crate::scalar::Alpha;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
+mod links;
 mod steps;
+
+use links::{is_link, LinkRow};
 
 /// Buffered rounds per neighbour and kind beyond which new ones are dropped (bounded memory
 /// whatever a peer sends).
@@ -126,12 +129,16 @@ pub struct HostSolver {
     inst: LocalInstance,
     al: Alpha,
     ents: Vec<Entry>,
+    /// fabric link rows this host owns
+    links: Vec<LinkRow>,
     /// (sender host, sender conn, row) → (entry, inbound index)
     in_index: HashMap<(u32, u32, u32), (usize, usize)>,
     /// (receiver host, sender conn, row) → (entry, outbound index)
     out_index: HashMap<(u32, u32, u32), (usize, usize)>,
     in_hosts: Vec<u32>,
     out_hosts: Vec<u32>,
+    /// hosts dropped from `out_hosts` by the last change, told so by one empty contribution
+    retired: Vec<u32>,
     nbrs: BTreeMap<u32, Nbr>,
     phase: Phase,
     round: u64,
@@ -177,13 +184,16 @@ impl HostSolver {
             inst: LocalInstance {
                 conns: Vec::new(),
                 inbound: Vec::new(),
+                links: Vec::new(),
                 ..inst.clone()
             },
             ents: Vec::new(),
+            links: Vec::new(),
             in_index: HashMap::new(),
             out_index: HashMap::new(),
             in_hosts: Vec::new(),
             out_hosts: Vec::new(),
+            retired: Vec::new(),
             nbrs: BTreeMap::new(),
             phase: Phase::Start,
             round: 0,
@@ -227,6 +237,10 @@ impl HostSolver {
         self.install(inst);
         self.epoch = self.epoch.wrapping_add(1);
         self.begin_change();
+        let label = self.round.max(self.heard).saturating_add(1);
+        for h in std::mem::take(&mut self.retired) {
+            self.send(h, Kind::Contrib, label, Body::Contrib(Vec::new()));
+        }
         Ok(())
     }
 
@@ -290,14 +304,20 @@ impl HostSolver {
             let outs: Vec<OutPair> = c
                 .out
                 .iter()
-                .map(|o| {
+                .map(|o| (o.host, o.conn, o.frac))
+                .chain(
+                    c.links
+                        .iter()
+                        .map(|u| (u.owner, u.link | super::wire::LINK_BIT, u.coef)),
+                )
+                .map(|(host, conn, frac)| {
                     let kept = prev
                         .as_ref()
-                        .and_then(|p| p.outs.iter().find(|q| q.host == o.host && q.conn == o.conn));
+                        .and_then(|p| p.outs.iter().find(|q| q.host == host && q.conn == conn));
                     OutPair {
-                        host: o.host,
-                        conn: o.conn,
-                        frac: o.frac,
+                        host,
+                        conn,
+                        frac,
                         qa: kept.map_or(0.0, |q| q.qa),
                         qb: kept.map_or(0.0, |q| q.qb),
                         have: kept.is_some_and(|q| q.have),
@@ -330,8 +350,8 @@ impl HostSolver {
                 Some(p) => {
                     // A row that gains or loses its remote pairs (one-sided <-> two-sided)
                     // gets the penalty of its new kind; its price is kept.
-                    let was = p.ins.is_empty() && p.outs.is_empty();
-                    let is = ins.is_empty() && outs.is_empty();
+                    let was = p.ins.is_empty() && p.outs.iter().all(|o| is_link(o.conn));
+                    let is = ins.is_empty() && outs.iter().all(|o| is_link(o.conn));
                     let (rho_base, curv, price) = if was != is && p.rho_base > 0.0 {
                         (0.0, f64::NAN, Some(self.factor * p.rho_base * p.v))
                     } else {
@@ -374,25 +394,33 @@ impl HostSolver {
         self.ents = ents;
         self.in_index.clear();
         self.out_index.clear();
-        let mut ih = Vec::new();
         let mut oh = Vec::new();
         for (k, e) in self.ents.iter().enumerate() {
             for (t, p) in e.ins.iter().enumerate() {
                 self.in_index.insert((p.host, p.conn, e.id), (k, t));
-                ih.push(p.host);
             }
             for (t, p) in e.outs.iter().enumerate() {
                 self.out_index.insert((p.host, e.id, p.conn), (k, t));
-                oh.push(p.host);
+                if p.host != self.host {
+                    oh.push(p.host);
+                }
             }
         }
-        ih.sort_unstable();
-        ih.dedup();
         oh.sort_unstable();
         oh.dedup();
-        self.in_hosts = ih;
+        // a host this one no longer sends to may keep link pairs learnt from it: one empty
+        // contribution tells it (a CQ row's peer learns the change from its own agent)
+        // (sent by `set_instance` once the new epoch is open, so that it wakes the peer)
+        self.retired = self
+            .out_hosts
+            .iter()
+            .copied()
+            .filter(|h| oh.binary_search(h).is_err())
+            .collect();
         self.out_hosts = oh;
-        for h in self.in_hosts.iter().chain(&self.out_hosts) {
+        self.install_links(&inst.links);
+        self.refresh_in_hosts();
+        for h in &self.out_hosts {
             self.nbrs.entry(*h).or_default();
         }
         self.inst = inst;
@@ -599,6 +627,7 @@ impl HostSolver {
             }
             self.send(h, Kind::Contrib, r, Body::Contrib(items));
         }
+        self.own_link_contribs();
         self.phase = Phase::Contribs(r, self.now.saturating_add(self.cfg.window_ns));
     }
 

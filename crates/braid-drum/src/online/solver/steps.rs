@@ -2,6 +2,7 @@
 //! (with the penalties of new rows and the host's residual balancing) and the sender's
 //! x-update, each after taking the newest values its peers sent.
 
+use super::links::is_link;
 use super::{rel, HostSolver};
 use crate::host::{cap_solve, cap_solve_cq};
 use crate::online::wire::{Body, Kind, PairKey};
@@ -11,7 +12,13 @@ impl HostSolver {
     /// Take each sender's newest unconsumed contributions (a missing one keeps the last value).
     /// Contributions of host h into the pairs they name (unknown pairs are counted).
     pub(super) fn apply_contribs(&mut self, h: u32, items: Vec<(PairKey, f64)>) {
+        if !self.links.is_empty() || items.iter().any(|((_, rc), _)| is_link(*rc)) {
+            self.apply_link_contribs(h, &items);
+        }
         for ((sc, rc), val) in items {
+            if is_link(rc) {
+                continue;
+            }
             match self.in_index.get(&(h, sc, rc)) {
                 Some(&(k, t)) => {
                     let p = &mut self.ents[k].ins[t];
@@ -61,6 +68,7 @@ impl HostSolver {
         for e in &self.ents {
             self.stats.stale_values += e.ins.iter().filter(|p| !p.fresh).count() as u64;
         }
+        self.stats.stale_values += self.link_stale();
     }
 
     /// Round r, coordinator half: z-, dual- and y-updates of this host's rows, then the replies.
@@ -138,6 +146,7 @@ impl HostSolver {
         self.sanitize();
         self.r_rel = rel(r2, ax2.max(y2));
         self.dz_rel = rel(dz2, z2);
+        let ls = self.link_step();
         if self.cfg.adaptive {
             let rr = self.r_rel;
             let dd = rel(s2, atv2);
@@ -150,6 +159,9 @@ impl HostSolver {
                 self.ents.iter_mut().for_each(|e| e.v *= tau);
             }
         }
+        // the link rows settle with the host's own rows
+        self.r_rel = self.r_rel.max(rel(ls.r2, ls.ax2.max(ls.y2)));
+        self.dz_rel = self.dz_rel.max(rel(ls.dz2, ls.z2));
         // the x-update's coefficients: own pair locally, the others in the replies
         for e in &mut self.ents {
             let rho = self.factor * e.rho_base;
@@ -165,7 +177,13 @@ impl HostSolver {
                     items.push(((p.conn, e.id), rho * e.a * e.a, rho * e.a * (p.y - e.v)));
                 }
             }
+            items.extend(self.link_replies(h));
             self.send(h, Kind::Reply, r, Body::Reply(items));
+        }
+        // replies on the links this host owns and crosses itself
+        let own = self.link_replies(self.host);
+        if !own.is_empty() {
+            self.apply_replies(self.host, own);
         }
     }
 
@@ -227,7 +245,14 @@ impl HostSolver {
         let beta = self.inst.beta;
         let al = self.al;
         for e in self.ents.iter_mut().filter(|e| e.rho_base == 0.0) {
-            let sp2: f64 = e.a * e.a * (1.0 + e.outs.iter().map(|o| o.frac * o.frac).sum::<f64>());
+            let sp2: f64 = e.a
+                * e.a
+                * (1.0
+                    + e.outs
+                        .iter()
+                        .filter(|o| !is_link(o.conn))
+                        .map(|o| o.frac * o.frac)
+                        .sum::<f64>());
             let cx = al.a * e.w * al.inv_pow(x0) / x0 / sp2;
             let z0 = e.self_y + e.ins.iter().filter(|p| p.init).map(|p| p.y).sum::<f64>();
             e.curv = if beta > 0.0 && z0 > 0.0 {
@@ -247,7 +272,7 @@ impl HostSolver {
         let scale = self.cfg.rho_scale;
         for e in self.ents.iter_mut().filter(|e| e.rho_base == 0.0) {
             // the host's factor applies on top; new rows start from their own base
-            e.rho_base = if e.ins.is_empty() && e.outs.is_empty() {
+            e.rho_base = if e.ins.is_empty() && e.outs.iter().all(|o| is_link(o.conn)) {
                 e.curv.clamp(med * 1e-3, med * 1e3)
             } else {
                 scale * med

@@ -346,6 +346,25 @@ impl Ctrl {
         true
     }
 
+    /// The `candidates` (not yet set up here) whose agents have published a control QP toward
+    /// this host: a link owner learns its senders this way (they set up first).
+    pub fn offered(&self, candidates: &[u32]) -> Vec<u32> {
+        let b = self.board.borrow();
+        candidates
+            .iter()
+            .copied()
+            .filter(|&p| p != self.me && !self.peers.contains_key(&p))
+            .filter(|&p| {
+                let side = if self.me < p {
+                    Side::Client
+                } else {
+                    Side::Server
+                };
+                b.lookup(ctrl_key(self.me, p, false), side.peer()).is_some()
+            })
+            .collect()
+    }
+
     /// Sends `bytes` to `peer` (or queues it until its QP is ready and a slot free). Returns
     /// false when the peer has no control QP yet (the caller sets it up and calls again).
     pub fn send(&mut self, v: &mut dyn Verbs, peer: u32, bytes: Vec<u8>) -> bool {

@@ -23,6 +23,7 @@
 pub mod ctrl;
 pub mod ctrl_ud;
 pub mod gap;
+pub mod links;
 mod rounds;
 
 use super::decide::{select_active, DeciderCtx, DeciderFactory, Decision, RateDecider, Stat};
@@ -95,6 +96,9 @@ pub struct OnlineDecider {
     pub ctrl_recvs: u32,
     /// The CPU a round of the solver costs (the agent's `solver` component).
     pub cpu: SolverCpu,
+    /// `"fabric"`: the fabric's links in the instance, their rows kept by owner hosts
+    /// ([`links`]); `"none"`: the NICs' capacities only.
+    pub links: links::OnlineLinks,
 }
 
 impl Default for OnlineDecider {
@@ -117,6 +121,7 @@ impl Default for OnlineDecider {
             slot: Bytes(4096),
             ctrl_recvs: 32,
             cpu: SolverCpu::default(),
+            links: links::OnlineLinks::None,
         }
     }
 }
@@ -155,6 +160,13 @@ impl OnlineDecider {
             return bad("ctrl_recvs", "expected 1 to 4096".into());
         }
         self.cpu.check()?;
+        if self.report_gap && self.links == links::OnlineLinks::Fabric {
+            return bad(
+                "report_gap",
+                "not available with links = \"fabric\" (the gap book's offline cut has no links)"
+                    .into(),
+            );
+        }
         Ok(())
     }
 }
@@ -170,6 +182,12 @@ impl DeciderFactory for OnlineDecider {
             return Err(BuildError::missing_cap(
                 "memory whose contents travel (Caps::data_tracking), for its control messages",
                 "drum's online decider",
+            ));
+        }
+        if self.links == links::OnlineLinks::Fabric && ctx.fabric.is_none() {
+            return Err(BuildError::new(
+                "online.links",
+                "\"fabric\" needs a backend that knows the fabric's links (the simulator); use \"none\"",
             ));
         }
         Ok(Box::new(OnlineSolve::new(cfg, ctx)))
@@ -245,6 +263,7 @@ pub struct OnlineSolve {
     cpu_total_ps: u64,
     /// Rounds already charged.
     charged_rounds: u64,
+    fabric: Option<links::FabricView>,
 }
 
 impl OnlineSolve {
@@ -296,6 +315,14 @@ impl OnlineSolve {
             cpu_pending_ps: 0,
             cpu_total_ps: 0,
             charged_rounds: 0,
+            fabric: (p.links == links::OnlineLinks::Fabric)
+                .then(|| ctx.fabric.clone())
+                .flatten()
+                .map(|slot| links::FabricView {
+                    slot,
+                    util: cfg.link_utilization,
+                    sizes: BTreeMap::new(),
+                }),
             p,
         }
     }
@@ -410,9 +437,14 @@ impl OnlineSolve {
                     f64::INFINITY
                 },
                 out,
+                links: Vec::new(),
             });
         }
         self.obs = keep;
+        let owned = match &mut self.fabric {
+            Some(f) => f.annotate(self.me, stats, &mut conns),
+            None => Vec::new(),
+        };
         LocalInstance {
             alpha: self.alpha,
             beta: self.beta,
@@ -420,6 +452,7 @@ impl OnlineSolve {
             c_cap: self.c / MOPS,
             conns,
             inbound,
+            links: owned,
         }
     }
 
@@ -579,9 +612,15 @@ impl OnlineSolve {
                     .iter()
                     .flat_map(|c| c.out.iter().map(|o| o.host))
                     .chain(i.inbound.iter().map(|b| b.host))
+                    .chain(i.conns.iter().flat_map(|c| c.links.iter().map(|u| u.owner)))
             })
             .chain(out.iter().map(|m| m.0))
+            .filter(|&h| h != self.me)
             .collect();
+        if let Some(f) = &self.fabric {
+            // a link owner meets its senders when they offer their control QPs
+            peers.extend(self.ctrl.offered(&f.may_senders(self.me)));
+        }
         peers.sort_unstable();
         peers.dedup();
         let waiting = self.ctrl.setup(v, &peers);

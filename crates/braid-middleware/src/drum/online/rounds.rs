@@ -172,12 +172,14 @@ mod tests {
             a: 1.0,
             demand: f64::INFINITY,
             out,
+            links: vec![],
         };
         let i = LocalInstance {
             alpha: 1.0,
             beta: 0.0,
             q_cap: 1.0,
             c_cap: 1.0,
+            links: vec![],
             conns: vec![
                 conn(1, vec![]),
                 conn(
