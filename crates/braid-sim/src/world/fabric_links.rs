@@ -49,8 +49,8 @@ pub fn fabric_links(w: &World) -> FabricLinks {
     let links = on
         .into_iter()
         .map(|((a, b), pairs)| {
-            let rate = w.nodes[a as usize]
-                .ports
+            let rate = w
+                .node_ports(a)
                 .iter()
                 .find(|p| p.peer_node == b)
                 .map(|p| p.rate)
