@@ -312,6 +312,9 @@ impl World {
                 self.groups.push(ports);
                 next
             });
+            if gid == next {
+                self.routes.index_groups(&self.groups);
+            }
             for (j, &d) in dsts.iter().enumerate() {
                 if d >= n_hosts {
                     return Err((
@@ -360,6 +363,7 @@ impl World {
             self.switches[s as usize]
                 .src_routes
                 .push(crate::net::SrcRoute { src, dst, gid });
+            self.routes.any_src_route = true;
         }
         Ok(())
     }
@@ -367,6 +371,22 @@ impl World {
     /// The egress port a switch uses for a packet.
     #[inline(always)]
     pub(super) fn route(&self, sw: usize, pk: &Packet) -> Option<u16> {
+        let pick = |n: usize| {
+            let h = ecmp_hash(
+                self.switches[sw].ecmp_seed,
+                pk.src,
+                pk.dst,
+                pk.sport,
+                pk.dport,
+            );
+            (h % n as u64) as usize
+        };
+        // Without static routes, one record per destination node and the switch's row.
+        if !self.routes.any_src_route && !self.routes.any_override() {
+            return self
+                .routes
+                .port_by_node(sw, addr_node(pk.dst) as usize, pick);
+        }
         // Routing follows the destination's node; a source-specific static route wins.
         let dst = *self.host_index.get(addr_node(pk.dst) as usize)?;
         let s = &self.switches[sw];
@@ -383,21 +403,7 @@ impl World {
             None if (dst as usize) < self.hosts.len() => self.routes.get(sw, dst as usize),
             None => return None,
         };
-        if gid == u32::MAX {
-            return None;
-        }
-        let g = &self.groups[gid as usize];
-        if g.len() == 1 {
-            return Some(g[0]);
-        }
-        let h = ecmp_hash(
-            self.switches[sw].ecmp_seed,
-            pk.src,
-            pk.dst,
-            pk.sport,
-            pk.dport,
-        );
-        Some(g[(h % g.len() as u64) as usize])
+        self.routes.port_in(gid, pick)
     }
 
     /// Node ids a packet with this 5-tuple visits from `src` host to `dst` host (ECMP replayed).
