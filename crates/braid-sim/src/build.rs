@@ -181,7 +181,7 @@ pub(crate) fn resolve_ports(
     if spec == "all-fabric" {
         for (ni, node) in world.nodes.iter().enumerate() {
             if let Role::Switch(_) = node.role {
-                for (pi, p) in node.ports.iter().enumerate() {
+                for (pi, p) in world.node_ports(ni as u32).iter().enumerate() {
                     if matches!(world.nodes[p.peer_node as usize].role, Role::Switch(_)) {
                         out.push((ni as u32, pi as u16, format!("{}:{}", node.name, pi)));
                     }
@@ -205,10 +205,10 @@ pub(crate) fn resolve_ports(
     let pi: u16 = port
         .parse()
         .map_err(|_| err(&path, "the port must be a number"))?;
-    if pi as usize >= world.nodes[ni as usize].ports.len() {
+    if pi as usize >= world.node_ports(ni).len() {
         return Err(err(
             &path,
-            format!("{node} has {} ports", world.nodes[ni as usize].ports.len()),
+            format!("{node} has {} ports", world.node_ports(ni).len()),
         ));
     }
     out.push((ni, pi, spec.to_string()));
@@ -233,9 +233,9 @@ fn facing_ports(
     };
     let node = resolve("node", &f.node)?;
     let peer = resolve("peer", &f.peer)?;
-    let n = &world.nodes[node as usize];
-    let ports: Vec<u16> = (0..n.ports.len() as u16)
-        .filter(|&pi| n.ports[pi as usize].peer_node == peer)
+    let n = world.node_ports(node);
+    let ports: Vec<u16> = (0..n.len() as u16)
+        .filter(|&pi| n[pi as usize].peer_node == peer)
         .collect();
     if ports.is_empty() {
         return Err(err(
@@ -245,7 +245,13 @@ fn facing_ports(
     }
     Ok(ports
         .into_iter()
-        .map(|pi| (node, pi, format!("{}:{}", n.name, pi)))
+        .map(|pi| {
+            (
+                node,
+                pi,
+                format!("{}:{}", world.nodes[node as usize].name, pi),
+            )
+        })
         .collect())
 }
 
@@ -686,8 +692,8 @@ fn apply_ecn_by_port(
             pmax: c.pmax,
         };
         let mut found = false;
-        for port in world.nodes[node as usize]
-            .ports
+        for port in world
+            .node_ports_mut(node)
             .iter_mut()
             .filter(|pt| pt.peer_node == peer)
         {

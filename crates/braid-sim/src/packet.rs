@@ -45,18 +45,34 @@ pub enum DataOp {
     ReadResp,
 }
 
+/// A packet.
+///
+/// The layout is fixed (`repr(C)`, aligned to a cache line) so that a hop through a switch touches
+/// one line of it: everything forwarding, routing (ECMP on the 5-tuple), ECN marking, PFC
+/// accounting and `put_on_wire` read comes first (line 0: kind, priority, flags, size, addresses,
+/// ports, `in_port`), the transport's fields follow, and the 64-bit fields (addresses, lengths,
+/// time sent) that only the NICs read come in line 1 (docs/performance.md, "Round 5").
 #[derive(Debug, Clone)]
+#[repr(C, align(64))]
 pub struct Packet {
-    pub kind: PktKind,
-    pub op: DataOp,
+    // --- line 0: what a hop reads
     /// Source and destination host node ids.
     pub src: u32,
     pub dst: u32,
+    /// Wire size in bytes.
+    pub size: u32,
     pub sport: u16,
     pub dport: u16,
+    /// Ingress port at the switch currently holding the packet (for PFC accounting).
+    pub in_port: u16,
+    pub kind: PktKind,
     pub prio: u8,
     /// ECN Congestion Experienced.
     pub ce: bool,
+    /// Its bytes are accounted in the ingress port's PFC headroom (not the shared pool).
+    pub in_hdrm: bool,
+    // --- line 0, the transport's 32-bit and smaller fields
+    pub op: DataOp,
     /// First / last packet of a message.
     pub first: bool,
     pub last: bool,
@@ -65,14 +81,26 @@ pub struct Packet {
     /// MP-RDMA: part of a synchronise message (`SendWr::fence`, §3.4); with `ipsn` the receiver
     /// knows the message's first PSN (psn − ipsn).
     pub sync: bool,
-    /// Wire size in bytes.
-    pub size: u32,
+    /// Message-specific: immediate data present (`has_imm`) and value.
+    pub has_imm: bool,
+    /// ACKs: the PSN that triggered this ACK (selective acknowledgement; u32::MAX = none), the
+    /// source port of that data packet (echoed so a multipath sender knows its path) and its ECN
+    /// mark (ECN-Echo).
+    pub ece: bool,
+    pub echo_sport: u16,
+    pub sack: u32,
     pub payload: u32,
     pub src_qp: u32,
     pub dst_qp: u32,
     pub psn: u32,
-    /// Message-specific: immediate data present (`has_imm`) and value.
-    pub has_imm: bool,
+    /// Generic field: PFC pause on/off, READ request length in PSNs, rkey of a WRITE.
+    pub aux: u32,
+    /// MP-RDMA: message sequence number of a data packet (counts the messages that consume a
+    /// RECV: SEND, WRITE with immediate), so the receiver finds its RECV out of order (Fig. 3).
+    pub msn: u32,
+    /// MP-RDMA: the packet's index within its message (iPSN, Fig. 3).
+    pub ipsn: u32,
+    // --- line 1
     pub imm: u32,
     /// Destination address of this packet's payload (WRITE / READ response) or its offset in the
     /// message (SEND), and the source address (for data checking).
@@ -80,26 +108,13 @@ pub struct Packet {
     pub src_addr: u64,
     /// Message length (READ request: bytes to read).
     pub msg_len: u64,
-    /// Generic field: PFC pause on/off, READ request length in PSNs, rkey of a WRITE.
-    pub aux: u32,
-    /// ACKs: the PSN that triggered this ACK (selective acknowledgement; u32::MAX = none), the
-    /// source port of that data packet (echoed so a multipath sender knows its path) and its ECN
-    /// mark (ECN-Echo).
-    pub sack: u32,
-    pub echo_sport: u16,
-    pub ece: bool,
-    /// MP-RDMA: message sequence number of a data packet (counts the messages that consume a
-    /// RECV: SEND, WRITE with immediate), so the receiver finds its RECV out of order (Fig. 3).
-    pub msn: u32,
-    /// MP-RDMA: the packet's index within its message (iPSN, Fig. 3).
-    pub ipsn: u32,
-    /// Ingress port at the switch currently holding the packet (for PFC accounting).
-    pub in_port: u16,
-    /// Its bytes are accounted in the ingress port's PFC headroom (not the shared pool).
-    pub in_hdrm: bool,
     /// Time the packet left its source NIC.
     pub sent_ps: u64,
 }
+
+// What a hop reads is in the first cache line (see above); the record is two lines.
+const _: () = assert!(std::mem::offset_of!(Packet, ipsn) + 4 <= 64);
+const _: () = assert!(std::mem::size_of::<Packet>() == 128);
 
 impl Packet {
     pub fn control(kind: PktKind, size: u32) -> Self {

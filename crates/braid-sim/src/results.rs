@@ -279,12 +279,7 @@ pub fn assemble(
     sum("qp_cache_hits", &|s| s.cache_hits);
     sum("remote_access_errors", &|s| s.access_errors);
     sum("cq_overruns", &|s| s.cq_overruns);
-    let paused: u64 = world
-        .nodes
-        .iter()
-        .flat_map(|n| n.ports.iter())
-        .map(|p| p.paused_ps)
-        .sum();
+    let paused: u64 = world.all_ports().iter().map(|p| p.paused_ps).sum();
     k.insert("pfc_paused_ps".into(), paused);
     // QPs created on all NICs (applications', middleware's and agents'): what a multipath layer
     // multiplies, and the QP-context cache has to hold.
@@ -294,8 +289,8 @@ pub fn assemble(
     );
     // Per-port ECN marks and packets sent, for every switch port that marked anything
     // ("ecn_marks:<node>:<port>", "tx_pkts:<node>:<port>"; marking ratio = the first / the second).
-    for n in &world.nodes {
-        for (pi, p) in n.ports.iter().enumerate() {
+    for (ni, n) in world.nodes.iter().enumerate() {
+        for (pi, p) in world.node_ports(ni as u32).iter().enumerate() {
             if p.ecn_marks > 0 {
                 k.insert(format!("ecn_marks:{}:{}", n.name, pi), p.ecn_marks);
                 k.insert(format!("tx_pkts:{}:{}", n.name, pi), p.tx_pkts);
@@ -459,7 +454,7 @@ fn port_map(world: &World) -> Table {
             crate::world::Role::Host(h) => ("host", h as i64),
             crate::world::Role::Switch(_) => ("switch", -1),
         };
-        for (pi, p) in n.ports.iter().enumerate() {
+        for (pi, p) in world.node_ports(ni as u32).iter().enumerate() {
             node.push(ni as u64);
             name.push(n.name.clone());
             role.push(r.to_string());

@@ -166,8 +166,8 @@ fn spine_tx(sim: &braid_sim::Simulation) -> [u64; 4] {
             .iter()
             .position(|n| n.name == format!("spine{k}"))
             .unwrap() as u32;
-        *o = w.nodes[tor0]
-            .ports
+        *o = w
+            .node_ports(tor0 as u32)
             .iter()
             .find(|p| p.peer_node == sp)
             .unwrap()
@@ -368,8 +368,8 @@ fn ooo_pruning_fires_on_a_slow_path_and_keeps_the_bitmap_small() {
     let w = sim.world();
     let tor1 = w.nodes.iter().position(|n| n.name == "tor1").unwrap() as u32;
     let spine3 = w.nodes.iter().find(|n| n.name == "spine3").unwrap();
-    let slow = spine3
-        .ports
+    let slow = w
+        .node_ports(spine3.id)
         .iter()
         .find(|p| p.peer_node == tor1)
         .unwrap()
@@ -579,8 +579,8 @@ fn run_balance(seed: u64, warm_us: u64, end_us: u64, delta: u32, bitmap: u32) ->
                 .iter()
                 .position(|n| n.name == format!("spine{k}"))
                 .unwrap() as u32;
-            sim.world().nodes[tor0]
-                .ports
+            sim.world()
+                .node_ports(tor0 as u32)
                 .iter()
                 .position(|p| p.peer_node == sp)
                 .unwrap()
@@ -591,8 +591,8 @@ fn run_balance(seed: u64, warm_us: u64, end_us: u64, delta: u32, bitmap: u32) ->
             .iter()
             .map(|&p| {
                 (
-                    sim.world().nodes[tor0].ports[p].ecn_marks,
-                    sim.world().nodes[tor0].ports[p].tx_pkts,
+                    sim.world().node_ports(tor0 as u32)[p].ecn_marks,
+                    sim.world().node_ports(tor0 as u32)[p].tx_pkts,
                 )
             })
             .collect()
@@ -762,8 +762,8 @@ fn run_failure(
                 .iter()
                 .position(|n| n.name == format!("spine{k}"))
                 .unwrap() as u32;
-            sim.world().nodes[tor0]
-                .ports
+            sim.world()
+                .node_ports(tor0 as u32)
                 .iter()
                 .position(|p| p.peer_node == sp)
                 .unwrap()
@@ -778,7 +778,7 @@ fn run_failure(
         sim.advance(t * 1_000_000);
         let mut cur = [0u64; 4];
         for k in 0..4 {
-            cur[k] = sim.world().nodes[tor0].ports[ports[k]].tx_pkts;
+            cur[k] = sim.world().node_ports(tor0 as u32)[ports[k]].tx_pkts;
         }
         slots.push([
             cur[0] - prev[0],

@@ -329,8 +329,8 @@ fn port_to(sim: &braid_sim::Simulation, a: &str, b: &str) -> (usize, usize) {
     let (na, nb) = (node_id(sim, a), node_id(sim, b) as u32);
     (
         na,
-        sim.world().nodes[na]
-            .ports
+        sim.world()
+            .node_ports(na as u32)
             .iter()
             .position(|p| p.peer_node == nb)
             .unwrap_or_else(|| panic!("{a} has no port to {b}")),
@@ -338,7 +338,7 @@ fn port_to(sim: &braid_sim::Simulation, a: &str, b: &str) -> (usize, usize) {
 }
 
 fn port(sim: &braid_sim::Simulation, p: (usize, usize)) -> &braid_sim::net::Port {
-    &sim.world().nodes[p.0].ports[p.1]
+    &sim.world().node_ports(p.0 as u32)[p.1]
 }
 
 /// Payload bytes a flow's sending QP has transmitted (retransmissions included).

@@ -186,8 +186,7 @@ fn ecn_by_port_changes_only_the_named_ports() {
     let w = sim.world();
     let id = |name: &str| w.nodes.iter().position(|n| n.name == name).unwrap() as u32;
     let curve = |a: &str, b: &str| {
-        w.nodes[id(a) as usize]
-            .ports
+        w.node_ports(id(a))
             .iter()
             .find(|p| p.peer_node == id(b))
             .unwrap()
@@ -297,8 +296,8 @@ fn max_min_fair(sim: &braid_sim::Simulation, r: &braid_sim::Results, payload: f6
     let mut cap: std::collections::BTreeMap<(usize, usize), f64> = Default::default();
     for p in &paths {
         for &(a, b) in p {
-            let port = w.nodes[a]
-                .ports
+            let port = w
+                .node_ports(a as u32)
                 .iter()
                 .find(|pt| pt.peer_node as usize == b)
                 .unwrap();

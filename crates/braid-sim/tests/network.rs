@@ -46,7 +46,11 @@ fn ecmp_spreads_flows_over_equal_paths_and_packets_follow_them() {
     let tor1 = w.nodes.iter().position(|x| x.name == "tor1").unwrap() as u32;
     for (spine, &count) in &per_spine {
         let node = w.nodes.iter().find(|x| &x.name == spine).unwrap();
-        let p = node.ports.iter().find(|p| p.peer_node == tor1).unwrap();
+        let p = w
+            .node_ports(node.id)
+            .iter()
+            .find(|p| p.peer_node == tor1)
+            .unwrap();
         assert_eq!(p.tx_pkts - p.tx_pfc, count * 20, "{spine}");
     }
 }

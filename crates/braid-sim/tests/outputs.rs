@@ -26,7 +26,9 @@ fn the_port_map_names_every_ports_peer_and_both_ends_agree() {
     let (sim, r) = run(&s);
     let w = sim.world();
     let p = &r.ports;
-    let total: usize = w.nodes.iter().map(|n| n.ports.len()).sum();
+    let total: usize = (0..w.nodes.len() as u32)
+        .map(|n| w.node_ports(n).len())
+        .sum();
     assert_eq!(p.rows(), total, "one row per (node, port)");
     let (node, port, peer, peer_port) = (
         ints(p, "node"),
@@ -123,8 +125,8 @@ fn a_bad_neighbour_queue_is_one_error_naming_the_key() {
     let w = sim.world();
     let tor0 = w.nodes.iter().position(|n| n.name == "tor0").unwrap();
     let spine0 = w.nodes.iter().position(|n| n.name == "spine0").unwrap() as u32;
-    let pi = w.nodes[tor0]
-        .ports
+    let pi = w
+        .node_ports(tor0 as u32)
         .iter()
         .position(|p| p.peer_node == spine0)
         .unwrap();
@@ -175,7 +177,7 @@ fn every_pfc_frame_is_logged_where_it_is_sent_and_where_it_is_received() {
     }
     let mut seen: HashMap<(i64, i64), usize> = HashMap::new();
     for &i in &sent {
-        let p = &w.nodes[node[i] as usize].ports[port[i] as usize];
+        let p = &w.node_ports(node[i] as u32)[port[i] as usize];
         let key = (p.peer_node as i64, p.peer_port as i64);
         let k = seen.entry(key).or_default();
         let j = arrivals[&key][*k];

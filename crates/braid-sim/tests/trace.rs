@@ -435,7 +435,7 @@ fn a_port_capture_holds_what_the_port_sent_and_stops_at_max_packets() {
     let (_, recs) = read_pcap(&r.pcap);
     let w = sim.world();
     let n = w.nodes.iter().position(|n| n.name == "swR").unwrap();
-    let port = &w.nodes[n].ports[0];
+    let port = &w.node_ports(n as u32)[0];
     assert_eq!(
         recs.len() as u64,
         port.tx_pkts,

@@ -125,7 +125,11 @@ fn a_custom_transport_spreads_one_connection_over_all_paths() {
     let tor1 = w.nodes.iter().position(|n| n.name == "tor1").unwrap() as u32;
     let mut per_spine: Vec<(String, u64)> = vec![];
     for n in w.nodes.iter().filter(|n| n.name.starts_with("spine")) {
-        let p = n.ports.iter().find(|p| p.peer_node == tor1).unwrap();
+        let p = w
+            .node_ports(n.id)
+            .iter()
+            .find(|p| p.peer_node == tor1)
+            .unwrap();
         per_spine.push((n.name.clone(), p.tx_pkts));
     }
     let used: Vec<_> = per_spine.iter().filter(|(_, c)| *c > 0).collect();

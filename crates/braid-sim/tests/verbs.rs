@@ -1847,7 +1847,11 @@ fn spine_counts(sim: &braid_sim::Simulation) -> std::collections::BTreeMap<Strin
         .iter()
         .filter(|n| n.name.starts_with("spine"))
         .map(|n| {
-            let p = n.ports.iter().find(|p| p.peer_node == tor1).unwrap();
+            let p = w
+                .node_ports(n.id)
+                .iter()
+                .find(|p| p.peer_node == tor1)
+                .unwrap();
             (n.name.clone(), p.tx_pkts - p.tx_pfc)
         })
         .filter(|(_, c)| *c > 0)

@@ -22,7 +22,7 @@ use crate::config::QueueSpec;
 use crate::measure::SharedLog;
 use crate::nic::addr_node;
 use crate::packet::{Packet, PktKind};
-use crate::world::{Role, World};
+use crate::world::{port_at, Role, World};
 use braid_engine::Time;
 use braid_verbs::QpType;
 use schemars::JsonSchema;
@@ -260,7 +260,7 @@ impl World {
         let want =
             t.ports.contains(&(node, port)) || (t.at_send && from_host && t.flow_packet(self, pk));
         if want && t.room() {
-            let p = &self.nodes[node as usize].ports[port as usize];
+            let p = &self.ports[port_at(&self.hot, node, port)];
             let (src, dst) = (frame::mac(node, port), frame::mac(p.peer_node, p.peer_port));
             t.scratch.clear();
             let snap = t.snaplen as usize;
@@ -283,7 +283,7 @@ impl World {
         };
         let pk = self.pool.get(id);
         if !t.at_send && t.flow_packet(self, pk) && t.room() {
-            let p = &self.nodes[node as usize].ports[port as usize];
+            let p = &self.ports[port_at(&self.hot, node, port)];
             let (src, dst) = (frame::mac(p.peer_node, p.peer_port), frame::mac(node, port));
             t.scratch.clear();
             let snap = t.snaplen as usize;

@@ -1,6 +1,6 @@
 //! The event handler: what each world event does, and periodic sampling for measurement.
 
-use super::{Ev, World};
+use super::{port_at, Ev, World};
 use crate::nic::Effects;
 use braid_engine::{EventQueue, Handler, Time};
 use braid_verbs::Event;
@@ -14,7 +14,7 @@ impl Handler<Ev> for World {
     fn prefetch(&self, next: &Ev, after: Option<&Ev>) {
         if let Some(&Ev::Arrive { node, pkt, .. }) = after {
             self.pool.prefetch(pkt);
-            if let Some(n) = self.nodes.get(node as usize) {
+            if let Some(n) = self.hot.get(node as usize) {
                 braid_engine::prefetch(n);
             }
         }
@@ -28,7 +28,7 @@ impl Handler<Ev> for World {
         match ev {
             Ev::Arrive { node, port, pkt } => self.arrive(now, node, port, pkt, q),
             Ev::PortWake { node, port } => {
-                let p = &mut self.nodes[node as usize].ports[port as usize];
+                let p = &mut self.ports[port_at(&self.hot, node, port)];
                 if p.wake_at == Some(now) {
                     p.wake_at = None;
                 }
@@ -66,8 +66,8 @@ impl Handler<Ev> for World {
             Ev::AppStart { host, app } => self.with_app(now, host, app, q, None),
             Ev::LinkState { link, up } => {
                 let (a, pa, b, pb) = self.links[link as usize];
-                self.nodes[a as usize].ports[pa as usize].up = up;
-                self.nodes[b as usize].ports[pb as usize].up = up;
+                self.ports[port_at(&self.hot, a, pa)].up = up;
+                self.ports[port_at(&self.hot, b, pb)].up = up;
                 self.measure.link_change(now, link, up);
             }
             Ev::Sample => {
@@ -116,7 +116,7 @@ impl World {
             .queue_ports
             .iter()
             .enumerate()
-            .map(|(i, &(n, p))| (i, self.nodes[n as usize].ports[p as usize].bytes))
+            .map(|(i, &(n, p))| (i, self.ports[port_at(&self.hot, n, p)].bytes))
             .collect();
         self.measure.sample_queues(now, &queues);
     }

@@ -41,9 +41,9 @@ pub fn fabric_links_for(w: &World, owners: &[u32]) -> FabricLinks {
     let is_switch = |node: u32| matches!(w.nodes[node as usize].role, Role::Switch(_));
     // every directed switch-to-switch link, in node order
     let mut on: Crossings = BTreeMap::new();
-    for (a, node) in w.nodes.iter().enumerate() {
+    for a in 0..w.nodes.len() {
         if is_switch(a as u32) {
-            for p in &node.ports {
+            for p in w.node_ports(a as u32) {
                 if is_switch(p.peer_node) {
                     on.entry((a as u32, p.peer_node)).or_default();
                 }
@@ -94,8 +94,8 @@ pub fn fabric_links_for(w: &World, owners: &[u32]) -> FabricLinks {
         .enumerate()
         .map(|(i, ((a, b), (pairs, may)))| {
             link_of.insert((a, b), i);
-            let rate = w.nodes[a as usize]
-                .ports
+            let rate = w
+                .node_ports(a)
                 .iter()
                 .find(|p| p.peer_node == b)
                 .map(|p| p.rate)
@@ -166,10 +166,8 @@ impl Router {
                         .collect()
                 })
                 .collect(),
-            peer: w
-                .nodes
-                .iter()
-                .map(|n| n.ports.iter().map(|p| p.peer_node).collect())
+            peer: (0..w.nodes.len() as u32)
+                .map(|n| w.node_ports(n).iter().map(|p| p.peer_node).collect())
                 .collect(),
             sw_of: w
                 .nodes

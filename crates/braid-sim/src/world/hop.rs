@@ -1,7 +1,7 @@
 //! The packet hop machinery: egress ports transmitting (`try_transmit`, `put_on_wire`),
 //! drops, PFC frames, arrival at a node and forwarding through a switch.
 
-use super::{Ev, Role, World};
+use super::{port_at, Ev, Role, World};
 use crate::net::{red_probability, Pool, MAX_PRIO};
 use crate::nic::{addr_node, Effects, NextTx};
 use crate::packet::{Packet, PktId, PktKind, PFC_SIZE};
@@ -9,7 +9,7 @@ use braid_engine::{EventQueue, Time};
 
 impl World {
     fn wake_at(&mut self, node: u32, port: u16, t: Time, q: &mut EventQueue<Ev>) {
-        let p = &mut self.nodes[node as usize].ports[port as usize];
+        let p = &mut self.ports[port_at(&self.hot, node, port)];
         if p.wake_at.is_none_or(|w| t < w) {
             p.wake_at = Some(t);
             q.schedule(t, Ev::PortWake { node, port });
@@ -18,14 +18,14 @@ impl World {
 
     /// Starts the next transmission on a port if it is free.
     pub(super) fn try_transmit(&mut self, now: Time, node: u32, port: u16, q: &mut EventQueue<Ev>) {
-        let busy = self.nodes[node as usize].ports[port as usize].busy_until;
+        let busy = self.ports[port_at(&self.hot, node, port)].busy_until;
         if busy > now {
             self.wake_at(node, port, busy, q);
             return;
         }
-        let id = match self.nodes[node as usize].role {
+        let id = match self.hot[node as usize].role {
             Role::Host(h) => {
-                let paused = self.nodes[node as usize].ports[0].paused;
+                let paused = self.ports[port_at(&self.hot, node, 0)].paused;
                 let mut eff = Effects::default();
                 let host = &mut self.hosts[h as usize];
                 let next =
@@ -42,7 +42,7 @@ impl World {
                 }
             }
             Role::Switch(s) => {
-                let p = &mut self.nodes[node as usize].ports[port as usize];
+                let p = &mut self.ports[port_at(&self.hot, node, port)];
                 let Some(id) = p.dequeue(self.sw.scheduler, &self.sw.dwrr_quantum, &self.pool)
                 else {
                     return;
@@ -91,7 +91,7 @@ impl World {
         let size = pk.size as u64;
         let is_data = pk.kind == PktKind::Data;
         let is_pfc = pk.kind == PktKind::Pfc;
-        let p = &mut self.nodes[node as usize].ports[port as usize];
+        let p = &mut self.ports[port_at(&self.hot, node, port)];
         p.tx_pfc += is_pfc as u64;
         let ser = p.serialization(size);
         p.busy_until = now + ser;
@@ -119,10 +119,10 @@ impl World {
             );
         }
         // Come back when this transmission ends, if anything may follow.
-        let more = match self.nodes[node as usize].role {
+        let more = match self.hot[node as usize].role {
             Role::Host(h) => self.hosts[h as usize].nic.has_pending(),
             Role::Switch(_) => {
-                let p = &self.nodes[node as usize].ports[port as usize];
+                let p = &self.ports[port_at(&self.hot, node, port)];
                 !p.ctrl.is_empty() || p.bytes > 0
             }
         };
@@ -175,9 +175,9 @@ impl World {
             pause,
             received: false,
         });
-        match self.nodes[node as usize].role {
+        match self.hot[node as usize].role {
             Role::Switch(_) => {
-                self.nodes[node as usize].ports[port as usize]
+                self.ports[port_at(&self.hot, node, port)]
                     .ctrl
                     .push_back(id);
                 self.try_transmit(now, node, port, q);
@@ -212,13 +212,13 @@ impl World {
                 pause: on,
                 received: true,
             });
-            self.nodes[node as usize].ports[port as usize].set_paused(prio, on, now);
+            self.ports[port_at(&self.hot, node, port)].set_paused(prio, on, now);
             if !on {
                 self.try_transmit(now, node, port, q);
             }
             return;
         }
-        match self.nodes[node as usize].role {
+        match self.hot[node as usize].role {
             Role::Host(h) => {
                 if self.measure.pcap.is_some() {
                     self.pcap_arrive(now, node, port, id);
@@ -268,16 +268,17 @@ impl World {
     /// Starts loading the egress port a switch at `node` will forward packet `id` on.
     #[inline]
     pub(super) fn prefetch_egress(&self, node: u32, id: PktId) {
-        let Some(n) = self.nodes.get(node as usize) else {
+        let Some(n) = self.hot.get(node as usize) else {
             return;
         };
         let Role::Switch(s) = n.role else {
             return;
         };
         if self.pool.live_slot(id) {
+            // `route` gives one of the switch's own ports; `get` only keeps a hint in bounds.
             if let Some(p) = self
                 .route(s as usize, self.pool.get(id))
-                .and_then(|out| n.ports.get(out as usize))
+                .and_then(|out| self.ports.get(n.first_port as usize + out as usize))
             {
                 // Its first three cache lines (`net::Port`'s layout).
                 braid_engine::prefetch(&p.busy_until);
@@ -318,7 +319,7 @@ impl World {
         // Fast path: an idle egress with nothing queued sends the packet at once. The buffer would
         // hold it for no time, so nothing changes but the work (unless it would trip XOFF, which
         // the full path handles).
-        let egress = &self.nodes[node as usize].ports[out as usize];
+        let egress = &self.ports[port_at(&self.hot, node, out)];
         let q_prio = prio.min(egress.queues.len() - 1);
         let would_pause = lossless && sw.ingress[in_port as usize][prio] + size > sw.xoff(&self.sw);
         if egress.busy_until <= now
@@ -332,7 +333,7 @@ impl World {
                 let pr = red_probability(size, &egress.ecn);
                 if pr > 0.0 && (pr >= 1.0 || sw.ecn_rng.uniform() < pr) {
                     self.pool.get_mut(id).ce = true;
-                    self.nodes[node as usize].ports[out as usize].ecn_marks += 1;
+                    self.ports[port_at(&self.hot, node, out)].ecn_marks += 1;
                     self.counters.ecn_marks += 1;
                 }
             }
@@ -354,7 +355,7 @@ impl World {
         let pk = self.pool.get_mut(id);
         pk.in_port = in_port;
         pk.in_hdrm = pool == Pool::Headroom;
-        self.nodes[node as usize].ports[out as usize].enqueue(id, prio, size);
+        self.ports[port_at(&self.hot, node, out)].enqueue(id, prio, size);
         if pause {
             self.send_pfc(now, node, in_port, prio as u8, true, q);
         }

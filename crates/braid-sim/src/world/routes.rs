@@ -2,7 +2,7 @@
 //! shortest-path ECMP tables, installed routes, the route of a packet at a switch, path and
 //! ideal-FCT queries, and scheduled link events.
 
-use super::{table, AppSlot, Counters, Ev, Host, Node, Role, World};
+use super::{port_at, table, AppSlot, Counters, Ev, Host, Node, NodeHot, Role, World};
 use crate::config::{LinkEvent, SwitchConfig};
 use crate::measure::Measure;
 use crate::net::{auto_headroom, ecmp_hash, Port, Switch, MAX_PRIO};
@@ -40,12 +40,26 @@ impl World {
         let mut nodes: Vec<Node> = graph
             .nodes
             .iter()
-            .map(|d| Node {
+            .enumerate()
+            .map(|(i, d)| Node {
+                id: i as u32,
                 name: d.name.clone(),
                 role: Role::Switch(0),
-                ports: Vec::new(),
             })
             .collect();
+        // Ports go in one array, node after node, each node's in the order of its links
+        // (`World::ports`): count them per node, then lay each link's two ends in place.
+        let mut first = vec![0u32; n + 1];
+        for l in &graph.links {
+            first[l.a as usize + 1] += 1;
+            first[l.b as usize + 1] += 1;
+        }
+        for i in 0..n {
+            first[i + 1] += first[i];
+        }
+        let mut fill = first.clone();
+        // Per port slot: its link and whether it is the link's `b` end.
+        let mut slot_link = vec![(0u32, false); first[n] as usize];
         let mut host_index = vec![u32::MAX; n];
         let mut hosts = Vec::new();
         let mut switches = Vec::new();
@@ -53,36 +67,45 @@ impl World {
         for (li, l) in graph.links.iter().enumerate() {
             progress.tick("links", li as u64, n_links);
             let (a, b) = (l.a as usize, l.b as usize);
-            let pa = nodes[a].ports.len() as u16;
-            let pb = nodes[b].ports.len() as u16;
-            let curve = sw.ecn.curve_for(l.rate_bps);
-            let rng_a = RngStream::new(seed, "link-loss", &[li as u64, 0]);
-            let rng_b = RngStream::new(seed, "link-loss", &[li as u64, 1]);
-            nodes[a].ports.push(Port::new(
-                l.b, pb, li as u32, l.rate_bps, l.delay_ps, l.loss, prios, curve, rng_a,
-            ));
-            nodes[b].ports.push(Port::new(
-                l.a, pa, li as u32, l.rate_bps, l.delay_ps, l.loss, prios, curve, rng_b,
-            ));
+            let pa = (fill[a] - first[a]) as u16;
+            slot_link[fill[a] as usize] = (li as u32, false);
+            fill[a] += 1;
+            let pb = (fill[b] - first[b]) as u16;
+            slot_link[fill[b] as usize] = (li as u32, true);
+            fill[b] += 1;
             links.push((l.a, pa, l.b, pb));
         }
+        let ports: Vec<Port> = slot_link
+            .iter()
+            .map(|&(li, is_b)| {
+                let l = &graph.links[li as usize];
+                let (_, pa, _, pb) = links[li as usize];
+                let curve = sw.ecn.curve_for(l.rate_bps);
+                let rng = RngStream::new(seed, "link-loss", &[li as u64, is_b as u64]);
+                let (peer, peer_port) = if is_b { (l.a, pa) } else { (l.b, pb) };
+                Port::new(
+                    peer, peer_port, li, l.rate_bps, l.delay_ps, l.loss, prios, curve, rng,
+                )
+            })
+            .collect();
+        let node_ports = |i: usize| &ports[first[i] as usize..first[i + 1] as usize];
         progress.tick("links", n_links, n_links);
         for (i, d) in graph.nodes.iter().enumerate() {
             progress.tick("nodes", i as u64, n as u64);
             match d.kind {
                 NodeKind::Host => {
                     let hi = hosts.len() as u32;
-                    if nodes[i].ports.len() != 1 {
+                    if node_ports(i).len() != 1 {
                         return Err(format!(
                             "host {} ({}) has {} links; a host must have exactly one (its NIC port)",
                             hi,
                             d.name,
-                            nodes[i].ports.len()
+                            node_ports(i).len()
                         ));
                     }
                     nodes[i].role = Role::Host(hi);
                     host_index[i] = hi;
-                    let rate = nodes[i].ports[0].rate;
+                    let rate = node_ports(i)[0].rate;
                     if i as u32 > 0x00FF_FFFF {
                         return Err("more than 2^24 nodes: addresses would overflow".into());
                     }
@@ -112,11 +135,10 @@ impl World {
                 NodeKind::Switch => {
                     let si = switches.len() as u32;
                     nodes[i].role = Role::Switch(si);
-                    let np = nodes[i].ports.len();
+                    let np = node_ports(i).len();
                     let frame = params.nic.mtu as u64 + crate::packet::ROCE_HEADER as u64;
                     let headroom: Vec<u64> = if sw.pfc.enabled && !sw.lossless.is_empty() {
-                        nodes[i]
-                            .ports
+                        node_ports(i)
                             .iter()
                             .map(|p| {
                                 sw.pfc
@@ -149,8 +171,22 @@ impl World {
                 }
             }
         }
+        let mut hot: Vec<NodeHot> = nodes
+            .iter()
+            .zip(&first)
+            .map(|(node, &first_port)| NodeHot {
+                first_port,
+                role: node.role,
+            })
+            .collect();
+        hot.push(NodeHot {
+            first_port: first[n],
+            role: Role::Switch(u32::MAX),
+        });
         let mut w = World {
             nodes,
+            ports,
+            hot,
             hosts,
             switches,
             host_index,
@@ -192,10 +228,10 @@ impl World {
                 Role::Host(_) => table::NO_ROUTE,
             })
             .collect();
-        let nodes = &self.nodes;
+        let (ports, hot) = (&self.ports, &self.hot);
         let ports_of = |n: u32| -> Vec<u32> {
-            nodes[n as usize]
-                .ports
+            let (a, b) = (hot[n as usize].first_port, hot[n as usize + 1].first_port);
+            ports[a as usize..b as usize]
                 .iter()
                 .map(|p| p.peer_node)
                 .collect()
@@ -246,8 +282,8 @@ impl World {
                         format!("no node named {h:?}"),
                     )
                 })?;
-                let p = self.nodes[node as usize]
-                    .ports
+                let p = self
+                    .node_ports(node)
                     .iter()
                     .position(|p| p.peer_node == n)
                     .ok_or_else(|| {
@@ -276,6 +312,9 @@ impl World {
                 self.groups.push(ports);
                 next
             });
+            if gid == next {
+                self.routes.index_groups(&self.groups);
+            }
             for (j, &d) in dsts.iter().enumerate() {
                 if d >= n_hosts {
                     return Err((
@@ -324,6 +363,7 @@ impl World {
             self.switches[s as usize]
                 .src_routes
                 .push(crate::net::SrcRoute { src, dst, gid });
+            self.routes.any_src_route = true;
         }
         Ok(())
     }
@@ -331,6 +371,22 @@ impl World {
     /// The egress port a switch uses for a packet.
     #[inline(always)]
     pub(super) fn route(&self, sw: usize, pk: &Packet) -> Option<u16> {
+        let pick = |n: usize| {
+            let h = ecmp_hash(
+                self.switches[sw].ecmp_seed,
+                pk.src,
+                pk.dst,
+                pk.sport,
+                pk.dport,
+            );
+            (h % n as u64) as usize
+        };
+        // Without static routes, one record per destination node and the switch's row.
+        if !self.routes.any_src_route && !self.routes.any_override() {
+            return self
+                .routes
+                .port_by_node(sw, addr_node(pk.dst) as usize, pick);
+        }
         // Routing follows the destination's node; a source-specific static route wins.
         let dst = *self.host_index.get(addr_node(pk.dst) as usize)?;
         let s = &self.switches[sw];
@@ -347,21 +403,7 @@ impl World {
             None if (dst as usize) < self.hosts.len() => self.routes.get(sw, dst as usize),
             None => return None,
         };
-        if gid == u32::MAX {
-            return None;
-        }
-        let g = &self.groups[gid as usize];
-        if g.len() == 1 {
-            return Some(g[0]);
-        }
-        let h = ecmp_hash(
-            self.switches[sw].ecmp_seed,
-            pk.src,
-            pk.dst,
-            pk.sport,
-            pk.dport,
-        );
-        Some(g[(h % g.len() as u64) as usize])
+        self.routes.port_in(gid, pick)
     }
 
     /// Node ids a packet with this 5-tuple visits from `src` host to `dst` host (ECMP replayed).
@@ -380,7 +422,7 @@ impl World {
         pk.dst = dst_addr;
         pk.sport = sport;
         let mut path = vec![src];
-        let mut node = self.nodes[src as usize].ports[0].peer_node;
+        let mut node = self.ports[port_at(&self.hot, src, 0)].peer_node;
         while node != dst && path.len() < 64 {
             path.push(node);
             // A host that is not the destination, or a switch without a route: the packet
@@ -391,7 +433,7 @@ impl World {
             let Some(p) = self.route(s as usize, &pk) else {
                 return path;
             };
-            node = self.nodes[node as usize].ports[p as usize].peer_node;
+            node = self.ports[port_at(&self.hot, node, p)].peer_node;
         }
         path.push(node);
         path
@@ -414,11 +456,7 @@ impl World {
             return 0; // unreachable: no ideal
         }
         for w in path.windows(2) {
-            let Some(p) = self.nodes[w[0] as usize]
-                .ports
-                .iter()
-                .find(|p| p.peer_node == w[1])
-            else {
+            let Some(p) = self.node_ports(w[0]).iter().find(|p| p.peer_node == w[1]) else {
                 return 0;
             };
             lat_first += serialization(first, p.rate) + p.delay;

@@ -28,10 +28,22 @@ struct Dest {
     class: u32,
 }
 
+/// A group's code in [`RouteTables::group_code`]: this bit set, the group's one port in the low
+/// 16 bits; clear, the index in `group_ports` of the group's length, its ports following.
+const SINGLE: u32 = 1 << 31;
+
 #[derive(Default)]
 pub struct RouteTables {
     /// Per destination host.
     dest: Vec<Dest>,
+    /// The same per destination *node* (what a packet carries), a non-host's being "no route":
+    /// the hop's lookup reads this one record instead of the node's host index and then `dest`.
+    node_dest: Vec<Dest>,
+    /// Per group id, its code (`SINGLE`), so that the hop reads no `Vec` of ports: a one-port
+    /// group is the code itself, a larger one is a run of `group_ports`. Built by
+    /// [`RouteTables::index_groups`] from the world's groups.
+    group_code: Vec<u32>,
+    group_ports: Vec<u16>,
     /// Group per (switch, class), row-major: `by_class[switch * classes + class]`.
     by_class: Vec<u32>,
     classes: usize,
@@ -39,6 +51,8 @@ pub struct RouteTables {
     overrides: Vec<Option<Box<[u32]>>>,
     /// Whether any switch has one (the lookup skips `overrides` otherwise).
     any_override: bool,
+    /// Whether any switch has a source-specific static route (`Switch::src_routes`).
+    pub any_src_route: bool,
 }
 
 impl RouteTables {
@@ -168,13 +182,87 @@ impl RouteTables {
             }
         }
         progress(classes as u64, classes as u64);
-        RouteTables {
+        let none = Dest {
+            edge_sw: NO_ROUTE,
+            edge_gid: NO_ROUTE,
+            class: NO_ROUTE,
+        };
+        let mut node_dest = vec![none; switch_index.len()];
+        for (&h, &d) in host_nodes.iter().zip(&dest) {
+            node_dest[h as usize] = d;
+        }
+        let mut t = RouteTables {
             dest,
+            node_dest,
+            group_code: Vec::new(),
+            group_ports: Vec::new(),
             by_class,
             classes,
             overrides: (0..n_sw).map(|_| None).collect(),
             any_override: false,
+            any_src_route: false,
+        };
+        t.index_groups(groups);
+        t
+    }
+
+    /// (Re)builds the groups' codes from the world's groups (after any group is added).
+    pub fn index_groups(&mut self, groups: &[Vec<u16>]) {
+        self.group_code.clear();
+        self.group_ports.clear();
+        for g in groups {
+            if g.len() == 1 {
+                self.group_code.push(SINGLE | g[0] as u32);
+            } else {
+                let at = u32::try_from(self.group_ports.len())
+                    .ok()
+                    .filter(|&a| a < SINGLE)
+                    .expect("fewer than 2^31 group entries");
+                self.group_code.push(at);
+                self.group_ports.push(g.len() as u16);
+                self.group_ports.extend_from_slice(g);
+            }
         }
+    }
+
+    /// The port switch `sw` sends a packet for node `dst_node` on, `pick` choosing among an
+    /// ECMP group's ports (given their number, it returns an index below it); None: no route.
+    /// The same choice as `get` then the group, without static routes (`any_override` false).
+    #[inline(always)]
+    pub fn port_by_node(
+        &self,
+        sw: usize,
+        dst_node: usize,
+        pick: impl FnOnce(usize) -> usize,
+    ) -> Option<u16> {
+        debug_assert!(!self.any_override);
+        let d = *self.node_dest.get(dst_node)?;
+        let gid = if d.edge_sw as usize == sw {
+            d.edge_gid
+        } else if d.class == NO_ROUTE {
+            return None;
+        } else {
+            self.by_class[sw * self.classes + d.class as usize]
+        };
+        self.port_in(gid, pick)
+    }
+
+    /// The port of group `gid` that `pick` chooses (see [`RouteTables::port_by_node`]).
+    #[inline(always)]
+    pub fn port_in(&self, gid: u32, pick: impl FnOnce(usize) -> usize) -> Option<u16> {
+        let code = *self.group_code.get(gid as usize)?;
+        if code & SINGLE != 0 {
+            return Some(code as u16);
+        }
+        let at = code as usize;
+        let n = self.group_ports[at] as usize;
+        Some(self.group_ports[at + 1 + pick(n)])
+    }
+
+    /// Whether any switch has a full per-host table (static routes).
+    #[inline(always)]
+    pub fn any_override(&self) -> bool {
+        self.any_override
     }
 
     /// The group switch `sw` uses towards host `dst` (`NO_ROUTE`: none).
@@ -215,7 +303,7 @@ impl RouteTables {
 
     /// Bytes the tables hold (for the docs' before/after).
     pub fn bytes(&self) -> usize {
-        self.dest.len() * std::mem::size_of::<Dest>()
+        (self.dest.len() + self.node_dest.len()) * std::mem::size_of::<Dest>()
             + self.by_class.len() * 4
             + self
                 .overrides
@@ -319,6 +407,27 @@ mod tests {
                 assert_eq!(got, want[s][h], "switch {s} towards host {h}");
                 routed += got.is_some() as usize;
             }
+            // The hop's lookup by destination node: the same group's port, the same ECMP pick;
+            // nothing towards a switch.
+            for node in 0..g.switch.len() {
+                let pick = |n: usize| (s * 7 + node) % n;
+                let want = match hosts.iter().position(|&h| h as usize == node) {
+                    Some(h) => {
+                        let gid = t.get(s, h);
+                        (gid != NO_ROUTE).then(|| {
+                            let grp = &groups[gid as usize];
+                            grp[pick(grp.len())]
+                        })
+                    }
+                    None => None,
+                };
+                assert_eq!(
+                    t.port_by_node(s, node, pick),
+                    want,
+                    "switch {s}, node {node}"
+                );
+            }
+            assert_eq!(t.port_by_node(s, g.switch.len(), |_| 0), None);
         }
         (routed, t.bytes())
     }
@@ -365,7 +474,8 @@ mod tests {
     fn the_tables_are_per_edge_switch_not_per_host() {
         // k = 8: 128 hosts, 80 switches, 32 edge switches.
         let (_, bytes) = check(&fat_tree(8));
-        assert_eq!(bytes, 128 * 4 + 128 * 8 + 80 * 32 * 4);
+        // Per host (12 B), per node (12 B: the hop's copy by node), per (switch, edge switch).
+        assert_eq!(bytes, 128 * 4 + 128 * 8 + 208 * 12 + 80 * 32 * 4);
     }
 
     #[test]
