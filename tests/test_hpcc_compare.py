@@ -101,15 +101,17 @@ HPCC_FATTREE = [
 
 @pytest.mark.skipif(not (ANCHORS / "topology-fattree-320.txt").exists(), reason="../shared/anchors not present")
 def test_fattree_anchor_slowdown_by_size_matches_hpcc():
-    """p50 within 10% of HPCC's in every bucket; p99 and mean within 25% / 10% from 100 KB up. Below
-    100 KB braid's tail is shorter than HPCC's (docs/topologies.md, "HPCC fidelity": the causes
-    checked and what remains): its p99 is pinned between 0.45 and 0.85 of HPCC's, so that a change
-    in either direction is noticed and the doc updated."""
+    """Issue 16's bar: in every bucket p50 within 10% of HPCC's, p99 within 25%, mean within 10%
+    (docs/topologies.md, "HPCC fidelity": seeds 1–3 give p99 ratios 0.92–1.13, means 1.01–1.05).
+    Below 100 KB this needs the exact ideal FCT and HPCC's ACK queueing at switches
+    (import-hpcc's `ack_priority = "data"`); with ACKs in queue 0 the small-flow p99 falls to
+    ~0.73 of HPCC's and the test fails."""
     from braid.bench import _hpcc_dcqcn
 
     sc = _hpcc_dcqcn(ANCHORS, "config-dcqcn-fattree-websearch.txt", "topology-fattree-320.txt",
                      "flows-websearch-320h-30pct-5ms.txt")
     assert sc["transport"]["dcqcn"]["reaction"] == "hpcc" and sc["transport"]["dcqcn"]["notify"] == "ack"
+    assert sc["nic"]["ack_priority"] == "data"
     res = braid.run(sc, seed=1)
     ours = bucket_table(*read_braid(res))
     fct = ANCHORS / "fct-dcqcn-fattree-websearch.txt"
@@ -118,12 +120,9 @@ def test_fattree_anchor_slowdown_by_size_matches_hpcc():
     else:
         theirs = [{"bucket": b, "flows": n, "p50": p50, "p99": p99, "mean": m} for b, n, p50, p99, m in HPCC_FATTREE]
     table = format_table(ours, theirs)
-    for i, (o, t) in enumerate(zip(ours, theirs)):
+    for o, t in zip(ours, theirs):
         assert o["flows"] == t["flows"], table
         assert abs(o["p50"] / t["p50"] - 1) <= 0.10, table
-        if i >= 2:
-            assert abs(o["p99"] / t["p99"] - 1) <= 0.25, table
-            assert abs(o["mean"] / t["mean"] - 1) <= 0.10, table
-        else:
-            assert 0.45 <= o["p99"] / t["p99"] <= 0.85, table
+        assert abs(o["p99"] / t["p99"] - 1) <= 0.25, table
+        assert abs(o["mean"] / t["mean"] - 1) <= 0.10, table
     assert ours[-1]["flows"] == 3100

@@ -108,7 +108,8 @@ def test_fattree_websearch_anchor(tmp_path: Path) -> None:
         "reaction": "hpcc",
         "notify": "ack",
     }
-    assert doc["nic"] == {"mtu": 1000, "ack_every": 1, "ack_priority": "high", "priority": 3}
+    # ACK_HIGH_PRIO 1 gives ACKs priority at HPCC's NICs only: its switches queue them with the data.
+    assert doc["nic"] == {"mtu": 1000, "ack_every": 1, "ack_priority": "data", "priority": 3}
     sw = doc["switch"]
     assert sw["buffer"] == "32MiB"  # 32 * 1024 * 1024
     assert sw["ecn"]["enabled"] is True
@@ -124,6 +125,7 @@ def test_fattree_websearch_anchor(tmp_path: Path) -> None:
                 "L2_CHUNK_SIZE", "HAS_WIN", "VAR_WIN", "GLOBAL_T", "PINT_PROB", "ENABLE_TRACE"):
         assert key in r.stderr, key
     assert "1024*1024" in r.stderr
+    assert "AckHighPrio is never set" in r.stderr
     _core_build(doc, out.parent)
 
 

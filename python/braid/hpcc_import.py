@@ -569,7 +569,18 @@ def convert(
         nic["ack_every"] = n
     e = get("ACK_HIGH_PRIO")
     if e is not None:
-        nic["ack_priority"] = "high" if _flag(cpath, e) else "data"
+        # HPCC ns-3's third.cc applies ACK_HIGH_PRIO to the NICs only (RdmaEgressQueue::ack_q_idx:
+        # 0 or 3; either way the NIC sends a queued ACK before data). It never sets the switches'
+        # AckHighPrio attribute (default 0), so every switch queues ACKs and NAKs in the packet's
+        # own priority, with the data. braid's "data" is exactly that: ACKs first at the NIC, in
+        # the data priority on the wire (docs/topologies.md, "HPCC fidelity").
+        high = _flag(cpath, e)
+        nic["ack_priority"] = "data"
+        if high:
+            notes.append(
+                "ACK_HIGH_PRIO 1 → nic.ack_priority = \"data\": HPCC's third.cc gives ACKs priority at the "
+                "NICs only; its switches queue them with the data (SwitchNode's AckHighPrio is never set)"
+            )
     if len(prios) == 1:
         nic["priority"] = prios[0]
     scen["nic"] = nic

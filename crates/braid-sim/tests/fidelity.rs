@@ -41,6 +41,62 @@ fn one_packet_latency_is_sum_of_serialization_and_propagation() {
     assert_eq!(ints(&r.flows, "ideal_fct_ps")[0] as u64, want);
 }
 
+/// Store-and-forward of `n` back-to-back packets through `hops` (rate in Gb/s, delay in ps),
+/// packet by packet: each starts on a link when it has arrived and the link is free. Returns the
+/// last packet's arrival (ps).
+fn pipeline(sizes: &[u64], hops: &[(u64, u64)]) -> u64 {
+    let mut free = vec![0u64; hops.len()];
+    let mut arrive = 0;
+    for &b in sizes {
+        let mut t = 0;
+        for (i, &(gbps, delay)) in hops.iter().enumerate() {
+            let start = t.max(free[i]);
+            free[i] = start + ser(b, gbps);
+            t = free[i] + delay;
+        }
+        arrive = t;
+    }
+    arrive
+}
+
+#[test]
+fn multi_packet_flow_alone_matches_the_store_and_forward_pipeline() {
+    // The ideal FCT (the slowdown's denominator) of a small multi-packet flow is what the flow
+    // takes alone: its packets back to back through every hop, then the last one's ACK. Checked
+    // against a packet-by-packet recursion, with the bottleneck in the middle (100-25-100) and at
+    // the source (100-400-100), for 1 to 40 packets and a short last packet.
+    for (core, core_gbps) in [("25Gbps", 25u64), ("400Gbps", 400)] {
+        // (Not a 1-byte last packet behind a slow hop: its ACK then trails the previous ACK by
+        // less than that ACK's serialization on the slow reverse link and queues behind it.)
+        for size in [700u64, 2_000, 4_500, 10_000, 39_500] {
+            let s = json!({
+                "duration": "1ms",
+                "topology": dumbbell(1, 1, link("100Gbps", "1us"), link(core, "3us")),
+                "traffic": flows(&[(0, 1, &format!("{size}B"))]),
+            });
+            let (_, r) = run(&s);
+            let mut sizes = vec![1000 + 62; (size / 1000) as usize];
+            if size % 1000 != 0 {
+                sizes.push(size % 1000 + 62);
+            }
+            let hops = [(100, 1_000_000), (core_gbps, 3_000_000), (100, 1_000_000)];
+            let ack = 66;
+            let want =
+                pipeline(&sizes, &hops) + hops.iter().map(|&(g, d)| ser(ack, g) + d).sum::<u64>();
+            let fct = ints(&r.flows, "fct_ps")[0] as u64;
+            let ideal = ints(&r.flows, "ideal_fct_ps")[0] as u64;
+            assert_eq!(
+                ideal, want,
+                "{size} B over {core}: ideal {ideal} ps, pipeline {want} ps"
+            );
+            assert_eq!(
+                fct, want,
+                "{size} B over {core}: measured {fct} ps, pipeline {want} ps"
+            );
+        }
+    }
+}
+
 #[test]
 fn long_flow_goodput_is_link_rate_times_payload_fraction() {
     for mtu in [1000u64, 4096] {
