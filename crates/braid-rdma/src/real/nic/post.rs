@@ -251,7 +251,7 @@ impl Nic {
         n
     }
 
-    fn convert(&mut self, w: &sys::ibv_wc) -> WorkCompletion {
+    pub(super) fn convert(&mut self, w: &sys::ibv_wc) -> WorkCompletion {
         let status = match w.status {
             IBV_WC_SUCCESS => WcStatus::Success,
             IBV_WC_LOC_LEN_ERR => WcStatus::LocalLengthError,

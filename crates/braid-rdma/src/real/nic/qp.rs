@@ -284,7 +284,12 @@ impl Nic {
         Ok(())
     }
 
-    fn ah(&mut self, host: u32, local_addr: u8, tc: u8) -> Result<*mut sys::ibv_ah, VerbsError> {
+    pub(super) fn ah(
+        &mut self,
+        host: u32,
+        local_addr: u8,
+        tc: u8,
+    ) -> Result<*mut sys::ibv_ah, VerbsError> {
         if let Some(a) = self.ahs.get(&(host, local_addr, tc as u32)) {
             return Ok(a.as_ptr());
         }
