@@ -192,21 +192,8 @@ impl Ud {
                 "drum: the MTU is too large for UD buffers",
             ));
         }
-        let init = QpInit {
-            max_send_wr: TX_SLOTS,
-            max_recv_wr: nrecv,
-            ..QpInit::of_type(QpType::Ud, cq)
-        };
-        let qp = v.create_qp(&init)?;
+        let qp = open_ud_qp(v, cq, TX_SLOTS, nrecv)?;
         let me = v.local_host();
-        v.connect_qp(
-            qp,
-            RemoteQp {
-                host: me,
-                qpn: qp,
-                udp_sport: None,
-            },
-        )?;
         let hdrs = Access::LOCAL.tracked();
         v.reg_mr(tx_hdr, rx_payload - tx_hdr, hdrs)?;
         let ud = Ud {
@@ -626,6 +613,32 @@ fn spans(sg: &[Sge], off: u64, data: &[u8]) -> Vec<(u64, Vec<u8>)> {
 /// the receive slots use), or None if it is too small.
 pub(crate) fn area(addr: u64, len: u64) -> Option<u64> {
     (len / 2 >= 2 * UD_AREA + SCRATCH).then(|| addr + len / 2 - UD_AREA)
+}
+
+/// A UD QP on `cq` brought to RTS (a UD QP's "connection" names only its own QPN: every send
+/// carries its destination), used by the UD carrier and by the online solver's UD control.
+pub(crate) fn open_ud_qp(
+    v: &mut dyn Verbs,
+    cq: CqId,
+    sends: u32,
+    recvs: u32,
+) -> Result<QpNum, VerbsError> {
+    let init = QpInit {
+        max_send_wr: sends,
+        max_recv_wr: recvs,
+        ..QpInit::of_type(QpType::Ud, cq)
+    };
+    let qp = v.create_qp(&init)?;
+    let me = v.local_host();
+    v.connect_qp(
+        qp,
+        RemoteQp {
+            host: me,
+            qpn: qp,
+            udp_sport: None,
+        },
+    )?;
+    Ok(qp)
 }
 
 #[cfg(test)]

@@ -113,21 +113,8 @@ impl UdCtrl {
             ));
         }
         let mr = v.reg_mr(addr, (recvs + sends) as u64 * seg, Access::LOCAL.tracked())?;
-        let init = QpInit {
-            max_send_wr: sends,
-            max_recv_wr: recvs,
-            ..QpInit::of_type(QpType::Ud, cq)
-        };
-        let qp = v.create_qp(&init)?;
+        let qp = crate::drum::ud::open_ud_qp(v, cq, sends, recvs)?;
         let me = v.local_host();
-        v.connect_qp(
-            qp,
-            RemoteQp {
-                host: me,
-                qpn: qp,
-                udp_sport: None,
-            },
-        )?;
         let u = UdCtrl {
             board: board.clone(),
             me,
