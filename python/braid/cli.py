@@ -248,14 +248,15 @@ def bench(only: tuple, quick: bool, scale: bool, repeat: int, anchors: Optional[
       ft-k8, ft-k16, ft-k24  scale: 3-tier fat-tree (100G hosts, 400G fabric, 1 us, DCQCN),
                              Poisson web-search at 0.3 load for 200 us, stop 100 us later
       ft-k16-2x, ft-k16-4x   scale: k = 16 with 400 / 800 us of arrivals (2x / 4x the flows)
-      ft-k48                 large: k = 48 (27,648 hosts), 100 us of arrivals, 100 us to drain;
-                             build seconds (linear in the nodes), events/s, memory
+      ft-k34, ft-k48         large: k = 34 / 48 (9,826 / 27,648 hosts), 1 ms of arrivals,
+                             stopped at 1 ms; build seconds (linear in the nodes), events/s,
+                             memory
       a2a-100, a2a-300,      QPs per host: all-to-all 1 KB flows among 100 / 300 / 1,000
       a2a-1000               hosts on one switch (99 / 299 / 999 QPs active per host), repeated
                              to ~1 M flows each; events/s should not depend on QPs per host
 
     The HPCC scenarios need the anchor folder (--anchors). The default run is all of them
-    (a few minutes of CPU; ft-k48 alone is about one). "built MB" is the RSS once a run is built, before any event; "peak
+    (~10 minutes of CPU; ft-k48 alone ~4). "built MB" is the RSS once a run is built, before any event; "peak
     MB" the peak RSS (ru_maxrss of the child process).
     """
     from .bench import run_bench
