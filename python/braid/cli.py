@@ -226,7 +226,7 @@ def export(folder: str, fmt: str, out_dir: Optional[str]) -> None:
 
 @main.command()
 @click.option("--only", multiple=True, metavar="NAME", help="Run only these benchmarks (repeatable).")
-@click.option("--quick", is_flag=True, help="Skip the long scenarios: the HPCC fat-tree headline, the scale series, ft-k48 and the QP series.")
+@click.option("--quick", is_flag=True, help="Skip the long scenarios: the HPCC fat-tree headline, the scale series, ft-k34, ft-k48 and the QP series.")
 @click.option(
     "--scale",
     is_flag=True,
