@@ -206,7 +206,11 @@ impl Nic {
         eff: &mut Effects,
     ) {
         let qpn = pk.dst_qp;
-        let sport = self.qp(qpn).map_or(pk.sport, |q| q.sport);
+        // Looked up once for all the replies (sending them changes no QP).
+        let (sport, mp) = match self.qp(qpn) {
+            Some(q) => (q.sport, q.t.out_of_order()),
+            None => (pk.sport, false),
+        };
         for r in replies.drain(..) {
             let (kind, psn) = match r {
                 Reply::Ack { cum, .. } => (PktKind::Ack, cum),
@@ -222,7 +226,6 @@ impl Nic {
             // port, the failure of that one path would cut every ACK of the connection.
             // RoCEv2 RC replies keep the responder QP's own source port, as real NICs do.
             // Per QP, not per scenario: tenants may run different transports.
-            let mp = self.qp(qpn).is_some_and(|q| q.t.out_of_order());
             let sport = match r {
                 Reply::Ack {
                     sack: Some(_),
@@ -327,7 +330,9 @@ impl Nic {
         };
         let Ok(q) = self.qp_mut(qpn) else { return };
         let qp_type = q.qp_type;
-        let mut replies = Vec::new();
+        // The scratch list (empty between packets: `send_replies` drains it).
+        let mut replies = std::mem::take(&mut self.replies);
+        let q = self.qps[qpn as usize].as_mut().unwrap();
         let class = if qp_type == QpType::Ud {
             RxClass::Accept
         } else {
@@ -335,6 +340,7 @@ impl Nic {
         };
         if pk.op == DataOp::ReadResp {
             self.send_replies(now, pk, &mut replies, p, pool, eff);
+            self.replies = replies;
             return self.on_read_resp(now, pk, payload, p, eff);
         }
         match class {
@@ -344,6 +350,7 @@ impl Nic {
         }
         let refused = replies.iter().any(|r| matches!(r, Reply::AccessNak { .. }));
         self.send_replies(now, pk, &mut replies, p, pool, eff);
+        self.replies = replies;
         if refused {
             // Class C error (IBA 9.9.3.1.3): the responder goes to Error too.
             self.enter_error(qpn, None, eff);
