@@ -186,7 +186,7 @@ impl Nic {
     }
 
     /// Completes WQEs at the head of the send queue that are done, in order.
-    #[inline]
+    #[inline(always)]
     pub(super) fn retire(&mut self, qpn: QpNum, now: Time, eff: &mut Effects) {
         // Called after every ACK; the head is done only once per message.
         let head_done = matches!(self.qps.get(qpn as usize), Some(Some(q))
