@@ -50,9 +50,10 @@ impl Nic {
         eff.kick = true;
     }
 
-    /// Queues a reply from address `src` (the replying QP's own: a host may have several).
+    /// A reply (ACK, NAK, CNP) from address `src` (the replying QP's own: a host may have
+    /// several), counted; the caller sets the reply's own fields and queues it.
     #[allow(clippy::too_many_arguments)]
-    fn send_ctrl(
+    fn ctrl_packet(
         &mut self,
         kind: PktKind,
         src: u32,
@@ -63,9 +64,7 @@ impl Nic {
         sport: u16,
         now: Time,
         p: &NicParams,
-        pool: &mut PacketPool,
-        eff: &mut Effects,
-    ) -> PktId {
+    ) -> Packet {
         let size = match kind {
             PktKind::Cnp => CNP_SIZE,
             _ => ACK_SIZE,
@@ -86,9 +85,7 @@ impl Nic {
             PktKind::Cnp => self.stats.cnps_sent += 1,
             _ => {}
         }
-        let id = pool.alloc(pk);
-        self.push_ctrl(id, eff);
-        id
+        pk
     }
 
     /// A packet for this NIC has been through the receive pipeline. Consumes the packet.
@@ -155,11 +152,12 @@ impl Nic {
         let acked = q.t.acked();
         for w in q.sq.iter_mut() {
             match w.first_psn {
-                Some(f)
-                    if w.wr.op != SendOp::Read
-                        && w.wr.op.carries_data()
-                        && f + w.npkts <= acked =>
-                {
+                Some(f) if w.wr.op != SendOp::Read && w.wr.op.carries_data() => {
+                    if f + w.npkts > acked {
+                        // PSNs are given out in queue order (every data WR has at least one),
+                        // so no later WR ends at or below `acked` either.
+                        break;
+                    }
                     w.done = true
                 }
                 Some(_) => {}
@@ -238,29 +236,27 @@ impl Nic {
                 Reply::Nak { .. } | Reply::SyncNak { .. } if mp => pk.sport,
                 _ => sport,
             };
-            let id = self.send_ctrl(
-                kind, src, pk.src, pk.src_qp, qpn, psn, sport, now, p, pool, eff,
-            );
-            if let Reply::Ack {
-                sack,
-                echo_sport,
-                ece,
-                retx,
-                ..
-            } = r
-            {
-                let a = pool.get_mut(id);
-                a.sack = sack.unwrap_or(u32::MAX);
-                a.echo_sport = echo_sport;
-                a.ece = ece;
-                a.retx = retx;
+            let mut a = self.ctrl_packet(kind, src, pk.src, pk.src_qp, qpn, psn, sport, now, p);
+            // Filled before it enters the pool: one copy into its slot, no second lookup.
+            match r {
+                Reply::Ack {
+                    sack,
+                    echo_sport,
+                    ece,
+                    retx,
+                    ..
+                } => {
+                    a.sack = sack.unwrap_or(u32::MAX);
+                    a.echo_sport = echo_sport;
+                    a.ece = ece;
+                    a.retx = retx;
+                }
+                Reply::SyncNak { psn, .. } => a.sack = psn,
+                Reply::AccessNak { .. } => a.aux = NAK_REMOTE_ACCESS,
+                _ => {}
             }
-            if let Reply::SyncNak { psn, .. } = r {
-                pool.get_mut(id).sack = psn;
-            }
-            if let Reply::AccessNak { .. } = r {
-                pool.get_mut(id).aux = NAK_REMOTE_ACCESS;
-            }
+            let id = pool.alloc(a);
+            self.push_ctrl(id, eff);
         }
         replies.clear();
     }

@@ -9,6 +9,13 @@ use crate::transport::Plan;
 use braid_engine::time::{Time, S};
 use braid_verbs::*;
 
+/// The PFC state of the NIC port's priorities as a bit mask (bit i: priority i paused).
+#[inline]
+pub(super) fn pause_mask(paused: &[bool; 8]) -> u8 {
+    let bytes = u64::from_le_bytes(paused.map(u8::from));
+    (bytes.wrapping_mul(0x0102_0408_1020_4080) >> 56) as u8
+}
+
 impl Nic {
     /// The arbiter: the next packet this NIC puts on the wire, if any. `paused[p]` is the PFC
     /// state of the NIC port for priority p.
@@ -33,10 +40,9 @@ impl Nic {
             return NextTx::WaitUntil(self.tx_stall_until);
         }
         self.arb.release_timers(now);
-        let pmask = paused
-            .iter()
-            .enumerate()
-            .fold(0u8, |m, (i, &x)| m | ((x as u8) << i));
+        // Bit i = priority i paused: byte i's low bit gathered into bit 56 + i by one multiply
+        // (checked against the bit-by-bit fold for all 256 states in the tests).
+        let pmask = pause_mask(paused);
         let served = match self.policy {
             ArbiterPolicy::Rr => self.serve_class(0, now, pmask, p, pool, eff),
             ArbiterPolicy::Sp => {
