@@ -222,8 +222,11 @@ impl Nic {
                     self.turn[c] = 0;
                 }
                 Status::Ready(psn) => {
-                    let prio = self.qps[qpn as usize].as_ref().unwrap().data_prio();
-                    if pmask & (1 << (prio & 7)) != 0 {
+                    // The QP's priority matters (and is looked up) only when one is paused.
+                    let prio = (pmask != 0)
+                        .then(|| self.qps[qpn as usize].as_ref().unwrap().data_prio())
+                        .filter(|prio| pmask & (1 << (prio & 7)) != 0);
+                    if let Some(prio) = prio {
                         // Looked at again once the PFC resume's kick comes.
                         self.arb.park_paused(qpn, prio);
                         self.arb.rotate(c, 1);
