@@ -25,7 +25,30 @@ impl Nic {
     /// round robin: a turn is one packet, or up to `nic.tx_prefetch` bytes while the QP has a
     /// packet ready. A QP waiting for a time, or ready but PFC-paused, keeps its place in the
     /// rotation without being looked at until that changes (see `arbiter.rs`).
+    #[inline]
     pub fn next_packet(
+        &mut self,
+        now: Time,
+        paused: &[bool; 8],
+        p: &NicParams,
+        pool: &mut PacketPool,
+        eff: &mut Effects,
+    ) -> NextTx {
+        // The common case of half the calls (the ACK a receiver owes, nothing set aside):
+        // what `next_ctrl` would return, without entering the arbiter.
+        if self.ctrl_held == 0 {
+            if let Some(&id) = self.ctrl.front() {
+                let c = pool.get(id);
+                if c.kind == PktKind::Pfc || !paused[c.prio as usize & 7] {
+                    self.ctrl.pop_front();
+                    return NextTx::Packet(id);
+                }
+            }
+        }
+        self.next_packet_slow(now, paused, p, pool, eff)
+    }
+
+    fn next_packet_slow(
         &mut self,
         now: Time,
         paused: &[bool; 8],
