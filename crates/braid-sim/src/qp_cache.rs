@@ -31,11 +31,16 @@ impl QpCache {
 
     /// Touches `qpn`; returns true on a hit. On a miss the context is loaded, evicting the least
     /// recently used one when full.
+    #[inline]
     pub fn access(&mut self, qpn: u32) -> bool {
         if self.capacity == 0 {
             self.hits += 1;
             return true;
         }
+        self.access_lru(qpn)
+    }
+
+    fn access_lru(&mut self, qpn: u32) -> bool {
         let i = qpn as usize;
         if i >= self.stamp_of.len() {
             self.stamp_of.resize(i + 1, ABSENT);

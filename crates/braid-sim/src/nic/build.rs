@@ -186,7 +186,17 @@ impl Nic {
     }
 
     /// Completes WQEs at the head of the send queue that are done, in order.
+    #[inline(always)]
     pub(super) fn retire(&mut self, qpn: QpNum, now: Time, eff: &mut Effects) {
+        // Called after every ACK; the head is done only once per message.
+        let head_done = matches!(self.qps.get(qpn as usize), Some(Some(q))
+            if q.sq.front().is_some_and(|w| w.done));
+        if head_done {
+            self.retire_done(qpn, now, eff);
+        }
+    }
+
+    fn retire_done(&mut self, qpn: QpNum, now: Time, eff: &mut Effects) {
         let host = self.host;
         let mut cqes = Vec::new();
         {

@@ -349,6 +349,9 @@ pub struct Nic {
     pub payloads: std::collections::HashMap<PktId, Vec<u8>>,
     /// Builds transports for new QPs instead of the scenario's kind (library users, tests).
     pub transport_factory: Option<crate::transport::TransportFactory>,
+    /// Scratch list for a receiving transport's replies, kept between packets so that the ACK
+    /// every data packet gets does not cost an allocation and a free.
+    replies: Vec<crate::transport::Reply>,
 }
 
 impl Nic {
@@ -382,6 +385,7 @@ impl Nic {
             sport_seed,
             payloads: Default::default(),
             transport_factory: None,
+            replies: Vec::new(),
         }
     }
 

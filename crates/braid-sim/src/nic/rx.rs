@@ -50,10 +50,13 @@ impl Nic {
         eff.kick = true;
     }
 
+    /// A reply (ACK, NAK, CNP) from address `src` (the replying QP's own: a host may have
+    /// several), counted; the caller sets the reply's own fields and queues it.
     #[allow(clippy::too_many_arguments)]
-    fn send_ctrl(
+    fn ctrl_packet(
         &mut self,
         kind: PktKind,
+        src: u32,
         to_host: u32,
         to_qp: QpNum,
         from_qp: QpNum,
@@ -61,16 +64,13 @@ impl Nic {
         sport: u16,
         now: Time,
         p: &NicParams,
-        pool: &mut PacketPool,
-        eff: &mut Effects,
-    ) -> PktId {
+    ) -> Packet {
         let size = match kind {
             PktKind::Cnp => CNP_SIZE,
             _ => ACK_SIZE,
         };
         let mut pk = Packet::control(kind, size);
-        // From the replying QP's own address (a host may have several).
-        pk.src = self.qp(from_qp).map_or(self.host, |q| q.local_addr);
+        pk.src = src;
         pk.dst = to_host;
         pk.dst_qp = to_qp;
         pk.src_qp = from_qp;
@@ -85,9 +85,7 @@ impl Nic {
             PktKind::Cnp => self.stats.cnps_sent += 1,
             _ => {}
         }
-        let id = pool.alloc(pk);
-        self.push_ctrl(id, eff);
-        id
+        pk
     }
 
     /// A packet for this NIC has been through the receive pipeline. Consumes the packet.
@@ -154,11 +152,12 @@ impl Nic {
         let acked = q.t.acked();
         for w in q.sq.iter_mut() {
             match w.first_psn {
-                Some(f)
-                    if w.wr.op != SendOp::Read
-                        && w.wr.op.carries_data()
-                        && f + w.npkts <= acked =>
-                {
+                Some(f) if w.wr.op != SendOp::Read && w.wr.op.carries_data() => {
+                    if f + w.npkts > acked {
+                        // PSNs are given out in queue order (every data WR has at least one),
+                        // so no later WR ends at or below `acked` either.
+                        break;
+                    }
                     w.done = true
                 }
                 Some(_) => {}
@@ -206,8 +205,13 @@ impl Nic {
         eff: &mut Effects,
     ) {
         let qpn = pk.dst_qp;
-        let sport = self.qp(qpn).map_or(pk.sport, |q| q.sport);
-        for r in replies.drain(..) {
+        // Looked up once for all the replies (sending them changes no QP).
+        let (sport, mp, src) = match self.qp(qpn) {
+            Some(q) => (q.sport, q.t.out_of_order(), q.local_addr),
+            None => (pk.sport, false, self.host),
+        };
+        // Read in place, then cleared: cheaper than `drain` for the usual single ACK.
+        for &r in replies.iter() {
             let (kind, psn) = match r {
                 Reply::Ack { cum, .. } => (PktKind::Ack, cum),
                 Reply::Nak { expected } | Reply::SyncNak { expected, .. } => {
@@ -222,7 +226,6 @@ impl Nic {
             // port, the failure of that one path would cut every ACK of the connection.
             // RoCEv2 RC replies keep the responder QP's own source port, as real NICs do.
             // Per QP, not per scenario: tenants may run different transports.
-            let mp = self.qp(qpn).is_some_and(|q| q.t.out_of_order());
             let sport = match r {
                 Reply::Ack {
                     sack: Some(_),
@@ -232,28 +235,29 @@ impl Nic {
                 Reply::Nak { .. } | Reply::SyncNak { .. } if mp => pk.sport,
                 _ => sport,
             };
-            let id = self.send_ctrl(kind, pk.src, pk.src_qp, qpn, psn, sport, now, p, pool, eff);
-            if let Reply::Ack {
-                sack,
-                echo_sport,
-                ece,
-                retx,
-                ..
-            } = r
-            {
-                let a = pool.get_mut(id);
-                a.sack = sack.unwrap_or(u32::MAX);
-                a.echo_sport = echo_sport;
-                a.ece = ece;
-                a.retx = retx;
+            let mut a = self.ctrl_packet(kind, src, pk.src, pk.src_qp, qpn, psn, sport, now, p);
+            // Filled before it enters the pool: one copy into its slot, no second lookup.
+            match r {
+                Reply::Ack {
+                    sack,
+                    echo_sport,
+                    ece,
+                    retx,
+                    ..
+                } => {
+                    a.sack = sack.unwrap_or(u32::MAX);
+                    a.echo_sport = echo_sport;
+                    a.ece = ece;
+                    a.retx = retx;
+                }
+                Reply::SyncNak { psn, .. } => a.sack = psn,
+                Reply::AccessNak { .. } => a.aux = NAK_REMOTE_ACCESS,
+                _ => {}
             }
-            if let Reply::SyncNak { psn, .. } = r {
-                pool.get_mut(id).sack = psn;
-            }
-            if let Reply::AccessNak { .. } = r {
-                pool.get_mut(id).aux = NAK_REMOTE_ACCESS;
-            }
+            let id = pool.alloc(a);
+            self.push_ctrl(id, eff);
         }
+        replies.clear();
     }
 
     fn on_read_req(
@@ -327,7 +331,9 @@ impl Nic {
         };
         let Ok(q) = self.qp_mut(qpn) else { return };
         let qp_type = q.qp_type;
-        let mut replies = Vec::new();
+        // The scratch list (empty between packets: `send_replies` drains it).
+        let mut replies = std::mem::take(&mut self.replies);
+        let q = self.qps[qpn as usize].as_mut().unwrap();
         let class = if qp_type == QpType::Ud {
             RxClass::Accept
         } else {
@@ -335,6 +341,7 @@ impl Nic {
         };
         if pk.op == DataOp::ReadResp {
             self.send_replies(now, pk, &mut replies, p, pool, eff);
+            self.replies = replies;
             return self.on_read_resp(now, pk, payload, p, eff);
         }
         match class {
@@ -344,6 +351,7 @@ impl Nic {
         }
         let refused = replies.iter().any(|r| matches!(r, Reply::AccessNak { .. }));
         self.send_replies(now, pk, &mut replies, p, pool, eff);
+        self.replies = replies;
         if refused {
             // Class C error (IBA 9.9.3.1.3): the responder goes to Error too.
             self.enter_error(qpn, None, eff);

@@ -17,3 +17,15 @@ fn the_sync_audit_set_knows_when_every_earlier_psn_is_in() {
     a.insert(1);
     assert!(a.all_below(5), "a duplicate changes nothing");
 }
+
+#[test]
+fn the_pause_mask_matches_the_bit_by_bit_fold() {
+    for m in 0u16..256 {
+        let paused: [bool; 8] = std::array::from_fn(|i| m >> i & 1 == 1);
+        let fold = paused
+            .iter()
+            .enumerate()
+            .fold(0u8, |acc, (i, &x)| acc | ((x as u8) << i));
+        assert_eq!(super::tx::pause_mask(&paused), fold, "{paused:?}");
+    }
+}

@@ -313,7 +313,16 @@ impl Nic {
 
     /// Carries out what a transport asked for. Timers carry the QP's epoch above its 24-bit
     /// number; a transport that gives up fails the head WR and moves its QP to Error.
+    #[inline(always)]
     pub(super) fn transport_fx(&mut self, qpn: QpNum, fx: TxFx, eff: &mut Effects) {
+        // Most calls (a packet sent, an ACK taken) want nothing.
+        if fx.timers.is_empty() && fx.fatal.is_none() && !fx.kick {
+            return;
+        }
+        self.transport_fx_some(qpn, fx, eff);
+    }
+
+    fn transport_fx_some(&mut self, qpn: QpNum, fx: TxFx, eff: &mut Effects) {
         let epoch = self.qp(qpn).map_or(0, |q| q.epoch);
         for (t, kind, gen) in fx.timers {
             eff.timers

@@ -39,6 +39,12 @@ pub struct RcTransport {
     last_progress: Time,
     rto_pending: bool,
     cc: Option<Box<dyn ReactionPoint>>,
+    /// The last pacing step (`pace`) and the wire size and rate (bits of the f64) it was
+    /// computed for: the rate changes at timers and cuts, the size at a message's last packet,
+    /// so most packets reuse it instead of an f64 and a u128 division.
+    pace_wire: u32,
+    pace_rate: u64,
+    pace_step: Time,
     /// Generation of each reaction-point timer kind (`CcTimer as usize`): older ones are void.
     cc_gen: [u32; 3],
     timeouts: u64,
@@ -64,6 +70,9 @@ impl RcTransport {
             last_progress: 0,
             rto_pending: false,
             cc,
+            pace_wire: 0,
+            pace_rate: u64::MAX,
+            pace_step: 0,
             cc_gen: [0; 3],
             timeouts: 0,
             budget,
@@ -77,9 +86,15 @@ impl RcTransport {
     /// Paces the next packet: it may leave once this one would have at the current rate.
     fn pace(&mut self, now: Time, wire: u32) {
         if let (Some(cc), Some(d)) = (&mut self.cc, &self.cfg.dcqcn) {
-            let gap = (wire as f64 * 8.0 * S as f64 / cc.rate()) as Time;
-            let line = serialization(wire as u64, self.cfg.line_rate);
-            self.next_tx_ps = now + gap.max(line);
+            let rate = cc.rate();
+            if wire != self.pace_wire || rate.to_bits() != self.pace_rate {
+                let gap = (wire as f64 * 8.0 * S as f64 / rate) as Time;
+                let line = serialization(wire as u64, self.cfg.line_rate);
+                self.pace_wire = wire;
+                self.pace_rate = rate.to_bits();
+                self.pace_step = gap.max(line);
+            }
+            self.next_tx_ps = now + self.pace_step;
             cc.on_sent(wire as u64, d);
         }
     }
