@@ -217,9 +217,9 @@ impl Simulation {
                 if let Some(next) = self.queue.peek_next() {
                     self.world.prefetch(next, self.queue.peek_after());
                 }
-                self.now = t;
                 self.world.handle(t, ev, &mut self.queue);
                 if self.ends_when_done && self.log.borrow().unfinished == 0 {
+                    self.now = t;
                     self.finished = true;
                     break;
                 }
