@@ -5,7 +5,9 @@
 //! wheel files an event in O(1) into a ~1 ns bucket and sorts each small bucket once when time
 //! reaches it. Events beyond the wheel's horizon wait in a heap and are pulled in when due.
 //!
-//! Order is total and deterministic: by time, then by scheduling order (a sequence number).
+//! Order is total and deterministic: by time, then by scheduling order. In the wheel the
+//! scheduling order is a bucket's filing order (entries carry no sequence number); the far heap
+//! keeps a sequence number, and its entries enter the wheel before anything later can.
 
 use crate::time::Time;
 use std::cmp::Reverse;
@@ -64,9 +66,9 @@ const RANK_MAX: usize = 32;
 /// for `v.len() <= RANK_MAX`. Each event's rank is the number of keys smaller than its own,
 /// the key being its time's offset in the bucket above its index (so keys are distinct, and
 /// equal times keep the filing order, i.e. the scheduling order). That is n² compares but no
-/// data-dependent branch: a bucket's events arrive in random order (on the HPCC anchor ~1.75
-/// inversions per event over ~8 events), which an insertion sort pays in mispredicted loop
-/// exits (about one per event). The compares run over a fixed width (8, 16 or 32 keys, padded
+/// data-dependent branch: a bucket's events arrive in nearly random order (on the HPCC anchor
+/// an insertion sort moved ~1.8 entries per event over ~8 events), which it pays in
+/// mispredicted loop exits (about one per event). The compares run over a fixed width (8, 16 or 32 keys, padded
 /// with a key larger than any) so that the inner loop has no exit to predict either.
 #[inline]
 fn rank_into<E: Copy>(v: &[Slot<E>], out: &mut Vec<Slot<E>>) {
