@@ -54,23 +54,21 @@ pub enum RunStatus {
 
 /// Advances the simulation over one slice: handles every event with time `<= until`, in order.
 /// Front ends call this repeatedly with growing `until` to show progress and to stop early.
-pub fn run_until<E, H: Handler<E>>(
+pub fn run_until<E: Copy, H: Handler<E>>(
     queue: &mut EventQueue<E>,
     handler: &mut H,
     until: Time,
 ) -> RunStatus {
-    loop {
-        match queue.peek_time() {
-            None => return RunStatus::Drained,
-            Some(t) if t > until => return RunStatus::SliceEnd,
-            Some(_) => {
-                let (t, ev) = queue.pop().expect("peeked event exists");
-                if let Some(next) = queue.peek_next() {
-                    handler.prefetch(next, queue.peek_after());
-                }
-                handler.handle(t, ev, queue);
-            }
+    while let Some((t, ev)) = queue.pop_until(until) {
+        if let Some(next) = queue.peek_next() {
+            handler.prefetch(next, queue.peek_after());
         }
+        handler.handle(t, ev, queue);
+    }
+    if queue.is_empty() {
+        RunStatus::Drained
+    } else {
+        RunStatus::SliceEnd
     }
 }
 

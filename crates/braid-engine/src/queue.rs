@@ -5,11 +5,13 @@
 //! wheel files an event in O(1) into a ~1 ns bucket and sorts each small bucket once when time
 //! reaches it. Events beyond the wheel's horizon wait in a heap and are pulled in when due.
 //!
-//! Order is total and deterministic: by time, then by scheduling order (a sequence number).
+//! Order is total and deterministic: by time, then by scheduling order. In the wheel the
+//! scheduling order is a bucket's filing order (entries carry no sequence number); the far heap
+//! keeps a sequence number, and its entries enter the wheel before anything later can.
 
 use crate::time::Time;
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::BinaryHeap;
 
 /// log2 of the bucket width in picoseconds (1024 ps).
 const GRAN_SHIFT: u32 = 10;
@@ -18,24 +20,31 @@ const WHEEL_BITS: u32 = 16;
 const NB: u64 = 1 << WHEEL_BITS;
 const MASK: u64 = NB - 1;
 
-struct Entry<E> {
+/// An event in the wheel. It carries no sequence number: a bucket's events are appended in
+/// scheduling order (see `advance` for why that holds for events moved in from the far heap
+/// too), so among equal times its position in the bucket *is* the scheduling order, and a sort
+/// of (time, position) keys gives the (time, sequence) order.
+#[derive(Clone, Copy)]
+struct Slot<E> {
+    time: Time,
+    ev: E,
+}
+
+/// Far-future entries, ordered by (time, seq).
+struct Far<E> {
     time: Time,
     seq: u64,
     ev: E,
 }
-
-impl<E> Entry<E> {
+impl<E> Far<E> {
     #[inline]
     fn key(&self) -> (Time, u64) {
         (self.time, self.seq)
     }
 }
-
-/// Far-future entries, ordered by (time, seq).
-struct Far<E>(Entry<E>);
 impl<E> PartialEq for Far<E> {
     fn eq(&self, o: &Self) -> bool {
-        self.0.key() == o.0.key()
+        self.key() == o.key()
     }
 }
 impl<E> Eq for Far<E> {}
@@ -46,53 +55,104 @@ impl<E> PartialOrd for Far<E> {
 }
 impl<E> Ord for Far<E> {
     fn cmp(&self, o: &Self) -> std::cmp::Ordering {
-        self.0.key().cmp(&o.0.key())
+        self.key().cmp(&o.key())
+    }
+}
+
+/// Buckets up to this size are sorted by counting ranks; larger ones by the library's sort.
+const RANK_MAX: usize = 32;
+
+/// Writes `v` (one bucket's events, in filing order) into `out` in (time, filing order) order,
+/// for `v.len() <= RANK_MAX`. Each event's rank is the number of keys smaller than its own,
+/// the key being its time's offset in the bucket above its index (so keys are distinct, and
+/// equal times keep the filing order, i.e. the scheduling order). That is n² compares but no
+/// data-dependent branch: a bucket's events arrive in nearly random order (on the HPCC anchor
+/// an insertion sort moved ~1.8 entries per event over ~8 events), which it pays in
+/// mispredicted loop exits (about one per event). The compares run over a fixed width (8, 16 or 32 keys, padded
+/// with a key larger than any) so that the inner loop has no exit to predict either.
+#[inline]
+fn rank_into<E: Copy>(v: &[Slot<E>], out: &mut Vec<Slot<E>>) {
+    match v.len() {
+        0..=8 => rank_w::<E, 8>(v, out),
+        9..=16 => rank_w::<E, 16>(v, out),
+        _ => rank_w::<E, RANK_MAX>(v, out),
+    }
+}
+
+#[inline(always)]
+fn rank_w<E: Copy, const W: usize>(v: &[Slot<E>], out: &mut Vec<Slot<E>>) {
+    debug_assert!(v.len() <= W && W <= 32);
+    let lo = (1u64 << GRAN_SHIFT) - 1;
+    // 10 bits of time offset above 5 bits of index: fits an i32, and i32::MAX (the padding)
+    // is never smaller than a key.
+    let mut keys = [i32::MAX; W];
+    for ((k, s), i) in keys.iter_mut().zip(v).zip(0u64..) {
+        *k = ((s.time & lo) << 5 | i) as i32;
+    }
+    out.clear();
+    if let Some(&first) = v.first() {
+        out.resize(v.len(), first);
+    }
+    for (s, &k) in v.iter().zip(&keys) {
+        let r: i32 = keys.iter().map(|&x| (x < k) as i32).sum();
+        out[r as usize] = *s;
     }
 }
 
 pub struct EventQueue<E> {
-    buckets: Vec<Vec<Entry<E>>>,
+    /// Fixed-size arrays, indexed by a masked slot number: no bounds checks.
+    buckets: Box<[Vec<Slot<E>>; NB as usize]>,
     /// One bit per bucket: non-empty.
-    occupied: Vec<u64>,
+    occupied: Box<[u64; (NB / 64) as usize]>,
     /// One bit per word of `occupied`: that word is non-zero (so a scan skips 4096 buckets a bit).
-    summary: Vec<u64>,
+    summary: [u64; (NB / 64 / 64) as usize],
     /// Absolute index (time >> GRAN_SHIFT) of the bucket being drained.
     cur: u64,
-    /// The current bucket's events, sorted ascending: the next one pops off the front, and an
-    /// event scheduled into this bucket (almost always the largest key: latest time, newest
-    /// sequence number) is appended at the back in O(1). (Sorted descending with inserts at the
-    /// front, thousands of events scheduled for one instant cost O(n²): an all-to-all's flows
-    /// starting together.)
-    active: VecDeque<Entry<E>>,
+    /// The bucket being drained, sorted by (time, scheduling order); the next event is at `head`
+    /// (a cursor instead of a `VecDeque`: popping is a load and an increment).
+    act: Vec<Slot<E>>,
+    /// Next position in `act` to pop.
+    head: usize,
     far: BinaryHeap<Reverse<Far<E>>>,
+    /// Bucket of the far heap's first entry (`u64::MAX` when empty): `advance` checks it against
+    /// the horizon without touching the heap.
+    far_bucket: u64,
     /// Emptied bucket vectors, reused by the next buckets to fill: empty buckets hold no memory,
     /// so the wheel's footprint follows the pending events, not the busiest moment so far.
-    spare: Vec<Vec<Entry<E>>>,
+    spare: Vec<Vec<Slot<E>>>,
     now: Time,
+    /// Scheduling sequence: orders equal times in the far heap (the wheel orders by position).
     seq: u64,
-    len: usize,
+    /// Events scheduled so far (pending = scheduled - popped: one counter per event each way).
+    scheduled: u64,
     popped: u64,
 }
 
-impl<E> Default for EventQueue<E> {
+impl<E: Copy> Default for EventQueue<E> {
     fn default() -> Self {
         Self::new()
     }
 }
 
-impl<E> EventQueue<E> {
+impl<E: Copy> EventQueue<E> {
     pub fn new() -> Self {
         Self {
-            buckets: (0..NB).map(|_| Vec::new()).collect(),
-            occupied: vec![0; (NB / 64) as usize],
-            summary: vec![0; (NB / 64 / 64) as usize],
+            buckets: (0..NB)
+                .map(|_| Vec::new())
+                .collect::<Box<[_]>>()
+                .try_into()
+                .unwrap_or_else(|_| unreachable!()),
+            occupied: Box::new([0; (NB / 64) as usize]),
+            summary: [0; (NB / 64 / 64) as usize],
             cur: 0,
-            active: VecDeque::new(),
+            act: Vec::new(),
+            head: 0,
             far: BinaryHeap::new(),
+            far_bucket: u64::MAX,
             spare: Vec::new(),
             now: 0,
             seq: 0,
-            len: 0,
+            scheduled: 0,
             popped: 0,
         }
     }
@@ -105,12 +165,12 @@ impl<E> EventQueue<E> {
 
     #[inline]
     pub fn len(&self) -> usize {
-        self.len
+        (self.scheduled - self.popped) as usize
     }
 
     #[inline]
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.scheduled == self.popped
     }
 
     /// Events handled so far.
@@ -121,7 +181,11 @@ impl<E> EventQueue<E> {
 
     /// Schedules `ev` at absolute time `t`. Scheduling in the past is a logic error; it is clamped
     /// to now in release builds so a run never goes backwards.
-    #[inline]
+    ///
+    /// Always inlined: the common case (a bucket ahead of the one being drained that already
+    /// holds an event: ~7 in 8 on the HPCC anchor) is a dozen instructions, less than a call's
+    /// register saves; everything else is out of line.
+    #[inline(always)]
     pub fn schedule(&mut self, t: Time, ev: E) {
         debug_assert!(
             t >= self.now,
@@ -129,13 +193,23 @@ impl<E> EventQueue<E> {
             self.now
         );
         let t = t.max(self.now);
-        let seq = self.seq;
-        self.seq += 1;
-        self.len += 1;
-        let e = Entry { time: t, seq, ev };
+        self.scheduled += 1;
         let b = t >> GRAN_SHIFT;
-        // The common case first: a bucket of the wheel ahead of the one being drained.
-        if b != self.cur && b < self.cur + NB {
+        let bucket = &mut self.buckets[(b & MASK) as usize];
+        // cur < b < cur + NB (one unsigned compare), and not the bucket's first event.
+        if b.wrapping_sub(self.cur).wrapping_sub(1) < NB - 1 && !bucket.is_empty() {
+            bucket.push(Slot { time: t, ev });
+        } else {
+            self.schedule_slow(b, t, ev);
+        }
+    }
+
+    /// A bucket's first event (give it a spare vector, mark it occupied), or one into the bucket
+    /// being drained (or before it, if `peek_time` moved on to a later bucket than now's), or
+    /// beyond the wheel's horizon.
+    #[inline(never)]
+    fn schedule_slow(&mut self, b: u64, t: Time, ev: E) {
+        if b.wrapping_sub(self.cur).wrapping_sub(1) < NB - 1 {
             let slot = (b & MASK) as usize;
             let bucket = &mut self.buckets[slot];
             if bucket.capacity() == 0 {
@@ -143,27 +217,24 @@ impl<E> EventQueue<E> {
                     *bucket = v;
                 }
             }
-            bucket.push(e);
+            bucket.push(Slot { time: t, ev });
             self.mark(slot);
-        } else {
-            self.schedule_rare(b, e);
-        }
-    }
-
-    /// Into the bucket being drained, or beyond the wheel's horizon.
-    #[inline(never)]
-    fn schedule_rare(&mut self, b: u64, e: Entry<E>) {
-        if b == self.cur {
-            // Into the bucket being drained: keep it sorted. New events usually have the largest
-            // key, so they belong at the back.
-            if self.active.back().is_none_or(|x| x.key() < e.key()) {
-                self.active.push_back(e);
+        } else if b <= self.cur {
+            // Into the events being drained: after every one at or before `t` (this one is the
+            // latest scheduled). Popped ones are all at or before now <= t, so it lands at or
+            // after `head`. Usually that is the back.
+            let rest = &self.act[self.head..];
+            let pos = if rest.last().is_none_or(|x| x.time <= t) {
+                self.act.len()
             } else {
-                let pos = self.active.partition_point(|x| x.key() < e.key());
-                self.active.insert(pos, e);
-            }
+                self.head + rest.partition_point(|x| x.time <= t)
+            };
+            self.act.insert(pos, Slot { time: t, ev });
         } else {
-            self.far.push(Reverse(Far(e)));
+            let seq = self.seq;
+            self.seq += 1;
+            self.far_bucket = self.far_bucket.min(b);
+            self.far.push(Reverse(Far { time: t, seq, ev }));
         }
     }
 
@@ -177,98 +248,141 @@ impl<E> EventQueue<E> {
     /// being drained): for prefetching what it will touch.
     #[inline]
     pub fn peek_next(&self) -> Option<&E> {
-        self.active.front().map(|e| &e.ev)
+        self.act.get(self.head).map(|s| &s.ev)
     }
 
     /// The event after [`peek_next`](Self::peek_next)'s, if it is in the same bucket.
     #[inline]
     pub fn peek_after(&self) -> Option<&E> {
-        self.active.get(1).map(|e| &e.ev)
+        self.act.get(self.head + 1).map(|s| &s.ev)
     }
 
     /// Time of the next event, if any.
+    #[inline]
     pub fn peek_time(&mut self) -> Option<Time> {
-        if self.active.is_empty() && !self.advance() {
+        if self.head == self.act.len() && !self.advance() {
             return None;
         }
-        self.active.front().map(|e| e.time)
+        Some(self.act[self.head].time)
     }
 
+    #[inline]
     pub fn pop(&mut self) -> Option<(Time, E)> {
-        if self.active.is_empty() && !self.advance() {
-            return None;
-        }
-        let e = self.active.pop_front()?;
-        self.len -= 1;
-        self.popped += 1;
-        self.now = e.time;
-        Some((e.time, e.ev))
+        self.pop_until(Time::MAX)
     }
 
-    /// Finds the next non-empty bucket (in the wheel or the far heap) and loads it into `active`.
+    /// The next event if it is at or before `until` (else None, and it stays queued).
+    #[inline]
+    pub fn pop_until(&mut self, until: Time) -> Option<(Time, E)> {
+        if self.head == self.act.len() && !self.advance() {
+            return None;
+        }
+        let s = self.act[self.head];
+        if s.time > until {
+            return None;
+        }
+        self.head += 1;
+        self.popped += 1;
+        self.now = s.time;
+        Some((s.time, s.ev))
+    }
+
+    /// Finds the next non-empty bucket (in the wheel or the far heap) and makes it the one being
+    /// drained. Called when the current one is drained.
+    #[inline(never)]
     fn advance(&mut self) -> bool {
-        if self.len == 0 {
+        if self.is_empty() {
             return false;
         }
-        let wheel_next = self.next_occupied();
-        let far_next = self.far.peek().map(|Reverse(Far(e))| e.time >> GRAN_SHIFT);
-        let b = match (wheel_next, far_next) {
-            (Some(w), Some(f)) => w.min(f),
-            (Some(w), None) => w,
-            (None, Some(f)) => f,
-            (None, None) => return false,
-        };
-        self.cur = b;
-        let slot = (b & MASK) as usize;
-        // The drained (empty) active buffer goes back to the spares; the bucket's becomes active.
-        let mut v: Vec<Entry<E>> = std::mem::take(&mut self.active).into();
-        debug_assert!(v.is_empty());
-        if wheel_next == Some(b) {
-            std::mem::swap(&mut v, &mut self.buckets[slot]);
-            let empty = std::mem::take(&mut self.buckets[slot]);
-            if empty.capacity() > 0 {
-                self.spare.push(empty);
-            }
+        self.head = 0;
+        // Wheel entries are all within the horizon and far ones beyond it (far entries are moved
+        // in as soon as they come within it, below), so the far heap is next only when the
+        // wheel is empty.
+        let v = if let Some(b) = self.next_occupied() {
+            self.cur = b;
+            let slot = (b & MASK) as usize;
             self.occupied[slot >> 6] &= !(1 << (slot & 63));
             if self.occupied[slot >> 6] == 0 {
                 self.summary[slot >> 12] &= !(1 << ((slot >> 6) & 63));
             }
-        }
-        while let Some(Reverse(Far(e))) = self.far.peek() {
-            if e.time >> GRAN_SHIFT != b {
-                break;
+            std::mem::take(&mut self.buckets[slot])
+        } else {
+            let b = self.far_bucket;
+            debug_assert!(b != u64::MAX);
+            self.cur = b;
+            let mut v = self.spare.pop().unwrap_or_default();
+            // In (time, seq) order: position order is scheduling order among equal times.
+            while let Some(Reverse(e)) = self.far.peek() {
+                if e.time >> GRAN_SHIFT != b {
+                    break;
+                }
+                let Reverse(e) = self.far.pop().unwrap();
+                v.push(Slot {
+                    time: e.time,
+                    ev: e.ev,
+                });
             }
-            let Reverse(Far(e)) = self.far.pop().unwrap();
-            v.push(e);
+            self.far_bucket = self
+                .far
+                .peek()
+                .map_or(u64::MAX, |Reverse(e)| e.time >> GRAN_SHIFT);
+            v
+        };
+        // Far entries whose bucket is now inside the horizon move into the wheel now, before
+        // any schedule() can file a later event into that bucket: popped in (time, seq) order
+        // into an empty bucket, they keep position order = scheduling order among equal times.
+        if self.far_bucket < self.cur + NB {
+            self.far_in();
         }
-        // Far entries whose bucket is now inside the horizon must move into the wheel, or a later
-        // schedule() into the same slot would be filed before them.
-        while let Some(Reverse(Far(e))) = self.far.peek() {
+        self.load(v);
+        !self.act.is_empty()
+    }
+
+    /// Makes `v` (a bucket's events in filing order) the sorted run being drained; its vector
+    /// goes back to the spares (small buckets are copied into `act`'s buffer by rank).
+    #[inline]
+    fn load(&mut self, mut v: Vec<Slot<E>>) {
+        let mut old = if v.len() <= RANK_MAX {
+            rank_into(&v, &mut self.act);
+            v.clear();
+            v
+        } else {
+            // Stable: equal times keep the filing order.
+            v.sort_by_key(|s| s.time);
+            let mut old = std::mem::replace(&mut self.act, v);
+            old.clear();
+            old
+        };
+        if old.capacity() > 0 {
+            old.clear();
+            self.spare.push(old);
+        }
+    }
+
+    #[inline(never)]
+    fn far_in(&mut self) {
+        while let Some(Reverse(e)) = self.far.peek() {
             let fb = e.time >> GRAN_SHIFT;
             if fb >= self.cur + NB {
                 break;
             }
-            let Reverse(Far(e)) = self.far.pop().unwrap();
+            let Reverse(e) = self.far.pop().unwrap();
             let s = (fb & MASK) as usize;
             if self.buckets[s].capacity() == 0 {
                 if let Some(sp) = self.spare.pop() {
                     self.buckets[s] = sp;
                 }
             }
-            self.buckets[s].push(e);
+            self.buckets[s].push(Slot {
+                time: e.time,
+                ev: e.ev,
+            });
             self.mark(s);
         }
-        // Every entry of the bucket has the same time >> GRAN_SHIFT: (time, seq) orders as one
-        // integer of the time's low bits above the sequence number, while that fits.
-        if self.seq < 1 << (64 - GRAN_SHIFT) {
-            v.sort_unstable_by_key(|e| {
-                (e.time & ((1 << GRAN_SHIFT) - 1)) << (64 - GRAN_SHIFT) | e.seq
-            });
-        } else {
-            v.sort_unstable_by_key(|e| e.key());
-        }
-        self.active = VecDeque::from(v);
-        !self.active.is_empty()
+        self.far_bucket = self
+            .far
+            .peek()
+            .map_or(u64::MAX, |Reverse(e)| e.time >> GRAN_SHIFT);
     }
 
     #[inline]
@@ -390,6 +504,67 @@ mod tests {
         assert_eq!(q.pop(), None);
     }
 
+    #[test]
+    fn schedule_before_a_bucket_peek_time_moved_to() {
+        // peek_time() makes the next bucket the one being drained without popping; an event
+        // scheduled after that, between now and that bucket, must still come first.
+        let mut q = EventQueue::new();
+        q.schedule(50_000, 1u32);
+        assert_eq!(q.peek_time(), Some(50_000));
+        q.schedule(3_000, 2);
+        q.schedule(50_000, 3);
+        q.schedule(49_999, 4);
+        assert_eq!(q.pop(), Some((3_000, 2)));
+        assert_eq!(q.pop(), Some((49_999, 4)));
+        assert_eq!(q.pop(), Some((50_000, 1)));
+        assert_eq!(q.pop(), Some((50_000, 3)));
+        assert_eq!(q.pop(), None);
+    }
+
+    #[test]
+    fn far_entries_come_before_later_scheduled_equal_times() {
+        // An event filed in the far heap, then (once its bucket is within the horizon) others at
+        // the very same time filed in the wheel: the far one was scheduled first and pops first.
+        let horizon = NB << GRAN_SHIFT;
+        let t = horizon + 5 * (1 << GRAN_SHIFT) + 17;
+        let mut q = EventQueue::new();
+        q.schedule(t, 0u32);
+        q.schedule(t + 1, 1);
+        q.schedule(t - 1, 2);
+        q.schedule(10 << GRAN_SHIFT, 3);
+        assert_eq!(q.pop(), Some((10 << GRAN_SHIFT, 3)));
+        // now = 10 buckets: t's bucket is within the horizon; the far entries are in the wheel.
+        q.schedule(t, 4);
+        q.schedule(t - 1, 5);
+        assert_eq!(q.pop(), Some((t - 1, 2)));
+        assert_eq!(q.pop(), Some((t - 1, 5)));
+        assert_eq!(q.pop(), Some((t, 0)));
+        assert_eq!(q.pop(), Some((t, 4)));
+        assert_eq!(q.pop(), Some((t + 1, 1)));
+        assert_eq!(q.pop(), None);
+    }
+
+    #[test]
+    fn buckets_of_every_size_sort_stably() {
+        // Sizes across the rank widths (8, 16, 32) and the library sort above them, with many
+        // equal times, filed in scrambled order.
+        for n in 1..80u64 {
+            let mut q = EventQueue::new();
+            q.schedule(0, (0, 0));
+            q.pop();
+            let base = 7 << GRAN_SHIFT;
+            let mut want = Vec::new();
+            for i in 0..n {
+                let t = base + (i * 7919) % 13 * 61;
+                q.schedule(t, (t, i));
+                want.push((t, i));
+            }
+            want.sort();
+            let got: Vec<(u64, u64)> = std::iter::from_fn(|| q.pop().map(|x| x.1)).collect();
+            assert_eq!(got, want, "bucket of {n}");
+        }
+    }
+
     proptest! {
         /// Against a reference ordered map: any interleaving of schedules (never in the past) and
         /// pops yields events in (time, scheduling order).
@@ -411,6 +586,46 @@ mod tests {
                     if let Some((k, _)) = want { r.remove(&(k, want.unwrap().1)); }
                     prop_assert_eq!(q.pop(), want);
                 }
+            }
+            while let Some(got) = q.pop() {
+                let (k, v) = r.iter().next().map(|(k, v)| (*k, *v)).unwrap();
+                r.remove(&k);
+                prop_assert_eq!(got, (k.0, v));
+            }
+            prop_assert!(r.is_empty());
+        }
+
+        /// The same with events crowded into few buckets (many equal times, inserts into the
+        /// bucket being drained, buckets of up to ~100 events), schedules right at and around
+        /// the wheel's horizon, and `peek_time` between operations.
+        #[test]
+        fn matches_reference_crowded(ops in proptest::collection::vec((0u8..6, 0u64..1_000_000u64), 1..600)) {
+            let horizon = NB << GRAN_SHIFT;
+            let mut q = EventQueue::new();
+            let mut r: BTreeMap<(u64, u64), u64> = BTreeMap::new();
+            let mut seq = 0u64;
+            for (op, dt) in ops {
+                let d = match op {
+                    0 => Some(dt % 4 * 256),
+                    1 => Some(dt % 3_000),
+                    2 => Some(horizon - 2_048 + dt % 4_096),
+                    3 => Some(dt * 200),
+                    _ => None,
+                };
+                if let Some(d) = d {
+                    let t = q.now() + d;
+                    q.schedule(t, seq);
+                    r.insert((t, seq), seq);
+                    seq += 1;
+                } else if op == 4 {
+                    let want = r.keys().next().map(|k| k.0);
+                    prop_assert_eq!(q.peek_time(), want);
+                } else {
+                    let want = r.iter().next().map(|(k, v)| (*k, *v));
+                    if let Some((k, _)) = want { r.remove(&k); }
+                    prop_assert_eq!(q.pop(), want.map(|(k, v)| (k.0, v)));
+                }
+                prop_assert_eq!(q.len(), r.len());
             }
             while let Some(got) = q.pop() {
                 let (k, v) = r.iter().next().map(|(k, v)| (*k, *v)).unwrap();

@@ -213,30 +213,22 @@ impl Simulation {
         let t0 = std::time::Instant::now();
         let until = until_ps.min(self.end);
         loop {
-            match self.queue.peek_time() {
-                Some(t) if t <= until => {
-                    let (t, ev) = self.queue.pop().expect("peeked");
-                    if let Some(next) = self.queue.peek_next() {
-                        self.world.prefetch(next, self.queue.peek_after());
-                    }
+            if let Some((t, ev)) = self.queue.pop_until(until) {
+                if let Some(next) = self.queue.peek_next() {
+                    self.world.prefetch(next, self.queue.peek_after());
+                }
+                self.world.handle(t, ev, &mut self.queue);
+                if self.ends_when_done && self.log.borrow().unfinished == 0 {
                     self.now = t;
-                    self.world.handle(t, ev, &mut self.queue);
-                    if self.ends_when_done && self.log.borrow().unfinished == 0 {
-                        self.finished = true;
-                        break;
-                    }
-                }
-                Some(_) => {
-                    self.now = until;
+                    self.finished = true;
                     break;
                 }
-                None => {
-                    self.now = until;
-                    if !self.ends_when_done || until >= self.end {
-                        self.finished = until >= self.end;
-                    }
-                    break;
+            } else {
+                self.now = until;
+                if self.queue.is_empty() && (!self.ends_when_done || until >= self.end) {
+                    self.finished = until >= self.end;
                 }
+                break;
             }
         }
         if self.now >= self.end {
