@@ -73,7 +73,7 @@ impl World {
                     }
                     sw.ingress[in_port][pprio] -= size;
                     if sw.pause_sent[in_port][pprio]
-                        && sw.ingress[in_port][pprio] <= sw.xon(&self.sw)
+                        && sw.ingress[in_port][pprio] <= sw.xon_cached(&self.sw)
                     {
                         sw.pause_sent[in_port][pprio] = false;
                         self.counters.pfc_resumes += 1;
@@ -321,12 +321,12 @@ impl World {
         // the full path handles).
         let egress = &self.ports[port_at(&self.hot, node, out)];
         let q_prio = prio.min(egress.queues.len() - 1);
-        let would_pause = lossless && sw.ingress[in_port as usize][prio] + size > sw.xoff(&self.sw);
+        // (The XOFF test last: it is needed only when the egress is idle.)
         if egress.busy_until <= now
             && egress.bytes == 0
             && egress.ctrl.is_empty()
             && !egress.paused[q_prio]
-            && !would_pause
+            && !(lossless && sw.ingress[in_port as usize][prio] + size > sw.xoff_cached(&self.sw))
         {
             self.counters.packets_forwarded += 1;
             if self.sw.ecn.enabled && !self.pool.get(id).ce {
@@ -348,7 +348,7 @@ impl World {
         self.counters.packets_forwarded += 1;
         let pause = lossless
             && !sw.pause_sent[in_port as usize][prio]
-            && sw.ingress[in_port as usize][prio] > sw.xoff(&self.sw);
+            && sw.ingress[in_port as usize][prio] > sw.xoff_cached(&self.sw);
         if pause {
             sw.pause_sent[in_port as usize][prio] = true;
         }

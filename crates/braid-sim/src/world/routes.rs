@@ -164,6 +164,8 @@ impl World {
                         headroom,
                         ingress: vec![[0; MAX_PRIO]; np],
                         pause_sent: vec![[false; MAX_PRIO]; np],
+                        // No `shared_used` reaches u64::MAX: the first use computes it.
+                        xoff_memo: (u64::MAX, 0),
                         ecmp_seed: braid_engine::derive_seed(sw.ecmp_seed, "ecmp", &[i as u64]),
                         ecn_rng: RngStream::new(seed, "ecn", &[i as u64]),
                         src_routes: Vec::new(),
