@@ -1,7 +1,7 @@
 //! The packet hop machinery: egress ports transmitting (`try_transmit`, `put_on_wire`),
 //! drops, PFC frames, arrival at a node and forwarding through a switch.
 
-use super::{port_at, Ev, Role, World};
+use super::{port_at, Ev, Role, World, NO_PORT};
 use crate::net::{red_probability, Pool, MAX_PRIO};
 use crate::nic::{addr_node, Effects, NextTx};
 use crate::packet::{Packet, PktId, PktKind, PFC_SIZE};
@@ -91,7 +91,10 @@ impl World {
         let size = pk.size as u64;
         let is_data = pk.kind == PktKind::Data;
         let is_pfc = pk.kind == PktKind::Pfc;
-        let p = &mut self.ports[port_at(&self.hot, node, port)];
+        // The port's index and the node's role, once (the calls below could change neither).
+        let pi = port_at(&self.hot, node, port);
+        let role = self.hot[node as usize].role;
+        let p = &mut self.ports[pi];
         p.tx_pfc += is_pfc as u64;
         let ser = p.serialization(size);
         p.busy_until = now + ser;
@@ -109,20 +112,22 @@ impl World {
             self.counters.drops_loss += 1;
             self.drop_packet(id);
         } else {
+            let out = self.egress_at(peer, self.pool.get(id));
             q.schedule(
                 now + ser + delay,
                 Ev::Arrive {
                     node: peer,
                     port: peer_port,
                     pkt: id,
+                    out,
                 },
             );
         }
         // Come back when this transmission ends, if anything may follow.
-        let more = match self.hot[node as usize].role {
+        let more = match role {
             Role::Host(h) => self.hosts[h as usize].nic.has_pending(),
             Role::Switch(_) => {
-                let p = &self.ports[port_at(&self.hot, node, port)];
+                let p = &self.ports[pi];
                 !p.ctrl.is_empty() || p.bytes > 0
             }
         };
@@ -192,12 +197,14 @@ impl World {
 
     // ------------------------------------------------------------------ arrival
 
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn arrive(
         &mut self,
         now: Time,
         node: u32,
         port: u16,
         id: PktId,
+        out: u16,
         q: &mut EventQueue<Ev>,
     ) {
         let pk = self.pool.get(id);
@@ -241,7 +248,7 @@ impl World {
                     self.nic_receive(now, h, id, q);
                 }
             }
-            Role::Switch(s) => self.forward(now, s as usize, node, port, id, q),
+            Role::Switch(s) => self.forward(now, s as usize, node, port, id, out, q),
         }
     }
 
@@ -265,29 +272,44 @@ impl World {
         self.apply(now, h, eff, q);
     }
 
-    /// Starts loading the egress port a switch at `node` will forward packet `id` on.
+    /// The egress port switch `node` will forward `pk` on when it arrives there; `NO_PORT` if
+    /// `node` is a host, `pk` a PFC frame (consumed at the hop) or the switch has no route.
+    ///
+    /// A route depends on the switch's tables and seed (fixed once the run starts) and on the
+    /// packet's addresses and ports (unchanged on the wire), so computing it when the packet is
+    /// put on the wire gives the port the arrival would compute, once instead of twice (the
+    /// arrival's prefetch computed it too, through an out-of-line closure).
     #[inline]
-    pub(super) fn prefetch_egress(&self, node: u32, id: PktId) {
-        let Some(n) = self.hot.get(node as usize) else {
-            return;
-        };
-        let Role::Switch(s) = n.role else {
-            return;
-        };
-        if self.pool.live_slot(id) {
-            // `route` gives one of the switch's own ports; `get` only keeps a hint in bounds.
-            if let Some(p) = self
-                .route(s as usize, self.pool.get(id))
-                .and_then(|out| self.ports.get(n.first_port as usize + out as usize))
-            {
-                // Its first three cache lines (`net::Port`'s layout).
-                braid_engine::prefetch(&p.busy_until);
-                braid_engine::prefetch(&p.ctrl);
-                braid_engine::prefetch(&p.ecn);
+    fn egress_at(&self, node: u32, pk: &Packet) -> u16 {
+        match self.hot[node as usize].role {
+            Role::Switch(s) if pk.kind != PktKind::Pfc => {
+                self.route(s as usize, pk).unwrap_or(NO_PORT)
             }
+            _ => NO_PORT,
         }
     }
 
+    /// Starts loading egress port `out` of `node` (from an arrival's event; `NO_PORT`: none).
+    #[inline]
+    pub(super) fn prefetch_egress(&self, node: u32, out: u16) {
+        if out == NO_PORT {
+            return;
+        }
+        let Some(n) = self.hot.get(node as usize) else {
+            return;
+        };
+        // `get` only keeps a hint in bounds.
+        if let Some(p) = self.ports.get(n.first_port as usize + out as usize) {
+            // Its first three cache lines (`net::Port`'s layout).
+            braid_engine::prefetch(&p.busy_until);
+            braid_engine::prefetch(&p.ctrl);
+            braid_engine::prefetch(&p.ecn);
+        }
+    }
+
+    /// Forwards packet `id`, arrived on `in_port` of switch `s` (at `node`), on port `out`
+    /// (its route, `egress_at`; `NO_PORT`: none, the packet is dropped).
+    #[allow(clippy::too_many_arguments)]
     fn forward(
         &mut self,
         now: Time,
@@ -295,14 +317,15 @@ impl World {
         node: u32,
         in_port: u16,
         id: PktId,
+        out: u16,
         q: &mut EventQueue<Ev>,
     ) {
-        let pk = self.pool.get(id);
-        let Some(out) = self.route(s, pk) else {
+        if out == NO_PORT {
             self.counters.drops_no_route += 1;
             self.drop_packet(id);
             return;
-        };
+        }
+        let pk = self.pool.get(id);
         let size = pk.size as u64;
         let prio = (pk.prio as usize).min(MAX_PRIO - 1);
         let lossless = self.lossless_mask & (1 << prio) != 0;
