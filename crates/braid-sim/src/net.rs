@@ -188,6 +188,17 @@ impl Port {
         }
     }
 
+    /// The packet the strict scheduler would send next, ignoring pauses (a hint for prefetching;
+    /// never panics).
+    #[inline]
+    pub fn head(&self) -> Option<PktId> {
+        if let Some(&id) = self.ctrl.front() {
+            return Some(id);
+        }
+        let q = self.queues.get(self.nonempty.trailing_zeros() as usize)?;
+        q.front().copied()
+    }
+
     fn take(&mut self, p: usize, pool: &PacketPool) -> Option<PktId> {
         let q = &mut self.queues[p];
         let id = q.pop_front()?;

@@ -310,6 +310,34 @@ impl World {
     /// Forwards packet `id`, arrived on `in_port` of switch `s` (at `node`), on port `out`
     /// (its route, `egress_at`; `NO_PORT`: none, the packet is dropped).
     #[allow(clippy::too_many_arguments)]
+    /// Starts loading the lines of port `port` of `node` that a wake-up reads (a switch's; a
+    /// host's NIC chooses its packet from its own state).
+    #[inline]
+    pub(super) fn prefetch_port(&self, node: u32, port: u16) {
+        if let Some(p) = self.switch_port(node, port) {
+            braid_engine::prefetch(&p.busy_until);
+            braid_engine::prefetch(&p.ctrl);
+        }
+    }
+
+    /// Starts loading the packet a switch port's wake-up will most likely send (`Port::head`).
+    #[inline]
+    pub(super) fn prefetch_head(&self, node: u32, port: u16) {
+        if let Some(id) = self.switch_port(node, port).and_then(|p| p.head()) {
+            self.pool.prefetch(id);
+        }
+    }
+
+    /// Port `port` of `node` if `node` is a switch (for hints: never panics).
+    #[inline]
+    fn switch_port(&self, node: u32, port: u16) -> Option<&crate::net::Port> {
+        let n = self.hot.get(node as usize)?;
+        if !matches!(n.role, Role::Switch(_)) {
+            return None;
+        }
+        self.ports.get(n.first_port as usize + port as usize)
+    }
+
     fn forward(
         &mut self,
         now: Time,
