@@ -381,7 +381,14 @@ impl World {
                 pk.sport,
                 pk.dport,
             );
-            (h % n as u64) as usize
+            // The same index as `h % n`; a mask when `n` is a power of two (fat-trees' groups),
+            // which spares a 64-bit division per hop.
+            let n = n as u64;
+            (if n.is_power_of_two() {
+                h & (n - 1)
+            } else {
+                h % n
+            }) as usize
         };
         // Without static routes, one record per destination node and the switch's row.
         if !self.routes.any_src_route && !self.routes.any_override() {
