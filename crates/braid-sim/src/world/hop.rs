@@ -310,9 +310,6 @@ impl World {
         }
     }
 
-    /// Forwards packet `id`, arrived on `in_port` of switch `s` (at `node`), on port `out`
-    /// (its route, `egress_at`; `NO_PORT`: none, the packet is dropped).
-    #[allow(clippy::too_many_arguments)]
     /// Starts loading the lines of port `port` of `node` that a wake-up reads (a switch's; a
     /// host's NIC chooses its packet from its own state).
     #[inline]
@@ -341,6 +338,9 @@ impl World {
         self.ports.get(n.first_port as usize + port as usize)
     }
 
+    /// Forwards packet `id`, arrived on `in_port` of switch `s` (at `node`), on port `out`
+    /// (its route, `egress_at`; `NO_PORT`: none, the packet is dropped).
+    #[allow(clippy::too_many_arguments)]
     fn forward(
         &mut self,
         now: Time,
