@@ -9,10 +9,9 @@ impl Handler<Ev> for World {
     /// Arrivals, in two steps: for the event after next, the packet and the node it arrives at
     /// (at 10^4 hosts they are rarely still in cache); for the next one (its node loaded
     /// meanwhile), the egress port a switch will put it on (carried in the event), whose state
-    /// forwarding reads first, and its packet again (the first events of a wheel bucket were
-    /// never an event after next). A switch port's wake-up: the port, then the packet at the
-    /// head of its queues, which the dequeue reads first and which has waited in the buffer
-    /// long enough to leave the cache (docs/performance.md, "Round 6").
+    /// forwarding reads first. A switch port's wake-up: the port, then the packet at the head
+    /// of its queues, which the dequeue reads first and which has waited in the buffer long
+    /// enough to leave the cache (docs/performance.md, "Round 6").
     #[inline]
     fn prefetch(&self, next: &Ev, after: Option<&Ev>) {
         match after {
@@ -26,10 +25,7 @@ impl Handler<Ev> for World {
             _ => {}
         }
         match *next {
-            Ev::Arrive { node, out, pkt, .. } => {
-                self.pool.prefetch(pkt);
-                self.prefetch_egress(node, out);
-            }
+            Ev::Arrive { node, out, .. } => self.prefetch_egress(node, out),
             Ev::PortWake { node, port } => self.prefetch_head(node, port),
             _ => {}
         }
