@@ -31,8 +31,9 @@ pub struct Port {
     pub peer_node: u32,
     pub peer_port: u16,
     pub up: bool,
-    /// The queue at `rr` has had its quantum for this visit.
-    visited: bool,
+    /// Bit p set: egress queue p holds a packet. The strict scheduler takes the lowest set bit
+    /// that is not paused instead of looking at every queue's header (two lines of `VecDeque`s).
+    nonempty: u8,
     // --- line 1
     pub ctrl: VecDeque<PktId>,
     // Egress queues (switch ports only; a host's NIC keeps its own queues).
@@ -49,6 +50,8 @@ pub struct Port {
     pub qbytes: [u64; MAX_PRIO],
     deficit: [i64; MAX_PRIO],
     rr: usize,
+    /// The queue at `rr` has had its quantum for this visit.
+    visited: bool,
     pub link: u32,
     pub loss_rng: RngStream,
     /// Packets this port's egress marked CE (RED/ECN), for per-port marking ratios.
@@ -94,6 +97,7 @@ impl Port {
             deficit: [0; MAX_PRIO],
             rr: 0,
             visited: false,
+            nonempty: 0,
             ecn,
             loss_rng,
             tx_bytes: 0,
@@ -141,10 +145,14 @@ impl Port {
         let n = self.queues.len();
         match sched {
             Scheduler::Strict => {
-                for p in 0..n {
-                    if !self.paused[p] && !self.queues[p].is_empty() {
+                // The lowest non-empty queue that is not paused (`nonempty` mirrors the queues).
+                let mut m = self.nonempty;
+                while m != 0 {
+                    let p = m.trailing_zeros() as usize;
+                    if !self.paused[p] {
                         return self.take(p, pool);
                     }
+                    m &= m - 1;
                 }
                 None
             }
@@ -180,8 +188,23 @@ impl Port {
         }
     }
 
+    /// The packet the strict scheduler would send next, ignoring pauses (a hint for prefetching;
+    /// never panics).
+    #[inline]
+    pub fn head(&self) -> Option<PktId> {
+        if let Some(&id) = self.ctrl.front() {
+            return Some(id);
+        }
+        let q = self.queues.get(self.nonempty.trailing_zeros() as usize)?;
+        q.front().copied()
+    }
+
     fn take(&mut self, p: usize, pool: &PacketPool) -> Option<PktId> {
-        let id = self.queues[p].pop_front()?;
+        let q = &mut self.queues[p];
+        let id = q.pop_front()?;
+        if q.is_empty() {
+            self.nonempty &= !(1 << p);
+        }
         let sz = pool.get(id).size as u64;
         self.qbytes[p] -= sz;
         self.bytes -= sz;
@@ -191,6 +214,7 @@ impl Port {
     pub fn enqueue(&mut self, id: PktId, prio: usize, size: u64) {
         let p = prio.min(self.queues.len() - 1);
         self.queues[p].push_back(id);
+        self.nonempty |= 1 << p;
         self.qbytes[p] += size;
         self.bytes += size;
     }
@@ -215,6 +239,10 @@ pub struct Switch {
     pub ingress: Vec<[u64; MAX_PRIO]>,
     /// Whether we have paused the upstream of (ingress port, priority).
     pub pause_sent: Vec<[bool; MAX_PRIO]>,
+    /// The dynamic XOFF threshold (`xoff`) last computed, and the `shared_used` it was computed
+    /// for: a hop asks for it on every lossless arrival, while `shared_used` changes only when a
+    /// packet is buffered or leaves the buffer (`xoff_cached`).
+    pub xoff_memo: (u64, u64),
     pub ecmp_seed: u64,
     pub ecn_rng: RngStream,
     /// Static routes that match source addresses too (checked first, in order).
@@ -246,6 +274,27 @@ impl Switch {
             (cfg.pfc.alpha * free as f64) as u64
         } else {
             cfg.pfc.xoff.0
+        }
+    }
+    /// [`Switch::xoff`], computed once per value of `shared_used` (the float product and its
+    /// conversions cost ~28 instructions, and most hops leave `shared_used` as it was).
+    #[inline]
+    pub fn xoff_cached(&mut self, cfg: &SwitchConfig) -> u64 {
+        if !cfg.pfc.dynamic {
+            return cfg.pfc.xoff.0;
+        }
+        if self.xoff_memo.0 != self.shared_used {
+            self.xoff_memo = (self.shared_used, self.xoff(cfg));
+        }
+        self.xoff_memo.1
+    }
+    /// [`Switch::xon`] from [`Switch::xoff_cached`].
+    #[inline]
+    pub fn xon_cached(&mut self, cfg: &SwitchConfig) -> u64 {
+        if cfg.pfc.dynamic {
+            self.xoff_cached(cfg).saturating_sub(cfg.pfc.xon_offset.0)
+        } else {
+            cfg.pfc.xon.0
         }
     }
     pub fn xon(&self, cfg: &SwitchConfig) -> u64 {

@@ -7,26 +7,39 @@ use braid_verbs::Event;
 
 impl Handler<Ev> for World {
     /// Arrivals, in two steps: for the event after next, the packet and the node it arrives at
-    /// (at 10^4 hosts they are rarely still in cache); for the next one (its packet and node
-    /// loaded meanwhile), the egress port a switch will put it on, whose state forwarding reads
-    /// first (docs/performance.md).
+    /// (at 10^4 hosts they are rarely still in cache); for the next one (its node loaded
+    /// meanwhile), the egress port a switch will put it on (carried in the event), whose state
+    /// forwarding reads first. A switch port's wake-up: the port, then the packet at the head
+    /// of its queues, which the dequeue reads first and which has waited in the buffer long
+    /// enough to leave the cache (docs/performance.md, "Round 6").
     #[inline]
     fn prefetch(&self, next: &Ev, after: Option<&Ev>) {
-        if let Some(&Ev::Arrive { node, pkt, .. }) = after {
-            self.pool.prefetch(pkt);
-            if let Some(n) = self.hot.get(node as usize) {
-                braid_engine::prefetch(n);
+        match after {
+            Some(&Ev::Arrive { node, pkt, .. }) => {
+                self.pool.prefetch(pkt);
+                if let Some(n) = self.hot.get(node as usize) {
+                    braid_engine::prefetch(n);
+                }
             }
+            Some(&Ev::PortWake { node, port }) => self.prefetch_port(node, port),
+            _ => {}
         }
-        if let Ev::Arrive { node, pkt, .. } = *next {
-            self.prefetch_egress(node, pkt);
+        match *next {
+            Ev::Arrive { node, out, .. } => self.prefetch_egress(node, out),
+            Ev::PortWake { node, port } => self.prefetch_head(node, port),
+            _ => {}
         }
     }
 
     fn handle(&mut self, now: Time, ev: Ev, q: &mut EventQueue<Ev>) {
         self.ev_counts[ev.kind()] += 1;
         match ev {
-            Ev::Arrive { node, port, pkt } => self.arrive(now, node, port, pkt, q),
+            Ev::Arrive {
+                node,
+                port,
+                pkt,
+                out,
+            } => self.arrive(now, node, port, pkt, out, q),
             Ev::PortWake { node, port } => {
                 let p = &mut self.ports[port_at(&self.hot, node, port)];
                 if p.wake_at == Some(now) {

@@ -1,7 +1,7 @@
 //! The packet hop machinery: egress ports transmitting (`try_transmit`, `put_on_wire`),
 //! drops, PFC frames, arrival at a node and forwarding through a switch.
 
-use super::{port_at, Ev, Role, World};
+use super::{port_at, Ev, Role, World, NO_PORT};
 use crate::net::{red_probability, Pool, MAX_PRIO};
 use crate::nic::{addr_node, Effects, NextTx};
 use crate::packet::{Packet, PktId, PktKind, PFC_SIZE};
@@ -73,7 +73,7 @@ impl World {
                     }
                     sw.ingress[in_port][pprio] -= size;
                     if sw.pause_sent[in_port][pprio]
-                        && sw.ingress[in_port][pprio] <= sw.xon(&self.sw)
+                        && sw.ingress[in_port][pprio] <= sw.xon_cached(&self.sw)
                     {
                         sw.pause_sent[in_port][pprio] = false;
                         self.counters.pfc_resumes += 1;
@@ -86,12 +86,18 @@ impl World {
         self.put_on_wire(now, node, port, id, q);
     }
 
+    // Inlined into its two callers (forwarding's fast path, `try_transmit`): the call's own
+    // register saves and restores were ~17 instructions per packet.
+    #[inline(always)]
     fn put_on_wire(&mut self, now: Time, node: u32, port: u16, id: PktId, q: &mut EventQueue<Ev>) {
         let pk = self.pool.get(id);
         let size = pk.size as u64;
         let is_data = pk.kind == PktKind::Data;
         let is_pfc = pk.kind == PktKind::Pfc;
-        let p = &mut self.ports[port_at(&self.hot, node, port)];
+        // The port's index and the node's role, once (the calls below could change neither).
+        let pi = port_at(&self.hot, node, port);
+        let role = self.hot[node as usize].role;
+        let p = &mut self.ports[pi];
         p.tx_pfc += is_pfc as u64;
         let ser = p.serialization(size);
         p.busy_until = now + ser;
@@ -109,20 +115,22 @@ impl World {
             self.counters.drops_loss += 1;
             self.drop_packet(id);
         } else {
+            let out = self.egress_at(peer, self.pool.get(id));
             q.schedule(
                 now + ser + delay,
                 Ev::Arrive {
                     node: peer,
                     port: peer_port,
                     pkt: id,
+                    out,
                 },
             );
         }
         // Come back when this transmission ends, if anything may follow.
-        let more = match self.hot[node as usize].role {
+        let more = match role {
             Role::Host(h) => self.hosts[h as usize].nic.has_pending(),
             Role::Switch(_) => {
-                let p = &self.ports[port_at(&self.hot, node, port)];
+                let p = &self.ports[pi];
                 !p.ctrl.is_empty() || p.bytes > 0
             }
         };
@@ -192,12 +200,14 @@ impl World {
 
     // ------------------------------------------------------------------ arrival
 
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn arrive(
         &mut self,
         now: Time,
         node: u32,
         port: u16,
         id: PktId,
+        out: u16,
         q: &mut EventQueue<Ev>,
     ) {
         let pk = self.pool.get(id);
@@ -241,7 +251,7 @@ impl World {
                     self.nic_receive(now, h, id, q);
                 }
             }
-            Role::Switch(s) => self.forward(now, s as usize, node, port, id, q),
+            Role::Switch(s) => self.forward(now, s as usize, node, port, id, out, q),
         }
     }
 
@@ -265,29 +275,72 @@ impl World {
         self.apply(now, h, eff, q);
     }
 
-    /// Starts loading the egress port a switch at `node` will forward packet `id` on.
+    /// The egress port switch `node` will forward `pk` on when it arrives there; `NO_PORT` if
+    /// `node` is a host, `pk` a PFC frame (consumed at the hop) or the switch has no route.
+    ///
+    /// A route depends on the switch's tables and seed (fixed once the run starts) and on the
+    /// packet's addresses and ports (unchanged on the wire), so computing it when the packet is
+    /// put on the wire gives the port the arrival would compute, once instead of twice (the
+    /// arrival's prefetch computed it too, through an out-of-line closure).
     #[inline]
-    pub(super) fn prefetch_egress(&self, node: u32, id: PktId) {
-        let Some(n) = self.hot.get(node as usize) else {
-            return;
-        };
-        let Role::Switch(s) = n.role else {
-            return;
-        };
-        if self.pool.live_slot(id) {
-            // `route` gives one of the switch's own ports; `get` only keeps a hint in bounds.
-            if let Some(p) = self
-                .route(s as usize, self.pool.get(id))
-                .and_then(|out| self.ports.get(n.first_port as usize + out as usize))
-            {
-                // Its first three cache lines (`net::Port`'s layout).
-                braid_engine::prefetch(&p.busy_until);
-                braid_engine::prefetch(&p.ctrl);
-                braid_engine::prefetch(&p.ecn);
+    fn egress_at(&self, node: u32, pk: &Packet) -> u16 {
+        match self.hot[node as usize].role {
+            Role::Switch(s) if pk.kind != PktKind::Pfc => {
+                self.route(s as usize, pk).unwrap_or(NO_PORT)
             }
+            _ => NO_PORT,
         }
     }
 
+    /// Starts loading egress port `out` of `node` (from an arrival's event; `NO_PORT`: none).
+    #[inline]
+    pub(super) fn prefetch_egress(&self, node: u32, out: u16) {
+        if out == NO_PORT {
+            return;
+        }
+        let Some(n) = self.hot.get(node as usize) else {
+            return;
+        };
+        // `get` only keeps a hint in bounds.
+        if let Some(p) = self.ports.get(n.first_port as usize + out as usize) {
+            // Its first three cache lines (`net::Port`'s layout).
+            braid_engine::prefetch(&p.busy_until);
+            braid_engine::prefetch(&p.ctrl);
+            braid_engine::prefetch(&p.ecn);
+        }
+    }
+
+    /// Starts loading the lines of port `port` of `node` that a wake-up reads (a switch's; a
+    /// host's NIC chooses its packet from its own state).
+    #[inline]
+    pub(super) fn prefetch_port(&self, node: u32, port: u16) {
+        if let Some(p) = self.switch_port(node, port) {
+            braid_engine::prefetch(&p.busy_until);
+            braid_engine::prefetch(&p.ctrl);
+        }
+    }
+
+    /// Starts loading the packet a switch port's wake-up will most likely send (`Port::head`).
+    #[inline]
+    pub(super) fn prefetch_head(&self, node: u32, port: u16) {
+        if let Some(id) = self.switch_port(node, port).and_then(|p| p.head()) {
+            self.pool.prefetch(id);
+        }
+    }
+
+    /// Port `port` of `node` if `node` is a switch (for hints: never panics).
+    #[inline]
+    fn switch_port(&self, node: u32, port: u16) -> Option<&crate::net::Port> {
+        let n = self.hot.get(node as usize)?;
+        if !matches!(n.role, Role::Switch(_)) {
+            return None;
+        }
+        self.ports.get(n.first_port as usize + port as usize)
+    }
+
+    /// Forwards packet `id`, arrived on `in_port` of switch `s` (at `node`), on port `out`
+    /// (its route, `egress_at`; `NO_PORT`: none, the packet is dropped).
+    #[allow(clippy::too_many_arguments)]
     fn forward(
         &mut self,
         now: Time,
@@ -295,14 +348,15 @@ impl World {
         node: u32,
         in_port: u16,
         id: PktId,
+        out: u16,
         q: &mut EventQueue<Ev>,
     ) {
-        let pk = self.pool.get(id);
-        let Some(out) = self.route(s, pk) else {
+        if out == NO_PORT {
             self.counters.drops_no_route += 1;
             self.drop_packet(id);
             return;
-        };
+        }
+        let pk = self.pool.get(id);
         let size = pk.size as u64;
         let prio = (pk.prio as usize).min(MAX_PRIO - 1);
         let lossless = self.lossless_mask & (1 << prio) != 0;
@@ -321,12 +375,12 @@ impl World {
         // the full path handles).
         let egress = &self.ports[port_at(&self.hot, node, out)];
         let q_prio = prio.min(egress.queues.len() - 1);
-        let would_pause = lossless && sw.ingress[in_port as usize][prio] + size > sw.xoff(&self.sw);
+        // (The XOFF test last: it is needed only when the egress is idle.)
         if egress.busy_until <= now
             && egress.bytes == 0
             && egress.ctrl.is_empty()
             && !egress.paused[q_prio]
-            && !would_pause
+            && !(lossless && sw.ingress[in_port as usize][prio] + size > sw.xoff_cached(&self.sw))
         {
             self.counters.packets_forwarded += 1;
             if self.sw.ecn.enabled && !self.pool.get(id).ce {
@@ -348,7 +402,7 @@ impl World {
         self.counters.packets_forwarded += 1;
         let pause = lossless
             && !sw.pause_sent[in_port as usize][prio]
-            && sw.ingress[in_port as usize][prio] > sw.xoff(&self.sw);
+            && sw.ingress[in_port as usize][prio] > sw.xoff_cached(&self.sw);
         if pause {
             sw.pause_sent[in_port as usize][prio] = true;
         }

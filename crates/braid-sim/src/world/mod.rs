@@ -27,8 +27,16 @@ mod table;
 
 #[derive(Debug, Clone, Copy)]
 pub enum Ev {
-    /// A packet finished arriving at `node` on `port`.
-    Arrive { node: u32, port: u16, pkt: PktId },
+    /// A packet finished arriving at `node` on `port`. At a switch, `out` is the egress port its
+    /// route gives, computed once when the packet was put on the wire (`hop::egress_at`), so
+    /// that neither the arrival's prefetch nor forwarding computes it again; [`NO_PORT`] at a
+    /// host, for a PFC frame, or when the switch has no route.
+    Arrive {
+        node: u32,
+        port: u16,
+        pkt: PktId,
+        out: u16,
+    },
     /// An egress port may transmit.
     PortWake { node: u32, port: u16 },
     /// A packet finished the NIC receive pipeline.
@@ -52,6 +60,9 @@ pub enum Ev {
     /// Take measurement samples.
     Sample,
 }
+
+/// `Ev::Arrive::out` when there is no egress port to use.
+pub const NO_PORT: u16 = u16::MAX;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {

@@ -164,6 +164,8 @@ impl World {
                         headroom,
                         ingress: vec![[0; MAX_PRIO]; np],
                         pause_sent: vec![[false; MAX_PRIO]; np],
+                        // No `shared_used` reaches u64::MAX: the first use computes it.
+                        xoff_memo: (u64::MAX, 0),
                         ecmp_seed: braid_engine::derive_seed(sw.ecmp_seed, "ecmp", &[i as u64]),
                         ecn_rng: RngStream::new(seed, "ecn", &[i as u64]),
                         src_routes: Vec::new(),
@@ -379,7 +381,14 @@ impl World {
                 pk.sport,
                 pk.dport,
             );
-            (h % n as u64) as usize
+            // The same index as `h % n`; a mask when `n` is a power of two (fat-trees' groups),
+            // which spares a 64-bit division per hop.
+            let n = n as u64;
+            (if n.is_power_of_two() {
+                h & (n - 1)
+            } else {
+                h % n
+            }) as usize
         };
         // Without static routes, one record per destination node and the switch's row.
         if !self.routes.any_src_route && !self.routes.any_override() {
