@@ -17,7 +17,7 @@ use super::{Mode, WAKE_AGENT, WAKE_CQE};
 use braid_verbs::rendezvous::{BoardWait, Endpoint, LinkKeys, LinkPhase as Phase, SharedBoard};
 use braid_verbs::*;
 use std::cell::RefCell;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::rc::Rc;
 
 mod hooks;
@@ -33,6 +33,11 @@ struct Pipe {
     qp: QpNum,
     phase: Phase,
     inflight: u32,
+    /// When each WR in flight was posted, oldest first (an RC QP completes in order): the
+    /// pipe's round trips, for sizing its depth to the bandwidth-delay product (`pipe_bdp`).
+    sent_ps: VecDeque<u64>,
+    /// The shortest post-to-completion time seen on it (u64::MAX: none yet).
+    min_rtt_ps: u64,
     /// Round-robin position among its connections.
     rr: usize,
     /// SHARE: when the QP's lock is free again.
@@ -46,6 +51,58 @@ struct Pipe {
     pending: Option<SendWr>,
     /// A receive flagged `IMM_APP` waiting for its companion: (local connection, arrival).
     pairing: Pairing<(Option<QpNum>, Arrival)>,
+}
+
+impl Pipe {
+    fn new(qp: QpNum, index: u32) -> Pipe {
+        Pipe {
+            qp,
+            phase: Phase::Published,
+            inflight: 0,
+            sent_ps: VecDeque::new(),
+            min_rtt_ps: u64::MAX,
+            rr: 0,
+            lock_free_at: 0,
+            index,
+            tracked: false,
+            pending: None,
+            pairing: Pairing::default(),
+        }
+    }
+
+    /// `n` WRs went onto the shared QP at `now`.
+    fn posted(&mut self, n: u32, now: u64) {
+        self.inflight += n;
+        self.sent_ps.extend(std::iter::repeat_n(now, n as usize));
+    }
+
+    /// The oldest WR in flight completed at `now`.
+    fn completed(&mut self, now: u64) {
+        self.inflight = self.inflight.saturating_sub(1);
+        if let Some(t) = self.sent_ps.pop_front() {
+            self.min_rtt_ps = self.min_rtt_ps.min(now.saturating_sub(t));
+        }
+    }
+
+    /// Nothing is in flight any more (the QP failed).
+    fn cleared(&mut self) {
+        self.inflight = 0;
+        self.sent_ps.clear();
+    }
+
+    /// WRs the scheduler keeps in flight: `floor`, or more when the pipe's decided rate needs
+    /// more to keep the wire busy. By Little's law a pipe carrying `x` WRs/s whose WRs take
+    /// `rtt` from post to completion needs `x * rtt` in flight; a fixed depth below that caps
+    /// the pipe at `depth / rtt` whatever the solver decided. `rtt` is the shortest round trip
+    /// seen (the queueing-free one: sizing on a loaded round trip would feed the queue it
+    /// measures), `gain` the headroom over it (0: the fixed `floor`).
+    fn depth(&self, floor: u32, gain: f64, x: f64) -> u32 {
+        if gain <= 0.0 || self.min_rtt_ps == u64::MAX {
+            return floor;
+        }
+        let bdp = (gain * x * self.min_rtt_ps as f64 * 1e-12).ceil();
+        floor.max(bdp.min(65_536.0) as u32)
+    }
 }
 
 /// The segments of a long SEND received so far, per (peer host, peer's connection id): bytes,
@@ -262,9 +319,10 @@ impl DrumAgent {
         let now = v.now();
         let mut st = self.st.borrow_mut();
         let st = &mut *st;
-        let (mode, depth, burst, mux, bounce) = (
+        let (mode, floor, gain, burst, mux, bounce) = (
             st.mode,
             st.cfg.pipe_depth,
+            st.cfg.pipe_bdp,
             st.cfg.burst as f64,
             st.cfg.mux_ratio as usize,
             st.cfg.bounce_size.0,
@@ -284,6 +342,14 @@ impl DrumAgent {
             if members.is_empty() {
                 continue;
             }
+            // The pipe's decided rate: its scheduled connections' WQE rates.
+            let x: f64 = members
+                .iter()
+                .filter_map(|q| st.conns.get(q))
+                .filter(|c| c.active)
+                .map(|c| c.x)
+                .sum();
+            let depth = pipe.depth(floor, gain, x);
             if let Some(w) = pipe.pending.take() {
                 if v.post_send(pipe.qp, w.clone()).is_err() {
                     pipe.pending = Some(w);
@@ -339,7 +405,7 @@ impl DrumAgent {
                     // would); when it completes, the WR completes with the error and the
                     // connection goes to Error, behind what it has on the shared QP.
                     if post_refusal(v, pipe.qp, vq, c, &p, status) {
-                        pipe.inflight += 1;
+                        pipe.posted(1, now);
                         self.wr_posted += 1;
                         idle_rounds = 0;
                         continue;
@@ -368,7 +434,7 @@ impl DrumAgent {
                             }
                             Posted::No => unreachable!("matched above"),
                         };
-                        pipe.inflight += n;
+                        pipe.posted(n, now);
                         self.wr_posted += n as u64;
                         idle_rounds = 0;
                         if mode == Mode::Share {
@@ -606,7 +672,7 @@ impl DrumAgent {
                 continue;
             }
             if let Some(p) = self.pipes.get_mut(&(peer, gi)) {
-                p.inflight = p.inflight.saturating_sub(1);
+                p.completed(v.now());
             }
             let seq = wc.wr_id as u32;
             let mut st = self.st.borrow_mut();
@@ -779,7 +845,12 @@ impl Middleware for DrumAgent {
                 self.service(v);
             }
             Event::Timer(T_TICK) => {
-                self.tick_at = None;
+                // Only the armed tick disarms: a superseded one (an earlier tick replaced it)
+                // firing later must not, or every such firing would arm one more timer beside
+                // the one already pending and the ticks would multiply over a run.
+                if self.tick_at.is_some_and(|t| t <= v.now()) {
+                    self.tick_at = None;
+                }
                 self.service(v);
             }
             Event::Completion(cq) if Some(cq) == self.cq => {
@@ -788,5 +859,29 @@ impl Middleware for DrumAgent {
             }
             e => up.push(e),
         }
+    }
+}
+
+#[cfg(test)]
+mod depth_tests {
+    use super::*;
+
+    /// Little's law: a pipe deciding 10 M WRs/s over a 3 µs round trip keeps 30 in flight.
+    #[test]
+    fn a_pipe_is_as_deep_as_its_rate_times_its_shortest_round_trip() {
+        let mut p = Pipe::new(1, 0);
+        // No round trip seen yet: the floor.
+        assert_eq!(p.depth(4, 1.0, 10e6), 4);
+        p.posted(2, 0);
+        p.completed(3_000_000);
+        p.completed(5_000_000);
+        assert_eq!((p.inflight, p.min_rtt_ps), (0, 3_000_000));
+        assert_eq!(p.depth(4, 0.0, 10e6), 4, "gain 0: the fixed depth");
+        assert_eq!(p.depth(4, 1.0, 10e6), 30);
+        assert_eq!(p.depth(4, 2.0, 10e6), 60);
+        assert_eq!(p.depth(4, 1.0, 1e6), 4, "3 WRs cover it: the floor");
+        p.posted(3, 6_000_000);
+        p.cleared();
+        assert!(p.inflight == 0 && p.sent_ps.is_empty());
     }
 }

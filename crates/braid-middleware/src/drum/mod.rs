@@ -81,7 +81,13 @@ pub struct DrumConfig {
     /// `pipe = "ud"`: how long a connection waits for an acknowledgement before sending again.
     pub ud_rto: Duration,
     /// Work requests the scheduler keeps in flight on one shared QP; the rest wait in the pool.
+    /// With `pipe_bdp` > 0 this is the floor of a depth sized to the pipe's decided rate.
     pub pipe_depth: u32,
+    /// Size each shared QP's depth to the bandwidth-delay product of its decided rate (Little's
+    /// law): `max(pipe_depth, ceil(pipe_bdp * x * rtt))`, `x` the sum of its scheduled
+    /// connections' WQE rates, `rtt` the shortest post-to-completion time seen on it; 0 = a
+    /// fixed `pipe_depth` (which caps a pipe at `pipe_depth / rtt` WRs/s whatever was decided).
+    pub pipe_bdp: f64,
     /// The host's WQE capacity Q, work requests per second (the RNIC's message rate).
     pub wqe_rate: f64,
     /// The host's CQE capacity C, completions per second the poller hands out.
@@ -130,6 +136,7 @@ impl Default for DrumConfig {
             pipe: PipeKind::Rc,
             ud_rto: Duration(100_000_000),
             pipe_depth: 4,
+            pipe_bdp: 0.0,
             wqe_rate: 20e6,
             cqe_rate: 20e6,
             alpha: 1.0,
@@ -163,6 +170,12 @@ impl DrumConfig {
         }
         if self.pipe_depth == 0 {
             return bad("pipe_depth", "expected at least 1 work request");
+        }
+        if !(self.pipe_bdp.is_finite() && (0.0..=64.0).contains(&self.pipe_bdp)) {
+            return bad(
+                "pipe_bdp",
+                "expected a gain from 0 (fixed pipe_depth) to 64 over the bandwidth-delay product",
+            );
         }
         for (k, v) in [("wqe_rate", self.wqe_rate), ("cqe_rate", self.cqe_rate)] {
             if !(v.is_finite() && v > 0.0) {

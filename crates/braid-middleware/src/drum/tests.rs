@@ -400,6 +400,20 @@ fn bad_parameters_are_refused_by_name() {
         ),
         (
             DrumConfig {
+                pipe_bdp: -1.0,
+                ..Default::default()
+            },
+            "pipe_bdp",
+        ),
+        (
+            DrumConfig {
+                pipe_bdp: f64::NAN,
+                ..Default::default()
+            },
+            "pipe_bdp",
+        ),
+        (
+            DrumConfig {
                 wqe_rate: -1.0,
                 ..Default::default()
             },

@@ -55,7 +55,7 @@ impl DrumAgent {
             return; // the NIC flushing the rest: already accounted for
         }
         p.phase = Phase::Failed;
-        p.inflight = 0;
+        p.cleared();
         self.pipe_errors += 1;
         self.failed_pipes += 1;
         let mut st = self.st.borrow_mut();
@@ -193,7 +193,7 @@ impl DrumAgent {
                 Vec::new(),
             );
             if v.post_send(p.qp, wr).is_ok() {
-                p.inflight += 1;
+                p.posted(1, v.now());
                 self.wr_posted += 1;
             }
         }

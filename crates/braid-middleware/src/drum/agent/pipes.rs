@@ -44,20 +44,8 @@ impl DrumAgent {
                         rkey: g.rkey,
                     };
                     keys(gi).publish(&self.board, ep);
-                    self.pipes.insert(
-                        (peer, gi),
-                        Pipe {
-                            qp,
-                            phase: Phase::Published,
-                            inflight: 0,
-                            rr: 0,
-                            lock_free_at: 0,
-                            index: self.pipes.len() as u32,
-                            tracked: false,
-                            pending: None,
-                            pairing: Pairing::default(),
-                        },
-                    );
+                    self.pipes
+                        .insert((peer, gi), Pipe::new(qp, self.pipes.len() as u32));
                     self.by_qpn.insert(qp, (peer, gi));
                 }
                 let p = self.pipes.get_mut(&(peer, gi)).expect("just made");
