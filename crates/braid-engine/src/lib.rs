@@ -59,7 +59,8 @@ pub fn run_until<E: Copy, H: Handler<E>>(
     handler: &mut H,
     until: Time,
 ) -> RunStatus {
-    while let Some((t, ev)) = queue.pop_until(until) {
+    while let Some(t) = queue.due(until) {
+        let ev = queue.take_due();
         if let Some(next) = queue.peek_next() {
             handler.prefetch(next, queue.peek_after());
         }

@@ -87,6 +87,10 @@ pub struct Packet {
     /// source port of that data packet (echoed so a multipath sender knows its path) and its ECN
     /// mark (ECN-Echo).
     pub ece: bool,
+    /// Its payload bytes (tracked memory) wait in the sending NIC's side table, to be handed to
+    /// the receiver on arrival: only then does the world look there (a lookup in another host's
+    /// NIC per packet otherwise). Fills line 0's one byte of padding.
+    pub tracked: bool,
     pub echo_sport: u16,
     pub sack: u32,
     pub payload: u32,
@@ -145,6 +149,7 @@ impl Packet {
             sack: u32::MAX,
             echo_sport: 0,
             ece: false,
+            tracked: false,
             msn: 0,
             ipsn: 0,
             in_port: 0,

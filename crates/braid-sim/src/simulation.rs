@@ -213,7 +213,8 @@ impl Simulation {
         let t0 = std::time::Instant::now();
         let until = until_ps.min(self.end);
         loop {
-            if let Some((t, ev)) = self.queue.pop_until(until) {
+            if let Some(t) = self.queue.due(until) {
+                let ev = self.queue.take_due();
                 if let Some(next) = self.queue.peek_next() {
                     self.world.prefetch(next, self.queue.peek_after());
                 }

@@ -57,6 +57,7 @@ impl Nic {
             q.t.on_response_sent(now, pk.size);
             self.stats.data_pkts += 1;
             q.tx_bytes += pk.payload as u64;
+            pk.tracked = payload_bytes.is_some();
             let id = pool.alloc(pk);
             if let Some(b) = payload_bytes {
                 self.payloads.insert(id, b);
@@ -174,6 +175,7 @@ impl Nic {
         q.tx_bytes += pk.payload as u64;
         let reliable = q.qp_type == QpType::Rc;
         q.t.on_sent(now, psn, npsn, pk.size, reliable, &mut fx);
+        pk.tracked = payload_bytes.is_some();
         let id = pool.alloc(pk);
         if let Some(b) = payload_bytes {
             self.payloads.insert(id, b);

@@ -257,14 +257,13 @@ impl World {
 
     pub(super) fn nic_receive(&mut self, now: Time, h: u32, id: PktId, q: &mut EventQueue<Ev>) {
         // Payload bytes (tracked memory) travel in the sender NIC's side table.
-        let payload = self.host_of(self.pool.get(id).src).and_then(|s| {
-            let p = &mut self.hosts[s].nic.payloads;
-            if p.is_empty() {
-                None
-            } else {
-                p.remove(&id)
-            }
-        });
+        let pk = self.pool.get(id);
+        let payload = if pk.tracked {
+            self.host_of(pk.src)
+                .and_then(|s| self.hosts[s].nic.payloads.remove(&id))
+        } else {
+            None
+        };
         let mut eff = Effects::default();
         let host = &mut self.hosts[h as usize];
         if let Some(b) = payload {
