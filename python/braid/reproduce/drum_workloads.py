@@ -204,7 +204,7 @@ def _tc3(m: Dict[str, List[dict]]) -> List[Row]:
                 "16 → 9.1 / 21.8 → 9 / 12.4 → 7.1 µs",
                 " / ".join(f"{lt['RAW']:.0f} → {lt['DRUM']:.0f}" for lt in lats) + " µs",
                 ok,
-                "braid: a SEND and a WRITE of one size cost the same on its wire, so one- and two-sided tie",
+                "braid: one- and two-sided tie under RAW (a SEND and a WRITE cost the same on its wire); under DRUM one-sided WRITE_WITH_IMM costs two WRs (docs/drum-agent.md)",
             )
         )
     return rows
