@@ -117,6 +117,8 @@ pub struct EventQueue<E> {
     act: Vec<Slot<E>>,
     /// Next position in `act` to pop.
     head: usize,
+    /// Sort keys of a crowded bucket (reused; see `load`).
+    keys: Vec<u64>,
     far: BinaryHeap<Reverse<Far<E>>>,
     /// Bucket of the far heap's first entry (`u64::MAX` when empty): `advance` checks it against
     /// the horizon without touching the heap.
@@ -150,6 +152,7 @@ impl<E: Copy> EventQueue<E> {
             summary: [0; (NB / 64 / 64) as usize],
             cur: 0,
             act: Vec::new(),
+            keys: Vec::new(),
             head: 0,
             far: BinaryHeap::new(),
             far_bucket: u64::MAX,
@@ -377,11 +380,20 @@ impl<E: Copy> EventQueue<E> {
             v.clear();
             v
         } else {
-            // Stable: equal times keep the filing order.
-            v.sort_by_key(|s| s.time);
-            let mut old = std::mem::replace(&mut self.act, v);
-            old.clear();
-            old
+            // A crowded bucket (tens to hundreds of events at 10^4 hosts): sort 8-byte keys of
+            // (time offset, filing index) — unique, so an unstable sort of integers keeps equal
+            // times in filing order — and gather the events by them, instead of a stable sort
+            // moving 24-byte entries (9% of the run at k = 34 went to that sort).
+            let lo = (1u64 << GRAN_SHIFT) - 1;
+            self.keys.clear();
+            self.keys
+                .extend(v.iter().zip(0u64..).map(|(s, i)| (s.time & lo) << 32 | i));
+            self.keys.sort_unstable();
+            self.act.clear();
+            self.act
+                .extend(self.keys.iter().map(|&k| v[(k & 0xffff_ffff) as usize]));
+            v.clear();
+            v
         };
         if old.capacity() > 0 {
             old.clear();
