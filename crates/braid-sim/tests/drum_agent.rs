@@ -190,8 +190,8 @@ fn test_case_1_drum_beats_share_beats_raw_as_connections_grow() {
     assert!(within2(s, 41.0), "SHARE at cc=100: {s}");
     // DRUM: the unloaded latency (the 32 B WRITE's 2.06 µs round trip) at every cc, not the
     // paper's 8.8-24 µs; at cc = 100 at least the paper's gaps.
-    for i in 0..3 {
-        assert!(p80(i).2 < 3.0, "DRUM at cc={}: {}", ccs[i], p80(i).2);
+    for (i, cc) in ccs.iter().enumerate() {
+        assert!(p80(i).2 < 3.0, "DRUM at cc={cc}: {}", p80(i).2);
     }
     assert!(r / d >= 3.1, "DRUM vs RAW at cc=100");
     assert!(s / d >= 1.7, "DRUM vs SHARE at cc=100");
