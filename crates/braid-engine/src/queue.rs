@@ -281,17 +281,8 @@ impl<E: Copy> EventQueue<E> {
     /// The next event if it is at or before `until` (else None, and it stays queued).
     #[inline]
     pub fn pop_until(&mut self, until: Time) -> Option<(Time, E)> {
-        if self.head == self.act.len() && !self.advance() {
-            return None;
-        }
-        let s = self.act[self.head];
-        if s.time > until {
-            return None;
-        }
-        self.head += 1;
-        self.popped += 1;
-        self.now = s.time;
-        Some((s.time, s.ev))
+        let t = self.due(until)?;
+        Some((t, self.take_due()))
     }
 
     /// The time of the next event if it is at or before `until` (else None, and it stays
@@ -355,10 +346,7 @@ impl<E: Copy> EventQueue<E> {
                     ev: e.ev,
                 });
             }
-            self.far_bucket = self
-                .far
-                .peek()
-                .map_or(u64::MAX, |Reverse(e)| e.time >> GRAN_SHIFT);
+            self.refresh_far_bucket();
             v
         };
         // Far entries whose bucket is now inside the horizon move into the wheel now, before
@@ -421,6 +409,12 @@ impl<E: Copy> EventQueue<E> {
             });
             self.mark(s);
         }
+        self.refresh_far_bucket();
+    }
+
+    /// `far_bucket` from the far heap's first entry, after entries left it.
+    #[inline]
+    fn refresh_far_bucket(&mut self) {
         self.far_bucket = self
             .far
             .peek()

@@ -241,7 +241,7 @@ pub struct Switch {
     pub pause_sent: Vec<[bool; MAX_PRIO]>,
     /// The dynamic XOFF threshold (`xoff`) last computed, and the `shared_used` it was computed
     /// for: a hop asks for it on every lossless arrival, while `shared_used` changes only when a
-    /// packet is buffered or leaves the buffer (`xoff_cached`).
+    /// packet is buffered or leaves the buffer (`xoff`).
     pub xoff_memo: (u64, u64),
     pub ecmp_seed: u64,
     pub ecn_rng: RngStream,
@@ -267,37 +267,27 @@ pub enum Pool {
 }
 
 impl Switch {
-    /// Current XOFF threshold for an ingress queue.
-    pub fn xoff(&self, cfg: &SwitchConfig) -> u64 {
-        if cfg.pfc.dynamic {
-            let free = self.shared.saturating_sub(self.shared_used);
-            (cfg.pfc.alpha * free as f64) as u64
-        } else {
-            cfg.pfc.xoff.0
-        }
+    /// The dynamic XOFF threshold for the current `shared_used`.
+    fn xoff_now(&self, cfg: &SwitchConfig) -> u64 {
+        let free = self.shared.saturating_sub(self.shared_used);
+        (cfg.pfc.alpha * free as f64) as u64
     }
-    /// [`Switch::xoff`], computed once per value of `shared_used` (the float product and its
-    /// conversions cost ~28 instructions, and most hops leave `shared_used` as it was).
+    /// Current XOFF threshold for an ingress queue. A dynamic one is computed once per value of
+    /// `shared_used` (`xoff_memo`: the float product and its conversions cost ~28 instructions,
+    /// and most hops leave `shared_used` as it was).
     #[inline]
-    pub fn xoff_cached(&mut self, cfg: &SwitchConfig) -> u64 {
+    pub fn xoff(&mut self, cfg: &SwitchConfig) -> u64 {
         if !cfg.pfc.dynamic {
             return cfg.pfc.xoff.0;
         }
         if self.xoff_memo.0 != self.shared_used {
-            self.xoff_memo = (self.shared_used, self.xoff(cfg));
+            self.xoff_memo = (self.shared_used, self.xoff_now(cfg));
         }
         self.xoff_memo.1
     }
-    /// [`Switch::xon`] from [`Switch::xoff_cached`].
+    /// Current XON threshold for an ingress queue.
     #[inline]
-    pub fn xon_cached(&mut self, cfg: &SwitchConfig) -> u64 {
-        if cfg.pfc.dynamic {
-            self.xoff_cached(cfg).saturating_sub(cfg.pfc.xon_offset.0)
-        } else {
-            cfg.pfc.xon.0
-        }
-    }
-    pub fn xon(&self, cfg: &SwitchConfig) -> u64 {
+    pub fn xon(&mut self, cfg: &SwitchConfig) -> u64 {
         if cfg.pfc.dynamic {
             self.xoff(cfg).saturating_sub(cfg.pfc.xon_offset.0)
         } else {

@@ -147,6 +147,19 @@ fn fig2a_raw_foreground_completion_grows_with_the_background_batch() {
 /// queues); DRUM at the unloaded latency throughout (it paces the background just under the
 /// NIC's rate and its agent costs no time: docs/drum-agent.md, "Measured"), so its gaps at
 /// cc = 100 are wider than the paper's.
+/// One line of RAW / SHARE / DRUM: the foreground's p80 and the background's goodput.
+fn print_row(label: &str, [r, s, d]: [&Measured; 3]) {
+    println!(
+        "{label}: p80 raw {:.2} share {:.2} drum {:.2} us; bg raw {:.2} share {:.2} drum {:.2} Gbit/s",
+        r.p(0.8),
+        s.p(0.8),
+        d.p(0.8),
+        r.bg_gbps,
+        s.bg_gbps,
+        d.bg_gbps
+    );
+}
+
 #[test]
 fn test_case_1_drum_beats_share_beats_raw_as_connections_grow() {
     let ccs = [20, 50, 100];
@@ -157,15 +170,7 @@ fn test_case_1_drum_beats_share_beats_raw_as_connections_grow() {
             measure(&share(), cc, 20),
             measure(&drum_tc1(), cc, 20),
         );
-        println!(
-            "cc {cc}: p80 raw {:.2} share {:.2} drum {:.2} us; bg raw {:.2} share {:.2} drum {:.2} Gbit/s",
-            r.p(0.8),
-            s.p(0.8),
-            d.p(0.8),
-            r.bg_gbps,
-            s.bg_gbps,
-            d.bg_gbps
-        );
+        print_row(&format!("cc {cc}"), [&r, &s, &d]);
         rows.push((r, s, d));
     }
     let p80 = |i: usize| (rows[i].0.p(0.8), rows[i].1.p(0.8), rows[i].2.p(0.8));
@@ -243,15 +248,7 @@ fn test_case_1_with_a_link_filling_background() {
         measure_s(&s)
     };
     let (r, s, d) = (m(&raw(), 100), m(&share(), 100), m(&drum(), 100));
-    println!(
-        "1 KB background, cc 100: p80 raw {:.2} share {:.2} drum {:.2} us; bg {:.2} / {:.2} / {:.2} Gbit/s",
-        r.p(0.8),
-        s.p(0.8),
-        d.p(0.8),
-        r.bg_gbps,
-        s.bg_gbps,
-        d.bg_gbps
-    );
+    print_row("1 KB background, cc 100", [&r, &s, &d]);
     assert!(d.p(0.8) * 10.0 < s.p(0.8) && s.p(0.8) < r.p(0.8));
     assert!(d.bg_gbps >= 0.9 * r.bg_gbps);
 }

@@ -32,9 +32,9 @@ const BOARD_PATIENCE_PS: u64 = 100_000_000_000;
 struct Pipe {
     qp: QpNum,
     phase: Phase,
-    inflight: u32,
-    /// When each WR in flight was posted, oldest first (an RC QP completes in order): the
-    /// pipe's round trips, for sizing its depth to the bandwidth-delay product (`pipe_bdp`).
+    /// When each WR in flight was posted, oldest first (an RC QP completes in order): how many
+    /// are in flight, and the pipe's round trips, for sizing its depth to the bandwidth-delay
+    /// product (`pipe_bdp`).
     sent_ps: VecDeque<u64>,
     /// The shortest post-to-completion time seen on it (u64::MAX: none yet).
     min_rtt_ps: u64,
@@ -58,7 +58,6 @@ impl Pipe {
         Pipe {
             qp,
             phase: Phase::Published,
-            inflight: 0,
             sent_ps: VecDeque::new(),
             min_rtt_ps: u64::MAX,
             rr: 0,
@@ -72,13 +71,11 @@ impl Pipe {
 
     /// `n` WRs went onto the shared QP at `now`.
     fn posted(&mut self, n: u32, now: u64) {
-        self.inflight += n;
         self.sent_ps.extend(std::iter::repeat_n(now, n as usize));
     }
 
     /// The oldest WR in flight completed at `now`.
     fn completed(&mut self, now: u64) {
-        self.inflight = self.inflight.saturating_sub(1);
         if let Some(t) = self.sent_ps.pop_front() {
             self.min_rtt_ps = self.min_rtt_ps.min(now.saturating_sub(t));
         }
@@ -86,8 +83,12 @@ impl Pipe {
 
     /// Nothing is in flight any more (the QP failed).
     fn cleared(&mut self) {
-        self.inflight = 0;
         self.sent_ps.clear();
+    }
+
+    /// WRs on the shared QP not yet completed.
+    fn inflight(&self) -> u32 {
+        self.sent_ps.len() as u32
     }
 
     /// WRs the scheduler keeps in flight: `floor`, or more when the pipe's decided rate needs
@@ -359,7 +360,7 @@ impl DrumAgent {
             let mut idle_rounds = 0;
             let mut k = pipe.rr;
             while idle_rounds < members.len() {
-                if mode == Mode::Drum && pipe.inflight >= depth {
+                if mode == Mode::Drum && pipe.inflight() >= depth {
                     break;
                 }
                 if mode == Mode::Share && pipe.lock_free_at > now {
@@ -875,13 +876,13 @@ mod depth_tests {
         p.posted(2, 0);
         p.completed(3_000_000);
         p.completed(5_000_000);
-        assert_eq!((p.inflight, p.min_rtt_ps), (0, 3_000_000));
+        assert_eq!((p.inflight(), p.min_rtt_ps), (0, 3_000_000));
         assert_eq!(p.depth(4, 0.0, 10e6), 4, "gain 0: the fixed depth");
         assert_eq!(p.depth(4, 1.0, 10e6), 30);
         assert_eq!(p.depth(4, 2.0, 10e6), 60);
         assert_eq!(p.depth(4, 1.0, 1e6), 4, "3 WRs cover it: the floor");
         p.posted(3, 6_000_000);
         p.cleared();
-        assert!(p.inflight == 0 && p.sent_ps.is_empty());
+        assert!(p.inflight() == 0 && p.sent_ps.is_empty());
     }
 }

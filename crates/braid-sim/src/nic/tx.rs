@@ -34,16 +34,10 @@ impl Nic {
         pool: &mut PacketPool,
         eff: &mut Effects,
     ) -> NextTx {
-        // The common case of half the calls (the ACK a receiver owes, nothing set aside):
-        // what `next_ctrl` would return, without entering the arbiter.
-        if self.ctrl_held == 0 {
-            if let Some(&id) = self.ctrl.front() {
-                let c = pool.get(id);
-                if c.kind == PktKind::Pfc || !paused[c.prio as usize & 7] {
-                    self.ctrl.pop_front();
-                    return NextTx::Packet(id);
-                }
-            }
+        // Half the calls end here (the ACK a receiver owes), inlined into the caller: the
+        // arbiter below is out of line.
+        if let Some(id) = self.next_ctrl(paused, pool) {
+            return NextTx::Packet(id);
         }
         self.next_packet_slow(now, paused, p, pool, eff)
     }
@@ -56,9 +50,6 @@ impl Nic {
         pool: &mut PacketPool,
         eff: &mut Effects,
     ) -> NextTx {
-        if let Some(id) = self.next_ctrl(paused, pool) {
-            return NextTx::Packet(id);
-        }
         if self.tx_stall_until > now {
             return NextTx::WaitUntil(self.tx_stall_until);
         }
@@ -95,29 +86,10 @@ impl Nic {
     }
 
     /// The first queued control packet whose priority is not paused (PFC frames always go).
+    #[inline]
     fn next_ctrl(&mut self, paused: &[bool; 8], pool: &PacketPool) -> Option<PktId> {
-        // Packets set aside because their priority was paused (`ctrl_q`, bit q of
-        // `ctrl_held` = queue q non-empty) are older than those still in `ctrl`: the oldest
-        // eligible of them goes first.
         if self.ctrl_held != 0 {
-            let mut best: Option<(u64, usize)> = None;
-            let mut m = self.ctrl_held;
-            while m != 0 {
-                let q = m.trailing_zeros() as usize;
-                m &= m - 1;
-                if q < 8 && paused[q] {
-                    continue;
-                }
-                let seq = self.ctrl_q[q].front().expect("held queue").0;
-                if best.is_none_or(|(b, _)| seq < b) {
-                    best = Some((seq, q));
-                }
-            }
-            if let Some((_, q)) = best {
-                let (_, id) = self.ctrl_q[q].pop_front().expect("held queue");
-                if self.ctrl_q[q].is_empty() {
-                    self.ctrl_held &= !(1 << q);
-                }
+            if let Some(id) = self.next_held_ctrl(paused) {
                 return Some(id);
             }
         }
@@ -138,6 +110,31 @@ impl Nic {
             self.ctrl_seq += 1;
         }
         None
+    }
+
+    /// Packets set aside because their priority was paused (`ctrl_q`, bit q of `ctrl_held` =
+    /// queue q non-empty) are older than those still in `ctrl`: the oldest eligible of them goes
+    /// first.
+    fn next_held_ctrl(&mut self, paused: &[bool; 8]) -> Option<PktId> {
+        let mut best: Option<(u64, usize)> = None;
+        let mut m = self.ctrl_held;
+        while m != 0 {
+            let q = m.trailing_zeros() as usize;
+            m &= m - 1;
+            if q < 8 && paused[q] {
+                continue;
+            }
+            let seq = self.ctrl_q[q].front().expect("held queue").0;
+            if best.is_none_or(|(b, _)| seq < b) {
+                best = Some((seq, q));
+            }
+        }
+        let (_, q) = best?;
+        let (_, id) = self.ctrl_q[q].pop_front().expect("held queue");
+        if self.ctrl_q[q].is_empty() {
+            self.ctrl_held &= !(1 << q);
+        }
+        Some(id)
     }
 
     /// ETS: deficit round robin between classes by bytes; a class's turn adds its quantum and
