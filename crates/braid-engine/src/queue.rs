@@ -15,11 +15,11 @@ use std::collections::BinaryHeap;
 
 /// log2 of the bucket width in picoseconds (1024 ps).
 const GRAN_SHIFT: u32 = 10;
-/// log2 of the number of buckets (16,384 buckets: a 16.8 µs horizon). The bucket headers are
-/// 24 bytes each: at 65,536 (1.5 MB) the header of a bucket an event is filed into, ~1 µs ahead,
-/// was out of cache on most schedules (a quarter of `try_transmit`'s samples on the HPCC anchor
-/// sat on that load); 384 KB stay in L2. Events beyond the horizon are timers (µs to ms ahead),
-/// few enough for the far heap (anchor CPU 5.54 -> 5.30 s, k = 24 and k = 34 unchanged).
+/// log2 of the number of buckets (16,384 buckets: a 16.8 µs horizon). With 24-byte bucket
+/// headers (`Vec`s), at 65,536 (1.5 MB) the header of a bucket an event is filed into, ~1 µs
+/// ahead, was out of cache on most schedules (a quarter of `try_transmit`'s samples on the HPCC
+/// anchor sat on that load); 384 KB stayed in L2 (now 128 KB: see `Head`). Events beyond the
+/// horizon are timers (µs to ms ahead), few enough for the far heap (anchor CPU 5.54 -> 5.30 s, k = 24 and k = 34 unchanged).
 const WHEEL_BITS: u32 = 14;
 const NB: u64 = 1 << WHEEL_BITS;
 const MASK: u64 = NB - 1;
@@ -32,6 +32,29 @@ const MASK: u64 = NB - 1;
 struct Slot<E> {
     time: Time,
     ev: E,
+}
+
+/// Events per chunk: a bucket's events are filed into a chain of fixed chunks of this many.
+/// 16, not 8: on the HPCC anchor 40% of the buckets hold 9-16 events, which with 8 took the
+/// chained path (slice instructions -0.4%, k = 34 -0.8%); the lines of a chunk no event is
+/// filed into are never touched, so a small bucket costs no more lines than with 8.
+const CHUNK: usize = 16;
+
+/// A bucket's storage: chunks come from one slab and are reused most recently freed first, so a
+/// bucket's first event lands in lines a drain just read. Aligned so that its 16 slots (of 24
+/// bytes) fill exactly six cache lines.
+#[derive(Clone, Copy)]
+#[repr(align(64))]
+struct Chunk<E>([Slot<E>; CHUNK]);
+
+/// A bucket's header: its event count and the chunk its next event goes into (the last of its
+/// chain, linked backwards through `EventQueue::prev`). 8 bytes instead of a `Vec`'s 24: a
+/// bucket an event is filed into, ~1 µs ahead, had its header out of cache on a sixth of
+/// `try_transmit`'s samples on the HPCC anchor; the 16,384 headers are now 128 KB, 8 a line.
+#[derive(Clone, Copy, Default)]
+struct Head {
+    len: u32,
+    tail: u32,
 }
 
 /// Far-future entries, ordered by (time, seq).
@@ -65,6 +88,25 @@ impl<E> Ord for Far<E> {
 
 /// Buckets up to this size are sorted by counting ranks; larger ones by the library's sort.
 const RANK_MAX: usize = 32;
+
+/// Writes `v` (a bucket's events in filing order) into `out` sorted by (time, filing order).
+#[inline]
+fn sort_into<E: Copy>(v: &[Slot<E>], out: &mut Vec<Slot<E>>, keys: &mut Vec<u64>) {
+    if v.len() <= RANK_MAX {
+        rank_into(v, out);
+    } else {
+        // A crowded bucket (tens to hundreds of events at 10^4 hosts): sort 8-byte keys of
+        // (time offset, filing index) — unique, so an unstable sort of integers keeps equal
+        // times in filing order — and gather the events by them, instead of a stable sort
+        // moving 24-byte entries (9% of the run at k = 34 went to that sort).
+        let lo = (1u64 << GRAN_SHIFT) - 1;
+        keys.clear();
+        keys.extend(v.iter().zip(0u64..).map(|(s, i)| (s.time & lo) << 32 | i));
+        keys.sort_unstable();
+        out.clear();
+        out.extend(keys.iter().map(|&k| v[(k & 0xffff_ffff) as usize]));
+    }
+}
 
 /// Writes `v` (one bucket's events, in filing order) into `out` in (time, filing order) order,
 /// for `v.len() <= RANK_MAX`. Each event's rank is the number of keys smaller than its own,
@@ -105,7 +147,16 @@ fn rank_w<E: Copy, const W: usize>(v: &[Slot<E>], out: &mut Vec<Slot<E>>) {
 
 pub struct EventQueue<E> {
     /// Fixed-size arrays, indexed by a masked slot number: no bounds checks.
-    buckets: Box<[Vec<Slot<E>>; NB as usize]>,
+    heads: Box<[Head; NB as usize]>,
+    /// The slab the buckets' chunks come from.
+    chunks: Vec<Chunk<E>>,
+    /// Per chunk: the chunk before it in its bucket's chain (unused for a chain's first).
+    prev: Vec<u32>,
+    /// Chunks not in use, most recently freed last.
+    free: Vec<u32>,
+    /// A bucket's events in filing order when they span several chunks, or the far heap's
+    /// entries for one bucket (reused; see `advance`).
+    gather: Vec<Slot<E>>,
     /// One bit per bucket: non-empty.
     occupied: Box<[u64; (NB / 64) as usize]>,
     /// One bit per word of `occupied`: that word is non-zero (so a scan skips 4096 buckets a bit).
@@ -123,15 +174,19 @@ pub struct EventQueue<E> {
     /// Bucket of the far heap's first entry (`u64::MAX` when empty): `advance` checks it against
     /// the horizon without touching the heap.
     far_bucket: u64,
-    /// Emptied bucket vectors, reused by the next buckets to fill: empty buckets hold no memory,
-    /// so the wheel's footprint follows the pending events, not the busiest moment so far.
-    spare: Vec<Vec<Slot<E>>>,
     now: Time,
     /// Scheduling sequence: orders equal times in the far heap (the wheel orders by position).
     seq: u64,
     /// Events scheduled so far (pending = scheduled - popped: one counter per event each way).
     scheduled: u64,
     popped: u64,
+    /// The event `schedule` hands to `schedule_slow`. Passed as an argument, the event was
+    /// built in a stack slot whose address the call takes, so the inlined fast path too copied
+    /// it from there as 16 bytes right after the caller's narrower stores of its fields: a
+    /// store-forwarding stall on every schedule (a tenth of `try_transmit`'s samples on the
+    /// HPCC anchor). Stored here on the slow path only, the event stays in registers and the
+    /// fast path stores its fields straight into the bucket.
+    staged: Option<Slot<E>>,
 }
 
 impl<E: Copy> Default for EventQueue<E> {
@@ -143,11 +198,14 @@ impl<E: Copy> Default for EventQueue<E> {
 impl<E: Copy> EventQueue<E> {
     pub fn new() -> Self {
         Self {
-            buckets: (0..NB)
-                .map(|_| Vec::new())
-                .collect::<Box<[_]>>()
+            heads: vec![Head::default(); NB as usize]
+                .into_boxed_slice()
                 .try_into()
                 .unwrap_or_else(|_| unreachable!()),
+            chunks: Vec::new(),
+            prev: Vec::new(),
+            free: Vec::new(),
+            gather: Vec::new(),
             occupied: Box::new([0; (NB / 64) as usize]),
             summary: [0; (NB / 64 / 64) as usize],
             cur: 0,
@@ -156,11 +214,11 @@ impl<E: Copy> EventQueue<E> {
             head: 0,
             far: BinaryHeap::new(),
             far_bucket: u64::MAX,
-            spare: Vec::new(),
             now: 0,
             seq: 0,
             scheduled: 0,
             popped: 0,
+            staged: None,
         }
     }
 
@@ -202,30 +260,30 @@ impl<E: Copy> EventQueue<E> {
         let t = t.max(self.now);
         self.scheduled += 1;
         let b = t >> GRAN_SHIFT;
-        let bucket = &mut self.buckets[(b & MASK) as usize];
-        // cur < b < cur + NB (one unsigned compare), and not the bucket's first event.
-        if b.wrapping_sub(self.cur).wrapping_sub(1) < NB - 1 && !bucket.is_empty() {
-            bucket.push(Slot { time: t, ev });
+        let h = &mut self.heads[(b & MASK) as usize];
+        let i = h.len as usize % CHUNK;
+        // cur < b < cur + NB (one unsigned compare), and room in the bucket's last chunk (which
+        // also means it is not the bucket's first event).
+        if b.wrapping_sub(self.cur).wrapping_sub(1) < NB - 1 && i != 0 {
+            self.chunks[h.tail as usize].0[i] = Slot { time: t, ev };
+            h.len += 1;
         } else {
-            self.schedule_slow(b, t, ev);
+            self.staged = Some(Slot { time: t, ev });
+            self.schedule_slow(b);
         }
     }
 
-    /// A bucket's first event (give it a spare vector, mark it occupied), or one into the bucket
-    /// being drained (or before it, if `peek_time` moved on to a later bucket than now's), or
+    /// A bucket's first event (give it a chunk, mark it occupied) or one its last chunk has no
+    /// room for (chain a new one), or one into the bucket being drained (or before it, if
+    /// `peek_time` moved on to a later bucket than now's), or
     /// beyond the wheel's horizon.
     #[inline(never)]
-    fn schedule_slow(&mut self, b: u64, t: Time, ev: E) {
+    fn schedule_slow(&mut self, b: u64) {
+        let Some(Slot { time: t, ev }) = self.staged.take() else {
+            unreachable!()
+        };
         if b.wrapping_sub(self.cur).wrapping_sub(1) < NB - 1 {
-            let slot = (b & MASK) as usize;
-            let bucket = &mut self.buckets[slot];
-            if bucket.capacity() == 0 {
-                if let Some(v) = self.spare.pop() {
-                    *bucket = v;
-                }
-            }
-            bucket.push(Slot { time: t, ev });
-            self.mark(slot);
+            self.file((b & MASK) as usize, Slot { time: t, ev });
         } else if b <= self.cur {
             // Into the events being drained: after every one at or before `t` (this one is the
             // latest scheduled). Popped ones are all at or before now <= t, so it lands at or
@@ -329,25 +387,25 @@ impl<E: Copy> EventQueue<E> {
             if self.occupied[slot >> 6] == 0 {
                 self.summary[slot >> 12] &= !(1 << ((slot >> 6) & 63));
             }
-            std::mem::take(&mut self.buckets[slot])
+            Some(std::mem::take(&mut self.heads[slot]))
         } else {
             let b = self.far_bucket;
             debug_assert!(b != u64::MAX);
             self.cur = b;
-            let mut v = self.spare.pop().unwrap_or_default();
+            self.gather.clear();
             // In (time, seq) order: position order is scheduling order among equal times.
             while let Some(Reverse(e)) = self.far.peek() {
                 if e.time >> GRAN_SHIFT != b {
                     break;
                 }
                 let Reverse(e) = self.far.pop().unwrap();
-                v.push(Slot {
+                self.gather.push(Slot {
                     time: e.time,
                     ev: e.ev,
                 });
             }
             self.refresh_far_bucket();
-            v
+            None
         };
         // Far entries whose bucket is now inside the horizon move into the wheel now, before
         // any schedule() can file a later event into that bucket: popped in (time, seq) order
@@ -355,38 +413,72 @@ impl<E: Copy> EventQueue<E> {
         if self.far_bucket < self.cur + NB {
             self.far_in();
         }
-        self.load(v);
+        match v {
+            Some(h) => self.load(h),
+            None => {
+                sort_into(&self.gather, &mut self.act, &mut self.keys);
+            }
+        }
         !self.act.is_empty()
     }
 
-    /// Makes `v` (a bucket's events in filing order) the sorted run being drained; its vector
-    /// goes back to the spares (small buckets are copied into `act`'s buffer by rank).
+    /// Makes the bucket with header `h` the sorted run being drained, and frees its chunks.
     #[inline]
-    fn load(&mut self, mut v: Vec<Slot<E>>) {
-        let mut old = if v.len() <= RANK_MAX {
-            rank_into(&v, &mut self.act);
-            v.clear();
-            v
-        } else {
-            // A crowded bucket (tens to hundreds of events at 10^4 hosts): sort 8-byte keys of
-            // (time offset, filing index) — unique, so an unstable sort of integers keeps equal
-            // times in filing order — and gather the events by them, instead of a stable sort
-            // moving 24-byte entries (9% of the run at k = 34 went to that sort).
-            let lo = (1u64 << GRAN_SHIFT) - 1;
-            self.keys.clear();
-            self.keys
-                .extend(v.iter().zip(0u64..).map(|(s, i)| (s.time & lo) << 32 | i));
-            self.keys.sort_unstable();
-            self.act.clear();
-            self.act
-                .extend(self.keys.iter().map(|&k| v[(k & 0xffff_ffff) as usize]));
-            v.clear();
-            v
-        };
-        if old.capacity() > 0 {
-            old.clear();
-            self.spare.push(old);
+    fn load(&mut self, h: Head) {
+        let n = h.len as usize;
+        if n <= CHUNK {
+            // Most buckets: one chunk, ranked straight into `act`.
+            rank_into(&self.chunks[h.tail as usize].0[..n], &mut self.act);
+            self.free.push(h.tail);
+            return;
         }
+        // Several chunks: copied out in filing order (last chunk first, backwards), then sorted.
+        let g = &mut self.gather;
+        g.clear();
+        g.resize(n, self.chunks[h.tail as usize].0[0]);
+        let mut c = h.tail;
+        let mut end = n;
+        loop {
+            let start = (end - 1) / CHUNK * CHUNK;
+            g[start..end].copy_from_slice(&self.chunks[c as usize].0[..end - start]);
+            self.free.push(c);
+            if start == 0 {
+                break;
+            }
+            c = self.prev[c as usize];
+            end = start;
+        }
+        sort_into(g, &mut self.act, &mut self.keys);
+    }
+
+    /// Files `s` into the bucket at `slot` (within the horizon, not the one being drained): into
+    /// its last chunk, or a new one if that is full or the bucket empty.
+    #[inline]
+    fn file(&mut self, slot: usize, s: Slot<E>) {
+        let h = self.heads[slot];
+        let i = h.len as usize % CHUNK;
+        if h.len != 0 && i != 0 {
+            self.chunks[h.tail as usize].0[i] = s;
+        } else {
+            let c = match self.free.pop() {
+                Some(c) => {
+                    self.chunks[c as usize].0[0] = s;
+                    c
+                }
+                None => {
+                    // Filled with copies of `s`: the slab never holds uninitialised slots.
+                    self.chunks.push(Chunk([s; CHUNK]));
+                    self.prev.push(0);
+                    (self.chunks.len() - 1) as u32
+                }
+            };
+            self.prev[c as usize] = h.tail;
+            self.heads[slot].tail = c;
+            if h.len == 0 {
+                self.mark(slot);
+            }
+        }
+        self.heads[slot].len += 1;
     }
 
     #[inline(never)]
@@ -397,17 +489,13 @@ impl<E: Copy> EventQueue<E> {
                 break;
             }
             let Reverse(e) = self.far.pop().unwrap();
-            let s = (fb & MASK) as usize;
-            if self.buckets[s].capacity() == 0 {
-                if let Some(sp) = self.spare.pop() {
-                    self.buckets[s] = sp;
-                }
-            }
-            self.buckets[s].push(Slot {
-                time: e.time,
-                ev: e.ev,
-            });
-            self.mark(s);
+            self.file(
+                (fb & MASK) as usize,
+                Slot {
+                    time: e.time,
+                    ev: e.ev,
+                },
+            );
         }
         self.refresh_far_bucket();
     }
