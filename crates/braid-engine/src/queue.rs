@@ -19,7 +19,8 @@ const GRAN_SHIFT: u32 = 10;
 /// headers (`Vec`s), at 65,536 (1.5 MB) the header of a bucket an event is filed into, ~1 µs
 /// ahead, was out of cache on most schedules (a quarter of `try_transmit`'s samples on the HPCC
 /// anchor sat on that load); 384 KB stayed in L2 (now 128 KB: see `Head`). Events beyond the
-/// horizon are timers (µs to ms ahead), few enough for the far heap (anchor CPU 5.54 -> 5.30 s, k = 24 and k = 34 unchanged).
+/// horizon are timers (µs to ms ahead), few enough for the far heap (anchor CPU 5.54 -> 5.30 s,
+/// k = 24 and k = 34 unchanged).
 const WHEEL_BITS: u32 = 14;
 const NB: u64 = 1 << WHEEL_BITS;
 const MASK: u64 = NB - 1;
@@ -456,8 +457,9 @@ impl<E: Copy> EventQueue<E> {
     #[inline]
     fn file(&mut self, slot: usize, s: Slot<E>) {
         let h = self.heads[slot];
+        // A non-zero position in the last chunk implies a non-empty bucket.
         let i = h.len as usize % CHUNK;
-        if h.len != 0 && i != 0 {
+        if i != 0 {
             self.chunks[h.tail as usize].0[i] = s;
         } else {
             let c = match self.free.pop() {
