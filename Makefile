@@ -7,7 +7,7 @@
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-RUST_SRC := Cargo.toml Cargo.lock $(shell find crates -name '*.rs' -o -name Cargo.toml 2>/dev/null)
+RUST_SRC := Cargo.toml Cargo.lock .cargo/config.toml $(shell find crates -name '*.rs' -o -name Cargo.toml 2>/dev/null)
 
 .PHONY: demo test setup setup-test rust-test py-test bench clean
 
