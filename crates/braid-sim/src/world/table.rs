@@ -51,8 +51,10 @@ pub struct RouteTables {
     overrides: Vec<Option<Box<[u32]>>>,
     /// Whether any switch has one (the lookup skips `overrides` otherwise).
     any_override: bool,
-    /// Whether any switch has a source-specific static route (`Switch::src_routes`).
-    pub any_src_route: bool,
+    /// Whether any static route was installed: `any_override`, or any switch has a
+    /// source-specific route (`Switch::src_routes`). The hop tests this one flag
+    /// (`World::route`).
+    pub any_static: bool,
 }
 
 impl RouteTables {
@@ -200,7 +202,7 @@ impl RouteTables {
             classes,
             overrides: (0..n_sw).map(|_| None).collect(),
             any_override: false,
-            any_src_route: false,
+            any_static: false,
         };
         t.index_groups(groups);
         t
@@ -297,6 +299,7 @@ impl RouteTables {
                 .collect();
             self.overrides[sw] = Some(full);
             self.any_override = true;
+            self.any_static = true;
         }
         self.overrides[sw].as_mut().expect("just built")[dst] = gid;
     }
