@@ -73,7 +73,7 @@ impl World {
                     }
                     sw.ingress[in_port][pprio] -= size;
                     if sw.pause_sent[in_port][pprio]
-                        && sw.ingress[in_port][pprio] <= sw.xon(&self.sw)
+                        && sw.below_xon(&self.sw, sw.ingress[in_port][pprio])
                     {
                         sw.pause_sent[in_port][pprio] = false;
                         self.counters.pfc_resumes += 1;
@@ -379,7 +379,7 @@ impl World {
             && egress.bytes == 0
             && egress.ctrl.is_empty()
             && !egress.paused[q_prio]
-            && !(lossless && sw.ingress[in_port as usize][prio] + size > sw.xoff(&self.sw))
+            && !(lossless && sw.above_xoff(&self.sw, sw.ingress[in_port as usize][prio] + size))
         {
             self.counters.packets_forwarded += 1;
             if self.sw.ecn.enabled && !self.pool.get(id).ce {
@@ -401,7 +401,7 @@ impl World {
         self.counters.packets_forwarded += 1;
         let pause = lossless
             && !sw.pause_sent[in_port as usize][prio]
-            && sw.ingress[in_port as usize][prio] > sw.xoff(&self.sw);
+            && sw.above_xoff(&self.sw, sw.ingress[in_port as usize][prio]);
         if pause {
             sw.pause_sent[in_port as usize][prio] = true;
         }
