@@ -46,6 +46,9 @@ pub struct Port {
     /// PFC frames sent (counted in tx_pkts too).
     pub tx_pfc: u64,
     pub rate: u64,
+    /// The peer's switch index if it is a switch, else `world::NO_SWITCH` (the hop routes at
+    /// the peer when it puts a packet on the wire: `World::put_on_wire`).
+    pub peer_switch: u32,
     // --- the rest
     pub qbytes: [u64; MAX_PRIO],
     deficit: [i64; MAX_PRIO],
@@ -79,6 +82,7 @@ impl Port {
             peer_port,
             link,
             rate,
+            peer_switch: u32::MAX,
             ps_per_byte: if (8 * braid_engine::time::S) % rate == 0 {
                 8 * braid_engine::time::S / rate
             } else {

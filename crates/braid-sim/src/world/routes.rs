@@ -75,7 +75,7 @@ impl World {
             fill[b] += 1;
             links.push((l.a, pa, l.b, pb));
         }
-        let ports: Vec<Port> = slot_link
+        let mut ports: Vec<Port> = slot_link
             .iter()
             .map(|&(li, is_b)| {
                 let l = &graph.links[li as usize];
@@ -185,6 +185,11 @@ impl World {
             first_port: first[n],
             role: Role::Switch(u32::MAX),
         });
+        for p in &mut ports {
+            if let Role::Switch(s) = nodes[p.peer_node as usize].role {
+                p.peer_switch = s;
+            }
+        }
         let mut w = World {
             nodes,
             ports,
