@@ -133,12 +133,13 @@ impl World {
             self.counters.drops_loss += 1;
             self.drop_packet(id);
         } else {
-            let pk = self.pool.get(id);
-            // A PFC frame is consumed at the hop; a host forwards nothing.
-            let out = if peer_switch == NO_SWITCH || pk.kind == PktKind::Pfc {
+            // A PFC frame is consumed at the hop; a host forwards nothing. (`is_pfc`, and
+            // `forward`'s `ce`, read before the calls that take `self` mutably: reading them again
+            // after cost a bounds check and a load; slice1ms -22 M instructions, -0.49%.)
+            let out = if peer_switch == NO_SWITCH || is_pfc {
                 NO_PORT
             } else {
-                self.egress_at(peer_switch, pk)
+                self.egress_at(peer_switch, self.pool.get(id))
             };
             q.schedule(
                 now + ser + delay,
@@ -379,6 +380,7 @@ impl World {
         }
         let pk = self.pool.get(id);
         let size = pk.size as u64;
+        let ce = pk.ce;
         let prio = (pk.prio as usize).min(MAX_PRIO - 1);
         let lossless = self.lossless_mask & (1 << prio) != 0;
         let control = matches!(
@@ -405,7 +407,7 @@ impl World {
             && !(lossless && sw.above_xoff(&self.sw, sw.ingress[in_port as usize][prio] + size))
         {
             self.counters.packets_forwarded += 1;
-            if self.sw.ecn.enabled && !self.pool.get(id).ce {
+            if self.sw.ecn.enabled && !ce {
                 let pr = red_probability(size, &egress.ecn);
                 if pr > 0.0 && (pr >= 1.0 || sw.ecn_rng.uniform() < pr) {
                     self.pool.get_mut(id).ce = true;
