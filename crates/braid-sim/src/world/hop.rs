@@ -10,6 +10,14 @@ use braid_engine::{EventQueue, Time};
 impl World {
     /// Schedules a wake-up of port `port` of `node` (index `pi` in `ports`) at `t`.
     fn wake_at(&mut self, pi: usize, node: u32, port: u16, t: Time, q: &mut EventQueue<Ev>) {
+        self.wake_at_inline(pi, node, port, t, q);
+    }
+
+    /// [`World::wake_at`], inlined into `put_on_wire` (a packet's hop, where most wake-ups are
+    /// scheduled: the call's register saves cost more than the copy; slice1ms -16 M
+    /// instructions, -0.37%; k34m -0.23%).
+    #[inline(always)]
+    fn wake_at_inline(&mut self, pi: usize, node: u32, port: u16, t: Time, q: &mut EventQueue<Ev>) {
         let p = &mut self.ports[pi];
         if p.wake_at.is_none_or(|w| t < w) {
             p.wake_at = Some(t);
@@ -160,7 +168,7 @@ impl World {
             }
         };
         if more {
-            self.wake_at(pi, node, port, now + ser, q);
+            self.wake_at_inline(pi, node, port, now + ser, q);
         }
     }
 
