@@ -64,6 +64,9 @@ pub enum Ev {
 /// `Ev::Arrive::out` when there is no egress port to use.
 pub const NO_PORT: u16 = u16::MAX;
 
+/// `Port::peer_switch` of a port facing a host.
+pub const NO_SWITCH: u32 = u32::MAX;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {
     Host(u32),

@@ -51,8 +51,10 @@ pub struct RouteTables {
     overrides: Vec<Option<Box<[u32]>>>,
     /// Whether any switch has one (the lookup skips `overrides` otherwise).
     any_override: bool,
-    /// Whether any switch has a source-specific static route (`Switch::src_routes`).
-    pub any_src_route: bool,
+    /// Whether any static route was installed: `any_override`, or any switch has a
+    /// source-specific route (`Switch::src_routes`). The hop tests this one flag
+    /// (`World::route`).
+    pub any_static: bool,
 }
 
 impl RouteTables {
@@ -200,7 +202,7 @@ impl RouteTables {
             classes,
             overrides: (0..n_sw).map(|_| None).collect(),
             any_override: false,
-            any_src_route: false,
+            any_static: false,
         };
         t.index_groups(groups);
         t
@@ -235,16 +237,44 @@ impl RouteTables {
         dst_node: usize,
         pick: impl FnOnce(usize) -> usize,
     ) -> Option<u16> {
+        self.port_in(self.gid_by_node(sw, dst_node), pick)
+    }
+
+    /// [`RouteTables::port_by_node`], `none` standing for None: the hop's form, which spares
+    /// combining an `Option` on every return path (slice1ms: -19.6 M instructions, -0.44%).
+    #[inline(always)]
+    pub fn port_by_node_or(
+        &self,
+        sw: usize,
+        dst_node: usize,
+        none: u16,
+        pick: impl FnOnce(usize) -> usize,
+    ) -> u16 {
+        let Some(&code) = self.group_code.get(self.gid_by_node(sw, dst_node) as usize) else {
+            return none;
+        };
+        if code & SINGLE != 0 {
+            return code as u16;
+        }
+        let at = code as usize;
+        let n = self.group_ports[at] as usize;
+        self.group_ports[at + 1 + pick(n)]
+    }
+
+    /// The group switch `sw` uses towards node `dst_node` (`NO_ROUTE`: none, or not a host).
+    #[inline(always)]
+    fn gid_by_node(&self, sw: usize, dst_node: usize) -> u32 {
         debug_assert!(!self.any_override);
-        let d = *self.node_dest.get(dst_node)?;
-        let gid = if d.edge_sw as usize == sw {
+        let Some(&d) = self.node_dest.get(dst_node) else {
+            return NO_ROUTE;
+        };
+        if d.edge_sw as usize == sw {
             d.edge_gid
         } else if d.class == NO_ROUTE {
-            return None;
+            NO_ROUTE
         } else {
             self.by_class[sw * self.classes + d.class as usize]
-        };
-        self.port_in(gid, pick)
+        }
     }
 
     /// The port of group `gid` that `pick` chooses (see [`RouteTables::port_by_node`]).
@@ -297,6 +327,7 @@ impl RouteTables {
                 .collect();
             self.overrides[sw] = Some(full);
             self.any_override = true;
+            self.any_static = true;
         }
         self.overrides[sw].as_mut().expect("just built")[dst] = gid;
     }
