@@ -62,15 +62,28 @@ pub struct MsgRecord {
 }
 
 /// What a NIC call wants done.
+///
+/// Every packet a NIC sends or takes in builds one, has the world test it and drops it, and
+/// nearly all are empty. So the rare wishes (timers, CQ notifications, message records) share
+/// one list: three lists cost ~10 instructions more per call to build, test and drop.
 #[derive(Default)]
 pub struct Effects {
-    pub timers: Vec<(Time, TimerKind, QpNum, u32)>,
+    /// Timers, CQ notifications and completed messages, in the order asked.
+    pub list: Vec<Effect>,
     /// The transmit side may have something new to send.
     pub kick: bool,
-    pub notify: Vec<CqId>,
-    pub messages: Vec<MsgRecord>,
     /// The receive backlog crossed the threshold: pause (true) / resume (false) the upstream port.
     pub rx_pfc: Option<bool>,
+}
+
+/// One of the rarer wishes in [`Effects::list`].
+pub enum Effect {
+    /// A transport timer: when, which, the QP (tagged with its epoch) and the generation.
+    Timer(Time, TimerKind, QpNum, u32),
+    /// An armed CQ got a completion.
+    Notify(CqId),
+    /// A message completed (the messages table).
+    Message(MsgRecord),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -2,8 +2,8 @@
 //! posting send and receive work requests, polling and notifying CQs.
 
 use super::{
-    host_alias, op_of, wc, Cq, Effects, Nic, NicParams, PsnSet, Qp, QpState, RecvWqe, SendWqe,
-    QPN_BITS, QPN_MASK,
+    host_alias, op_of, wc, Cq, Effect, Effects, Nic, NicParams, PsnSet, Qp, QpState, RecvWqe,
+    SendWqe, QPN_BITS, QPN_MASK,
 };
 use crate::config::TransportKind;
 use crate::transport::mp_rdma::{MpRdmaParams, MpRdmaTransport};
@@ -325,8 +325,12 @@ impl Nic {
     fn transport_fx_some(&mut self, qpn: QpNum, fx: TxFx, eff: &mut Effects) {
         let epoch = self.qp(qpn).map_or(0, |q| q.epoch);
         for (t, kind, gen) in fx.timers {
-            eff.timers
-                .push((t, kind, qpn | (epoch as u32) << QPN_BITS, gen));
+            eff.list.push(Effect::Timer(
+                t,
+                kind,
+                qpn | (epoch as u32) << QPN_BITS,
+                gen,
+            ));
         }
         if let Some(f) = fx.fatal {
             let status = match f {
@@ -533,7 +537,7 @@ impl Nic {
         // ibverbs: only an armed CQ notifies, once, and is disarmed by it.
         if c.armed {
             c.armed = false;
-            eff.notify.push(cq);
+            eff.list.push(Effect::Notify(cq));
         }
         // QPs whose WAIT watches this CQ may proceed.
         if !c.waiters.is_empty() {
