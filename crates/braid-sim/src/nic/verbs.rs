@@ -8,7 +8,7 @@ use super::{
 use crate::config::TransportKind;
 use crate::transport::mp_rdma::{MpRdmaParams, MpRdmaTransport};
 use crate::transport::rc::{RcConfig, RcTransport};
-use crate::transport::{Fatal, RetryLimits, Transport, TxFx};
+use crate::transport::{Fatal, RetryLimits, TxFx};
 use braid_engine::time::Time;
 use braid_verbs::*;
 use std::collections::VecDeque;
@@ -272,7 +272,7 @@ impl Nic {
         sport: u16,
         retry: RetryLimits,
         p: &NicParams,
-    ) -> Box<dyn Transport> {
+    ) -> super::QpTransport {
         let dcqcn = match p.transport.kind {
             TransportKind::Dcqcn if qp_type != QpType::Ud => Some(p.transport.dcqcn.clone()),
             _ => None,
@@ -293,9 +293,10 @@ impl Nic {
                 rc,
                 host: self.host,
                 qpn,
-            }),
+            })
+            .into(),
             None if p.transport.kind == TransportKind::MpRdma && qp_type == QpType::Rc => {
-                Box::new(MpRdmaTransport::new(MpRdmaParams {
+                super::QpTransport::Other(Box::new(MpRdmaTransport::new(MpRdmaParams {
                     cfg: p.transport.mp_rdma.clone(),
                     mtu: p.nic.mtu,
                     rto: p.nic.rto.0,
@@ -305,9 +306,9 @@ impl Nic {
                     host: self.host,
                     qpn,
                     retry,
-                }))
+                })))
             }
-            None => Box::new(RcTransport::new(rc)),
+            None => super::QpTransport::Rc(Box::new(RcTransport::new(rc))),
         }
     }
 
