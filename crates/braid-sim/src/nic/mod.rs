@@ -526,9 +526,9 @@ forward! {
     }
 }
 
-impl QpTransport {
-    /// The transport as a trait object.
-    pub fn as_ref(&self) -> &dyn Transport {
+/// The transport as a trait object.
+impl AsRef<dyn Transport> for QpTransport {
+    fn as_ref(&self) -> &(dyn Transport + 'static) {
         match self {
             QpTransport::Rc(t) => t.as_ref(),
             QpTransport::Other(t) => t.as_ref(),
