@@ -1,7 +1,7 @@
 //! Packet building: the packet a ready QP sends (`build_packet`) and the retirement of
 //! finished send WQEs into completions (`retire`).
 
-use super::{op_name, op_of, wc, Effects, MsgRecord, Nic, NicParams};
+use super::{op_name, op_of, wc, Effect, Effects, MsgRecord, Nic, NicParams};
 use crate::packet::*;
 use crate::transport::TxFx;
 use braid_engine::time::Time;
@@ -213,7 +213,7 @@ impl Nic {
                 q.sq_base += 1;
                 q.cur = q.cur.saturating_sub(1);
                 if w.wr.op.carries_data() {
-                    eff.messages.push(MsgRecord {
+                    eff.list.push(Effect::Message(MsgRecord {
                         qpn,
                         dst: w.wr.ud_dest.map(|d| d.host).unwrap_or(q.remote_host),
                         op: op_name(&w.wr.op),
@@ -221,7 +221,7 @@ impl Nic {
                         post_ps: w.post_ps,
                         complete_ps: now,
                         wr_id: w.wr.wr_id,
-                    });
+                    }));
                 }
                 if w.signaled {
                     cqes.push((

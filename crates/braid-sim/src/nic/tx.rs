@@ -16,6 +16,35 @@ pub(super) fn pause_mask(paused: &[bool; 8]) -> u8 {
     (bytes.wrapping_mul(0x0102_0408_1020_4080) >> 56) as u8
 }
 
+/// When a WQE that has just reached its QP's cursor may start: WQE processing time and the
+/// message-rate limits (NIC-wide `next_msg_ps`, per QP `qp_next_msg_ps`), which it reserves.
+///
+/// Out of line and cold: once per message, where the arbiter runs once per packet. Inlined,
+/// its two divisions by the message rates were hoisted to the top of `serve_class` and paid on
+/// every look, ~45 instructions each.
+#[cold]
+#[inline(never)]
+fn wqe_ready(
+    now: Time,
+    post_ps: Time,
+    wqe_free_ps: &mut Time,
+    next_msg_ps: &mut Time,
+    qp_next_msg_ps: &mut Time,
+    p: &NicParams,
+) -> Time {
+    // Not before it was posted (a busy tenant CPU posts later than the event that made it post).
+    let mut t = now.max(*wqe_free_ps).max(post_ps) + p.nic.wqe_time.0;
+    *wqe_free_ps = t;
+    t = t.max(*next_msg_ps).max(*qp_next_msg_ps);
+    if p.nic.max_msg_rate > 0.0 {
+        *next_msg_ps = t + (S as f64 / p.nic.max_msg_rate) as Time;
+    }
+    if p.nic.max_qp_msg_rate > 0.0 {
+        *qp_next_msg_ps = t + (S as f64 / p.nic.max_qp_msg_rate) as Time;
+    }
+    t
+}
+
 impl Nic {
     /// The arbiter: the next packet this NIC puts on the wire, if any. `paused[p]` is the PFC
     /// state of the NIC port for priority p.
@@ -328,17 +357,14 @@ impl Nic {
                         // QPs' WQEs go meanwhile).
                         new_at = Some(w.post_ps);
                     } else if w.ready_ps.is_none() && w.first_psn.is_none() {
-                        // Not before it was posted (a busy tenant CPU posts later than the
-                        // event that made it post).
-                        let mut t = now.max(self.wqe_free_ps).max(w.post_ps) + p.nic.wqe_time.0;
-                        self.wqe_free_ps = t;
-                        t = t.max(self.next_msg_ps).max(q.next_msg_ps);
-                        if p.nic.max_msg_rate > 0.0 {
-                            self.next_msg_ps = t + (S as f64 / p.nic.max_msg_rate) as Time;
-                        }
-                        if p.nic.max_qp_msg_rate > 0.0 {
-                            q.next_msg_ps = t + (S as f64 / p.nic.max_qp_msg_rate) as Time;
-                        }
+                        let t = wqe_ready(
+                            now,
+                            w.post_ps,
+                            &mut self.wqe_free_ps,
+                            &mut self.next_msg_ps,
+                            &mut q.next_msg_ps,
+                            p,
+                        );
                         w.ready_ps = Some(t);
                         new_at = Some(t);
                     } else {

@@ -2,13 +2,13 @@
 //! posting send and receive work requests, polling and notifying CQs.
 
 use super::{
-    host_alias, op_of, wc, Cq, Effects, Nic, NicParams, PsnSet, Qp, QpState, RecvWqe, SendWqe,
-    QPN_BITS, QPN_MASK,
+    host_alias, op_of, wc, Cq, Effect, Effects, Nic, NicParams, PsnSet, Qp, QpState, RecvWqe,
+    SendWqe, QPN_BITS, QPN_MASK,
 };
 use crate::config::TransportKind;
 use crate::transport::mp_rdma::{MpRdmaParams, MpRdmaTransport};
 use crate::transport::rc::{RcConfig, RcTransport};
-use crate::transport::{Fatal, RetryLimits, Transport, TxFx};
+use crate::transport::{Fatal, RetryLimits, TxFx};
 use braid_engine::time::Time;
 use braid_verbs::*;
 use std::collections::VecDeque;
@@ -272,7 +272,7 @@ impl Nic {
         sport: u16,
         retry: RetryLimits,
         p: &NicParams,
-    ) -> Box<dyn Transport> {
+    ) -> super::QpTransport {
         let dcqcn = match p.transport.kind {
             TransportKind::Dcqcn if qp_type != QpType::Ud => Some(p.transport.dcqcn.clone()),
             _ => None,
@@ -293,9 +293,10 @@ impl Nic {
                 rc,
                 host: self.host,
                 qpn,
-            }),
+            })
+            .into(),
             None if p.transport.kind == TransportKind::MpRdma && qp_type == QpType::Rc => {
-                Box::new(MpRdmaTransport::new(MpRdmaParams {
+                super::QpTransport::Other(Box::new(MpRdmaTransport::new(MpRdmaParams {
                     cfg: p.transport.mp_rdma.clone(),
                     mtu: p.nic.mtu,
                     rto: p.nic.rto.0,
@@ -305,9 +306,9 @@ impl Nic {
                     host: self.host,
                     qpn,
                     retry,
-                }))
+                })))
             }
-            None => Box::new(RcTransport::new(rc)),
+            None => super::QpTransport::Rc(Box::new(RcTransport::new(rc))),
         }
     }
 
@@ -325,8 +326,12 @@ impl Nic {
     fn transport_fx_some(&mut self, qpn: QpNum, fx: TxFx, eff: &mut Effects) {
         let epoch = self.qp(qpn).map_or(0, |q| q.epoch);
         for (t, kind, gen) in fx.timers {
-            eff.timers
-                .push((t, kind, qpn | (epoch as u32) << QPN_BITS, gen));
+            eff.list.push(Effect::Timer(
+                t,
+                kind,
+                qpn | (epoch as u32) << QPN_BITS,
+                gen,
+            ));
         }
         if let Some(f) = fx.fatal {
             let status = match f {
@@ -533,7 +538,7 @@ impl Nic {
         // ibverbs: only an armed CQ notifies, once, and is disarmed by it.
         if c.armed {
             c.armed = false;
-            eff.notify.push(cq);
+            eff.list.push(Effect::Notify(cq));
         }
         // QPs whose WAIT watches this CQ may proceed.
         if !c.waiters.is_empty() {

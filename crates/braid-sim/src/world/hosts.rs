@@ -2,7 +2,7 @@
 //! through its verbs stack (`with_app`) and delivering CQ notifications.
 
 use super::{Ev, World};
-use crate::nic::Effects;
+use crate::nic::{Effect, Effects};
 use braid_engine::{EventQueue, Time};
 use braid_verbs::{Event, Stack};
 
@@ -11,32 +11,34 @@ impl World {
     #[inline]
     pub fn apply(&mut self, now: Time, h: u32, eff: Effects, q: &mut EventQueue<Ev>) {
         // Most packets a NIC takes in change nothing the world must act on (an ACK that frees
-        // nothing, data that completes no message): skip the three empty walks and their drops.
-        if !eff.kick
-            && eff.rx_pfc.is_none()
-            && eff.timers.is_empty()
-            && eff.notify.is_empty()
-            && eff.messages.is_empty()
-        {
+        // nothing, data that completes no message): skip the empty walk and its drop.
+        if !eff.kick && eff.rx_pfc.is_none() && eff.list.is_empty() {
             return;
         }
         self.apply_some(now, h, eff, q);
     }
 
+    /// Timers are scheduled, then messages recorded, the PFC frame sent and CQ notifications
+    /// queued, then the transmit side kicked. Timers and messages touch nothing the frame or the
+    /// notifications do, so one walk in the order asked does the same; a notification waits for
+    /// the frame (sending it may transmit, and a completion's notification queue behind).
     fn apply_some(&mut self, now: Time, h: u32, eff: Effects, q: &mut EventQueue<Ev>) {
-        for (t, kind, qp, gen) in eff.timers {
-            q.schedule(
-                t.max(now),
-                Ev::Timer {
-                    host: h,
-                    kind,
-                    qp,
-                    gen,
-                },
-            );
-        }
-        for m in eff.messages {
-            self.measure.message(h, m);
+        let mut later = Vec::new();
+        for e in eff.list {
+            match e {
+                Effect::Timer(t, kind, qp, gen) => q.schedule(
+                    t.max(now),
+                    Ev::Timer {
+                        host: h,
+                        kind,
+                        qp,
+                        gen,
+                    },
+                ),
+                Effect::Message(m) => self.measure.message(h, m),
+                Effect::Notify(cq) if eff.rx_pfc.is_some() => later.push(cq),
+                Effect::Notify(cq) => self.notify_cq(h, cq),
+            }
         }
         if let Some(on) = eff.rx_pfc {
             let node = self.hosts[h as usize].node;
@@ -47,17 +49,21 @@ impl World {
                 self.send_pfc(now, node, 0, prio, false, q);
             }
         }
-        for cq in eff.notify {
-            // Only armed CQs notify (once per arming), so there is nothing to deduplicate.
-            if let Some(t) = self.hosts[h as usize].owners.cq_owner(cq) {
-                self.pending_notify.push((h, t, cq));
-            }
-            self.measure.note_cq(h, cq);
+        for cq in later {
+            self.notify_cq(h, cq);
         }
         if eff.kick {
             let node = self.hosts[h as usize].node;
             self.try_transmit(now, node, 0, q);
         }
+    }
+
+    fn notify_cq(&mut self, h: u32, cq: braid_verbs::CqId) {
+        // Only armed CQs notify (once per arming), so there is nothing to deduplicate.
+        if let Some(t) = self.hosts[h as usize].owners.cq_owner(cq) {
+            self.pending_notify.push((h, t, cq));
+        }
+        self.measure.note_cq(h, cq);
     }
 
     /// Runs a tenant's callback with its verbs stack over this host's NIC (`ev` None: start it).
