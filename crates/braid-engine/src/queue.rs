@@ -315,13 +315,13 @@ impl<E: Copy> EventQueue<E> {
     }
 
     /// The next event, if it is already known without advancing the wheel (it is in the bucket
-    /// being drained): for prefetching what it will touch.
+    /// being drained, or the next one `preload` appended): for prefetching what it will touch.
     #[inline]
     pub fn peek_next(&self) -> Option<&E> {
         self.act.get(self.head).map(|s| &s.ev)
     }
 
-    /// The event after [`peek_next`](Self::peek_next)'s, if it is in the same bucket.
+    /// The event after [`peek_next`](Self::peek_next)'s, if it is known too.
     #[inline]
     pub fn peek_after(&self) -> Option<&E> {
         self.act.get(self.head + 1).map(|s| &s.ev)
