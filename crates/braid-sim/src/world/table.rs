@@ -253,12 +253,7 @@ impl RouteTables {
         let Some(&code) = self.group_code.get(self.gid_by_node(sw, dst_node) as usize) else {
             return none;
         };
-        if code & SINGLE != 0 {
-            return code as u16;
-        }
-        let at = code as usize;
-        let n = self.group_ports[at] as usize;
-        self.group_ports[at + 1 + pick(n)]
+        self.port_of(code, pick)
     }
 
     /// The group switch `sw` uses towards node `dst_node` (`NO_ROUTE`: none, or not a host).
@@ -281,18 +276,18 @@ impl RouteTables {
     #[inline(always)]
     pub fn port_in(&self, gid: u32, pick: impl FnOnce(usize) -> usize) -> Option<u16> {
         let code = *self.group_code.get(gid as usize)?;
+        Some(self.port_of(code, pick))
+    }
+
+    /// The port that `pick` chooses in the group with code `code` (`group_code`'s entry).
+    #[inline(always)]
+    fn port_of(&self, code: u32, pick: impl FnOnce(usize) -> usize) -> u16 {
         if code & SINGLE != 0 {
-            return Some(code as u16);
+            return code as u16;
         }
         let at = code as usize;
         let n = self.group_ports[at] as usize;
-        Some(self.group_ports[at + 1 + pick(n)])
-    }
-
-    /// Whether any switch has a full per-host table (static routes).
-    #[inline(always)]
-    pub fn any_override(&self) -> bool {
-        self.any_override
+        self.group_ports[at + 1 + pick(n)]
     }
 
     /// The group switch `sw` uses towards host `dst` (`NO_ROUTE`: none).
