@@ -3,11 +3,12 @@
 #
 # Setup is re-done only when the Rust sources, Cargo files or pyproject.toml change; Python sources
 # are installed editable and need no reinstall. The extension is built in release mode by maturin
-# (the simulator needs it); `cargo test` keeps its own, lighter profile (see Cargo.toml).
+# (the simulator needs it), profile-guided where the toolchain allows (scripts/build-ext.sh;
+# BRAID_PGO=0 skips that); `cargo test` keeps its own, lighter profile (see Cargo.toml).
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-RUST_SRC := Cargo.toml Cargo.lock .cargo/config.toml $(shell find crates -name '*.rs' -o -name Cargo.toml 2>/dev/null)
+RUST_SRC := Cargo.toml Cargo.lock .cargo/config.toml scripts/build-ext.sh scripts/pgo-train.py $(shell find crates -name '*.rs' -o -name Cargo.toml 2>/dev/null)
 
 .PHONY: demo test setup setup-test rust-test py-test bench clean
 
@@ -16,11 +17,11 @@ $(BIN)/python:
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
 $(VENV)/.installed: $(BIN)/python pyproject.toml $(RUST_SRC)
-	$(BIN)/python -m pip install -e .
+	scripts/build-ext.sh $(BIN)/python
 	touch $@
 
 $(VENV)/.installed-test: $(BIN)/python pyproject.toml $(RUST_SRC)
-	$(BIN)/python -m pip install -e '.[test]'
+	scripts/build-ext.sh $(BIN)/python '[test]'
 	touch $@ $(VENV)/.installed
 
 setup: $(VENV)/.installed

@@ -48,6 +48,11 @@ def test_smallest_scale_point_runs_through_bench(tmp_path):
     assert 0 < r["base_rss_mb"] <= r["build_rss_mb"] <= r["max_rss_mb"] < 4096
     # One point is no series: no fit.
     assert out["fits"] == []
+    # The numbers say which build of the extension made them (scripts/build-ext.sh).
+    from braid import _core
+
+    assert out["build"] == _core.__build__
+    assert _core.__build__ in ("release", "release, profile-guided", "instrumented", "debug")
 
 
 def test_qps_per_host_series_is_all_to_all_on_one_switch_at_equal_flow_counts():

@@ -329,5 +329,7 @@ def summary_of(res: RunResult) -> dict:
             "sim_s_per_wall_s": sim_s / res.wall_s if res.wall_s > 0 else None,
             "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             "host": {"cpus": os.cpu_count()},
+            # The extension's build (scripts/build-ext.sh), beside the CPU time it explains.
+            "build": getattr(_core, "__build__", "unknown"),
         }
     )

@@ -477,7 +477,13 @@ def run_bench(
         c.print(t)
         if len(rates) > 1:
             c.print(f"events/s, fastest over slowest point: {max(rates) / min(rates):.2f}x (Mev/s per CPU second of the child, build included)")
-    out = {"scenarios": rows, "fits": fits}
+    from . import _core
+
+    # Which build of the extension ran (scripts/build-ext.sh: "release, profile-guided" or
+    # "release"): profile-guided optimisation alone moves the anchor by ~7%.
+    build = getattr(_core, "__build__", "unknown")
+    c.print(f"[dim]extension build: {build}[/dim]")
+    out = {"scenarios": rows, "fits": fits, "build": build}
     if json_out:
         Path(json_out).write_text(json.dumps(out, indent=2) + "\n")
     return out
