@@ -6,7 +6,7 @@
 # The build is profile-guided (PGO) when it can be: an instrumented build, a few seconds of
 # training runs through it (scripts/pgo-train.py: a fat-tree with DCQCN, the demo, host
 # middleware; not the benchmark's scenarios), then the release build optimised with what the
-# training measured. The HPCC anchor runs ~8% faster, k = 24 ~6% (docs/performance.md, round 9);
+# training measured. The HPCC anchor runs 7-9% faster, k = 24 ~8% (docs/performance.md, round 9);
 # results are bit-identical (PGO changes code layout and inlining, not arithmetic).
 #
 # It needs the toolchain's llvm-profdata (rustup's llvm-tools component, added here if missing).
