@@ -447,6 +447,14 @@ impl World {
         if pause {
             self.send_pfc(now, node, in_port, prio as u8, true, q);
         }
-        self.try_transmit(now, node, out, q);
+        // What `try_transmit` does first, here: a busy egress (the common case on this path) only
+        // needs its wake-up, and `try_transmit`'s register saves and restores cost more than
+        // that.
+        let busy = self.ports[ei].busy_until;
+        if busy > now {
+            self.wake_at(ei, node, out, busy, q);
+        } else {
+            self.try_transmit(now, node, out, q);
+        }
     }
 }
