@@ -150,19 +150,28 @@ impl Nic {
         let mut fx = TxFx::default();
         q.t.on_feedback(now, fb, &mut fx);
         let acked = q.t.acked();
-        for w in q.sq.iter_mut() {
-            match w.first_psn {
-                Some(f) if w.wr.op != SendOp::Read && w.wr.op.carries_data() => {
-                    if f + w.npkts > acked {
-                        // PSNs are given out in queue order (every data WR has at least one),
-                        // so no later WR ends at or below `acked` either.
-                        break;
+        // Most ACKs complete nothing: the head is a data WR still owed PSNs at or above
+        // `acked`. That is told from the head alone, without setting up the queue's iterator.
+        let head_owed = q.sq.front().is_none_or(|w| {
+            matches!(w.first_psn, Some(f) if w.wr.op != SendOp::Read
+                && w.wr.op.carries_data()
+                && f + w.npkts > acked)
+        });
+        if !head_owed {
+            for w in q.sq.iter_mut() {
+                match w.first_psn {
+                    Some(f) if w.wr.op != SendOp::Read && w.wr.op.carries_data() => {
+                        if f + w.npkts > acked {
+                            // PSNs are given out in queue order (every data WR has at least
+                            // one), so no later WR ends at or below `acked` either.
+                            break;
+                        }
+                        w.done = true
                     }
-                    w.done = true
+                    Some(_) => {}
+                    None if !w.wr.op.carries_data() => {}
+                    None => break,
                 }
-                Some(_) => {}
-                None if !w.wr.op.carries_data() => {}
-                None => break,
             }
         }
         self.transport_fx(qpn, fx, eff);
