@@ -1,7 +1,7 @@
 //! Packet building: the packet a ready QP sends (`build_packet`) and the retirement of
 //! finished send WQEs into completions (`retire`).
 
-use super::{op_name, op_of, wc, Effect, Effects, MsgRecord, Nic, NicParams, SendAt};
+use super::{op_name, op_of, wc, Effect, Effects, MsgRecord, Nic, NicParams};
 use crate::packet::*;
 use crate::transport::TxFx;
 use braid_engine::time::Time;
@@ -13,7 +13,7 @@ impl Nic {
     pub(super) fn build_packet(
         &mut self,
         qpn: QpNum,
-        plan: Option<SendAt>,
+        plan: Option<(u32, u16)>,
         now: Time,
         p: &NicParams,
         pool: &mut PacketPool,
@@ -31,7 +31,7 @@ impl Nic {
         pk.sent_ps = now;
         let mut payload_bytes: Option<Vec<u8>> = None;
         let mut fx = TxFx::default();
-        let Some(SendAt { psn, sport, new }) = plan else {
+        let Some((psn, sport)) = plan else {
             // READ response data.
             let job = q.reads.front_mut().expect("a response is pending");
             let off = job.next as u64 * mtu;
@@ -65,16 +65,10 @@ impl Nic {
             return id;
         };
         pk.sport = sport;
-        // Which WQE (looked up in the queue once) and which of its packets.
-        let i = if new {
-            q.cur
-        } else {
-            q.sq.iter()
-                .position(|w| w.first_psn.is_some_and(|f| psn >= f && psn < f + w.npkts))
-                .expect("a retransmitted PSN belongs to an outstanding WQE")
-        };
-        let w = &mut q.sq[i];
-        let k = if new {
+        // Which WQE and which of its packets.
+        let new = psn >= q.cursor_psn();
+        let (i, k) = if new {
+            let w = &mut q.sq[q.cur];
             if w.first_psn.is_none() {
                 w.first_psn = Some(q.next_psn);
                 q.next_psn += w.npkts;
@@ -86,16 +80,23 @@ impl Nic {
                     q.send_msn += 1;
                 }
             }
-            q.cur_pkt
+            (q.cur, q.cur_pkt)
         } else {
+            let i =
+                q.sq.iter()
+                    .position(|w| w.first_psn.is_some_and(|f| psn >= f && psn < f + w.npkts))
+                    .expect("a retransmitted PSN belongs to an outstanding WQE");
+            let w = &q.sq[i];
             let f = w.first_psn.unwrap();
             // A READ is asked for again from its first missing response.
-            if w.wr.op == SendOp::Read {
+            let k = if w.wr.op == SendOp::Read {
                 (psn - f).max(w.read_got)
             } else {
                 psn - f
-            }
+            };
+            (i, k)
         };
+        let w = &mut q.sq[i];
         let first_psn = w.first_psn.unwrap();
         pk.psn = first_psn + k;
         pk.msn = w.msn;

@@ -315,20 +315,10 @@ enum Served {
     Nothing,
 }
 
-/// A data packet a QP may send now: its PSN and source port, and whether it is new data at the
-/// send queue's cursor (else a retransmission). The arbiter's look compared the PSN with the
-/// cursor's already; the packet is built right after, the cursor unchanged.
-#[derive(Clone, Copy)]
-struct SendAt {
-    psn: u32,
-    sport: u16,
-    new: bool,
-}
-
 /// How a QP stands at the transmit arbiter.
 enum Status {
-    /// Ready to send this packet (None: a READ response).
-    Ready(Option<SendAt>),
+    /// Ready to send this PSN on this source port (None: a READ response).
+    Ready(Option<(u32, u16)>),
     WaitUntil(Time),
     Blocked,
     /// It executed a WAIT: its turn at the arbiter is over (the WQE scheduler moves on to the

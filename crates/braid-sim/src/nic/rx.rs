@@ -50,6 +50,44 @@ impl Nic {
         eff.kick = true;
     }
 
+    /// A reply (ACK, NAK, CNP) from address `src` (the replying QP's own: a host may have
+    /// several), counted; the caller sets the reply's own fields and queues it.
+    #[allow(clippy::too_many_arguments)]
+    fn ctrl_packet(
+        &mut self,
+        kind: PktKind,
+        src: u32,
+        to_host: u32,
+        to_qp: QpNum,
+        from_qp: QpNum,
+        psn: u32,
+        sport: u16,
+        now: Time,
+        p: &NicParams,
+    ) -> Packet {
+        let size = match kind {
+            PktKind::Cnp => CNP_SIZE,
+            _ => ACK_SIZE,
+        };
+        let mut pk = Packet::control(kind, size);
+        pk.src = src;
+        pk.dst = to_host;
+        pk.dst_qp = to_qp;
+        pk.src_qp = from_qp;
+        pk.psn = psn;
+        pk.sport = sport;
+        pk.prio = p.ack_prio;
+        pk.sent_ps = now;
+        match kind {
+            PktKind::Ack => self.stats.acks += 1,
+            PktKind::Nak => self.stats.naks += 1,
+            PktKind::RnrNak => self.stats.rnr_naks += 1,
+            PktKind::Cnp => self.stats.cnps_sent += 1,
+            _ => {}
+        }
+        pk
+    }
+
     /// A packet for this NIC has been through the receive pipeline. Consumes the packet.
     pub fn receive(
         &mut self,
@@ -112,28 +150,19 @@ impl Nic {
         let mut fx = TxFx::default();
         q.t.on_feedback(now, fb, &mut fx);
         let acked = q.t.acked();
-        // Most ACKs complete nothing: the head is a data WR still owed PSNs at or above
-        // `acked`. That is told from the head alone, without setting up the queue's iterator.
-        let head_owed = q.sq.front().is_none_or(|w| {
-            matches!(w.first_psn, Some(f) if w.wr.op != SendOp::Read
-                && w.wr.op.carries_data()
-                && f + w.npkts > acked)
-        });
-        if !head_owed {
-            for w in q.sq.iter_mut() {
-                match w.first_psn {
-                    Some(f) if w.wr.op != SendOp::Read && w.wr.op.carries_data() => {
-                        if f + w.npkts > acked {
-                            // PSNs are given out in queue order (every data WR has at least
-                            // one), so no later WR ends at or below `acked` either.
-                            break;
-                        }
-                        w.done = true
+        for w in q.sq.iter_mut() {
+            match w.first_psn {
+                Some(f) if w.wr.op != SendOp::Read && w.wr.op.carries_data() => {
+                    if f + w.npkts > acked {
+                        // PSNs are given out in queue order (every data WR has at least one),
+                        // so no later WR ends at or below `acked` either.
+                        break;
                     }
-                    Some(_) => {}
-                    None if !w.wr.op.carries_data() => {}
-                    None => break,
+                    w.done = true
                 }
+                Some(_) => {}
+                None if !w.wr.op.carries_data() => {}
+                None => break,
             }
         }
         self.transport_fx(qpn, fx, eff);
@@ -165,12 +194,12 @@ impl Nic {
         self.transport_fx(qpn, fx, eff);
     }
 
-    /// Sends what a receiving transport replied (ACK, NAK, CNP; in the scratch list
-    /// `self.replies`) back to the sender of `pk`, and clears the list.
+    /// Sends what a receiving transport replied (ACK, NAK, CNP) back to the sender of `pk`.
     fn send_replies(
         &mut self,
         now: Time,
         pk: &Packet,
+        replies: &mut Vec<Reply>,
         p: &NicParams,
         pool: &mut PacketPool,
         eff: &mut Effects,
@@ -182,80 +211,53 @@ impl Nic {
             None => (pk.sport, false, self.host),
         };
         // Read in place, then cleared: cheaper than `drain` for the usual single ACK.
-        for i in 0..self.replies.len() {
-            let r = self.replies[i];
-            // The reply's own fields, all in one match, so that the packet is written into its
-            // slot in one piece (a built packet patched per kind kept parts of it on the stack).
-            let none = u32::MAX;
-            let (kind, psn, sack, echo_sport, ece, retx, aux) = match r {
-                Reply::Ack {
-                    cum,
-                    sack,
-                    echo_sport,
-                    ece,
-                    retx,
-                } => (
-                    PktKind::Ack,
-                    cum,
-                    sack.unwrap_or(none),
-                    echo_sport,
-                    ece,
-                    retx,
-                    0,
-                ),
-                Reply::Nak { expected } => (PktKind::Nak, expected, none, 0, false, false, 0),
-                Reply::SyncNak { expected, psn } => {
-                    (PktKind::Nak, expected, psn, 0, false, false, 0)
+        for &r in replies.iter() {
+            let (kind, psn) = match r {
+                Reply::Ack { cum, .. } => (PktKind::Ack, cum),
+                Reply::Nak { expected } | Reply::SyncNak { expected, .. } => {
+                    (PktKind::Nak, expected)
                 }
-                Reply::RnrNak { psn } => (PktKind::RnrNak, psn, none, 0, false, false, 0),
-                Reply::AccessNak { psn } => {
-                    (PktKind::Nak, psn, none, 0, false, false, NAK_REMOTE_ACCESS)
-                }
-                Reply::Cnp => (PktKind::Cnp, 0, none, 0, false, false, 0),
+                Reply::RnrNak { psn } => (PktKind::RnrNak, psn),
+                Reply::AccessNak { psn } => (PktKind::Nak, psn),
+                Reply::Cnp => (PktKind::Cnp, 0),
             };
-            match kind {
-                PktKind::Ack => self.stats.acks += 1,
-                PktKind::Nak => self.stats.naks += 1,
-                PktKind::RnrNak => self.stats.rnr_naks += 1,
-                PktKind::Cnp => self.stats.cnps_sent += 1,
-                _ => {}
-            }
             // MP-RDMA replies travel on the VP of the data packet they answer (the ACK echoes
             // it), so ACKs and NACKs are spread over the paths like the data: on the QP's own
             // port, the failure of that one path would cut every ACK of the connection.
             // RoCEv2 RC replies keep the responder QP's own source port, as real NICs do.
             // Per QP, not per scenario: tenants may run different transports.
             let sport = match r {
-                Reply::Ack { sack: Some(_), .. } if mp => echo_sport,
+                Reply::Ack {
+                    sack: Some(_),
+                    echo_sport,
+                    ..
+                } if mp => echo_sport,
                 Reply::Nak { .. } | Reply::SyncNak { .. } if mp => pk.sport,
                 _ => sport,
             };
-            // From the replying QP's own address (a host may have several).
-            let a = Packet {
-                src,
-                dst: pk.src,
-                size: if kind == PktKind::Cnp {
-                    CNP_SIZE
-                } else {
-                    ACK_SIZE
-                },
-                sport,
-                prio: p.ack_prio,
-                src_qp: qpn,
-                dst_qp: pk.src_qp,
-                psn,
-                sack,
-                echo_sport,
-                ece,
-                retx,
-                aux,
-                sent_ps: now,
-                ..Packet::control(kind, 0)
-            };
+            let mut a = self.ctrl_packet(kind, src, pk.src, pk.src_qp, qpn, psn, sport, now, p);
+            // Filled before it enters the pool: one copy into its slot, no second lookup.
+            match r {
+                Reply::Ack {
+                    sack,
+                    echo_sport,
+                    ece,
+                    retx,
+                    ..
+                } => {
+                    a.sack = sack.unwrap_or(u32::MAX);
+                    a.echo_sport = echo_sport;
+                    a.ece = ece;
+                    a.retx = retx;
+                }
+                Reply::SyncNak { psn, .. } => a.sack = psn,
+                Reply::AccessNak { .. } => a.aux = NAK_REMOTE_ACCESS,
+                _ => {}
+            }
             let id = pool.alloc(a);
             self.push_ctrl(id, eff);
         }
-        self.replies.clear();
+        replies.clear();
     }
 
     fn on_read_req(
@@ -269,15 +271,16 @@ impl Nic {
         // rkey, bounds and remote-read permission (a zero-length READ checks nothing, IBA C9-88).
         let ok_access =
             pk.msg_len == 0 || self.mem.check_remote(pk.imm, pk.addr, pk.msg_len, false);
-        let Some(Some(q)) = self.qps.get_mut(pk.dst_qp as usize) else {
+        let Ok(q) = self.qp_mut(pk.dst_qp) else {
             return;
         };
-        let class = q.t.on_read_request(now, pk.psn, pk.aux, &mut self.replies);
+        let mut replies = Vec::new();
+        let class = q.t.on_read_request(now, pk.psn, pk.aux, &mut replies);
         if class == RxClass::Accept && !ok_access {
             // Class C error: NAK the request, answer nothing, and the responder goes to Error.
             self.stats.access_errors += 1;
-            self.replies.push(Reply::AccessNak { psn: pk.psn });
-            self.send_replies(now, pk, p, pool, eff);
+            replies.push(Reply::AccessNak { psn: pk.psn });
+            self.send_replies(now, pk, &mut replies, p, pool, eff);
             self.enter_error(pk.dst_qp, None, eff);
             return;
         }
@@ -300,7 +303,7 @@ impl Nic {
         } else {
             self.stats.ooo_drops += 1;
         }
-        self.send_replies(now, pk, p, pool, eff);
+        self.send_replies(now, pk, &mut replies, p, pool, eff);
     }
 
     fn on_data(
@@ -328,28 +331,27 @@ impl Nic {
         };
         let Ok(q) = self.qp_mut(qpn) else { return };
         let qp_type = q.qp_type;
-        // Replies go to the scratch list `self.replies` (empty between packets: `send_replies`
-        // clears it), used in place: taking it out and putting it back cost ~10 instructions.
+        // The scratch list (empty between packets: `send_replies` drains it).
+        let mut replies = std::mem::take(&mut self.replies);
         let q = self.qps[qpn as usize].as_mut().unwrap();
         let class = if qp_type == QpType::Ud {
             RxClass::Accept
         } else {
-            q.t.on_data(now, info, &mut self.replies)
+            q.t.on_data(now, info, &mut replies)
         };
         if pk.op == DataOp::ReadResp {
-            self.send_replies(now, pk, p, pool, eff);
+            self.send_replies(now, pk, &mut replies, p, pool, eff);
+            self.replies = replies;
             return self.on_read_resp(now, pk, payload, p, eff);
         }
         match class {
             RxClass::Duplicate => {}
             RxClass::Drop => self.stats.ooo_drops += 1,
-            RxClass::Accept => self.accept_data(now, pk, info, payload, p, eff),
+            RxClass::Accept => self.accept_data(now, pk, info, payload, p, &mut replies, eff),
         }
-        let refused = self
-            .replies
-            .iter()
-            .any(|r| matches!(r, Reply::AccessNak { .. }));
-        self.send_replies(now, pk, p, pool, eff);
+        let refused = replies.iter().any(|r| matches!(r, Reply::AccessNak { .. }));
+        self.send_replies(now, pk, &mut replies, p, pool, eff);
+        self.replies = replies;
         if refused {
             // Class C error (IBA 9.9.3.1.3): the responder goes to Error too.
             self.enter_error(qpn, None, eff);
@@ -377,6 +379,7 @@ impl Nic {
         info: DataInfo,
         payload: Option<Vec<u8>>,
         p: &NicParams,
+        replies: &mut Vec<Reply>,
         eff: &mut Effects,
     ) {
         let qpn = pk.dst_qp;
@@ -384,7 +387,7 @@ impl Nic {
         let q = self.qps[qpn as usize].as_mut().unwrap();
         let qp_type = q.qp_type;
         if qp_type == QpType::Rc && q.t.out_of_order() {
-            return self.accept_data_ooo(now, pk, info, payload, mtu, eff);
+            return self.accept_data_ooo(now, pk, info, payload, mtu, replies, eff);
         }
         if qp_type == QpType::Uc {
             // UC: a gap loses the rest of its message; the next first packet starts afresh.
@@ -405,7 +408,7 @@ impl Nic {
             self.stats.access_errors += 1;
             let q = self.qps[qpn as usize].as_mut().unwrap();
             match qp_type {
-                QpType::Rc => self.replies.push(Reply::AccessNak { psn: pk.psn }),
+                QpType::Rc => replies.push(Reply::AccessNak { psn: pk.psn }),
                 _ => q.uc_discard = true,
             }
             return;
@@ -418,7 +421,7 @@ impl Nic {
             if q.rq.is_empty() || !enabled {
                 if qp_type == QpType::Rc {
                     // Receiver not ready: the sender retries this PSN after a delay.
-                    self.replies.push(Reply::RnrNak {
+                    replies.push(Reply::RnrNak {
                         psn: q.t.expected(),
                     });
                 }
@@ -483,7 +486,7 @@ impl Nic {
             }
         }
         let q = self.qps[qpn as usize].as_mut().unwrap();
-        q.t.on_accepted(now, info, &mut self.replies);
+        q.t.on_accepted(now, info, replies);
     }
 
     /// Places a packet a multipath receiver accepted, possibly out of order (MP-RDMA §3.1): WRITE
@@ -497,13 +500,14 @@ impl Nic {
         info: DataInfo,
         payload: Option<Vec<u8>>,
         mtu: u64,
+        replies: &mut Vec<Reply>,
         eff: &mut Effects,
     ) {
         let qpn = pk.dst_qp;
         // Out of order, any packet may come first: each checks its whole message.
         if !self.write_allowed(pk, mtu) {
             self.stats.access_errors += 1;
-            self.replies.push(Reply::AccessNak { psn: pk.psn });
+            replies.push(Reply::AccessNak { psn: pk.psn });
             return;
         }
         let q = self.qps[qpn as usize].as_mut().unwrap();
@@ -519,7 +523,7 @@ impl Nic {
             match r {
                 Some(r) => sg = Some(r.wr.sg_list.clone()),
                 None => {
-                    self.replies.push(Reply::RnrNak { psn: pk.psn });
+                    replies.push(Reply::RnrNak { psn: pk.psn });
                     return;
                 }
             }
@@ -568,7 +572,7 @@ impl Nic {
                 },
             );
         }
-        q.t.on_accepted(now, info, &mut self.replies);
+        q.t.on_accepted(now, info, replies);
         let upto = q.t.expected();
         let mut cqes = Vec::new();
         while let Some(e) = q.rx_pending.first_entry() {

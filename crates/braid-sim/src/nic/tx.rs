@@ -2,7 +2,7 @@
 //! the per-class service), a QP's standing at the arbiter (`status`), cross-channel control
 //! WQEs and WQE timing. The policies themselves are in `crate::arbiter`.
 
-use super::{Effects, NextTx, Nic, NicParams, QpState, SendAt, Served, Status};
+use super::{Effects, NextTx, Nic, NicParams, QpState, Served, Status};
 use crate::config::ArbiterPolicy;
 use crate::packet::*;
 use crate::transport::Plan;
@@ -345,11 +345,7 @@ impl Nic {
                     let q = self.qps[qpn as usize].as_mut().unwrap();
                     let next_new = q.cursor_psn();
                     return match q.t.plan(now, next_new, false) {
-                        Plan::Send { psn, sport } => Status::Ready(Some(SendAt {
-                            psn,
-                            sport,
-                            new: psn >= next_new,
-                        })),
+                        Plan::Send { psn, sport } => Status::Ready(Some((psn, sport))),
                         Plan::Wait(t) => Status::WaitUntil(t),
                         Plan::Blocked => Status::Blocked,
                     };
@@ -383,11 +379,7 @@ impl Nic {
                 q.t.sync_at(next_new);
             }
             return match q.t.plan(now, next_new, have_new) {
-                Plan::Send { psn, sport } => Status::Ready(Some(SendAt {
-                    psn,
-                    sport,
-                    new: psn >= next_new,
-                })),
+                Plan::Send { psn, sport } => Status::Ready(Some((psn, sport))),
                 Plan::Wait(t) => Status::WaitUntil(t),
                 Plan::Blocked => match new_at {
                     Some(t) if t > now => Status::WaitUntil(t),

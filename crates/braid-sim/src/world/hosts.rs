@@ -23,14 +23,6 @@ impl World {
     /// notifications do, so one walk in the order asked does the same; a notification waits for
     /// the frame (sending it may transmit, and a completion's notification queue behind).
     fn apply_some(&mut self, now: Time, h: u32, eff: Effects, q: &mut EventQueue<Ev>) {
-        if eff.list.is_empty() && eff.rx_pfc.is_none() {
-            // The usual call (a data packet taken in, its ACK queued): only the kick, without
-            // setting up the walks below.
-            debug_assert!(eff.kick);
-            let node = self.hosts[h as usize].node;
-            self.try_transmit(now, node, 0, q);
-            return;
-        }
         let mut later = Vec::new();
         for e in eff.list {
             match e {
