@@ -354,20 +354,12 @@ impl<E: Copy> EventQueue<E> {
     /// (a niche) is copied as its tag and its other 15 bytes in two overlapping 8-byte moves,
     /// and the overlap stalls store forwarding on every event (~25% of the loop's samples on
     /// the HPCC anchor); returned bare it is copied whole.
-    ///
-    /// The next event is read with `get`: its one test also tells whether the bucket is drained
-    /// (testing `head == len` and then indexing tested twice).
     #[inline]
     pub fn due(&mut self, until: Time) -> Option<Time> {
-        let t = match self.act.get(self.head) {
-            Some(s) => s.time,
-            None => {
-                if !self.advance() {
-                    return None;
-                }
-                self.act[self.head].time
-            }
-        };
+        if self.head == self.act.len() && !self.advance() {
+            return None;
+        }
+        let t = self.act[self.head].time;
         (t <= until).then_some(t)
     }
 

@@ -118,11 +118,6 @@ impl World {
         id: PktId,
         q: &mut EventQueue<Ev>,
     ) {
-        // The trace first (it reads the packet and the port's peer, which nothing below changes):
-        // then `pk` is held from here to the route below, not looked up again after the call.
-        if self.measure.pcap.is_some() {
-            self.pcap_on_wire(now, node, port, id);
-        }
         let pk = self.pool.get(id);
         let size = pk.size as u64;
         let is_data = pk.kind == PktKind::Data;
@@ -136,6 +131,9 @@ impl World {
         let (peer, peer_port, delay, up) = (p.peer_node, p.peer_port, p.delay, p.up);
         let peer_switch = p.peer_switch;
         let lost = up && p.loss > 0.0 && is_data && p.loss_rng.bernoulli(p.loss);
+        if self.measure.pcap.is_some() {
+            self.pcap_on_wire(now, node, port, id);
+        }
         if !up {
             self.counters.drops_link_down += 1;
             self.drop_packet(id);
@@ -149,7 +147,7 @@ impl World {
             let out = if peer_switch == NO_SWITCH || is_pfc {
                 NO_PORT
             } else {
-                self.egress_at(peer_switch, pk)
+                self.egress_at(peer_switch, self.pool.get(id))
             };
             q.schedule(
                 now + ser + delay,
@@ -447,14 +445,6 @@ impl World {
         if pause {
             self.send_pfc(now, node, in_port, prio as u8, true, q);
         }
-        // What `try_transmit` does first, here: a busy egress (the common case on this path) only
-        // needs its wake-up, and `try_transmit`'s register saves and restores cost more than
-        // that.
-        let busy = self.ports[ei].busy_until;
-        if busy > now {
-            self.wake_at(ei, node, out, busy, q);
-        } else {
-            self.try_transmit(now, node, out, q);
-        }
+        self.try_transmit(now, node, out, q);
     }
 }
