@@ -3,10 +3,10 @@
 #
 #   scripts/build-ext.sh PYTHON [EXTRAS]        e.g. scripts/build-ext.sh .venv/bin/python '[test]'
 #
-# The build is profile-guided (PGO) when it can be: an instrumented build, a few seconds of
-# training runs through it (scripts/pgo-train.py: a fat-tree with DCQCN, the demo, host
-# middleware; not the benchmark's scenarios), then the release build optimised with what the
-# training measured. The HPCC anchor runs 7-9% faster, k = 24 ~8% (docs/performance.md, round 9);
+# The build is profile-guided (PGO) when it can be: an instrumented build, about a second of
+# training runs through it (scripts/pgo-train.py: a k = 12 fat-tree with DCQCN and the demo's
+# scenarios; not the benchmark's), then the release build optimised with what the training
+# measured. The HPCC anchor runs 7-9% faster, k = 24 ~8% (docs/performance.md, round 9);
 # results are bit-identical (PGO changes code layout and inlining, not arithmetic).
 #
 # It needs the toolchain's llvm-profdata (rustup's llvm-tools component, added here if missing).
