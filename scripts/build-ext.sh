@@ -25,24 +25,20 @@ plain() {
 
 [ "${BRAID_PGO:-1}" = "0" ] && plain "BRAID_PGO=0"
 
-# The flags cargo would use: RUSTFLAGS if set, else this host's [target.<triple>] rustflags in
-# .cargo/config.toml (RUSTFLAGS replaces those, so they are carried over here).
+# The profile flag is added to the flags cargo already uses, not put in their place: to RUSTFLAGS
+# if the user set it (it overrides every other source), else to this host's target rustflags through
+# CARGO_TARGET_<TRIPLE>_RUSTFLAGS, which cargo joins with .cargo/config.toml's (target-cpu).
 host=$(rustc -vV | sed -n 's/^host: //p')
-if [ -n "${RUSTFLAGS:-}" ]; then
-    flags=$RUSTFLAGS
-else
-    flags=$("$py" - "$host" <<'EOF'
-import sys
-try:
-    import tomllib
-except ImportError:  # Python < 3.11
-    import tomli as tomllib
-with open(".cargo/config.toml", "rb") as f:
-    cfg = tomllib.load(f)
-print(" ".join(cfg.get("target", {}).get(sys.argv[1], {}).get("rustflags", [])))
-EOF
-) || flags=""
-fi
+target_var="CARGO_TARGET_$(echo "$host" | tr 'a-z-' 'A-Z_')_RUSTFLAGS"
+with_flag() {
+    local flag=$1
+    shift
+    if [ -n "${RUSTFLAGS:-}" ]; then
+        RUSTFLAGS="$RUSTFLAGS $flag" "$@"
+    else
+        env "$target_var=${!target_var:-} $flag" "$@"
+    fi
+}
 
 profdata="$(rustc --print sysroot)/lib/rustlib/$host/bin/llvm-profdata"
 if [ ! -x "$profdata" ] && command -v rustup >/dev/null 2>&1; then
@@ -56,7 +52,7 @@ rm -rf "$dir"
 mkdir -p "$dir/raw"
 
 echo "braid: profile-guided build, 1/3: instrumented build" >&2
-RUSTFLAGS="$flags -Cprofile-generate=$dir/raw" BRAID_BUILD="instrumented" \
+with_flag "-Cprofile-generate=$dir/raw" env BRAID_BUILD="instrumented" \
     "$py" -m pip install -e "$spec" || plain "the instrumented build failed"
 
 echo "braid: profile-guided build, 2/3: training runs" >&2
@@ -66,5 +62,5 @@ LLVM_PROFILE_FILE="$dir/raw/train-%p-%m.profraw" "$py" scripts/pgo-train.py || p
 "$profdata" merge -o "$dir/braid.profdata" "$dir/raw" || plain "llvm-profdata merge failed"
 
 echo "braid: profile-guided build, 3/3: optimised build" >&2
-RUSTFLAGS="$flags -Cprofile-use=$dir/braid.profdata" BRAID_BUILD="release, profile-guided" \
+with_flag "-Cprofile-use=$dir/braid.profdata" env BRAID_BUILD="release, profile-guided" \
     "$py" -m pip install -e "$spec" || plain "the profile-guided build failed"
