@@ -214,7 +214,7 @@ impl Scenario {
                 return Err(err(k, "expected messages per second >= 0 (0 = unlimited)"));
             }
         }
-        check_transport("transport", &self.transport)?;
+        check_transport("transport", &self.transport, self.nic.ack_every)?;
         // Transport overrides: each is resolved (its keys over the ones it inherits) and checked
         // like the full table, errors naming the override's own key path.
         for (h, o) in &self.transport.per_host {
@@ -226,7 +226,7 @@ impl Scenario {
                 .transport
                 .overridden(Some(o))
                 .map_err(|(rel, m)| err(join(&p, &rel), m))?;
-            check_transport(&p, &t)?;
+            check_transport(&p, &t, self.nic.ack_every)?;
         }
         for (i, t) in self.traffic.iter().enumerate() {
             if t.transport.is_some() {
@@ -361,7 +361,7 @@ impl Scenario {
         let t = base
             .overridden(own)
             .map_err(|(rel, m)| err(join(path, &rel), m))?;
-        check_transport(path, &t)?;
+        check_transport(path, &t, self.nic.ack_every)?;
         Ok(t)
     }
 }
@@ -375,8 +375,18 @@ fn join(prefix: &str, rel: &str) -> String {
 }
 
 /// Range checks of one transport table (`path` names it: `transport`, `apps[2].transport`, ...).
-fn check_transport(path: &str, t: &TransportConfig) -> Result<(), ScenarioError> {
+/// `ack_every` is `nic.ack_every`, which MP-RDMA cannot honour.
+fn check_transport(path: &str, t: &TransportConfig, ack_every: u32) -> Result<(), ScenarioError> {
     let at = |k: &str| format!("{path}.{k}");
+    if t.kind == TransportKind::MpRdma && ack_every != 1 {
+        // Each MP-RDMA ACK clocks the next packet onto the path it echoes and SACKs the one
+        // packet that triggered it (NSDI'18 §3.2, Fig. 3): coalesced ACKs would lose both. The
+        // key is refused rather than silently ignored.
+        return Err(err(
+            "nic.ack_every",
+            format!("expected 1 with {path}.kind = \"mp-rdma\" (MP-RDMA ACKs every packet)"),
+        ));
+    }
     let d = &t.dcqcn;
     if !(d.g > 0.0 && d.g <= 1.0) {
         return Err(err(at("dcqcn.g"), "expected a gain in (0, 1]"));

@@ -91,6 +91,9 @@ pub enum TimerKind {
     Burst,
     /// MP-RDMA: the retransmitted hole may be lost with no ACK left to clock another try.
     Hole,
+    /// MP-RDMA: an allowed packet waits for loss to be suspected of an unacknowledged one
+    /// (early retransmission, §3.5).
+    Early,
 }
 
 /// What a transport wants done after a call.

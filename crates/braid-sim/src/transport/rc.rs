@@ -280,7 +280,7 @@ impl Transport for RcTransport {
                 self.snd_nxt = first_missing;
                 fx.kick = true;
             }
-            TimerKind::Burst | TimerKind::Hole => {}
+            TimerKind::Burst | TimerKind::Hole | TimerKind::Early => {}
         }
     }
 

@@ -1,7 +1,7 @@
 //! MP-RDMA sender feedback: the cumulative point, RTT samples, entering loss recovery, and
 //! what each ACK / NACK / synchronise NACK does to the window and the credits (§3.2, §3.3, §3.5).
 
-use super::{MpRdmaTransport, Src};
+use super::{Credit, MpRdmaTransport, Src};
 use crate::transport::{Feedback, TxFx};
 use braid_engine::Time;
 
@@ -10,6 +10,8 @@ impl MpRdmaTransport {
         if cum > self.snd_una {
             self.window_moved = true;
             self.inflate = (self.inflate - (cum - self.snd_una) as f64).max(0.0);
+            let gone = ((cum - self.snd_una) as usize).min(self.sent_at.len());
+            self.sent_at.drain(..gone);
             self.snd_una = cum;
             self.last_progress = now;
             self.budget.progress();
@@ -85,6 +87,10 @@ impl MpRdmaTransport {
             } => {
                 self.stats.acks += 1;
                 self.last_activity = now;
+                self.last_ack_vp = Some(echo_sport);
+                // The window was full (no room, nothing allowed waiting): this ACK is what lets
+                // the next packet out, and if there is none, the room it opens is lost (§3.5).
+                let opens = self.credits.is_empty() && self.free_window() <= 0;
                 self.last_ack = now;
                 // Congestion control, per ACK.
                 if ece {
@@ -102,6 +108,11 @@ impl MpRdmaTransport {
                     self.rtt_sample(now, s);
                 }
                 self.ack_point(now, cum);
+                if let Some(s) = sack.filter(|&s| s >= self.snd_una) {
+                    if let Some(e) = self.sent_at.get_mut((s - self.snd_una) as usize) {
+                        e.1 = true;
+                    }
+                }
                 let mut clock = true;
                 if let (Some(s), false) = (sack, retx) {
                     let delta = self.p.cfg.delta;
@@ -118,8 +129,11 @@ impl MpRdmaTransport {
                     let n = self.free_window();
                     if n > 0 {
                         let k = n.min(self.p.cfg.max_per_ack as i64);
-                        for _ in 0..k {
-                            self.credits.push_back((echo_sport, Src::Ack));
+                        for i in 0..k {
+                            let mut c = Credit::new(echo_sport, Src::Ack);
+                            // One ACK, at most one window unit lost.
+                            c.lose = opens && i == 0;
+                            self.credits.push_back(c);
                         }
                         if n > k {
                             self.arm_burst(now, fx);
@@ -167,7 +181,7 @@ impl MpRdmaTransport {
                     if n > 0 {
                         let k = n.min(self.p.cfg.max_per_ack as i64);
                         for _ in 0..k {
-                            self.credits.push_back((echo_sport, Src::Nack));
+                            self.credits.push_back(Credit::new(echo_sport, Src::Nack));
                         }
                         if n > k {
                             self.arm_burst(now, fx);
@@ -179,7 +193,7 @@ impl MpRdmaTransport {
                 // the VP it echoes: the dropped packet's, which just crossed the network (a
                 // random VP is most likely a lossy or failed one when most paths are).
                 if self.credits.is_empty() {
-                    self.credits.push_back((echo_sport, Src::Nack));
+                    self.credits.push_back(Credit::new(echo_sport, Src::Nack));
                 }
                 fx.kick = true;
             }
@@ -195,7 +209,7 @@ impl MpRdmaTransport {
                 self.enter_recovery(now, psn);
                 if self.credits.is_empty() {
                     let vp = self.random_vp();
-                    self.credits.push_back((vp, Src::Nack));
+                    self.credits.push_back(Credit::new(vp, Src::Nack));
                 }
                 fx.kick = true;
             }

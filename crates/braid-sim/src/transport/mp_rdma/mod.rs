@@ -164,8 +164,20 @@ pub struct MpRdmaTransport {
     /// The cumulative point moved onto such a PSN: arm the hole timer for it.
     hole_rearm: bool,
     early_ptr: u32,
-    /// Packets allowed but not sent yet, each with the VP it goes to (and what allowed it).
-    credits: VecDeque<(u16, Src)>,
+    /// Sender scoreboard of [snd_una, snd_nxt): when each PSN last left, and whether an ACK
+    /// SACKed it (each ACK carries the one PSN that triggered it). Early retransmission needs
+    /// both: only a PSN not SACKed and older than the loss-suspicion age is resent.
+    sent_at: VecDeque<(Time, bool)>,
+    /// The VP the latest ACK echoed: a path that just delivered. An early retransmission whose
+    /// credit has no ACK's VP (initial window, burst timer) goes there rather than to a random,
+    /// possibly lossy, VP (FUSO sends recovery packets on a sub-flow that is not lossy).
+    last_ack_vp: Option<u16>,
+    /// An early-retransmission check is pending (one timer at a time).
+    early_armed: bool,
+    /// Packets allowed but not sent yet, each with the VP it goes to, what allowed it, and
+    /// whether it is the window an ACK opened (the one credit of such an ACK that "use it or
+    /// lose it" takes back if it finds nothing to send, §3.5).
+    credits: VecDeque<Credit>,
     /// What `plan` chose, confirmed by `on_sent`: (psn, vp, kind, source).
     planned: Option<(u32, u16, Pick, Src)>,
     burst_armed: bool,
@@ -198,6 +210,25 @@ pub struct MpRdmaTransport {
     /// First PSN of the latest synchronise message counted as early (each counts once).
     sync_early_hi: Option<u32>,
     pub stats: MpStats,
+}
+
+/// A packet allowed but not sent yet.
+#[derive(Debug, Clone, Copy)]
+struct Credit {
+    vp: u16,
+    src: Src,
+    /// Given by an ACK that opened the window (see `MpRdmaTransport::credits`).
+    lose: bool,
+}
+
+impl Credit {
+    fn new(vp: u16, src: Src) -> Self {
+        Credit {
+            vp,
+            src,
+            lose: false,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,6 +1,6 @@
 //! MP-RDMA sender timers: burst control, RTO, the hole timer and early retransmission (§3.5).
 
-use super::{MpRdmaTransport, Src};
+use super::{Credit, MpRdmaTransport, Src};
 use crate::transport::{TimerKind, TxFx};
 use braid_engine::Time;
 
@@ -38,7 +38,7 @@ impl MpRdmaTransport {
                 let n = self.free_window();
                 for _ in 0..n.max(0) {
                     let vp = self.random_vp();
-                    self.credits.push_back((vp, Src::Burst));
+                    self.credits.push_back(Credit::new(vp, Src::Burst));
                     self.stats.burst_timer_pkts += 1;
                 }
                 if n > 0 {
@@ -90,7 +90,7 @@ impl MpRdmaTransport {
                 self.inflate = (self.outstanding() - resent_now).max(0.0);
                 for _ in 0..n {
                     let vp = self.random_vp();
-                    self.credits.push_back((vp, Src::Rto));
+                    self.credits.push_back(Credit::new(vp, Src::Rto));
                 }
                 fx.kick = true;
             }
@@ -100,8 +100,16 @@ impl MpRdmaTransport {
                 let stale = matches!(self.hole_retx, Some((h, t)) if h == gen && ((now - t) as f64) >= self.srtt * 1.5);
                 if self.in_recovery && gen == self.snd_una && stale && self.credits.is_empty() {
                     let vp = self.random_vp();
-                    self.credits.push_back((vp, Src::HoleTimer));
+                    self.credits.push_back(Credit::new(vp, Src::HoleTimer));
                     self.stats.hole_timer += 1;
+                    fx.kick = true;
+                }
+            }
+            TimerKind::Early => {
+                // A packet may now be suspected lost: let a waiting credit resend it (plan()
+                // decides; `arm_early` after this looks for the next candidate).
+                self.early_armed = false;
+                if !self.credits.is_empty() {
                     fx.kick = true;
                 }
             }

@@ -1,7 +1,7 @@
 //! The `Transport` impl of MP-RDMA: packet planning (ACK clocking, recovery, probing, synchronise
 //! holds), bookkeeping of sent packets, and the glue to the sender and receiver halves.
 
-use super::{MpRdmaTransport, Pick, Src, PICKS, SRCS, SRC_NAMES};
+use super::{Credit, MpRdmaTransport, Pick, Src, PICKS, SRCS, SRC_NAMES};
 use crate::transport::mp_sync::Hold;
 use crate::transport::{
     CcState, DataInfo, Feedback, Plan, Reply, RxClass, TimerKind, Transport, TxFx,
@@ -51,11 +51,11 @@ impl Transport for MpRdmaTransport {
             let n = self.free_window().max(1);
             for _ in 0..n {
                 let vp = self.random_vp();
-                self.credits.push_back((vp, src));
+                self.credits.push_back(Credit::new(vp, src));
             }
         }
         loop {
-            let Some(&(vp, src)) = self.credits.front() else {
+            let Some(&Credit { vp, src, lose }) = self.credits.front() else {
                 return match hold {
                     Hold::Until(t) => Plan::Wait(t),
                     _ => Plan::Blocked,
@@ -113,12 +113,27 @@ impl Transport for MpRdmaTransport {
                     Hold::Acked { probe_at } => return Plan::Wait(probe_at),
                     Hold::Go => unreachable!("may_new covers Go"),
                 }
-            } else if self.p.cfg.early_retx && self.early_ptr.max(self.snd_una) < self.snd_nxt {
-                (self.early_ptr.max(self.snd_una), Pick::Early)
+            } else if let Some((psn, due)) = self
+                .p
+                .cfg
+                .early_retx
+                .then(|| self.early_candidate())
+                .flatten()
+            {
+                // No new data, awnd allows: early retransmission (§3.5, after FUSO), but only of
+                // a packet suspected lost (unacknowledged for longer than `suspicion_age`, and
+                // not SACKed). Until then the credit waits: the packet is most likely on its way
+                // and its ACK will come (an `Early` timer looks again at `due`).
+                if now < due {
+                    return Plan::Blocked;
+                }
+                (psn, Pick::Early)
             } else {
-                // Use it or lose it: this clock finds nothing to send.
+                // This clock finds nothing to send. Use it or lose it (§3.5): the window an ACK
+                // opened shrinks by one; unused room of the initial (or restart) window, or a
+                // second packet the same ACK allowed, is simply not used.
                 self.credits.pop_front();
-                if self.p.cfg.path_window_reduction {
+                if lose && self.p.cfg.path_window_reduction {
                     self.stats.window_reductions += 1;
                     self.shrink(1.0);
                 }
@@ -126,6 +141,8 @@ impl Transport for MpRdmaTransport {
             };
             let vp = if self.probe_next {
                 self.random_vp_peek()
+            } else if pick == Pick::Early && src != Src::Ack {
+                self.last_ack_vp.unwrap_or(vp)
             } else {
                 vp
             };
@@ -225,7 +242,21 @@ impl Transport for MpRdmaTransport {
                 self.stats.early_retx += 1;
             }
         }
+        // Scoreboard: this PSN left now (again, if a retransmission) and is not SACKed.
+        for q in psn.max(self.snd_una)..psn + npsn {
+            let i = (q - self.snd_una) as usize;
+            match self.sent_at.get_mut(i) {
+                Some(e) => *e = (now, false),
+                None => {
+                    while self.sent_at.len() < i {
+                        self.sent_at.push_back((now, false));
+                    }
+                    self.sent_at.push_back((now, false));
+                }
+            }
+        }
         self.snd_nxt = self.snd_nxt.max(psn + npsn);
+        self.arm_early(now, fx);
         if reliable {
             self.rto_arm(now, fx);
         }
@@ -244,6 +275,7 @@ impl Transport for MpRdmaTransport {
         if self.window_moved && !self.credits.is_empty() {
             fx.kick = true;
         }
+        self.arm_early(now, fx);
     }
 
     fn on_timer(
@@ -254,7 +286,8 @@ impl Transport for MpRdmaTransport {
         first_missing: u32,
         fx: &mut TxFx,
     ) {
-        self.timer(now, kind, gen, first_missing, fx)
+        self.timer(now, kind, gen, first_missing, fx);
+        self.arm_early(now, fx);
     }
 
     fn acked(&self) -> u32 {
@@ -268,7 +301,7 @@ impl Transport for MpRdmaTransport {
         self.enter_recovery(now, psn);
         if self.credits.is_empty() {
             let vp = self.random_vp();
-            self.credits.push_back((vp, Src::Nack));
+            self.credits.push_back(Credit::new(vp, Src::Nack));
         }
         fx.kick = true;
     }

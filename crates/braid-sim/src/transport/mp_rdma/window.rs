@@ -34,6 +34,9 @@ impl MpRdmaTransport {
             walk_from: 0,
             hole_rearm: false,
             early_ptr: 0,
+            sent_at: VecDeque::new(),
+            early_armed: false,
+            last_ack_vp: None,
             credits: VecDeque::new(),
             planned: None,
             burst_armed: false,
@@ -103,6 +106,49 @@ impl MpRdmaTransport {
     pub(super) fn free_window(&self) -> i64 {
         let awnd = self.cwnd + self.inflate - self.outstanding();
         awnd.floor() as i64 - self.credits.len() as i64
+    }
+
+    /// How long a packet may stay unacknowledged before loss is suspected: srtt + 4·rttvar,
+    /// the retransmission timeout of RFC 6298 (§2.3) without its 1 s floor. Below it, an
+    /// unacknowledged packet is most likely still on its way (on a slower path).
+    pub(super) fn suspicion_age(&self) -> Time {
+        (self.srtt + 4.0 * self.rttvar).ceil() as Time
+    }
+
+    /// The next early-retransmission candidate and when loss becomes suspected for it: the
+    /// first PSN at or after early_ptr that no ACK SACKed (early_ptr moves past SACKed ones).
+    pub(super) fn early_candidate(&mut self) -> Option<(u32, Time)> {
+        let una = self.snd_una;
+        let mut psn = self.early_ptr.max(una);
+        while psn < self.snd_nxt {
+            match self.sent_at.get((psn - una) as usize) {
+                Some(&(_, true)) => psn += 1,
+                Some(&(t, false)) => {
+                    self.early_ptr = psn;
+                    return Some((psn, t + self.suspicion_age()));
+                }
+                None => break,
+            }
+        }
+        self.early_ptr = psn;
+        None
+    }
+
+    /// Makes sure an allowed packet waiting for loss to be suspected is looked at again then:
+    /// one timer at a time, at the candidate's suspicion time (or a kick if that has come).
+    pub(super) fn arm_early(&mut self, now: Time, fx: &mut TxFx) {
+        if !self.p.cfg.early_retx || self.early_armed || self.credits.is_empty() || self.in_recovery
+        {
+            return;
+        }
+        if let Some((_, due)) = self.early_candidate() {
+            if due > now {
+                self.early_armed = true;
+                fx.timers.push((due, TimerKind::Early, 0));
+            } else {
+                fx.kick = true;
+            }
+        }
     }
 
     pub(super) fn shrink(&mut self, by: f64) {

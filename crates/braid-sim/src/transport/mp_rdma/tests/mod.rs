@@ -552,7 +552,7 @@ fn a_nack_with_nothing_allowed_resends_the_hole_on_its_echoed_vp() {
 }
 
 #[test]
-fn no_new_data_retransmits_early_then_loses_the_window() {
+fn no_new_data_retransmits_early_only_when_loss_is_suspected() {
     let mut m = t(MpRdmaConfig {
         iw: Some(4),
         probe_p: 0.0,
@@ -560,22 +560,87 @@ fn no_new_data_retransmits_early_then_loses_the_window() {
     });
     let mut next = 0;
     let sent = drain(&mut m, 0, &mut next);
-    // PSN 3 was delivered, 0..2 are outstanding; no new data: early retransmissions of 0, 1.
+    assert_eq!(sent.len(), 4);
+    // PSN 3 was delivered, 0..2 are outstanding; no new data. Before the suspicion age
+    // (srtt + 4·rttvar = 12 + 4·6 = 36 µs) the credit waits; an `Early` timer is armed (since
+    // the first packet left with credits waiting).
     ack(&mut m, 10 * US, 0, 3, sent[3].1, false);
+    assert_eq!(m.suspicion_age(), 36 * US);
+    assert!(m.credits() >= 1 && m.early_armed);
+    assert_eq!(
+        m.plan(10 * US, 4, false),
+        Plan::Blocked,
+        "not suspected yet"
+    );
+    assert_eq!(m.stats.early_retx, 0);
+    // PSN 0 is acknowledged meanwhile: PSN 1 becomes the candidate.
+    ack(&mut m, 20 * US, 1, 0, sent[0].1, false);
+    assert_eq!(m.plan(20 * US, 4, false), Plan::Blocked);
+    // At the suspicion age (the ACK of PSN 0 was an RTT sample of 20 µs: srtt 13, rttvar 6.5),
+    // the oldest unacknowledged PSN not SACKed goes (PSN 3 never: SACKed).
+    let due = m.suspicion_age();
+    assert_eq!(due, 39 * US);
+    assert_eq!(m.plan(due - 1, 4, false), Plan::Blocked);
     let mut fx = TxFx::default();
+    m.on_timer(due, TimerKind::Early, 0, 1, &mut fx);
+    assert!(fx.kick);
     let mut got = vec![];
-    while let Plan::Send { psn, .. } = m.plan(10 * US, 4, false) {
-        m.on_sent(10 * US, psn, 1, 1058, true, &mut fx);
+    while let Plan::Send { psn, .. } = m.plan(due, 4, false) {
+        m.on_sent(due, psn, 1, 1058, true, &mut fx);
         got.push(psn);
     }
-    assert_eq!(
-        got,
-        vec![0],
-        "one clock, one early retransmission of the oldest unacknowledged PSN"
+    assert!(
+        !got.is_empty() && got[0] == 1 && !got.contains(&3),
+        "{got:?}"
     );
-    // Everything acknowledged, nothing to send: the clock is lost and cwnd shrinks by one.
+    assert_eq!(m.stats.early_retx, got.len() as u64);
+    // The unused room of the initial window was never an ACK's: no reduction for it.
+    assert_eq!(m.stats.window_reductions, 0);
+}
+
+#[test]
+fn an_ack_that_opens_the_window_and_finds_no_data_loses_it() {
+    let mut m = t(MpRdmaConfig {
+        iw: Some(4),
+        probe_p: 0.0,
+        ..Default::default()
+    });
+    let mut next = 0;
+    let sent = drain(&mut m, 0, &mut next);
+    // The window is full (4 outstanding, nothing allowed): this ACK opens room, no data.
     let c = m.cwnd;
-    ack(&mut m, 11 * US, 4, 0, sent[0].1, false);
+    ack(&mut m, 10 * US, 1, 0, sent[0].1, false);
+    // PSNs 1..3 are not suspected yet: the credit waits for them, then finds nothing.
+    assert_eq!(m.plan(10 * US, 4, false), Plan::Blocked);
+    ack(&mut m, 11 * US, 4, 3, sent[3].1, false);
     assert_eq!(m.plan(11 * US, 4, false), Plan::Blocked);
-    assert!(m.cwnd < c, "use it or lose it");
+    assert_eq!(m.stats.window_reductions, 1, "one ACK opened the window");
+    assert!(m.cwnd < c, "use it or lose it: {} -> {}", c, m.cwnd);
+    // A message at a time that never fills the window keeps it.
+    let mut m = t(MpRdmaConfig {
+        iw: Some(16),
+        probe_p: 0.0,
+        ..Default::default()
+    });
+    let mut next = 0;
+    let mut fx = TxFx::default();
+    for round in 0..20u64 {
+        let now = round * 20 * US;
+        let mut sent = vec![];
+        for _ in 0..4 {
+            let Plan::Send { psn, sport } = m.plan(now, next, true) else {
+                panic!("blocked at round {round}");
+            };
+            m.on_sent(now, psn, 1, 1058, true, &mut fx);
+            next += 1;
+            sent.push((psn, sport));
+        }
+        for (i, &(psn, vp)) in sent.iter().enumerate() {
+            let at = now + 10 * US + i as Time;
+            ack(&mut m, at, psn + 1, psn, vp, false);
+            assert_eq!(m.plan(at, next, false), Plan::Blocked);
+        }
+    }
+    assert_eq!(m.stats.window_reductions, 0);
+    assert!(m.cwnd >= 16.0, "cwnd {}", m.cwnd);
 }
