@@ -174,6 +174,9 @@ pub struct MpRdmaTransport {
     last_ack_vp: Option<u16>,
     /// An early-retransmission check is pending (one timer at a time).
     early_armed: bool,
+    /// `plan` left an allowed packet waiting for loss to be suspected (no new data): the
+    /// `Early` timer wakes the QP only then.
+    early_wait: bool,
     /// Packets allowed but not sent yet, each with the VP it goes to, what allowed it, and
     /// whether it is the window an ACK opened (the one credit of such an ACK that "use it or
     /// lose it" takes back if it finds nothing to send, §3.5).

@@ -109,7 +109,7 @@ impl MpRdmaTransport {
                 // A packet may now be suspected lost: let a waiting credit resend it (plan()
                 // decides; `arm_early` after this looks for the next candidate).
                 self.early_armed = false;
-                if !self.credits.is_empty() {
+                if self.early_wait && !self.credits.is_empty() {
                     fx.kick = true;
                 }
             }

@@ -15,6 +15,7 @@ impl Transport for MpRdmaTransport {
 
     fn plan(&mut self, now: Time, next_new: u32, have_new: bool) -> Plan {
         self.planned = None;
+        self.early_wait = false;
         if self.rnr_until > now {
             return Plan::Wait(self.rnr_until);
         }
@@ -125,6 +126,7 @@ impl Transport for MpRdmaTransport {
                 // not SACKed). Until then the credit waits: the packet is most likely on its way
                 // and its ACK will come (an `Early` timer looks again at `due`).
                 if now < due {
+                    self.early_wait = true;
                     return Plan::Blocked;
                 }
                 (psn, Pick::Early)

@@ -36,6 +36,7 @@ impl MpRdmaTransport {
             early_ptr: 0,
             sent_at: VecDeque::new(),
             early_armed: false,
+            early_wait: false,
             last_ack_vp: None,
             credits: VecDeque::new(),
             planned: None,
@@ -135,7 +136,9 @@ impl MpRdmaTransport {
     }
 
     /// Makes sure an allowed packet waiting for loss to be suspected is looked at again then:
-    /// one timer at a time, at the candidate's suspicion time (or a kick if that has come).
+    /// one timer at a time, at the candidate's suspicion time (or a kick if that has come and
+    /// `plan` is waiting). Armed whenever credits wait, since `plan` (which knows whether there
+    /// is new data) cannot arm timers; it wakes the QP only if `plan` did wait.
     pub(super) fn arm_early(&mut self, now: Time, fx: &mut TxFx) {
         if !self.p.cfg.early_retx || self.early_armed || self.credits.is_empty() || self.in_recovery
         {
@@ -145,7 +148,7 @@ impl MpRdmaTransport {
             if due > now {
                 self.early_armed = true;
                 fx.timers.push((due, TimerKind::Early, 0));
-            } else {
+            } else if self.early_wait {
                 fx.kick = true;
             }
         }
