@@ -1339,9 +1339,7 @@ fn two_tor(hosts: u32) -> Value {
 /// idle it does not restart (it goes on with the window it has).
 #[test]
 fn idle_connection_restarts_from_the_initial_window() {
-    // 3 × srtt is ~36 µs here (srtt stays at initial_rtt, 12 µs: each 100-packet WRITE ends with
-    // ~40 early retransmissions, and Karn's rule drops the timed PSN's sample), so 200 µs is well
-    // beyond it and 5 µs well within.
+    // 3 × srtt is ~33 µs here (srtt ~11 µs), so 200 µs is well beyond it and 5 µs well within.
     let (before, at, end, rx) = run_idle(200);
     eprintln!("long idle: before {before:?}\nat restart {at:?}\nend {end:?}");
     assert_eq!(rx, 200_000, "every byte accepted once");
@@ -1364,11 +1362,10 @@ fn idle_connection_restarts_from_the_initial_window() {
     assert!(3.0 * at["srtt_us"] > 5.0);
     assert_eq!(at["restarts"], 0.0, "no restart after a short idle");
     assert_eq!(at["cwnd"], before["cwnd"], "kept the window it had");
-    assert!(
-        at["cwnd"] < 60.0,
-        "which use-it-or-lose-it shrank at the end of the first WRITE: {}",
-        at["cwnd"]
-    );
+    // The first WRITE was limited by the 40G host link, not by its window (ACK-clocked credits
+    // waited for the NIC when its data ran out): no ACK opened a full window, so "use it or
+    // lose it" (§3.5: an ACK that should kick out a packet) took nothing back.
+    assert_eq!(at["window_reductions"], 0.0);
 }
 
 // ------------------------------------------------------------------ the scenario files

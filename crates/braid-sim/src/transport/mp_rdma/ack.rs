@@ -88,9 +88,12 @@ impl MpRdmaTransport {
                 self.stats.acks += 1;
                 self.last_activity = now;
                 self.last_ack_vp = Some(echo_sport);
-                // The window was full (no room, nothing allowed waiting): this ACK is what lets
-                // the next packet out, and if there is none, the room it opens is lost (§3.5).
-                let opens = self.credits.is_empty() && self.free_window() <= 0;
+                // The window had no unused room: this ACK is what lets the next packet out, and
+                // if there is none, the room it opens is lost (§3.5). Room an earlier such ACK
+                // opened and that waits (for loss suspicion) counts as taken (the paper takes it
+                // back at once); any other waiting credit is unused room (an application-limited
+                // sender: its ACKs kick nothing out).
+                let opens = self.free_window() <= 0 && self.credits.iter().all(|c| c.lose);
                 self.last_ack = now;
                 // Congestion control, per ACK.
                 if ece {

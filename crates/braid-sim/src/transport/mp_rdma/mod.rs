@@ -177,6 +177,8 @@ pub struct MpRdmaTransport {
     /// `plan` left an allowed packet waiting for loss to be suspected (no new data): the
     /// `Early` timer wakes the QP only then.
     early_wait: bool,
+    /// The latest `plan` found no new data ready.
+    no_data: bool,
     /// Packets allowed but not sent yet, each with the VP it goes to, what allowed it, and
     /// whether it is the window an ACK opened (the one credit of such an ACK that "use it or
     /// lose it" takes back if it finds nothing to send, §3.5).

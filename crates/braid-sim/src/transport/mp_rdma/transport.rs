@@ -16,6 +16,7 @@ impl Transport for MpRdmaTransport {
     fn plan(&mut self, now: Time, next_new: u32, have_new: bool) -> Plan {
         self.planned = None;
         self.early_wait = false;
+        self.no_data = !have_new;
         if self.rnr_until > now {
             return Plan::Wait(self.rnr_until);
         }
@@ -273,6 +274,17 @@ impl Transport for MpRdmaTransport {
         if let (true, Some((h, t))) = (self.hole_rearm, self.hole_retx) {
             fx.timers
                 .push((t + (self.srtt * 1.5).ceil() as Time + 1, TimerKind::Hole, h));
+        }
+        if self.no_data && self.snd_una == self.snd_nxt && !self.in_recovery {
+            // Everything is acknowledged and there was no data: the waiting credits find
+            // nothing now (the NIC may not ask `plan` again before new work comes). Use it or
+            // lose it for the room ACKs opened; the rest of the room stays in awnd.
+            while let Some(c) = self.credits.pop_front() {
+                if c.lose && self.p.cfg.path_window_reduction {
+                    self.stats.window_reductions += 1;
+                    self.shrink(1.0);
+                }
+            }
         }
         if self.window_moved && !self.credits.is_empty() {
             fx.kick = true;

@@ -37,6 +37,7 @@ impl MpRdmaTransport {
             sent_at: VecDeque::new(),
             early_armed: false,
             early_wait: false,
+            no_data: false,
             last_ack_vp: None,
             credits: VecDeque::new(),
             planned: None,
