@@ -73,6 +73,13 @@ def test_out_of_range_value(tmp_path, small_toml):
     assert_user_error(invoke("run", p, "--no-write", "--set", "switch.ecn.pmax=1.5"), "switch.ecn.pmax", "between 0 and 1")
 
 
+def test_ack_coalescing_refused_under_mp_rdma(tmp_path, small_toml):
+    # MP-RDMA ACKs every packet (NSDI'18 §3.2): nic.ack_every > 1 is refused, not ignored.
+    p = write(tmp_path, small_toml)
+    res = invoke("run", p, "--no-write", "--set", "transport.kind=mp-rdma", "--set", "nic.ack_every=4")
+    assert_user_error(res, "nic.ack_every", "mp-rdma")
+
+
 def test_missing_scenario_file(tmp_path):
     assert_user_error(invoke("run", tmp_path / "nope.toml"), str(tmp_path / "nope.toml"), "no such file")
 

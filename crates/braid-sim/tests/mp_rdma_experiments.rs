@@ -1381,7 +1381,7 @@ fn scenario_files_match_the_tests() {
     let cases: Vec<(&str, Value)> = vec![
         ("path-selection", path_selection(1, 5000, 10000)),
         ("fairness", fairness("mp-rdma", 1, 2000)),
-        ("incast", incast("mp-rdma", 1, 9, "4MB")),
+        ("incast", incast("mp-rdma", 1, 9, "125MB")),
         ("pfc-some-paths", pfc_some_paths(1, 2000, "30MB", "4MB")),
         ("pfc-all-paths", pfc_all_paths(1, 2000, "30MB", "512KB")),
     ];

@@ -281,7 +281,7 @@ def _incast_runs(full: bool) -> List[Run]:
 @experiment(
     "mp-rdma/incast",
     "MP-RDMA §5.2.4, Fig. 17",
-    "a receiver fetches 4 MB from each of N = 1..9 senders at once",
+    "a receiver fetches 1 Gb (125 MB) from each of N = 1..9 senders at once",
     _incast_runs,
     doc=DOC + " (Fig. 17)",
 )
