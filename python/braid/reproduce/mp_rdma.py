@@ -292,8 +292,8 @@ def _incast(m: Dict[str, List[dict]]) -> List[Row]:
     gain = mean(mp[n] / dc[n] - 1 for n in ns)
     return [
         Row(f"MP-RDMA total goodput, N = {ns[0]}..{ns[-1]} (Gbps)", "~37.65, stable", f"{min(mp.values()):.1f}–{max(mp.values()):.1f}", min(mp.values()) > 0.95 * LINE_40G),
-        Row(f"DCQCN total goodput, N = {ns[0]}..{ns[-1]} (Gbps)", "near-optimal", f"{min(dc.values()):.1f}–{max(dc.values()):.1f}", min(dc.values()) > 0.9 * LINE_40G, "braid's DCQCN (published parameters) recovers slowly from incast"),
-        Row("MP-RDMA over DCQCN (mean over N)", "~+3%", f"{gain:+.1%}", -0.02 <= gain <= 0.1, "braid's DCQCN (published parameters) recovers slowly from incast"),
+        Row(f"DCQCN total goodput, N = {ns[0]}..{ns[-1]} (Gbps)", "near-optimal", f"{min(dc.values()):.1f}–{max(dc.values()):.1f}", min(dc.values()) > 0.9 * LINE_40G, "at the paper's 1 Gb per sender; with 4 MB, DCQCN's slow recovery from the first cuts dominated"),
+        Row("MP-RDMA over DCQCN (mean over N)", "~+3%", f"{gain:+.1%}", -0.02 <= gain <= 0.1, "at the paper's 1 Gb per sender; with 4 MB, DCQCN's slow recovery from the first cuts dominated"),
     ]
 
 
