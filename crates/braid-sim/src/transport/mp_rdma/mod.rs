@@ -15,10 +15,12 @@
 //! - Loss recovery (§3.5): a NACK starts recovery (recovery = snd_nxt, snd_retx = NACKed PSN); while
 //!   in recovery ACKs clock retransmissions from snd_retx; recovery ends when snd_una reaches
 //!   `recovery`. A NACK echoes the dropped packet's VP and clocks on it like an ACK
-//!   (`nack_clocks`). With no new data, unacknowledged packets are retransmitted early (FUSO). RTO
-//!   is the last resort and retransmits everything unacknowledged.
+//!   (`nack_clocks`). With no new data, a packet suspected lost (not SACKed, unacknowledged for
+//!   longer than srtt + 4·rttvar) is retransmitted early, once (FUSO); an allowed packet waits for
+//!   that (`TimerKind::Early`). RTO is the last resort and retransmits everything unacknowledged.
 //! - Probing: once per RTT, with probability p, the next packet goes to a new random VP.
-//! - Path window reduction ("use it or lose it"): a clock with nothing to send shrinks cwnd by one.
+//! - Path window reduction ("use it or lose it"): an ACK that opened a full window and whose packet
+//!   finds no data shrinks cwnd by one (unused initial-window room is not taken back).
 //! - Restart from IW after `restart_rtts` RTTs idle.
 //!
 //! The NIC does data placement and completions (see `nic.rs`, `accept_data_mp`): a packet the
