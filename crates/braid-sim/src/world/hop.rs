@@ -274,7 +274,11 @@ impl World {
                 }
                 let nic = &mut self.hosts[h as usize].nic;
                 let done = nic.rx_admit(now, pk, &self.params);
-                if done > now {
+                // One receive pipeline, first in first out: while packets admitted earlier are
+                // still in it (a backlog), this one queues behind them even if its own work ends
+                // now. (It arrived as a QP-cache-miss stall ended: their `NicRx` events are due
+                // now too, and processing it at once would overtake them, reordering a QP.)
+                if done > now || nic.rx_backlog > 0 {
                     let mut eff = Effects::default();
                     let size = pk.size as i64;
                     nic.rx_backlog_change(size, &self.params, &mut eff);
