@@ -68,3 +68,121 @@ fn lossless_runs_with_the_qp_cache_on_never_go_back_n() {
         }
     }
 }
+
+// ------------------------------------------------------------------ link loss
+
+/// Every flow and application of the run completed.
+fn all_finished(r: &braid_sim::Results, what: &str) {
+    let fin = ints(&r.flows, "finish_ps");
+    assert!(
+        fin.iter().all(|&t| t > 0),
+        "{what}: every flow finishes: {fin:?} {:?}",
+        r.counters
+    );
+}
+
+const P: f64 = 0.05;
+
+/// Three hosts left, two right of a dumbbell whose bottleneck loses `P` of the frames in each
+/// direction (host links are clean, so every packet crosses exactly one lossy hop): h0 and h1
+/// WRITE to h3 (DCQCN; two 40G senders into one 40G link mark ECN, so h3 sends CNPs), and h4
+/// READs from h2 (READ requests one way, responses the other). Go-back-N RC over it all.
+fn lossy_mix(seed: u64) -> Value {
+    json!({
+        "seed": seed,
+        "duration": "200ms",
+        "topology": dumbbell(3, 2, link("40Gbps", "1us"),
+                             json!({"rate": "40Gbps", "delay": "1us", "loss": P})),
+        "nic": {"rto": "100us", "data_check": true},
+        // A CNP for (nearly) every marked packet, so that there are hundreds to lose.
+        "transport": {"kind": "dcqcn", "dcqcn": {"cnp_interval": "1us"}},
+        "traffic": flows(&[(0, 3, "1MB"), (1, 3, "1MB")]),
+        "apps": [{"kind": "read_bw", "src": 4, "dst": 2, "size": "2KB", "tx_depth": 4,
+                  "iterations": 600}],
+    })
+}
+
+/// Every class is lost at the link's rate: the count lost is Binomial(n, p) for the n frames of
+/// that class the NICs put on the wire (each crossed the bottleneck once), so it lies within
+/// 4.5 standard deviations of n·p (deterministic seeds; 4.5σ is a 1-in-150,000 two-sided event
+/// per check for an honest model). A model that spares a class loses none of it.
+#[test]
+fn link_loss_drops_every_packet_class_at_the_link_rate() {
+    for seed in [1u64, 2] {
+        let (sim, r) = run(&lossy_mix(seed));
+        let c = &r.counters;
+        let st = |h: usize| &sim.world().hosts[h].nic.stats;
+        let sum = |f: &dyn Fn(&braid_sim::nic::NicStats) -> u64| -> u64 {
+            (0..5).map(|h| f(st(h))).sum()
+        };
+        assert_eq!(c["drops_buffer"], 0, "PFC: the only drops are link loss");
+        all_finished(&r, &format!("seed {seed}"));
+        // Frames put on the wire per class (a requester's `data_pkts` are its READ requests, a
+        // responder's its READ responses).
+        let sent = [
+            ("data", st(0).data_pkts + st(1).data_pkts),
+            ("read_req", st(4).data_pkts),
+            ("read_resp", st(2).data_pkts),
+            ("ack", sum(&|s| s.acks)),
+            ("nak", sum(&|s| s.naks)),
+            ("cnp", sum(&|s| s.cnps_sent)),
+        ];
+        let mut total = 0;
+        for (class, n) in sent {
+            let lost = c[&format!("drops_loss_{class}")];
+            total += lost;
+            let mean = n as f64 * P;
+            let sd = (n as f64 * P * (1.0 - P)).sqrt();
+            eprintln!("seed {seed}: {class}: {lost} of {n} lost (expected {mean:.1} ± {sd:.1})");
+            assert!(
+                (lost as f64 - mean).abs() <= 4.5 * sd + 1.0,
+                "seed {seed}: {class}: {lost} of {n} lost, expected {mean:.1} ± {:.1}",
+                4.5 * sd
+            );
+            assert!(
+                mean < 10.0 || lost > 0,
+                "seed {seed}: {class} never lost ({n} sent)"
+            );
+        }
+        assert_eq!(c["drops_loss_rnr_nak"], 0, "no RNR: WRITEs and READs only");
+        assert_eq!(total, c["drops_loss"], "the classes sum to the total: {c:?}");
+        assert!(c["naks"] >= 20 && c["cnps"] >= 20, "the mix exercises NAKs and CNPs: {c:?}");
+    }
+}
+
+/// Lost ACKs and NAKs only delay go-back-N: the retransmission timer resends, every flow
+/// completes with every byte in place (`run` checks placement with `data_check`).
+#[test]
+fn go_back_n_completes_when_acks_and_naks_are_lost() {
+    let s = json!({
+        "duration": "200ms",
+        "topology": dumbbell(1, 1, link("40Gbps", "1us"),
+                             json!({"rate": "40Gbps", "delay": "1us", "loss": 0.1})),
+        "nic": {"rto": "100us", "data_check": true},
+        "traffic": flows(&[(0, 1, "500KB"), (1, 0, "300KB")]),
+        "apps": [{"kind": "send_bw", "src": 0, "dst": 1, "size": "8KB", "tx_depth": 2, "iterations": 50},
+                 {"kind": "read_bw", "src": 1, "dst": 0, "size": "8KB", "tx_depth": 2, "iterations": 50}],
+    });
+    let (sim, r) = run(&s);
+    let c = &r.counters;
+    all_finished(&r, "10% loss");
+    assert_eq!(ints(&r.flows, "finish_ps").len(), 4);
+    eprintln!("verified {:?}", sim.verify_delivery());
+    for k in ["drops_loss_ack", "drops_loss_nak", "drops_loss_read_req", "timeouts"] {
+        assert!(c[k] > 0, "{k}: {c:?}");
+    }
+}
+
+/// The same scenario and seed lose the same frames; another seed others.
+#[test]
+fn link_loss_of_every_class_is_deterministic_per_seed() {
+    let counters = |seed: u64| {
+        let mut sim = build(&lossy_mix(seed));
+        sim.run();
+        sim.results().counters
+    };
+    let a = counters(3);
+    assert_eq!(a, counters(3));
+    assert!(a["drops_loss_ack"] > 0 && a["drops_loss_data"] > 0);
+    assert_ne!(a, counters(4));
+}
