@@ -119,7 +119,15 @@ pub struct Packet {
 /// The packet classes link loss counts separately (`Packet::loss_class` indexes them; results
 /// counters `drops_loss_<name>`, which sum to `drops_loss`). MP-RDMA's ACKs and NACKs are ACK and
 /// NAK packets, its probes data packets; a READ response is data carrying `DataOp::ReadResp`.
-pub const LOSS_CLASSES: [&str; 7] = ["data", "read_resp", "read_req", "ack", "nak", "rnr_nak", "cnp"];
+pub const LOSS_CLASSES: [&str; 7] = [
+    "data",
+    "read_resp",
+    "read_req",
+    "ack",
+    "nak",
+    "rnr_nak",
+    "cnp",
+];
 
 // What a hop reads is in the first cache line (see above); the record is two lines.
 const _: () = assert!(std::mem::offset_of!(Packet, ipsn) + 4 <= 64);

@@ -5,8 +5,8 @@ mod common;
 use common::*;
 use serde_json::{json, Value};
 
-/// One WRITE stream from h0 to h1 over a dumbbell, PFC on, no loss, with the receive pipeline's
-/// QP cache `qp_cache` entries (0 = unlimited, no misses).
+/// WRITE flows `flows_` over a dumbbell of `left` + `right` hosts (100G everywhere), PFC on, no
+/// loss, DCQCN off, with a QP cache of `qp_cache` entries (0 = unlimited, no misses).
 ///
 /// The timing is chosen so that a packet arrives exactly when a QP-cache-miss stall ends: a data
 /// packet is mtu 1188 + 62 bytes of RoCEv2 framing = 1250 bytes, 100 ns at 100 Gbps, so the
@@ -145,8 +145,14 @@ fn link_loss_drops_every_packet_class_at_the_link_rate() {
             );
         }
         assert_eq!(c["drops_loss_rnr_nak"], 0, "no RNR: WRITEs and READs only");
-        assert_eq!(total, c["drops_loss"], "the classes sum to the total: {c:?}");
-        assert!(c["naks"] >= 20 && c["cnps"] >= 20, "the mix exercises NAKs and CNPs: {c:?}");
+        assert_eq!(
+            total, c["drops_loss"],
+            "the classes sum to the total: {c:?}"
+        );
+        assert!(
+            c["naks"] >= 20 && c["cnps"] >= 20,
+            "the mix exercises NAKs and CNPs: {c:?}"
+        );
     }
 }
 
@@ -167,8 +173,17 @@ fn go_back_n_completes_when_acks_and_naks_are_lost() {
     let c = &r.counters;
     all_finished(&r, "10% loss");
     assert_eq!(ints(&r.flows, "finish_ps").len(), 4);
-    eprintln!("verified {:?}", sim.verify_delivery());
-    for k in ["drops_loss_ack", "drops_loss_nak", "drops_loss_read_req", "timeouts"] {
+    assert_eq!(
+        sim.verify_delivery().unwrap(),
+        500_000 + 300_000,
+        "the flows' bytes, in place"
+    );
+    for k in [
+        "drops_loss_ack",
+        "drops_loss_nak",
+        "drops_loss_read_req",
+        "timeouts",
+    ] {
         assert!(c[k] > 0, "{k}: {c:?}");
     }
 }
