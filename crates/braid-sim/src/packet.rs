@@ -116,11 +116,39 @@ pub struct Packet {
     pub sent_ps: u64,
 }
 
+/// The packet classes link loss counts separately (`Packet::loss_class` indexes them; results
+/// counters `drops_loss_<name>`, which sum to `drops_loss`). MP-RDMA's ACKs and NACKs are ACK and
+/// NAK packets, its probes data packets; a READ response is data carrying `DataOp::ReadResp`.
+pub const LOSS_CLASSES: [&str; 7] = [
+    "data",
+    "read_resp",
+    "read_req",
+    "ack",
+    "nak",
+    "rnr_nak",
+    "cnp",
+];
+
 // What a hop reads is in the first cache line (see above); the record is two lines.
 const _: () = assert!(std::mem::offset_of!(Packet, ipsn) + 4 <= 64);
 const _: () = assert!(std::mem::size_of::<Packet>() == 128);
 
 impl Packet {
+    /// Its index in [`LOSS_CLASSES`]; `None` for a PFC frame, which link loss spares (see
+    /// `World::put_on_wire`).
+    pub fn loss_class(&self) -> Option<usize> {
+        Some(match self.kind {
+            PktKind::Data if self.op == DataOp::ReadResp => 1,
+            PktKind::Data => 0,
+            PktKind::ReadReq => 2,
+            PktKind::Ack => 3,
+            PktKind::Nak => 4,
+            PktKind::RnrNak => 5,
+            PktKind::Cnp => 6,
+            PktKind::Pfc => return None,
+        })
+    }
+
     pub fn control(kind: PktKind, size: u32) -> Self {
         Packet {
             kind,

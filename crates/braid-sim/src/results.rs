@@ -250,6 +250,12 @@ pub fn assemble(
     let mut k = BTreeMap::new();
     k.insert("drops_buffer".into(), c.drops_buffer);
     k.insert("drops_loss".into(), c.drops_loss);
+    for (name, &n) in crate::packet::LOSS_CLASSES
+        .iter()
+        .zip(&c.drops_loss_by_class)
+    {
+        k.insert(format!("drops_loss_{name}"), n);
+    }
     k.insert("drops_link_down".into(), c.drops_link_down);
     k.insert("drops_no_route".into(), c.drops_no_route);
     k.insert(

@@ -120,7 +120,6 @@ impl World {
     ) {
         let pk = self.pool.get(id);
         let size = pk.size as u64;
-        let is_data = pk.kind == PktKind::Data;
         let is_pfc = pk.kind == PktKind::Pfc;
         let p = &mut self.ports[pi];
         p.tx_pfc += is_pfc as u64;
@@ -130,7 +129,11 @@ impl World {
         p.tx_pkts += 1;
         let (peer, peer_port, delay, up) = (p.peer_node, p.peer_port, p.delay, p.up);
         let peer_switch = p.peer_switch;
-        let lost = up && p.loss > 0.0 && is_data && p.loss_rng.bernoulli(p.loss);
+        // Link loss (bit errors) drops any frame: data, READ requests, ACKs, NAKs, CNPs; one
+        // draw per frame from the port's stream. Except PFC frames: the model's pause has no
+        // timer (a real one expires after its quanta, and a congested switch refreshes it), so a
+        // lost resume would pause a port for the rest of the run.
+        let lost = up && p.loss > 0.0 && !is_pfc && p.loss_rng.bernoulli(p.loss);
         if self.measure.pcap.is_some() {
             self.pcap_on_wire(now, node, port, id);
         }
@@ -139,6 +142,9 @@ impl World {
             self.drop_packet(id);
         } else if lost {
             self.counters.drops_loss += 1;
+            if let Some(c) = self.pool.get(id).loss_class() {
+                self.counters.drops_loss_by_class[c] += 1;
+            }
             self.drop_packet(id);
         } else {
             // A PFC frame is consumed at the hop; a host forwards nothing. (`is_pfc`, and
@@ -274,7 +280,11 @@ impl World {
                 }
                 let nic = &mut self.hosts[h as usize].nic;
                 let done = nic.rx_admit(now, pk, &self.params);
-                if done > now {
+                // One receive pipeline, first in first out: while packets admitted earlier are
+                // still in it (a backlog), this one queues behind them even if its own work ends
+                // now. (It arrived as a QP-cache-miss stall ended: their `NicRx` events are due
+                // now too, and processing it at once would overtake them, reordering a QP.)
+                if done > now || nic.rx_backlog > 0 {
                     let mut eff = Effects::default();
                     let size = pk.size as i64;
                     nic.rx_backlog_change(size, &self.params, &mut eff);

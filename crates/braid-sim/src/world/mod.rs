@@ -132,6 +132,8 @@ impl AppSlot {
 pub struct Counters {
     pub drops_buffer: u64,
     pub drops_loss: u64,
+    /// `drops_loss` by packet class (`packet::LOSS_CLASSES` names them).
+    pub drops_loss_by_class: [u64; crate::packet::LOSS_CLASSES.len()],
     pub drops_link_down: u64,
     /// Packets a switch had no route for, or that reached a host they were not addressed to.
     pub drops_no_route: u64,
