@@ -91,10 +91,7 @@ impl Memory {
             lkey: key,
             rkey: key | 0x8000_0000,
         };
-        let shared = space != AGENT
-            && self
-                .pick(addr, len, |r| r.space == AGENT)
-                .is_some();
+        let shared = space != AGENT && self.pick(addr, len, |r| r.space == AGENT).is_some();
         let data = tracked.then(|| vec![0u8; len as usize]);
         self.tracked += tracked as usize;
         self.regions.push(Region {
@@ -377,7 +374,10 @@ mod tests {
         assert_eq!(m.read_in(2, 4100, 6).unwrap(), vec![0; 6]);
         m.write_in(2, 4100, b"XXXXXX").unwrap();
         assert_eq!(m.read_in(1, 4100, 6).unwrap(), b"secret".to_vec());
-        assert!(m.read_in(3, 4100, 6).is_err(), "tenant 3 registered nothing");
+        assert!(
+            m.read_in(3, 4100, 6).is_err(),
+            "tenant 3 registered nothing"
+        );
     }
 
     /// The host agent's memory is shared: a tenant's region inside it maps the agent's bytes
@@ -389,14 +389,20 @@ mod tests {
             .unwrap();
         m.register_in(5, 5, (1 << 20) + 4096, 4096, Access::LOCAL.tracked())
             .unwrap();
-        m.write_in(AGENT, (1 << 20) + 4100, b"from the agent").unwrap();
-        assert_eq!(m.read_in(5, (1 << 20) + 4100, 14).unwrap(), b"from the agent");
+        m.write_in(AGENT, (1 << 20) + 4100, b"from the agent")
+            .unwrap();
+        assert_eq!(
+            m.read_in(5, (1 << 20) + 4100, 14).unwrap(),
+            b"from the agent"
+        );
         m.write_in(5, (1 << 20) + 4096, b"tenant").unwrap();
         assert_eq!(m.read_in(AGENT, (1 << 20) + 4096, 6).unwrap(), b"tenant");
         assert!(m.is_tracked(5, (1 << 20) + 4096, 6));
         // A tenant's memory is not shared with other tenants.
-        m.register_in(6, 6, 1 << 30, 4096, Access::ALL.tracked()).unwrap();
-        m.register_in(7, 7, 1 << 30, 4096, Access::ALL.tracked()).unwrap();
+        m.register_in(6, 6, 1 << 30, 4096, Access::ALL.tracked())
+            .unwrap();
+        m.register_in(7, 7, 1 << 30, 4096, Access::ALL.tracked())
+            .unwrap();
         m.write_in(6, 1 << 30, b"six").unwrap();
         assert_eq!(m.read_in(7, 1 << 30, 3).unwrap(), vec![0; 3]);
     }

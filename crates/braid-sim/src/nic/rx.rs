@@ -274,8 +274,10 @@ impl Nic {
         // rkey in the protection domain of the QP the request arrived on, bounds and
         // remote-read permission (a zero-length READ checks nothing, IBA C9-88).
         let pd = q.pd;
-        let ok_access =
-            pk.msg_len == 0 || self.mem.check_remote(pd, pk.imm, pk.addr, pk.msg_len, false);
+        let ok_access = pk.msg_len == 0
+            || self
+                .mem
+                .check_remote(pd, pk.imm, pk.addr, pk.msg_len, false);
         let q = self.qps[pk.dst_qp as usize].as_mut().unwrap();
         let mut replies = Vec::new();
         let class = q.t.on_read_request(now, pk.psn, pk.aux, &mut replies);
