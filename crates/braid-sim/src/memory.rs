@@ -198,6 +198,7 @@ impl Memory {
     }
 
     /// Whether `[addr, addr + len)` of `space` lies in a region that keeps its bytes.
+    #[inline]
     pub fn is_tracked(&self, space: TenantId, addr: u64, len: u64) -> bool {
         self.tracked > 0
             && self
@@ -207,6 +208,7 @@ impl Memory {
 
     /// Whether any element of a scatter-gather list of `space` lies in a tracked region (its
     /// bytes then travel with the packets; untracked parts read as zeros).
+    #[inline]
     pub fn sges_tracked(&self, space: TenantId, sges: &[Sge]) -> bool {
         self.tracked > 0
             && sges
