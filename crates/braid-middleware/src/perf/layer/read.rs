@@ -13,8 +13,14 @@
 //! knowing its rkey write into it), and the extra region covers exactly the destinations READs
 //! used (cached per range: benchmarks reuse their buffers).
 //!
-//! Holder: a request is checked against the tenant's own registrations (key, range, remote
-//! read: what the NIC would check for a real READ) and served as one WRITE on the holder's end
+//! Requester: only a READ whose destination is inside one of the application's own regions
+//! (its lkey, its range, local write) is converted; the layer never makes memory remotely
+//! writable by bare address.
+//!
+//! Holder: a request is served only for the QP's connected peer (the requesting host and QP
+//! are the ones the holder's QP is connected to: an RC responder answers nobody else), and is
+//! checked against the tenant's own registrations (key, range, remote read: what the NIC would
+//! check for a real READ); it is then served as one WRITE on the holder's end
 //! of the same connection, queued behind what the tenant already posted there, so that it is
 //! the tenant's bandwidth traffic for PeRF (sticky bandwidth-intensive; cut into sub-WRs with
 //! 0_WAITs while a small tenant is active on this host). A refused request is answered at once.
@@ -59,6 +65,13 @@ impl PerfLayer {
         };
         let sge = a.wr.sg_list[0];
         let dest = (sge.addr, sge.length as u64);
+        // The destination must be the application's own: inside a region it registered, named
+        // by that region's lkey, with local write (what the NIC checks of a READ's SGE). The
+        // layer then widens exactly that memory; any other READ goes to the NIC as it is,
+        // which refuses a bad SGE as it would without PeRF.
+        if !self.owns_dest(&sge) {
+            return Ok(false);
+        }
         let bytes = a.bytes;
         // How long a real READ's transport would try: (retry_cnt + 1) timeouts, plus its data's
         // time at line rate (a real READ's timer restarts with each response packet).
@@ -138,6 +151,7 @@ impl PerfLayer {
             len: a.bytes as u32,
             dest: sge.addr,
             dest_rkey,
+            from_qpn: qpn,
         };
         {
             let mut h = self.host.borrow_mut();
@@ -146,6 +160,18 @@ impl PerfLayer {
         }
         below.wake(AGENT, WAKE_AGENT_READ);
         Ok(true)
+    }
+
+    /// Whether `sge` lies in one of the application's own registrations, under that
+    /// registration's lkey, with local write.
+    fn owns_dest(&self, sge: &Sge) -> bool {
+        let end = sge.addr.checked_add(sge.length as u64);
+        self.mrs.iter().any(|(m, acc)| {
+            m.lkey == sge.lkey
+                && acc.local_write
+                && sge.addr >= m.addr
+                && end.is_some_and(|e| e <= m.addr + m.len)
+        })
     }
 
     /// The layer's remotely writable key over a READ destination (registered once per range
@@ -297,7 +323,13 @@ impl PerfLayer {
                     && end.is_some_and(|e| e <= m.addr + m.len)
             })
             .map(|(m, _)| m.lkey);
-        let usable = self.qps.get(&r.qpn).is_some_and(|q| !q.failed);
+        // Only the QP's connected peer may have it serve: the request came over the link from
+        // `peer` and names the QP it was posted on, which must be the one ours is connected
+        // to. Anyone else naming our QP number is refused before our QP posts anything.
+        let usable = self
+            .qps
+            .get(&r.qpn)
+            .is_some_and(|q| !q.failed && q.peer == Some((peer, r.from_qpn)));
         let Some(lkey) = lkey.filter(|_| usable && r.len > 0) else {
             let mut h = self.host.borrow_mut();
             h.read.refused += 1;
