@@ -239,9 +239,7 @@ impl Middleware for DrumLayer {
         let mut st = self.st.borrow_mut();
         let remote = st.conn_of(self.tenant, qp)?.remote;
         st.conns.remove(&qp);
-        if let Some(r) = remote {
-            st.by_remote.remove(&(r.host, r.qpn));
-        }
+        st.forget_conn(qp, remote);
         st.resolve = true;
         Ok(())
     }
@@ -382,7 +380,7 @@ impl Middleware for DrumLayer {
         let mut fail = None;
         let (mut remote_addr, mut rkey) = (0, 0);
         if let (Some(w), Some(r)) = (write, remote) {
-            match st.translate_remote(r.host, wr.rkey, wr.remote_addr, wr.len(), w) {
+            match st.translate_remote(r.host, r.qpn, wr.rkey, wr.remote_addr, wr.len(), w) {
                 Ok((a, k)) => (remote_addr, rkey) = (a, k),
                 Err(s) => fail = Some(s),
             }
@@ -404,7 +402,7 @@ impl Middleware for DrumLayer {
             fail,
             inline_data,
             remote: match (write, remote) {
-                (Some(w), Some(r)) => Some((r.host, wr.rkey, wr.remote_addr, wr.len(), w)),
+                (Some(w), Some(r)) => Some((r.host, r.qpn, wr.rkey, wr.remote_addr, wr.len(), w)),
                 _ => None,
             },
             sent: 0,
