@@ -22,6 +22,8 @@ use braid_verbs::*;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct QpHijacker {
     pub size: u64,
+    /// When to strike (picoseconds; at least two ticks after start, once the victims connected).
+    pub start: u64,
     pub patience: u64,
     /// The QPs' retry count (a hijacked connection's requests time out after (retry + 1)
     /// transport timeouts).
@@ -147,7 +149,7 @@ impl App for Hijacker {
         let _ = v.write_local(mr.addr, &vec![super::rkey_thief::THIEF_BYTE; len as usize]);
         (self.cq, self.lkey) = (cq, mr.lkey);
         // After every application connected (theirs at their start time, one tick later).
-        v.set_timer(v.now() + 2, CONNECT);
+        v.set_timer((v.now() + 2).max(self.cfg.start), CONNECT);
     }
 
     fn on_event(&mut self, v: &mut dyn Verbs, ev: Event) {

@@ -17,6 +17,8 @@ use braid_verbs::*;
 pub struct RkeyThief {
     pub attempts: u32,
     pub size: u64,
+    /// When to strike (picoseconds; at least one tick after start).
+    pub start: u64,
     /// When to give up on attempts that never complete (picoseconds after connecting).
     pub patience: u64,
 }
@@ -35,6 +37,7 @@ impl RkeyThief {
             conn0: e.conn0,
             rdv: e.rdv.clone(),
             base: e.server_base,
+            start: self.start,
             qps: Vec::new(),
         };
         let thief = Thief {
@@ -62,6 +65,7 @@ struct Accomplice {
     conn0: u32,
     rdv: crate::Rendezvous,
     base: u64,
+    start: u64,
     qps: Vec<QpNum>,
 }
 
@@ -87,7 +91,7 @@ impl App for Accomplice {
                 },
             );
         }
-        v.set_timer(v.now(), CONNECT);
+        v.set_timer(v.now().max(self.start), CONNECT);
     }
 
     fn on_event(&mut self, v: &mut dyn Verbs, ev: Event) {
@@ -195,7 +199,7 @@ impl App for Thief {
                 .sending_qp(self.flow, v.local_host(), qp);
         }
         // One tick after the accomplice connected.
-        v.set_timer(v.now() + 1, CONNECT);
+        v.set_timer((v.now() + 1).max(self.cfg.start), CONNECT);
     }
 
     fn on_event(&mut self, v: &mut dyn Verbs, ev: Event) {

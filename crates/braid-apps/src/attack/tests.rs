@@ -138,6 +138,7 @@ fn the_rkey_thief_gets_only_errors() {
     let thief = RkeyThief {
         attempts: 12,
         size: 4096,
+        start: 0,
         patience: 1_000_000_000_000,
     };
     let r = run(1, |e| thief.build(e));
@@ -157,6 +158,7 @@ fn the_rkey_thief_gets_only_errors() {
 fn the_qp_hijacker_gets_only_errors() {
     let h = QpHijacker {
         size: 64 << 10,
+        start: 0,
         patience: 1_000_000_000_000,
         retry_cnt: 1,
     };
