@@ -263,7 +263,9 @@ impl Scenario {
                     ));
                 }
             }
-            if a.iterations.is_some() && a.duration.is_some() {
+            // (An attacker's duration is how long it waits for answers, its iterations the
+            // flood's registrations: both may be set.)
+            if a.iterations.is_some() && a.duration.is_some() && !a.kind.is_attacker() {
                 return Err(err(
                     format!("{p}.duration"),
                     "set either iterations or duration, not both",

@@ -3,7 +3,9 @@
 //! (a refused access puts the QP in Error, so each attempt gets a fresh one), cycling through:
 //! the victim's learned rkey and address (READ, WRITE), guessed rkeys next to the accomplice's
 //! own at guessed application buffers (READ, WRITE), and the accomplice's own key past the end
-//! of its region (READ, WRITE). On an ibverbs NIC every one of them completes
+//! of its region (READ, WRITE). Every access is a probe of [`PROBE`] bytes (or `size`, if
+//! smaller): small enough to fit inside any victim's region, so that only the key's owner can
+//! refuse it. On an ibverbs NIC every one of them completes
 //! RemoteAccessError (the key's region is not in the responder QP's protection domain, or the
 //! range is out of bounds), and the victim's bytes and QPs are untouched.
 
@@ -22,6 +24,9 @@ pub struct RkeyThief {
     /// When to give up on attempts that never complete (picoseconds after connecting).
     pub patience: u64,
 }
+
+/// Bytes per access.
+pub const PROBE: u64 = 16;
 
 /// The byte a thief's WRITE carries (so that a landed WRITE is visible in tracked memory).
 pub const THIEF_BYTE: u8 = 0xEE;
@@ -217,7 +222,7 @@ impl App for Thief {
                     let mut wr = SendWr::new(
                         i as u64,
                         op,
-                        sges(self.base, self.cfg.size.max(1), self.lkey),
+                        sges(self.base, self.cfg.size.clamp(1, PROBE), self.lkey),
                     );
                     wr.remote_addr = addr;
                     wr.rkey = rkey;
