@@ -27,12 +27,20 @@ pub struct Owners {
     pub qp: Vec<TenantId>,
     /// By lkey.
     pub mr: HashMap<u32, TenantId>,
+    /// Protection domains allocated with `alloc_pd`, by number. A tenant's default PD is not
+    /// listed: its number is the tenant's id, below [`PD_BASE`], where allocated ones start.
+    pub pd: HashMap<u32, TenantId>,
+    /// PDs allocated so far on this host (numbers are never reused).
+    pub pds_allocated: u32,
     /// A QP a middleware created inside an application's `create_qp`/`connect_qp` call -> the
     /// application's QP it serves (multipath layers); what measurements attribute its bytes to.
     pub family: HashMap<QpNum, QpNum>,
 }
 
 const NONE: TenantId = u32::MAX;
+
+/// The first number of an allocated protection domain; tenants' default PDs are their ids.
+pub const PD_BASE: u32 = 0x8000_0000;
 
 impl Owners {
     fn set(v: &mut Vec<TenantId>, i: u32, t: TenantId) {
@@ -127,13 +135,25 @@ impl HostVerbs<'_> {
         }
         Ok(())
     }
+    /// The host-wide number of this tenant's protection domain `pd`.
+    fn pd(&self, pd: PdId) -> Result<u32, VerbsError> {
+        if pd == DEFAULT_PD {
+            debug_assert!(self.tenant < PD_BASE);
+            return Ok(self.tenant);
+        }
+        match self.owners.pd.get(&pd) {
+            Some(&t) if t == self.tenant => Ok(pd),
+            _ => Err(VerbsError::InvalidArgument(
+                "pd: no such protection domain of this tenant (alloc_pd)",
+            )),
+        }
+    }
     /// Whether `[addr, addr + len)` lies in a region of this tenant that keeps its bytes.
     fn tracked_range(&self, addr: u64, len: u64) -> Result<(), VerbsError> {
         let mut mine = self
             .nic
             .mem
-            .regions_holding(addr, len)
-            .filter(|(mr, _)| self.owners.mr.get(&mr.lkey) == Some(&self.tenant))
+            .regions_holding(self.tenant, addr, len)
             .peekable();
         if mine.peek().is_none() {
             return Err(VerbsError::InvalidArgument(
@@ -183,6 +203,7 @@ impl Verbs for HostVerbs<'_> {
     fn create_qp(&mut self, init: &QpInit) -> Result<QpNum, VerbsError> {
         self.own_cq(init.send_cq)?;
         self.own_cq(init.recv_cq)?;
+        let pd = self.pd(init.pd)?;
         if init.is_cross_channel() && !self.caps.cross_channel {
             return Err(VerbsError::Unsupported(
                 "cross-channel QPs (nic.cross_channel = false)",
@@ -190,6 +211,7 @@ impl Verbs for HostVerbs<'_> {
         }
         self.spend("verbs", Work::Control);
         let qp = self.nic.create_qp(init, self.params)?;
+        self.nic.set_qp_domain(qp, self.tenant, pd);
         Owners::set(&mut self.owners.qp, qp, self.tenant);
         self.created.borrow_mut().push(qp);
         Ok(qp)
@@ -216,10 +238,50 @@ impl Verbs for HostVerbs<'_> {
         Ok(())
     }
     fn reg_mr(&mut self, addr: u64, len: u64, access: Access) -> Result<MemoryRegion, VerbsError> {
+        self.reg_mr_in(DEFAULT_PD, addr, len, access)
+    }
+    /// The region is in this tenant's address space: the same addresses registered by another
+    /// tenant are other bytes.
+    fn reg_mr_in(
+        &mut self,
+        pd: PdId,
+        addr: u64,
+        len: u64,
+        access: Access,
+    ) -> Result<MemoryRegion, VerbsError> {
+        let pd = self.pd(pd)?;
         self.spend("verbs", Work::Control);
-        let mr = self.nic.mem.register(addr, len, access)?;
+        let mr = self
+            .nic
+            .mem
+            .register_in(self.tenant, pd, addr, len, access)?;
         self.owners.mr.insert(mr.lkey, self.tenant);
         Ok(mr)
+    }
+    fn alloc_pd(&mut self) -> Result<PdId, VerbsError> {
+        self.spend("verbs", Work::Control);
+        let pd = PD_BASE
+            .checked_add(self.owners.pds_allocated)
+            .filter(|&n| n != u32::MAX)
+            .ok_or(VerbsError::Unsupported("protection domains exhausted"))?;
+        self.owners.pds_allocated += 1;
+        self.owners.pd.insert(pd, self.tenant);
+        Ok(pd)
+    }
+    fn dealloc_pd(&mut self, pd: PdId) -> Result<(), VerbsError> {
+        if pd == DEFAULT_PD {
+            return Err(VerbsError::InvalidState(
+                "the default protection domain lives as long as the tenant",
+            ));
+        }
+        let n = self.pd(pd)?;
+        if self.nic.pd_in_use(n) {
+            return Err(VerbsError::InvalidState(
+                "protection domain still used by a QP or memory region (EBUSY)",
+            ));
+        }
+        self.owners.pd.remove(&n);
+        Ok(())
     }
     fn dereg_mr(&mut self, mr: &MemoryRegion) -> Result<(), VerbsError> {
         if self.owners.mr.get(&mr.lkey) != Some(&self.tenant) {
@@ -291,10 +353,10 @@ impl Verbs for HostVerbs<'_> {
     fn write_local(&mut self, addr: u64, data: &[u8]) -> Result<(), VerbsError> {
         self.tracked_range(addr, data.len() as u64)?;
         self.spend("verbs", Work::Copy(data.len() as u64));
-        self.nic.mem.write(addr, data)
+        self.nic.mem.write_in(self.tenant, addr, data)
     }
     fn read_local(&self, addr: u64, len: u64) -> Result<Vec<u8>, VerbsError> {
         self.tracked_range(addr, len)?;
-        self.nic.mem.read(addr, len)
+        self.nic.mem.read_in(self.tenant, addr, len)
     }
 }

@@ -1,13 +1,33 @@
 //! Registered memory of one host. Sizes and keys always; real bytes for the regions registered
 //! with [`Access::track`], and for every region when the scenario asks for data checking
 //! (`nic.data_check`), so tests can verify that every byte lands at the right address.
+//!
+//! Each tenant has its own address space, as each process has its own on a real host: a region
+//! belongs to the tenant that registered it, and an address means a byte of that tenant's memory
+//! only. Two tenants registering the same addresses get two sets of bytes. Every region also
+//! belongs to one protection domain (a host-wide number, see `hostverbs.rs`); a remote access is
+//! allowed only through a region of the PD of the QP it arrived on.
 
-use braid_verbs::{Access, MemoryRegion, Sge, VerbsError};
+use braid_verbs::{Access, MemoryRegion, Sge, TenantId, VerbsError};
 
 struct Region {
     mr: MemoryRegion,
     access: Access,
+    /// Whose address space the region's addresses are in.
+    space: TenantId,
+    /// Its protection domain (host-wide number).
+    pd: u32,
     data: Option<Vec<u8>>,
+}
+
+/// Why a local scatter-gather element is refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SgeFault {
+    /// Unknown lkey, or the element lies outside its region: the post fails.
+    Invalid(VerbsError),
+    /// The lkey's region is in another protection domain than the QP's: the WR is accepted and
+    /// completes with a local protection error (IBV_WC_LOC_PROT_ERR).
+    OtherPd,
 }
 
 #[derive(Default)]
@@ -30,8 +50,22 @@ impl Memory {
         }
     }
 
+    /// Registers a region in address space 0 and protection domain 0 (the host agent's default
+    /// PD); what a NIC used without tenants (unit tests) does.
     pub fn register(
         &mut self,
+        addr: u64,
+        len: u64,
+        access: Access,
+    ) -> Result<MemoryRegion, VerbsError> {
+        self.register_in(0, 0, addr, len, access)
+    }
+
+    /// Registers `[addr, addr + len)` of tenant `space`'s address space in protection domain `pd`.
+    pub fn register_in(
+        &mut self,
+        space: TenantId,
+        pd: u32,
         addr: u64,
         len: u64,
         access: Access,
@@ -52,7 +86,13 @@ impl Memory {
         };
         let data = tracked.then(|| vec![0u8; len as usize]);
         self.tracked += tracked as usize;
-        self.regions.push(Region { mr, access, data });
+        self.regions.push(Region {
+            mr,
+            access,
+            space,
+            pd,
+            data,
+        });
         Ok(mr)
     }
 
@@ -71,6 +111,16 @@ impl Memory {
         self.regions.iter().find(|r| r.mr.lkey == lkey)
     }
 
+    /// The protection domain of the region with `lkey`.
+    pub fn pd_of(&self, lkey: u32) -> Option<u32> {
+        self.by_lkey(lkey).map(|r| r.pd)
+    }
+
+    /// Whether any region is in protection domain `pd` (ibv_dealloc_pd's EBUSY).
+    pub fn pd_in_use(&self, pd: u32) -> bool {
+        self.regions.iter().any(|r| r.pd == pd)
+    }
+
     /// Checks that a local SGE lies inside its region.
     pub fn check_sge(&self, sge: &Sge) -> Result<(), VerbsError> {
         let r = self.by_lkey(sge.lkey).ok_or(VerbsError::BadKey(sge.lkey))?;
@@ -82,10 +132,21 @@ impl Memory {
         Ok(())
     }
 
-    /// Checks a remote access against rkey, bounds and permissions.
-    pub fn check_remote(&self, rkey: u32, addr: u64, len: u64, write: bool) -> bool {
+    /// [`Memory::check_sge`], and that its region is in protection domain `pd` (the QP's).
+    pub fn check_sge_in(&self, sge: &Sge, pd: u32) -> Result<(), SgeFault> {
+        self.check_sge(sge).map_err(SgeFault::Invalid)?;
+        match self.pd_of(sge.lkey) {
+            Some(p) if p == pd => Ok(()),
+            _ => Err(SgeFault::OtherPd),
+        }
+    }
+
+    /// Checks a remote access that arrived on a QP of protection domain `pd` against rkey, PD,
+    /// bounds and permissions.
+    pub fn check_remote(&self, pd: u32, rkey: u32, addr: u64, len: u64, write: bool) -> bool {
         self.regions.iter().any(|r| {
             r.mr.rkey == rkey
+                && r.pd == pd
                 && addr >= r.mr.addr
                 && addr + len <= r.mr.addr + r.mr.len
                 && if write {
@@ -96,9 +157,12 @@ impl Memory {
         })
     }
 
-    /// The region holding `[addr, addr + len)`; a tracked one if several do.
-    fn region_at(&self, addr: u64, len: u64) -> Option<usize> {
-        let inside = |r: &Region| addr >= r.mr.addr && addr + len <= r.mr.addr + r.mr.len;
+    /// The region of address space `space` holding `[addr, addr + len)`; a tracked one if
+    /// several do.
+    fn region_at(&self, space: TenantId, addr: u64, len: u64) -> Option<usize> {
+        let inside = |r: &Region| {
+            r.space == space && addr >= r.mr.addr && addr + len <= r.mr.addr + r.mr.len
+        };
         self.regions
             .iter()
             .position(|r| r.data.is_some() && inside(r))
@@ -111,53 +175,76 @@ impl Memory {
         self.tracked > 0
     }
 
-    /// Whether `[addr, addr + len)` lies in a region that keeps its bytes.
-    pub fn is_tracked(&self, addr: u64, len: u64) -> bool {
+    /// Whether `[addr, addr + len)` of `space` lies in a region that keeps its bytes.
+    pub fn is_tracked(&self, space: TenantId, addr: u64, len: u64) -> bool {
         self.tracked > 0
             && self
-                .region_at(addr, len)
+                .region_at(space, addr, len)
                 .is_some_and(|i| self.regions[i].data.is_some())
     }
 
-    /// Whether any element of a scatter-gather list lies in a tracked region (its bytes then
-    /// travel with the packets; untracked parts read as zeros).
-    pub fn sges_tracked(&self, sges: &[Sge]) -> bool {
+    /// Whether any element of a scatter-gather list of `space` lies in a tracked region (its
+    /// bytes then travel with the packets; untracked parts read as zeros).
+    pub fn sges_tracked(&self, space: TenantId, sges: &[Sge]) -> bool {
         self.tracked > 0
             && sges
                 .iter()
-                .any(|s| s.length > 0 && self.is_tracked(s.addr, s.length as u64))
+                .any(|s| s.length > 0 && self.is_tracked(space, s.addr, s.length as u64))
     }
 
-    /// The regions holding `[addr, addr + len)`, with whether each keeps its bytes.
+    /// The regions of `space` holding `[addr, addr + len)`, with whether each keeps its bytes.
     pub fn regions_holding(
         &self,
+        space: TenantId,
         addr: u64,
         len: u64,
     ) -> impl Iterator<Item = (MemoryRegion, bool)> + '_ {
         self.regions
             .iter()
-            .filter(move |r| addr >= r.mr.addr && addr + len <= r.mr.addr + r.mr.len)
+            .filter(move |r| {
+                r.space == space && addr >= r.mr.addr && addr + len <= r.mr.addr + r.mr.len
+            })
             .map(|r| (r.mr, r.data.is_some()))
     }
 
-    /// Reads `len` bytes at `addr` (registered memory only; zeroes when data is not tracked).
+    /// Reads `len` bytes at `addr` of whichever address space registered it (the first tracked
+    /// region holding it): an inspector for tests and measurements, which know the address of
+    /// one tenant's buffer. The NIC and the tenants read with [`Memory::read_in`].
     pub fn read(&self, addr: u64, len: u64) -> Result<Vec<u8>, VerbsError> {
+        let inside = |r: &Region| addr >= r.mr.addr && addr + len <= r.mr.addr + r.mr.len;
         let i = self
-            .region_at(addr, len)
+            .regions
+            .iter()
+            .position(|r| r.data.is_some() && inside(r))
+            .or_else(|| self.regions.iter().position(inside))
             .ok_or(VerbsError::InvalidWr("address outside registered memory"))?;
+        Ok(self.bytes(i, addr, len))
+    }
+
+    fn bytes(&self, i: usize, addr: u64, len: u64) -> Vec<u8> {
         let r = &self.regions[i];
         match &r.data {
             Some(d) => {
                 let off = (addr - r.mr.addr) as usize;
-                Ok(d[off..off + len as usize].to_vec())
+                d[off..off + len as usize].to_vec()
             }
-            None => Ok(vec![0; len as usize]),
+            None => vec![0; len as usize],
         }
     }
 
-    pub fn write(&mut self, addr: u64, bytes: &[u8]) -> Result<(), VerbsError> {
+    /// Reads `len` bytes at `addr` of `space` (registered memory only; zeroes when data is not
+    /// tracked).
+    pub fn read_in(&self, space: TenantId, addr: u64, len: u64) -> Result<Vec<u8>, VerbsError> {
         let i = self
-            .region_at(addr, bytes.len() as u64)
+            .region_at(space, addr, len)
+            .ok_or(VerbsError::InvalidWr("address outside registered memory"))?;
+        Ok(self.bytes(i, addr, len))
+    }
+
+    /// Writes `bytes` at `addr` of `space`.
+    pub fn write_in(&mut self, space: TenantId, addr: u64, bytes: &[u8]) -> Result<(), VerbsError> {
+        let i = self
+            .region_at(space, addr, bytes.len() as u64)
             .ok_or(VerbsError::InvalidWr("address outside registered memory"))?;
         let r = &mut self.regions[i];
         if let Some(d) = &mut r.data {
@@ -167,20 +254,23 @@ impl Memory {
         Ok(())
     }
 
-    /// Gathers `len` bytes starting `offset` bytes into the concatenation of `sges`.
-    pub fn gather(&self, sges: &[Sge], offset: u64, len: u64) -> Vec<u8> {
+    /// Gathers `len` bytes starting `offset` bytes into the concatenation of `sges` (of `space`).
+    pub fn gather(&self, space: TenantId, sges: &[Sge], offset: u64, len: u64) -> Vec<u8> {
         let mut out = Vec::with_capacity(len as usize);
         for (addr, n) in spans(sges, offset, len) {
-            out.extend(self.read(addr, n).unwrap_or_else(|_| vec![0; n as usize]));
+            out.extend(
+                self.read_in(space, addr, n)
+                    .unwrap_or_else(|_| vec![0; n as usize]),
+            );
         }
         out
     }
 
-    /// Scatters `bytes` starting `offset` bytes into the concatenation of `sges`.
-    pub fn scatter(&mut self, sges: &[Sge], offset: u64, bytes: &[u8]) {
+    /// Scatters `bytes` starting `offset` bytes into the concatenation of `sges` (of `space`).
+    pub fn scatter(&mut self, space: TenantId, sges: &[Sge], offset: u64, bytes: &[u8]) {
         let mut at = 0usize;
         for (addr, n) in spans(sges, offset, bytes.len() as u64) {
-            let _ = self.write(addr, &bytes[at..at + n as usize]);
+            let _ = self.write_in(space, addr, &bytes[at..at + n as usize]);
             at += n as usize;
         }
     }
@@ -226,11 +316,42 @@ mod tests {
                 lkey: mr.lkey,
             },
         ];
-        m.scatter(&sges, 5, &[1, 2, 3, 4, 5, 6, 7, 8]);
+        m.scatter(0, &sges, 5, &[1, 2, 3, 4, 5, 6, 7, 8]);
         assert_eq!(m.read(1005, 5).unwrap(), vec![1, 2, 3, 4, 5]);
         assert_eq!(m.read(1050, 3).unwrap(), vec![6, 7, 8]);
-        assert_eq!(m.gather(&sges, 5, 8), vec![1, 2, 3, 4, 5, 6, 7, 8]);
-        assert!(m.check_remote(mr.rkey, 1090, 10, true));
-        assert!(!m.check_remote(mr.rkey, 1095, 10, true));
+        assert_eq!(m.gather(0, &sges, 5, 8), vec![1, 2, 3, 4, 5, 6, 7, 8]);
+        assert!(m.check_remote(0, mr.rkey, 1090, 10, true));
+        assert!(!m.check_remote(0, mr.rkey, 1095, 10, true));
+    }
+
+    /// The ibverbs rule: an rkey is honoured only for a request that arrived on a QP of the
+    /// region's protection domain.
+    #[test]
+    fn a_remote_access_needs_the_regions_protection_domain() {
+        let mut m = Memory::new(false);
+        let mr = m.register_in(7, 7, 1000, 100, Access::ALL).unwrap();
+        assert!(m.check_remote(7, mr.rkey, 1000, 100, false));
+        assert!(!m.check_remote(8, mr.rkey, 1000, 100, false));
+        assert!(!m.check_remote(8, mr.rkey, 1000, 100, true));
+        let sge = Sge {
+            addr: 1000,
+            length: 10,
+            lkey: mr.lkey,
+        };
+        assert_eq!(m.check_sge_in(&sge, 7), Ok(()));
+        assert_eq!(m.check_sge_in(&sge, 8), Err(SgeFault::OtherPd));
+    }
+
+    /// Two tenants registering the same addresses have two sets of bytes.
+    #[test]
+    fn each_tenant_has_its_own_address_space() {
+        let mut m = Memory::new(true);
+        m.register_in(1, 1, 4096, 64, Access::ALL).unwrap();
+        m.register_in(2, 2, 4096, 64, Access::ALL).unwrap();
+        m.write_in(1, 4100, b"secret").unwrap();
+        assert_eq!(m.read_in(2, 4100, 6).unwrap(), vec![0; 6]);
+        m.write_in(2, 4100, b"XXXXXX").unwrap();
+        assert_eq!(m.read_in(1, 4100, 6).unwrap(), b"secret".to_vec());
+        assert!(m.read_in(3, 4100, 6).is_err(), "tenant 3 registered nothing");
     }
 }

@@ -105,39 +105,63 @@ struct Board {
     a_cq: Option<CqId>,
     a_mr: Option<MemoryRegion>,
     b_results: Vec<(&'static str, bool)>,
-    a_completions: u32,
+    /// The wr_ids A found in its CQ (when it polled it, after B's attempts).
+    a_completions: Vec<u64>,
     b_completions: Vec<u64>,
     woken: Vec<(TenantId, u64)>,
 }
 type B = Rc<RefCell<Board>>;
 
+/// A connected pair of RC QPs on this host (each the other's peer), on CQ `cq`.
+fn loopback_pair(v: &mut dyn Verbs, cq: CqId) -> (QpNum, QpNum) {
+    let q1 = v.create_qp(&QpInit::rc(cq)).unwrap();
+    let q2 = v.create_qp(&QpInit::rc(cq)).unwrap();
+    let host = v.local_host();
+    let to = |qpn| RemoteQp {
+        host,
+        qpn,
+        udp_sport: None,
+    };
+    v.connect_qp(q1, to(q2)).unwrap();
+    v.connect_qp(q2, to(q1)).unwrap();
+    (q1, q2)
+}
+
+/// Tenant A: a connected QP (so that a post on it would run), a completion of its own left in
+/// its CQ unpolled while B tries (so that a poll by B would find it), then it polls at 50 us.
 struct TenantA(B);
 impl App for TenantA {
     fn start(&mut self, v: &mut dyn Verbs) {
         let cq = v.create_cq(16).unwrap();
-        v.req_notify_cq(cq).unwrap();
-        let qp = v.create_qp(&QpInit::rc(cq)).unwrap();
+        let (qp, _) = loopback_pair(v, cq);
         let mr = v.reg_mr(0x1000, 4096, Access::ALL).unwrap();
+        v.post_send(qp, SendWr::new(100, SendOp::Nop, vec![]))
+            .unwrap();
+        v.set_timer(v.now() + 50_000_000, 1);
         let mut b = self.0.borrow_mut();
         b.a_qp = Some(qp);
         b.a_cq = Some(cq);
         b.a_mr = Some(mr);
     }
     fn on_event(&mut self, v: &mut dyn Verbs, ev: Event) {
-        if let Event::Completion(cq) = ev {
+        if ev == Event::Timer(1) {
+            let cq = self.0.borrow().a_cq.unwrap();
             let mut out = Vec::new();
-            poll_and_rearm(v, cq, &mut out).unwrap();
-            self.0.borrow_mut().a_completions += out.len() as u32;
+            while v.poll_cq(cq, 16, &mut out) > 0 {}
+            self.0
+                .borrow_mut()
+                .a_completions
+                .extend(out.iter().map(|w| w.wr_id));
         }
     }
 }
 
-/// Tenant B tries every verb on A's objects (after A started), then runs its own loopback-free
-/// work: a NOP on its own QP to see its own completion.
+/// Tenant B tries every verb on A's objects at 10 us (when A's NOP has completed and waits in
+/// A's CQ), and names A's lkey in a WR on a connected QP of its own.
 struct TenantB(B);
 impl App for TenantB {
     fn start(&mut self, v: &mut dyn Verbs) {
-        v.set_timer(v.now() + 1000, 1);
+        v.set_timer(v.now() + 10_000_000, 1);
     }
     fn on_event(&mut self, v: &mut dyn Verbs, ev: Event) {
         match ev {
@@ -161,10 +185,18 @@ impl App for TenantB {
                 r.push(("destroy A's CQ", v.destroy_cq(cq).is_err()));
                 r.push(("dereg A's MR", v.dereg_mr(&mr).is_err()));
                 r.push(("QP on A's CQ", v.create_qp(&QpInit::rc(cq)).is_err()));
-                // A's lkey in B's own WR.
+                // A's lkey in B's own WR, on a connected QP (the post would otherwise run).
                 let own_cq = v.create_cq(16).unwrap();
                 v.req_notify_cq(own_cq).unwrap();
-                let own = v.create_qp(&QpInit::rc(own_cq)).unwrap();
+                let (own, peer) = loopback_pair(v, own_cq);
+                v.post_recv(
+                    peer,
+                    RecvWr {
+                        wr_id: 7,
+                        sg_list: vec![],
+                    },
+                )
+                .unwrap();
                 let mut w = SendWr::new(
                     6,
                     SendOp::Send,
@@ -191,6 +223,10 @@ impl App for TenantB {
     }
 }
 
+/// Every check here can fail: A's QP is connected (a post by B would run and complete in A's
+/// CQ), A's CQ holds A's own completion while B polls it, and B's QP is connected (a WR naming
+/// A's lkey would be sent). Removing the ownership check of post_send, poll_cq or the lkey
+/// check makes it fail (see the protection section of docs/middleware.md).
 #[test]
 fn a_tenant_cannot_touch_another_tenants_objects() {
     let s = json!({"duration": "100us", "topology": dumbbell(1, 1, link("40Gbps", "1us"), link("40Gbps", "1us"))});
@@ -206,7 +242,16 @@ fn a_tenant_cannot_touch_another_tenants_objects() {
     for (what, refused) in r {
         assert!(refused, "tenant B could {what}");
     }
-    assert_eq!(b.borrow().a_completions, 0, "A saw nothing of B's attempts");
+    assert_eq!(
+        b.borrow().a_completions,
+        vec![100],
+        "A finds its own completion, and nothing of B's attempts"
+    );
+    assert_eq!(
+        b.borrow().b_completions,
+        Vec::<u64>::new(),
+        "nothing of B's refused WR ran"
+    );
 }
 
 /// The host agent (tenant 0) wakes a tenant; the wake reaches that tenant only, through its

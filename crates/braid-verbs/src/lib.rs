@@ -34,6 +34,22 @@ pub use types::*;
 /// Ownership follows ibverbs across processes: every QP, CQ and memory region belongs to the
 /// tenant that created it, and another tenant naming it gets [`VerbsError::NoSuchQp`],
 /// [`VerbsError::NoSuchCq`] or [`VerbsError::BadKey`], exactly as if it did not exist.
+///
+/// Protection domains follow ibverbs too. Every QP and every memory region belongs to exactly
+/// one PD of its tenant: [`QpInit::pd`] and [`Verbs::reg_mr_in`] name it; [`QpInit::rc`] and
+/// [`Verbs::reg_mr`] use the tenant's [`DEFAULT_PD`]; [`Verbs::alloc_pd`] makes more. The NIC
+/// enforces them:
+/// - a READ, WRITE or WRITE_WITH_IMM is carried out only when its rkey names a memory region in
+///   the PD of the QP the request *arrived on*, the whole range lies inside it and it grants the
+///   access (remote read or remote write); otherwise the requester's WR completes
+///   [`WcStatus::RemoteAccessError`] and its QP goes to Error, the responder's QP goes to Error
+///   too (IBA 9.9.3.1.3, a class C error), and no byte changes;
+/// - a send WR's scatter-gather elements may use only lkeys of the posting QP's PD: an lkey of
+///   another PD of the same tenant is accepted by the post and completes
+///   [`WcStatus::LocalProtectionError`] (IBV_WC_LOC_PROT_ERR), the QP going to Error;
+/// - each tenant has its own address space: addresses in `reg_mr`, `read_local` and
+///   `write_local` are the calling tenant's, so registering another tenant's addresses gives
+///   fresh bytes of one's own, never the other tenant's.
 pub trait Verbs {
     /// Current time in picoseconds (with a CPU cost model: including the CPU time this tenant
     /// has spent in the current callback).
@@ -65,6 +81,38 @@ pub trait Verbs {
     /// Registers `len` bytes at virtual address `addr`.
     fn reg_mr(&mut self, addr: u64, len: u64, access: Access) -> Result<MemoryRegion, VerbsError>;
     fn dereg_mr(&mut self, mr: &MemoryRegion) -> Result<(), VerbsError>;
+    /// ibv_alloc_pd: a new protection domain of this tenant, for [`QpInit::pd`] and
+    /// [`Verbs::reg_mr_in`]. The default is for backends with only the default PD.
+    fn alloc_pd(&mut self) -> Result<PdId, VerbsError> {
+        Err(VerbsError::Unsupported(
+            "protection domains other than the default one",
+        ))
+    }
+    /// ibv_dealloc_pd. Fails with [`VerbsError::InvalidState`] while a QP or a memory region
+    /// still belongs to it (ibverbs' EBUSY), and for [`DEFAULT_PD`], which lives as long as the
+    /// tenant; another tenant's PD is [`VerbsError::InvalidArgument`], as if it did not exist.
+    fn dealloc_pd(&mut self, _pd: PdId) -> Result<(), VerbsError> {
+        Err(VerbsError::Unsupported(
+            "protection domains other than the default one",
+        ))
+    }
+    /// [`Verbs::reg_mr`] into protection domain `pd` (ibv_reg_mr's `pd`). The default serves
+    /// [`DEFAULT_PD`] only.
+    fn reg_mr_in(
+        &mut self,
+        pd: PdId,
+        addr: u64,
+        len: u64,
+        access: Access,
+    ) -> Result<MemoryRegion, VerbsError> {
+        if pd == DEFAULT_PD {
+            self.reg_mr(addr, len, access)
+        } else {
+            Err(VerbsError::Unsupported(
+                "protection domains other than the default one",
+            ))
+        }
+    }
 
     fn post_send(&mut self, qp: QpNum, wr: SendWr) -> Result<(), VerbsError>;
     /// ibv_post_send with a linked list of WRs: one call and one doorbell for all of them

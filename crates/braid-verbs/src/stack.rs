@@ -1,7 +1,7 @@
 //! Middleware and stacks of middleware.
 
 use crate::{
-    Access, BadWr, Caps, CqId, Event, MemoryRegion, QpAttr, QpInit, QpModify, QpNum, RecvWr,
+    Access, BadWr, Caps, CqId, Event, MemoryRegion, PdId, QpAttr, QpInit, QpModify, QpNum, RecvWr,
     RemoteQp, SendWr, TenantId, Verbs, VerbsError, Work, WorkCompletion,
 };
 
@@ -70,6 +70,22 @@ pub trait Middleware {
     }
     fn dereg_mr(&mut self, below: &mut dyn Verbs, mr: &MemoryRegion) -> Result<(), VerbsError> {
         below.dereg_mr(mr)
+    }
+    fn alloc_pd(&mut self, below: &mut dyn Verbs) -> Result<PdId, VerbsError> {
+        below.alloc_pd()
+    }
+    fn dealloc_pd(&mut self, below: &mut dyn Verbs, pd: PdId) -> Result<(), VerbsError> {
+        below.dealloc_pd(pd)
+    }
+    fn reg_mr_in(
+        &mut self,
+        below: &mut dyn Verbs,
+        pd: PdId,
+        addr: u64,
+        len: u64,
+        access: Access,
+    ) -> Result<MemoryRegion, VerbsError> {
+        below.reg_mr_in(pd, addr, len, access)
     }
     fn post_send(
         &mut self,
@@ -327,6 +343,21 @@ impl Verbs for Stack<'_> {
     }
     fn dereg_mr(&mut self, mr: &MemoryRegion) -> Result<(), VerbsError> {
         thread!(self, dereg_mr(mr))
+    }
+    fn alloc_pd(&mut self) -> Result<PdId, VerbsError> {
+        thread!(self, alloc_pd())
+    }
+    fn dealloc_pd(&mut self, pd: PdId) -> Result<(), VerbsError> {
+        thread!(self, dealloc_pd(pd))
+    }
+    fn reg_mr_in(
+        &mut self,
+        pd: PdId,
+        addr: u64,
+        len: u64,
+        access: Access,
+    ) -> Result<MemoryRegion, VerbsError> {
+        thread!(self, reg_mr_in(pd, addr, len, access))
     }
     fn post_send(&mut self, qp: QpNum, wr: SendWr) -> Result<(), VerbsError> {
         thread!(self, post_send(qp, wr))

@@ -2,6 +2,13 @@
 
 pub type QpNum = u32;
 pub type CqId = u32;
+/// A protection domain (ibv_pd), named by the tenant that allocated it.
+pub type PdId = u32;
+
+/// Every tenant's implicit protection domain: what [`QpInit::rc`] and [`crate::Verbs::reg_mr`]
+/// use. A tenant's default PD is its own: another tenant's default PD is a different domain.
+/// It exists as long as the tenant and cannot be deallocated.
+pub const DEFAULT_PD: PdId = 0;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum QpType {
@@ -41,6 +48,10 @@ pub struct QpInit {
     pub retry_cnt: u8,
     /// RC: retries after RNR NAKs; 7 means "forever", as in ibverbs.
     pub rnr_retry: u8,
+    /// The protection domain the QP belongs to (ibv_create_qp's `pd`): a remote access that
+    /// arrives on this QP may use only rkeys of memory regions of this PD, and the QP's own
+    /// scatter-gather elements only lkeys of this PD. [`DEFAULT_PD`] is the tenant's own.
+    pub pd: PdId,
 }
 
 impl QpInit {
@@ -59,6 +70,7 @@ impl QpInit {
             local_addr: 0,
             retry_cnt: 7,
             rnr_retry: 7,
+            pd: DEFAULT_PD,
         }
     }
 
@@ -325,9 +337,13 @@ pub enum WcStatus {
     LocalLengthError,
     /// The QP went to Error (or was destroyed) with this WR outstanding.
     Flushed,
-    /// The peer refused the access (rkey, bounds or permissions); no byte was changed and the
-    /// requester's QP is in Error.
+    /// The peer refused the access (rkey unknown or of a memory region outside the protection
+    /// domain of the QP the request arrived on, bounds, or permissions); no byte was changed and
+    /// the requester's QP is in Error (IBV_WC_REM_ACCESS_ERR).
     RemoteAccessError,
+    /// A local scatter-gather element names a memory region of another protection domain than
+    /// the posting QP's (IBV_WC_LOC_PROT_ERR); nothing was sent and the QP is in Error.
+    LocalProtectionError,
     /// Any other ibverbs status (`enum ibv_wc_status`), which only a real NIC reports.
     Other(u32),
 }

@@ -38,6 +38,7 @@ pub const IBV_QPS_ERR: u32 = 6;
 
 pub const IBV_WC_SUCCESS: u32 = 0;
 pub const IBV_WC_LOC_LEN_ERR: u32 = 1;
+pub const IBV_WC_LOC_PROT_ERR: u32 = 4;
 pub const IBV_WC_WR_FLUSH_ERR: u32 = 5;
 pub const IBV_WC_REM_ACCESS_ERR: u32 = 10;
 pub const IBV_WC_RETRY_EXC_ERR: u32 = 12;
@@ -57,8 +58,6 @@ pub const IBV_WR_SEND_WITH_IMM: u32 = 3;
 pub const IBV_WR_RDMA_READ: u32 = 4;
 
 pub const IBV_PORT_ACTIVE: u32 = 4;
-/// `ibv_device_attr.device_cap_flags` bit of cross-channel WAIT/ENABLE (IB_DEVICE_CROSS_CHANNEL).
-pub const IBV_DEVICE_CROSS_CHANNEL: u32 = 1 << 27;
 /// The GID type of RoCEv2 entries (ibv_query_gid_type).
 pub const IBV_GID_TYPE_SYSFS_ROCE_V2: u32 = 1;
 

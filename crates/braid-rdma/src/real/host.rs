@@ -52,7 +52,22 @@ impl Verbs for TenantVerbs<'_> {
         self.nic.destroy_qp(self.tenant, qp)
     }
     fn reg_mr(&mut self, addr: u64, len: u64, access: Access) -> Result<MemoryRegion, VerbsError> {
-        self.nic.reg_mr(self.tenant, addr, len, access)
+        self.nic.reg_mr(self.tenant, DEFAULT_PD, addr, len, access)
+    }
+    fn reg_mr_in(
+        &mut self,
+        pd: PdId,
+        addr: u64,
+        len: u64,
+        access: Access,
+    ) -> Result<MemoryRegion, VerbsError> {
+        self.nic.reg_mr(self.tenant, pd, addr, len, access)
+    }
+    fn alloc_pd(&mut self) -> Result<PdId, VerbsError> {
+        self.nic.alloc_pd(self.tenant)
+    }
+    fn dealloc_pd(&mut self, pd: PdId) -> Result<(), VerbsError> {
+        self.nic.dealloc_pd(self.tenant, pd)
     }
     fn dereg_mr(&mut self, mr: &MemoryRegion) -> Result<(), VerbsError> {
         self.nic.dereg_mr(self.tenant, mr)

@@ -43,10 +43,10 @@ impl Nic {
             pk.last = job.next + 1 == job.npkts;
             pk.addr = job.remote_addr + off;
             pk.size = ROCE_HEADER + pk.payload;
-            if self.mem.is_tracked(job.remote_addr + off, len) {
+            if self.mem.is_tracked(q.space, job.remote_addr + off, len) {
                 payload_bytes = Some(
                     self.mem
-                        .read(job.remote_addr + off, len)
+                        .read_in(q.space, job.remote_addr + off, len)
                         .unwrap_or_else(|_| vec![0; len as usize]),
                 );
             }
@@ -148,8 +148,8 @@ impl Nic {
                 if let Some(d) = &w.inline_data {
                     let a = (off as usize).min(d.len());
                     payload_bytes = Some(d[a..(a + len as usize).min(d.len())].to_vec());
-                } else if self.mem.sges_tracked(&w.wr.sg_list) {
-                    payload_bytes = Some(self.mem.gather(&w.wr.sg_list, off, len));
+                } else if self.mem.sges_tracked(q.space, &w.wr.sg_list) {
+                    payload_bytes = Some(self.mem.gather(q.space, &w.wr.sg_list, off, len));
                 }
                 npsn = 1;
                 if new {

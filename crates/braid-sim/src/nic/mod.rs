@@ -156,6 +156,9 @@ struct SendWqe {
     signaled: bool,
     /// MP-RDMA: message sequence number (among messages that consume a RECV).
     msn: u32,
+    /// An lkey of its scatter-gather list is in another protection domain than the QP's: when
+    /// the NIC reaches it, it completes IBV_WC_LOC_PROT_ERR and the QP goes to Error.
+    loc_prot: bool,
 }
 
 #[derive(Debug)]
@@ -187,6 +190,12 @@ struct ReadJob {
 pub struct Qp {
     pub qpn: QpNum,
     pub qp_type: QpType,
+    /// Its protection domain (host-wide number): remote accesses arriving on it may use only
+    /// rkeys of this PD, its own WRs only lkeys of it.
+    pub pd: u32,
+    /// The tenant whose address space its local addresses (RECV buffers, sources of its sends,
+    /// targets of the WRITEs and READs it serves) are in.
+    pub space: TenantId,
     send_cq: CqId,
     recv_cq: CqId,
     sq_sig_all: bool,

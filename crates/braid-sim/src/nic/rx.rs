@@ -268,12 +268,15 @@ impl Nic {
         pool: &mut PacketPool,
         eff: &mut Effects,
     ) {
-        // rkey, bounds and remote-read permission (a zero-length READ checks nothing, IBA C9-88).
-        let ok_access =
-            pk.msg_len == 0 || self.mem.check_remote(pk.imm, pk.addr, pk.msg_len, false);
         let Ok(q) = self.qp_mut(pk.dst_qp) else {
             return;
         };
+        // rkey in the protection domain of the QP the request arrived on, bounds and
+        // remote-read permission (a zero-length READ checks nothing, IBA C9-88).
+        let pd = q.pd;
+        let ok_access =
+            pk.msg_len == 0 || self.mem.check_remote(pd, pk.imm, pk.addr, pk.msg_len, false);
+        let q = self.qps[pk.dst_qp as usize].as_mut().unwrap();
         let mut replies = Vec::new();
         let class = q.t.on_read_request(now, pk.psn, pk.aux, &mut replies);
         if class == RxClass::Accept && !ok_access {
@@ -358,15 +361,16 @@ impl Nic {
         }
     }
 
-    /// Whether the WRITE a data packet belongs to may touch this host's memory: rkey, bounds of
-    /// the whole message and remote-write permission (a zero-length WRITE checks nothing, IBA
-    /// C9-88). Other packets always may.
-    fn write_allowed(&self, pk: &Packet, mtu: u64) -> bool {
+    /// Whether the WRITE a data packet belongs to may touch this host's memory: an rkey in the
+    /// protection domain `pd` of the QP it arrived on, bounds of the whole message and
+    /// remote-write permission (a zero-length WRITE checks nothing, IBA C9-88). Other packets
+    /// always may.
+    fn write_allowed(&self, pd: u32, pk: &Packet, mtu: u64) -> bool {
         if pk.op != DataOp::Write || pk.msg_len == 0 {
             return true;
         }
         let start = pk.addr.saturating_sub(pk.ipsn as u64 * mtu);
-        self.mem.check_remote(pk.aux, start, pk.msg_len, true)
+        self.mem.check_remote(pd, pk.aux, start, pk.msg_len, true)
     }
 
     /// Places an in-sequence data packet, completes its message at the responder, and lets the
@@ -385,7 +389,7 @@ impl Nic {
         let qpn = pk.dst_qp;
         let mtu = p.nic.mtu as u64;
         let q = self.qps[qpn as usize].as_mut().unwrap();
-        let qp_type = q.qp_type;
+        let (qp_type, pd, space) = (q.qp_type, q.pd, q.space);
         if qp_type == QpType::Rc && q.t.out_of_order() {
             return self.accept_data_ooo(now, pk, info, payload, mtu, replies, eff);
         }
@@ -404,7 +408,7 @@ impl Nic {
         }
         // A WRITE is checked at its first packet (in order, the rest follow it or nothing does):
         // refused, it changes no byte; RC NAKs it, UC drops the message silently.
-        if pk.first && !self.write_allowed(pk, mtu) {
+        if pk.first && !self.write_allowed(pd, pk, mtu) {
             self.stats.access_errors += 1;
             let q = self.qps[qpn as usize].as_mut().unwrap();
             match qp_type {
@@ -436,15 +440,15 @@ impl Nic {
                     if let Some(r) = q.rq.front() {
                         let sg = r.wr.sg_list.clone();
                         let off = q.recv_off;
-                        self.mem.scatter(&sg, off, bytes);
+                        self.mem.scatter(space, &sg, off, bytes);
                     }
                 }
                 _ => {
                     if self
                         .mem
-                        .check_remote(pk.aux, pk.addr, bytes.len() as u64, true)
+                        .check_remote(pd, pk.aux, pk.addr, bytes.len() as u64, true)
                     {
-                        let _ = self.mem.write(pk.addr, bytes);
+                        let _ = self.mem.write_in(space, pk.addr, bytes);
                     } else {
                         self.stats.access_errors += 1;
                     }
@@ -504,8 +508,10 @@ impl Nic {
         eff: &mut Effects,
     ) {
         let qpn = pk.dst_qp;
+        let q = self.qps[qpn as usize].as_ref().unwrap();
+        let (pd, space) = (q.pd, q.space);
         // Out of order, any packet may come first: each checks its whole message.
-        if !self.write_allowed(pk, mtu) {
+        if !self.write_allowed(pd, pk, mtu) {
             self.stats.access_errors += 1;
             replies.push(Reply::AccessNak { psn: pk.psn });
             return;
@@ -544,15 +550,15 @@ impl Nic {
             match pk.op {
                 DataOp::Send => {
                     if let Some(sg) = &sg {
-                        self.mem.scatter(sg, pk.addr, bytes);
+                        self.mem.scatter(space, sg, pk.addr, bytes);
                     }
                 }
                 _ => {
                     if self
                         .mem
-                        .check_remote(pk.aux, pk.addr, bytes.len() as u64, true)
+                        .check_remote(pd, pk.aux, pk.addr, bytes.len() as u64, true)
                     {
-                        let _ = self.mem.write(pk.addr, bytes);
+                        let _ = self.mem.write_in(space, pk.addr, bytes);
                     } else {
                         self.stats.access_errors += 1;
                     }
@@ -648,6 +654,7 @@ impl Nic {
         let Some(Some(q)) = self.qps.get_mut(qpn as usize) else {
             return;
         };
+        let space = q.space;
         let mut expected = None;
         for (i, w) in q.sq.iter().enumerate() {
             if w.wr.op == SendOp::Read && !w.done {
@@ -678,7 +685,7 @@ impl Nic {
             w.done = true;
         }
         if let Some(b) = payload {
-            self.mem.scatter(&sg, off, &b);
+            self.mem.scatter(space, &sg, off, &b);
         }
         // The response acknowledges its own PSN (and everything before it).
         self.feedback(

@@ -331,6 +331,12 @@ impl Nic {
             let mut sync = false;
             let enabled = !(q.managed_send && q.sq_base + q.cur as u64 >= q.send_enabled);
             if q.cur < q.sq.len() && enabled {
+                if q.sq[q.cur].loc_prot && q.sq[q.cur].post_ps <= now {
+                    // The NIC finds the foreign-PD lkey when it fetches the WR's data.
+                    let at = q.cur;
+                    self.enter_error(qpn, Some((at, WcStatus::LocalProtectionError)), eff);
+                    return Status::Blocked;
+                }
                 let w = &mut q.sq[q.cur];
                 if w.first_psn.is_none() && !w.wr.op.carries_data() {
                     let is_wait = matches!(w.wr.op, SendOp::Wait { .. }) && !w.done;

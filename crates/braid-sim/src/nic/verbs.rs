@@ -6,6 +6,7 @@ use super::{
     SendWqe, QPN_BITS, QPN_MASK,
 };
 use crate::config::TransportKind;
+use crate::memory::SgeFault;
 use crate::transport::mp_rdma::{MpRdmaParams, MpRdmaTransport};
 use crate::transport::rc::{RcConfig, RcTransport};
 use crate::transport::{Fatal, RetryLimits, TxFx};
@@ -14,6 +15,20 @@ use braid_verbs::*;
 use std::collections::VecDeque;
 
 impl Nic {
+    /// Puts QP `qpn` in protection domain `pd` and tenant `space`'s address space (done once,
+    /// right after [`Nic::create_qp`], by the verbs of the tenant that created it).
+    pub fn set_qp_domain(&mut self, qpn: QpNum, space: TenantId, pd: u32) {
+        if let Ok(q) = self.qp_mut(qpn) {
+            q.space = space;
+            q.pd = pd;
+        }
+    }
+
+    /// Whether a QP or a memory region is in protection domain `pd` (ibv_dealloc_pd's EBUSY).
+    pub fn pd_in_use(&self, pd: u32) -> bool {
+        self.qps.iter().flatten().any(|q| q.pd == pd) || self.mem.pd_in_use(pd)
+    }
+
     pub fn create_cq(&mut self, depth: u32) -> CqId {
         self.cqs.push(Some(Cq {
             depth,
@@ -220,6 +235,8 @@ impl Nic {
         self.qps.push(Some(Qp {
             qpn,
             qp_type: init.qp_type,
+            pd: 0,
+            space: 0,
             send_cq: init.send_cq,
             recv_cq: init.recv_cq,
             sq_sig_all: init.sq_sig_all,
@@ -399,9 +416,15 @@ impl Nic {
         let mtu = p.nic.mtu as u64;
         // Validate before touching the queue, as the driver would.
         let bytes = wr.len();
+        let pd = self.qp_mut(qpn)?.pd;
+        let mut loc_prot = false;
         if !wr.inline {
             for s in &wr.sg_list {
-                self.mem.check_sge(s)?;
+                match self.mem.check_sge_in(s, pd) {
+                    Ok(()) => {}
+                    Err(SgeFault::OtherPd) => loc_prot = true,
+                    Err(SgeFault::Invalid(e)) => return Err(e),
+                }
             }
         }
         let q = self.qp_mut(qpn)?;
@@ -464,8 +487,9 @@ impl Nic {
             self.push_cqe(send_cq, c, eff);
             return Ok(());
         }
-        let inline_data = (wr.inline && self.mem.sges_tracked(&wr.sg_list))
-            .then(|| self.mem.gather(&wr.sg_list, 0, bytes));
+        let space = self.qps[qpn as usize].as_ref().expect("checked").space;
+        let inline_data = (wr.inline && self.mem.sges_tracked(space, &wr.sg_list))
+            .then(|| self.mem.gather(space, &wr.sg_list, 0, bytes));
         let q = self.qps[qpn as usize].as_mut().expect("checked");
         q.sq.push_back(SendWqe {
             wr,
@@ -480,6 +504,7 @@ impl Nic {
             read_got: 0,
             signaled,
             msn: 0,
+            loc_prot,
         });
         self.activate(qpn, eff);
         Ok(())
@@ -491,8 +516,15 @@ impl Nic {
         wr: RecvWr,
         eff: &mut Effects,
     ) -> Result<(), VerbsError> {
+        let pd = self.qp_mut(qpn)?.pd;
         for s in &wr.sg_list {
-            self.mem.check_sge(s)?;
+            // A RECV buffer of another PD: refused at post (simpler than ibverbs, where the
+            // responder finds it when a SEND arrives; see docs/verbs.md).
+            match self.mem.check_sge_in(s, pd) {
+                Ok(()) => {}
+                Err(SgeFault::OtherPd) => return Err(VerbsError::BadKey(s.lkey)),
+                Err(SgeFault::Invalid(e)) => return Err(e),
+            }
         }
         let q = self.qp_mut(qpn)?;
         match q.state {

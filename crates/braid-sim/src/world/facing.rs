@@ -77,6 +77,21 @@ impl Verbs for Facing<'_, '_> {
     fn dereg_mr(&mut self, mr: &MemoryRegion) -> Result<(), VerbsError> {
         self.stack.dereg_mr(mr)
     }
+    fn alloc_pd(&mut self) -> Result<PdId, VerbsError> {
+        self.stack.alloc_pd()
+    }
+    fn dealloc_pd(&mut self, pd: PdId) -> Result<(), VerbsError> {
+        self.stack.dealloc_pd(pd)
+    }
+    fn reg_mr_in(
+        &mut self,
+        pd: PdId,
+        addr: u64,
+        len: u64,
+        access: Access,
+    ) -> Result<MemoryRegion, VerbsError> {
+        self.stack.reg_mr_in(pd, addr, len, access)
+    }
     fn post_send(&mut self, qp: QpNum, wr: SendWr) -> Result<(), VerbsError> {
         self.stack.post_send(qp, wr)
     }

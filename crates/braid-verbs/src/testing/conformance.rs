@@ -7,7 +7,11 @@
 //!
 //! Cases: QP state machine, completion order, signaled/unsignaled, immediate data, inline, UD,
 //! remote access error, RNR retry exceeded, retry exceeded on a dead peer, flushes after
-//! Error, an unarmed CQ not notifying, byte placement (scatter/gather WRITE and READ).
+//! Error, an unarmed CQ not notifying, byte placement (scatter/gather WRITE and READ), and
+//! protection (ibverbs' rules for protection domains and rkeys): an rkey of another PD than the
+//! responder QP's refused for WRITE and READ, an access outside the region refused, an rkey
+//! without the access flag refused, an lkey of another PD refused locally, and a PD still in
+//! use not deallocated.
 
 use crate::*;
 use std::cell::RefCell;
@@ -35,6 +39,9 @@ const BASE: u64 = 0x1000_0000;
 const MR_LEN: u64 = 1 << 20;
 /// Offset of B's half of the region.
 const B_OFF: u64 = 512 << 10;
+/// Where the region of B's own protection domain lies (protection cases).
+const BASE_B: u64 = BASE + 4 * MR_LEN;
+const MR_B_LEN: u64 = 64 << 10;
 const MS: u64 = 1_000_000_000;
 const DEADLINE: u64 = 1;
 const WAKE: u64 = 2;
@@ -47,6 +54,9 @@ pub struct Ctx {
     pub qa: QpNum,
     pub qb: QpNum,
     pub mr: MemoryRegion,
+    /// With [`Setup::b_pd`]: B's protection domain and a region in it (at [`BASE_B`]).
+    pub pd_b: PdId,
+    pub mr_b: Option<MemoryRegion>,
     pub host: u32,
     /// Completions seen, in order: (cq, completion).
     pub wcs: Vec<(CqId, WorkCompletion)>,
@@ -116,6 +126,9 @@ struct Setup {
     connect: bool,
     retry_cnt: u8,
     rnr_retry: u8,
+    /// QP B in a protection domain of its own (alloc_pd), with a region of that PD; A and the
+    /// main region stay in the default PD.
+    b_pd: bool,
 }
 
 const RC: Setup = Setup {
@@ -124,6 +137,7 @@ const RC: Setup = Setup {
     connect: true,
     retry_cnt: 7,
     rnr_retry: 7,
+    b_pd: false,
 };
 
 struct Script {
@@ -165,8 +179,22 @@ impl Script {
             rnr_retry: s.rnr_retry,
             ..QpInit::of_type(s.qp_type, cq)
         };
+        let (pd_b, mr_b) = if s.b_pd {
+            let pd = v.alloc_pd().map_err(|x| e("alloc_pd", x))?;
+            let mr = v
+                .reg_mr_in(pd, BASE_B, MR_B_LEN, Access::ALL.tracked())
+                .map_err(|x| e("reg_mr_in", x))?;
+            (pd, Some(mr))
+        } else {
+            (DEFAULT_PD, None)
+        };
         let qa = v.create_qp(&init(cq_a)).map_err(|x| e("create_qp", x))?;
-        let qb = v.create_qp(&init(cq_b)).map_err(|x| e("create_qp", x))?;
+        let qb = v
+            .create_qp(&QpInit {
+                pd: pd_b,
+                ..init(cq_b)
+            })
+            .map_err(|x| e("create_qp", x))?;
         let host = v.local_host();
         if s.connect {
             let to = |qpn| RemoteQp {
@@ -184,6 +212,8 @@ impl Script {
             qa,
             qb,
             mr,
+            pd_b,
+            mr_b,
             host,
             wcs: Vec::new(),
             events: [0; 2],
@@ -805,6 +835,233 @@ fn byte_placement(out: SharedOutcome) -> Box<dyn App> {
     script(RC, STEPS, 2000 * MS, out)
 }
 
+// ------------------------------------------------------------------------- protection cases
+
+/// The requester's completions are `want` (wr_id, status) and it is in Error afterwards; the
+/// responder's state is noted (IBA 9.9.3.1.3: an RC responder goes to Error on a class C
+/// error, as the simulated and fake NICs do; rxe does too, after the NAK).
+fn refused(c: &mut Ctx, v: &mut dyn Verbs, want: &[(u64, WcStatus)]) -> Result<(), String> {
+    let a = c.a_wcs();
+    for x in &a {
+        c.note(show(x));
+    }
+    let st: Vec<(u64, WcStatus)> = a.iter().map(|w| (w.wr_id, w.status)).collect();
+    check(st == want, || format!("statuses {st:?}, expected {want:?}"))?;
+    let s = v.query_qp(c.qa).map_err(err)?.state;
+    c.note(format!("requester after: {s:?}"));
+    check(s == QpState::Error, || format!("requester is {s:?}"))
+}
+
+/// A WRITE over A -> B whose rkey is of a region in A's PD, not in B's (the QP it arrives on):
+/// IBV_WC_REM_ACCESS_ERR, and no byte of the region changes.
+fn pd_foreign_rkey_write(out: SharedOutcome) -> Box<dyn App> {
+    const STEPS: &[Step] = &[
+        |c, v| {
+            v.write_local(BASE + B_OFF, &[1u8; 64]).map_err(err)?;
+            v.write_local(BASE, &[9u8; 64]).map_err(err)?;
+            // c.mr is in the default PD (A's); B is in pd_b.
+            v.post_send(c.qa, c.wr(1, SendOp::Write, 0, B_OFF, 64))
+                .map_err(err)?;
+            v.post_send(c.qa, c.wr(2, SendOp::Write, 0, B_OFF, 64))
+                .map_err(err)?;
+            Ok(Wait::Wcs(2))
+        },
+        |_, _| Ok(Wait::For(20 * MS)),
+        |c, v| {
+            refused(
+                c,
+                v,
+                &[(1, WcStatus::RemoteAccessError), (2, WcStatus::Flushed)],
+            )?;
+            let got = v.read_local(BASE + B_OFF, 64).map_err(err)?;
+            check(got == vec![1u8; 64], || {
+                "a WRITE with another PD's rkey changed the victim's bytes".into()
+            })?;
+            c.note("victim bytes unchanged");
+            Ok(Wait::Go)
+        },
+    ];
+    script(Setup { b_pd: true, ..RC }, STEPS, 2000 * MS, out)
+}
+
+/// A READ over A -> B with an rkey of A's PD: refused, and nothing lands at the requester.
+fn pd_foreign_rkey_read(out: SharedOutcome) -> Box<dyn App> {
+    const STEPS: &[Step] = &[
+        |c, v| {
+            v.write_local(BASE + B_OFF, &[7u8; 64]).map_err(err)?;
+            v.write_local(BASE, &[2u8; 64]).map_err(err)?;
+            // Read B_OFF (the "secret") into A's offset 0.
+            v.post_send(c.qa, c.wr(1, SendOp::Read, 0, B_OFF, 64))
+                .map_err(err)?;
+            Ok(Wait::Wcs(1))
+        },
+        |_, _| Ok(Wait::For(20 * MS)),
+        |c, v| {
+            refused(c, v, &[(1, WcStatus::RemoteAccessError)])?;
+            let got = v.read_local(BASE, 64).map_err(err)?;
+            check(got == vec![2u8; 64], || {
+                "a READ with another PD's rkey brought bytes back".into()
+            })?;
+            c.note("requester buffer unchanged");
+            Ok(Wait::Go)
+        },
+    ];
+    script(Setup { b_pd: true, ..RC }, STEPS, 2000 * MS, out)
+}
+
+/// A WRITE that starts inside the region and ends 32 bytes past it: refused whole.
+fn rkey_out_of_bounds(out: SharedOutcome) -> Box<dyn App> {
+    const STEPS: &[Step] = &[
+        |c, v| {
+            v.write_local(BASE + MR_LEN - 64, &[5u8; 64]).map_err(err)?;
+            v.write_local(BASE, &[9u8; 64]).map_err(err)?;
+            v.post_send(c.qa, c.wr(1, SendOp::Write, 0, MR_LEN - 32, 64))
+                .map_err(err)?;
+            Ok(Wait::Wcs(1))
+        },
+        |_, _| Ok(Wait::For(20 * MS)),
+        |c, v| {
+            refused(c, v, &[(1, WcStatus::RemoteAccessError)])?;
+            let got = v.read_local(BASE + MR_LEN - 64, 64).map_err(err)?;
+            check(got == vec![5u8; 64], || {
+                "an out-of-bounds WRITE changed the bytes inside the region".into()
+            })?;
+            c.note("region bytes unchanged");
+            Ok(Wait::Go)
+        },
+    ];
+    script(RC, STEPS, 2000 * MS, out)
+}
+
+/// A WRITE with the rkey of a region registered for remote READ only: refused.
+fn rkey_without_access(out: SharedOutcome) -> Box<dyn App> {
+    const STEPS: &[Step] = &[
+        |c, v| {
+            let ro = Access {
+                local_write: true,
+                remote_write: false,
+                remote_read: true,
+                track: true,
+            };
+            let at = BASE + 2 * MR_LEN;
+            let mr = v.reg_mr(at, 4096, ro).map_err(err)?;
+            v.write_local(at, &[3u8; 64]).map_err(err)?;
+            v.write_local(BASE, &[9u8; 64]).map_err(err)?;
+            let mut w = c.wr(1, SendOp::Write, 0, 0, 64);
+            w.remote_addr = at;
+            w.rkey = mr.rkey;
+            v.post_send(c.qa, w).map_err(err)?;
+            Ok(Wait::Wcs(1))
+        },
+        |_, _| Ok(Wait::For(20 * MS)),
+        |c, v| {
+            refused(c, v, &[(1, WcStatus::RemoteAccessError)])?;
+            let got = v.read_local(BASE + 2 * MR_LEN, 64).map_err(err)?;
+            check(got == vec![3u8; 64], || {
+                "a WRITE without remote-write access changed bytes".into()
+            })?;
+            c.note("region bytes unchanged");
+            Ok(Wait::Go)
+        },
+    ];
+    script(RC, STEPS, 2000 * MS, out)
+}
+
+/// A WRITE posted on A (default PD) whose source SGE uses an lkey of B's PD: the post is
+/// accepted, the WR completes IBV_WC_LOC_PROT_ERR, A goes to Error, nothing reaches B.
+fn pd_foreign_lkey(out: SharedOutcome) -> Box<dyn App> {
+    const STEPS: &[Step] = &[
+        |c, v| {
+            let mr_b = c.mr_b.expect("b_pd setup");
+            v.write_local(BASE + B_OFF, &[1u8; 64]).map_err(err)?;
+            v.write_local(BASE_B, &[6u8; 64]).map_err(err)?;
+            let mut w = c.wr(1, SendOp::Write, 0, B_OFF, 64);
+            w.sg_list = vec![Sge {
+                addr: BASE_B,
+                length: 64,
+                lkey: mr_b.lkey,
+            }];
+            v.post_send(c.qa, w).map_err(err)?;
+            Ok(Wait::Wcs(1))
+        },
+        |_, _| Ok(Wait::For(20 * MS)),
+        |c, v| {
+            // ibverbs defines this as IBV_WC_LOC_PROT_ERR (mlx5 reports it); rxe's requester
+            // turns the failed lkey lookup (-EINVAL from copy_data) into IBV_WC_LOC_QP_OP_ERR
+            // (2) since Linux 5.x, so a real Soft-RoCE run reports that: both are a local error
+            // with nothing sent.
+            let a = c.a_wcs();
+            let status = a.first().map(|w| w.status);
+            let local = matches!(
+                status,
+                Some(WcStatus::LocalProtectionError | WcStatus::Other(2))
+            );
+            let want = if local {
+                status.expect("one")
+            } else {
+                WcStatus::LocalProtectionError
+            };
+            refused(c, v, &[(1, want)])?;
+            let got = v.read_local(BASE + B_OFF, 64).map_err(err)?;
+            check(got == vec![1u8; 64], || {
+                "a WR refused locally still changed remote bytes".into()
+            })?;
+            c.note("target bytes unchanged");
+            Ok(Wait::Go)
+        },
+    ];
+    script(
+        Setup {
+            b_pd: true,
+            connect: true,
+            ..RC
+        },
+        STEPS,
+        2000 * MS,
+        out,
+    )
+}
+
+/// ibv_dealloc_pd of a PD that a QP or a region still uses fails (EBUSY); once both are gone
+/// it succeeds, and the PD no longer exists. The default PD cannot be deallocated.
+fn dealloc_busy_pd(out: SharedOutcome) -> Box<dyn App> {
+    const STEPS: &[Step] = &[|c, v| {
+        let pd = c.pd_b;
+        let mr_b = c.mr_b.expect("b_pd setup");
+        let r = v.dealloc_pd(pd);
+        c.note(format!("with a QP and a region: {}", r.is_ok()));
+        check(matches!(r, Err(VerbsError::InvalidState(_))), || {
+            format!("dealloc_pd of a busy PD gave {r:?}")
+        })?;
+        v.destroy_qp(c.qb).map_err(err)?;
+        let r = v.dealloc_pd(pd);
+        c.note(format!("with a region: {}", r.is_ok()));
+        check(matches!(r, Err(VerbsError::InvalidState(_))), || {
+            format!("dealloc_pd of a PD with a region gave {r:?}")
+        })?;
+        v.dereg_mr(&mr_b).map_err(err)?;
+        v.dealloc_pd(pd).map_err(err)?;
+        c.note("empty: deallocated");
+        let again = v.reg_mr_in(pd, BASE_B, 4096, Access::ALL);
+        check(again.is_err(), || {
+            "a deallocated PD still takes registrations".into()
+        })?;
+        let d = v.dealloc_pd(DEFAULT_PD);
+        check(d.is_err(), || "the default PD was deallocated".into())?;
+        Ok(Wait::Go)
+    }];
+    script(
+        Setup {
+            b_pd: true,
+            connect: false,
+            ..RC
+        },
+        STEPS,
+        100 * MS,
+        out,
+    )
+}
+
 /// Every case, in order.
 pub fn cases() -> Vec<Case> {
     let c = |name, limit_ps, app| Case {
@@ -825,6 +1082,12 @@ pub fn cases() -> Vec<Case> {
         c("flush_after_error", 2000 * MS, flush_after_error),
         c("unarmed_cq", 2000 * MS, unarmed_cq),
         c("byte_placement", 2000 * MS, byte_placement),
+        c("pd_foreign_rkey_write", 2000 * MS, pd_foreign_rkey_write),
+        c("pd_foreign_rkey_read", 2000 * MS, pd_foreign_rkey_read),
+        c("rkey_out_of_bounds", 2000 * MS, rkey_out_of_bounds),
+        c("rkey_without_access", 2000 * MS, rkey_without_access),
+        c("pd_foreign_lkey", 2000 * MS, pd_foreign_lkey),
+        c("dealloc_busy_pd", 100 * MS, dealloc_busy_pd),
     ]
 }
 

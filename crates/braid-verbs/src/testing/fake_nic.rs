@@ -880,11 +880,30 @@ impl Verbs for TenantVerbs<'_> {
         })
     }
     fn reg_mr(&mut self, addr: u64, len: u64, access: Access) -> Result<MemoryRegion, VerbsError> {
+        self.reg_mr_in(DEFAULT_PD, addr, len, access)
+    }
+    fn reg_mr_in(
+        &mut self,
+        pd: PdId,
+        addr: u64,
+        len: u64,
+        access: Access,
+    ) -> Result<MemoryRegion, VerbsError> {
         self.nic_call(
             Call::RegMr(addr, len),
             Some(Work::Control),
-            |n, _, _, t, _| n.reg_mr(t, addr, len, access),
+            |n, _, _, t, _| n.reg_mr(t, pd, addr, len, access),
         )
+    }
+    fn alloc_pd(&mut self) -> Result<PdId, VerbsError> {
+        self.nic_call(Call::AllocPd, Some(Work::Control), |n, _, _, t, _| {
+            Ok(n.alloc_pd(t))
+        })
+    }
+    fn dealloc_pd(&mut self, pd: PdId) -> Result<(), VerbsError> {
+        self.nic_call(Call::DeallocPd(pd), Some(Work::Control), |n, _, _, t, _| {
+            n.dealloc_pd(t, pd)
+        })
     }
     fn dereg_mr(&mut self, mr: &MemoryRegion) -> Result<(), VerbsError> {
         self.nic_call(

@@ -22,6 +22,8 @@ pub enum Call {
     DestroyQp(QpNum),
     RegMr(u64, u64),
     DeregMr(u32),
+    AllocPd,
+    DeallocPd(PdId),
     PostSend(QpNum, SendWr),
     /// One ibv_post_send of a list (one doorbell).
     PostSendList(QpNum, Vec<SendWr>),

@@ -1,5 +1,8 @@
-//! One RDMA device opened through rdma-core: its PD, completion channel and the ibverbs
-//! objects the host's tenants create, with the seam's ownership rules.
+//! One RDMA device opened through rdma-core: its completion channel and the ibverbs objects
+//! the host's tenants create, with the seam's ownership rules. Every braid protection domain is
+//! an ibv_pd of its own (each tenant's default PD too), so the device enforces them: an rkey of
+//! another PD is refused with IBV_WC_REM_ACCESS_ERR, an lkey of another PD with
+//! IBV_WC_LOC_PROT_ERR. Each tenant's seam addresses are backed by memory of its own.
 
 use super::consts::*;
 use crate::memory::Memory;
@@ -58,6 +61,8 @@ struct Cq {
 struct Qp {
     qp: NonNull<sys::ibv_qp>,
     owner: TenantId,
+    /// The ibv_pd it was created in (its address handles and GRH area are in it too).
+    pd: NonNull<sys::ibv_pd>,
     init: QpInit,
     remote: Option<RemoteQp>,
     flow_label: u32,
@@ -74,6 +79,8 @@ struct Qp {
 struct Mr {
     mr: NonNull<sys::ibv_mr>,
     owner: TenantId,
+    /// Its braid protection domain (as its owner names it).
+    pd: PdId,
     addr: u64,
     len: u64,
 }
@@ -89,7 +96,11 @@ pub(crate) struct Pending {
 /// An opened RDMA device.
 pub struct Nic {
     ctx: NonNull<sys::ibv_context>,
-    pd: NonNull<sys::ibv_pd>,
+    /// The ibv_pd of each (tenant, braid PD); a tenant's [`DEFAULT_PD`] is allocated when it
+    /// first needs it (the host agent's when the device opens).
+    pds: HashMap<(TenantId, PdId), NonNull<sys::ibv_pd>>,
+    /// The next number `alloc_pd` hands out (unique on the host, never reused).
+    next_pd: PdId,
     channel: NonNull<sys::ibv_comp_channel>,
     port: u8,
     name: String,
@@ -100,8 +111,10 @@ pub struct Nic {
     cqs: Vec<Option<Cq>>,
     qps: HashMap<QpNum, Qp>,
     mrs: HashMap<u32, Mr>,
-    ahs: HashMap<(u32, u8, u32), NonNull<sys::ibv_ah>>,
-    mem: Memory,
+    /// By (PD, host, local address, traffic class): an AH serves QPs of its own PD only.
+    ahs: HashMap<(usize, u32, u8, u32), NonNull<sys::ibv_ah>>,
+    /// Each tenant's address space.
+    mem: HashMap<TenantId, Memory>,
     epoch: Instant,
     pub(crate) pending: Pending,
     /// Notifications of armed CQs come from polling them (busy mode), not from the completion
@@ -286,7 +299,11 @@ impl Nic {
         let fl = libc::fcntl(fd, libc::F_GETFL);
         libc::fcntl(fd, libc::F_SETFL, fl | libc::O_NONBLOCK);
         let caps = Caps {
-            cross_channel: dattr.device_cap_flags & IBV_DEVICE_CROSS_CHANNEL != 0,
+            // Upstream rdma-core has no WAIT/SEND_ENABLE/RECV_ENABLE verbs (they were MLNX_OFED's
+            // experimental verbs, ibv_exp_*), and this backend posts through ibv_post_send only:
+            // whatever the deprecated IB_DEVICE_CROSS_CHANNEL bit says (mlx5 no longer reports
+            // it), the stack cannot run them. See docs/rdma.md.
+            cross_channel: false,
             local_addrs: addrs,
             // rxe derives the UDP source port from the QPN, not the flow label; only NICs that
             // hash the flow label (mlx5) would honour it.
@@ -298,7 +315,8 @@ impl Nic {
         };
         Ok(Nic {
             ctx,
-            pd,
+            pds: HashMap::from([((AGENT, DEFAULT_PD), pd)]),
+            next_pd: DEFAULT_PD + 1,
             channel,
             port,
             name,
@@ -309,7 +327,7 @@ impl Nic {
             qps: HashMap::new(),
             mrs: HashMap::new(),
             ahs: HashMap::new(),
-            mem: Memory::default(),
+            mem: HashMap::new(),
             epoch: Instant::now(),
             pending: Pending::default(),
             soft_notify: false,
@@ -366,6 +384,70 @@ impl Nic {
             _ => Err(VerbsError::NoSuchQp(qp)),
         }
     }
+    /// The ibv_pd of tenant `t`'s protection domain `pd` (its default one allocated now if it
+    /// has none yet).
+    fn ibv_pd(&mut self, t: TenantId, pd: PdId) -> Result<NonNull<sys::ibv_pd>, VerbsError> {
+        if let Some(&p) = self.pds.get(&(t, pd)) {
+            return Ok(p);
+        }
+        if pd != DEFAULT_PD {
+            return Err(VerbsError::InvalidArgument(
+                "pd: no such protection domain of this tenant (alloc_pd)",
+            ));
+        }
+        // SAFETY: a valid context.
+        let p = NonNull::new(unsafe { sys::ibv_alloc_pd(self.ctx.as_ptr()) })
+            .ok_or(VerbsError::InvalidArgument("ibv_alloc_pd failed"))?;
+        self.pds.insert((t, pd), p);
+        Ok(p)
+    }
+
+    pub fn alloc_pd(&mut self, t: TenantId) -> Result<PdId, VerbsError> {
+        // SAFETY: a valid context.
+        let p = NonNull::new(unsafe { sys::ibv_alloc_pd(self.ctx.as_ptr()) })
+            .ok_or(VerbsError::InvalidArgument("ibv_alloc_pd failed"))?;
+        let pd = self.next_pd;
+        self.next_pd += 1;
+        self.pds.insert((t, pd), p);
+        Ok(pd)
+    }
+
+    /// ibv_dealloc_pd; EBUSY (InvalidState) while a QP or region of the tenant is in it.
+    pub fn dealloc_pd(&mut self, t: TenantId, pd: PdId) -> Result<(), VerbsError> {
+        if pd == DEFAULT_PD {
+            return Err(VerbsError::InvalidState(
+                "the default protection domain lives as long as the tenant",
+            ));
+        }
+        let p = *self.pds.get(&(t, pd)).ok_or(VerbsError::InvalidArgument(
+            "pd: no such protection domain of this tenant (alloc_pd)",
+        ))?;
+        let busy = self.qps.values().any(|q| q.owner == t && q.init.pd == pd)
+            || self.mrs.values().any(|m| m.owner == t && m.pd == pd);
+        if busy {
+            return Err(VerbsError::InvalidState(
+                "protection domain still used by a QP or memory region (EBUSY)",
+            ));
+        }
+        // Address handles live in their PD: release this one's first.
+        let key = p.as_ptr() as usize;
+        let ahs: Vec<_> = self.ahs.keys().filter(|k| k.0 == key).copied().collect();
+        for k in ahs {
+            if let Some(a) = self.ahs.remove(&k) {
+                // SAFETY: an AH we created, used by no QP of a PD that has none.
+                unsafe { sys::ibv_destroy_ah(a.as_ptr()) };
+            }
+        }
+        // SAFETY: a PD we allocated, with nothing left in it.
+        if unsafe { sys::ibv_dealloc_pd(p.as_ptr()) } != 0 {
+            return Err(VerbsError::InvalidState(
+                "ibv_dealloc_pd failed (still in use)",
+            ));
+        }
+        self.pds.remove(&(t, pd));
+        Ok(())
+    }
+
     fn own_lkey(&self, t: TenantId, lkey: u32) -> Result<(), VerbsError> {
         match self.mrs.get(&lkey) {
             Some(m) if m.owner == t => Ok(()),
@@ -482,7 +564,9 @@ impl Drop for Nic {
                 sys::ibv_dereg_mr(m.mr.as_ptr());
             }
             sys::ibv_destroy_comp_channel(self.channel.as_ptr());
-            sys::ibv_dealloc_pd(self.pd.as_ptr());
+            for (_, pd) in self.pds.drain() {
+                sys::ibv_dealloc_pd(pd.as_ptr());
+            }
             sys::ibv_close_device(self.ctx.as_ptr());
         }
     }

@@ -4,15 +4,21 @@
 use super::*;
 
 impl Nic {
+    /// Registers `[addr, addr + len)` of tenant `t`'s address space in its protection domain
+    /// `pd` (an ibv_pd of its own).
     pub fn reg_mr(
         &mut self,
         t: TenantId,
+        pd: PdId,
         addr: u64,
         len: u64,
         access: Access,
     ) -> Result<MemoryRegion, VerbsError> {
+        let ibv_pd = self.ibv_pd(t, pd)?;
         let real = self
             .mem
+            .entry(t)
+            .or_default()
             .acquire(addr, len)
             .map_err(VerbsError::InvalidArgument)?;
         let mut flags = 0;
@@ -28,7 +34,7 @@ impl Nic {
         // SAFETY: real..real+len is memory we own; the IOVA is the seam address.
         let mr = unsafe {
             sys::ibv_reg_mr_iova(
-                self.pd.as_ptr(),
+                ibv_pd.as_ptr(),
                 real as *mut libc::c_void,
                 len.max(1) as usize,
                 addr,
@@ -36,7 +42,7 @@ impl Nic {
             )
         };
         let Some(mr) = NonNull::new(mr) else {
-            self.mem.release(addr, len);
+            self.mem.entry(t).or_default().release(addr, len);
             return Err(VerbsError::InvalidArgument("ibv_reg_mr_iova failed"));
         };
         // SAFETY: a valid MR.
@@ -46,6 +52,7 @@ impl Nic {
             Mr {
                 mr,
                 owner: t,
+                pd,
                 addr,
                 len,
             },
@@ -63,13 +70,15 @@ impl Nic {
         let m = self.mrs.remove(&mr.lkey).expect("owned");
         // SAFETY: an MR we registered.
         unsafe { sys::ibv_dereg_mr(m.mr.as_ptr()) };
-        self.mem.release(m.addr, m.len);
+        self.mem.entry(t).or_default().release(m.addr, m.len);
         Ok(())
     }
 
     pub fn write_local(&mut self, t: TenantId, addr: u64, data: &[u8]) -> Result<(), VerbsError> {
         self.owns_range(t, addr, data.len() as u64)?;
         self.mem
+            .entry(t)
+            .or_default()
             .write(addr, data)
             .map_err(VerbsError::InvalidArgument)
     }
@@ -77,7 +86,9 @@ impl Nic {
     pub fn read_local(&self, t: TenantId, addr: u64, len: u64) -> Result<Vec<u8>, VerbsError> {
         self.owns_range(t, addr, len)?;
         self.mem
-            .read(addr, len)
+            .get(&t)
+            .ok_or("address outside registered memory")
+            .and_then(|m| m.read(addr, len))
             .map_err(VerbsError::InvalidArgument)
     }
 

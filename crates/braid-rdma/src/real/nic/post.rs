@@ -9,9 +9,9 @@ impl Nic {
             return Ok(());
         }
         let bad0 = |error| BadWr { index: 0, error };
-        let (qp, init) = {
+        let (qp, pd, init) = {
             let q = self.own_qp(t, qpn).map_err(bad0)?;
-            (q.qp, q.init.clone())
+            (q.qp, q.pd, q.init.clone())
         };
         let mut sges: Vec<Vec<sys::ibv_sge>> = Vec::with_capacity(wrs.len());
         let mut raw: Vec<sys::ibv_send_wr> = Vec::with_capacity(wrs.len());
@@ -55,7 +55,10 @@ impl Nic {
                 }
                 // Inline data is read by the CPU at post time: from the real bytes.
                 let addr = if wr.inline {
-                    self.mem.real(s.addr, s.length as u64).ok_or_else(|| {
+                    self.mem
+                        .get(&t)
+                        .and_then(|m| m.real(s.addr, s.length as u64))
+                        .ok_or_else(|| {
                         bad(VerbsError::InvalidArgument(
                             "inline data outside registered memory",
                         ))
@@ -95,7 +98,7 @@ impl Nic {
                     .ud_dest
                     .ok_or_else(|| bad(VerbsError::InvalidWr("UD send needs ud_dest")))?;
                 let ah = self
-                    .ah(d.host, init.local_addr, init.priority.unwrap_or(0))
+                    .ah(pd, d.host, init.local_addr, init.priority.unwrap_or(0))
                     .map_err(bad)?;
                 w.wr.ud = sys::ud_t {
                     ah,
@@ -257,6 +260,7 @@ impl Nic {
             IBV_WC_LOC_LEN_ERR => WcStatus::LocalLengthError,
             IBV_WC_WR_FLUSH_ERR => WcStatus::Flushed,
             IBV_WC_REM_ACCESS_ERR => WcStatus::RemoteAccessError,
+            IBV_WC_LOC_PROT_ERR => WcStatus::LocalProtectionError,
             IBV_WC_RETRY_EXC_ERR => WcStatus::RetryExceeded,
             IBV_WC_RNR_RETRY_EXC_ERR => WcStatus::RnrRetryExceeded,
             s => WcStatus::Other(s),

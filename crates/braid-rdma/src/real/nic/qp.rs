@@ -50,7 +50,7 @@ impl Nic {
         let rcq = self.own_cq(t, init.recv_cq)?;
         if init.is_cross_channel() && !self.caps.cross_channel {
             return Err(VerbsError::Unsupported(
-                "cross-channel QPs (WAIT/SEND_ENABLE/RECV_ENABLE): this device's capabilities lack CROSS_CHANNEL (Soft-RoCE has none)",
+                "cross-channel QPs (WAIT/SEND_ENABLE/RECV_ENABLE): upstream rdma-core has no such verbs (caps.cross_channel = false)",
             ));
         }
         if init.local_addr as usize >= self.caps.local_addrs.len() {
@@ -58,6 +58,7 @@ impl Nic {
                 "local_addr is not an index of caps().local_addrs",
             ));
         }
+        let pd = self.ibv_pd(t, init.pd)?;
         let ud = init.qp_type == QpType::Ud;
         // SAFETY: zeroed is a valid ibv_qp_init_attr.
         let mut ia: sys::ibv_qp_init_attr = unsafe { std::mem::zeroed() };
@@ -76,7 +77,7 @@ impl Nic {
         };
         ia.sq_sig_all = init.sq_sig_all as i32;
         // SAFETY: valid PD and attributes.
-        let qp = unsafe { sys::ibv_create_qp(self.pd.as_ptr(), &mut ia) };
+        let qp = unsafe { sys::ibv_create_qp(pd.as_ptr(), &mut ia) };
         let qp = NonNull::new(qp).ok_or(VerbsError::InvalidArgument("ibv_create_qp failed"))?;
         if let Err(e) = self.to_init(qp, init.qp_type) {
             // SAFETY: just created.
@@ -84,7 +85,7 @@ impl Nic {
             return Err(e);
         }
         let grh = if ud {
-            match self.grh_area(ia.cap.max_recv_wr as u64) {
+            match Self::grh_area(pd, ia.cap.max_recv_wr as u64) {
                 Ok(g) => Some(g),
                 Err(e) => {
                     // SAFETY: just created.
@@ -102,6 +103,7 @@ impl Nic {
             Qp {
                 qp,
                 owner: t,
+                pd,
                 init: init.clone(),
                 remote: None,
                 flow_label: 0,
@@ -115,12 +117,15 @@ impl Nic {
     }
 
     /// A registered area for `slots` receive GRHs.
-    fn grh_area(&mut self, slots: u64) -> Result<(NonNull<sys::ibv_mr>, Vec<u8>, u64), VerbsError> {
+    fn grh_area(
+        pd: NonNull<sys::ibv_pd>,
+        slots: u64,
+    ) -> Result<(NonNull<sys::ibv_mr>, Vec<u8>, u64), VerbsError> {
         let mut buf = vec![0u8; (slots.max(1) * GRH_BYTES as u64) as usize];
         // SAFETY: registering our own buffer, which lives with the MR in the QP's record.
         let mr = unsafe {
             sys::ibv_reg_mr(
-                self.pd.as_ptr(),
+                pd.as_ptr(),
                 buf.as_mut_ptr() as *mut libc::c_void,
                 buf.len(),
                 IBV_ACCESS_LOCAL_WRITE as i32,
@@ -286,19 +291,21 @@ impl Nic {
 
     pub(super) fn ah(
         &mut self,
+        pd: NonNull<sys::ibv_pd>,
         host: u32,
         local_addr: u8,
         tc: u8,
     ) -> Result<*mut sys::ibv_ah, VerbsError> {
-        if let Some(a) = self.ahs.get(&(host, local_addr, tc as u32)) {
+        let key = (pd.as_ptr() as usize, host, local_addr, tc as u32);
+        if let Some(a) = self.ahs.get(&key) {
             return Ok(a.as_ptr());
         }
         let mut attr = self.ah_attr(host, local_addr, 0, tc);
         // SAFETY: valid PD and attributes.
-        let ah = NonNull::new(unsafe { sys::ibv_create_ah(self.pd.as_ptr(), &mut attr) }).ok_or(
+        let ah = NonNull::new(unsafe { sys::ibv_create_ah(pd.as_ptr(), &mut attr) }).ok_or(
             VerbsError::InvalidArgument("ibv_create_ah failed (unreachable address?)"),
         )?;
-        self.ahs.insert((host, local_addr, tc as u32), ah);
+        self.ahs.insert(key, ah);
         Ok(ah.as_ptr())
     }
 }

@@ -156,6 +156,9 @@ impl Memory {
 #[derive(Debug)]
 struct Mr {
     owner: TenantId,
+    /// Its protection domain, as its owner names it (numbers are unique on the host, and
+    /// [`DEFAULT_PD`] is each tenant's own: compare together with the owner).
+    pd: PdId,
     addr: u64,
     len: u64,
     access: Access,
@@ -229,6 +232,9 @@ struct SendWqe {
     tx_end: u64,
     /// Executed (control WRs), acknowledged (RC) or on the wire (UC/UD): ready to complete.
     done: bool,
+    /// An lkey of its scatter-gather list is in another PD than the QP's: it completes
+    /// IBV_WC_LOC_PROT_ERR when the NIC reaches it.
+    loc_prot: bool,
 }
 
 #[derive(Debug)]
@@ -352,6 +358,9 @@ pub struct FakeNic {
     /// rkey -> lkey.
     rkeys: BTreeMap<u32, u32>,
     mem: BTreeMap<TenantId, Memory>,
+    /// Protection domains allocated with `alloc_pd` -> their tenant.
+    pds: BTreeMap<PdId, TenantId>,
+    next_pd: PdId,
     /// [`super::NetConfig::host_memory`]: the host's tenants share one address space.
     pub(super) host_memory: bool,
     next_cq: CqId,
@@ -422,6 +431,8 @@ impl FakeNic {
             mrs: BTreeMap::new(),
             rkeys: BTreeMap::new(),
             mem: BTreeMap::new(),
+            pds: BTreeMap::new(),
+            next_pd: DEFAULT_PD + 1,
             host_memory: false,
             next_cq: 1,
             next_qp: 0,
@@ -508,6 +519,25 @@ impl FakeNic {
             }
         }
         Ok(())
+    }
+
+    /// Whether every non-empty element of a (checked) scatter-gather list of `tenant` uses a
+    /// region of protection domain `pd`.
+    fn sges_in_pd(&self, tenant: TenantId, pd: PdId, sges: &[Sge]) -> bool {
+        sges.iter()
+            .filter(|s| s.length > 0)
+            .all(|s| self.mrs.get(&s.lkey).is_some_and(|m| m.owner == tenant && m.pd == pd))
+    }
+
+    /// `tenant`'s protection domain `pd` exists.
+    fn own_pd(&self, tenant: TenantId, pd: PdId) -> Result<(), VerbsError> {
+        if pd == DEFAULT_PD || self.pds.get(&pd) == Some(&tenant) {
+            Ok(())
+        } else {
+            Err(VerbsError::InvalidArgument(
+                "pd: no such protection domain of this tenant (alloc_pd)",
+            ))
+        }
     }
 
     /// The bytes a scatter-gather list names, if any of it is tracked (untracked parts read as

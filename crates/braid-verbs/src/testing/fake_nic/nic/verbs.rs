@@ -98,6 +98,7 @@ impl FakeNic {
     ) -> Result<QpNum, VerbsError> {
         self.own_cq(tenant, init.send_cq)?;
         self.own_cq(tenant, init.recv_cq)?;
+        self.own_pd(tenant, init.pd)?;
         if init.is_cross_channel() && !self.caps.cross_channel {
             return Err(VerbsError::Unsupported(
                 "cross-channel QPs (this NIC has caps.cross_channel = false)",
@@ -261,9 +262,40 @@ impl FakeNic {
         Ok(())
     }
 
+    pub(in crate::testing::fake_nic) fn alloc_pd(&mut self, tenant: TenantId) -> PdId {
+        let pd = self.next_pd;
+        self.next_pd += 1;
+        self.pds.insert(pd, tenant);
+        pd
+    }
+
+    /// ibv_dealloc_pd: EBUSY while a QP or a region of it exists.
+    pub(in crate::testing::fake_nic) fn dealloc_pd(
+        &mut self,
+        tenant: TenantId,
+        pd: PdId,
+    ) -> Result<(), VerbsError> {
+        if pd == DEFAULT_PD {
+            return Err(VerbsError::InvalidState(
+                "the default protection domain lives as long as the tenant",
+            ));
+        }
+        self.own_pd(tenant, pd)?;
+        let busy = self.qps.values().any(|q| q.owner == tenant && q.init.pd == pd)
+            || self.mrs.values().any(|m| m.owner == tenant && m.pd == pd);
+        if busy {
+            return Err(VerbsError::InvalidState(
+                "protection domain still used by a QP or memory region (EBUSY)",
+            ));
+        }
+        self.pds.remove(&pd);
+        Ok(())
+    }
+
     pub(in crate::testing::fake_nic) fn reg_mr(
         &mut self,
         tenant: TenantId,
+        pd: PdId,
         addr: u64,
         len: u64,
         access: Access,
@@ -279,6 +311,7 @@ impl FakeNic {
                 "remote_write needs local_write",
             ));
         }
+        self.own_pd(tenant, pd)?;
         if access.track && !self.caps.data_tracking {
             return Err(VerbsError::Unsupported(
                 "memory contents are not tracked (caps.data_tracking = false)",
@@ -294,6 +327,7 @@ impl FakeNic {
             lkey,
             Mr {
                 owner: tenant,
+                pd,
                 addr,
                 len,
                 access,
@@ -391,6 +425,10 @@ impl FakeNic {
                 self.check_sges(tenant, &wr.sg_list, matches!(wr.op, SendOp::Read))?;
             }
         }
+        // Accepted by the post; the NIC finds the foreign-PD lkey when it fetches the data.
+        let loc_prot = wr.op.carries_data()
+            && !wr.inline
+            && !self.sges_in_pd(tenant, q.init.pd, &wr.sg_list);
         if q.sq_posted - q.sq_freed >= q.init.max_send_wr as u64 {
             return Err(VerbsError::QueueFull);
         }
@@ -486,6 +524,7 @@ impl FakeNic {
             sent: false,
             tx_end: 0,
             done: false,
+            loc_prot,
         });
         s.at(
             ready_at,
@@ -509,6 +548,11 @@ impl FakeNic {
             return Err(VerbsError::InvalidState("post_recv on a QP in Reset"));
         }
         self.check_sges(tenant, &wr.sg_list, true)?;
+        if !self.sges_in_pd(tenant, q.init.pd, &wr.sg_list) {
+            // Refused at post, as on the simulated NIC (ibverbs finds it when a SEND arrives).
+            let lkey = wr.sg_list.iter().map(|s| s.lkey).next().unwrap_or(0);
+            return Err(VerbsError::BadKey(lkey));
+        }
         if q.rq_posted - q.rq_freed >= q.init.max_recv_wr as u64 {
             return Err(VerbsError::QueueFull);
         }

@@ -43,6 +43,10 @@ impl FakeNic {
                 q.cursor += 1;
                 continue;
             }
+            if w.loc_prot {
+                self.fail_at(s, qpn, cursor, WcStatus::LocalProtectionError);
+                return;
+            }
             let op = w.wr.op;
             if !op.carries_data() {
                 let target = w.target;
@@ -396,7 +400,7 @@ impl FakeNic {
                 return Some((t, ReplyKind::Ack));
             }
         }
-        let owner = q.owner;
+        let (owner, pd) = (q.owner, q.init.pd);
         let needs_recv = matches!(
             m.op,
             SendOp::Send | SendOp::SendWithImm(_) | SendOp::WriteWithImm(_)
@@ -425,6 +429,7 @@ impl FakeNic {
                 .and_then(|l| self.mrs.get(l))
                 .is_some_and(|mr| {
                     mr.owner == owner
+                        && mr.pd == pd
                         && mr.covers(m.remote_addr, m.len)
                         && if read {
                             mr.access.remote_read
