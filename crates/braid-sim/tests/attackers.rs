@@ -4,8 +4,11 @@
 //! Pass: the victim finishes (its data unchanged, its QPs never in Error) within the isolation
 //! matrix's alpha (0.8) of its completion time alone, and the attacker got only refusals.
 //!
-//! The tests marked `needs PD enforcement` need the simulated NIC's protection domains (branch
-//! `prot`): today the simulated NIC accepts an rkey from any QP of its host (review D1).
+//! The thief's test needs the simulated NIC's protection domains (branch `prot`, merged): before
+//! them the NIC accepted an rkey from any QP of its host (review D1), and the thief read and
+//! wrote the victim's memory (4 of its 12 accesses succeeded). The hijacker's full criterion is
+//! marked ignored: the simulated NIC's responder still answers requests from a QP it is not
+//! connected to (D10), so the hijacker's WRITE and READ to the victim's QP succeed.
 
 mod common;
 use common::*;
@@ -69,7 +72,6 @@ fn against(attacker: Value, middleware: Option<Value>) -> (i64, i64, i64) {
 }
 
 #[test]
-#[ignore = "needs PD enforcement in the simulated NIC (branch prot): rkeys are host-wide today"]
 fn the_rkey_thief_is_refused_and_the_victim_untouched() {
     let t = against(
         json!({"kind": "rkey_thief", "src": 1, "dst": 2, "size": "4KB", "qps": 12,
@@ -118,7 +120,7 @@ fn perfs_agent_serves_no_read_for_a_qp_hijacker() {
 }
 
 #[test]
-#[ignore = "needs PD enforcement and a responder that answers only its connected QP in the simulated NIC (review D1 and D10)"]
+#[ignore = "needs a responder that answers only its connected QP in the simulated NIC (D10)"]
 fn the_qp_hijacker_gets_nothing_through_perf() {
     let t = against(
         json!({"kind": "qp_hijacker", "src": 0, "dst": 1, "size": "64KB", "victim": 0,

@@ -686,3 +686,80 @@ fn a_read_into_memory_the_app_does_not_own_is_not_converted() {
     );
     assert_eq!(counter(&n.net, 2, n.h, "reads_served"), 0.0);
 }
+
+/// Protection domains at the holder: a request naming the holder tenant's own key, but of a
+/// region in another PD than the holder's QP, is refused (RemoteAccessError, as the NIC refuses
+/// such a READ arriving on that QP) and the holder's QP posts nothing (a WRITE from a region of
+/// another PD would fail on it and put it in Error).
+#[test]
+fn the_holder_serves_only_regions_of_its_qps_protection_domain() {
+    let mut n = setup(true, &PerfConfig::default());
+    let (h, hqp) = (n.h, n.hqp);
+    let other = n.net.call_as(2, h, |v| {
+        let pd = v.alloc_pd().unwrap();
+        v.reg_mr_in(pd, 0x4000_0000, LEN, Access::ALL.tracked())
+            .unwrap()
+    });
+    let t = n.net.now();
+    let (a, aqp) = (n.a, n.aqp);
+    let mut w = read(&n, 21, 0, 64 << 10);
+    w.remote_addr = other.addr;
+    w.rkey = other.rkey;
+    n.net.call_as(1, a, |v| v.post_send(aqp, w)).unwrap();
+    n.net.run_until(t + SETTLE);
+    let got: Vec<_> = poll(&mut n)
+        .iter()
+        .map(|w| (w.wr_id, w.status, w.opcode))
+        .collect();
+    assert_eq!(got, vec![(21, WcStatus::RemoteAccessError, WcOpcode::Read)]);
+    assert_eq!(counter(&n.net, 1, a, "reads_converted"), 1.0);
+    assert_eq!(counter(&n.net, 2, h, "reads_served"), 0.0);
+    let writes = n
+        .net
+        .calls_of(2, h)
+        .iter()
+        .filter(
+            |c| matches!(c, testing::Call::PostSend(q, wr) if *q == hqp && wr.op == SendOp::Write),
+        )
+        .count();
+    assert_eq!(writes, 0);
+    assert_ne!(n.net.nic(2).qp_attr(hqp).unwrap().state, QpState::Error);
+}
+
+/// Protection domains at the requester: a READ whose destination is the application's own
+/// region but of another PD than the READ's QP is not converted (the layer would otherwise
+/// widen it); the NIC gives the READ the local protection error ibverbs gives.
+#[test]
+fn a_read_into_another_pd_is_not_converted() {
+    let mut n = setup(true, &PerfConfig::default());
+    let (a, aqp) = (n.a, n.aqp);
+    let dest = n.net.call_as(1, a, |v| {
+        let pd = v.alloc_pd().unwrap();
+        v.reg_mr_in(pd, 0x4000_0000, LEN, Access::LOCAL.tracked())
+            .unwrap()
+    });
+    let mut w = read(&n, 22, 0, 64 << 10);
+    w.sg_list[0] = Sge {
+        addr: dest.addr,
+        length: 64 << 10,
+        lkey: dest.lkey,
+    };
+    let t = n.net.now();
+    let r = n.net.call_as(1, a, |v| v.post_send(aqp, w));
+    n.net.run_until(t + SETTLE);
+    assert_eq!(counter(&n.net, 1, a, "reads_converted"), 0.0);
+    let wcs = poll(&mut n);
+    assert!(
+        r.is_err()
+            || wcs
+                .iter()
+                .all(|w| w.status == WcStatus::LocalProtectionError),
+        "{r:?} {wcs:?}"
+    );
+    assert!(n
+        .net
+        .nic(1)
+        .read_mem(a, dest.addr, 64 << 10)
+        .iter()
+        .all(|&b| b == 0));
+}

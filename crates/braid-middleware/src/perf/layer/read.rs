@@ -64,12 +64,13 @@ impl PerfLayer {
             return Ok(false);
         };
         let sge = a.wr.sg_list[0];
-        let dest = (sge.addr, sge.length as u64);
+        let pd = self.qp_pd.get(&qpn).copied().unwrap_or(DEFAULT_PD);
+        let dest = (sge.addr, sge.length as u64, pd);
         // The destination must be the application's own: inside a region it registered, named
         // by that region's lkey, with local write (what the NIC checks of a READ's SGE). The
         // layer then widens exactly that memory; any other READ goes to the NIC as it is,
         // which refuses a bad SGE as it would without PeRF.
-        if !self.owns_dest(&sge) {
+        if !self.owns_dest(&sge, pd) {
             return Ok(false);
         }
         let bytes = a.bytes;
@@ -162,12 +163,14 @@ impl PerfLayer {
         Ok(true)
     }
 
-    /// Whether `sge` lies in one of the application's own registrations, under that
-    /// registration's lkey, with local write.
-    fn owns_dest(&self, sge: &Sge) -> bool {
+    /// Whether `sge` lies in one of the application's own registrations in protection domain
+    /// `pd` (the READ's QP's: an SGE may use only its QP's PD), under that registration's lkey,
+    /// with local write.
+    fn owns_dest(&self, sge: &Sge, pd: PdId) -> bool {
         let end = sge.addr.checked_add(sge.length as u64);
-        self.mrs.iter().any(|(m, acc)| {
+        self.mrs.iter().any(|(m, acc, mpd)| {
             m.lkey == sge.lkey
+                && *mpd == pd
                 && acc.local_write
                 && sge.addr >= m.addr
                 && end.is_some_and(|e| e <= m.addr + m.len)
@@ -176,7 +179,7 @@ impl PerfLayer {
 
     /// The layer's remotely writable key over a READ destination (registered once per range
     /// while READs use it; each call takes a reference, [`Self::release_dest`] returns it).
-    fn dest_key(&mut self, below: &mut dyn Verbs, dest: (u64, u64)) -> Option<u32> {
+    fn dest_key(&mut self, below: &mut dyn Verbs, dest: DestKey) -> Option<u32> {
         if let Some((m, refs)) = self.dest_mrs.get_mut(&dest) {
             *refs += 1;
             return Some(m.rkey);
@@ -188,7 +191,9 @@ impl PerfLayer {
             // Untracked: the application's region holds the bytes (if it tracks them).
             track: false,
         };
-        let m = below.reg_mr(dest.0, dest.1, access).ok()?;
+        // In the READ's QP's PD: the holder's WRITEs arrive on that QP, and the NIC accepts
+        // only rkeys of its PD.
+        let m = below.reg_mr_in(dest.2, dest.0, dest.1, access).ok()?;
         self.dest_mrs.insert(dest, (m, 1));
         Some(m.rkey)
     }
@@ -196,7 +201,7 @@ impl PerfLayer {
     /// A converted READ is over: its destination stops being remotely writable once no other
     /// outstanding READ uses it (a late WRITE from a holder we gave up on is then refused by
     /// the NIC instead of landing in memory the application owns again).
-    fn release_dest(&mut self, below: &mut dyn Verbs, dest: (u64, u64)) {
+    fn release_dest(&mut self, below: &mut dyn Verbs, dest: DestKey) {
         let Some((m, refs)) = self.dest_mrs.get_mut(&dest) else {
             return;
         };
@@ -313,16 +318,20 @@ impl PerfLayer {
     /// Serves a peer's converted READ from this tenant's memory, or refuses it.
     fn serve(&mut self, below: &mut dyn Verbs, peer: u32, r: Request) {
         let end = r.raddr.checked_add(r.len as u64);
+        // The key must be the tenant's, in the holder QP's protection domain (what the NIC
+        // checks of a READ arriving on that QP), in bounds and remotely readable.
+        let qp_pd = self.qp_pd.get(&r.qpn).copied();
         let lkey = self
             .mrs
             .iter()
-            .find(|(m, acc)| {
+            .find(|(m, acc, pd)| {
                 m.rkey == r.rkey
+                    && Some(*pd) == qp_pd
                     && acc.remote_read
                     && r.raddr >= m.addr
                     && end.is_some_and(|e| e <= m.addr + m.len)
             })
-            .map(|(m, _)| m.lkey);
+            .map(|(m, _, _)| m.lkey);
         // Only the QP's connected peer may have it serve: the request came over the link from
         // `peer` and names the QP it was posted on, which must be the one ours is connected
         // to. Anyone else naming our QP number is refused before our QP posts anything.
