@@ -88,3 +88,45 @@ fn naming_another_connections_peer_steals_none_of_its_messages() {
     assert_eq!(hijacked_arrivals(&DrumConfig::default()), want, "drum");
     assert_eq!(hijacked_arrivals(&ShareConfig::default()), want, "share");
 }
+
+/// The default PD's `reg_mr_in` gives a slice, as `reg_mr` does (a WRITE with its key goes
+/// through); other PDs are not offered under DRUM or SHARE.
+#[test]
+fn drum_offers_the_default_protection_domain_only() {
+    for f in [
+        &DrumConfig::default() as &dyn MiddlewareFactory,
+        &ShareConfig::default(),
+    ] {
+        let (mut net, a, b) = net_of(f, 1);
+        let e = end(&mut net, H1, a[0], 0x1000_0000, Access::ALL);
+        let p = end(&mut net, H2, b[0], 0x1000_0000, Access::ALL);
+        connect(&mut net, &e, &p);
+        net.run();
+        let mr = net
+            .call_as(H1, e.t, |v| {
+                v.reg_mr_in(DEFAULT_PD, 0x5000_0000, 4096, Access::ALL)
+            })
+            .unwrap();
+        let mut w = write(&e, &p, 3, 0, 8);
+        w.sg_list[0] = Sge {
+            addr: mr.addr,
+            length: 8,
+            lkey: mr.lkey,
+        };
+        net.call_as(H1, e.t, |v| v.post_send(e.qp, w)).unwrap();
+        net.run();
+        assert_eq!(statuses(&mut net, &e), vec![(3, WcStatus::Success)]);
+        assert!(matches!(
+            net.call_as(H1, e.t, |v| v.alloc_pd()),
+            Err(VerbsError::Unsupported(_))
+        ));
+        let init = QpInit {
+            pd: 7,
+            ..QpInit::rc(e.cq)
+        };
+        assert!(matches!(
+            net.call_as(H1, e.t, |v| v.create_qp(&init)),
+            Err(VerbsError::Unsupported(_))
+        ));
+    }
+}
