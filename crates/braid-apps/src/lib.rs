@@ -10,6 +10,7 @@
 use braid_verbs::rendezvous::{connect_all, Endpoint, SharedBoard, Side};
 use braid_verbs::*;
 
+pub mod attack;
 pub mod kv;
 pub mod redis;
 pub mod rpc;
@@ -46,6 +47,8 @@ pub trait Meter {
     /// One message of a bandwidth test completed: when it was posted and when its (possibly
     /// shared, `cq_mod`) completion arrived, picoseconds (perftest's peak bandwidth).
     fn message(&mut self, _flow: u32, _posted: u64, _completed: u64) {}
+    /// An attacker's (`attack`) final count of what it tried and what was refused.
+    fn attack(&mut self, _flow: u32, _tally: attack::Tally) {}
 }
 
 /// A meter shared by a run's applications.

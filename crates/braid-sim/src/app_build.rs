@@ -65,10 +65,56 @@ pub struct Ends {
     pub rdv: Rendezvous,
     pub server_base: u64,
     pub client_base: u64,
+    /// An attacker's victim: the connections of the app its `victim` names.
+    pub victim: Option<braid_apps::attack::Victim>,
+}
+
+/// How long an attacker waits for completions that may never come (a hijacked connection's
+/// requests time out after the transport's retries): unless `duration` says, 10 ms, beyond
+/// the default transport's retry time (7 retries of a sub-millisecond timeout).
+const ATTACK_PATIENCE_PS: u64 = 10_000_000_000;
+
+/// An attacker's two ends (`braid_apps::attack`), its parameters from the `[[apps]]` entry.
+fn build_attacker(a: &AppSpec, e: Ends) -> (Box<dyn App>, Box<dyn App>) {
+    use braid_apps::attack::{AttackEnds, MrFlood, QpHijacker, RkeyThief};
+    let patience = a.duration.map_or(ATTACK_PATIENCE_PS, |d| d.0);
+    let ends = AttackEnds {
+        flow: e.flow,
+        conn0: e.conn0,
+        meter: e.meter,
+        rdv: e.rdv,
+        server_base: e.server_base,
+        client_base: e.client_base,
+        victim: e.victim,
+    };
+    match a.kind {
+        AppKind::RkeyThief => RkeyThief {
+            attempts: a.qps,
+            size: a.size.0,
+            start: a.start.0,
+            patience,
+        }
+        .build(ends),
+        AppKind::QpHijacker => QpHijacker {
+            size: a.size.0,
+            start: a.start.0,
+            patience,
+            retry_cnt: 7,
+        }
+        .build(ends),
+        _ => MrFlood {
+            regions: a.iterations.unwrap_or(1000),
+            size: a.size.0,
+        }
+        .build(ends),
+    }
 }
 
 /// The server (on `dst`) and the client (on `src`) of `a`.
 pub fn build(a: &AppSpec, e: Ends) -> (Box<dyn App>, Box<dyn App>) {
+    if a.kind.is_attacker() {
+        return build_attacker(a, e);
+    }
     let spec = a.perf_spec();
     let (hi, i) = (a.size.0.max(1), e.index as u64);
     let lo = a.min_size.map_or(hi, |m| m.0).min(hi);

@@ -501,6 +501,7 @@ impl<'s> Tenants<'s> {
                     bytes_done: 0,
                     latencies: vec![],
                     msg_bytes: 0,
+                    attack: None,
                 });
                 let tr = match by_src.get(&f.src) {
                     Some(&x) => x,
@@ -584,6 +585,16 @@ impl<'s> Tenants<'s> {
     pub fn apps(&mut self, world: &mut World) -> Result<(), ScenarioError> {
         let sc = self.sc;
         let n_hosts = world.hosts.len() as u32;
+        // Each enabled app's connections on the board (what an attacker naming it looks up).
+        let mut conns = Vec::with_capacity(sc.apps.len());
+        let mut c = self.conn;
+        for a in &sc.apps {
+            conns.push(a.enabled.then_some(braid_apps::attack::Victim {
+                conn0: c,
+                qps: a.qps,
+            }));
+            c += if a.enabled { a.qps } else { 0 };
+        }
         for (i, a) in sc.apps.iter().enumerate() {
             if !a.enabled {
                 continue;
@@ -622,6 +633,9 @@ impl<'s> Tenants<'s> {
                     rdv: self.rdv.clone(),
                     server_base,
                     client_base,
+                    victim: a
+                        .victim
+                        .and_then(|v| conns.get(v as usize).copied().flatten()),
                 },
             );
             self.add(

@@ -698,6 +698,26 @@ pub enum AppKind {
     /// in [`min_size`, `size`] (10 B–512 MB in the paper), over one-sided WRITEs or SEND/RECV
     /// (`mode`), messages cut at `chunk`; every command's completion time a latency sample.
     Redis,
+    /// Husky-style attacker (`braid_apps::attack`): `qps` one-sided READs and WRITEs, one per
+    /// QP, over its own connections to an accomplice on `dst`, naming the `victim` app's learned
+    /// rkey and address, guessed rkeys and addresses, and its own key out of bounds.
+    RkeyThief,
+    /// Attacker: connects QPs to the `victim` app's QP numbers and posts a SEND, a WRITE and a
+    /// READ of `size` over each (a READ of PeRF's `large_msg` or more is converted by PeRF);
+    /// on its own host, local verbs on the victim's QP numbers.
+    QpHijacker,
+    /// Attacker: `iterations` (default 1000) memory registrations of `size` bytes, kept.
+    MrFlood,
+}
+
+impl AppKind {
+    /// The attackers (`braid_apps::attack`).
+    pub fn is_attacker(self) -> bool {
+        matches!(
+            self,
+            AppKind::RkeyThief | AppKind::QpHijacker | AppKind::MrFlood
+        )
+    }
 }
 
 pub use crate::app_build::{AppMode, RedisMix};
@@ -761,6 +781,10 @@ pub struct AppSpec {
     /// finishes). Costs memory: for small scenarios.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub verify: bool,
+    /// Attackers (rkey_thief, qp_hijacker): the index of the `[[apps]]` entry whose published
+    /// endpoints (QP numbers, keys, addresses) they use.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub victim: Option<u32>,
 }
 
 fn get_ratio() -> f64 {
@@ -782,6 +806,10 @@ impl AppSpec {
                 AppKind::Kv => braid_apps::PerfKind::ReadBw,
                 // Request/reply (the engine reads only the sizes, depths and counts).
                 AppKind::Redis => braid_apps::PerfKind::SendBw,
+                // Attackers take only their size and counts from here.
+                AppKind::RkeyThief | AppKind::QpHijacker | AppKind::MrFlood => {
+                    braid_apps::PerfKind::WriteBw
+                }
             },
             size: self.size.0,
             qps: self.qps,

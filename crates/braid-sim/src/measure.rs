@@ -28,6 +28,8 @@ pub struct FlowRecord {
     pub latencies: Vec<Time>,
     /// Bytes per message (perftest applications; 0 for traffic flows).
     pub msg_bytes: u64,
+    /// An attacker's count of what it tried and what was refused.
+    pub attack: Option<braid_apps::attack::Tally>,
 }
 
 /// Shared between the applications (which write it) and the run (which reads it).
@@ -64,6 +66,9 @@ impl braid_apps::Meter for FlowLog {
     fn finished(&mut self, flow: u32, at: Time) {
         self.finish(flow, at);
     }
+    fn attack(&mut self, flow: u32, tally: braid_apps::attack::Tally) {
+        self.flows[flow as usize].attack = Some(tally);
+    }
 }
 
 /// The flow record a perftest application starts with.
@@ -78,6 +83,9 @@ pub fn perf_record(spec: &crate::config::AppSpec, src: u32, dst: u32) -> FlowRec
         AppKind::WqeLat => "wqe_lat",
         AppKind::Kv => "kv",
         AppKind::Redis => "redis",
+        AppKind::RkeyThief => "rkey_thief",
+        AppKind::QpHijacker => "qp_hijacker",
+        AppKind::MrFlood => "mr_flood",
     };
     FlowRecord {
         id: 0,
@@ -94,7 +102,12 @@ pub fn perf_record(spec: &crate::config::AppSpec, src: u32, dst: u32) -> FlowRec
         dst_addr: None,
         bytes_done: 0,
         latencies: vec![],
-        msg_bytes: spec.size.0,
+        msg_bytes: if spec.kind.is_attacker() {
+            0
+        } else {
+            spec.size.0
+        },
+        attack: None,
     }
 }
 

@@ -263,7 +263,9 @@ impl Scenario {
                     ));
                 }
             }
-            if a.iterations.is_some() && a.duration.is_some() {
+            // (An attacker's duration is how long it waits for answers, its iterations the
+            // flood's registrations: both may be set.)
+            if a.iterations.is_some() && a.duration.is_some() && !a.kind.is_attacker() {
                 return Err(err(
                     format!("{p}.duration"),
                     "set either iterations or duration, not both",
@@ -298,6 +300,7 @@ impl Scenario {
                 ));
             }
             self.validate_request_app(a, &p)?;
+            self.validate_attacker(i, a, &p)?;
             if a.size.0 > u32::MAX as u64 && matches!(a.kind, AppKind::SendBw | AppKind::SendLat) {
                 return Err(err(
                     format!("{p}.size"),
@@ -583,6 +586,45 @@ pub fn json_schema() -> String {
 }
 
 impl Scenario {
+    /// An attacker's `victim`: an enabled app other than itself and not an attacker; the
+    /// hijacker needs one (it has nothing else to name).
+    fn validate_attacker(
+        &self,
+        i: usize,
+        a: &crate::config::AppSpec,
+        p: &str,
+    ) -> Result<(), ScenarioError> {
+        let Some(v) = a.victim else {
+            if a.kind == AppKind::QpHijacker {
+                return Err(err(
+                    format!("{p}.victim"),
+                    "a qp_hijacker needs the index of the [[apps]] entry it attacks (e.g. victim = 0)",
+                ));
+            }
+            return Ok(());
+        };
+        if !matches!(a.kind, AppKind::RkeyThief | AppKind::QpHijacker) {
+            return Err(err(
+                format!("{p}.victim"),
+                "only rkey_thief and qp_hijacker apps have a victim",
+            ));
+        }
+        let ok = self
+            .apps
+            .get(v as usize)
+            .is_some_and(|t| v as usize != i && t.enabled && !t.kind.is_attacker());
+        if !ok {
+            return Err(err(
+                format!("{p}.victim"),
+                format!(
+                    "expected the index of another enabled, non-attacker [[apps]] entry (0..{})",
+                    self.apps.len()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     /// The keys of the request/reply applications (kv, redis): each only where it means something.
     fn validate_request_app(
         &self,

@@ -167,6 +167,29 @@ pub fn table(world: &World, log: &FlowLog) -> Table {
                 .collect(),
         ),
     );
+    // Attackers' counts (columns only in runs that have attackers).
+    if log.flows.iter().any(|f| f.attack.is_some()) {
+        type Pick = fn(&braid_apps::attack::Tally) -> u64;
+        let picks: [(&str, Pick); 3] = [
+            ("attack_tries", |t| t.tries),
+            ("attack_refused", |t| t.refused),
+            ("attack_succeeded", |t| t.succeeded),
+        ];
+        for (name, pick) in picks {
+            t.push(
+                name,
+                Column::I64(
+                    rows.iter()
+                        .map(|&(h, i)| {
+                            rec(h, i)
+                                .and_then(|f| f.attack.as_ref())
+                                .map_or(-1, |a| pick(a) as i64)
+                        })
+                        .collect(),
+                ),
+            );
+        }
+    }
     t.push(
         "cpu_ns_per_msg",
         Column::F64(

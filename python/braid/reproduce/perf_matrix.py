@@ -11,7 +11,9 @@ more beside a bandwidth attacker, and SP only by starving the attacker).
 
 The table is printed as one row per victim and attacker; the heat map goes to
 ``$BRAID_REPRODUCE_OUT/perf-matrix.png`` (default ``./braid-reproduce``). ``--full`` runs every cell
-(6 attackers × 3 victims × 6 mechanisms); the default is a quick subset. docs/perf.md,
+(9 attackers, the last three Husky-style ones that go after the victim's memory and QPs, × 3 victims
+× 6 mechanisms); the default is a quick subset. An attacker row of the Husky kind passes only if, as
+well, every access the attacker tried was refused (``attack_refused``). docs/perf.md,
 "Reproducing PeRF", discusses the cells.
 """
 
@@ -54,7 +56,19 @@ ATTACKERS: Dict[str, Tuple[str, Tuple[str, ...], str, str]] = {
     "thrash": ("QP-cache thrashing: write_bw 1 KB × 256 QPs, qp_cache 64", ('apps[1].size="1KB"', "apps[1].qps=256", "nic.qp_cache=64"), "long", "B"),
     "read": ("READ flood: read_bw 64 KB", ('apps[1].kind="read_bw"', 'apps[1].size="64KB"'), "short", "B"),
     "send": ("small SENDs: send_bw 64 B, depth 128", ('apps[1].kind="send_bw"', 'apps[1].size="64B"', "apps[1].tx_depth=128"), "short", "M"),
+    # Husky-style attackers (braid_apps::attack; docs/perf.md, "What the agents check"): they go
+    # after the victim's memory and QPs, not its share of the NIC.
+    "thief": ("rkey thief: 12 READs/WRITEs, learned + guessed rkeys, out of bounds", ('apps[1].kind="rkey_thief"', 'apps[1].size="4KB"', "apps[1].qps=12", "apps[1].victim=0", 'apps[1].start="1ms"'), "short", "M"),
+    "hijack": ("QP hijacker: SEND/WRITE/READ 64 KB on the victim's QP numbers", ('apps[1].kind="qp_hijacker"', 'apps[1].size="64KB"', "apps[1].victim=0", 'apps[1].start="1ms"'), "short", "M"),
+    "mrflood": ("registration flood: 10,000 reg_mr of 4 KB", ('apps[1].kind="mr_flood"', 'apps[1].size="4KB"', "apps[1].iterations=10000"), "short", "M"),
 }
+
+# The attackers whose cells also require the attack to fail: the attacker's accesses all refused
+# (none succeeded; each success is a breach of the victim's memory or QPs). The flood's
+# registrations are its own memory: a NIC without registration limits (braid's) grants them all,
+# and only the victim's metric is judged.
+BREACHES = ("thief", "hijack")
+ATTACK_ROWS = ("thief", "hijack", "mrflood")
 
 ORDER = ("raw", "SP", "ETS", "Justitia", "Justitia_R", "PeRF")
 SHORT = {"raw": "raw", "SP": "SP", "ETS": "ETS", "Justitia": "J", "Justitia_R": "J_R", "PeRF": "PeRF"}
@@ -90,6 +104,13 @@ def measure_cell(res, victim: str, t0: float, t1: float) -> dict:
     """The victim's metric over (t0, t1] ms, and the attacker's goodput there."""
     g = flow_goodput_gbps(res, t0, t1)
     out = {"attacker_gbps": g[1] if len(g) > 1 else float("nan")}
+    t = res.tenants
+    if "attack_tries" in t.columns:
+        import polars as pl
+
+        row = t.filter(pl.col("label") == "apps[1].client")
+        if row.height:
+            out["attack"] = tuple(int(row[c][0]) for c in ("attack_tries", "attack_refused", "attack_succeeded"))
     if victim == "D":
         # write_lat posts its next ping when the pong arrives: the gaps between the client's pings
         # are its round trips (equal to the tenants table's latencies over a whole run). A ping's
@@ -139,6 +160,18 @@ def score(m: Dict[str, List[dict]], v: str, a: str, k: str) -> float:
 
 def passes(v: str, rel: float) -> bool:
     return not math.isnan(rel) and rel >= ALPHA * VICTIMS[v][2]
+
+
+def attack_refused(m: Dict[str, List[dict]], v: str, a: str, k: str) -> bool:
+    """An attacker cell's second criterion: every access the attacker tried was refused."""
+    if a not in BREACHES:
+        return True
+    t = m[f"{v} {a} {k}"][0].get("attack")
+    return t is not None and t[0] > 0 and t[1] == t[0] and t[2] == 0
+
+
+def cell_passes(m: Dict[str, List[dict]], rel: Dict[Tuple[str, str, str], float], v: str, a: str, k: str) -> bool:
+    return passes(v, rel[(v, a, k)]) and attack_refused(m, v, a, k)
 
 
 def out_dir() -> Path:
@@ -197,13 +230,16 @@ def _matrix(m: Dict[str, List[dict]]) -> List[Row]:
     rows = []
     for v in VICTIMS:
         for a in attackers:
-            shown = "  ".join(f"{SHORT[k]} {rel[(v, a, k)]:.2f}{'✓' if passes(v, rel[(v, a, k)]) else '✗'}" for k in ORDER)
+            shown = "  ".join(f"{SHORT[k]} {rel[(v, a, k)]:.2f}{'✓' if cell_passes(m, rel, v, a, k) else '✗'}" for k in ORDER)
             claim = CLAIMED.get((v, a))
-            ok = passes(v, rel[(v, a, "PeRF")]) if claim else None
+            ok = cell_passes(m, rel, v, a, "PeRF") if claim else None
             note = "B_App victims pass at α × 1/2 (their fair share beside a saturating attacker)" if v == "B" else ""
+            if a in ATTACK_ROWS:
+                tallies = "; ".join(f"{SHORT[k]} {m[f'{v} {a} {k}'][0].get('attack')}" for k in ORDER)
+                note = (note + "; " if note else "") + f"attacker (tries, refused, succeeded): {tallies}"
             rows.append(Row(f"{v} ← {ATTACKERS[a][0].split(':')[0]}", claim or "-", shown, ok, note))
     n = len(VICTIMS) * len(attackers)
-    counts = ", ".join(f"{SHORT[k]} {sum(passes(v, rel[(v, a, k)]) for v in VICTIMS for a in attackers)}/{n}" for k in ORDER)
+    counts = ", ".join(f"{SHORT[k]} {sum(cell_passes(m, rel, v, a, k) for v in VICTIMS for a in attackers)}/{n}" for k in ORDER)
     rows.append(Row("cells passed (α = 0.8)", "-", counts))
     try:
         path = heat_map(rel, out_dir() / "perf-matrix.png")

@@ -19,6 +19,10 @@ struct VCq {
     overruns: u64,
 }
 
+/// Why a PD other than the default one is refused.
+const PD_ONLY_DEFAULT: &str =
+    "drum: one protection domain per tenant (its slices and connections); alloc_pd is not offered";
+
 /// A tenant's DRUM (or SHARE) layer.
 pub struct DrumLayer {
     st: Rc<RefCell<HostState>>,
@@ -156,6 +160,9 @@ impl Middleware for DrumLayer {
                 "drum multiplexes RC connections; UC and UD QPs are not offered through it",
             ));
         }
+        if init.pd != DEFAULT_PD {
+            return Err(VerbsError::Unsupported(PD_ONLY_DEFAULT));
+        }
         if init.is_cross_channel() {
             return Err(VerbsError::Unsupported(
                 "drum: cross-channel QPs cannot be shared",
@@ -239,11 +246,42 @@ impl Middleware for DrumLayer {
         let mut st = self.st.borrow_mut();
         let remote = st.conn_of(self.tenant, qp)?.remote;
         st.conns.remove(&qp);
-        if let Some(r) = remote {
-            st.by_remote.remove(&(r.host, r.qpn));
-        }
+        st.forget_conn(qp, remote);
         st.resolve = true;
         Ok(())
+    }
+
+    /// DRUM's tenant is its protection domain: its slices and connections are checked against
+    /// the tenant (`state.rs`), and the NIC below sees only the agent's global key, so a PD of
+    /// the NIC's would separate nothing. Only the default PD is offered.
+    fn alloc_pd(&mut self, _below: &mut dyn Verbs) -> Result<PdId, VerbsError> {
+        Err(VerbsError::Unsupported(PD_ONLY_DEFAULT))
+    }
+
+    fn dealloc_pd(&mut self, _below: &mut dyn Verbs, pd: PdId) -> Result<(), VerbsError> {
+        if pd == DEFAULT_PD {
+            Err(VerbsError::InvalidState(
+                "the default protection domain lives as long as the tenant",
+            ))
+        } else {
+            Err(VerbsError::InvalidArgument("no such protection domain"))
+        }
+    }
+
+    /// The default PD's registration is a slice, as `reg_mr`'s (passing it below would give a
+    /// NIC region outside the global buffer, which no DRUM WR can use).
+    fn reg_mr_in(
+        &mut self,
+        below: &mut dyn Verbs,
+        pd: PdId,
+        addr: u64,
+        len: u64,
+        access: Access,
+    ) -> Result<MemoryRegion, VerbsError> {
+        if pd != DEFAULT_PD {
+            return Err(VerbsError::Unsupported(PD_ONLY_DEFAULT));
+        }
+        self.reg_mr(below, addr, len, access)
     }
 
     fn reg_mr(
@@ -382,7 +420,7 @@ impl Middleware for DrumLayer {
         let mut fail = None;
         let (mut remote_addr, mut rkey) = (0, 0);
         if let (Some(w), Some(r)) = (write, remote) {
-            match st.translate_remote(r.host, wr.rkey, wr.remote_addr, wr.len(), w) {
+            match st.translate_remote(r.host, r.qpn, wr.rkey, wr.remote_addr, wr.len(), w) {
                 Ok((a, k)) => (remote_addr, rkey) = (a, k),
                 Err(s) => fail = Some(s),
             }
@@ -404,7 +442,7 @@ impl Middleware for DrumLayer {
             fail,
             inline_data,
             remote: match (write, remote) {
-                (Some(w), Some(r)) => Some((r.host, wr.rkey, wr.remote_addr, wr.len(), w)),
+                (Some(w), Some(r)) => Some((r.host, r.qpn, wr.rkey, wr.remote_addr, wr.len(), w)),
                 _ => None,
             },
             sent: 0,

@@ -19,6 +19,16 @@ pub(crate) fn slice_key(host: u32, vrkey: u32) -> u64 {
     (1 << 63) | (0x2E << 56) | ((host as u64 & 0xFF_FFFF) << 32) | vrkey as u64
 }
 
+/// Board key of a connection's record (`vqpn` on host `host`): which tenant owns it, so that a
+/// peer's agent can check a one-sided access against the owner of the connection it arrives on
+/// (ibverbs: the MR must be in the responder QP's protection domain).
+pub(crate) fn conn_key(host: u32, vqpn: QpNum) -> u64 {
+    (1 << 63) | (0x2F << 56) | ((host as u64 & 0xFF_FFFF) << 32) | vqpn as u64
+}
+
+/// The owner recorded for a destroyed connection (no tenant has it).
+const NO_OWNER: u32 = u32::MAX;
+
 /// A tenant's memory region: a slice of the global buffer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Slice {
@@ -61,10 +71,10 @@ pub(crate) struct Pooled {
     pub fail: Option<WcStatus>,
     /// An inline WR's bytes, taken at post time (the application may reuse its buffer at once).
     pub inline_data: Option<Vec<u8>>,
-    /// A one-sided WR's access as the application named it (peer host, rkey, address, length,
-    /// write), checked again when the WR leaves the pool: the peer may have deregistered the
+    /// A one-sided WR's access as the application named it (peer host, peer connection, rkey,
+    /// address, length, write), checked again when the WR leaves the pool: the peer may have deregistered the
     /// region meanwhile, and its NIC would then refuse the access.
-    pub remote: Option<(u32, u32, u64, u64, bool)>,
+    pub remote: Option<(u32, QpNum, u32, u64, u64, bool)>,
     /// A SEND longer than the agent's receive buffers: its bytes already on the shared QP, in
     /// segments of `bounce_size` (`imm.rs`).
     pub sent: u64,
@@ -252,6 +262,7 @@ impl HostState {
         }
         let vqpn = self.next_vqpn;
         self.next_vqpn += 1;
+        self.publish_conn(vqpn, tenant);
         self.conns.insert(
             vqpn,
             Conn {
@@ -291,6 +302,31 @@ impl HostState {
         Ok(vqpn)
     }
 
+    /// Records on the board which tenant owns connection `vqpn` (`NO_OWNER` once destroyed).
+    pub(crate) fn publish_conn(&self, vqpn: QpNum, tenant: TenantId) {
+        self.board.borrow_mut().publish(
+            conn_key(self.me, vqpn),
+            Side::Client,
+            Endpoint {
+                host: tenant,
+                qpn: vqpn,
+                addr: 0,
+                rkey: 0,
+            },
+        );
+    }
+
+    /// Connection `vqpn` is gone: its record says so, and its peer's arrivals stop naming it.
+    pub(crate) fn forget_conn(&mut self, vqpn: QpNum, remote: Option<RemoteQp>) {
+        self.publish_conn(vqpn, NO_OWNER);
+        if let Some(r) = remote {
+            // Only if the mapping is this connection's (another may hold that peer).
+            if self.by_remote.get(&(r.host, r.qpn)) == Some(&vqpn) {
+                self.by_remote.remove(&(r.host, r.qpn));
+            }
+        }
+    }
+
     /// The tenant's own connection `qp` (another tenant's is "no such QP", as in ibverbs).
     pub(crate) fn conn_of(&mut self, tenant: TenantId, qp: QpNum) -> Result<&mut Conn, VerbsError> {
         match self.conns.get_mut(&qp) {
@@ -320,7 +356,13 @@ impl HostState {
         list.push(qp);
         let pipe = (remote.host, (idx / mux) as u32);
         self.conns.get_mut(&qp).expect("just found").pipe = Some(pipe);
-        self.by_remote.insert((remote.host, remote.qpn), qp);
+        // Arrivals are told apart by their sender (the peer's connection id): the first
+        // connection of this host to that peer keeps them. A second one (another tenant
+        // naming the same remote QP) must not take over the first one's traffic; like a QP
+        // the remote one is not connected to, it receives nothing.
+        self.by_remote
+            .entry((remote.host, remote.qpn))
+            .or_insert(qp);
         self.dirty = true;
         self.resolve = true;
         Ok(())
@@ -430,7 +472,8 @@ impl HostState {
             key,
             Side::Server,
             Endpoint {
-                host: 0,
+                // The owner: an access must arrive on one of its connections.
+                host: s.tenant,
                 qpn: 0,
                 addr: s.global,
                 rkey: global_rkey,
@@ -512,24 +555,35 @@ impl HostState {
             .collect()
     }
 
-    /// Translates a one-sided access to peer `host`'s slice `rkey` at `[addr, addr + len)`:
-    /// the peer's global address and key, or the status the peer's NIC would answer with.
+    /// Translates a one-sided access over the connection to `host`'s connection `rqpn`, to
+    /// that host's slice `rkey` at `[addr, addr + len)`: the peer's global address and key, or
+    /// the status the peer's NIC would answer with. The slice must belong to the tenant owning
+    /// connection `rqpn` (the responder QP's protection domain), not merely exist on that host:
+    /// the NIC sees only the agents' global key, so this check is the only one there is.
     pub(crate) fn translate_remote(
         &self,
         host: u32,
+        rqpn: QpNum,
         rkey: u32,
         addr: u64,
         len: u64,
         write: bool,
     ) -> Result<(u64, u32), WcStatus> {
         let key = slice_key(host, rkey);
-        let (a, b) = {
+        let (a, b, conn) = {
             let b = self.board.borrow();
-            (b.lookup(key, Side::Client), b.lookup(key, Side::Server))
+            (
+                b.lookup(key, Side::Client),
+                b.lookup(key, Side::Server),
+                b.lookup(conn_key(host, rqpn), Side::Client),
+            )
         };
         let (Some(a), Some(b)) = (a, b) else {
             return Err(WcStatus::RemoteAccessError);
         };
+        if conn.is_none_or(|c| c.host == NO_OWNER || c.host != b.host) {
+            return Err(WcStatus::RemoteAccessError);
+        }
         let r = RemoteSlice {
             addr: a.addr,
             len: ((a.qpn as u64) << 32) | a.rkey as u64,
@@ -552,8 +606,9 @@ impl HostState {
     /// refuse it (its one-sided access checked again, `Pooled::remote`).
     pub(crate) fn refused_now(&self, vq: QpNum) -> Option<WcStatus> {
         let p = self.conns.get(&vq)?.pool.front()?;
-        let (host, rkey, addr, len, write) = p.remote?;
-        self.translate_remote(host, rkey, addr, len, write).err()
+        let (host, rqpn, rkey, addr, len, write) = p.remote?;
+        self.translate_remote(host, rqpn, rkey, addr, len, write)
+            .err()
     }
 
     /// A completion for the connection's tenant, in order behind the ones waiting.

@@ -460,4 +460,5 @@ fn bad_parameters_are_refused_by_name() {
 mod data;
 mod errors;
 mod fail;
+mod protect;
 mod ud;

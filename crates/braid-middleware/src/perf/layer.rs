@@ -87,16 +87,22 @@ pub struct PerfLayer {
     bucket: Option<Bucket>,
     timer_at: Option<u64>,
     c: Counters,
-    /// The tenant's registrations (a converted READ's key is checked against them).
-    mrs: Vec<(MemoryRegion, Access)>,
+    /// The tenant's registrations with their protection domains (a converted READ's key is
+    /// checked against them).
+    mrs: Vec<(MemoryRegion, Access, PdId)>,
     /// The layer's remotely writable regions over READ destinations, by (addr, len), with how
     /// many outstanding converted READs use each (deregistered when the last one ends).
-    dest_mrs: BTreeMap<(u64, u64), (MemoryRegion, u32)>,
+    dest_mrs: BTreeMap<DestKey, (MemoryRegion, u32)>,
     /// Converted READs waiting for their holder's answer, by request id.
     remote_ids: BTreeMap<u32, RemoteRead>,
     /// Each QP's `retry_cnt` (how long a converted READ waits for its holder).
     retry_cnt: BTreeMap<QpNum, u8>,
+    /// Each QP's protection domain (the only one its converted READs may use, at either end).
+    qp_pd: BTreeMap<QpNum, PdId>,
 }
+
+/// A READ destination's region: (address, length, protection domain).
+type DestKey = (u64, u64, PdId);
 
 /// A converted READ the holder has not answered yet.
 #[derive(Debug, Clone, Copy)]
@@ -105,7 +111,7 @@ struct RemoteRead {
     /// When the requester gives up (RetryExceeded), as the READ's transport would.
     deadline: u64,
     /// Its destination region's key in `dest_mrs`.
-    dest: (u64, u64),
+    dest: DestKey,
 }
 
 impl PerfLayer {
@@ -133,6 +139,7 @@ impl PerfLayer {
             dest_mrs: BTreeMap::new(),
             remote_ids: BTreeMap::new(),
             retry_cnt: BTreeMap::new(),
+            qp_pd: BTreeMap::new(),
         }
     }
 
@@ -503,6 +510,7 @@ impl Middleware for PerfLayer {
         self.cqs.entry(init.send_cq).or_default();
         self.cqs.entry(init.recv_cq).or_default();
         self.retry_cnt.insert(qpn, init.retry_cnt);
+        self.qp_pd.insert(qpn, init.pd);
         self.host.borrow_mut().tenant_mut(self.tenant).add_qp(qpn);
         Ok(qpn)
     }
@@ -515,14 +523,27 @@ impl Middleware for PerfLayer {
         access: Access,
     ) -> Result<MemoryRegion, VerbsError> {
         let m = below.reg_mr(addr, len, access)?;
-        self.mrs.push((m, access));
+        self.mrs.push((m, access, DEFAULT_PD));
         Ok(m)
     }
 
     fn dereg_mr(&mut self, below: &mut dyn Verbs, mr: &MemoryRegion) -> Result<(), VerbsError> {
         below.dereg_mr(mr)?;
-        self.mrs.retain(|(m, _)| m.lkey != mr.lkey);
+        self.mrs.retain(|(m, _, _)| m.lkey != mr.lkey);
         Ok(())
+    }
+
+    fn reg_mr_in(
+        &mut self,
+        below: &mut dyn Verbs,
+        pd: PdId,
+        addr: u64,
+        len: u64,
+        access: Access,
+    ) -> Result<MemoryRegion, VerbsError> {
+        let m = below.reg_mr_in(pd, addr, len, access)?;
+        self.mrs.push((m, access, pd));
+        Ok(m)
     }
 
     fn connect_qp(
@@ -553,6 +574,7 @@ impl Middleware for PerfLayer {
         // Its converted READs end with it (a late answer finds no owner).
         self.drop_remote_reads(below, qp);
         self.retry_cnt.remove(&qp);
+        self.qp_pd.remove(&qp);
         self.qps.remove(&qp);
         self.hw_forget(below, qp);
         self.work.remove(&qp);

@@ -8,10 +8,12 @@
 //! - the agents of two PeRF hosts connect one RC QP to each other over the out-of-band board
 //!   (`HostCtx::board`) when a tenant connects a QP to the other host: a peer whose agent never
 //!   publishes does not run PeRF, and READs to it stay sub-READs;
-//! - the requester's layer sends a [`Request`] through its agent (a SEND of 36 bytes from the
+//! - the requester's layer sends a [`Request`] through its agent (a SEND of 40 bytes from the
 //!   agent's tracked memory); the holder's agent hands it to the layer of the tenant owning the
-//!   holder's end of the QP, which checks the key against its tenant's registrations and queues
-//!   the WRITEs on that QP (its own traffic, under its LMSE);
+//!   holder's end of the QP, which serves it only if that QP is connected to the requesting QP
+//!   on the requesting host (the request names both ends; the link names the host) and the key
+//!   and range are its tenant's own remotely readable registration, and then queues the WRITEs
+//!   on that QP (its own traffic, under its LMSE);
 //! - the holder's layer answers through its agent with a DONE (a SEND_WITH_IMM carrying the
 //!   request id and the outcome) once its last WRITE completed (RC: the data is placed), and the
 //!   requester's agent wakes the requesting layer.
@@ -48,6 +50,10 @@ pub struct Request {
     pub id: u32,
     /// The holder's end of the application's QP (which tenant serves, on which QP).
     pub qpn: QpNum,
+    /// The requester's end: the QP the READ was posted on. The holder serves only if its QP is
+    /// connected to exactly this QP on the host the request came from (an RC responder
+    /// answers only its connected peer).
+    pub from_qpn: QpNum,
     /// The READ's remote address, key and length.
     pub raddr: u64,
     pub rkey: u32,
@@ -57,7 +63,7 @@ pub struct Request {
     pub dest_rkey: u32,
 }
 
-pub const REQUEST_BYTES: usize = 36;
+pub const REQUEST_BYTES: usize = 40;
 
 impl Request {
     pub fn encode(&self) -> [u8; REQUEST_BYTES] {
@@ -69,6 +75,7 @@ impl Request {
         b[20..24].copy_from_slice(&self.len.to_le_bytes());
         b[24..32].copy_from_slice(&self.dest.to_le_bytes());
         b[32..36].copy_from_slice(&self.dest_rkey.to_le_bytes());
+        b[36..40].copy_from_slice(&self.from_qpn.to_le_bytes());
         b
     }
 
@@ -86,6 +93,7 @@ impl Request {
             len: u32_at(20),
             dest: u64_at(24),
             dest_rkey: u32_at(32),
+            from_qpn: u32_at(36),
         })
     }
 }
@@ -464,9 +472,10 @@ mod tests {
             len: 1 << 20,
             dest: 0x1_0000,
             dest_rkey: 0x8000_0102,
+            from_qpn: 0x0003_0001,
         };
         assert_eq!(Request::decode(&r.encode()), Some(r));
-        assert_eq!(Request::decode(&r.encode()[..35]), None);
+        assert_eq!(Request::decode(&r.encode()[..REQUEST_BYTES - 1]), None);
         let imm = done_imm(0x7FFF_FFFF, true);
         assert_eq!((imm >> 1, imm & 1), (0x7FFF_FFFF, 1));
     }

@@ -23,13 +23,32 @@ struct Net {
     dqp: QpNum,
     dmr: MemoryRegion,
     data: Vec<u8>,
+    /// The attacker's host and tenant, if any.
+    eve: Option<(u32, TenantId)>,
 }
 
 /// Host 1's tenant `a` and host 2's tenant `h` connected; `holder_perf`: host 2 runs PeRF.
 /// The holder's region holds a pattern; the requester's is registered for local write only,
 /// as a READ destination needs.
 fn setup(holder_perf: bool, cfg: &PerfConfig) -> Net {
-    let mut net = FakeNet::new(2);
+    setup_hosts(2, holder_perf, cfg, None)
+}
+
+/// [`setup`] on a network of `hosts` hosts, with an attacker tenant (running PeRF) on
+/// `attacker` if given (tenants join before the network first runs).
+fn setup_hosts(hosts: u32, holder_perf: bool, cfg: &PerfConfig, attacker: Option<u32>) -> Net {
+    let mut net = FakeNet::new(hosts);
+    let eve = attacker.map(|host| {
+        (
+            host,
+            net.add_tenant_with(host, Box::new(Idle), &[cfg]).unwrap(),
+        )
+    });
+    // An attacker on a third host has an accomplice tenant on the holder's host whose QP
+    // names it, so that the two hosts' agents link up and the request reaches the holder.
+    let accomplice = attacker
+        .filter(|&h| h > 2)
+        .map(|h| (h, net.add_tenant_with(2, Box::new(Idle), &[cfg]).unwrap()));
     let a = net.add_tenant_with(1, Box::new(Idle), &[cfg]).unwrap();
     let (h, d) = if holder_perf {
         (
@@ -68,6 +87,14 @@ fn setup(holder_perf: bool, cfg: &PerfConfig) -> Net {
         .unwrap();
     net.call_as(2, d, |v| v.connect_qp(dqp, remote(1, aqp2)))
         .unwrap();
+    if let Some((eh, m)) = accomplice {
+        net.call_as(2, m, |v| {
+            let cq = v.create_cq(16).unwrap();
+            let qp = v.create_qp(&QpInit::rc(cq)).unwrap();
+            v.connect_qp(qp, remote(eh, 0x7777))
+        })
+        .unwrap();
+    }
     let data: Vec<u8> = (0..LEN).map(|i| (i * 131 % 251) as u8).collect();
     net.call_as(2, h, |v| v.write_local(hmr.addr, &data))
         .unwrap();
@@ -86,6 +113,7 @@ fn setup(holder_perf: bool, cfg: &PerfConfig) -> Net {
         dqp,
         dmr,
         data,
+        eve,
     }
 }
 
@@ -521,4 +549,217 @@ fn answered_reads_deregister_their_destinations() {
     };
     let e = bad.validate().unwrap_err().to_string();
     assert!(e.contains("read_timeout"), "{e}");
+}
+
+/// An attacker tenant on `host` running PeRF, with a CQ, a QP connected to the victim holder's
+/// QP number (`n.hqp` on host 2, which is connected to `a`'s QP, not to this one) and its own
+/// local-write region as the READ's destination.
+fn hijacker(n: &mut Net) -> (u32, TenantId, CqId, QpNum, MemoryRegion) {
+    let (host, e) = n.eve.expect("an attacker");
+    let hqp = n.hqp;
+    let (cq, qp, mr) = n.net.call_as(host, e, |v| {
+        let cq = v.create_cq(4096).unwrap();
+        let qp = v.create_qp(&QpInit::rc(cq)).unwrap();
+        let mr = v.reg_mr(0x100_0000, LEN, Access::LOCAL.tracked()).unwrap();
+        v.connect_qp(
+            qp,
+            RemoteQp {
+                host: 2,
+                qpn: hqp,
+                udp_sport: None,
+            },
+        )
+        .unwrap();
+        (cq, qp, mr)
+    });
+    (host, e, cq, qp, mr)
+}
+
+/// Runs the hijack: the attacker on `host` READs 64 KiB of the victim's region with the
+/// victim's rkey, over its QP connected to the victim's QP number. Then the victim's QP must be
+/// untouched (no WRITE posted on it, not in Error, its own READ still served), the victim's
+/// bytes unchanged, the attacker's destination unchanged and the attacker told
+/// RemoteAccessError (what ibverbs gives a READ the responder refuses).
+fn hijack_is_refused(host: u32) {
+    let mut n = setup_hosts(host.max(2), true, &PerfConfig::default(), Some(host));
+    let (host, e, ecq, eqp, emr) = hijacker(&mut n);
+    n.net.run_until(n.net.now() + SETTLE);
+    let t = n.net.now();
+    let mut w = SendWr::new(
+        66,
+        SendOp::Read,
+        vec![Sge {
+            addr: emr.addr,
+            length: 64 << 10,
+            lkey: emr.lkey,
+        }],
+    );
+    w.remote_addr = n.hmr.addr;
+    w.rkey = n.hmr.rkey;
+    n.net.call_as(host, e, |v| v.post_send(eqp, w)).unwrap();
+    n.net.run_until(t + SETTLE);
+    let mut wcs = Vec::new();
+    n.net
+        .call_as(host, e, |v| while v.poll_cq(ecq, 64, &mut wcs) > 0 {});
+    // (The READ went to the holder as a request, not to the NIC.)
+    assert_eq!(counter(&n.net, host, e, "reads_converted"), 1.0);
+    assert_eq!(
+        wcs.iter()
+            .map(|w| (w.wr_id, w.status, w.opcode))
+            .collect::<Vec<_>>(),
+        vec![(66, WcStatus::RemoteAccessError, WcOpcode::Read)],
+        "the attacker's READ must fail as a refused READ"
+    );
+    let (h, hqp) = (n.h, n.hqp);
+    let writes_on_victim = n
+        .net
+        .calls_of(2, h)
+        .iter()
+        .filter(
+            |c| matches!(c, testing::Call::PostSend(q, wr) if *q == hqp && wr.op == SendOp::Write),
+        )
+        .count();
+    assert_eq!(
+        writes_on_victim, 0,
+        "the victim's QP posted for the attacker"
+    );
+    assert_eq!(counter(&n.net, 2, h, "reads_served"), 0.0);
+    assert_ne!(n.net.nic(2).qp_attr(hqp).unwrap().state, QpState::Error);
+    assert!(n
+        .net
+        .nic(host)
+        .read_mem(e, emr.addr, 64 << 10)
+        .iter()
+        .all(|&b| b == 0));
+    assert!(n.net.nic(2).read_mem(h, n.hmr.addr, LEN) == n.data);
+    // The victim's own connection still works: its peer's READ is served.
+    let t = n.net.now();
+    let (a, aqp) = (n.a, n.aqp);
+    let r = read(&n, 9, 0, 64 << 10);
+    n.net.call_as(1, a, |v| v.post_send(aqp, r)).unwrap();
+    n.net.run_until(t + SETTLE);
+    let got: Vec<_> = poll(&mut n).iter().map(|w| (w.wr_id, w.status)).collect();
+    assert_eq!(got, vec![(9, WcStatus::Success)]);
+}
+
+/// The review's audit (isolation.md §4 item 3, D3): a tenant on the victim's peer host names
+/// the victim's QP number. The holder must not serve it: the request does not come from the
+/// QP the victim's QP is connected to.
+#[test]
+fn a_tenant_naming_another_tenants_qp_gets_no_read_served() {
+    hijack_is_refused(1);
+}
+
+/// The same from a third host, which the victim's QP is not connected to at all (an accomplice
+/// on the holder's host makes the two agents link up, so the request does reach the holder).
+#[test]
+fn a_third_host_naming_a_tenants_qp_gets_no_read_served() {
+    hijack_is_refused(3);
+}
+
+/// The requester side: a READ whose destination is not in one of the application's own
+/// registrations (here an address its region does not cover, with its region's lkey) is not
+/// converted, so the layer never registers memory the application does not own as remotely
+/// writable; it goes to the NIC, which refuses the bad local SGE as it would for any READ.
+#[test]
+fn a_read_into_memory_the_app_does_not_own_is_not_converted() {
+    let mut n = setup(true, &PerfConfig::default());
+    let (a, aqp) = (n.a, n.aqp);
+    let outside = 0x4000_0000u64;
+    let mut w = read(&n, 11, 0, 64 << 10);
+    w.sg_list[0].addr = outside;
+    let r = n.net.call_as(1, a, |v| v.post_send(aqp, w));
+    let t = n.net.now();
+    n.net.run_until(t + SETTLE);
+    let regs = n
+        .net
+        .calls_of(1, a)
+        .iter()
+        .filter(|c| matches!(c, testing::Call::RegMr(addr, _) if *addr == outside))
+        .count();
+    assert_eq!(regs, 0, "the layer registered memory the app does not own");
+    assert_eq!(counter(&n.net, 1, a, "reads_converted"), 0.0);
+    let wcs = poll(&mut n);
+    assert!(
+        r.is_err() || wcs.iter().all(|w| w.status != WcStatus::Success),
+        "a READ into unowned memory succeeded: {r:?} {wcs:?}"
+    );
+    assert_eq!(counter(&n.net, 2, n.h, "reads_served"), 0.0);
+}
+
+/// Protection domains at the holder: a request naming the holder tenant's own key, but of a
+/// region in another PD than the holder's QP, is refused (RemoteAccessError, as the NIC refuses
+/// such a READ arriving on that QP) and the holder's QP posts nothing (a WRITE from a region of
+/// another PD would fail on it and put it in Error).
+#[test]
+fn the_holder_serves_only_regions_of_its_qps_protection_domain() {
+    let mut n = setup(true, &PerfConfig::default());
+    let (h, hqp) = (n.h, n.hqp);
+    let other = n.net.call_as(2, h, |v| {
+        let pd = v.alloc_pd().unwrap();
+        v.reg_mr_in(pd, 0x4000_0000, LEN, Access::ALL.tracked())
+            .unwrap()
+    });
+    let t = n.net.now();
+    let (a, aqp) = (n.a, n.aqp);
+    let mut w = read(&n, 21, 0, 64 << 10);
+    w.remote_addr = other.addr;
+    w.rkey = other.rkey;
+    n.net.call_as(1, a, |v| v.post_send(aqp, w)).unwrap();
+    n.net.run_until(t + SETTLE);
+    let got: Vec<_> = poll(&mut n)
+        .iter()
+        .map(|w| (w.wr_id, w.status, w.opcode))
+        .collect();
+    assert_eq!(got, vec![(21, WcStatus::RemoteAccessError, WcOpcode::Read)]);
+    assert_eq!(counter(&n.net, 1, a, "reads_converted"), 1.0);
+    assert_eq!(counter(&n.net, 2, h, "reads_served"), 0.0);
+    let writes = n
+        .net
+        .calls_of(2, h)
+        .iter()
+        .filter(
+            |c| matches!(c, testing::Call::PostSend(q, wr) if *q == hqp && wr.op == SendOp::Write),
+        )
+        .count();
+    assert_eq!(writes, 0);
+    assert_ne!(n.net.nic(2).qp_attr(hqp).unwrap().state, QpState::Error);
+}
+
+/// Protection domains at the requester: a READ whose destination is the application's own
+/// region but of another PD than the READ's QP is not converted (the layer would otherwise
+/// widen it); the NIC gives the READ the local protection error ibverbs gives.
+#[test]
+fn a_read_into_another_pd_is_not_converted() {
+    let mut n = setup(true, &PerfConfig::default());
+    let (a, aqp) = (n.a, n.aqp);
+    let dest = n.net.call_as(1, a, |v| {
+        let pd = v.alloc_pd().unwrap();
+        v.reg_mr_in(pd, 0x4000_0000, LEN, Access::LOCAL.tracked())
+            .unwrap()
+    });
+    let mut w = read(&n, 22, 0, 64 << 10);
+    w.sg_list[0] = Sge {
+        addr: dest.addr,
+        length: 64 << 10,
+        lkey: dest.lkey,
+    };
+    let t = n.net.now();
+    let r = n.net.call_as(1, a, |v| v.post_send(aqp, w));
+    n.net.run_until(t + SETTLE);
+    assert_eq!(counter(&n.net, 1, a, "reads_converted"), 0.0);
+    let wcs = poll(&mut n);
+    assert!(
+        r.is_err()
+            || wcs
+                .iter()
+                .all(|w| w.status == WcStatus::LocalProtectionError),
+        "{r:?} {wcs:?}"
+    );
+    assert!(n
+        .net
+        .nic(1)
+        .read_mem(a, dest.addr, 64 << 10)
+        .iter()
+        .all(|&b| b == 0));
 }

@@ -13,8 +13,14 @@
 //! knowing its rkey write into it), and the extra region covers exactly the destinations READs
 //! used (cached per range: benchmarks reuse their buffers).
 //!
-//! Holder: a request is checked against the tenant's own registrations (key, range, remote
-//! read: what the NIC would check for a real READ) and served as one WRITE on the holder's end
+//! Requester: only a READ whose destination is inside one of the application's own regions
+//! (its lkey, its range, local write) is converted; the layer never makes memory remotely
+//! writable by bare address.
+//!
+//! Holder: a request is served only for the QP's connected peer (the requesting host and QP
+//! are the ones the holder's QP is connected to: an RC responder answers nobody else), and is
+//! checked against the tenant's own registrations (key, range, remote read: what the NIC would
+//! check for a real READ); it is then served as one WRITE on the holder's end
 //! of the same connection, queued behind what the tenant already posted there, so that it is
 //! the tenant's bandwidth traffic for PeRF (sticky bandwidth-intensive; cut into sub-WRs with
 //! 0_WAITs while a small tenant is active on this host). A refused request is answered at once.
@@ -58,7 +64,15 @@ impl PerfLayer {
             return Ok(false);
         };
         let sge = a.wr.sg_list[0];
-        let dest = (sge.addr, sge.length as u64);
+        let pd = self.qp_pd.get(&qpn).copied().unwrap_or(DEFAULT_PD);
+        let dest = (sge.addr, sge.length as u64, pd);
+        // The destination must be the application's own: inside a region it registered, named
+        // by that region's lkey, with local write (what the NIC checks of a READ's SGE). The
+        // layer then widens exactly that memory; any other READ goes to the NIC as it is,
+        // which refuses a bad SGE as it would without PeRF.
+        if !self.owns_dest(&sge, pd) {
+            return Ok(false);
+        }
         let bytes = a.bytes;
         // How long a real READ's transport would try: (retry_cnt + 1) timeouts, plus its data's
         // time at line rate (a real READ's timer restarts with each response packet).
@@ -138,6 +152,7 @@ impl PerfLayer {
             len: a.bytes as u32,
             dest: sge.addr,
             dest_rkey,
+            from_qpn: qpn,
         };
         {
             let mut h = self.host.borrow_mut();
@@ -148,9 +163,23 @@ impl PerfLayer {
         Ok(true)
     }
 
+    /// Whether `sge` lies in one of the application's own registrations in protection domain
+    /// `pd` (the READ's QP's: an SGE may use only its QP's PD), under that registration's lkey,
+    /// with local write.
+    fn owns_dest(&self, sge: &Sge, pd: PdId) -> bool {
+        let end = sge.addr.checked_add(sge.length as u64);
+        self.mrs.iter().any(|(m, acc, mpd)| {
+            m.lkey == sge.lkey
+                && *mpd == pd
+                && acc.local_write
+                && sge.addr >= m.addr
+                && end.is_some_and(|e| e <= m.addr + m.len)
+        })
+    }
+
     /// The layer's remotely writable key over a READ destination (registered once per range
     /// while READs use it; each call takes a reference, [`Self::release_dest`] returns it).
-    fn dest_key(&mut self, below: &mut dyn Verbs, dest: (u64, u64)) -> Option<u32> {
+    fn dest_key(&mut self, below: &mut dyn Verbs, dest: DestKey) -> Option<u32> {
         if let Some((m, refs)) = self.dest_mrs.get_mut(&dest) {
             *refs += 1;
             return Some(m.rkey);
@@ -162,7 +191,9 @@ impl PerfLayer {
             // Untracked: the application's region holds the bytes (if it tracks them).
             track: false,
         };
-        let m = below.reg_mr(dest.0, dest.1, access).ok()?;
+        // In the READ's QP's PD: the holder's WRITEs arrive on that QP, and the NIC accepts
+        // only rkeys of its PD.
+        let m = below.reg_mr_in(dest.2, dest.0, dest.1, access).ok()?;
         self.dest_mrs.insert(dest, (m, 1));
         Some(m.rkey)
     }
@@ -170,7 +201,7 @@ impl PerfLayer {
     /// A converted READ is over: its destination stops being remotely writable once no other
     /// outstanding READ uses it (a late WRITE from a holder we gave up on is then refused by
     /// the NIC instead of landing in memory the application owns again).
-    fn release_dest(&mut self, below: &mut dyn Verbs, dest: (u64, u64)) {
+    fn release_dest(&mut self, below: &mut dyn Verbs, dest: DestKey) {
         let Some((m, refs)) = self.dest_mrs.get_mut(&dest) else {
             return;
         };
@@ -287,17 +318,27 @@ impl PerfLayer {
     /// Serves a peer's converted READ from this tenant's memory, or refuses it.
     fn serve(&mut self, below: &mut dyn Verbs, peer: u32, r: Request) {
         let end = r.raddr.checked_add(r.len as u64);
+        // The key must be the tenant's, in the holder QP's protection domain (what the NIC
+        // checks of a READ arriving on that QP), in bounds and remotely readable.
+        let qp_pd = self.qp_pd.get(&r.qpn).copied();
         let lkey = self
             .mrs
             .iter()
-            .find(|(m, acc)| {
+            .find(|(m, acc, pd)| {
                 m.rkey == r.rkey
+                    && Some(*pd) == qp_pd
                     && acc.remote_read
                     && r.raddr >= m.addr
                     && end.is_some_and(|e| e <= m.addr + m.len)
             })
-            .map(|(m, _)| m.lkey);
-        let usable = self.qps.get(&r.qpn).is_some_and(|q| !q.failed);
+            .map(|(m, _, _)| m.lkey);
+        // Only the QP's connected peer may have it serve: the request came over the link from
+        // `peer` and names the QP it was posted on, which must be the one ours is connected
+        // to. Anyone else naming our QP number is refused before our QP posts anything.
+        let usable = self
+            .qps
+            .get(&r.qpn)
+            .is_some_and(|q| !q.failed && q.peer == Some((peer, r.from_qpn)));
         let Some(lkey) = lkey.filter(|_| usable && r.len > 0) else {
             let mut h = self.host.borrow_mut();
             h.read.refused += 1;

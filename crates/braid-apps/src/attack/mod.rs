@@ -1,0 +1,76 @@
+//! Husky-style attackers (Kong et al., "Understanding RDMA Microarchitecture Resources for
+//! Performance Isolation", NSDI '23, and its attack catalogue): tenants that try to reach what
+//! other tenants own, through every place the verbs (and the middleware below them) accept a
+//! key, an address or a QP number, and one that exhausts the NIC's registration resources. Each
+//! counts what it tried and what was refused ([`Tally`], reported through
+//! [`crate::Meter::attack`]); the victims' side (their bytes, their QPs) is checked by whoever
+//! runs them (the simulator's scenario tests, the isolation matrix).
+//!
+//! The attackers learn their victims' endpoints where every application of a run publishes
+//! them, the run's board (as an attacker on the same fabric snoops an rdma_cm exchange), and
+//! guess the rest: rkeys are handed out in sequence and applications' buffers sit at fixed
+//! strides (`app_no << 40` in the simulator), so neighbours of a known key and address are
+//! likely to exist.
+//!
+//! Each attacker is one file with its parameters as its factory (`build`).
+
+use crate::{Rendezvous, SharedMeter};
+use braid_verbs::rendezvous::{Endpoint, Side};
+
+pub mod mr_flood;
+pub mod qp_hijacker;
+pub mod rkey_thief;
+
+pub use mr_flood::MrFlood;
+pub use qp_hijacker::QpHijacker;
+pub use rkey_thief::RkeyThief;
+
+/// What an attacker did: attempts, how many were refused (an error completion, or a verb that
+/// returned an error), how many succeeded (each one a protection failure, except for
+/// registrations, which a NIC may grant up to its limits).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Tally {
+    pub tries: u64,
+    pub refused: u64,
+    pub succeeded: u64,
+}
+
+impl Tally {
+    pub fn resolved(&self) -> u64 {
+        self.refused + self.succeeded
+    }
+}
+
+/// The victim application's connections on the board: `conn0 .. conn0 + qps`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Victim {
+    pub conn0: u32,
+    pub qps: u32,
+}
+
+impl Victim {
+    /// The victim's published endpoints, server side then client side, for connection `i`.
+    pub fn endpoints(&self, rdv: &Rendezvous, i: u32) -> (Option<Endpoint>, Option<Endpoint>) {
+        let b = rdv.borrow();
+        let c = (self.conn0 + i) as u64;
+        (b.lookup(c, Side::Server), b.lookup(c, Side::Client))
+    }
+}
+
+/// Where an attacker's ends live and what they share (as `app_build::Ends` for the others).
+pub struct AttackEnds {
+    pub flow: u32,
+    /// Its own first connection id on the board (an accomplice pair uses `conn0 ..`).
+    pub conn0: u32,
+    pub meter: SharedMeter,
+    pub rdv: Rendezvous,
+    pub server_base: u64,
+    pub client_base: u64,
+    pub victim: Option<Victim>,
+}
+
+/// Timer token: give up waiting for completions that never come (the attacker is done).
+pub(crate) const GIVE_UP: u64 = (1 << 56) - 3;
+
+#[cfg(test)]
+mod tests;

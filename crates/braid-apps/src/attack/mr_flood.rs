@@ -1,0 +1,66 @@
+//! The memory-registration flood: `regions` registrations of `size` bytes each, one after the
+//! other, kept (never deregistered), as Husky's attacks on the NIC's translation and protection
+//! tables (MTT/MPT) do. A NIC with a registration limit refuses the ones past it; the attacker
+//! counts what was granted and what was refused. Whether the victim's traffic suffers depends on
+//! the NIC model having those tables and their caches; the simulator's NIC has neither (see
+//! docs/perf.md), so there it measures only that registering cannot touch another tenant.
+
+use super::{AttackEnds, Tally};
+use crate::SharedMeter;
+use braid_verbs::*;
+
+/// `kind = "mr_flood"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MrFlood {
+    pub regions: u64,
+    pub size: u64,
+}
+
+impl MrFlood {
+    pub fn build(&self, e: AttackEnds) -> (Box<dyn App>, Box<dyn App>) {
+        let f = Flood {
+            cfg: *self,
+            flow: e.flow,
+            meter: e.meter,
+            base: e.client_base,
+            tally: Tally::default(),
+            done: false,
+        };
+        (Box::new(Idle), Box::new(f))
+    }
+}
+
+struct Flood {
+    cfg: MrFlood,
+    flow: u32,
+    meter: SharedMeter,
+    base: u64,
+    tally: Tally,
+    done: bool,
+}
+
+impl App for Flood {
+    fn start(&mut self, v: &mut dyn Verbs) {
+        self.meter.borrow_mut().started(self.flow, v.now());
+        let size = self.cfg.size.max(1);
+        for i in 0..self.cfg.regions {
+            self.tally.tries += 1;
+            // Page-aligned, side by side in the attacker's own address range.
+            let addr = self.base + i * size.div_ceil(4096) * 4096;
+            match v.reg_mr(addr, size, Access::ALL) {
+                Ok(_) => self.tally.succeeded += 1,
+                Err(_) => self.tally.refused += 1,
+            }
+        }
+        self.done = true;
+        let mut m = self.meter.borrow_mut();
+        m.attack(self.flow, self.tally);
+        m.finished(self.flow, v.now());
+    }
+
+    fn on_event(&mut self, _: &mut dyn Verbs, _: Event) {}
+
+    fn is_done(&self) -> bool {
+        self.done
+    }
+}
