@@ -70,11 +70,21 @@ fn keys_tuned_for_another_rate_are_warned_about() {
     // nothing to say.
     for (rate, d) in [
         ("40Gbps", json!({"rate_ai": "40Mbps"})),
-        ("100Gbps", json!({"rate_ai": "20Mbps", "rate_timer": "300us", "min_rate": "1000Mbps"})),
-        ("100Gbps", json!({"rate_ai": "40Mbps", "preset": "paper-40g"})),
+        (
+            "100Gbps",
+            json!({"rate_ai": "20Mbps", "rate_timer": "300us", "min_rate": "1000Mbps"}),
+        ),
+        (
+            "100Gbps",
+            json!({"rate_ai": "40Mbps", "preset": "paper-40g"}),
+        ),
     ] {
         let sim = build(&incast(rate, "1MB", "10KB", d.clone()));
-        assert!(sim.warnings().is_empty(), "{rate} {d}: {:?}", sim.warnings());
+        assert!(
+            sim.warnings().is_empty(),
+            "{rate} {d}: {:?}",
+            sim.warnings()
+        );
     }
 }
 
@@ -87,10 +97,17 @@ fn explore_incast_recovery() {
         for (name, d) in [
             ("auto", json!({})),
             ("paper-40g", json!({"preset": "paper-40g"})),
-            ("auto ai x4", json!({"rate_ai": "80Mbps", "rate_hai": "800Mbps"})),
+            (
+                "auto ai x4",
+                json!({"rate_ai": "80Mbps", "rate_hai": "800Mbps"}),
+            ),
         ] {
             let (inc, long) = finishes(&incast(rate, "30MB", "1MB", d));
-            eprintln!("{rate} {name}: incast done {:.3} ms, long flow {:.3} ms", inc as f64 / 1e9, long as f64 / 1e9);
+            eprintln!(
+                "{rate} {name}: incast done {:.3} ms, long flow {:.3} ms",
+                inc as f64 / 1e9,
+                long as f64 / 1e9
+            );
         }
     }
 }

@@ -162,7 +162,7 @@ fn augment(
     0
 }
 
-/// What the ideal needs of one host pair, computed once.
+/// What the ideal needs of one host pair.
 #[derive(Debug, Clone)]
 struct Pair {
     /// Distinct (rate, delay) sequences of the minimum-hop paths.
@@ -173,31 +173,58 @@ struct Pair {
     multi: bool,
 }
 
-/// Ideal FCTs of a finished world, cached per host pair.
+/// The fabric between two switches (hosts never forward, and a host has one link, so a host
+/// pair's paths are its two links around its switches' paths): computed once per switch pair.
+#[derive(Debug, Clone)]
+struct Between {
+    /// Distinct hop sequences of the minimum-hop switch paths.
+    paths: Vec<Vec<Hop>>,
+    /// Number of those paths (saturating).
+    count: u64,
+    /// Max-flow over switch-to-switch links, bit/s.
+    flow: u64,
+}
+
+/// Ideal FCTs of a finished world, cached per host pair and per switch pair.
 pub struct Ideals<'w> {
     world: &'w World,
     pairs: HashMap<(u32, u32), Option<Pair>>,
+    between: HashMap<(u32, u32), Option<Between>>,
+    /// The switch-to-switch links, (a, b, rate).
+    fabric: Vec<(u32, u32, u64)>,
 }
 
 impl<'w> Ideals<'w> {
     pub fn new(world: &'w World) -> Self {
+        let is_switch = |n: u32| world.host_index[n as usize] == u32::MAX;
+        let fabric = world
+            .links
+            .iter()
+            .filter(|&&(a, _, b, _)| is_switch(a) && is_switch(b))
+            .map(|&(a, pa, b, _)| (a, b, world.port(a, pa).rate))
+            .collect();
         Ideals {
             world,
             pairs: HashMap::new(),
+            between: HashMap::new(),
+            fabric,
         }
+    }
+
+    fn pair(&mut self, src: u32, dst: u32) -> Option<&Pair> {
+        if !self.pairs.contains_key(&(src, dst)) {
+            let p = self.compute(src, dst);
+            self.pairs.insert((src, dst), p);
+        }
+        self.pairs[&(src, dst)].as_ref()
     }
 
     /// The ideal FCT of `bytes` from host `src` to host `dst` (0 if no path joins them).
     pub fn fct(&mut self, src: u32, dst: u32, bytes: u64) -> Time {
-        let world = self.world;
-        let Some(p) = self
-            .pairs
-            .entry((src, dst))
-            .or_insert_with(|| pair(world, src, dst))
-        else {
+        let mtu = self.world.params.nic.mtu as u64;
+        let Some(p) = self.pair(src, dst) else {
             return 0;
         };
-        let mtu = world.params.nic.mtu as u64;
         let one = p
             .paths
             .iter()
@@ -218,74 +245,108 @@ impl<'w> Ideals<'w> {
 
     /// The pair's rate bound R = min(sender link, receiver link, max-flow), bit/s (0: no path).
     pub fn rate(&mut self, src: u32, dst: u32) -> u64 {
+        self.pair(src, dst).map_or(0, |p| p.rate)
+    }
+
+    fn compute(&mut self, src_host: u32, dst_host: u32) -> Option<Pair> {
         let world = self.world;
-        self.pairs
-            .entry((src, dst))
-            .or_insert_with(|| pair(world, src, dst))
-            .as_ref()
-            .map_or(0, |p| p.rate)
+        let (src, dst) = (
+            world.hosts[src_host as usize].node,
+            world.hosts[dst_host as usize].node,
+        );
+        if src == dst {
+            return None;
+        }
+        let up = &world.node_ports(src)[0];
+        let down = &world.node_ports(dst)[0];
+        let (first, last) = ((up.rate, up.delay), (down.rate, down.delay));
+        let host_rate = up.rate.min(down.rate);
+        // Two hosts on one link, or on one switch.
+        if up.peer_node == dst {
+            return Some(Pair {
+                paths: vec![vec![first]],
+                rate: up.rate,
+                multi: false,
+            });
+        }
+        let (s, t) = (up.peer_node, down.peer_node);
+        if world.host_index[s as usize] != u32::MAX || world.host_index[t as usize] != u32::MAX {
+            return None; // a host's only link leads to another host
+        }
+        // The last hop leaves the destination's switch on its port to the destination.
+        let into = world
+            .node_ports(t)
+            .iter()
+            .find(|p| p.peer_node == dst)
+            .map_or(last, |p| (p.rate, p.delay));
+        if s == t {
+            return Some(Pair {
+                paths: vec![vec![first, into]],
+                rate: host_rate,
+                multi: false,
+            });
+        }
+        if !self.between.contains_key(&(s, t)) {
+            let b = between(world, &self.fabric, s, t);
+            self.between.insert((s, t), b);
+        }
+        let b = self.between[&(s, t)].as_ref()?;
+        let paths: Vec<Vec<Hop>> = b
+            .paths
+            .iter()
+            .map(|mid| {
+                let mut h = Vec::with_capacity(mid.len() + 2);
+                h.push(first);
+                h.extend_from_slice(mid);
+                h.push(into);
+                h
+            })
+            .collect();
+        let widest = paths
+            .iter()
+            .map(|h| h.iter().map(|x| x.0).min().unwrap_or(0))
+            .max()
+            .unwrap_or(0);
+        let rate = host_rate.min(b.flow);
+        Some(Pair {
+            paths,
+            rate,
+            multi: b.count > 1 || rate > widest,
+        })
     }
 }
 
-/// A node may carry traffic between `src` and `dst`: a switch, or one of the two (hosts never
-/// forward).
-fn transit(world: &World, node: u32, src: u32, dst: u32) -> bool {
-    node == src || node == dst || world.host_index[node as usize] == u32::MAX
-}
-
-fn pair(world: &World, src_host: u32, dst_host: u32) -> Option<Pair> {
-    let src = world.hosts[src_host as usize].node;
-    let dst = world.hosts[dst_host as usize].node;
-    if src == dst {
-        return None;
-    }
+/// The minimum-hop paths and the max-flow between switches `s` and `t` over switches only.
+fn between(world: &World, fabric: &[(u32, u32, u64)], s: u32, t: u32) -> Option<Between> {
+    let is_switch = |n: u32| world.host_index[n as usize] == u32::MAX;
     let n = world.nodes.len();
-    // Hop distance to `dst` over transit nodes.
+    // Hop distance to `t` over switches.
     let mut dist = vec![u32::MAX; n];
-    dist[dst as usize] = 0;
-    let mut q = VecDeque::from([dst]);
+    dist[t as usize] = 0;
+    let mut q = VecDeque::from([t]);
     while let Some(u) = q.pop_front() {
-        if u != dst && !transit(world, u, src, dst) {
-            continue;
-        }
-        if u == src {
-            continue;
-        }
         for p in world.node_ports(u) {
             let v = p.peer_node;
-            if dist[v as usize] == u32::MAX && transit(world, v, src, dst) {
+            if dist[v as usize] == u32::MAX && is_switch(v) {
                 dist[v as usize] = dist[u as usize] + 1;
                 q.push_back(v);
             }
         }
     }
-    if dist[src as usize] == u32::MAX {
+    if dist[s as usize] == u32::MAX {
         return None;
     }
-    // Distinct hop sequences (and the number of physical paths, saturating) from each node on a
-    // minimum-hop path to `dst`, memoised.
     let mut memo: HashMap<u32, (Vec<Vec<Hop>>, u64)> = HashMap::new();
-    let (paths, count) = suffixes(world, src, dst, &dist, &mut memo);
-    let edges: Vec<(u32, u32, u64)> = world
-        .links
-        .iter()
-        .filter(|&&(a, _, b, _)| transit(world, a, src, dst) && transit(world, b, src, dst))
-        .map(|&(a, pa, b, _)| (a, b, world.port(a, pa).rate))
-        .collect();
-    let flow = max_flow(n, &edges, src, dst);
-    let link = |node: u32| world.node_ports(node)[0].rate;
-    let widest = paths
-        .iter()
-        .map(|h| h.iter().map(|x| x.0).min().unwrap_or(0))
-        .max()
-        .unwrap_or(0);
-    Some(Pair {
+    let (paths, count) = suffixes(world, s, t, &dist, &mut memo);
+    Some(Between {
         paths,
-        rate: link(src).min(link(dst)).min(flow),
-        multi: count > 1 || flow > widest,
+        count,
+        flow: max_flow(n, fabric, s, t),
     })
 }
 
+/// Distinct hop sequences (and the number of paths, saturating) from `node` to `dst` along
+/// decreasing `dist`, memoised; the fastest [`MAX_SIGNATURES`] kept per node.
 fn suffixes(
     world: &World,
     node: u32,
@@ -304,7 +365,7 @@ fn suffixes(
     let d = dist[node as usize];
     for p in world.node_ports(node) {
         let v = p.peer_node;
-        if dist[v as usize] != d.wrapping_sub(1) || d == 0 {
+        if d == 0 || dist[v as usize] != d - 1 {
             continue;
         }
         let (tails, c) = suffixes(world, v, dst, dist, memo);
