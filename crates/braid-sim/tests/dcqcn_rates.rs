@@ -111,3 +111,40 @@ fn explore_incast_recovery() {
         }
     }
 }
+
+/// Events and goodput of `braid bench`'s fat-tree (k = 8, web-search at 0.3 load, 200 µs of
+/// arrivals) with each preset: what the 100G preset's 1 µs α timer costs.
+#[test]
+#[ignore]
+fn explore_bench_fat_tree_events() {
+    for preset in ["auto", "paper-40g"] {
+        let s = json!({
+            "duration": "1200us",
+            "topology": {"kind": "fat-tree", "k": 8,
+                "host_link": {"rate": "100Gbps", "delay": "1us"},
+                "fabric_link": {"rate": "400Gbps", "delay": "1us"}},
+            "transport": {"kind": "dcqcn", "dcqcn": {"preset": preset}},
+            "traffic": [{"pattern": "poisson", "load": 0.3, "cdf": "web-search", "duration": "200us"}],
+            "measure": {"interval": "0us", "messages": false},
+        });
+        let t = std::time::Instant::now();
+        let (_, r) = run(&s);
+        let ev = r.stats.get("events").copied().unwrap_or(f64::NAN);
+        let fct = ints(&r.flows, "fct_ps");
+        let done = fct.iter().filter(|&&x| x > 0).count();
+        eprintln!(
+            "{preset}: {ev} events, {done}/{} flows done, wall {:.2} s, {:?}",
+            fct.len(),
+            t.elapsed().as_secs_f64(),
+            r.stats
+                .iter()
+                .filter(|(k, _)| k.starts_with("events_"))
+                .chain(
+                    r.headline
+                        .iter()
+                        .filter(|(k, _)| k.starts_with("slowdown") || k.starts_with("fct"))
+                )
+                .collect::<Vec<_>>()
+        );
+    }
+}

@@ -250,4 +250,10 @@ mod tests {
         assert!(first_string);
         assert!(c.borrow().is_empty());
     }
+
+    #[test]
+    fn the_run_seed_is_what_the_backend_gave() {
+        assert_eq!(HostCtx::new(3, Caps::default()).seed(), 0);
+        assert_eq!(HostCtx::new(3, Caps::default()).with_seed(42).seed(), 42);
+    }
 }
