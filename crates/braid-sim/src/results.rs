@@ -72,6 +72,12 @@ pub fn assemble(
     // Flows.
     let mut fl = FlowCols::default();
     let mut ideals = crate::world::ideal::Ideals::new(world);
+    ideals.prepare(
+        log.flows
+            .iter()
+            .filter(|f| f.kind == "flow")
+            .map(|f| (f.src, f.dst)),
+    );
     for f in &log.flows {
         let sport = f
             .src_qp

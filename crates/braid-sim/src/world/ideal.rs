@@ -181,11 +181,15 @@ struct Between {
     paths: Vec<Vec<Hop>>,
     /// Number of those paths (saturating).
     count: u64,
-    /// Max-flow over switch-to-switch links, bit/s.
-    flow: u64,
+    /// Max-flow over switch-to-switch links, bit/s: computed only for a host pair whose links
+    /// are faster than every minimum-hop path (otherwise the host links bound the rate: the
+    /// max-flow is at least any one path's bottleneck).
+    flow: Option<u64>,
 }
 
-/// Ideal FCTs of a finished world, cached per host pair and per switch pair.
+/// Ideal FCTs of a finished world, cached per host pair and per switch pair. [`Ideals::prepare`]
+/// with the pairs that have flows computes them grouped by destination switch (one search from
+/// each), which is what makes large fabrics cheap.
 pub struct Ideals<'w> {
     world: &'w World,
     pairs: HashMap<(u32, u32), Option<Pair>>,
@@ -208,6 +212,61 @@ impl<'w> Ideals<'w> {
             pairs: HashMap::new(),
             between: HashMap::new(),
             fabric,
+        }
+    }
+
+    /// Computes the switch-pair parts of these host pairs, grouped by destination switch.
+    pub fn prepare(&mut self, pairs: impl IntoIterator<Item = (u32, u32)>) {
+        let mut by_t: std::collections::BTreeMap<u32, std::collections::BTreeSet<u32>> =
+            Default::default();
+        for (a, b) in pairs {
+            let (na, nb) = (
+                self.world.hosts[a as usize].node,
+                self.world.hosts[b as usize].node,
+            );
+            let (s, t) = (
+                self.world.node_ports(na)[0].peer_node,
+                self.world.node_ports(nb)[0].peer_node,
+            );
+            let is_switch = |n: u32| self.world.host_index[n as usize] == u32::MAX;
+            if s != t && is_switch(s) && is_switch(t) && !self.between.contains_key(&(s, t)) {
+                by_t.entry(t).or_default().insert(s);
+            }
+        }
+        for (t, sources) in by_t {
+            let sources: Vec<u32> = sources.into_iter().collect();
+            self.towards(t, &sources);
+        }
+    }
+
+    /// The minimum-hop paths from each of `sources` to switch `t`, over switches only (one
+    /// search from `t`, suffixes shared).
+    fn towards(&mut self, t: u32, sources: &[u32]) {
+        let world = self.world;
+        let is_switch = |n: u32| world.host_index[n as usize] == u32::MAX;
+        let mut dist = vec![u32::MAX; world.nodes.len()];
+        dist[t as usize] = 0;
+        let mut q = VecDeque::from([t]);
+        while let Some(u) = q.pop_front() {
+            for p in world.node_ports(u) {
+                let v = p.peer_node;
+                if dist[v as usize] == u32::MAX && is_switch(v) {
+                    dist[v as usize] = dist[u as usize] + 1;
+                    q.push_back(v);
+                }
+            }
+        }
+        let mut memo: HashMap<u32, (Vec<Vec<Hop>>, u64)> = HashMap::new();
+        for &s in sources {
+            let b = (dist[s as usize] != u32::MAX).then(|| {
+                let (paths, count) = suffixes(world, s, t, &dist, &mut memo);
+                Between {
+                    paths,
+                    count,
+                    flow: None,
+                }
+            });
+            self.between.insert((s, t), b);
         }
     }
 
@@ -287,10 +346,26 @@ impl<'w> Ideals<'w> {
             });
         }
         if !self.between.contains_key(&(s, t)) {
-            let b = between(world, &self.fabric, s, t);
-            self.between.insert((s, t), b);
+            self.towards(t, &[s]);
         }
-        let b = self.between[&(s, t)].as_ref()?;
+        let fabric = &self.fabric;
+        let b = self.between.get_mut(&(s, t))?.as_mut()?;
+        let widest_mid = b
+            .paths
+            .iter()
+            .map(|h| h.iter().map(|x| x.0).min().unwrap_or(u64::MAX))
+            .max()
+            .unwrap_or(0);
+        // The max-flow is at least one path's bottleneck: only a fabric narrower than the host
+        // links needs it computed.
+        let rate = if host_rate <= widest_mid {
+            host_rate
+        } else {
+            let flow = *b
+                .flow
+                .get_or_insert_with(|| max_flow(world.nodes.len(), fabric, s, t));
+            host_rate.min(flow)
+        };
         let paths: Vec<Vec<Hop>> = b
             .paths
             .iter()
@@ -307,42 +382,12 @@ impl<'w> Ideals<'w> {
             .map(|h| h.iter().map(|x| x.0).min().unwrap_or(0))
             .max()
             .unwrap_or(0);
-        let rate = host_rate.min(b.flow);
         Some(Pair {
             paths,
             rate,
             multi: b.count > 1 || rate > widest,
         })
     }
-}
-
-/// The minimum-hop paths and the max-flow between switches `s` and `t` over switches only.
-fn between(world: &World, fabric: &[(u32, u32, u64)], s: u32, t: u32) -> Option<Between> {
-    let is_switch = |n: u32| world.host_index[n as usize] == u32::MAX;
-    let n = world.nodes.len();
-    // Hop distance to `t` over switches.
-    let mut dist = vec![u32::MAX; n];
-    dist[t as usize] = 0;
-    let mut q = VecDeque::from([t]);
-    while let Some(u) = q.pop_front() {
-        for p in world.node_ports(u) {
-            let v = p.peer_node;
-            if dist[v as usize] == u32::MAX && is_switch(v) {
-                dist[v as usize] = dist[u as usize] + 1;
-                q.push_back(v);
-            }
-        }
-    }
-    if dist[s as usize] == u32::MAX {
-        return None;
-    }
-    let mut memo: HashMap<u32, (Vec<Vec<Hop>>, u64)> = HashMap::new();
-    let (paths, count) = suffixes(world, s, t, &dist, &mut memo);
-    Some(Between {
-        paths,
-        count,
-        flow: max_flow(n, fabric, s, t),
-    })
 }
 
 /// Distinct hop sequences (and the number of paths, saturating) from `node` to `dst` along
