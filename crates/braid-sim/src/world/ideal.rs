@@ -302,11 +302,6 @@ impl<'w> Ideals<'w> {
         one.min(many)
     }
 
-    /// The pair's rate bound R = min(sender link, receiver link, max-flow), bit/s (0: no path).
-    pub fn rate(&mut self, src: u32, dst: u32) -> u64 {
-        self.pair(src, dst).map_or(0, |p| p.rate)
-    }
-
     fn compute(&mut self, src_host: u32, dst_host: u32) -> Option<Pair> {
         let world = self.world;
         let (src, dst) = (
