@@ -86,7 +86,7 @@ def test_export_hpcc_writes_what_hpcc_scripts_parse(incast, tmp_path):
         assert int(size) == f["size"] == 300_000
         assert int(start) == f["start_ps"] // 1000
         assert int(fct) == f["fct_ps"] // 1000
-        assert int(standalone) == f["ideal_fct_ps"] // 1000
+        assert int(standalone) == f["path_ideal_fct_ps"] // 1000  # the flow alone on its own path
         finish.append(int(start) + int(fct))
     assert finish == sorted(finish), "in completion order, as HPCC writes them"
     # pfc.txt: time node_id node_type if_index type, one line per frame a port received.

@@ -81,7 +81,9 @@ def test_two_qps_beat_one_on_the_two_tier_fabric(outcomes):
     four = [r["fct_ms"] for k, v in ms.items() if k.startswith("q4 ") for r in v]
     assert all(not math.isnan(x) for x in one + two + four)
     assert sum(two) / len(two) < 0.9 * sum(one) / len(one)
-    assert sum(four) / len(four) < sum(two) / len(two)
+    # (Not "4 beat 2": since the members' ports are drawn from the seed (issue 27), two seeds
+    # re-sample their paths and 4 QPs land within the seed spread of 2: 5.80 vs 5.43 ms.)
+    assert sum(four) / len(four) < 0.9 * sum(one) / len(one)
     # Every QP of a 4-QP connection carried chunks.
     for k, v in ms.items():
         if k.startswith("q4 "):
@@ -162,17 +164,20 @@ def _cells(scenario, qps, seeds):
 
 
 def test_two_qps_beat_one_on_the_router_topology():
-    # Two background seeds: the drop holds in each (measured 11.3 -> 8.9 and 11.0 -> 5.5 ms).
+    # Two background seeds: 2 QPs beat 1 in each (measured 12.61 -> 10.77 and 12.36 -> 11.86 ms
+    # since the members' ports are drawn from the seed, issue 27; before, with the same ports in
+    # every seed, 11.3 -> 8.9 and 11.0 -> 5.5 ms).
     ms = _cells(partition.ROUTERS, (1, 2), (1, 2))
     for one, two in zip(ms["q1"], ms["q2"]):
-        assert two["fct_ms"] < 0.85 * one["fct_ms"], (one["fct_ms"], two["fct_ms"])
+        assert two["fct_ms"] < one["fct_ms"], (one["fct_ms"], two["fct_ms"])
         assert len(two["chunks"]) == 2 and min(two["chunks"]) > 0
         assert sum(two["chunks"]) == sum(one["chunks"]) == 313  # 10^7 B in chunks of 32,000 B
 
 
 def test_two_qps_beat_one_on_the_large_topology_on_average():
-    # The 200 background flows spread over 128 hosts meet the transfer rarely, so one seed can go
-    # either way (seed 1: 3.76 -> 4.22 ms); over four the mean falls (3.14 -> 2.94 ms).
+    # The 200 background flows spread over 128 hosts meet the transfer rarely; over four seeds the
+    # mean falls (3.50 -> 2.34 ms with the members' ports drawn from the seed, issue 27; with the
+    # fixed ports before, 3.14 -> 2.94 ms, and seed 1 went the other way).
     ms = _cells(partition.LARGE, (1, 2), (1, 2, 3, 4))
     one = sum(r["fct_ms"] for r in ms["q1"]) / 4
     two = sum(r["fct_ms"] for r in ms["q2"]) / 4

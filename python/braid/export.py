@@ -49,11 +49,14 @@ def _fct_lines(flows: pl.DataFrame, host_node: dict) -> list[str]:
     if flows.is_empty():
         return []
     done = flows.filter(pl.col("fct_ps").is_not_null() & (pl.col("fct_ps") >= 0)).sort(["finish_ps", "flow"])
+    # HPCC's standalone FCT is the flow alone on its own route (third.cc: base RTT + bytes at the
+    # route's bottleneck): braid's path_ideal_fct_ps, not the fabric-wide ideal_fct_ps.
+    alone = "path_ideal_fct_ps" if "path_ideal_fct_ps" in done.columns else "ideal_fct_ps"
     out = []
     for f in done.iter_rows(named=True):
         out.append(
             f"{hpcc_ip(host_node[f['src']])} {hpcc_ip(host_node[f['dst']])} {f['sport']} {ROCEV2_PORT} "
-            f"{f['size']} {f['start_ps'] // 1000} {f['fct_ps'] // 1000} {f['ideal_fct_ps'] // 1000}"
+            f"{f['size']} {f['start_ps'] // 1000} {f['fct_ps'] // 1000} {f[alone] // 1000}"
         )
     return out
 

@@ -105,6 +105,14 @@ def read_braid(results) -> Tuple[List[int], List[float]]:
         flows = results.flows
     import polars as pl
 
+    # HPCC's slowdown divides by the flow's FCT alone on its own route (third.cc qp_finish: base
+    # RTT + bytes at the route's bottleneck), a single-path notion: braid's path_ideal_fct_ps.
+    # braid's own `slowdown` divides by the fabric-wide ideal (the best any scheme could do
+    # between the hosts, docs/scenario.md), which on a multi-path fabric is lower.
+    if "path_ideal_fct_ps" in flows.columns:
+        done = flows.filter(pl.col("fct_ps").is_not_null() & (pl.col("fct_ps") >= 0) & (pl.col("path_ideal_fct_ps") > 0))
+        sd = (done["fct_ps"].cast(pl.Float64) / done["path_ideal_fct_ps"].cast(pl.Float64)).to_list()
+        return done["size"].to_list(), sd
     done = flows.filter(pl.col("fct_ps").is_not_null() & (pl.col("fct_ps") >= 0) & pl.col("slowdown").is_not_null())
     return done["size"].to_list(), done["slowdown"].to_list()
 

@@ -53,7 +53,9 @@ impl Table {
 pub struct Results {
     /// Per message: qp, src, dst, opcode, bytes, post_ps, complete_ps.
     pub messages: Table,
-    /// Per flow: flow id, src, dst, size, start_ps, finish_ps, fct_ps, ideal_fct_ps, slowdown.
+    /// Per flow: flow id, src, dst, size, start_ps, finish_ps, fct_ps, ideal_fct_ps (idle fabric,
+    /// best rate between the hosts: the same for every scheme), path_ideal_fct_ps (alone on its
+    /// own path), slowdown (fct / ideal, not clamped), ...
     pub flows: Table,
     /// Per-flow goodput time series: time_ps, flow, bytes delivered in the interval, gbps.
     pub throughput: Table,

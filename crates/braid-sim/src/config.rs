@@ -326,9 +326,14 @@ impl CpuConfig {
     }
 }
 
-/// DCQCN reaction point / notification point parameters (Zhu et al., SIGCOMM'15).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields, default)]
+/// DCQCN reaction point / notification point parameters (Zhu et al., SIGCOMM'15). Read and
+/// written as [`crate::dcqcn::defaults::DcqcnKeys`], so that the keys a scenario set are known:
+/// the others follow `preset` (by default the QP's link rate; [`DcqcnConfig::for_link`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(
+    from = "crate::dcqcn::defaults::DcqcnKeys",
+    into = "crate::dcqcn::defaults::DcqcnKeys"
+)]
 pub struct DcqcnConfig {
     /// EWMA gain of alpha.
     pub g: f64,
@@ -359,6 +364,12 @@ pub struct DcqcnConfig {
     /// per `cnp_interval`, as RoCEv2 NICs do) or `"ack"` (the ACK of a marked packet carries ECE
     /// and counts as a notification, as in HPCC ns-3).
     pub notify: DcqcnNotify,
+    /// Where the keys a scenario leaves out take their values (`dcqcn/defaults.rs`).
+    pub preset: crate::dcqcn::defaults::DcqcnPreset,
+    /// The link rate the keys set were tuned for (a warning at a rate whose preset differs).
+    pub tuned_for: Option<Rate>,
+    /// Bit per preset-valued key the scenario set (`dcqcn/defaults.rs`, `each_key!`).
+    pub(crate) set: u32,
 }
 
 /// `transport.dcqcn.reaction` (see [`DcqcnConfig::reaction_point`]).
@@ -396,6 +407,9 @@ impl Default for DcqcnConfig {
             initial_alpha: 1.0,
             reaction: DcqcnReaction::Paper,
             notify: DcqcnNotify::Cnp,
+            preset: crate::dcqcn::defaults::DcqcnPreset::Auto,
+            tuned_for: None,
+            set: 0,
         }
     }
 }

@@ -23,6 +23,8 @@ pub struct Simulation {
     /// `measure.transport_from`, and the transports' totals when the run passed it.
     transport_from: Time,
     transport_base: Option<crate::transport_report::TransportTotals>,
+    /// Warnings about the scenario (printed to stderr when the run is built).
+    warnings: Vec<String>,
 }
 
 impl Simulation {
@@ -82,6 +84,10 @@ impl Simulation {
             queue.schedule(t, Ev::Sample);
         }
         let ends_when_done = log.borrow().unfinished > 0;
+        let warnings = dcqcn_warnings(&sc, &world);
+        for w in &warnings {
+            eprintln!("warning: {w}");
+        }
         Ok(Simulation {
             world,
             queue,
@@ -94,7 +100,13 @@ impl Simulation {
             ends_when_done,
             transport_from: sc.measure.transport_from.0,
             transport_base: None,
+            warnings,
         })
+    }
+
+    /// Warnings about the scenario, one line each (also printed to stderr when it was built).
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
     }
 
     /// Adds an application of the caller's (any [`braid_verbs::App`]) to a host, with the host's
@@ -375,4 +387,34 @@ impl Table {
             .unwrap_or_else(|| panic!("no column {name}"))
             .u64s()
     }
+}
+
+/// DCQCN keys set for another link rate than the hosts that run them (`dcqcn/defaults.rs`): the
+/// scenario's `[transport.dcqcn]` at every host link rate, and each `transport.per_host` entry at
+/// its host's. (Overrides on traffic and application entries are not checked.)
+fn dcqcn_warnings(sc: &Scenario, world: &World) -> Vec<String> {
+    use crate::config::TransportKind;
+    let mut out: Vec<String> = Vec::new();
+    let mut rates: Vec<u64> = world.hosts.iter().map(|h| h.nic.line_rate).collect();
+    rates.sort_unstable();
+    rates.dedup();
+    if sc.transport.kind == TransportKind::Dcqcn {
+        for &r in &rates {
+            out.extend(sc.transport.dcqcn.rate_warning("transport.dcqcn", r));
+        }
+    }
+    for (h, o) in &sc.transport.per_host {
+        let (Ok(t), Ok(hi)) = (sc.transport.overridden(Some(o)), h.parse::<usize>()) else {
+            continue;
+        };
+        let Some(host) = world.hosts.get(hi) else {
+            continue;
+        };
+        if t.kind == TransportKind::Dcqcn && o.dcqcn.is_some() {
+            let at = format!("transport.per_host.{h}.dcqcn");
+            out.extend(t.dcqcn.rate_warning(&at, host.nic.line_rate));
+        }
+    }
+    out.dedup();
+    out
 }

@@ -65,6 +65,7 @@ pub struct HostCtx {
     board: Option<SharedBoard>,
     fabric: Option<FabricSlot>,
     fabric_asked: bool,
+    seed: u64,
 }
 
 /// One directed fabric link as the backend knows it: its capacity and the (source, destination)
@@ -136,7 +137,21 @@ impl HostCtx {
             board: None,
             fabric: None,
             fabric_asked: false,
+            seed: 0,
         }
+    }
+
+    /// Gives the host the run's seed (0 until a backend sets it).
+    pub fn with_seed(mut self, seed: u64) -> Self {
+        self.seed = seed;
+        self
+    }
+
+    /// The run's seed, for a mechanism whose choices are random draws (partition's UDP source
+    /// ports, hence its ECMP paths): a run with another seed draws again, the same seed draws
+    /// the same.
+    pub fn seed(&self) -> u64 {
+        self.seed
     }
 
     /// Gives the host the run's fabric-link slot (the backend shares one among its hosts).
@@ -234,5 +249,11 @@ mod tests {
         let (c, first_string) = h.shared(String::new);
         assert!(first_string);
         assert!(c.borrow().is_empty());
+    }
+
+    #[test]
+    fn the_run_seed_is_what_the_backend_gave() {
+        assert_eq!(HostCtx::new(3, Caps::default()).seed(), 0);
+        assert_eq!(HostCtx::new(3, Caps::default()).with_seed(42).seed(), 42);
     }
 }

@@ -76,10 +76,12 @@ pub struct PartitionLayer {
     /// Plain RECVs in the NIC: layer wr_id -> (application QP, the application's wr_id).
     plain_recvs: BTreeMap<u64, (QpNum, u64)>,
     pub(super) c: Counters,
+    /// The run's seed: the members' UDP source ports are drawn from it.
+    seed: u64,
 }
 
 impl PartitionLayer {
-    pub fn new(cfg: PartitionConfig, tenant: TenantId, board: SharedBoard) -> Self {
+    pub fn new(cfg: PartitionConfig, tenant: TenantId, board: SharedBoard, seed: u64) -> Self {
         PartitionLayer {
             cfg,
             board,
@@ -98,6 +100,7 @@ impl PartitionLayer {
             posting: None,
             plain_recvs: BTreeMap::new(),
             c: Counters::default(),
+            seed,
         }
     }
 
@@ -363,7 +366,8 @@ impl Middleware for PartitionLayer {
         // whose addresses are not the QP's own pair). With port control the peer's primary
         // address serves every member, as before.
         let by_addr = !below.caps().sport_control && self.cfg.spread_addrs;
-        let sport = |i: usize| Some(member_sport(host, qp, i as u32));
+        let seed = self.seed;
+        let sport = |i: usize| Some(member_sport(seed, host, qp, i as u32));
         below.connect_qp(
             qp,
             RemoteQp {

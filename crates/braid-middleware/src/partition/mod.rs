@@ -159,6 +159,11 @@ impl MiddlewareFactory for PartitionConfig {
                 "partition",
             ));
         };
-        Ok(Box::new(PartitionLayer::new(self.clone(), tenant, board)))
+        Ok(Box::new(PartitionLayer::new(
+            self.clone(),
+            tenant,
+            board,
+            host.seed(),
+        )))
     }
 }

@@ -68,16 +68,24 @@ pub fn board_key(host: u32, qpn: u32, index: u32) -> u64 {
         | (index as u64 & 0xFF)
 }
 
-/// The UDP source port of member `i` of the connection of (host, application QP): distinct
-/// for every member (4099 is odd, so i * 4099 mod 16384 never repeats below 16384), spread by a
-/// hash of the connection so connections differ too. In the dynamic range 49152..65535.
-pub fn member_sport(host: u32, qpn: u32, i: u32) -> u16 {
-    let mut h = (host as u64) << 32 | qpn as u64;
+/// The UDP source port of member `i` of the connection of (host, application QP) in a run with
+/// this seed: distinct for every member (4099 is odd, so i * 4099 mod 16384 never repeats below
+/// 16384), spread by a hash of the seed and the connection so connections differ, and another
+/// seed re-draws them (and so the members' ECMP paths). In the dynamic range 49152..65535.
+pub fn member_sport(seed: u64, host: u32, qpn: u32, i: u32) -> u16 {
+    let mut h = mix(seed ^ 0x7061_7274_6974_696f) ^ ((host as u64) << 32 | qpn as u64);
+    h = mix(h);
+    let base = (h % 16384) as u32;
+    (49152 + (base + i * 4099) % 16384) as u16
+}
+
+/// A 64-bit finaliser (MurmurHash3's fmix64): every input bit flips about half the output bits.
+fn mix(mut h: u64) -> u64 {
     h ^= h >> 33;
     h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
     h ^= h >> 33;
-    let base = (h % 16384) as u32;
-    (49152 + (base + i * 4099) % 16384) as u16
+    h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    h ^ (h >> 33)
 }
 
 #[cfg(test)]
@@ -102,12 +110,21 @@ mod tests {
 
     #[test]
     fn members_get_distinct_ports_and_keys() {
-        let ports: Vec<u16> = (0..16).map(|i| member_sport(3, 17, i)).collect();
+        let ports: Vec<u16> = (0..16).map(|i| member_sport(1, 3, 17, i)).collect();
         let mut d = ports.clone();
         d.sort();
         d.dedup();
         assert_eq!(d.len(), 16);
         assert!(ports.iter().all(|&p| p >= 49152));
+        // Another seed draws other ports for the same connection; the same seed the same ones.
+        let other: Vec<u16> = (0..16).map(|i| member_sport(2, 3, 17, i)).collect();
+        assert_ne!(ports, other);
+        assert_eq!(
+            ports,
+            (0..16)
+                .map(|i| member_sport(1, 3, 17, i))
+                .collect::<Vec<_>>()
+        );
         assert_ne!(board_key(1, 2, 0), board_key(2, 1, 0));
         assert_ne!(board_key(1, 2, 0), board_key(1, 2, 1));
         assert!(board_key(1, 2, 3) >> 63 == 1);

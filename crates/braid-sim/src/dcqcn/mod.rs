@@ -11,6 +11,7 @@
 //! The reaction point is sans-IO: it asks for timers through [`Arm`] and the transport
 //! (`transport/rc.rs`) runs them, cancelling older ones of a kind when an arm says `restart`.
 
+pub mod defaults;
 pub mod hpcc;
 pub mod paper;
 

@@ -291,7 +291,10 @@ impl Nic {
         p: &NicParams,
     ) -> super::QpTransport {
         let dcqcn = match p.transport.kind {
-            TransportKind::Dcqcn if qp_type != QpType::Ud => Some(p.transport.dcqcn.clone()),
+            // The keys the scenario left out follow this port's link rate.
+            TransportKind::Dcqcn if qp_type != QpType::Ud => {
+                Some(p.transport.dcqcn.for_link(self.line_rate))
+            }
             _ => None,
         };
         let rc = RcConfig {

@@ -22,6 +22,7 @@ mod facing;
 mod hop;
 pub use fabric_links::{fabric_links, fabric_links_for};
 mod hosts;
+pub mod ideal;
 mod routes;
 mod table;
 

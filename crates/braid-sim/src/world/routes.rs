@@ -7,9 +7,8 @@ use crate::config::{LinkEvent, SwitchConfig};
 use crate::measure::Measure;
 use crate::net::{auto_headroom, ecmp_hash, Port, Switch, MAX_PRIO};
 use crate::nic::{addr_node, host_alias, Nic, NicParams};
-use crate::packet::{Packet, PacketPool, PktKind, ACK_SIZE, ROCE_HEADER};
+use crate::packet::{Packet, PacketPool, PktKind};
 use crate::progress::Progress;
-use braid_engine::time::serialization;
 use braid_engine::{EventQueue, RngStream, Time};
 use braid_topo::topology::{Graph, NodeKind};
 use std::collections::HashMap;
@@ -480,45 +479,23 @@ impl World {
         path
     }
 
-    /// FCT of a WRITE of `bytes` on an empty network at line rate: the packets go back to back
-    /// through the path's store-and-forward hops, and the last one's ACK returns.
-    ///
-    /// Each hop i is a link of serialization t_i (full packet) and delay d_i. With every packet
-    /// ready at the source at time 0, full packet k starts on link i at P_i + k·M_i, where
-    /// P_i = Σ_{m<i} (t_m + d_m) and M_i = max_{m≤i} t_m (a tandem of deterministic servers);
-    /// the last packet, possibly shorter (serialization u_i), starts on link i when it has
-    /// arrived and the full packet before it has left: S_i = max(A_i, P_i + (n−2)·M_i + t_i).
-    pub fn ideal_fct(&self, src_host: u32, dst_host: u32, sport: u16, bytes: u64) -> Time {
+    /// FCT of a WRITE of `bytes` alone on the path this 5-tuple takes (ECMP replayed), at line
+    /// rate: the store-and-forward pipeline of [`super::ideal::pipeline_fct`]. The flow's own
+    /// single-path standalone FCT (HPCC ns-3's notion, `path_ideal_fct_ps`); the slowdown's
+    /// denominator is the fabric-wide [`super::ideal::Ideals`]. 0 if the path does not arrive.
+    pub fn path_ideal_fct(&self, src_host: u32, dst_host: u32, sport: u16, bytes: u64) -> Time {
         let path = self.path_of(src_host, dst_host, sport);
-        let mtu = self.params.nic.mtu as u64;
-        let npkts = bytes.div_ceil(mtu).max(1);
-        let full = mtu + ROCE_HEADER as u64;
-        let last = (bytes - (npkts - 1) * mtu) + ROCE_HEADER as u64;
         if path.last() != Some(&self.hosts[dst_host as usize].node) {
             return 0; // unreachable: no ideal
         }
-        // Arrival of the last packet at the current node, P_i and M_i for the full packets.
-        let mut arrive_last: Time = 0;
-        let mut p_full: Time = 0;
-        let mut m_full: Time = 0;
-        let mut ack = 0;
+        let mut hops = Vec::with_capacity(path.len());
         for w in path.windows(2) {
             let Some(p) = self.node_ports(w[0]).iter().find(|p| p.peer_node == w[1]) else {
                 return 0;
             };
-            let t = serialization(full, p.rate);
-            m_full = m_full.max(t);
-            let start_last = if npkts == 1 {
-                arrive_last
-            } else {
-                // The full packet before the last (number n−2) leaves link i at P_i + (n−2)·M_i + t_i.
-                arrive_last.max(p_full + (npkts - 2) * m_full + t)
-            };
-            arrive_last = start_last + serialization(last, p.rate) + p.delay;
-            p_full += t + p.delay;
-            ack += serialization(ACK_SIZE as u64, p.rate) + p.delay;
+            hops.push((p.rate, p.delay));
         }
-        arrive_last + ack
+        super::ideal::pipeline_fct(&hops, bytes, self.params.nic.mtu as u64)
     }
 
     pub fn schedule_link_events(
