@@ -7,8 +7,13 @@
 //! only. Two tenants registering the same addresses get two sets of bytes. Every region also
 //! belongs to one protection domain (a host-wide number, see `hostverbs.rs`); a remote access is
 //! allowed only through a region of the PD of the QP it arrived on.
+//!
+//! One exception, shared memory: the host agent's regions are memory it shares with the host's
+//! tenants (DRUM's global buffer is a shared-memory segment its agent maps into the tenants'
+//! processes). A tenant's region that lies inside one of the agent's is a mapping of that
+//! shared memory: the agent and the tenants mapping it see the same bytes.
 
-use braid_verbs::{Access, MemoryRegion, Sge, TenantId, VerbsError};
+use braid_verbs::{Access, MemoryRegion, Sge, TenantId, VerbsError, AGENT};
 
 struct Region {
     mr: MemoryRegion,
@@ -18,6 +23,8 @@ struct Region {
     /// Its protection domain (host-wide number).
     pd: u32,
     data: Option<Vec<u8>>,
+    /// A tenant's region inside one of the host agent's: shared memory.
+    shared: bool,
 }
 
 /// Why a local scatter-gather element is refused.
@@ -84,6 +91,7 @@ impl Memory {
             lkey: key,
             rkey: key | 0x8000_0000,
         };
+        let shared = space != AGENT && self.pick(addr, len, |r| r.space == AGENT).is_some();
         let data = tracked.then(|| vec![0u8; len as usize]);
         self.tracked += tracked as usize;
         self.regions.push(Region {
@@ -92,6 +100,7 @@ impl Memory {
             space,
             pd,
             data,
+            shared,
         });
         Ok(mr)
     }
@@ -157,16 +166,29 @@ impl Memory {
         })
     }
 
-    /// The region of address space `space` holding `[addr, addr + len)`; a tracked one if
-    /// several do.
-    fn region_at(&self, space: TenantId, addr: u64, len: u64) -> Option<usize> {
-        let inside = |r: &Region| {
-            r.space == space && addr >= r.mr.addr && addr + len <= r.mr.addr + r.mr.len
-        };
+    /// A region that `which` accepts holding `[addr, addr + len)`; a tracked one if several do.
+    fn pick(&self, addr: u64, len: u64, which: impl Fn(&Region) -> bool) -> Option<usize> {
+        let inside =
+            |r: &Region| which(r) && addr >= r.mr.addr && addr + len <= r.mr.addr + r.mr.len;
         self.regions
             .iter()
             .position(|r| r.data.is_some() && inside(r))
             .or_else(|| self.regions.iter().position(inside))
+    }
+
+    /// The region holding the bytes of `[addr, addr + len)` of address space `space`: one of
+    /// its own; in shared memory (the agent's, or a tenant's mapping of it), any region over
+    /// the shared memory.
+    fn region_at(&self, space: TenantId, addr: u64, len: u64) -> Option<usize> {
+        let shm = |r: &Region| r.space == AGENT || r.shared;
+        if space == AGENT {
+            return self.pick(addr, len, shm);
+        }
+        let i = self.pick(addr, len, |r| r.space == space)?;
+        if self.regions[i].shared {
+            return self.pick(addr, len, shm).or(Some(i));
+        }
+        Some(i)
     }
 
     /// Whether any region keeps its bytes.
@@ -176,6 +198,7 @@ impl Memory {
     }
 
     /// Whether `[addr, addr + len)` of `space` lies in a region that keeps its bytes.
+    #[inline]
     pub fn is_tracked(&self, space: TenantId, addr: u64, len: u64) -> bool {
         self.tracked > 0
             && self
@@ -185,6 +208,7 @@ impl Memory {
 
     /// Whether any element of a scatter-gather list of `space` lies in a tracked region (its
     /// bytes then travel with the packets; untracked parts read as zeros).
+    #[inline]
     pub fn sges_tracked(&self, space: TenantId, sges: &[Sge]) -> bool {
         self.tracked > 0
             && sges
@@ -352,6 +376,36 @@ mod tests {
         assert_eq!(m.read_in(2, 4100, 6).unwrap(), vec![0; 6]);
         m.write_in(2, 4100, b"XXXXXX").unwrap();
         assert_eq!(m.read_in(1, 4100, 6).unwrap(), b"secret".to_vec());
-        assert!(m.read_in(3, 4100, 6).is_err(), "tenant 3 registered nothing");
+        assert!(
+            m.read_in(3, 4100, 6).is_err(),
+            "tenant 3 registered nothing"
+        );
+    }
+
+    /// The host agent's memory is shared: a tenant's region inside it maps the agent's bytes
+    /// (DRUM's global buffer), whichever of them keeps the bytes; other tenants' is not.
+    #[test]
+    fn the_host_agents_memory_is_shared_with_its_tenants() {
+        let mut m = Memory::new(false);
+        m.register_in(AGENT, AGENT, 1 << 20, 1 << 16, Access::ALL.tracked())
+            .unwrap();
+        m.register_in(5, 5, (1 << 20) + 4096, 4096, Access::LOCAL.tracked())
+            .unwrap();
+        m.write_in(AGENT, (1 << 20) + 4100, b"from the agent")
+            .unwrap();
+        assert_eq!(
+            m.read_in(5, (1 << 20) + 4100, 14).unwrap(),
+            b"from the agent"
+        );
+        m.write_in(5, (1 << 20) + 4096, b"tenant").unwrap();
+        assert_eq!(m.read_in(AGENT, (1 << 20) + 4096, 6).unwrap(), b"tenant");
+        assert!(m.is_tracked(5, (1 << 20) + 4096, 6));
+        // A tenant's memory is not shared with other tenants.
+        m.register_in(6, 6, 1 << 30, 4096, Access::ALL.tracked())
+            .unwrap();
+        m.register_in(7, 7, 1 << 30, 4096, Access::ALL.tracked())
+            .unwrap();
+        m.write_in(6, 1 << 30, b"six").unwrap();
+        assert_eq!(m.read_in(7, 1 << 30, 3).unwrap(), vec![0; 3]);
     }
 }

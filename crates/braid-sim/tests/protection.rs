@@ -57,9 +57,8 @@ impl App for Alice {
     }
     fn on_event(&mut self, v: &mut dyn Verbs, ev: Event) {
         if ev == Event::Timer(1) {
-            self.0.borrow_mut().alice_end = v
-                .read_local(ALICE_AT + SECRET_OFF, secret_len())
-                .unwrap();
+            self.0.borrow_mut().alice_end =
+                v.read_local(ALICE_AT + SECRET_OFF, secret_len()).unwrap();
         }
     }
 }
@@ -113,9 +112,8 @@ impl App for Mallory {
                 connect(v, &mine, &eve);
             }
             Event::Timer(2) if self.1 => {
-                self.0.borrow_mut().mallory_end = v
-                    .read_local(ALICE_AT + SECRET_OFF, secret_len())
-                    .unwrap();
+                self.0.borrow_mut().mallory_end =
+                    v.read_local(ALICE_AT + SECRET_OFF, secret_len()).unwrap();
             }
             _ => {}
         }
@@ -141,7 +139,13 @@ impl App for Eve {
                 let (mine, mallory, alice, mallory_mr, lkey) = {
                     let b = self.0.borrow();
                     let alice = b.alice_mr.unwrap();
-                    (b.eve.clone(), b.mallory.clone(), alice, b.mallory_mr, b.eve_lkey)
+                    (
+                        b.eve.clone(),
+                        b.mallory.clone(),
+                        alice,
+                        b.mallory_mr,
+                        b.eve_lkey,
+                    )
                 };
                 connect(v, &mine, &mallory);
                 let sge = |addr, len| {
@@ -170,8 +174,7 @@ impl App for Eve {
                 }
             }
             Event::Timer(2) => {
-                self.0.borrow_mut().eve_end =
-                    v.read_local(EVE_AT + 1024, secret_len()).unwrap();
+                self.0.borrow_mut().eve_end = v.read_local(EVE_AT + 1024, secret_len()).unwrap();
             }
             Event::Completion(cq) => {
                 let mut out = Vec::new();
@@ -241,7 +244,11 @@ fn another_tenants_rkey_over_ones_own_connection_is_refused() {
         "Eve's READ and WRITE with Alice's rkey"
     );
     assert_eq!(b.alice_end, SECRET, "Alice's bytes unchanged");
-    assert_eq!(b.eve_end, vec![0; SECRET.len()], "nothing of Alice's reached Eve");
+    assert_eq!(
+        b.eve_end,
+        vec![0; SECRET.len()],
+        "nothing of Alice's reached Eve"
+    );
 }
 
 /// The review's D2: Bob registering Alice's addresses gets fresh bytes of his own; his writes
@@ -249,8 +256,16 @@ fn another_tenants_rkey_over_ones_own_connection_is_refused() {
 #[test]
 fn registering_another_tenants_addresses_gives_ones_own_bytes() {
     let b = audit(false, true);
-    assert_eq!(b.bob_first, vec![0; SECRET.len()], "Bob read Alice's secret");
-    assert_eq!(b.bob_after_write, vec![0xBB; SECRET.len()], "Bob's own write");
+    assert_eq!(
+        b.bob_first,
+        vec![0; SECRET.len()],
+        "Bob read Alice's secret"
+    );
+    assert_eq!(
+        b.bob_after_write,
+        vec![0xBB; SECRET.len()],
+        "Bob's own write"
+    );
     assert_eq!(b.alice_end, SECRET, "Bob's write reached Alice's bytes");
 }
 
@@ -269,7 +284,11 @@ fn remote_placement_uses_the_address_space_of_the_regions_owner() {
             (3, WcStatus::Success)
         ]
     );
-    assert_eq!(b.mallory_end, vec![0xEE; SECRET.len()], "the WRITE reached Mallory");
+    assert_eq!(
+        b.mallory_end,
+        vec![0xEE; SECRET.len()],
+        "the WRITE reached Mallory"
+    );
     assert_eq!(b.alice_end, SECRET, "and not Alice");
 }
 

@@ -274,8 +274,10 @@ impl Nic {
         // rkey in the protection domain of the QP the request arrived on, bounds and
         // remote-read permission (a zero-length READ checks nothing, IBA C9-88).
         let pd = q.pd;
-        let ok_access =
-            pk.msg_len == 0 || self.mem.check_remote(pd, pk.imm, pk.addr, pk.msg_len, false);
+        let ok_access = pk.msg_len == 0
+            || self
+                .mem
+                .check_remote(pd, pk.imm, pk.addr, pk.msg_len, false);
         let q = self.qps[pk.dst_qp as usize].as_mut().unwrap();
         let mut replies = Vec::new();
         let class = q.t.on_read_request(now, pk.psn, pk.aux, &mut replies);
@@ -365,10 +367,14 @@ impl Nic {
     /// protection domain `pd` of the QP it arrived on, bounds of the whole message and
     /// remote-write permission (a zero-length WRITE checks nothing, IBA C9-88). Other packets
     /// always may.
-    fn write_allowed(&self, pd: u32, pk: &Packet, mtu: u64) -> bool {
+    fn write_allowed(&self, qpn: QpNum, pk: &Packet, mtu: u64) -> bool {
         if pk.op != DataOp::Write || pk.msg_len == 0 {
             return true;
         }
+        let Some(Some(q)) = self.qps.get(qpn as usize) else {
+            return false;
+        };
+        let pd = q.pd;
         let start = pk.addr.saturating_sub(pk.ipsn as u64 * mtu);
         self.mem.check_remote(pd, pk.aux, start, pk.msg_len, true)
     }
@@ -389,7 +395,7 @@ impl Nic {
         let qpn = pk.dst_qp;
         let mtu = p.nic.mtu as u64;
         let q = self.qps[qpn as usize].as_mut().unwrap();
-        let (qp_type, pd, space) = (q.qp_type, q.pd, q.space);
+        let qp_type = q.qp_type;
         if qp_type == QpType::Rc && q.t.out_of_order() {
             return self.accept_data_ooo(now, pk, info, payload, mtu, replies, eff);
         }
@@ -408,7 +414,7 @@ impl Nic {
         }
         // A WRITE is checked at its first packet (in order, the rest follow it or nothing does):
         // refused, it changes no byte; RC NAKs it, UC drops the message silently.
-        if pk.first && !self.write_allowed(pd, pk, mtu) {
+        if pk.first && !self.write_allowed(qpn, pk, mtu) {
             self.stats.access_errors += 1;
             let q = self.qps[qpn as usize].as_mut().unwrap();
             match qp_type {
@@ -435,6 +441,8 @@ impl Nic {
         }
         q.rx_bytes += pk.payload as u64;
         if let Some(bytes) = &payload {
+            // Tracked bytes only: which PD and address space they are checked and placed in.
+            let (pd, space) = (q.pd, q.space);
             match pk.op {
                 DataOp::Send => {
                     if let Some(r) = q.rq.front() {
@@ -508,10 +516,8 @@ impl Nic {
         eff: &mut Effects,
     ) {
         let qpn = pk.dst_qp;
-        let q = self.qps[qpn as usize].as_ref().unwrap();
-        let (pd, space) = (q.pd, q.space);
         // Out of order, any packet may come first: each checks its whole message.
-        if !self.write_allowed(pd, pk, mtu) {
+        if !self.write_allowed(qpn, pk, mtu) {
             self.stats.access_errors += 1;
             replies.push(Reply::AccessNak { psn: pk.psn });
             return;
@@ -547,6 +553,8 @@ impl Nic {
             a.insert(pk.psn);
         }
         if let Some(bytes) = &payload {
+            // Tracked bytes only: which PD and address space they are checked and placed in.
+            let (pd, space) = (q.pd, q.space);
             match pk.op {
                 DataOp::Send => {
                     if let Some(sg) = &sg {

@@ -331,12 +331,6 @@ impl Nic {
             let mut sync = false;
             let enabled = !(q.managed_send && q.sq_base + q.cur as u64 >= q.send_enabled);
             if q.cur < q.sq.len() && enabled {
-                if q.sq[q.cur].loc_prot && q.sq[q.cur].post_ps <= now {
-                    // The NIC finds the foreign-PD lkey when it fetches the WR's data.
-                    let at = q.cur;
-                    self.enter_error(qpn, Some((at, WcStatus::LocalProtectionError)), eff);
-                    return Status::Blocked;
-                }
                 let w = &mut q.sq[q.cur];
                 if w.first_psn.is_none() && !w.wr.op.carries_data() {
                     let is_wait = matches!(w.wr.op, SendOp::Wait { .. }) && !w.done;
@@ -362,6 +356,12 @@ impl Nic {
                         // is not at the NIC yet, and reserves nothing of the WQE pipeline (other
                         // QPs' WQEs go meanwhile).
                         new_at = Some(w.post_ps);
+                    } else if w.ready_ps.is_none() && w.first_psn.is_none() && w.loc_prot {
+                        // The NIC finds the foreign-PD lkey when it fetches the WR's data
+                        // (checked here, once per WR, off the per-packet path).
+                        let at = q.cur;
+                        self.enter_error(qpn, Some((at, WcStatus::LocalProtectionError)), eff);
+                        return Status::Blocked;
                     } else if w.ready_ps.is_none() && w.first_psn.is_none() {
                         let t = wqe_ready(
                             now,

@@ -519,7 +519,7 @@ impl Nic {
         let pd = self.qp_mut(qpn)?.pd;
         for s in &wr.sg_list {
             // A RECV buffer of another PD: refused at post (simpler than ibverbs, where the
-            // responder finds it when a SEND arrives; see docs/verbs.md).
+            // responder finds it when a SEND arrives; docs/middleware.md, Protection).
             match self.mem.check_sge_in(s, pd) {
                 Ok(()) => {}
                 Err(SgeFault::OtherPd) => return Err(VerbsError::BadKey(s.lkey)),

@@ -837,9 +837,9 @@ fn byte_placement(out: SharedOutcome) -> Box<dyn App> {
 
 // ------------------------------------------------------------------------- protection cases
 
-/// The requester's completions are `want` (wr_id, status) and it is in Error afterwards; the
-/// responder's state is noted (IBA 9.9.3.1.3: an RC responder goes to Error on a class C
-/// error, as the simulated and fake NICs do; rxe does too, after the NAK).
+/// The requester's completions are `want` (wr_id, status) and it is in Error afterwards. (The
+/// responder's RC QP goes to Error too, IBA 9.9.3.1.3; not checked here, since rxe moves it
+/// there asynchronously after the NAK.)
 fn refused(c: &mut Ctx, v: &mut dyn Verbs, want: &[(u64, WcStatus)]) -> Result<(), String> {
     let a = c.a_wcs();
     for x in &a {

@@ -2,7 +2,8 @@
 //! the host's tenants create, with the seam's ownership rules. Every braid protection domain is
 //! an ibv_pd of its own (each tenant's default PD too), so the device enforces them: an rkey of
 //! another PD is refused with IBV_WC_REM_ACCESS_ERR, an lkey of another PD with
-//! IBV_WC_LOC_PROT_ERR. Each tenant's seam addresses are backed by memory of its own.
+//! IBV_WC_LOC_PROT_ERR. Each tenant's seam addresses are backed by memory of its own, except that
+//! the host agent's memory is shared with the tenants that register ranges inside it.
 
 use super::consts::*;
 use crate::memory::Memory;
@@ -81,6 +82,9 @@ struct Mr {
     owner: TenantId,
     /// Its braid protection domain (as its owner names it).
     pd: PdId,
+    /// Whose memory holds its bytes: its owner's, or the host agent's (shared memory) when it
+    /// lies inside the agent's registered memory.
+    space: TenantId,
     addr: u64,
     len: u64,
 }
@@ -113,7 +117,8 @@ pub struct Nic {
     mrs: HashMap<u32, Mr>,
     /// By (PD, host, local address, traffic class): an AH serves QPs of its own PD only.
     ahs: HashMap<(usize, u32, u8, u32), NonNull<sys::ibv_ah>>,
-    /// Each tenant's address space.
+    /// Each tenant's address space; the host agent's is shared memory, which a tenant maps by
+    /// registering a range inside it (DRUM's global buffer).
     mem: HashMap<TenantId, Memory>,
     epoch: Instant,
     pub(crate) pending: Pending,

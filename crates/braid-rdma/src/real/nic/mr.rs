@@ -15,9 +15,15 @@ impl Nic {
         access: Access,
     ) -> Result<MemoryRegion, VerbsError> {
         let ibv_pd = self.ibv_pd(t, pd)?;
+        let in_shared = t != AGENT
+            && self
+                .mem
+                .get(&AGENT)
+                .is_some_and(|m| m.real(addr, len).is_some());
+        let space = if in_shared { AGENT } else { t };
         let real = self
             .mem
-            .entry(t)
+            .entry(space)
             .or_default()
             .acquire(addr, len)
             .map_err(VerbsError::InvalidArgument)?;
@@ -42,7 +48,7 @@ impl Nic {
             )
         };
         let Some(mr) = NonNull::new(mr) else {
-            self.mem.entry(t).or_default().release(addr, len);
+            self.mem.entry(space).or_default().release(addr, len);
             return Err(VerbsError::InvalidArgument("ibv_reg_mr_iova failed"));
         };
         // SAFETY: a valid MR.
@@ -53,6 +59,7 @@ impl Nic {
                 mr,
                 owner: t,
                 pd,
+                space,
                 addr,
                 len,
             },
@@ -70,39 +77,42 @@ impl Nic {
         let m = self.mrs.remove(&mr.lkey).expect("owned");
         // SAFETY: an MR we registered.
         unsafe { sys::ibv_dereg_mr(m.mr.as_ptr()) };
-        self.mem.entry(t).or_default().release(m.addr, m.len);
+        self.mem.entry(m.space).or_default().release(m.addr, m.len);
         Ok(())
     }
 
     pub fn write_local(&mut self, t: TenantId, addr: u64, data: &[u8]) -> Result<(), VerbsError> {
-        self.owns_range(t, addr, data.len() as u64)?;
+        let space = self.owns_range(t, addr, data.len() as u64)?;
         self.mem
-            .entry(t)
+            .entry(space)
             .or_default()
             .write(addr, data)
             .map_err(VerbsError::InvalidArgument)
     }
 
     pub fn read_local(&self, t: TenantId, addr: u64, len: u64) -> Result<Vec<u8>, VerbsError> {
-        self.owns_range(t, addr, len)?;
+        let space = self.owns_range(t, addr, len)?;
         self.mem
-            .get(&t)
+            .get(&space)
             .ok_or("address outside registered memory")
             .and_then(|m| m.read(addr, len))
             .map_err(VerbsError::InvalidArgument)
     }
 
-    fn owns_range(&self, t: TenantId, addr: u64, len: u64) -> Result<(), VerbsError> {
-        let mine = self
-            .mrs
+    /// Whose memory holds `[addr, addr + len)` of tenant `t` (which must have registered it):
+    /// its own, or the host agent's shared memory.
+    pub(super) fn owns_range(
+        &self,
+        t: TenantId,
+        addr: u64,
+        len: u64,
+    ) -> Result<TenantId, VerbsError> {
+        self.mrs
             .values()
-            .any(|m| m.owner == t && addr >= m.addr && addr + len <= m.addr + m.len);
-        if mine {
-            Ok(())
-        } else {
-            Err(VerbsError::InvalidArgument(
+            .find(|m| m.owner == t && addr >= m.addr && addr + len <= m.addr + m.len)
+            .map(|m| m.space)
+            .ok_or(VerbsError::InvalidArgument(
                 "address range outside this tenant's registered memory",
             ))
-        }
     }
 }

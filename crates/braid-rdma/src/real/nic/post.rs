@@ -55,14 +55,16 @@ impl Nic {
                 }
                 // Inline data is read by the CPU at post time: from the real bytes.
                 let addr = if wr.inline {
-                    self.mem
-                        .get(&t)
-                        .and_then(|m| m.real(s.addr, s.length as u64))
+                    let len = s.length as u64;
+                    self.owns_range(t, s.addr, len)
+                        .ok()
+                        .and_then(|space| self.mem.get(&space))
+                        .and_then(|m| m.real(s.addr, len))
                         .ok_or_else(|| {
-                        bad(VerbsError::InvalidArgument(
-                            "inline data outside registered memory",
-                        ))
-                    })? as u64
+                            bad(VerbsError::InvalidArgument(
+                                "inline data outside registered memory",
+                            ))
+                        })? as u64
                 } else {
                     s.addr
                 };

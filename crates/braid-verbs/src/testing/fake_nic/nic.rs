@@ -524,9 +524,11 @@ impl FakeNic {
     /// Whether every non-empty element of a (checked) scatter-gather list of `tenant` uses a
     /// region of protection domain `pd`.
     fn sges_in_pd(&self, tenant: TenantId, pd: PdId, sges: &[Sge]) -> bool {
-        sges.iter()
-            .filter(|s| s.length > 0)
-            .all(|s| self.mrs.get(&s.lkey).is_some_and(|m| m.owner == tenant && m.pd == pd))
+        sges.iter().filter(|s| s.length > 0).all(|s| {
+            self.mrs
+                .get(&s.lkey)
+                .is_some_and(|m| m.owner == tenant && m.pd == pd)
+        })
     }
 
     /// `tenant`'s protection domain `pd` exists.

@@ -281,7 +281,10 @@ impl FakeNic {
             ));
         }
         self.own_pd(tenant, pd)?;
-        let busy = self.qps.values().any(|q| q.owner == tenant && q.init.pd == pd)
+        let busy = self
+            .qps
+            .values()
+            .any(|q| q.owner == tenant && q.init.pd == pd)
             || self.mrs.values().any(|m| m.owner == tenant && m.pd == pd);
         if busy {
             return Err(VerbsError::InvalidState(
@@ -426,9 +429,8 @@ impl FakeNic {
             }
         }
         // Accepted by the post; the NIC finds the foreign-PD lkey when it fetches the data.
-        let loc_prot = wr.op.carries_data()
-            && !wr.inline
-            && !self.sges_in_pd(tenant, q.init.pd, &wr.sg_list);
+        let loc_prot =
+            wr.op.carries_data() && !wr.inline && !self.sges_in_pd(tenant, q.init.pd, &wr.sg_list);
         if q.sq_posted - q.sq_freed >= q.init.max_send_wr as u64 {
             return Err(VerbsError::QueueFull);
         }
