@@ -3,7 +3,7 @@
 //! timers.
 
 use super::{
-    first_missing, wc, Effects, Nic, NicParams, PendingRecv, QpState, ReadJob, TimerKind,
+    addr_node, first_missing, wc, Effects, Nic, NicParams, PendingRecv, QpState, ReadJob, TimerKind,
     NAK_REMOTE_ACCESS, QPN_BITS, QPN_MASK,
 };
 use crate::packet::*;
@@ -113,12 +113,15 @@ impl Nic {
             }
             // A connected QP (RC, UC) takes packets only from the address its remote address
             // vector names (IBA transport header validation of connected services; RoCEv2's
-            // source GID is the IP source address). A packet from any other address is
-            // dropped silently. The BTH carries no source QP, so hardware cannot tell two QPs
-            // of the connected peer's address apart: neither does this check (`pk.src_qp` is
-            // the simulator's bookkeeping), and PSN sequencing decides the rest (ReDMArk,
-            // USENIX Security '21, injects with the peer's address). UD QPs talk to anyone.
-            if pk.src != q.remote_host && q.qp_type != QpType::Ud {
+            // source GID is the IP source address). A packet from any other host is dropped
+            // silently. The BTH carries no source QP, so hardware cannot tell two QPs of the
+            // connected peer's address apart: neither does this check (`pk.src_qp` is the
+            // simulator's bookkeeping), and PSN sequencing decides the rest (ReDMArk, USENIX
+            // Security '21, injects with the peer's address). UD QPs talk to anyone.
+            // Compared by host, not by GID index: any process on the peer's host may send from
+            // any of its GIDs, so the exact GID protects from no tenant, and Virtuoso connects
+            // its paths to the peer's first address while the peer's path QPs send from theirs.
+            if addr_node(pk.src ^ q.remote_host) != 0 && q.qp_type != QpType::Ud {
                 self.stats.foreign_drops += 1;
                 return;
             }
