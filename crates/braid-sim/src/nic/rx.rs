@@ -3,8 +3,8 @@
 //! timers.
 
 use super::{
-    addr_node, first_missing, wc, Effects, Nic, NicParams, PendingRecv, QpState, ReadJob, TimerKind,
-    NAK_REMOTE_ACCESS, QPN_BITS, QPN_MASK,
+    addr_node, first_missing, wc, Effects, Nic, NicParams, PendingRecv, QpState, ReadJob,
+    TimerKind, NAK_REMOTE_ACCESS, QPN_BITS, QPN_MASK,
 };
 use crate::packet::*;
 use crate::transport::{DataInfo, Feedback, Reply, RxClass, TxFx};
