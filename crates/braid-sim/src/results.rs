@@ -297,6 +297,7 @@ pub fn assemble(
     sum("cnps", &|s| s.cnps_sent);
     sum("cnps_received", &|s| s.cnps_recv);
     sum("out_of_order_drops", &|s| s.ooo_drops);
+    sum("foreign_source_drops", &|s| s.foreign_drops);
     sum("qp_cache_misses", &|s| s.cache_misses);
     sum("qp_cache_hits", &|s| s.cache_hits);
     sum("remote_access_errors", &|s| s.access_errors);

@@ -6,9 +6,12 @@
 //!
 //! The thief's test needs the simulated NIC's protection domains (branch `prot`, merged): before
 //! them the NIC accepted an rkey from any QP of its host (review D1), and the thief read and
-//! wrote the victim's memory (4 of its 12 accesses succeeded). The hijacker's full criterion is
-//! marked ignored: the simulated NIC's responder still answers requests from a QP it is not
-//! connected to (D10), so the hijacker's WRITE and READ to the victim's QP succeed.
+//! wrote the victim's memory (4 of its 12 accesses succeeded). The hijacker's tests need the
+//! responder's source check (review D10): a connected QP takes packets only from its remote's
+//! address. Before it, the hijacker's WRITE and READ to the victim's QP were served and its SEND
+//! consumed the victim's RECV. A hijacker on the victim's peer's own host shares that address,
+//! which hardware cannot tell apart (the BTH carries no source QP): what it gets then is the
+//! PSN sequencing's outcome, asserted as such below (ReDMArk's injection, a real-NIC property).
 
 mod common;
 use common::*;
@@ -60,6 +63,14 @@ fn tally(r: &braid_sim::Results) -> (i64, i64, i64) {
 /// Runs the victim alone and beside `attacker`; returns the attacker's tally after checking
 /// the victim finished (bytes verified, QPs not in Error) within alpha of alone.
 fn against(attacker: Value, middleware: Option<Value>) -> (i64, i64, i64) {
+    against_with(attacker, middleware).0
+}
+
+/// `against`, with the run's results.
+fn against_with(
+    attacker: Value,
+    middleware: Option<Value>,
+) -> ((i64, i64, i64), braid_sim::Results) {
     let (_, alone) = run(&scenario(None, middleware.clone()));
     let alone = victim_fct(&alone).expect("the victim finishes alone");
     let (_, r) = run(&scenario(Some(attacker), middleware));
@@ -68,7 +79,7 @@ fn against(attacker: Value, middleware: Option<Value>) -> (i64, i64, i64) {
         with as f64 * ALPHA <= alone as f64,
         "victim {with} ps beside the attacker vs {alone} ps alone"
     );
-    tally(&r)
+    (tally(&r), r)
 }
 
 #[test]
@@ -81,15 +92,22 @@ fn the_rkey_thief_is_refused_and_the_victim_untouched() {
     assert_eq!(t, (12, 12, 0));
 }
 
+/// The hijacker on a host other than the victim's peer's (on host 1, where no victim QP is;
+/// on host 2, beside the victim's server, where its local verbs on the victim's QPs are also
+/// refused): the victim's QP drops its packets (their source address is not its remote's), so
+/// nothing is served, no RECV of the victim's is consumed, and its own QPs time out.
 #[test]
-#[ignore = "needs the simulated NIC's responder to answer only its connected QP (review D10): today the hijacker's WRITE and READ to the victim's QP succeed"]
-fn the_qp_hijacker_is_refused_and_the_victim_untouched() {
-    let t = against(
-        json!({"kind": "qp_hijacker", "src": 0, "dst": 1, "size": "4KB", "victim": 0}),
-        None,
-    );
-    assert_eq!(t.1, t.0, "refused {} of {}", t.1, t.0);
-    assert_eq!(t.2, 0);
+fn the_qp_hijacker_on_another_host_is_refused_and_the_victim_untouched() {
+    for src in [1, 2] {
+        let (t, r) = against_with(
+            json!({"kind": "qp_hijacker", "src": src, "dst": 3, "size": "4KB", "victim": 0}),
+            None,
+        );
+        assert!(t.0 >= 3, "host {src}: {t:?}");
+        assert_eq!(t.1, t.0, "host {src}: refused {} of {}", t.1, t.0);
+        assert_eq!(t.2, 0, "host {src}");
+        assert!(r.counters["foreign_source_drops"] > 0, "host {src}");
+    }
 }
 
 /// Through PeRF: the hijacker's READ of 64 KiB is converted and names the victim's QP to the
@@ -119,11 +137,12 @@ fn perfs_agent_serves_no_read_for_a_qp_hijacker() {
     assert_eq!(col("perf_reads_served", "apps[0].client"), 0.0);
 }
 
+/// Through PeRF, from a host other than the victim's peer's: the converted READ is not served
+/// (the agent's check) and the SEND and WRITE are dropped by the victim's QP (the NIC's).
 #[test]
-#[ignore = "needs a responder that answers only its connected QP in the simulated NIC (D10)"]
-fn the_qp_hijacker_gets_nothing_through_perf() {
+fn the_qp_hijacker_on_another_host_gets_nothing_through_perf() {
     let t = against(
-        json!({"kind": "qp_hijacker", "src": 0, "dst": 1, "size": "64KB", "victim": 0,
+        json!({"kind": "qp_hijacker", "src": 1, "dst": 3, "size": "64KB", "victim": 0,
             "start": "100us"}),
         Some(json!([{"kind": "perf"}])),
     );
@@ -240,4 +259,27 @@ fn the_matrix_attacker_rows_run() {
             );
         }
     }
+}
+
+/// The hijacker on the victim's peer's own host (host 0, where the victim's client is): its
+/// packets carry the address the victim's server QP is connected to, which is all a RoCEv2
+/// responder can check (the BTH names no source QP; ReDMArk's injection). They pass the
+/// address check and meet PSN sequencing: the hijacker's QPs start at PSN 0, behind the
+/// victim's expected PSN, so each is a duplicate. Duplicate SENDs and WRITEs are acknowledged
+/// without being executed (no RECV consumed, no byte written); a duplicate READ is executed
+/// again, but its response, like every ACK, goes to the QP the victim's QP is connected to (the
+/// victim's client, which drops responses it did not ask for), never to the hijacker. So the
+/// hijacker hears nothing, its QPs time out, and the victim finishes with its bytes verified.
+#[test]
+fn the_qp_hijacker_on_the_peers_host_injects_only_duplicates_and_hears_nothing() {
+    let (t, r) = against_with(
+        json!({"kind": "qp_hijacker", "src": 0, "dst": 1, "size": "4KB", "victim": 0}),
+        None,
+    );
+    // Its packets come from the address the victim's QP is connected to: none is dropped by
+    // the source check (sequencing is what stops them).
+    assert_eq!(r.counters["foreign_source_drops"], 0);
+    assert!(t.0 >= 3, "{t:?}");
+    assert_eq!(t.1, t.0, "refused {} of {}", t.1, t.0);
+    assert_eq!(t.2, 0);
 }

@@ -299,6 +299,8 @@ pub struct NicStats {
     pub cnps_sent: u64,
     pub cnps_recv: u64,
     pub ooo_drops: u64,
+    /// Packets for a connected QP from an address other than its remote's, dropped.
+    pub foreign_drops: u64,
     pub rnr_naks: u64,
     pub cache_misses: u64,
     pub cache_hits: u64,

@@ -3,8 +3,8 @@
 //! timers.
 
 use super::{
-    first_missing, wc, Effects, Nic, NicParams, PendingRecv, QpState, ReadJob, TimerKind,
-    NAK_REMOTE_ACCESS, QPN_BITS, QPN_MASK,
+    addr_node, first_missing, wc, Effects, Nic, NicParams, PendingRecv, QpState, ReadJob,
+    TimerKind, NAK_REMOTE_ACCESS, QPN_BITS, QPN_MASK,
 };
 use crate::packet::*;
 use crate::transport::{DataInfo, Feedback, Reply, RxClass, TxFx};
@@ -111,6 +111,20 @@ impl Nic {
             if matches!(q.state, QpState::Reset | QpState::Init | QpState::Error) {
                 return;
             }
+            // A connected QP (RC, UC) takes packets only from the address its remote address
+            // vector names (IBA transport header validation of connected services; RoCEv2's
+            // source GID is the IP source address). A packet from any other host is dropped
+            // silently. The BTH carries no source QP, so hardware cannot tell two QPs of the
+            // connected peer's address apart: neither does this check (`pk.src_qp` is the
+            // simulator's bookkeeping), and PSN sequencing decides the rest (ReDMArk, USENIX
+            // Security '21, injects with the peer's address). UD QPs talk to anyone.
+            // Compared by host, not by GID index: any process on the peer's host may send from
+            // any of its GIDs, so the exact GID protects from no tenant, and Virtuoso connects
+            // its paths to the peer's first address while the peer's path QPs send from theirs.
+            if addr_node(pk.src ^ q.remote_host) != 0 && q.qp_type != QpType::Ud {
+                self.stats.foreign_drops += 1;
+                return;
+            }
         }
         let fb = match pk.kind {
             PktKind::Data => return self.on_data(now, &pk, payload, p, pool, eff),
@@ -205,10 +219,17 @@ impl Nic {
         eff: &mut Effects,
     ) {
         let qpn = pk.dst_qp;
-        // Looked up once for all the replies (sending them changes no QP).
-        let (sport, mp, src) = match self.qp(qpn) {
-            Some(q) => (q.sport, q.t.out_of_order(), q.local_addr),
-            None => (pk.sport, false, self.host),
+        // Looked up once for all the replies (sending them changes no QP). A connected QP
+        // answers its connected remote QP, as hardware does (from the QP context: the BTH
+        // names no source QP), not the QP the simulator's packet says it came from: a packet
+        // injected from the remote's address by another QP gets its ACK, NAK or CNP sent to
+        // the victim's peer, never to the injector.
+        let (sport, mp, src, to_qp) = match self.qp(qpn) {
+            Some(q) if q.qp_type != QpType::Ud => {
+                (q.sport, q.t.out_of_order(), q.local_addr, q.remote_qpn)
+            }
+            Some(q) => (q.sport, q.t.out_of_order(), q.local_addr, pk.src_qp),
+            None => (pk.sport, false, self.host, pk.src_qp),
         };
         // Read in place, then cleared: cheaper than `drain` for the usual single ACK.
         for &r in replies.iter() {
@@ -235,7 +256,7 @@ impl Nic {
                 Reply::Nak { .. } | Reply::SyncNak { .. } if mp => pk.sport,
                 _ => sport,
             };
-            let mut a = self.ctrl_packet(kind, src, pk.src, pk.src_qp, qpn, psn, sport, now, p);
+            let mut a = self.ctrl_packet(kind, src, pk.src, to_qp, qpn, psn, sport, now, p);
             // Filled before it enters the pool: one copy into its slot, no second lookup.
             match r {
                 Reply::Ack {
