@@ -245,3 +245,77 @@ fn zero_waits_take_wqe_slots_of_their_qp() {
         slow / 1e6
     );
 }
+
+// ------------------------------------------------------------------- perftest -l
+
+/// (ibv_post_send calls of the client tenant, messages per second) of one write_bw QP of 16 B
+/// at depth 128 posting lists of `list`.
+fn post_list_run(list: u32) -> (u64, f64) {
+    let n = 32_000u64;
+    let s = json!({
+        "duration": "50ms",
+        "topology": dumbbell(1, 1, link("100Gbps", "1us"), link("100Gbps", "1us")),
+        "transport": {"kind": "none"},
+        "apps": [{"kind": "write_bw", "src": 0, "dst": 1, "size": "16B", "tx_depth": 128,
+                  "post_list": list, "iterations": n}],
+    });
+    let (_, r) = run(&s);
+    assert!(ints(&r.flows, "finish_ps")[0] > 0, "the app finished");
+    let labels = match r.tenants.get("label").unwrap() {
+        braid_sim::Column::Str(v) => v.clone(),
+        _ => panic!("label"),
+    };
+    let row = labels.iter().position(|l| l.ends_with(".client")).unwrap();
+    let posts = ints(&r.tenants, "posts")[row] as u64;
+    let fct = ints(&r.flows, "fct_ps")[0] as f64 / 1e12;
+    (posts, n as f64 / fct)
+}
+
+#[test]
+fn post_lists_post_32_wrs_per_call_and_run_at_the_per_qp_ceiling() {
+    let (single_posts, single_rate) = post_list_run(1);
+    let (list_posts, list_rate) = post_list_run(32);
+    // perftest -l 32: 32,000 WRs in 1,000 calls (one doorbell each), against 32,000 single posts.
+    assert_eq!(list_posts, 1000, "single posts: {single_posts}");
+    assert_eq!(single_posts, 32_000);
+    // Either way the QP's message rate is the NIC's to give: 12.4 Mmsg/s.
+    for r in [single_rate, list_rate] {
+        assert!((r - 12.4e6).abs() / 12.4e6 < 0.02, "{r} msg/s");
+    }
+}
+
+#[test]
+fn a_bad_post_list_is_refused_naming_the_key() {
+    for (app, key) in [
+        (
+            json!({"kind": "write_bw", "post_list": 0}),
+            "apps[0].post_list",
+        ),
+        (
+            json!({"kind": "write_lat", "post_list": 4}),
+            "apps[0].post_list",
+        ),
+        (
+            json!({"kind": "write_bw", "post_list": 64, "tx_depth": 32}),
+            "apps[0].post_list",
+        ),
+        (
+            json!({"kind": "write_bw", "post_list": 8, "cq_mod": 4}),
+            "apps[0].cq_mod",
+        ),
+    ] {
+        let mut a = json!({"src": 0, "dst": 1, "size": "16B"});
+        for (k, v) in app.as_object().unwrap() {
+            a[k] = v.clone();
+        }
+        let s = json!({
+            "duration": "1ms",
+            "topology": dumbbell(1, 1, link("100Gbps", "1us"), link("100Gbps", "1us")),
+            "apps": [a],
+        });
+        let e = braid_sim::Simulation::from_json(&s.to_string(), std::path::Path::new("."), None)
+            .err()
+            .unwrap_or_else(|| panic!("accepted {app}"));
+        assert!(e.to_string().contains(key), "{app}: {e}");
+    }
+}
