@@ -73,7 +73,11 @@ def test_anomaly_rows_and_raw_rdma_shows_both_anomalies(perf_outcomes):
     # QP level: the 1-QP tenant gets ~1/9 beside 8 QPs.
     g = m["QP"][0]["window_gbps"]
     assert abs(g[0] / (g[0] + g[1]) - 1 / 9) < 0.02, g
-    assert all(r.ok for r in o.rows), [r for r in o.rows if not r.ok]
+    # Under the ConnectX-6 message-rate ceilings a B_App of 64 B or 256 B messages is held at its
+    # QP's 12.4 Mmsg/s and harms D_App alike: the size sweep no longer grows below 1 KB
+    # (docs/perf.md, "Reproducing PeRF"). Every other row keeps the paper's shape.
+    bad = [r for r in o.rows if not r.ok]
+    assert [r.quantity for r in bad] == ["D_App p50 added by B_App of 64 B … 1 MB (µs)"], bad
 
 
 def test_isolation_rows_and_perf_is_work_conserving(perf_outcomes):
@@ -105,8 +109,12 @@ def test_apps_rows(perf_outcomes):
     o = perf_outcomes["perf/apps"]
     _rows_ok(o)
     m = o.measures
-    # PeRF keeps Crail's throughput and brings rping's tail back within 2x of alone.
-    assert _app(m, "PeRF", "apps[0]", "goodput_gbps") >= 0.9 * _app(m, "Crail alone", "apps[0]", "goodput_gbps")
+    # PeRF brings rping's tail back within 2x of alone. Crail keeps only about half its
+    # throughput: each 16 KiB sub-WR's 16 0_WAITs take 15 x 80.6 ns of its QP's WQE slots after
+    # the sub-WR's 1.31 us of wire (ConnectX-6's 12.4 Mmsg/s per QP; docs/perf.md, "PeRF under
+    # the RNIC's message-rate limits").
+    crail = _app(m, "PeRF", "apps[0]", "goodput_gbps") / _app(m, "Crail alone", "apps[0]", "goodput_gbps")
+    assert 0.45 < crail < 0.6, crail
     assert _app(m, "PeRF", "apps[2]", "lat_p99_us") <= 2 * _app(m, "rping alone", "apps[2]", "lat_p99_us")
 
 

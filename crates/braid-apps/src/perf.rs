@@ -62,6 +62,10 @@ pub struct PerfSpec {
     pub start: u64,
     /// A signaled completion every `cq_mod` messages.
     pub cq_mod: u32,
+    /// WRs per ibv_post_send call (perftest -l, bandwidth tests): a list goes when its whole
+    /// length fits in `tx_depth`, its last WR signaled (perftest then sets `cq_mod` to the list
+    /// length). 1 = one WR per call.
+    pub post_list: u32,
     /// Service level (traffic class) of its QPs, both ends; None: the NIC's default.
     pub priority: Option<u8>,
 }
@@ -149,6 +153,53 @@ impl PerfClient {
     }
 
     fn post_one(&mut self, v: &mut dyn Verbs, i: usize) {
+        // perftest --cq-mod: only every n-th WR asks for a completion.
+        let signaled = (self.posted[i] + 1) % self.spec.cq_mod as u64 == 0
+            || self.posted[i] + 1 == self.target
+            || self.per_wr();
+        let wr = self.make_wr(i, signaled);
+        if v.post_send(self.qps[i], wr).is_ok() {
+            self.posted[i] += 1;
+            if !self.ping_pong() {
+                self.sent_at[i].push_back(v.now());
+            }
+        }
+    }
+
+    /// WRs a signaled completion stands for: `cq_mod`, or a post list's length.
+    fn moderation(&self) -> u64 {
+        if self.spec.post_list > 1 {
+            self.spec.post_list as u64
+        } else {
+            self.spec.cq_mod as u64
+        }
+    }
+
+    /// perftest's bandwidth loop with -l: whole lists of `post_list` WRs (the last one shorter
+    /// if the iterations end there) while one fits in `tx_depth`, each list's last WR signaled.
+    fn post_lists(&mut self, v: &mut dyn Verbs, i: usize, now: u64) {
+        let depth = self.spec.tx_depth as u64;
+        while self.may_post(i, now) {
+            let n = (self.spec.post_list as u64).min(self.target - self.posted[i]);
+            if self.posted[i] - self.completed[i] + n > depth {
+                return;
+            }
+            let wrs: Vec<SendWr> = (0..n).map(|k| self.make_wr(i, k + 1 == n)).collect();
+            let posted = match v.post_send_list(self.qps[i], wrs) {
+                Ok(()) => n,
+                Err(bad) => bad.index as u64,
+            };
+            self.posted[i] += posted;
+            for _ in 0..posted {
+                self.sent_at[i].push_back(now);
+            }
+            if posted < n {
+                return;
+            }
+        }
+    }
+
+    fn make_wr(&mut self, i: usize, signaled: bool) -> SendWr {
         let op = match self.spec.kind {
             PerfKind::WriteBw | PerfKind::WqeLat => SendOp::Write,
             PerfKind::ReadBw | PerfKind::ReadLat => SendOp::Read,
@@ -165,16 +216,8 @@ impl PerfClient {
         }
         // A fraction of the stream is flagged synchronise (MP-RDMA §5.2.5).
         wr.fence = self.sync.as_mut().is_some_and(|d| d());
-        // perftest --cq-mod: only every n-th WR asks for a completion.
-        wr.signaled = (self.posted[i] + 1) % self.spec.cq_mod as u64 == 0
-            || self.posted[i] + 1 == self.target
-            || self.per_wr();
-        if v.post_send(self.qps[i], wr).is_ok() {
-            self.posted[i] += 1;
-            if !self.ping_pong() {
-                self.sent_at[i].push_back(v.now());
-            }
-        }
+        wr.signaled = signaled;
+        wr
     }
 
     /// One message at a time, timed from its post to the peer's answer (write_lat, send_lat).
@@ -267,6 +310,8 @@ impl App for PerfClient {
                         );
                         self.lat_sent[i] = now;
                         self.post_one(v, i);
+                    } else if self.spec.post_list > 1 {
+                        self.post_lists(v, i, now);
                     } else {
                         let depth = self.spec.tx_depth as u64;
                         for _ in 0..depth {
@@ -329,7 +374,7 @@ impl App for PerfClient {
                         _ => {
                             // A signaled completion stands for cq_mod WRs (or the remainder).
                             let n = (self.posted[i] - self.completed[i])
-                                .min(self.spec.cq_mod as u64)
+                                .min(self.moderation())
                                 .max(1);
                             self.completed[i] += n;
                             {
@@ -342,9 +387,13 @@ impl App for PerfClient {
                                     }
                                 }
                             }
-                            for _ in 0..n {
-                                if self.may_post(i, now) {
-                                    self.post_one(v, i);
+                            if self.spec.post_list > 1 {
+                                self.post_lists(v, i, now);
+                            } else {
+                                for _ in 0..n {
+                                    if self.may_post(i, now) {
+                                        self.post_one(v, i);
+                                    }
                                 }
                             }
                         }

@@ -162,6 +162,7 @@ pub(crate) mod tests {
             duration: None,
             start: 0,
             cq_mod: 1,
+            post_list: 1,
             priority: None,
         };
         let draw = script(reqs);

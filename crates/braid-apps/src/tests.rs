@@ -46,6 +46,7 @@ pub(crate) fn run_on(kind: PerfKind, size: u64, iterations: u64, t: QpType) -> L
         duration: None,
         start: 0,
         cq_mod: 1,
+        post_list: 1,
         priority: None,
     };
     let mut net = FakeNet::new(2);
@@ -89,6 +90,7 @@ fn perftest_apps_run_on_the_fake_nic() {
             duration: None,
             start: 0,
             cq_mod: 1,
+            post_list: 1,
             priority: None,
         };
         let mut net = FakeNet::new(2);

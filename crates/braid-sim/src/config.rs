@@ -204,11 +204,17 @@ pub struct NicConfig {
     pub qp_cache: u32,
     /// Cost of a QP-context cache miss: a PCIe round trip during which the pipeline stalls.
     pub qp_cache_miss: Duration,
-    /// Processing time per WQE.
+    /// Serial processing time per WQE, NIC-wide, on top of the message rates (every WR is a
+    /// WQE: data, zero-byte, WAIT, SEND_ENABLE, RECV_ENABLE, NOP; `nic/limits.rs`). Default 0:
+    /// no source separates it from the message rates below, which already bound WQE processing.
     pub wqe_time: Duration,
-    /// Messages per second per NIC (0 = unlimited).
+    /// WQEs (messages) per second per NIC port, 0 = unlimited. Default 107.5e6: half of
+    /// ConnectX-6's "215 million messages per second" for the dual-port device (NVIDIA
+    /// ConnectX-6 user manual, Introduction); the PeRF artifact's QNum_capa = 9 QPs of 12.4 M
+    /// to saturate one port (111.6 M) agrees within 4% (docs/scenario.md, "RNIC message rate").
     pub max_msg_rate: f64,
-    /// Messages per second per QP (0 = unlimited).
+    /// WQEs (messages) per second per QP, 0 = unlimited. Default 12.4e6: the PeRF artifact's
+    /// per-QP message capacity on ConnectX-6 (`PERF_NIC_MSG_RATE` = 12,400 Kpps).
     pub max_qp_msg_rate: f64,
     /// Retransmission timeout.
     pub rto: Duration,
@@ -253,8 +259,8 @@ impl Default for NicConfig {
             qp_cache: 0,
             qp_cache_miss: Duration(1_000_000),
             wqe_time: Duration(0),
-            max_msg_rate: 0.0,
-            max_qp_msg_rate: 0.0,
+            max_msg_rate: 107.5e6,
+            max_qp_msg_rate: 12.4e6,
             rto: Duration(4_000_000_000),
             rnr_delay: Duration(10_000_000),
             rx_xoff: Bytes(64_000),
@@ -758,6 +764,11 @@ pub struct AppSpec {
     /// Use signaled completions every `cq_mod` messages (perftest --cq-mod).
     #[serde(default = "one")]
     pub cq_mod: u32,
+    /// Bandwidth kinds (write_bw, send_bw, read_bw): WRs per ibv_post_send call (perftest -l),
+    /// a list posted when it fits in `tx_depth`, its last WR signaled (`cq_mod` becomes the
+    /// list length, as perftest does without --cq-mod). 1 = single posts.
+    #[serde(default = "one")]
+    pub post_list: u32,
     #[serde(default = "yes")]
     pub enabled: bool,
     /// This tenant's verbs stack, top to bottom (default: its host's stack from `[middleware]`).
@@ -832,6 +843,7 @@ impl AppSpec {
             duration: self.duration.map(|d| d.0),
             start: self.start.0,
             cq_mod: self.cq_mod,
+            post_list: self.post_list,
             priority: self.priority,
         }
     }

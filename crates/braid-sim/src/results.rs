@@ -328,7 +328,7 @@ pub fn assemble(
     }
     r.counters = k;
     r.transport = crate::transport_report::table(world);
-    r.tenants = crate::tenants::table(world, log);
+    r.tenants = crate::tenants::table(world, log, now);
     r.ports = port_map(world);
     r.pfc = pfc_table(world);
     r.cc = world

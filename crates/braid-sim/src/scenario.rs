@@ -252,6 +252,29 @@ impl Scenario {
             if a.cq_mod == 0 {
                 return Err(err(format!("{p}.cq_mod"), "expected at least 1"));
             }
+            if a.post_list == 0 {
+                return Err(err(format!("{p}.post_list"), "expected at least 1"));
+            }
+            if a.post_list > 1 {
+                if !matches!(a.kind, AppKind::WriteBw | AppKind::SendBw | AppKind::ReadBw) {
+                    return Err(err(
+                        format!("{p}.post_list"),
+                        "a post list above 1 is for write_bw, send_bw and read_bw only (perftest -l)",
+                    ));
+                }
+                if a.post_list > a.tx_depth {
+                    return Err(err(
+                        format!("{p}.post_list"),
+                        format!("expected at most tx_depth ({})", a.tx_depth),
+                    ));
+                }
+                if a.cq_mod > 1 {
+                    return Err(err(
+                        format!("{p}.cq_mod"),
+                        "with post_list above 1, leave cq_mod at 1 (a list's last WR is signaled)",
+                    ));
+                }
+            }
             if let Some(pr) = a.priority {
                 if pr >= sw.priorities {
                     return Err(err(

@@ -5,10 +5,12 @@ use crate::api::{Column, Table};
 use crate::measure::FlowLog;
 use crate::results::quantile;
 use crate::world::World;
-use braid_engine::time::S;
+use braid_engine::time::{Time, S};
 use std::collections::BTreeSet;
 
-pub fn table(world: &World, log: &FlowLog) -> Table {
+/// `now`: the run's end; a tenant still running then is measured up to it (as the flows table
+/// does), so an unfinished app that moved data has a goodput and a message rate.
+pub fn table(world: &World, log: &FlowLog, now: Time) -> Table {
     // Which slots get a row, and the union of layer names and counter names for the columns.
     let rows: Vec<(usize, usize)> = world
         .hosts
@@ -105,7 +107,7 @@ pub fn table(world: &World, log: &FlowLog) -> Table {
     };
     let elapsed = |h: usize, i: usize| -> Option<f64> {
         let f = rec(h, i)?;
-        let end = f.finish_ps?;
+        let end = f.finish_ps.unwrap_or(now).min(now);
         (end > f.start_ps).then(|| (end - f.start_ps) as f64 / S as f64)
     };
     t.push(

@@ -17,8 +17,13 @@ fn pair() -> Value {
 /// The RNIC: 64 KB of transmit read-ahead per arbitration turn (a QP with WQEs ready keeps the
 /// wire for up to 64 KB), a QP-context cache of `cache` entries with a 1 µs miss (test cases 2-4
 /// and Fig. 11's RNIC).
+///
+/// Without WQE message-rate ceilings, the RNIC DRUM was calibrated on (with the ConnectX-6
+/// defaults RAW's foreground at cc = 20 waits 2.7 µs, not 7.1: docs/scenario.md, "RNIC message
+/// rate"; to be recalibrated).
 fn nic(cache: u32) -> Value {
-    json!({"mtu": 1024, "tx_prefetch": "64KB", "qp_cache": cache, "qp_cache_miss": "1us"})
+    json!({"mtu": 1024, "tx_prefetch": "64KB", "qp_cache": cache, "qp_cache_miss": "1us",
+           "max_qp_msg_rate": 0, "max_msg_rate": 0})
 }
 
 /// Test case 1's RNIC (experiments/drum/test-case-1.toml): `nic` with a 0.5 µs miss, a PCIe read

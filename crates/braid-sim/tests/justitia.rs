@@ -23,8 +23,10 @@ fn pair() -> Value {
 /// The RNIC of PeRF's testbed as the arbiter branch calibrates it: MTU 4096 and 64 KB of
 /// transmit read-ahead (16 MTU buffers per arbitration turn), with which D_App's round trip
 /// beside B_App is 2.3 times its round trip alone.
+/// The RNIC the read-ahead was calibrated on: without WQE limits (under the default ConnectX-6
+/// limits Justitia_R's tail moves above raw's: docs/perf.md, "RNIC message-rate limits").
 fn anomaly_nic() -> Value {
-    json!({"mtu": 4096, "tx_prefetch": "64KB"})
+    json!({"mtu": 4096, "tx_prefetch": "64KB", "max_qp_msg_rate": 0, "max_msg_rate": 0})
 }
 
 fn scenario(mw: &Value, nic: &Value, b_app: bool, d_app: bool, data_flow: bool) -> Value {

@@ -558,6 +558,10 @@ fn fairness(kind: &str, seed: u64, phase_us: u64) -> Value {
         // §3.2.1's standard RED, not the testbed's step (1.0, 20KB, 20KB): with a step and no
         // timing noise, ACK-clocked flows phase-lock and some sit at cwnd = 1 (docs/mp-rdma.md).
         "switch": {"ecn": {"kmin": "20KB", "kmax": "200KB", "pmax": 0.8}},
+        // Calibrated without WQE message-rate ceilings: with the ConnectX-6 defaults (far above
+        // what 16 KB messages need) the 9.3 ns per-NIC spacing still reorders the QPs' turns
+        // and phase 10's Jain index drops to 0.974 (docs/scenario.md, "RNIC message rate").
+        "nic": {"max_qp_msg_rate": 0, "max_msg_rate": 0},
         "apps": apps,
         "measure": {"interval": "100us", "messages": false},
     })

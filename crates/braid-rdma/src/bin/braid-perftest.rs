@@ -255,6 +255,7 @@ mod run {
             duration: o.duration_s.map(|s| s * 1_000_000_000_000),
             start: 0,
             cq_mod: 1,
+            post_list: 1,
             priority: None,
         };
         let nic = match Nic::open_with(o.device.as_deref(), o.gid) {

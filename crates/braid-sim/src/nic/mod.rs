@@ -24,6 +24,7 @@ use braid_verbs::*;
 use std::collections::VecDeque;
 
 mod build;
+mod limits;
 mod rx;
 mod tx;
 mod verbs;
@@ -34,6 +35,8 @@ pub struct NicParams {
     pub nic: NicConfig,
     pub transport: TransportConfig,
     pub ack_prio: u8,
+    /// The WQE pipeline's limits (`limits.rs`), from `nic`.
+    pub limits: limits::WqeLimits,
 }
 
 impl NicParams {
@@ -43,6 +46,7 @@ impl NicParams {
             AckPriority::Data => nic.priority,
         };
         NicParams {
+            limits: limits::WqeLimits::new(&nic),
             nic,
             transport,
             ack_prio,
@@ -362,8 +366,8 @@ pub struct Nic {
     turn: [u64; 8],
     cache: QpCache,
     tx_stall_until: Time,
-    wqe_free_ps: Time,
-    next_msg_ps: Time,
+    /// The NIC-wide WQE pipeline (processing time, message-rate ceiling).
+    wqe: limits::WqePipeline,
     /// Receive pipeline (used when the QP cache can miss).
     rx_busy_until: Time,
     pub rx_backlog: u64,
@@ -401,8 +405,7 @@ impl Nic {
             turn: [0; 8],
             cache: QpCache::new(p.nic.qp_cache),
             tx_stall_until: 0,
-            wqe_free_ps: 0,
-            next_msg_ps: 0,
+            wqe: limits::WqePipeline::default(),
             rx_busy_until: 0,
             rx_backlog: 0,
             rx_paused_upstream: false,

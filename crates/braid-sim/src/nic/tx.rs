@@ -6,7 +6,7 @@ use super::{Effects, NextTx, Nic, NicParams, QpState, Served, Status};
 use crate::config::ArbiterPolicy;
 use crate::packet::*;
 use crate::transport::Plan;
-use braid_engine::time::{Time, S};
+use braid_engine::time::Time;
 use braid_verbs::*;
 
 /// The PFC state of the NIC port's priorities as a bit mask (bit i: priority i paused).
@@ -14,35 +14,6 @@ use braid_verbs::*;
 pub(super) fn pause_mask(paused: &[bool; 8]) -> u8 {
     let bytes = u64::from_le_bytes(paused.map(u8::from));
     (bytes.wrapping_mul(0x0102_0408_1020_4080) >> 56) as u8
-}
-
-/// When a WQE that has just reached its QP's cursor may start: WQE processing time and the
-/// message-rate limits (NIC-wide `next_msg_ps`, per QP `qp_next_msg_ps`), which it reserves.
-///
-/// Out of line and cold: once per message, where the arbiter runs once per packet. Inlined,
-/// its two divisions by the message rates were hoisted to the top of `serve_class` and paid on
-/// every look, ~45 instructions each.
-#[cold]
-#[inline(never)]
-fn wqe_ready(
-    now: Time,
-    post_ps: Time,
-    wqe_free_ps: &mut Time,
-    next_msg_ps: &mut Time,
-    qp_next_msg_ps: &mut Time,
-    p: &NicParams,
-) -> Time {
-    // Not before it was posted (a busy tenant CPU posts later than the event that made it post).
-    let mut t = now.max(*wqe_free_ps).max(post_ps) + p.nic.wqe_time.0;
-    *wqe_free_ps = t;
-    t = t.max(*next_msg_ps).max(*qp_next_msg_ps);
-    if p.nic.max_msg_rate > 0.0 {
-        *next_msg_ps = t + (S as f64 / p.nic.max_msg_rate) as Time;
-    }
-    if p.nic.max_qp_msg_rate > 0.0 {
-        *qp_next_msg_ps = t + (S as f64 / p.nic.max_qp_msg_rate) as Time;
-    }
-    t
 }
 
 impl Nic {
@@ -333,6 +304,33 @@ impl Nic {
             if q.cur < q.sq.len() && enabled {
                 let w = &mut q.sq[q.cur];
                 if w.first_psn.is_none() && !w.wr.op.carries_data() {
+                    // A control WR is a WQE too: it takes its slots of the WQE pipeline before
+                    // it executes (once; a WAIT that blocks has been processed already).
+                    if !w.done {
+                        let ready = match w.ready_ps {
+                            Some(t) => t,
+                            None if w.post_ps > now => w.post_ps,
+                            None => {
+                                let t = p.limits.ready(
+                                    now,
+                                    w.post_ps,
+                                    &mut self.wqe,
+                                    &mut q.next_msg_ps,
+                                );
+                                w.ready_ps = Some(t);
+                                t
+                            }
+                        };
+                        if ready > now {
+                            // Only retransmissions may go meanwhile.
+                            let next_new = q.cursor_psn();
+                            return match q.t.plan(now, next_new, false) {
+                                Plan::Send { psn, sport } => Status::Ready(Some((psn, sport))),
+                                Plan::Wait(t) => Status::WaitUntil(t.min(ready)),
+                                Plan::Blocked => Status::WaitUntil(ready),
+                            };
+                        }
+                    }
                     let is_wait = matches!(w.wr.op, SendOp::Wait { .. }) && !w.done;
                     if self.execute_control(qpn, now, eff) {
                         // An executed WAIT ends the QP's turn when another QP waits for one.
@@ -363,14 +361,9 @@ impl Nic {
                         self.enter_error(qpn, Some((at, WcStatus::LocalProtectionError)), eff);
                         return Status::Blocked;
                     } else if w.ready_ps.is_none() && w.first_psn.is_none() {
-                        let t = wqe_ready(
-                            now,
-                            w.post_ps,
-                            &mut self.wqe_free_ps,
-                            &mut self.next_msg_ps,
-                            &mut q.next_msg_ps,
-                            p,
-                        );
+                        let t = p
+                            .limits
+                            .ready(now, w.post_ps, &mut self.wqe, &mut q.next_msg_ps);
                         w.ready_ps = Some(t);
                         new_at = Some(t);
                     } else {
