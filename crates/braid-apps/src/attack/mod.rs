@@ -16,6 +16,7 @@
 
 use crate::{Rendezvous, SharedMeter};
 use braid_verbs::rendezvous::{Endpoint, Side};
+use braid_verbs::{poll_and_rearm, CqId, Verbs, WcStatus};
 
 pub mod mr_flood;
 pub mod qp_hijacker;
@@ -38,6 +39,24 @@ pub struct Tally {
 impl Tally {
     pub fn resolved(&self) -> u64 {
         self.refused + self.succeeded
+    }
+
+    /// Attempts never answered count as refused (the transport would give up on them).
+    pub(crate) fn give_up(&mut self) {
+        self.refused += self.tries - self.resolved();
+    }
+
+    /// Drains `cq` (and re-arms it), counting each completion as a success or a refusal.
+    pub(crate) fn count_completions(&mut self, v: &mut dyn Verbs, cq: CqId) {
+        let mut wcs = Vec::new();
+        let _ = poll_and_rearm(v, cq, &mut wcs);
+        for wc in wcs {
+            if wc.status == WcStatus::Success {
+                self.succeeded += 1;
+            } else {
+                self.refused += 1;
+            }
+        }
     }
 }
 

@@ -235,21 +235,11 @@ impl App for Thief {
                 self.report(v);
             }
             Event::Timer(GIVE_UP) => {
-                // Attempts never answered count as refused (the transport would give up).
-                let missing = self.tally.tries - self.tally.resolved();
-                self.tally.refused += missing;
+                self.tally.give_up();
                 self.report(v);
             }
             Event::Completion(cq) => {
-                let mut wcs = Vec::new();
-                let _ = poll_and_rearm(v, cq, &mut wcs);
-                for wc in wcs {
-                    if wc.status == WcStatus::Success {
-                        self.tally.succeeded += 1;
-                    } else {
-                        self.tally.refused += 1;
-                    }
-                }
+                self.tally.count_completions(v, cq);
                 self.report(v);
             }
             _ => {}

@@ -92,25 +92,8 @@ impl DcqcnPreset {
                 initial_alpha: 1.0,
                 ..DcqcnConfig::default()
             },
-            _ => DcqcnConfig {
-                g: 1.0 / 256.0,
-                alpha_timer: Duration(55_000_000),
-                rate_timer: Duration(55_000_000),
-                byte_counter: Bytes(10_000_000),
-                fast_recovery_steps: 5,
-                rate_ai: Rate(40_000_000),
-                rate_hai: Rate(400_000_000),
-                min_rate: Rate(10_000_000),
-                rate_decrease_interval: Duration(50_000_000),
-                cnp_interval: Duration(50_000_000),
-                clamp_target_rate: true,
-                initial_alpha: 1.0,
-                reaction: DcqcnReaction::Paper,
-                notify: DcqcnNotify::Cnp,
-                preset: DcqcnPreset::Auto,
-                tuned_for: None,
-                set: 0,
-            },
+            // The DCQCN paper's 40G values are `DcqcnConfig::default()` (config.rs).
+            _ => DcqcnConfig::default(),
         }
     }
 }
