@@ -283,3 +283,48 @@ fn the_qp_hijacker_on_the_peers_host_injects_only_duplicates_and_hears_nothing()
     assert_eq!(t.1, t.0, "refused {} of {}", t.1, t.0);
     assert_eq!(t.2, 0);
 }
+
+/// The matrix's hijacker cell with a D_App victim (16 B write_lat, a 16 B region): the
+/// hijacker's READ at PSN 0, a duplicate behind the victim's server's expected PSN and larger
+/// than its region, used to be executed again, fail the access check, put the victim's server
+/// QP in Error and, its NAK delivered to the victim's client for a PSN it never had
+/// outstanding, fail the client's head WR too: the victim stopped after ~490 round trips
+/// (docs/perf.md, "The hijacker and duplicate READs"). A responder serves a duplicate READ
+/// again only if it executed that READ (rxe's `duplicate_request`: no matching responder
+/// resource, drop), so the victim's round trips continue as alone. Fails with that check
+/// removed (`transport/rc.rs`, `on_read_request`).
+#[test]
+fn the_matrix_hijacker_stops_no_victim() {
+    let edits: Vec<(&str, Value)> = vec![
+        ("duration", json!("10ms")),
+        ("apps.0.duration", json!("5.6ms")),
+        ("apps.1.duration", json!("6ms")),
+        ("apps.1.kind", json!("qp_hijacker")),
+        ("apps.1.size", json!("64KB")),
+        ("apps.1.victim", json!(0)),
+        ("apps.1.start", json!("1ms")),
+    ];
+    let messages = |r: &braid_sim::Results| {
+        let labels = match r.tenants.get("label").expect("label") {
+            braid_sim::Column::Str(v) => v.clone(),
+            _ => unreachable!(),
+        };
+        let row = labels.iter().position(|l| l == "apps[0].client").unwrap();
+        match r.tenants.get("lat_samples").expect("lat_samples") {
+            braid_sim::Column::F64(v) => v[row],
+            braid_sim::Column::U64(v) => v[row] as f64,
+            braid_sim::Column::I64(v) => v[row] as f64,
+            _ => unreachable!(),
+        }
+    };
+    let (_, r) = run(&with_keys(experiment("perf/matrix.toml"), &edits));
+    let mut alone_edits = edits.clone();
+    alone_edits.push(("apps.1.enabled", json!(false)));
+    let (_, alone) = run(&with_keys(experiment("perf/matrix.toml"), &alone_edits));
+    assert_eq!(r.counters["remote_access_errors"], 0, "an access NAK reached a victim");
+    let (with, by_itself) = (messages(&r), messages(&alone));
+    assert!(
+        with >= ALPHA * by_itself,
+        "victim round trips {with} beside the hijacker vs {by_itself} alone"
+    );
+}

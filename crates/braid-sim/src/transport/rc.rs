@@ -27,6 +27,13 @@ pub struct RcConfig {
     pub retry: RetryLimits,
 }
 
+/// How many executed READs a responder remembers to serve again (its READ resources). ConnectX
+/// NICs report 16 (`max_qp_rd_atom`, `ibv_devinfo -v`), and their requesters keep no more READs
+/// than that outstanding; braid's requester does not bound its outstanding READs yet, so the
+/// responder remembers perftest's default depth, 128, and a deeper READ pipeline whose oldest
+/// response is lost behind more than 128 newer READs would not be served again.
+const READ_RESOURCES: usize = 128;
+
 #[derive(Debug)]
 pub struct RcTransport {
     cfg: RcConfig,
@@ -54,6 +61,16 @@ pub struct RcTransport {
     nak_sent: bool,
     unacked: u32,
     last_cnp: Option<Time>,
+    // Cold, at the end: touched only by READ requests.
+    /// The READs this responder executed most recently, (first PSN, PSNs), a ring of
+    /// [`READ_RESOURCES`]: a duplicate READ is served again only when it falls inside one of
+    /// them (a re-request after a lost response); any other duplicate is dropped silently, as
+    /// rxe does (`duplicate_request`: no matching responder resource, a class D error, drop).
+    /// Without this, a READ at an old PSN from whoever can reach the QP was executed anew, and
+    /// one failing the access check put the QP in Error (docs/perf.md, the QP hijacker).
+    /// Allocated at the first READ served (most QPs never serve one).
+    read_res: Vec<(u32, u32)>,
+    read_res_next: usize,
 }
 
 impl RcTransport {
@@ -77,6 +94,8 @@ impl RcTransport {
             timeouts: 0,
             budget,
             epsn: 0,
+            read_res: Vec::new(),
+            read_res_next: 0,
             nak_sent: false,
             unacked: 0,
             last_cnp: None,
@@ -373,10 +392,25 @@ impl Transport for RcTransport {
             return RxClass::Drop;
         }
         if psn == self.epsn {
+            if self.read_res.len() < READ_RESOURCES {
+                self.read_res.push((psn, npsn));
+            } else {
+                self.read_res[self.read_res_next] = (psn, npsn);
+                self.read_res_next = (self.read_res_next + 1) % READ_RESOURCES;
+            }
             self.epsn += npsn;
             self.nak_sent = false;
+            return RxClass::Accept;
         }
-        RxClass::Accept
+        let executed = self
+            .read_res
+            .iter()
+            .any(|&(first, n)| psn >= first && psn < first + n);
+        if executed {
+            RxClass::Accept
+        } else {
+            RxClass::Drop
+        }
     }
 
     fn expected(&self) -> u32 {
