@@ -46,6 +46,17 @@ impl Tally {
         self.refused += self.tries - self.resolved();
     }
 
+    /// Once every attempt is resolved, reports the tally and the attacker's finish to `meter`
+    /// (once: `done` remembers it).
+    pub(crate) fn report_once(&self, done: &mut bool, meter: &SharedMeter, flow: u32, now: u64) {
+        if !*done && self.resolved() >= self.tries {
+            *done = true;
+            let mut m = meter.borrow_mut();
+            m.attack(flow, *self);
+            m.finished(flow, now);
+        }
+    }
+
     /// Drains `cq` (and re-arms it), counting each completion as a success or a refusal.
     pub(crate) fn count_completions(&mut self, v: &mut dyn Verbs, cq: CqId) {
         let mut wcs = Vec::new();

@@ -127,12 +127,9 @@ impl Hijacker {
     }
 
     fn report(&mut self, v: &mut dyn Verbs) {
-        if !self.done && self.tally.resolved() >= self.tally.tries {
-            self.done = true;
-            let mut m = self.meter.borrow_mut();
-            m.attack(self.flow, self.tally);
-            m.finished(self.flow, v.now());
-        }
+        let now = v.now();
+        self.tally
+            .report_once(&mut self.done, &self.meter, self.flow, now);
     }
 }
 
