@@ -6,6 +6,8 @@ use braid_topo::units::{Bytes, Duration, Rate};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+pub use crate::nic::config::{AckPriority, ArbiterPolicy, NicConfig};
+
 fn yes() -> bool {
     true
 }
@@ -160,116 +162,6 @@ impl Default for SwitchConfig {
             ecmp_seed: 0,
             ecn: EcnConfig::default(),
             pfc: PfcConfig::default(),
-        }
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema, Default)]
-#[serde(rename_all = "kebab-case")]
-pub enum AckPriority {
-    /// ACKs, NAKs and CNPs go in the highest-priority queue (0).
-    #[default]
-    High,
-    /// Control packets share the data priority.
-    Data,
-}
-
-/// How the NIC's transmit arbiter picks the next QP to send a packet (the hardware baselines of
-/// PeRF). A QP's class is its service level (`QpInit::priority`, else `nic.priority`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema, Default)]
-#[serde(rename_all = "kebab-case")]
-pub enum ArbiterPolicy {
-    /// Round robin over every active QP, whatever its class (as ConnectX NICs do by default).
-    #[default]
-    Rr,
-    /// Strict priority between classes: the lowest class number first (0 before 1 before ...);
-    /// round robin within a class.
-    Sp,
-    /// Enhanced Transmission Selection: deficit weighted round robin between classes by bytes
-    /// (quantum ∝ `ets_weights`), round robin within a class.
-    Ets,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields, default)]
-pub struct NicConfig {
-    /// Payload bytes per packet (the RDMA path MTU).
-    pub mtu: u32,
-    /// 1 = ACK every packet; N = one ACK per N packets and at each message end.
-    pub ack_every: u32,
-    pub ack_priority: AckPriority,
-    /// Priority (traffic class) of data packets.
-    pub priority: u8,
-    /// QP-context cache entries (0 = unlimited).
-    pub qp_cache: u32,
-    /// Cost of a QP-context cache miss: a PCIe round trip during which the pipeline stalls.
-    pub qp_cache_miss: Duration,
-    /// Serial processing time per WQE, NIC-wide, on top of the message rates (every WR is a
-    /// WQE: data, zero-byte, WAIT, SEND_ENABLE, RECV_ENABLE, NOP; `nic/limits.rs`). Default 0:
-    /// no source separates it from the message rates below, which already bound WQE processing.
-    pub wqe_time: Duration,
-    /// WQEs (messages) per second per NIC port, 0 = unlimited. Default 107.5e6: half of
-    /// ConnectX-6's "215 million messages per second" for the dual-port device (NVIDIA
-    /// ConnectX-6 user manual, Introduction); the PeRF artifact's QNum_capa = 9 QPs of 12.4 M
-    /// to saturate one port (111.6 M) agrees within 4% (docs/scenario.md, "RNIC message rate").
-    pub max_msg_rate: f64,
-    /// WQEs (messages) per second per QP, 0 = unlimited. Default 12.4e6: the PeRF artifact's
-    /// per-QP message capacity on ConnectX-6 (`PERF_NIC_MSG_RATE` = 12,400 Kpps).
-    pub max_qp_msg_rate: f64,
-    /// Retransmission timeout.
-    pub rto: Duration,
-    /// Delay before retrying after a receiver-not-ready NAK.
-    pub rnr_delay: Duration,
-    /// Receive-pipeline backlog above which the NIC pauses its upstream port (PFC).
-    pub rx_xoff: Bytes,
-    /// Carry real bytes and verify where they land.
-    pub data_check: bool,
-    /// Cross-channel WAIT / SEND_ENABLE / RECV_ENABLE and managed queues (ConnectX's vendor
-    /// verbs); false models a NIC without them (e.g. Soft-RoCE), reported in `caps()`.
-    pub cross_channel: bool,
-    /// Addresses per host (RoCEv2 GID entries, `QpInit::local_addr` picks one): address k of
-    /// the host whose node id is n is `n | k << 24`; k = 0 is the node id. Switches route on the
-    /// node part; ECMP hashes the whole source address, so QPs on different addresses of one
-    /// host may take different paths.
-    pub addresses: u8,
-    /// The transmit arbiter between QPs: `"rr"` (round robin), `"sp"` (strict priority between
-    /// classes, lowest class number first) or `"ets"` (weighted round robin between classes by
-    /// bytes). Classes are the QPs' service levels.
-    pub arbiter: ArbiterPolicy,
-    /// ETS weights, class 0 first (e.g. `[16, 1]`); classes not listed weigh 1. A class's DWRR
-    /// quantum is its weight over the smallest weight, times one full frame (MTU + headers).
-    pub ets_weights: Vec<f64>,
-    /// Transmit read-ahead per arbitration turn: the NIC fetches (DMA-reads) a served QP's next
-    /// packets into `tx_prefetch / mtu` MTU-sized buffers, and that QP keeps the wire while it has
-    /// a packet ready, until it has sent that many packets (however small; a higher class preempts
-    /// it at a packet boundary under `sp`). 0 (the default) = one packet per turn: round robin at
-    /// MTU granularity, as before. A small message of another QP then waits for up to
-    /// `tx_prefetch / mtu` packets of a bandwidth tenant instead of one: PeRF's message-level
-    /// anomaly (docs/scenario.md, "Transmit arbitration").
-    pub tx_prefetch: Bytes,
-}
-
-impl Default for NicConfig {
-    fn default() -> Self {
-        Self {
-            mtu: 1000,
-            ack_every: 1,
-            ack_priority: AckPriority::High,
-            priority: 3,
-            qp_cache: 0,
-            qp_cache_miss: Duration(1_000_000),
-            wqe_time: Duration(0),
-            max_msg_rate: 107.5e6,
-            max_qp_msg_rate: 12.4e6,
-            rto: Duration(4_000_000_000),
-            rnr_delay: Duration(10_000_000),
-            rx_xoff: Bytes(64_000),
-            data_check: false,
-            cross_channel: true,
-            addresses: 1,
-            arbiter: ArbiterPolicy::Rr,
-            ets_weights: vec![],
-            tx_prefetch: Bytes(0),
         }
     }
 }

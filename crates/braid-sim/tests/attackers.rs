@@ -321,7 +321,10 @@ fn the_matrix_hijacker_stops_no_victim() {
     let mut alone_edits = edits.clone();
     alone_edits.push(("apps.1.enabled", json!(false)));
     let (_, alone) = run(&with_keys(experiment("perf/matrix.toml"), &alone_edits));
-    assert_eq!(r.counters["remote_access_errors"], 0, "an access NAK reached a victim");
+    assert_eq!(
+        r.counters["remote_access_errors"], 0,
+        "an access NAK reached a victim"
+    );
     let (with, by_itself) = (messages(&r), messages(&alone));
     assert!(
         with >= ALPHA * by_itself,

@@ -16,7 +16,7 @@
 
 use crate::{Rendezvous, SharedMeter};
 use braid_verbs::rendezvous::{Endpoint, Side};
-use braid_verbs::{poll_and_rearm, CqId, Verbs, WcStatus};
+use braid_verbs::{poll_and_rearm, Access, CqId, MemoryRegion, Verbs, WcStatus};
 
 pub mod mr_flood;
 pub mod qp_hijacker;
@@ -97,6 +97,21 @@ pub struct AttackEnds {
     pub server_base: u64,
     pub client_base: u64,
     pub victim: Option<Victim>,
+}
+
+/// An attacker's own CQ (armed) and a tracked region of `len` bytes at `base` filled with
+/// [`rkey_thief::THIEF_BYTE`] (so its bytes are recognised wherever they land); None if the
+/// NIC refuses either.
+pub(crate) fn own_buffer(v: &mut dyn Verbs, base: u64, len: u64) -> Option<(CqId, MemoryRegion)> {
+    let (Ok(cq), Ok(mr)) = (
+        v.create_cq(1 << 12),
+        v.reg_mr(base, len, Access::ALL.tracked()),
+    ) else {
+        return None;
+    };
+    let _ = v.req_notify_cq(cq);
+    let _ = v.write_local(mr.addr, &vec![rkey_thief::THIEF_BYTE; len as usize]);
+    Some((cq, mr))
 }
 
 /// Timer token: give up waiting for completions that never come (the attacker is done).

@@ -136,14 +136,9 @@ impl Hijacker {
 impl App for Hijacker {
     fn start(&mut self, v: &mut dyn Verbs) {
         let len = self.cfg.size.max(1);
-        let (Ok(cq), Ok(mr)) = (
-            v.create_cq(1 << 12),
-            v.reg_mr(self.base, len, Access::ALL.tracked()),
-        ) else {
+        let Some((cq, mr)) = super::own_buffer(v, self.base, len) else {
             return;
         };
-        let _ = v.req_notify_cq(cq);
-        let _ = v.write_local(mr.addr, &vec![super::rkey_thief::THIEF_BYTE; len as usize]);
         (self.cq, self.lkey) = (cq, mr.lkey);
         // After every application connected (theirs at their start time, one tick later).
         v.set_timer((v.now() + 2).max(self.cfg.start), CONNECT);

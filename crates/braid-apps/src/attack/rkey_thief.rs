@@ -172,14 +172,9 @@ impl App for Thief {
     fn start(&mut self, v: &mut dyn Verbs) {
         let n = self.cfg.attempts.max(1);
         let size = self.cfg.size.max(1);
-        let (Ok(cq), Ok(mr)) = (
-            v.create_cq(1 << 12),
-            v.reg_mr(self.base, size, Access::ALL.tracked()),
-        ) else {
+        let Some((cq, mr)) = super::own_buffer(v, self.base, size) else {
             return;
         };
-        let _ = v.req_notify_cq(cq);
-        let _ = v.write_local(mr.addr, &vec![THIEF_BYTE; size as usize]);
         (self.cq, self.lkey) = (cq, mr.lkey);
         for i in 0..n {
             let Ok(qp) = v.create_qp(&QpInit::rc(cq)) else {

@@ -24,6 +24,7 @@ use braid_verbs::*;
 use std::collections::VecDeque;
 
 mod build;
+pub mod config;
 mod limits;
 mod rx;
 mod tx;
