@@ -38,7 +38,9 @@ TRACED = {
     "name": "traced",
     "duration": "5ms",
     "topology": dumbbell(3, 2),
-    "nic": {"mtu": MTU},
+    # PSNs from 0 (the checks below read them as such); seed-drawn initial PSNs decode the same
+    # (crates/braid-sim/tests/trace.rs).
+    "nic": {"mtu": MTU, "initial_psn": 0},
     "switch": {"ecn": {"kmin": "5KB", "kmax": "50KB", "pmax": 0.2}},
     "traffic": [{"pattern": "flows", "flows": [
         {"src": 0, "dst": 3, "size": "10KB"},

@@ -279,6 +279,7 @@ impl StackBuilder {
         let (board, fabric) = (&self.board, &self.fabric);
         let ctx = self.hosts.entry(h).or_insert_with(|| {
             HostCtx::new(h, world.hosts[h as usize].caps.clone())
+                .with_shares(world.hosts[h as usize].nic.mem.shares.clone())
                 .with_seed(world.seed)
                 .with_board(board.clone())
                 .with_fabric(fabric.clone())

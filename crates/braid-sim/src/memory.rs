@@ -8,12 +8,15 @@
 //! belongs to one protection domain (a host-wide number, see `hostverbs.rs`); a remote access is
 //! allowed only through a region of the PD of the QP it arrived on.
 //!
-//! One exception, shared memory: the host agent's regions are memory it shares with the host's
-//! tenants (DRUM's global buffer is a shared-memory segment its agent maps into the tenants'
-//! processes). A tenant's region that lies inside one of the agent's is a mapping of that
-//! shared memory: the agent and the tenants mapping it see the same bytes.
+//! One exception, shared memory: the host agent shares parts of its memory with tenants,
+//! explicitly, one share per tenant and range ([`braid_verbs::AgentShares`]; DRUM shares each
+//! tenant's slice of its global buffer with that tenant only, as a shared-memory segment its
+//! agent maps into one process). A tenant's region inside one of the agent's regions and inside
+//! a share for that tenant is a mapping of that memory: the agent and the tenant see the same
+//! bytes. Anywhere else (another tenant's slice, the agent's own buffers) the same addresses are
+//! the tenant's private memory.
 
-use braid_verbs::{Access, MemoryRegion, Sge, TenantId, VerbsError, AGENT};
+use braid_verbs::{Access, MemoryRegion, Sge, ShareSlot, TenantId, VerbsError, AGENT};
 
 struct Region {
     mr: MemoryRegion,
@@ -37,6 +40,15 @@ pub enum SgeFault {
     OtherPd,
 }
 
+/// Registration limits (`nic.max_mr`, `nic.tenant_max_mr`, `nic.tenant_max_pinned`), each 0
+/// for unlimited. The host agent's own registrations count towards the NIC's `max_mr` only.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RegLimits {
+    pub max_mr: u64,
+    pub tenant_max_mr: u64,
+    pub tenant_max_pinned: u64,
+}
+
 #[derive(Default)]
 pub struct Memory {
     regions: Vec<Region>,
@@ -45,6 +57,11 @@ pub struct Memory {
     pub track_data: bool,
     /// Regions that keep their bytes (so the NIC skips all payload work while there are none).
     tracked: usize,
+    /// What the host agent shares with which tenant.
+    pub shares: ShareSlot,
+    limits: RegLimits,
+    /// Registrations refused by a limit (the `mr_refused` counter).
+    pub refused: u64,
 }
 
 impl Memory {
@@ -54,7 +71,45 @@ impl Memory {
             next_key: 0x100,
             track_data,
             tracked: 0,
+            shares: ShareSlot::default(),
+            limits: RegLimits::default(),
+            refused: 0,
         }
+    }
+
+    pub fn with_limits(mut self, limits: RegLimits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// ibv_reg_mr's ENOMEM: the NIC's memory-region table is full, or the tenant's quota of
+    /// regions or pinned bytes would be exceeded.
+    fn check_limits(&self, space: TenantId, len: u64) -> Result<(), VerbsError> {
+        let l = self.limits;
+        if l.max_mr > 0 && self.regions.len() as u64 >= l.max_mr {
+            return Err(VerbsError::NoMemory(
+                "the NIC's memory-region table is full (nic.max_mr)",
+            ));
+        }
+        if space == AGENT || (l.tenant_max_mr == 0 && l.tenant_max_pinned == 0) {
+            return Ok(());
+        }
+        let (mut count, mut pinned) = (0u64, 0u64);
+        for r in self.regions.iter().filter(|r| r.space == space) {
+            count += 1;
+            pinned += r.mr.len;
+        }
+        if l.tenant_max_mr > 0 && count >= l.tenant_max_mr {
+            return Err(VerbsError::NoMemory(
+                "the tenant's memory-region quota is used up (nic.tenant_max_mr)",
+            ));
+        }
+        if l.tenant_max_pinned > 0 && pinned.saturating_add(len) > l.tenant_max_pinned {
+            return Err(VerbsError::NoMemory(
+                "the tenant's pinned-memory limit would be exceeded (nic.tenant_max_pinned)",
+            ));
+        }
+        Ok(())
     }
 
     /// Registers a region in address space 0 and protection domain 0 (the host agent's default
@@ -77,6 +132,10 @@ impl Memory {
         len: u64,
         access: Access,
     ) -> Result<MemoryRegion, VerbsError> {
+        if let Err(e) = self.check_limits(space, len) {
+            self.refused += 1;
+            return Err(e);
+        }
         let tracked = self.track_data || access.track;
         if tracked && len > (1 << 32) {
             return Err(VerbsError::InvalidWr(
@@ -91,7 +150,9 @@ impl Memory {
             lkey: key,
             rkey: key | 0x8000_0000,
         };
-        let shared = space != AGENT && self.pick(addr, len, |r| r.space == AGENT).is_some();
+        let shared = space != AGENT
+            && self.shares.borrow().covers(space, addr, len)
+            && self.pick(addr, len, |r| r.space == AGENT).is_some();
         let data = tracked.then(|| vec![0u8; len as usize]);
         self.tracked += tracked as usize;
         self.regions.push(Region {
@@ -382,13 +443,53 @@ mod tests {
         );
     }
 
-    /// The host agent's memory is shared: a tenant's region inside it maps the agent's bytes
-    /// (DRUM's global buffer), whichever of them keeps the bytes; other tenants' is not.
+    /// ibv_reg_mr fails ENOMEM past the device's `max_mr` (all tenants together) and past a
+    /// tenant's quota of regions or pinned bytes; a deregistration frees its slot.
+    #[test]
+    fn registration_limits_refuse_with_enomem() {
+        let mut m = Memory::new(false).with_limits(RegLimits {
+            max_mr: 4,
+            tenant_max_mr: 2,
+            tenant_max_pinned: 0,
+        });
+        let a = m.register_in(1, 1, 0, 64, Access::ALL).unwrap();
+        m.register_in(1, 1, 64, 64, Access::ALL).unwrap();
+        assert!(matches!(
+            m.register_in(1, 1, 128, 64, Access::ALL),
+            Err(VerbsError::NoMemory(_))
+        ));
+        // Another tenant still has its quota.
+        m.register_in(2, 2, 0, 64, Access::ALL).unwrap();
+        m.register_in(2, 2, 64, 64, Access::ALL).unwrap();
+        // The NIC's table (4) is full now, for every tenant and the agent.
+        assert!(matches!(
+            m.register_in(3, 3, 0, 64, Access::ALL),
+            Err(VerbsError::NoMemory(_))
+        ));
+        assert!(m.register_in(AGENT, AGENT, 0, 64, Access::ALL).is_err());
+        m.deregister(&a).unwrap();
+        m.register_in(3, 3, 0, 64, Access::ALL).unwrap();
+        assert_eq!(m.refused, 3);
+
+        let mut m = Memory::new(false).with_limits(RegLimits {
+            max_mr: 0,
+            tenant_max_mr: 0,
+            tenant_max_pinned: 100,
+        });
+        m.register_in(1, 1, 0, 60, Access::ALL).unwrap();
+        assert!(m.register_in(1, 1, 60, 41, Access::ALL).is_err());
+        m.register_in(1, 1, 60, 40, Access::ALL).unwrap();
+    }
+
+    /// The host agent's memory is shared where it shares it: a tenant's region inside a share
+    /// maps the agent's bytes (DRUM's global buffer), whichever of them keeps the bytes; other
+    /// tenants' is not.
     #[test]
     fn the_host_agents_memory_is_shared_with_its_tenants() {
         let mut m = Memory::new(false);
         m.register_in(AGENT, AGENT, 1 << 20, 1 << 16, Access::ALL.tracked())
             .unwrap();
+        m.shares.borrow_mut().grant(5, (1 << 20) + 4096, 4096);
         m.register_in(5, 5, (1 << 20) + 4096, 4096, Access::LOCAL.tracked())
             .unwrap();
         m.write_in(AGENT, (1 << 20) + 4100, b"from the agent")
@@ -407,5 +508,34 @@ mod tests {
             .unwrap();
         m.write_in(6, 1 << 30, b"six").unwrap();
         assert_eq!(m.read_in(7, 1 << 30, 3).unwrap(), vec![0; 3]);
+    }
+
+    /// A tenant that registers agent memory nobody shared with it (another tenant's slice, or
+    /// the agent's own buffers) gets its own bytes: it reads nothing of theirs and writes
+    /// nothing into them.
+    #[test]
+    fn agent_memory_not_shared_with_a_tenant_is_its_own() {
+        let base = 1u64 << 20;
+        let mut m = Memory::new(false);
+        m.register_in(AGENT, AGENT, base, 1 << 16, Access::ALL.tracked())
+            .unwrap();
+        m.shares.borrow_mut().grant(5, base, 4096);
+        m.register_in(5, 5, base, 4096, Access::LOCAL.tracked())
+            .unwrap();
+        m.write_in(5, base, b"tenant five").unwrap();
+        m.write_in(AGENT, base + 8192, b"agent's own").unwrap();
+        // Tenant 6 maps tenant 5's slice and the agent's buffer by address.
+        m.register_in(6, 6, base, 1 << 16, Access::LOCAL.tracked())
+            .unwrap();
+        assert_eq!(m.read_in(6, base, 11).unwrap(), vec![0; 11]);
+        assert_eq!(m.read_in(6, base + 8192, 11).unwrap(), vec![0; 11]);
+        m.write_in(6, base, b"XXXXXXXXXXX").unwrap();
+        assert_eq!(m.read_in(5, base, 11).unwrap(), b"tenant five");
+        assert_eq!(m.read_in(AGENT, base, 11).unwrap(), b"tenant five");
+        // A share ends at its bounds: a region of tenant 5 reaching past it is private.
+        m.write_in(AGENT, base + 4096, b"next").unwrap();
+        m.register_in(5, 5, base + 4096, 4096, Access::LOCAL.tracked())
+            .unwrap();
+        assert_eq!(m.read_in(5, base + 4096, 4).unwrap(), vec![0; 4]);
     }
 }

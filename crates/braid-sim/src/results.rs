@@ -298,10 +298,15 @@ pub fn assemble(
     sum("cnps_received", &|s| s.cnps_recv);
     sum("out_of_order_drops", &|s| s.ooo_drops);
     sum("foreign_source_drops", &|s| s.foreign_drops);
+    sum("stale_feedback_drops", &|s| s.stale_feedback_drops);
     sum("qp_cache_misses", &|s| s.cache_misses);
     sum("qp_cache_hits", &|s| s.cache_hits);
     sum("remote_access_errors", &|s| s.access_errors);
     sum("cq_overruns", &|s| s.cq_overruns);
+    k.insert(
+        "mr_refused".into(),
+        world.hosts.iter().map(|h| h.nic.mem.refused).sum(),
+    );
     let paused: u64 = world.all_ports().iter().map(|p| p.paused_ps).sum();
     k.insert("pfc_paused_ps".into(), paused);
     // QPs created on all NICs (applications', middleware's and agents'): what a multipath layer

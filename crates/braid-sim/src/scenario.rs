@@ -183,6 +183,15 @@ impl Scenario {
         if nic.rto.0 == 0 {
             return Err(err("nic.rto", "must be positive, e.g. \"4ms\""));
         }
+        if nic
+            .initial_psn
+            .is_some_and(|v| v > crate::transport::psn::PSN_MASK)
+        {
+            return Err(err(
+                "nic.initial_psn",
+                "expected a 24-bit PSN, 0..=16777215 (or leave it out: drawn per QP from the seed)",
+            ));
+        }
         if nic.addresses == 0 {
             return Err(err(
                 "nic.addresses",

@@ -161,6 +161,44 @@ fn the_mr_flood_is_granted_and_the_victim_untouched() {
     assert_eq!(t, (10000, 0, 10000));
 }
 
+/// Registration limits make the flood guard something: under a per-tenant quota of regions
+/// (the Linux RDMA cgroup's `hca_object`, `nic.tenant_max_mr`) the flood's registrations past
+/// it fail ENOMEM, as ibv_reg_mr does, while the victim keeps its regions and finishes within
+/// alpha of alone. Fails with the quota check removed (`memory.rs`, `check_limits`): all
+/// 10,000 are granted.
+#[test]
+fn the_mr_flood_is_refused_past_the_tenants_quota() {
+    let flood = json!({"kind": "mr_flood", "src": 1, "dst": 3, "size": "4KB",
+        "iterations": 10000});
+    let mut s = scenario(Some(flood), None);
+    s["nic"] = json!({"tenant_max_mr": 100});
+    let (_, alone) = run(&scenario(None, None));
+    let alone = victim_fct(&alone).expect("the victim finishes alone");
+    let (_, r) = run(&s);
+    let with = victim_fct(&r).expect("the victim finished");
+    assert!(with as f64 * ALPHA <= alone as f64, "{with} vs {alone}");
+    let (tries, refused, granted) = tally(&r);
+    assert_eq!(tries, 10000);
+    // The attacker's own buffer (if any) takes part of its quota.
+    assert!((99..=100).contains(&granted), "granted {granted}");
+    assert_eq!(refused, tries - granted);
+    assert_eq!(r.counters["mr_refused"], refused as u64);
+}
+
+/// The device-wide table (`nic.max_mr`, ConnectX's 2^24 by default) refuses past its size.
+#[test]
+fn the_mr_flood_is_refused_past_the_nics_table() {
+    let flood = json!({"kind": "mr_flood", "src": 1, "dst": 3, "size": "4KB",
+        "iterations": 10000});
+    let mut s = scenario(Some(flood), None);
+    s["nic"] = json!({"max_mr": 500});
+    let (_, r) = run(&s);
+    let (tries, refused, granted) = tally(&r);
+    assert_eq!(tries, 10000);
+    assert!((400..=500).contains(&granted), "granted {granted}");
+    assert_eq!(refused, tries - granted);
+}
+
 #[test]
 fn an_attackers_victim_must_be_another_app() {
     for (v, kind) in [(json!(5), "rkey_thief"), (json!(1), "qp_hijacker")] {
@@ -264,12 +302,14 @@ fn the_matrix_attacker_rows_run() {
 /// The hijacker on the victim's peer's own host (host 0, where the victim's client is): its
 /// packets carry the address the victim's server QP is connected to, which is all a RoCEv2
 /// responder can check (the BTH names no source QP; ReDMArk's injection). They pass the
-/// address check and meet PSN sequencing: the hijacker's QPs start at PSN 0, behind the
-/// victim's expected PSN, so each is a duplicate. Duplicate SENDs and WRITEs are acknowledged
-/// without being executed (no RECV consumed, no byte written); a duplicate READ is executed
-/// again, but its response, like every ACK, goes to the QP the victim's QP is connected to (the
-/// victim's client, which drops responses it did not ask for), never to the hijacker. So the
-/// hijacker hears nothing, its QPs time out, and the victim finishes with its bytes verified.
+/// address check and meet PSN sequencing: the hijacker's QPs draw their own initial PSNs, so
+/// each packet lands at a random place of the victim's 24-bit window. Behind the expected PSN
+/// it is a duplicate: a SEND or WRITE is acknowledged without being executed (no RECV consumed,
+/// no byte written), a READ the victim's QP never executed is dropped. Ahead of it, it is
+/// NAKed, and the NAK, like every ACK, goes to the QP the victim's QP is connected to (the
+/// victim's client, which at worst resends from the PSN its server expects), never to the
+/// hijacker. So the hijacker hears nothing, its QPs time out, and the victim finishes with its
+/// bytes verified.
 #[test]
 fn the_qp_hijacker_on_the_peers_host_injects_only_duplicates_and_hears_nothing() {
     let (t, r) = against_with(

@@ -252,7 +252,11 @@ fn run_plan(mw: &str, plan: Plan) -> [Seen; 2] {
     };
     for h in 0..2u32 {
         let caps = sim.world().hosts[h as usize].caps.clone();
-        let mut ctx = HostCtx::new(h, caps).with_board(agents_board.clone());
+        // The simulated host's agent-memory shares, as the scenario builder gives them.
+        let shares = sim.world().hosts[h as usize].nic.mem.shares.clone();
+        let mut ctx = HostCtx::new(h, caps)
+            .with_board(agents_board.clone())
+            .with_shares(shares);
         let layer = f.build(&mut ctx, 1).expect("build");
         let agents = ctx.take_agents();
         if !agents.is_empty() {

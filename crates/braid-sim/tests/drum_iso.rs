@@ -339,7 +339,11 @@ fn run_tenants(mw: &str, tenants: u32, conns: u32, writes: u64, extra: Value) ->
     };
     for h in 0..2u32 {
         let caps = sim.world().hosts[h as usize].caps.clone();
-        let mut ctx = HostCtx::new(h, caps).with_board(agents_board.clone());
+        // The simulated host's agent-memory shares, as the scenario builder gives them.
+        let shares = sim.world().hosts[h as usize].nic.mem.shares.clone();
+        let mut ctx = HostCtx::new(h, caps)
+            .with_board(agents_board.clone())
+            .with_shares(shares);
         let layers: Vec<Box<dyn Middleware>> = (1..=tenants)
             .map(|t| f.build(&mut ctx, t).expect("build"))
             .collect();

@@ -361,7 +361,8 @@ fn ones_complement_ok(h: &[u8]) -> bool {
 
 #[test]
 fn a_flow_capture_holds_every_packet_of_the_flow() {
-    // 100 KB in 1 KB packets (MTU 1024): PSNs 0..99, WRITE First, Middle..., Last; ACKs back.
+    // 100 KB in 1 KB packets (MTU 1024): 98 consecutive PSNs from the QP's initial PSN (drawn
+    // from the seed, modulo 2^24), WRITE First, Middle..., Last; ACKs back.
     let s = json!({
         "duration": "1ms",
         "topology": dumbbell(2, 2, link("40Gbps", "1us"), link("40Gbps", "1us")),
@@ -378,6 +379,7 @@ fn a_flow_capture_holds_every_packet_of_the_flow() {
     let (src, dst) = (w.hosts[0].node, w.hosts[2].node);
     let ip = |n: u32| [10, (n >> 16) as u8, (n >> 8) as u8, n as u8];
     let mut data_psns = vec![];
+    let mut initial_psn = None;
     let mut acks = 0;
     let mut last_t = 0;
     for rec in &recs {
@@ -391,10 +393,13 @@ fn a_flow_capture_holds_every_packet_of_the_flow() {
         assert_eq!(d[23], 17);
         assert_eq!(u16::from_be_bytes([d[36], d[37]]), 4791);
         let opcode = d[42];
-        let psn = u32::from_be_bytes([0, d[51], d[52], d[53]]);
+        let wire_psn = u32::from_be_bytes([0, d[51], d[52], d[53]]);
         let (s_ip, d_ip) = (&d[26..30], &d[30..34]);
         match opcode {
             0x06..=0x08 => {
+                // PSNs relative to the first (the WRITE First's), modulo 2^24.
+                let base = *initial_psn.get_or_insert(wire_psn);
+                let psn = wire_psn.wrapping_sub(base) & 0xFF_FFFF;
                 assert_eq!((s_ip, d_ip), (&ip(src)[..], &ip(dst)[..]));
                 let want = match psn {
                     0 => 0x06,

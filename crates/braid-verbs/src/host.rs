@@ -66,7 +66,44 @@ pub struct HostCtx {
     fabric: Option<FabricSlot>,
     fabric_asked: bool,
     seed: u64,
+    shares: Option<ShareSlot>,
 }
+
+/// The parts of the host agent slot's memory it shares with tenants: what an agent maps into a
+/// tenant's process (a POSIX shared-memory segment, or ibverbs' shared MRs and memory windows
+/// bound for one consumer). A tenant's region over agent memory is a mapping of the agent's
+/// bytes only inside a share for that tenant; anywhere else the same addresses are the
+/// tenant's own, private memory, so no tenant reaches another tenant's part by address.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct AgentShares {
+    list: Vec<(TenantId, u64, u64)>,
+}
+
+impl AgentShares {
+    /// Shares `[addr, addr + len)` of the agent's memory with `tenant`.
+    pub fn grant(&mut self, tenant: TenantId, addr: u64, len: u64) {
+        self.list.push((tenant, addr, len));
+    }
+
+    /// Withdraws a share granted with the same arguments (regions already registered over it
+    /// keep their mapping until deregistered, as an mmap outlives its shm_unlink).
+    pub fn revoke(&mut self, tenant: TenantId, addr: u64, len: u64) {
+        if let Some(i) = self.list.iter().position(|&s| s == (tenant, addr, len)) {
+            self.list.swap_remove(i);
+        }
+    }
+
+    /// Whether `[addr, addr + len)` lies inside one share for `tenant`.
+    pub fn covers(&self, tenant: TenantId, addr: u64, len: u64) -> bool {
+        self.list.iter().any(|&(t, a, l)| {
+            t == tenant && addr >= a && addr.checked_add(len).is_some_and(|e| e <= a + l)
+        })
+    }
+}
+
+/// The host's [`AgentShares`], held by the backend's memory and handed to mechanisms through
+/// [`HostCtx::agent_shares`].
+pub type ShareSlot = Rc<RefCell<AgentShares>>;
 
 /// One directed fabric link as the backend knows it: its capacity and the (source, destination)
 /// host pairs, by host address, whose traffic crosses it on every route they may take.
@@ -138,7 +175,21 @@ impl HostCtx {
             fabric: None,
             fabric_asked: false,
             seed: 0,
+            shares: None,
         }
+    }
+
+    /// Gives the host its agent-memory shares (a backend whose agent memory tenants can map).
+    pub fn with_shares(mut self, slot: ShareSlot) -> Self {
+        self.shares = Some(slot);
+        self
+    }
+
+    /// Where a host agent shares parts of its memory with tenants ([`AgentShares`]), if the
+    /// backend models agent memory apart from the tenants'. Only mechanisms get it (through
+    /// their factory), never an application.
+    pub fn agent_shares(&self) -> Option<ShareSlot> {
+        self.shares.clone()
     }
 
     /// Gives the host the run's seed (0 until a backend sets it).

@@ -22,7 +22,7 @@ pub mod testing;
 mod types;
 
 pub use cost::{CpuCost, Work};
-pub use host::{BuildError, HostCtx, MiddlewareFactory, TenantId, AGENT};
+pub use host::{AgentShares, BuildError, HostCtx, MiddlewareFactory, ShareSlot, TenantId, AGENT};
 pub use stack::{Middleware, Raw, Stack};
 pub use table::{LayerColumn, LayerTable};
 pub use types::*;

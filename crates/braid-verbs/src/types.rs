@@ -52,7 +52,21 @@ pub struct QpInit {
     /// arrives on this QP may use only rkeys of memory regions of this PD, and the QP's own
     /// scatter-gather elements only lkeys of this PD. [`DEFAULT_PD`] is the tenant's own.
     pub pd: PdId,
+    /// RC: how many READs (and atomics) the QP keeps outstanding as a requester (ibverbs
+    /// `max_rd_atomic`, 1..=255): a READ beyond them waits in the send queue until one
+    /// completes, as the IBTA requires a requester never to exceed its responder's resources.
+    /// Default [`MAX_RD_ATOMIC`].
+    pub max_rd_atomic: u8,
+    /// RC: how many incoming READs the QP holds resources for as a responder (ibverbs
+    /// `max_dest_rd_atomic`, 1..=255): the READs it remembers to serve again after a lost
+    /// response. Default [`MAX_RD_ATOMIC`].
+    pub max_dest_rd_atomic: u8,
 }
+
+/// The default of [`QpInit::max_rd_atomic`] and [`QpInit::max_dest_rd_atomic`]: 16, what
+/// ConnectX NICs report as `max_qp_rd_atom` and `max_qp_init_rd_atom` (`ibv_devinfo -v`) and
+/// what braid-rdma has always set.
+pub const MAX_RD_ATOMIC: u8 = 16;
 
 impl QpInit {
     pub fn rc(cq: CqId) -> Self {
@@ -71,7 +85,19 @@ impl QpInit {
             retry_cnt: 7,
             rnr_retry: 7,
             pd: DEFAULT_PD,
+            max_rd_atomic: MAX_RD_ATOMIC,
+            max_dest_rd_atomic: MAX_RD_ATOMIC,
         }
+    }
+
+    /// Refuses an out-of-range `max_rd_atomic` or `max_dest_rd_atomic` (ibv_modify_qp's EINVAL).
+    pub fn check_rd_atomic(&self) -> Result<(), VerbsError> {
+        if self.max_rd_atomic == 0 || self.max_dest_rd_atomic == 0 {
+            return Err(VerbsError::InvalidArgument(
+                "max_rd_atomic and max_dest_rd_atomic are 1..=255",
+            ));
+        }
+        Ok(())
     }
 
     /// A QP of another type with the same defaults.
@@ -388,6 +414,9 @@ pub enum VerbsError {
     InvalidWr(&'static str),
     Unsupported(&'static str),
     InvalidArgument(&'static str),
+    /// A resource limit is reached (ibverbs' ENOMEM): e.g. the device's `max_mr` memory
+    /// regions, or the tenant's registration quota.
+    NoMemory(&'static str),
 }
 
 impl std::fmt::Display for VerbsError {
@@ -401,6 +430,7 @@ impl std::fmt::Display for VerbsError {
             VerbsError::InvalidWr(s) => write!(f, "invalid work request: {s}"),
             VerbsError::Unsupported(s) => write!(f, "unsupported: {s}"),
             VerbsError::InvalidArgument(s) => write!(f, "invalid argument: {s}"),
+            VerbsError::NoMemory(s) => write!(f, "cannot allocate memory: {s}"),
         }
     }
 }

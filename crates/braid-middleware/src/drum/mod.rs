@@ -286,6 +286,7 @@ pub(crate) fn build(
         }
     }
     if first {
+        state.borrow_mut().shares = host.agent_shares();
         let ctx = DeciderCtx {
             board: board.clone(),
             host: me,

@@ -217,6 +217,9 @@ pub struct HostState {
     pub(crate) pending_writes: BTreeMap<TenantId, Vec<(u64, Vec<u8>)>>,
     /// Control messages the agent owes the peers' agents: (connection, kind) (`imm.rs`).
     pub(crate) ctrl_out: Vec<(QpNum, u32)>,
+    /// Where the agent shares each tenant's slice of the global buffer with that tenant only
+    /// (`HostCtx::agent_shares`; None on a backend that models no agent memory apart).
+    pub(crate) shares: Option<braid_verbs::ShareSlot>,
 }
 
 impl HostState {
@@ -243,6 +246,7 @@ impl HostState {
             tracking: false,
             pending_writes: BTreeMap::new(),
             ctrl_out: Vec::new(),
+            shares: None,
         }
     }
 
@@ -443,6 +447,10 @@ impl HostState {
             backing: None,
         };
         self.slices.insert(idx, s);
+        if let Some(sh) = &self.shares {
+            // The slice's pages of the global buffer are mapped into this tenant only.
+            sh.borrow_mut().grant(tenant, s.global, len);
+        }
         self.publish_slice(&s, g.rkey);
         Ok(MemoryRegion {
             addr,
@@ -492,6 +500,9 @@ impl HostState {
             Some(s) if s.tenant == tenant && s.lkey == mr.lkey => {
                 let s = *self.slices.get(&idx).expect("found");
                 self.slices.remove(&idx);
+                if let Some(sh) = &self.shares {
+                    sh.borrow_mut().revoke(tenant, s.global, s.len);
+                }
                 // Withdraw it: a zero-length record refuses every access.
                 let dead = Slice { len: 0, ..s };
                 let rk = self.global.map_or(0, |g| g.rkey);

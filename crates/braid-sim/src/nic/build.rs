@@ -3,6 +3,7 @@
 
 use super::{op_name, op_of, wc, Effect, Effects, MsgRecord, Nic, NicParams};
 use crate::packet::*;
+use crate::transport::psn::to_wire;
 use crate::transport::TxFx;
 use braid_engine::time::Time;
 use braid_verbs::*;
@@ -57,6 +58,10 @@ impl Nic {
             q.t.on_response_sent(now, pk.size);
             self.stats.data_pkts += 1;
             q.tx_bytes += pk.payload as u64;
+            if q.wire_psn {
+                // A response carries its request's PSN, in the requester's numbering.
+                pk.psn = to_wire(pk.psn, q.rq_psn);
+            }
             pk.tracked = payload_bytes.is_some();
             let id = pool.alloc(pk);
             if let Some(b) = payload_bytes {
@@ -175,6 +180,9 @@ impl Nic {
         q.tx_bytes += pk.payload as u64;
         let reliable = q.qp_type == QpType::Rc;
         q.t.on_sent(now, psn, npsn, pk.size, reliable, &mut fx);
+        if q.wire_psn {
+            pk.psn = to_wire(pk.psn, q.sq_psn);
+        }
         pk.tracked = payload_bytes.is_some();
         let id = pool.alloc(pk);
         if let Some(b) = payload_bytes {

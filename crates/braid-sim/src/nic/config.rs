@@ -65,6 +65,22 @@ pub struct NicConfig {
     pub rx_xoff: Bytes,
     /// Carry real bytes and verify where they land.
     pub data_check: bool,
+    /// The initial PSN of every QP (0..=2^24-1). Absent (the default): each QP draws its own
+    /// from the run's seed, as real NICs' consumers draw them at random (rdma_cm); a fixed one
+    /// reproduces a trace or puts a flow's PSNs across the 24-bit wrap. Only the PSNs on the
+    /// wire change (`transport/psn.rs`), never a result.
+    pub initial_psn: Option<u32>,
+    /// Memory regions the NIC holds at once, all tenants together (ibv_device_attr `max_mr`):
+    /// a registration beyond fails as ibv_reg_mr does, ENOMEM. Default 16,777,216 (2^24),
+    /// what ConnectX (mlx5) NICs report in `ibv_devinfo -v` (docs/scenario.md, "Registration
+    /// limits"). 0 = unlimited.
+    pub max_mr: u64,
+    /// Memory regions one tenant may hold at once, 0 = unlimited (the default): the Linux RDMA
+    /// cgroup's `rdma.max` `hca_object` limit a multi-tenant host sets per container.
+    pub tenant_max_mr: u64,
+    /// Bytes one tenant may have registered (pinned) at once, 0 = unlimited (the default): the
+    /// process's RLIMIT_MEMLOCK, past which ibv_reg_mr fails ENOMEM.
+    pub tenant_max_pinned: Bytes,
     /// Cross-channel WAIT / SEND_ENABLE / RECV_ENABLE and managed queues (ConnectX's vendor
     /// verbs); false models a NIC without them (e.g. Soft-RoCE), reported in `caps()`.
     pub cross_channel: bool,
@@ -106,6 +122,10 @@ impl Default for NicConfig {
             rnr_delay: Duration(10_000_000),
             rx_xoff: Bytes(64_000),
             data_check: false,
+            initial_psn: None,
+            max_mr: 1 << 24,
+            tenant_max_mr: 0,
+            tenant_max_pinned: Bytes(0),
             cross_channel: true,
             addresses: 1,
             arbiter: ArbiterPolicy::Rr,

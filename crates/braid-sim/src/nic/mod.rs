@@ -13,7 +13,7 @@
 
 use crate::arbiter::{Ets, Rotations};
 use crate::config::{AckPriority, ArbiterPolicy, NicConfig, TransportConfig};
-use crate::memory::Memory;
+use crate::memory::{Memory, RegLimits};
 use crate::packet::*;
 use crate::qp_cache::QpCache;
 use crate::transport::rc::RcTransport;
@@ -216,6 +216,18 @@ pub struct Qp {
     epoch: u8,
     max_send_wr: u32,
     max_recv_wr: u32,
+    /// READs it keeps outstanding as a requester (ibverbs `max_rd_atomic`).
+    max_rd_atomic: u8,
+    /// READs it remembers as a responder (ibverbs `max_dest_rd_atomic`).
+    max_dest_rd_atomic: u8,
+    /// Whether its PSNs go on the wire as 24-bit numbers offset by the initial PSNs below
+    /// (`transport/psn.rs`): RC and UC QPs of an in-order transport. MP-RDMA's QPs and UD keep
+    /// their internal numbers.
+    wire_psn: bool,
+    /// The initial PSN of what it sends (ibverbs `sq_psn`), and of what its connected remote
+    /// sends (`rq_psn`, the remote's `sq_psn`).
+    sq_psn: u32,
+    rq_psn: u32,
     pub prio: u8,
     state: QpState,
     pub remote_host: u32,
@@ -269,6 +281,25 @@ impl Qp {
             None => self.next_psn,
         }
     }
+    /// Whether the WR at `i` is a READ not started yet while `max_rd_atomic` READs are
+    /// outstanding: it waits in the send queue until one completes (the IBTA's requester never
+    /// has more READs in flight than its responder has resources for; rxe's requester waits for
+    /// a free `rd_atomic` credit the same way). Counted only when a READ is at the cursor.
+    #[inline]
+    fn read_waits(&self, i: usize) -> bool {
+        let Some(w) = self.sq.get(i) else {
+            return false;
+        };
+        w.wr.op == SendOp::Read
+            && w.first_psn.is_none()
+            && self
+                .sq
+                .iter()
+                .take(i)
+                .filter(|w| w.wr.op == SendOp::Read && !w.done)
+                .count()
+                >= self.max_rd_atomic as usize
+    }
     fn data_prio(&self) -> u8 {
         self.prio
     }
@@ -306,6 +337,8 @@ pub struct NicStats {
     pub ooo_drops: u64,
     /// Packets for a connected QP from an address other than its remote's, dropped.
     pub foreign_drops: u64,
+    /// ACKs and NAKs naming a PSN their requester does not have outstanding, dropped.
+    pub stale_feedback_drops: u64,
     pub rnr_naks: u64,
     pub cache_misses: u64,
     pub cache_hits: u64,
@@ -375,6 +408,8 @@ pub struct Nic {
     rx_paused_upstream: bool,
     pub stats: NicStats,
     sport_seed: u64,
+    /// `nic.initial_psn`: every QP's initial PSN, or None to draw each from the seed.
+    fixed_psn: Option<u32>,
     /// Payload bytes of packets in flight when data is checked.
     pub payloads: std::collections::HashMap<PktId, Vec<u8>>,
     /// Builds transports for new QPs instead of the scenario's kind (library users, tests).
@@ -392,7 +427,11 @@ impl Nic {
             line_rate,
             qps: Vec::new(),
             cqs: Vec::new(),
-            mem: Memory::new(p.nic.data_check),
+            mem: Memory::new(p.nic.data_check).with_limits(RegLimits {
+                max_mr: p.nic.max_mr,
+                tenant_max_mr: p.nic.tenant_max_mr,
+                tenant_max_pinned: p.nic.tenant_max_pinned.0,
+            }),
             ctrl: VecDeque::new(),
             ctrl_q: Default::default(),
             ctrl_held: 0,
@@ -412,6 +451,7 @@ impl Nic {
             rx_paused_upstream: false,
             stats: NicStats::default(),
             sport_seed,
+            fixed_psn: p.nic.initial_psn,
             payloads: Default::default(),
             transport_factory: None,
             replies: Vec::new(),
@@ -436,6 +476,19 @@ impl Nic {
     }
     pub fn cache_uses_rx_pipeline(&self) -> bool {
         self.cache.enabled()
+    }
+
+    /// The initial PSN of QP `qpn` of the host whose node id is `node`: `nic.initial_psn`, or a
+    /// draw from the run's seed (every NIC of a run shares it, so a responder knows its
+    /// remote's, as ibverbs' consumers exchange them when they connect).
+    fn initial_psn(&self, node: u32, qpn: QpNum) -> u32 {
+        let v = match self.fixed_psn {
+            Some(v) => v,
+            None => {
+                braid_engine::derive_seed(self.sport_seed, "psn", &[node as u64, qpn as u64]) as u32
+            }
+        };
+        v & crate::transport::psn::PSN_MASK
     }
 
     fn qp_mut(&mut self, qpn: QpNum) -> Result<&mut Qp, VerbsError> {

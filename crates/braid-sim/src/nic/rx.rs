@@ -7,9 +7,35 @@ use super::{
     TimerKind, NAK_REMOTE_ACCESS, QPN_BITS, QPN_MASK,
 };
 use crate::packet::*;
+use crate::transport::psn::{from_wire, to_wire};
 use crate::transport::{DataInfo, Feedback, Reply, RxClass, TxFx};
 use braid_engine::time::Time;
 use braid_verbs::*;
+
+/// Maps the 24-bit PSNs of a packet for `q` back to its internal numbering
+/// (`transport/psn.rs`): what the QP sent as a requester (ACKs, NAKs, READ responses) near what
+/// it has acknowledged, its remote's requests near the PSN it expects. False when the PSN lies
+/// before the connection's first one.
+fn unwire(q: &super::Qp, pk: &mut Packet) -> bool {
+    let (base, near) = match pk.kind {
+        PktKind::Ack | PktKind::Nak | PktKind::RnrNak => (q.sq_psn, q.t.acked()),
+        PktKind::Data if pk.op == DataOp::ReadResp => (q.sq_psn, q.t.acked()),
+        PktKind::Data | PktKind::ReadReq if q.qp_type == QpType::Uc => (q.rq_psn, q.uc_epsn),
+        PktKind::Data | PktKind::ReadReq => (q.rq_psn, q.t.expected()),
+        PktKind::Cnp | PktKind::Pfc => return true,
+    };
+    let Some(psn) = from_wire(pk.psn, base, near) else {
+        return false;
+    };
+    pk.psn = psn;
+    if pk.sack != u32::MAX && pk.kind != PktKind::Data {
+        match from_wire(pk.sack, base, near) {
+            Some(s) => pk.sack = s,
+            None => return false,
+        }
+    }
+    true
+}
 
 impl Nic {
     /// Whether a packet arriving now must wait for the receive pipeline (QP-cache misses);
@@ -97,7 +123,7 @@ impl Nic {
         pool: &mut PacketPool,
         eff: &mut Effects,
     ) {
-        let pk = pool.get(id).clone();
+        let mut pk = pool.get(id).clone();
         pool.free(id);
         let payload = if self.payloads.is_empty() {
             None
@@ -125,6 +151,15 @@ impl Nic {
                 self.stats.foreign_drops += 1;
                 return;
             }
+            if q.wire_psn && !unwire(q, &mut pk) {
+                // Before the connection's first PSN: a duplicate of nothing.
+                self.stats.ooo_drops += 1;
+                return;
+            }
+        }
+        if !self.expects_feedback(qpn, &pk) {
+            self.stats.stale_feedback_drops += 1;
+            return;
         }
         let fb = match pk.kind {
             PktKind::Data => return self.on_data(now, &pk, payload, p, pool, eff),
@@ -156,6 +191,41 @@ impl Nic {
             PktKind::Pfc => unreachable!("PFC frames are handled by the port"),
         };
         self.feedback(now, qpn, fb, eff);
+    }
+
+    /// Whether an ACK or NAK names a PSN the requester has outstanding (the IBTA's requester
+    /// validates the PSN of every response against the PSNs it sent and has not seen
+    /// acknowledged; rxe's completer, `check_psn`, drops the others). An access NAK must name a
+    /// PSN of a WR it sent; an in-order transport's ACK or sequence/RNR NAK must not
+    /// acknowledge beyond the last PSN sent, and a NAK must not go back behind what is already
+    /// acknowledged. A forged or stale one (a same-host injector's, or a responder answering a
+    /// request its requester never made) is dropped instead of failing or completing the
+    /// victim's WRs. Other packets, and QPs a multipath transport runs (its feedback is per
+    /// path), pass.
+    fn expects_feedback(&self, qpn: QpNum, pk: &Packet) -> bool {
+        let nak = matches!(pk.kind, PktKind::Nak | PktKind::RnrNak);
+        if !nak && pk.kind != PktKind::Ack {
+            return true;
+        }
+        let Some(q) = self.qp(qpn) else { return true };
+        if q.qp_type != QpType::Rc {
+            return true;
+        }
+        let sent = q.cursor_psn();
+        if pk.kind == PktKind::Nak && pk.aux == NAK_REMOTE_ACCESS {
+            return q.t.acked() <= pk.psn
+                && q.sq.iter().any(|w| {
+                    w.first_psn
+                        .is_some_and(|f| pk.psn >= f && pk.psn < f + w.npkts.max(1))
+                        && pk.psn < sent
+                });
+        }
+        if q.t.out_of_order() {
+            return true;
+        }
+        // An ACK's or NAK's PSN is the responder's next expected one: at most one past the
+        // last PSN sent; a NAK's at least what is acknowledged already.
+        pk.psn <= sent && (!nak || pk.psn >= q.t.acked())
     }
 
     /// Hands feedback to a QP's transport, then completes what it acknowledged.
@@ -231,6 +301,10 @@ impl Nic {
             Some(q) => (q.sport, q.t.out_of_order(), q.local_addr, pk.src_qp),
             None => (pk.sport, false, self.host, pk.src_qp),
         };
+        // ACKs and NAKs carry PSNs in the requester's numbering (its initial PSN is this QP's
+        // rq_psn).
+        let base = self.qp(qpn).filter(|q| q.wire_psn).map(|q| q.rq_psn);
+        let wire = |psn: u32| base.map_or(psn, |b| to_wire(psn, b));
         // Read in place, then cleared: cheaper than `drain` for the usual single ACK.
         for &r in replies.iter() {
             let (kind, psn) = match r {
@@ -242,6 +316,7 @@ impl Nic {
                 Reply::AccessNak { psn } => (PktKind::Nak, psn),
                 Reply::Cnp => (PktKind::Cnp, 0),
             };
+            let psn = if kind == PktKind::Cnp { psn } else { wire(psn) };
             // MP-RDMA replies travel on the VP of the data packet they answer (the ACK echoes
             // it), so ACKs and NACKs are spread over the paths like the data: on the QP's own
             // port, the failure of that one path would cut every ACK of the connection.
@@ -266,12 +341,12 @@ impl Nic {
                     retx,
                     ..
                 } => {
-                    a.sack = sack.unwrap_or(u32::MAX);
+                    a.sack = sack.map_or(u32::MAX, wire);
                     a.echo_sport = echo_sport;
                     a.ece = ece;
                     a.retx = retx;
                 }
-                Reply::SyncNak { psn, .. } => a.sack = psn,
+                Reply::SyncNak { psn, .. } => a.sack = wire(psn),
                 Reply::AccessNak { .. } => a.aux = NAK_REMOTE_ACCESS,
                 _ => {}
             }
@@ -658,13 +733,15 @@ impl Nic {
             self.feedback(now, qpn, fb, eff);
         }
         let Some(q) = self.qp(qpn) else { return };
-        let at =
-            q.sq.iter()
-                .position(|w| {
-                    w.first_psn
-                        .is_some_and(|f| psn >= f && psn < f + w.npkts.max(1))
-                })
-                .unwrap_or(0);
+        // `expects_feedback` let it through only for a PSN of a WR sent and not acknowledged
+        // (the ACK above completed none of it: it acknowledges only below `psn`).
+        let Some(at) = q.sq.iter().position(|w| {
+            w.first_psn
+                .is_some_and(|f| psn >= f && psn < f + w.npkts.max(1))
+        }) else {
+            self.stats.stale_feedback_drops += 1;
+            return;
+        };
         self.enter_error(qpn, Some((at, WcStatus::RemoteAccessError)), eff);
     }
 
@@ -710,7 +787,8 @@ impl Nic {
         let off = w.read_got as u64 * mtu;
         w.read_got += 1;
         let sg = w.wr.sg_list.clone();
-        if w.read_got == w.npkts {
+        let read_done = w.read_got == w.npkts;
+        if read_done {
             w.done = true;
         }
         if let Some(b) = payload {
@@ -729,5 +807,9 @@ impl Nic {
             },
             eff,
         );
+        if read_done {
+            // A READ waiting for one of `max_rd_atomic` may start now.
+            self.activate(qpn, eff);
+        }
     }
 }

@@ -29,3 +29,157 @@ fn the_pause_mask_matches_the_bit_by_bit_fold() {
         assert_eq!(super::tx::pause_mask(&paused), fold, "{paused:?}");
     }
 }
+
+mod feedback {
+    //! The requester validates the PSN of every ACK and NAK against what it has outstanding (as
+    //! the IBTA's requester does; rxe's completer, `check_psn`): forged or stale feedback, such
+    //! as a same-host injector's (ReDMArk) or a NAK its responder sent for a request this QP
+    //! never made, is dropped, never fails or completes the victim's WRs.
+
+    use super::super::*;
+    use crate::config::{NicConfig, TransportConfig};
+
+    const PEER: u32 = 1;
+
+    struct Bench {
+        nic: Nic,
+        p: NicParams,
+        pool: PacketPool,
+        qpn: QpNum,
+        cq: CqId,
+        now: Time,
+    }
+
+    /// A requester QP with one 3-packet WRITE sent (PSNs 0, 1, 2), none acknowledged.
+    fn bench() -> Bench {
+        let p = NicParams::new(NicConfig::default(), TransportConfig::default());
+        let mut nic = Nic::new(0, 100_000_000_000, &p, 1);
+        let cq = nic.create_cq(64);
+        let qpn = nic.create_qp(&QpInit::rc(cq), &p).unwrap();
+        nic.connect_qp(
+            qpn,
+            RemoteQp {
+                host: PEER,
+                qpn: 7,
+                udp_sport: None,
+            },
+        )
+        .unwrap();
+        let mtu = p.nic.mtu as u64;
+        let mr = nic.mem.register(0, 3 * mtu, Access::ALL).unwrap();
+        let mut eff = Effects::default();
+        let mut wr = SendWr::new(
+            1,
+            SendOp::Write,
+            vec![Sge {
+                addr: 0,
+                length: (3 * mtu) as u32,
+                lkey: mr.lkey,
+            }],
+        );
+        wr.rkey = 0x8000_0100;
+        nic.post_send(qpn, wr, 0, &p, &mut eff).unwrap();
+        let mut b = Bench {
+            nic,
+            p,
+            pool: PacketPool::default(),
+            qpn,
+            cq,
+            now: 0,
+        };
+        let mut sent = 0;
+        while sent < 3 {
+            let mut eff = Effects::default();
+            match b
+                .nic
+                .next_packet(b.now, &[false; 8], &b.p, &mut b.pool, &mut eff)
+            {
+                NextTx::Packet(id) => {
+                    assert_eq!(b.pool.get(id).kind, PktKind::Data);
+                    b.pool.free(id);
+                    sent += 1;
+                }
+                NextTx::WaitUntil(t) => b.now = t,
+                NextTx::Idle => panic!("the WRITE did not go out"),
+            }
+        }
+        b
+    }
+
+    impl Bench {
+        /// Feedback from the connected peer's address for this QP, naming `psn` of its own
+        /// numbering (on the wire: offset by its seed-drawn initial PSN, modulo 2^24).
+        fn feedback(&mut self, kind: PktKind, psn: u32, access: bool) {
+            let mut pk = Packet::control(kind, ACK_SIZE);
+            pk.src = PEER;
+            pk.dst = 0;
+            pk.dst_qp = self.qpn;
+            let base = self.nic.qp(self.qpn).unwrap().sq_psn;
+            pk.psn = crate::transport::psn::to_wire(psn, base);
+            if access {
+                pk.aux = NAK_REMOTE_ACCESS;
+            }
+            let id = self.pool.alloc(pk);
+            let mut eff = Effects::default();
+            self.nic
+                .receive(self.now, id, &self.p, &mut self.pool, &mut eff);
+        }
+        fn state(&self) -> braid_verbs::QpState {
+            self.nic.query_qp(self.qpn).unwrap().state
+        }
+        fn completions(&mut self) -> Vec<WorkCompletion> {
+            let mut out = Vec::new();
+            self.nic.poll_cq(self.cq, 16, &mut out);
+            out
+        }
+    }
+
+    #[test]
+    fn an_access_nak_for_a_psn_never_sent_is_dropped() {
+        let mut b = bench();
+        // PSNs it never sent: just past its last, far ahead, half the 24-bit window ahead.
+        for psn in [3, 1000, 1 << 22] {
+            b.feedback(PktKind::Nak, psn, true);
+        }
+        assert_eq!(b.state(), braid_verbs::QpState::Rts);
+        assert!(b.completions().is_empty(), "no WR failed");
+        assert_eq!(b.nic.stats.stale_feedback_drops, 3);
+    }
+
+    #[test]
+    fn an_access_nak_for_an_acknowledged_psn_is_dropped() {
+        let mut b = bench();
+        b.feedback(PktKind::Ack, 2, false);
+        assert_eq!(b.nic.qp(b.qpn).unwrap().t.acked(), 2);
+        b.feedback(PktKind::Nak, 1, true);
+        assert_eq!(b.state(), braid_verbs::QpState::Rts);
+        assert_eq!(b.nic.stats.stale_feedback_drops, 1);
+    }
+
+    #[test]
+    fn a_ghost_ack_completes_nothing_and_a_stale_sequence_nak_rewinds_nothing() {
+        let mut b = bench();
+        b.feedback(PktKind::Ack, 1000, false);
+        assert!(b.completions().is_empty(), "a WR acknowledged by nobody");
+        assert_eq!(b.nic.qp(b.qpn).unwrap().t.acked(), 0);
+        b.feedback(PktKind::Ack, 2, false);
+        b.feedback(PktKind::Nak, 0, false);
+        b.feedback(PktKind::Nak, 4, false);
+        assert_eq!(b.nic.qp(b.qpn).unwrap().t.acked(), 2);
+        assert_eq!(b.nic.stats.stale_feedback_drops, 3);
+        assert_eq!(b.state(), braid_verbs::QpState::Rts);
+    }
+
+    /// The check lets the genuine article through: an access NAK for an outstanding PSN fails
+    /// the WR holding it and the QP goes to Error (IBA 9.9.3.1.3).
+    #[test]
+    fn an_access_nak_for_an_outstanding_psn_fails_its_wr() {
+        let mut b = bench();
+        b.feedback(PktKind::Nak, 1, true);
+        assert_eq!(b.state(), braid_verbs::QpState::Error);
+        let c = b.completions();
+        assert_eq!(c[0].wr_id, 1);
+        assert_eq!(c[0].status, WcStatus::RemoteAccessError);
+        assert_eq!(b.nic.stats.stale_feedback_drops, 0);
+    }
+}

@@ -300,7 +300,8 @@ impl Nic {
             // synchronise message?
             let mut new_at: Option<Time> = None;
             let mut sync = false;
-            let enabled = !(q.managed_send && q.sq_base + q.cur as u64 >= q.send_enabled);
+            let enabled = !(q.managed_send && q.sq_base + q.cur as u64 >= q.send_enabled)
+                && !q.read_waits(q.cur);
             if q.cur < q.sq.len() && enabled {
                 let w = &mut q.sq[q.cur];
                 if w.first_psn.is_none() && !w.wr.op.carries_data() {

@@ -2,8 +2,8 @@
 //! posting send and receive work requests, polling and notifying CQs.
 
 use super::{
-    host_alias, op_of, wc, Cq, Effect, Effects, Nic, NicParams, PsnSet, Qp, QpState, RecvWqe,
-    SendWqe, QPN_BITS, QPN_MASK,
+    addr_node, host_alias, op_of, wc, Cq, Effect, Effects, Nic, NicParams, PsnSet, Qp, QpState,
+    RecvWqe, SendWqe, QPN_BITS, QPN_MASK,
 };
 use crate::config::TransportKind;
 use crate::memory::SgeFault;
@@ -137,11 +137,11 @@ impl Nic {
 
     /// Moves a QP to Reset (see [`Nic::modify_qp`]).
     fn reset_qp(&mut self, qpn: QpNum, p: &NicParams) {
-        let (qp_type, sport, retry) = match self.qp(qpn) {
-            Some(q) => (q.qp_type, q.default_sport, q.retry),
+        let (qp_type, sport, retry, dest_rd) = match self.qp(qpn) {
+            Some(q) => (q.qp_type, q.default_sport, q.retry, q.max_dest_rd_atomic),
             None => return,
         };
-        let t = self.make_transport(qp_type, qpn, sport, retry, p);
+        let t = self.make_transport(qp_type, qpn, sport, retry, dest_rd, p);
         let q = self.qps[qpn as usize].as_mut().expect("checked");
         q.state = QpState::Reset;
         q.epoch = q.epoch.wrapping_add(1);
@@ -218,6 +218,7 @@ impl Nic {
                 "local_addr: no such address (caps.local_addrs; nic.addresses)",
             ));
         }
+        init.check_rd_atomic()?;
         if init.retry_cnt > 7 || init.rnr_retry > 7 {
             return Err(VerbsError::InvalidArgument(
                 "retry_cnt and rnr_retry are 0..=7",
@@ -231,7 +232,9 @@ impl Nic {
         let sport = 0xC000
             | (braid_engine::derive_seed(self.sport_seed, "sport", &[self.host as u64, qpn as u64])
                 & 0x3FFF) as u16;
-        let t = self.make_transport(init.qp_type, qpn, sport, retry, p);
+        let t = self.make_transport(init.qp_type, qpn, sport, retry, init.max_dest_rd_atomic, p);
+        let wire_psn = init.qp_type != QpType::Ud && !t.out_of_order();
+        let sq_psn = self.initial_psn(self.host, qpn);
         self.qps.push(Some(Qp {
             qpn,
             qp_type: init.qp_type,
@@ -249,6 +252,11 @@ impl Nic {
             epoch: 0,
             max_send_wr: init.max_send_wr,
             max_recv_wr: init.max_recv_wr,
+            max_rd_atomic: init.max_rd_atomic,
+            max_dest_rd_atomic: init.max_dest_rd_atomic,
+            wire_psn,
+            sq_psn,
+            rq_psn: 0,
             prio: init.priority.unwrap_or(p.nic.priority),
             state: QpState::Init,
             remote_host: u32::MAX,
@@ -288,6 +296,7 @@ impl Nic {
         qpn: QpNum,
         sport: u16,
         retry: RetryLimits,
+        max_dest_rd_atomic: u8,
         p: &NicParams,
     ) -> super::QpTransport {
         let dcqcn = match p.transport.kind {
@@ -307,6 +316,7 @@ impl Nic {
             ack_every: p.nic.ack_every,
             dcqcn,
             retry,
+            read_resources: max_dest_rd_atomic as usize,
         };
         match &self.transport_factory {
             Some(f) => f(&crate::transport::TransportCtx {
@@ -378,6 +388,10 @@ impl Nic {
             q.remote_host = remote.host;
             q.remote_qpn = remote.qpn;
         }
+        // RTR's rq_psn: the remote QP's initial PSN.
+        let rq_psn = self.initial_psn(addr_node(remote.host), remote.qpn);
+        let q = self.qp_mut(qpn)?;
+        q.rq_psn = rq_psn;
         if let Some(s) = remote.udp_sport {
             q.sport = s;
             q.t.set_sport(s);

@@ -20,6 +20,7 @@
 
 pub mod mp_rdma;
 pub mod mp_sync;
+pub mod psn;
 pub mod rc;
 
 use braid_engine::Time;

@@ -25,14 +25,12 @@ pub struct RcConfig {
     pub dcqcn: Option<DcqcnConfig>,
     /// The QP's `retry_cnt` and `rnr_retry` (reliable connections give up past them).
     pub retry: RetryLimits,
+    /// How many executed READs the responder remembers to serve again: its READ resources,
+    /// the QP's `max_dest_rd_atomic` (16 by default, ConnectX's `max_qp_rd_atom`). Its
+    /// requester keeps no more than its own `max_rd_atomic` outstanding, so with equal
+    /// values every READ still awaiting its response is remembered.
+    pub read_resources: usize,
 }
-
-/// How many executed READs a responder remembers to serve again (its READ resources). ConnectX
-/// NICs report 16 (`max_qp_rd_atom`, `ibv_devinfo -v`), and their requesters keep no more READs
-/// than that outstanding; braid's requester does not bound its outstanding READs yet, so the
-/// responder remembers perftest's default depth, 128, and a deeper READ pipeline whose oldest
-/// response is lost behind more than 128 newer READs would not be served again.
-const READ_RESOURCES: usize = 128;
 
 #[derive(Debug)]
 pub struct RcTransport {
@@ -63,7 +61,7 @@ pub struct RcTransport {
     last_cnp: Option<Time>,
     // Cold, at the end: touched only by READ requests.
     /// The READs this responder executed most recently, (first PSN, PSNs), a ring of
-    /// [`READ_RESOURCES`]: a duplicate READ is served again only when it falls inside one of
+    /// `read_resources`: a duplicate READ is served again only when it falls inside one of
     /// them (a re-request after a lost response); any other duplicate is dropped silently, as
     /// rxe does (`duplicate_request`: no matching responder resource, a class D error, drop).
     /// Without this, a READ at an old PSN from whoever can reach the QP was executed anew, and
@@ -392,11 +390,12 @@ impl Transport for RcTransport {
             return RxClass::Drop;
         }
         if psn == self.epsn {
-            if self.read_res.len() < READ_RESOURCES {
+            let cap = self.cfg.read_resources.max(1);
+            if self.read_res.len() < cap {
                 self.read_res.push((psn, npsn));
             } else {
                 self.read_res[self.read_res_next] = (psn, npsn);
-                self.read_res_next = (self.read_res_next + 1) % READ_RESOURCES;
+                self.read_res_next = (self.read_res_next + 1) % cap;
             }
             self.epsn += npsn;
             self.nak_sent = false;

@@ -187,7 +187,7 @@ impl Nic {
             a.ah_attr = self.ah_attr(remote.host, init.local_addr, fl, tc);
             mask |= IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
             if init.qp_type == QpType::Rc {
-                a.max_dest_rd_atomic = 16;
+                a.max_dest_rd_atomic = init.max_dest_rd_atomic;
                 a.min_rnr_timer = 1; // 0.01 ms
                 mask |= IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
             }
@@ -202,7 +202,7 @@ impl Nic {
             a.timeout = 14; // 4.096 us * 2^14 = 67 ms
             a.retry_cnt = init.retry_cnt.min(7);
             a.rnr_retry = init.rnr_retry.min(7);
-            a.max_rd_atomic = 16;
+            a.max_rd_atomic = init.max_rd_atomic;
             mask |= IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
         }
         self.modify(qp, &mut a, mask)?;

@@ -2009,3 +2009,47 @@ fn host_memory_makes_a_hosts_tenants_share_their_bytes() {
         assert_eq!(got, want, "host_memory = {shared}");
     }
 }
+
+/// `max_rd_atomic` bounds the READs a requester has outstanding: with 2, six READs posted at
+/// once complete two per round trip (2 x 2 us latency), never more.
+#[test]
+fn reads_beyond_max_rd_atomic_wait_for_one_to_complete() {
+    let (mut net, a, b) = pair_with(&|cq| QpInit {
+        max_rd_atomic: 2,
+        ..QpInit::rc(cq)
+    });
+    for i in 0..6u64 {
+        let mut wr = SendWr::new(i, SendOp::Read, vec![a.sge(i * 8, 8)]);
+        wr.remote_addr = BUF + i * 8;
+        wr.rkey = b.mr.rkey;
+        post(&mut net, &a, wr).unwrap();
+    }
+    let rtt = 2 * net.config().latency_ps;
+    let t0 = net.now();
+    let mut done = Vec::new();
+    for round in 1..=3u64 {
+        net.run_until(t0 + round * rtt + rtt / 4);
+        done.extend(poll(&mut net, &a));
+        assert_eq!(done.len() as u64, 2 * round, "after {round} round trips");
+    }
+    net.run();
+    assert!(done.iter().all(|w| w.status == WcStatus::Success));
+    assert_eq!(
+        done.iter().map(|w| w.wr_id).collect::<Vec<_>>(),
+        (0..6).collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn max_rd_atomic_zero_is_refused() {
+    let mut net = FakeNet::new(2);
+    let t = net.add_tenant(A, Box::new(Idle), vec![]);
+    let r = net.call_as(A, t, |v| {
+        let cq = v.create_cq(4).unwrap();
+        v.create_qp(&QpInit {
+            max_rd_atomic: 0,
+            ..QpInit::rc(cq)
+        })
+    });
+    assert!(matches!(r, Err(VerbsError::InvalidArgument(_))), "{r:?}");
+}

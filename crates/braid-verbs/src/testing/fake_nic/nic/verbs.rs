@@ -112,6 +112,7 @@ impl FakeNic {
                 "max_send_wr/max_recv_wr above caps.max_qp_wr",
             ));
         }
+        init.check_rd_atomic()?;
         if init.retry_cnt > 7 || init.rnr_retry > 7 {
             return Err(VerbsError::InvalidArgument(
                 "retry_cnt and rnr_retry are 3-bit (0-7)",

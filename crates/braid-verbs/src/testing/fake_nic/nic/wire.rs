@@ -79,6 +79,19 @@ impl FakeNic {
                 self.retire(s, qpn);
                 continue;
             }
+            // A READ waits while `max_rd_atomic` READs are outstanding (the requester never
+            // exceeds its responder's READ resources); the next READ response kicks it.
+            let q = self.qps.get(&qpn).expect("pumped");
+            if matches!(op, SendOp::Read)
+                && q.sq
+                    .iter()
+                    .take(cursor)
+                    .filter(|w| matches!(w.wr.op, SendOp::Read) && !w.done)
+                    .count()
+                    >= q.init.max_rd_atomic as usize
+            {
+                return;
+            }
             self.transmit(s, cfg, qpn);
         }
     }
@@ -279,6 +292,10 @@ impl FakeNic {
                     self.scatter(owner, &sges, &d);
                 }
                 let q = self.qps.get_mut(&qpn).expect("present");
+                let read =
+                    q.sq.iter()
+                        .take(idx + 1)
+                        .any(|w| matches!(w.wr.op, SendOp::Read) && !w.done);
                 // Cumulative: everything up to it has been executed by the responder.
                 for w in q.sq.iter_mut().take(idx + 1) {
                     if w.wr.op.carries_data() && w.psn.is_some() {
@@ -289,6 +306,11 @@ impl FakeNic {
                 q.rnr_left = q.init.rnr_retry;
                 self.rearm(s, cfg, qpn);
                 self.retire(s, qpn);
+                if read {
+                    // A READ waiting for one of `max_rd_atomic` may go now.
+                    let host = self.index;
+                    s.at(now, Ev::Kick { host, qp: qpn });
+                }
             }
             ReplyKind::Rnr => {
                 if q.init.rnr_retry < 7 {
