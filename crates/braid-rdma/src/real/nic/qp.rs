@@ -58,6 +58,9 @@ impl Nic {
                 "local_addr is not an index of caps().local_addrs",
             ));
         }
+        // The seam refuses 0 as the simulator and the fake NIC do (ibverbs would take it and
+        // leave the QP unable to READ).
+        init.check_rd_atomic()?;
         let pd = self.ibv_pd(t, init.pd)?;
         let ud = init.qp_type == QpType::Ud;
         // SAFETY: zeroed is a valid ibv_qp_init_attr.
