@@ -91,12 +91,14 @@ impl App for Server {
     }
 }
 
-/// Posts `subs` 16 B WRITEs on one cross-channel QP, each behind `waits` zero-count WAITs
-/// on a CQ nothing completes on (PeRF's 0_WAITs: they never block), the last WRITE signaled.
+/// Posts `subs` WRITEs of `size` bytes on one cross-channel QP, each behind `waits` zero-count
+/// WAITs on a CQ nothing completes on (PeRF's 0_WAITs: they never block), the last WRITE
+/// signaled.
 struct Client {
     s: S,
     subs: u64,
     waits: u32,
+    size: u32,
     cq: CqId,
     idle_cq: CqId,
     mr: Option<MemoryRegion>,
@@ -165,7 +167,7 @@ impl App for Client {
                         SendOp::Write,
                         vec![Sge {
                             addr: l.addr,
-                            length: 16,
+                            length: self.size,
                             lkey: l.lkey,
                         }],
                     );
@@ -190,9 +192,13 @@ impl App for Client {
     }
 }
 
-/// Picoseconds from posting `subs` sub-WRs, each behind `waits` 0_WAITs, to the last one's
-/// completion.
+/// Picoseconds from posting `subs` sub-WRs of 16 B, each behind `waits` 0_WAITs, to the last
+/// one's completion.
 fn chain_time(nic: Value, subs: u64, waits: u32) -> u64 {
+    chain_time_of(nic, subs, waits, 16)
+}
+
+fn chain_time_of(nic: Value, subs: u64, waits: u32, size: u32) -> u64 {
     let s: S = Default::default();
     let scenario = json!({
         "duration": "10ms",
@@ -206,6 +212,7 @@ fn chain_time(nic: Value, subs: u64, waits: u32) -> u64 {
         s: s.clone(),
         subs,
         waits,
+        size,
         cq: 0,
         idle_cq: 0,
         mr: None,
@@ -243,6 +250,33 @@ fn zero_waits_take_wqe_slots_of_their_qp() {
         slow >= 20.0 * 17.0 * 1e6 && slow < 20.0 * 17.0 * 1e6 * 1.03,
         "{} µs",
         slow / 1e6
+    );
+}
+
+#[test]
+fn a_pipelined_engine_hides_the_zero_waits_behind_the_sub_wr() {
+    // PeRF's sub-WR: 16 KiB, then 16 0_WAITs, 100 sub-WRs on one QP. D, one sub-WR's time on
+    // the wire, is measured with the message rates off (the 0_WAITs then cost nothing).
+    let (subs, size) = (100u64, 16_384u32);
+    let free = json!({"max_qp_msg_rate": 0, "max_msg_rate": 0});
+    let d = chain_time_of(free, subs, 16, size) as f64 / subs as f64;
+    let g = 1e12 / 12.4e6;
+    // Pipelined (the default): the 17 WQE slots of a sub-WR and its chain run while its data
+    // goes, so one sub-WR per max(D, 17 slots).
+    let piped = chain_time_of(json!({}), subs, 16, size) as f64 / subs as f64;
+    let want = d.max(17.0 * g);
+    assert!(
+        (piped - want).abs() / want < 0.03,
+        "pipelined {piped} ps per sub-WR, want max({d}, {})",
+        17.0 * g
+    );
+    // Serial: the 16 WAITs' slots come after the data: D + 16 slots per sub-WR.
+    let serial =
+        chain_time_of(json!({"wqe_pipelined": false}), subs, 16, size) as f64 / subs as f64;
+    let want = d + 16.0 * g;
+    assert!(
+        (serial - want).abs() / want < 0.03,
+        "serial {serial} ps per sub-WR, want {want}"
     );
 }
 
