@@ -143,8 +143,14 @@ fn the_read_ahead_in_bytes_or_in_time_across_link_rates() {
         // Time: the turn is ceil(5.33 µs of wire / frame) frames, whatever the rate.
         let turn = (5.33e6 * gbps as f64 / 8.0 / 1e3 / frame as f64).ceil() * f;
         let extra = time - alone;
-        assert!(extra <= turn + f + 1e5, "{gbps}G time: +{extra} ps (turn {turn})");
-        assert!(extra >= 0.5 * turn, "{gbps}G time: +{extra} ps (turn {turn})");
+        assert!(
+            extra <= turn + f + 1e5,
+            "{gbps}G time: +{extra} ps (turn {turn})"
+        );
+        assert!(
+            extra >= 0.5 * turn,
+            "{gbps}G time: +{extra} ps (turn {turn})"
+        );
     }
     // A byte count's harm shrinks with the link rate (its turn is less time at a faster link),
     // at least by half for each doubling or more of the rate here.

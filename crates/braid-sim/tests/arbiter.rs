@@ -134,7 +134,10 @@ fn ets_shares_the_nic_by_weight_under_saturation() {
     // DRR's shares: 16/17 and 1/17 of what they send together, each within 2%.
     for (got, want) in [(a, 16.0 / 17.0), (b, 1.0 / 17.0)] {
         let share = got / (a + b);
-        assert!((share - want).abs() / want < 0.02, "share {share}, want {want}");
+        assert!(
+            (share - want).abs() / want < 0.02,
+            "share {share}, want {want}"
+        );
     }
     assert!(
         (ratio - 16.0).abs() / 16.0 < 0.05,

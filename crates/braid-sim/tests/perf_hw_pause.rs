@@ -70,9 +70,15 @@ fn hardware_pause_gives_the_single_qp_tenant_its_share() {
     // "Restored" as `braid reproduce perf/qp-level` judges it: at least 80% of the even share
     // (the review measured 0.286 here); and the 8-QP tenant keeps at least as much.
     let share = a / (a + b);
-    assert!(share >= 0.8 * 0.5 && share <= 1.0 - 0.8 * 0.5, "hw_pause share {share}");
+    assert!(
+        share >= 0.8 * 0.5 && share <= 1.0 - 0.8 * 0.5,
+        "hw_pause share {share}"
+    );
     // Work-conserving: together as much as raw.
-    assert!(a + b >= 0.95 * (a_raw + b_raw), "{a} + {b} vs raw {a_raw} + {b_raw}");
+    assert!(
+        a + b >= 0.95 * (a_raw + b_raw),
+        "{a} + {b} vs raw {a_raw} + {b_raw}"
+    );
 }
 
 #[test]

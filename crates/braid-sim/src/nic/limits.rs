@@ -172,7 +172,10 @@ mod tests {
         qp.hold();
         assert_eq!(l.ready(10 * US, 0, &mut nic, &mut qp), 10 * US);
         // Not held: processed while the previous one ran (its slot is one gap after it).
-        assert_eq!(l.ready(20 * US, 0, &mut nic, &mut qp), 10 * US + gap(12.4e6));
+        assert_eq!(
+            l.ready(20 * US, 0, &mut nic, &mut qp),
+            10 * US + gap(12.4e6)
+        );
     }
 
     #[test]

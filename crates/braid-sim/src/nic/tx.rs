@@ -328,12 +328,7 @@ impl Nic {
                             Some(t) => t,
                             None if w.post_ps > now => w.post_ps,
                             None => {
-                                let t = p.limits.ready(
-                                    now,
-                                    w.post_ps,
-                                    &mut self.wqe,
-                                    &mut q.wqe_q,
-                                );
+                                let t = p.limits.ready(now, w.post_ps, &mut self.wqe, &mut q.wqe_q);
                                 w.ready_ps = Some(t);
                                 t
                             }
@@ -380,9 +375,7 @@ impl Nic {
                         self.enter_error(qpn, Some((at, WcStatus::LocalProtectionError)), eff);
                         return Status::Blocked;
                     } else if w.ready_ps.is_none() && w.first_psn.is_none() {
-                        let t = p
-                            .limits
-                            .ready(now, w.post_ps, &mut self.wqe, &mut q.wqe_q);
+                        let t = p.limits.ready(now, w.post_ps, &mut self.wqe, &mut q.wqe_q);
                         w.ready_ps = Some(t);
                         new_at = Some(t);
                     } else {
