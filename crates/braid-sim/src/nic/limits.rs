@@ -105,9 +105,13 @@ impl WqeLimits {
         };
         let processed = from.max(nic.free_ps) + self.wqe_ps;
         nic.free_ps = processed;
-        let t = processed.max(nic.next_ps).max(qp.next_ps);
+        // The NIC's slot is taken when the NIC gets to the WQE; the QP's own ceiling may delay
+        // its start beyond that, but not the NIC's next WQE of another QP (a per-QP limit
+        // stalls its QP, not the engine).
+        let nic_slot = processed.max(nic.next_ps);
+        let t = nic_slot.max(qp.next_ps);
         if self.nic_gap_ps > 0 {
-            nic.next_ps = t + self.nic_gap_ps;
+            nic.next_ps = nic_slot + self.nic_gap_ps;
         }
         if self.qp_gap_ps > 0 {
             qp.next_ps = t + self.qp_gap_ps;
@@ -161,6 +165,18 @@ mod tests {
         // Without WAITs the next WQE was processed during the data: it goes when the data ends.
         assert_eq!(next_data_start(true, data, 0), data);
         assert_eq!(next_data_start(false, data, 0), data);
+    }
+
+    #[test]
+    fn a_qps_own_ceiling_does_not_hold_back_the_other_qps() {
+        // QP a's second WQE waits for a's 80.6 ns spacing; QP b's WQE, posted at the same time,
+        // takes the NIC's next slot (9.3 ns later), not one after a's delayed start.
+        let l = limits(12.4e6, 107.5e6, 0);
+        let mut nic = WqePipeline::default();
+        let (mut a, mut b) = (QpWqe::default(), QpWqe::default());
+        assert_eq!(l.ready(0, 0, &mut nic, &mut a), 0);
+        assert_eq!(l.ready(0, 0, &mut nic, &mut a), gap(12.4e6));
+        assert_eq!(l.ready(0, 0, &mut nic, &mut b), 2 * gap(107.5e6));
     }
 
     #[test]
