@@ -75,9 +75,15 @@ def test_anomaly_rows_and_raw_rdma_shows_both_anomalies(perf_outcomes):
     assert abs(g[0] / (g[0] + g[1]) - 1 / 9) < 0.02, g
     # Under the ConnectX-6 message-rate ceilings a B_App of 64 B or 256 B messages is held at its
     # QP's 12.4 Mmsg/s and harms D_App alike: the size sweep no longer grows below 1 KB
-    # (docs/perf.md, "Reproducing PeRF"). Every other row keeps the paper's shape.
+    # (docs/perf.md, "Reproducing PeRF"). With the pipelined WQE engine M_App beside a 1 KB app
+    # (itself at its QP's 12.4 Mmsg/s, ~line rate) gets less than beside a 2 KB one, so "falls as
+    # the other app's messages grow" fails too (docs/perf.md, "Does WQE processing overlap
+    # transmission?"). Every other row keeps the paper's shape.
     bad = [r for r in o.rows if not r.ok]
-    assert [r.quantity for r in bad] == ["D_App p50 added by B_App of 64 B … 1 MB (µs)"], bad
+    assert [r.quantity for r in bad] == [
+        "D_App p50 added by B_App of 64 B … 1 MB (µs)",
+        "M_App rate beside 1 / 2 / 4 KB messages (Mops)",
+    ], bad
 
 
 def test_isolation_rows_and_perf_is_work_conserving(perf_outcomes):
@@ -101,7 +107,11 @@ def test_isolation_rows_and_perf_is_work_conserving(perf_outcomes):
     cpu_rows = [r for r in o.rows if r.quantity.endswith("CPU per message")]
     assert len(cpu_rows) == len(MECHANISMS)
     rows = {r.quantity: r for r in o.rows}
-    assert rows["PeRF: D_App p99 / M_App beside B_App"].ok is True
+    # PeRF keeps M_App near alone; its D_App p99 is one 16 KiB sub-WR above alone (x1.92), which
+    # misses "nearly as SP/ETS" (within 1.5x of SP's x1.23) since the pipelined WQE engine stopped
+    # the 0_WAIT chains from idling B_App (docs/perf.md, "Does WQE processing overlap
+    # transmission?").
+    assert _app(m, "M PeRF", "apps[0]", "msg_rate_mps") >= 0.8 * _app(m, "M alone", "apps[0]", "msg_rate_mps")
     assert rows["Justitia: B_App alone / beside D_App / beside M_App (Gbps)"].ok is True
 
 

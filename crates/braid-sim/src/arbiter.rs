@@ -560,10 +560,18 @@ impl Rotations {
     }
 }
 
-/// The state of ETS's deficit round robin between classes.
+/// The state of ETS's deficit round robin between classes (traffic classes, as ConnectX's ETS:
+/// a bandwidth share per TC, `mlnx_qos --tcbw`), with byte quanta.
+///
+/// The grain is the one of Linux's `sch_ets` (802.1Qaz ETS): a bandwidth-sharing band's default
+/// quantum is one MTU. So the heaviest class gets one full frame per round and the others their
+/// share of it, a fraction of a frame: the shares are the weights, and a class waits for at most
+/// one frame of each other class per round, whatever the weights. A class whose deficit does not
+/// cover its next packet keeps the debt it ran (the last packet of a turn may overdraw) and earns
+/// its quantum again each round, so a light class of full frames sends one every few rounds.
 #[derive(Debug, Clone, Default)]
 pub struct Ets {
-    /// Bytes each class may still send in its current turn (may go below 0 by one packet).
+    /// Bytes each class may still send in its current turn (below 0 after an overdraw).
     pub deficit: [i64; 8],
     /// Bytes a class's turn adds.
     pub quantum: [i64; 8],
@@ -574,16 +582,16 @@ pub struct Ets {
 }
 
 impl Ets {
-    /// Quanta from the weights (class 0 first; missing classes weigh 1): the smallest weight gets
-    /// one full frame.
+    /// Quanta from the weights (class 0 first; missing classes weigh 1): the heaviest class gets
+    /// one full frame, the others `weight / heaviest` of it (at least one byte).
     pub fn new(weights: &[f64], frame: u64) -> Self {
         let w: Vec<f64> = (0..8)
             .map(|c| weights.get(c).copied().unwrap_or(1.0))
             .collect();
-        let min = w.iter().cloned().fold(f64::INFINITY, f64::min).max(1e-9);
+        let max = w.iter().cloned().fold(0.0, f64::max).max(1e-9);
         let mut quantum = [0i64; 8];
         for c in 0..8 {
-            quantum[c] = ((w[c] / min) * frame as f64).ceil() as i64;
+            quantum[c] = (((w[c] / max) * frame as f64).round() as i64).max(1);
         }
         Ets {
             quantum,
@@ -596,12 +604,80 @@ impl Ets {
         self.cur = (self.cur + 1) % 8;
         self.credited = false;
     }
+
+    /// A whole round passed and no class could send: every class in `active` is in debt. The
+    /// rounds in which none of them would get out of it are credited at once (each such round
+    /// adds each active class's quantum and sends nothing), leaving the round in which the first
+    /// gets out to be played visit by visit. Returns false if no class is active.
+    pub fn skip_rounds(&mut self, active: impl Fn(usize) -> bool) -> bool {
+        let mut k = i64::MAX;
+        for c in (0..8).filter(|&c| active(c)) {
+            // Rounds until the deficit is positive again.
+            let need = (1 - self.deficit[c]).max(0);
+            k = k.min(((need + self.quantum[c] - 1) / self.quantum[c]).max(1));
+        }
+        if k == i64::MAX {
+            return false;
+        }
+        for c in (0..8).filter(|&c| active(c)) {
+            self.deficit[c] += (k - 1) * self.quantum[c];
+        }
+        true
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::collections::VecDeque;
+
+    /// DRR by hand: classes 1 and 2 backlogged with 1062 B frames at weights 16 : 1, the
+    /// rounds played as the arbiter plays them (a class sends while its deficit is positive,
+    /// keeps its debt, skips the rounds in which nobody can send).
+    #[test]
+    fn ets_quanta_give_byte_shares_by_weight_with_a_one_frame_grain() {
+        let frame = 1062;
+        let mut e = Ets::new(&[1.0, 16.0, 1.0], frame);
+        // The heaviest class gets one frame a round, the others 1/16 of it.
+        assert_eq!(e.quantum[1], 1062);
+        assert_eq!(e.quantum[2], 66);
+        assert_eq!(e.quantum[0], 66);
+        let active = |c: usize| c == 1 || c == 2;
+        let mut sent = [0i64; 8];
+        let mut idle = 0;
+        for _ in 0..200_000 {
+            if idle >= 8 {
+                assert!(e.skip_rounds(active));
+                idle = 0;
+            }
+            let c = e.cur;
+            if !active(c) {
+                e.deficit[c] = 0;
+                e.advance();
+                idle += 1;
+                continue;
+            }
+            if !e.credited {
+                e.deficit[c] += e.quantum[c];
+                e.credited = true;
+            }
+            if e.deficit[c] <= 0 {
+                e.advance();
+                idle += 1;
+                continue;
+            }
+            e.deficit[c] -= frame as i64;
+            sent[c] += frame as i64;
+            idle = 0;
+            if e.deficit[c] <= 0 {
+                e.advance();
+            }
+        }
+        let share = sent[1] as f64 / (sent[1] + sent[2]) as f64;
+        assert!((share - 16.0 / 17.0).abs() < 1e-3, "{share}");
+        // Nothing active: no round to skip.
+        assert!(!e.skip_rounds(|_| false));
+    }
 
     /// The rotation against a plain deque under random operations.
     #[test]

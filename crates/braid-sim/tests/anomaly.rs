@@ -89,6 +89,77 @@ fn message_level_anomaly_d_app_beside_b_app() {
     );
 }
 
+/// D_App's p99 alone and beside B_App (ps) with both host links at `gbps` and `edits`.
+fn p99_at(gbps: u64, edits: &[(&str, Value)]) -> (f64, f64) {
+    let rate = json!(format!("{gbps}Gbps"));
+    // Slower links: longer runs, for as many of B_App's turns (and D_App's samples) as at 100G.
+    let ms = 2.0 * (100.0 / gbps as f64).max(1.0);
+    let mut e: Vec<(&str, Value)> = vec![
+        ("topology.links.0.rate", rate.clone()),
+        ("topology.links.1.rate", rate),
+        ("duration", json!(format!("{}ms", ms + 1.0))),
+        ("apps.0.duration", json!(format!("{ms}ms"))),
+        ("apps.1.duration", json!(format!("{}ms", ms + 0.5))),
+    ];
+    e.extend(edits.iter().cloned());
+    let alone = {
+        let mut a = e.clone();
+        a.push(("apps.1.enabled", json!(false)));
+        q(&d_latencies(&a), 0.99)
+    };
+    (alone, q(&d_latencies(&e), 0.99))
+}
+
+#[test]
+fn the_read_ahead_in_bytes_or_in_time_across_link_rates() {
+    // The anomaly is D_App waiting behind B_App's read-ahead turn. A byte count (64 KB: 16
+    // MTU buffers) is 16 frames of wire time, which shrinks as the link gets faster; a time
+    // (5.3 µs, the 64 KB's time at 100G) is the same wait at any rate, and more bytes.
+    let frame = 4096 + 62;
+    let mut byte_harm = Vec::new();
+    for gbps in [25u64, 100, 200] {
+        let f = ser(frame, gbps);
+        let (alone, bytes) = p99_at(gbps, &[]);
+        let (_, time) = p99_at(
+            gbps,
+            &[
+                ("nic.tx_prefetch", json!("0B")),
+                ("nic.tx_prefetch_time", json!("5.33us")),
+            ],
+        );
+        eprintln!(
+            "{gbps} Gbit/s: D_App p99 alone {:.2} us; beside B_App with 64 KB read-ahead {:.2} us \
+             (+{:.2}), with 5.33 us of read-ahead {:.2} us (+{:.2})",
+            alone / 1e6,
+            bytes / 1e6,
+            (bytes - alone) / 1e6,
+            time / 1e6,
+            (time - alone) / 1e6
+        );
+        // Bytes: at most a 16-frame turn and the frame ahead at the switch, at this rate.
+        let extra = bytes - alone;
+        assert!(extra <= 17.0 * f + 1e5, "{gbps}G bytes: +{extra} ps");
+        byte_harm.push(extra);
+        // Time: the turn is ceil(5.33 µs of wire / frame) frames, whatever the rate.
+        let turn = (5.33e6 * gbps as f64 / 8.0 / 1e3 / frame as f64).ceil() * f;
+        let extra = time - alone;
+        assert!(
+            extra <= turn + f + 1e5,
+            "{gbps}G time: +{extra} ps (turn {turn})"
+        );
+        assert!(
+            extra >= 0.5 * turn,
+            "{gbps}G time: +{extra} ps (turn {turn})"
+        );
+    }
+    // A byte count's harm shrinks with the link rate (its turn is less time at a faster link),
+    // at least by half for each doubling or more of the rate here.
+    assert!(
+        byte_harm[0] > 2.0 * byte_harm[1] && byte_harm[1] > 2.0 * byte_harm[2],
+        "{byte_harm:?}"
+    );
+}
+
 #[test]
 fn message_level_anomaly_grows_with_message_size_up_to_the_mtu_then_stays() {
     // The slides' sweep: B_App's message size from 64 B up; perftest's default tx depth (128).

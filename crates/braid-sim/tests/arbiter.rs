@@ -81,6 +81,31 @@ fn strict_priority_keeps_a_latency_tenant_within_one_mtu_of_alone() {
     );
 }
 
+#[test]
+fn ets_keeps_a_latency_class_within_one_bulk_quantum() {
+    // ETS with B_App's class weighted 16 (PeRF's "B_App : M_App = 16 : 1") and a 64 KB
+    // read-ahead: the bulk class's turn is its quantum, one frame (the heaviest class's grain),
+    // not the read-ahead's 16 packets, so the ping waits as under SP: at most one frame on the
+    // wire ahead of it, again at each of the two store-and-forward switches, and an ACK of
+    // B_App at the responder (the bound of the SP test above).
+    let nic = json!({"arbiter": "ets", "ets_weights": [1, 1, 1, 16], "tx_prefetch": "64KB"});
+    let alone = d_beside_b(nic.clone(), false);
+    let beside = d_beside_b(nic, true);
+    let mtu_frame = ser(1000 + 62, 100);
+    let bound = max(&alone) + 3 * mtu_frame + 2 * ser(66, 100);
+    eprintln!(
+        "ETS 16:1, 64 KB read-ahead: worst {} ps beside B_App, {} ps alone (bound {bound})",
+        max(&beside),
+        max(&alone)
+    );
+    assert!(
+        max(&beside) <= bound,
+        "ETS: worst {} ps beside B_App vs {} ps alone (bound {bound})",
+        max(&beside),
+        max(&alone)
+    );
+}
+
 /// Two saturating write_bw tenants of classes 1 and 2 from one host: their goodput (Gbit/s) while
 /// both run (0.2–1.8 ms).
 fn two_bw(nic: Value) -> (f64, f64) {
@@ -106,6 +131,14 @@ fn ets_shares_the_nic_by_weight_under_saturation() {
     let (a, b) = two_bw(json!({"arbiter": "ets", "ets_weights": [1, 16, 1]}));
     let ratio = a / b;
     eprintln!("ETS [1, 16, 1]: class 1 {a:.2} Gbps, class 2 {b:.2} Gbps, ratio {ratio:.2}");
+    // DRR's shares: 16/17 and 1/17 of what they send together, each within 2%.
+    for (got, want) in [(a, 16.0 / 17.0), (b, 1.0 / 17.0)] {
+        let share = got / (a + b);
+        assert!(
+            (share - want).abs() / want < 0.02,
+            "share {share}, want {want}"
+        );
+    }
     assert!(
         (ratio - 16.0).abs() / 16.0 < 0.05,
         "ETS 16:1: {a:.2} vs {b:.2} Gbps (ratio {ratio:.2})"

@@ -91,12 +91,14 @@ impl App for Server {
     }
 }
 
-/// Posts `subs` 16 B WRITEs on one cross-channel QP, each behind `waits` zero-count WAITs
-/// on a CQ nothing completes on (PeRF's 0_WAITs: they never block), the last WRITE signaled.
+/// Posts `subs` WRITEs of `size` bytes on one cross-channel QP, each behind `waits` zero-count
+/// WAITs on a CQ nothing completes on (PeRF's 0_WAITs: they never block), the last WRITE
+/// signaled.
 struct Client {
     s: S,
     subs: u64,
     waits: u32,
+    size: u32,
     cq: CqId,
     idle_cq: CqId,
     mr: Option<MemoryRegion>,
@@ -165,7 +167,7 @@ impl App for Client {
                         SendOp::Write,
                         vec![Sge {
                             addr: l.addr,
-                            length: 16,
+                            length: self.size,
                             lkey: l.lkey,
                         }],
                     );
@@ -190,9 +192,13 @@ impl App for Client {
     }
 }
 
-/// Picoseconds from posting `subs` sub-WRs, each behind `waits` 0_WAITs, to the last one's
-/// completion.
+/// Picoseconds from posting `subs` sub-WRs of 16 B, each behind `waits` 0_WAITs, to the last
+/// one's completion.
 fn chain_time(nic: Value, subs: u64, waits: u32) -> u64 {
+    chain_time_of(nic, subs, waits, 16)
+}
+
+fn chain_time_of(nic: Value, subs: u64, waits: u32, size: u32) -> u64 {
     let s: S = Default::default();
     let scenario = json!({
         "duration": "10ms",
@@ -206,6 +212,7 @@ fn chain_time(nic: Value, subs: u64, waits: u32) -> u64 {
         s: s.clone(),
         subs,
         waits,
+        size,
         cq: 0,
         idle_cq: 0,
         mr: None,
@@ -243,6 +250,219 @@ fn zero_waits_take_wqe_slots_of_their_qp() {
         slow >= 20.0 * 17.0 * 1e6 && slow < 20.0 * 17.0 * 1e6 * 1.03,
         "{} µs",
         slow / 1e6
+    );
+}
+
+#[test]
+fn a_pipelined_engine_hides_the_zero_waits_behind_the_sub_wr() {
+    // PeRF's sub-WR: 16 KiB, then 16 0_WAITs, 100 sub-WRs on one QP. D, one sub-WR's time on
+    // the wire, is measured with the message rates off (the 0_WAITs then cost nothing).
+    let (subs, size) = (100u64, 16_384u32);
+    let free = json!({"max_qp_msg_rate": 0, "max_msg_rate": 0});
+    let d = chain_time_of(free, subs, 16, size) as f64 / subs as f64;
+    let g = 1e12 / 12.4e6;
+    // Pipelined (the default): the 17 WQE slots of a sub-WR and its chain run while its data
+    // goes, so one sub-WR per max(D, 17 slots).
+    let piped = chain_time_of(json!({}), subs, 16, size) as f64 / subs as f64;
+    let want = d.max(17.0 * g);
+    assert!(
+        (piped - want).abs() / want < 0.03,
+        "pipelined {piped} ps per sub-WR, want max({d}, {})",
+        17.0 * g
+    );
+    // Serial: the 16 WAITs' slots come after the data: D + 16 slots per sub-WR.
+    let serial =
+        chain_time_of(json!({"wqe_pipelined": false}), subs, 16, size) as f64 / subs as f64;
+    let want = d + 16.0 * g;
+    assert!(
+        (serial - want).abs() / want < 0.03,
+        "serial {serial} ps per sub-WR, want {want}"
+    );
+}
+
+// ------------------------------------------------------------------- a WAIT that blocks
+
+#[derive(Default)]
+struct Held {
+    server_qp: Option<QpNum>,
+    server_mr: Option<MemoryRegion>,
+    server_host: u32,
+    client_qp: Option<QpNum>,
+    client_host: u32,
+    /// When the server posted the SEND that releases the client's WAIT, and when the client's
+    /// last WRITE completed (ps).
+    released: u64,
+    done: Option<u64>,
+}
+
+type H = Rc<RefCell<Held>>;
+
+/// Connects to the client, then at `at` sends it a 0-byte SEND (the WAIT's release).
+struct Releaser(H, u64);
+
+impl App for Releaser {
+    fn start(&mut self, v: &mut dyn Verbs) {
+        let cq = v.create_cq(16).unwrap();
+        let mr = v.reg_mr(0x1000_0000, 1 << 20, Access::ALL).unwrap();
+        let qp = v.create_qp(&QpInit::rc(cq)).unwrap();
+        let mut s = self.0.borrow_mut();
+        s.server_host = v.local_host();
+        s.server_mr = Some(mr);
+        s.server_qp = Some(qp);
+        v.set_timer(v.now(), 1);
+    }
+    fn on_event(&mut self, v: &mut dyn Verbs, ev: Event) {
+        match ev {
+            Event::Timer(1) => {
+                let s = self.0.borrow();
+                let remote = RemoteQp {
+                    host: s.client_host,
+                    qpn: s.client_qp.unwrap(),
+                    udp_sport: None,
+                };
+                v.connect_qp(s.server_qp.unwrap(), remote).unwrap();
+                v.set_timer(self.1, 2);
+            }
+            Event::Timer(2) => {
+                let qp = self.0.borrow().server_qp.unwrap();
+                let mut w = SendWr::new(0, SendOp::Send, vec![]);
+                w.signaled = false;
+                v.post_send(qp, w).unwrap();
+                self.0.borrow_mut().released = v.now();
+            }
+            _ => {}
+        }
+    }
+}
+
+/// One cross-channel QP: a WAIT on its receive CQ (released by the server's SEND), then
+/// `n` WRITEs of 16 B, the last signaled, all posted at once at the start.
+struct HeldClient(H, u64);
+
+impl App for HeldClient {
+    fn start(&mut self, v: &mut dyn Verbs) {
+        let scq = v.create_cq(16).unwrap();
+        v.req_notify_cq(scq).unwrap();
+        let rcq = v.create_cq(16).unwrap();
+        let init = QpInit {
+            cross_channel: true,
+            recv_cq: rcq,
+            ..QpInit::rc(scq)
+        };
+        let qp = v.create_qp(&init).unwrap();
+        let mut s = self.0.borrow_mut();
+        s.client_host = v.local_host();
+        s.client_qp = Some(qp);
+        v.set_timer(v.now(), 1);
+        let _ = rcq;
+    }
+    fn on_event(&mut self, v: &mut dyn Verbs, ev: Event) {
+        match ev {
+            Event::Timer(1) => {
+                let (qp, host, sqp, smr) = {
+                    let s = self.0.borrow();
+                    (
+                        s.client_qp.unwrap(),
+                        s.server_host,
+                        s.server_qp.unwrap(),
+                        s.server_mr.unwrap(),
+                    )
+                };
+                let remote = RemoteQp {
+                    host,
+                    qpn: sqp,
+                    udp_sport: None,
+                };
+                v.connect_qp(qp, remote).unwrap();
+                v.post_recv(
+                    qp,
+                    RecvWr {
+                        wr_id: 0,
+                        sg_list: vec![],
+                    },
+                )
+                .unwrap();
+                let l = v.reg_mr(0x2000_0000, 1 << 20, Access::ALL).unwrap();
+                let rcq = v.query_qp(qp).unwrap().recv_cq;
+                let mut w = SendWr::new(u64::MAX, SendOp::Wait { cq: rcq, count: 1 }, vec![]);
+                w.signaled = false;
+                v.post_send(qp, w).unwrap();
+                for i in 0..self.1 {
+                    let mut w = SendWr::new(
+                        i,
+                        SendOp::Write,
+                        vec![Sge {
+                            addr: l.addr,
+                            length: 16,
+                            lkey: l.lkey,
+                        }],
+                    );
+                    w.remote_addr = smr.addr;
+                    w.rkey = smr.rkey;
+                    w.signaled = i + 1 == self.1;
+                    v.post_send(qp, w).unwrap();
+                }
+            }
+            Event::Completion(cq) => {
+                let mut out = Vec::new();
+                poll_and_rearm(v, cq, &mut out).unwrap();
+                for wc in out {
+                    assert_eq!(wc.status, WcStatus::Success);
+                    if wc.wr_id + 1 == self.1 {
+                        self.0.borrow_mut().done = Some(v.now());
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Picoseconds from the server's release to the completion of the last of `n` WRITEs held
+/// 30 µs behind a WAIT.
+fn held_time(nic: Value, n: u64) -> f64 {
+    let h: H = Default::default();
+    let scenario = json!({
+        "duration": "1ms",
+        "topology": dumbbell(1, 1, link("100Gbps", "1us"), link("100Gbps", "1us")),
+        "nic": nic,
+        "transport": {"kind": "none"},
+    });
+    let mut sim = build(&scenario);
+    sim.add_app(1, Box::new(Releaser(h.clone(), 30_000_000)), vec![])
+        .unwrap();
+    sim.add_app(0, Box::new(HeldClient(h.clone(), n)), vec![])
+        .unwrap();
+    sim.run();
+    let s = h.borrow();
+    (s.done.expect("the last WRITE completed") - s.released) as f64
+}
+
+#[test]
+fn wqes_behind_a_blocked_wait_keep_their_qps_message_rate() {
+    // 100 WRITEs wait 30 µs behind a WAIT. The engine cannot have processed them meanwhile, so
+    // after the release they start 1/12.4 MHz apart: 99 gaps = 7.98 µs more than without the
+    // message rates (the SEND's trip, the WRITEs' wire time, the last one's ACK). Spaced from
+    // the WAIT's own start instead, 30 µs of slots would have accrued and the WRITEs gone out
+    // at wire speed.
+    let n = 100;
+    let free = held_time(json!({"max_qp_msg_rate": 0, "max_msg_rate": 0}), n);
+    let t = held_time(json!({}), n);
+    let gaps = (n - 1) as f64 / 12.4e6 * 1e12;
+    eprintln!(
+        "release to last completion: {} µs, {} µs without message rates",
+        t / 1e6,
+        free / 1e6
+    );
+    // Without the rates the WRITEs follow each other at wire speed (16 B + 62 B of headers,
+    // 6.24 ns at 100 Gbit/s): the gaps replace that.
+    let want = gaps - (n - 1) as f64 * 78.0 * 8.0 * 1000.0 / 100.0;
+    assert!(
+        (t - free - want).abs() < 0.02 * want,
+        "{} µs, want {} + {} µs",
+        t / 1e6,
+        free / 1e6,
+        want / 1e6
     );
 }
 

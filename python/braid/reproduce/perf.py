@@ -249,7 +249,7 @@ def _isolation(m: Dict[str, List[dict]]) -> List[Row]:
             "≈ alone (hardware isolation)",
             victims("ETS"),
             isolated("ETS"),
-            "braid's ETS is DWRR with a quantum of weight × one MTU frame: B_App's class (16) sends 16 frames, 64 KB, per round, as long as a raw read-ahead turn; weighting the victim's class 16 instead isolates (row below)",
+            "braid's ETS is DWRR with byte quanta: the heaviest class (B_App's, 16) sends one MTU frame per round, the others 1/16 of a frame, so the victim waits for at most one frame of B_App, not its 64 KB read-ahead turn (docs/scenario.md, Transmit arbitration)",
         ),
         Row(
             "PeRF: D_App p99 / M_App beside B_App",

@@ -57,6 +57,12 @@ pub struct NicConfig {
     /// WQEs (messages) per second per QP, 0 = unlimited. Default 12.4e6: the PeRF artifact's
     /// per-QP message capacity on ConnectX-6 (`PERF_NIC_MSG_RATE` = 12,400 Kpps).
     pub max_qp_msg_rate: f64,
+    /// WQE processing overlaps the previous WQE's transmission (a pipelined WQE engine): a QP's
+    /// next WQE is spaced from the previous one's start, not from the end of its data (true,
+    /// the default: AMD ERNIC PG332's WQE processor hands packets to a separate DMA engine, and
+    /// PeRF measured its 0_WAIT chains as work-conserving on ConnectX-6; docs/perf.md). false:
+    /// a serial engine, processing a WQE only when the previous one's data has gone.
+    pub wqe_pipelined: bool,
     /// Retransmission timeout.
     pub rto: Duration,
     /// Delay before retrying after a receiver-not-ready NAK.
@@ -104,6 +110,12 @@ pub struct NicConfig {
     /// `tx_prefetch / mtu` packets of a bandwidth tenant instead of one: PeRF's message-level
     /// anomaly (docs/scenario.md, "Transmit arbitration").
     pub tx_prefetch: Bytes,
+    /// The same read-ahead as a time of this port's wire: `tx_prefetch_time × line rate` bytes
+    /// (the larger of the two counts). A read-ahead sized to cover a DMA latency holds a time's
+    /// worth of the wire at any link rate, where a byte count holds less time at a faster link.
+    /// 0 (the default) = bytes only; no source gives either figure (docs/perf.md, "The transmit
+    /// read-ahead across link rates").
+    pub tx_prefetch_time: Duration,
 }
 
 impl Default for NicConfig {
@@ -118,6 +130,7 @@ impl Default for NicConfig {
             wqe_time: Duration(0),
             max_msg_rate: 107.5e6,
             max_qp_msg_rate: 12.4e6,
+            wqe_pipelined: true,
             rto: Duration(4_000_000_000),
             rnr_delay: Duration(10_000_000),
             rx_xoff: Bytes(64_000),
@@ -131,6 +144,7 @@ impl Default for NicConfig {
             arbiter: ArbiterPolicy::Rr,
             ets_weights: vec![],
             tx_prefetch: Bytes(0),
+            tx_prefetch_time: Duration(0),
         }
     }
 }

@@ -244,7 +244,8 @@ pub struct Qp {
     cur_pkt: u32,
     /// The PSN the next new packet takes.
     next_psn: u32,
-    next_msg_ps: Time,
+    /// Its standing in the WQE pipeline (`limits.rs`).
+    wqe_q: limits::QpWqe,
     read_rewound: bool,
     /// Reliability and congestion control.
     pub t: QpTransport,
@@ -398,6 +399,9 @@ pub struct Nic {
     /// Read-ahead the QP at the front of each class has used in its current turn: one MTU buffer
     /// per packet sent (`nic.tx_prefetch`).
     turn: [u64; 8],
+    /// The read-ahead per turn in bytes: `nic.tx_prefetch`, or `nic.tx_prefetch_time` of this
+    /// port's line rate if that is more.
+    read_ahead: u64,
     cache: QpCache,
     tx_stall_until: Time,
     /// The NIC-wide WQE pipeline (processing time, message-rate ceiling).
@@ -443,6 +447,11 @@ impl Nic {
                 p.nic.mtu as u64 + crate::packet::ROCE_HEADER as u64,
             ),
             turn: [0; 8],
+            read_ahead: p.nic.tx_prefetch.0.max(
+                (p.nic.tx_prefetch_time.0 as u128 * line_rate as u128
+                    / 8
+                    / braid_engine::time::S as u128) as u64,
+            ),
             cache: QpCache::new(p.nic.qp_cache),
             tx_stall_until: 0,
             wqe: limits::WqePipeline::default(),

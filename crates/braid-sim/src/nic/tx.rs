@@ -139,7 +139,7 @@ impl Nic {
 
     /// ETS: deficit round robin between classes by bytes; a class's turn adds its quantum and
     /// lasts while its deficit is positive (the last packet may overdraw it); a class with
-    /// nothing to send forfeits its deficit.
+    /// nothing to send forfeits its deficit (`arbiter::Ets`).
     fn serve_ets(
         &mut self,
         now: Time,
@@ -148,13 +148,23 @@ impl Nic {
         pool: &mut PacketPool,
         eff: &mut Effects,
     ) -> Served {
-        // Every class gets at most a few visits: one with nothing to send ends its turn, and a
-        // quantum is at least one full frame.
-        for _ in 0..32 {
+        // Visits since a class last sent: after a whole round of them, the rounds nobody could
+        // send in are credited at once. The cap ends a look where every class with a candidate
+        // turns out to have nothing to send (two rounds after the skip cannot send either).
+        let mut idle = 0;
+        for _ in 0..64 {
+            if idle >= 8 {
+                let arb = &self.arb;
+                if !self.ets.skip_rounds(|c| arb.has_candidate(c, pmask)) {
+                    return Served::Nothing;
+                }
+                idle = 0;
+            }
             let c = self.ets.cur;
             if !self.arb.has_candidate(c, pmask) {
                 self.ets.deficit[c] = 0;
                 self.ets.advance();
+                idle += 1;
                 continue;
             }
             if !self.ets.credited {
@@ -163,6 +173,7 @@ impl Nic {
             }
             if self.ets.deficit[c] <= 0 {
                 self.ets.advance();
+                idle += 1;
                 continue;
             }
             match self.serve_class(c, now, pmask, p, pool, eff) {
@@ -177,6 +188,7 @@ impl Nic {
                 Served::Nothing => {
                     self.ets.deficit[c] = 0;
                     self.ets.advance();
+                    idle += 1;
                 }
             }
         }
@@ -265,9 +277,10 @@ impl Nic {
                     let id = self.build_packet(qpn, psn, now, p, pool, eff);
                     // It stays in the rotation (the next look drops it if it has nothing more):
                     // at the front while its turn lasts, else at the back. A turn is one packet,
-                    // or as many as the read-ahead holds: `tx_prefetch` bytes of MTU buffers.
+                    // or as many as the read-ahead holds: `tx_prefetch` bytes of MTU buffers (or
+                    // `tx_prefetch_time` of the line rate).
                     self.turn[c] += p.nic.mtu as u64;
-                    if self.turn[c] >= p.nic.tx_prefetch.0 {
+                    if self.turn[c] >= self.read_ahead {
                         self.arb.rotate(c, 1);
                         self.turn[c] = 0;
                     }
@@ -300,8 +313,13 @@ impl Nic {
             // synchronise message?
             let mut new_at: Option<Time> = None;
             let mut sync = false;
-            let enabled = !(q.managed_send && q.sq_base + q.cur as u64 >= q.send_enabled)
-                && !q.read_waits(q.cur);
+            let send_held = q.managed_send && q.sq_base + q.cur as u64 >= q.send_enabled;
+            if send_held {
+                // A managed QP's next WQE waits for SEND_ENABLE: not processed ahead of it.
+                q.wqe_q.hold();
+            }
+            // A READ beyond max_rd_atomic outstanding waits for one to complete.
+            let enabled = !send_held && !q.read_waits(q.cur);
             if q.cur < q.sq.len() && enabled {
                 let w = &mut q.sq[q.cur];
                 if w.first_psn.is_none() && !w.wr.op.carries_data() {
@@ -312,12 +330,7 @@ impl Nic {
                             Some(t) => t,
                             None if w.post_ps > now => w.post_ps,
                             None => {
-                                let t = p.limits.ready(
-                                    now,
-                                    w.post_ps,
-                                    &mut self.wqe,
-                                    &mut q.next_msg_ps,
-                                );
+                                let t = p.limits.ready(now, w.post_ps, &mut self.wqe, &mut q.wqe_q);
                                 w.ready_ps = Some(t);
                                 t
                             }
@@ -340,8 +353,10 @@ impl Nic {
                         }
                         continue;
                     }
-                    // Blocked on a WAIT: only retransmissions may go.
+                    // Blocked on a WAIT: only retransmissions may go, and the WQE engine
+                    // cannot run ahead of it.
                     let q = self.qps[qpn as usize].as_mut().unwrap();
+                    q.wqe_q.hold();
                     let next_new = q.cursor_psn();
                     return match q.t.plan(now, next_new, false) {
                         Plan::Send { psn, sport } => Status::Ready(Some((psn, sport))),
@@ -362,9 +377,7 @@ impl Nic {
                         self.enter_error(qpn, Some((at, WcStatus::LocalProtectionError)), eff);
                         return Status::Blocked;
                     } else if w.ready_ps.is_none() && w.first_psn.is_none() {
-                        let t = p
-                            .limits
-                            .ready(now, w.post_ps, &mut self.wqe, &mut q.next_msg_ps);
+                        let t = p.limits.ready(now, w.post_ps, &mut self.wqe, &mut q.wqe_q);
                         w.ready_ps = Some(t);
                         new_at = Some(t);
                     } else {

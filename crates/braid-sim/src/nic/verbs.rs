@@ -155,7 +155,7 @@ impl Nic {
         q.cur = 0;
         q.cur_pkt = 0;
         q.next_psn = 0;
-        q.next_msg_ps = 0;
+        q.wqe_q = Default::default();
         q.read_rewound = false;
         q.rq.clear();
         q.recv_enabled = 0;
@@ -268,7 +268,7 @@ impl Nic {
             cur: 0,
             cur_pkt: 0,
             next_psn: 0,
-            next_msg_ps: 0,
+            wqe_q: Default::default(),
             read_rewound: false,
             t,
             rq: VecDeque::new(),
