@@ -827,7 +827,7 @@ impl Admm {
             .zip(&self.rs)
             .map(|(v, r)| self.rho * r * v)
             .collect();
-        let ub = sc.to_user(crate::dual::upper_bound(sc, &self.lay, &nu).0);
+        let ub = sc.to_user(crate::dual::upper_bound_at(sc, &self.lay, &nu, &self.x).0);
         let (xf, zf) = self.recover(&self.x);
         let ff = sc.to_user(sc.objective(&xf, &zf));
         (ub - ff) / wsum
@@ -852,7 +852,7 @@ impl Admm {
                 .zip(&self.rs)
                 .map(|(v, r)| self.rho * r * v)
                 .collect();
-            Some(sc.to_user(crate::dual::upper_bound(sc, &self.lay, &nu).0))
+            Some(sc.to_user(crate::dual::upper_bound_at(sc, &self.lay, &nu, &self.x).0))
         } else {
             None
         };

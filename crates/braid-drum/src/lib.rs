@@ -17,6 +17,7 @@
 //! See `docs/drum.md` for what is sound and what differs from the paper.
 
 pub mod admm;
+pub mod bound;
 pub mod capacity;
 pub mod comm;
 pub mod dual;

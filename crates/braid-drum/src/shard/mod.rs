@@ -22,7 +22,7 @@ use crate::admm::{
     sample_curvature, Admm, AdmmOptions, Global, Trace,
 };
 use crate::comm::{Comm, CommResult, Op};
-use crate::dual::upper_bound;
+use crate::dual::upper_bound_at;
 use crate::piece::Piece;
 use crate::problem::{cq_guarantee_error, DrumError, Layout, Result};
 use crate::scaled::{Factors, HostStats, Scaled};
@@ -252,7 +252,7 @@ fn objectives(
                 .zip(&st.rs)
                 .map(|(v, r)| st.rho * r * v)
                 .collect();
-        upper_bound(sc, lay, &nu).0
+        upper_bound_at(sc, lay, &nu, &st.x).0
     } else {
         0.0
     };
