@@ -16,9 +16,13 @@ fn scenario(share: Value) -> Value {
 }
 
 fn error_of(share: Value) -> Option<String> {
-    braid_sim::Simulation::from_json(&scenario(share).to_string(), std::path::Path::new("."), None)
-        .err()
-        .map(|e| format!("{} {}", e.path, e.message))
+    braid_sim::Simulation::from_json(
+        &scenario(share).to_string(),
+        std::path::Path::new("."),
+        None,
+    )
+    .err()
+    .map(|e| format!("{} {}", e.path, e.message))
 }
 
 #[test]
@@ -30,7 +34,11 @@ fn share_lock_times_out_of_range_are_refused_by_key() {
             assert!(e.contains(key), "{key} = {bad}: {e}");
         }
         for good in [json!(0.0), json!(115.0), json!(1e9)] {
-            assert_eq!(error_of(json!({"kind": "share", key: good})), None, "{key} = {good}");
+            assert_eq!(
+                error_of(json!({"kind": "share", key: good})),
+                None,
+                "{key} = {good}"
+            );
         }
     }
 }
