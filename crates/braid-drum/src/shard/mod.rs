@@ -191,7 +191,11 @@ fn global_scaling(
         .flat_map(|b| bytes_f64s(b).collect::<Vec<_>>())
         .collect();
     let rho0 = median_rho(&all);
-    let rs = row_scales(&curv, rho0, opt.row_scaling && lay.diag);
+    let mut rs = row_scales(&curv, rho0, opt.row_scaling);
+    // a ghost row's scale is its owner's (the curvature of the owner's entry), as in the
+    // local solve
+    let (own, ghost) = rs.split_at_mut(nn);
+    ex.to_ghosts(own, ghost, comm)?;
     Ok((sc, rho0, rs, wsum))
 }
 
