@@ -330,7 +330,10 @@ def test_bad_options():
     for kw, param in [(dict(relax=2.5), "relax"), (dict(loss=1.5), "loss"), (dict(rho=-1.0), "rho"),
                       (dict(stop="never"), "stop"), (dict(certify_every=-1), "certify_every"),
                       (dict(certified_gap_tol=0.0), "certified_gap_tol"),
-                      (dict(certified_gap_tol=float("nan")), "certified_gap_tol")]:
+                      (dict(certified_gap_tol=float("nan")), "certified_gap_tol"),
+                      # issue 31: these named 'options' (a NaN in the options' JSON)
+                      (dict(eps_abs=float("nan")), "eps_abs"), (dict(eps_rel=float("inf")), "eps_rel"),
+                      (dict(reference=float("nan")), "reference")]:
         with pytest.raises(D.DrumInputError) as e:
             D.solve(p, "admm", **kw)
         assert e.value.param == param
@@ -366,3 +369,22 @@ def test_certified_stop_bounds_the_cvxpy_gap(n, m, alpha, seed):
     assert_feasible(p, r.x_feasible)
     true_gap = gap(p, fstar, r.objective_feasible)
     assert true_gap <= cg[-1] + 1e-6, (true_gap, cg[-1])
+
+
+@pytest.mark.parametrize("alpha", [400.0, 1000.0, 1e300])
+def test_alpha_beyond_the_limit_is_an_error_not_nan(alpha):
+    """issue 31: alpha = 400 gave x all NaN with converged=True from the exact solver."""
+    for method in ("exact", "admm", "dual"):
+        with pytest.raises(D.DrumInputError) as e:
+            D.solve(D.Problem.random(4, 3, alpha=alpha), method)
+        assert e.value.param == "alpha"
+
+
+def test_tiny_capacities_are_an_error_or_finite():
+    """issue 31: capacities of 1e-300 gave objective -inf (admm) and NaN (exact), converged."""
+    w, a, _, _ = _arrays()
+    with pytest.raises(D.DrumInputError) as e:
+        D.solve(D.Problem.from_arrays(w, a, np.full(3, 1e-300), np.full(3, 1e-300)), "admm")
+    assert e.value.param == "Q"
+    r = D.solve(D.Problem.from_arrays(w, a, np.full(3, 1e-300), np.full(3, 1e-300), beta=0.0), "exact")
+    assert np.isfinite(r.objective_feasible) and np.all(np.isfinite(r.x))

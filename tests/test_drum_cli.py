@@ -49,6 +49,13 @@ def test_methods(tmp_path):
     (["--op", "two", "--method", "exact"], "--method"),
     (["--out", "trace.txt"], "--out"),
     (["--units", "-1"], "--units"),
+    # issue 31: NaN/inf answers with exit 0, or errors naming 'options' instead of the flag
+    (["--alpha", "1e300"], "--alpha"),
+    (["--alpha", "1000"], "--alpha"),
+    (["--method", "exact", "--alpha", "400"], "--alpha"),
+    (["--eps-abs", "nan"], "--eps-abs"),
+    (["--eps-rel", "inf"], "--eps-rel"),
+    (["--units", "1e-300"], "--units"),
 ])
 def test_bad_input_exit_2(args, needle):
     r = run("solve", "--n", "5", "--m", "3", *args)
@@ -84,3 +91,12 @@ def test_solve_stops_on_the_certified_gap(tmp_path):
     assert r.exit_code == 2 and "--certified-gap-tol" in r.output
     r = run("solve", "--method", "exact", "--certify-every", "5", "--out", str(tmp_path / "x.parquet"))
     assert r.exit_code == 2 and "admm" in r.output
+
+
+def test_alpha_at_the_limit_is_finite_and_certified(tmp_path):
+    """alpha = 100 (the largest accepted) gives a finite, certified answer."""
+    r = run("solve", "--n", "4", "--m", "3", "--alpha", "100", "--certified-gap-tol", "1e-6",
+            "--certify-every", "5", "--out", str(tmp_path / "a.parquet"))
+    assert r.exit_code == 0, r.output
+    assert "nan" not in r.output.lower() and "inf" not in r.output.lower().replace("info", "")
+    assert "converged" in r.output and "True" in r.output

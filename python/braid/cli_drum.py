@@ -26,10 +26,36 @@ def _user_errors(f):
             param = getattr(e, "param", None)
             msg = getattr(e, "message", None) or str(e)
             if param:
-                raise click.BadParameter(msg, param_hint=f"'{param}'") from None
+                # name the flag the user typed where the solver's key comes from one
+                flag = _FLAGS.get(param, param)
+                raise click.BadParameter(msg, param_hint=f"'{flag}'") from None
             raise click.UsageError(str(e)) from None
 
     return wrapper
+
+
+# the solver's parameter names -> the flags of `braid drum solve` that set them (capacities
+# come from the generator, scaled by --units)
+_FLAGS = {
+    "alpha": "--alpha", "beta": "--beta", "rho": "--rho", "relax": "--relax", "loss": "--loss",
+    "eps_abs": "--eps-abs", "eps_rel": "--eps-rel", "max_iter": "--max-iter", "step": "--step",
+    "certified_gap_tol": "--certified-gap-tol", "certify_every": "--certify-every",
+    "Q": "--units", "C": "--units", "k": "--k", "n": "--n", "m": "--m",
+}
+
+
+def _finite_nonneg(ctx, param, value):
+    if value is not None and not (value >= 0 and math.isfinite(value)):
+        raise click.BadParameter(f"must be a finite number >= 0, got {value}")
+    return value
+
+
+def _alpha(ctx, param, value):
+    from .drum import MAX_ALPHA
+
+    if not (0 < value <= MAX_ALPHA):
+        raise click.BadParameter(f"must be a number in (0, {MAX_ALPHA:g}], got {value}")
+    return value
 
 
 def _positive(ctx, param, value):
@@ -47,7 +73,7 @@ def drum():
 @click.option("--n", "n", type=click.IntRange(min=1), default=100, show_default=True, help="hosts")
 @click.option("--m", "m", type=click.IntRange(min=1), default=50, show_default=True, help="applications per host")
 @click.option("--op", type=click.Choice(["one", "two"]), default="one", show_default=True, help="one-sided or two-sided operations")
-@click.option("--alpha", type=float, default=1.0, show_default=True, callback=_positive, help="alpha-fairness")
+@click.option("--alpha", type=float, default=1.0, show_default=True, callback=_alpha, help="alpha-fairness, (0, 100]")
 @click.option("--beta", type=float, default=1e-3, show_default=True, help="CQ utility weight")
 @click.option("--k", "k", type=click.IntRange(min=1), default=None, help="QP-cache limit (top-k active per host)")
 @click.option("--method", type=click.Choice(["admm", "exact", "dual"]), default="admm", show_default=True)
@@ -56,8 +82,8 @@ def drum():
 @click.option("--relax", type=float, default=1.6, show_default=True, help="over-relaxation in [1, 2)")
 @click.option("--loss", type=float, default=0.0, show_default=True, help="probability a host's result is lost per iteration")
 @click.option("--stop", type=click.Choice(["boyd", "paper", "none"]), default="boyd", show_default=True)
-@click.option("--eps-abs", type=float, default=1e-6, show_default=True)
-@click.option("--eps-rel", type=float, default=1e-6, show_default=True)
+@click.option("--eps-abs", type=float, default=1e-6, show_default=True, callback=_finite_nonneg)
+@click.option("--eps-rel", type=float, default=1e-6, show_default=True, callback=_finite_nonneg)
 @click.option("--max-iter", type=click.IntRange(min=1), default=5000, show_default=True)
 @click.option("--certified-gap-tol", type=float, default=None, callback=_positive,
               help="admm: stop when the certified gap (duality gap of the feasible point, no f* needed) is below this")

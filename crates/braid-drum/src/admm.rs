@@ -236,7 +236,7 @@ impl Admm {
         let z0 = lay.row_sums(&equal_split(&sc));
         let curv = curvature(&sc, &lay, Some(&z0));
         let rho0 = median_rho(&sample_curvature(&curv[..p.entries()], 0, p.entries()));
-        let rs = row_scales(&curv, rho0, opt.row_scaling && lay.diag);
+        let rs = row_scales(&curv, rho0, opt.row_scaling);
         let glob = Global {
             n: p.n,
             entries: p.entries(),
@@ -262,9 +262,9 @@ impl Admm {
         glob: Global,
     ) -> Admm {
         let nn = p.entries();
-        // Row scaling (rs) helps one-sided problems a lot (measured 2-4x fewer iterations) but
-        // hurts two-sided ones, whose shared rows mix senders of very different curvature: the
-        // callers turn it off there.
+        // Row scaling (rs) helps one-sided problems a lot (measured 2-4x fewer iterations);
+        // two-sided it hurt while the curvature was taken at the equal split, and helps since
+        // it is taken at the alpha-fair, CQE-capped split (`curvature`; docs/drum.md).
         // two-sided: the shared rows see n_e senders; 3x the one-sided heuristic was best on the
         // paper's instances (alpha 0.5-2; measured in docs/drum.md)
         let rho0 = if lay.diag { rho0 } else { 3.0 * rho0 };
@@ -827,7 +827,7 @@ impl Admm {
             .zip(&self.rs)
             .map(|(v, r)| self.rho * r * v)
             .collect();
-        let ub = sc.to_user(crate::dual::upper_bound(sc, &self.lay, &nu).0);
+        let ub = sc.to_user(crate::dual::upper_bound_at(sc, &self.lay, &nu, &self.x).0);
         let (xf, zf) = self.recover(&self.x);
         let ff = sc.to_user(sc.objective(&xf, &zf));
         (ub - ff) / wsum
@@ -852,7 +852,7 @@ impl Admm {
                 .zip(&self.rs)
                 .map(|(v, r)| self.rho * r * v)
                 .collect();
-            Some(sc.to_user(crate::dual::upper_bound(sc, &self.lay, &nu).0))
+            Some(sc.to_user(crate::dual::upper_bound_at(sc, &self.lay, &nu, &self.x).0))
         } else {
             None
         };
@@ -1008,11 +1008,35 @@ pub fn curvature(sc: &Scaled, lay: &Layout, z0: Option<&[f64]>) -> Vec<f64> {
     let (n, m) = (sc.n, sc.m);
     let mut curv = vec![f64::NAN; lay.rows];
     for i in 0..n {
-        let cnt = (0..m).filter(|&j| sc.hi[i * m + j] > 0.0).count().max(1);
-        let x0 = sc.q[i] / cnt as f64;
+        // the host's alpha-fair split of Q at one price, x_k ∝ w_k^(1/α): the curvature at
+        // the equal split misjudges weighted entries by w^(1 + 1/α) (wide weights: 10⁴×)
+        let share = |k: usize| sc.w[k].powf(1.0 / sc.al.a);
+        let tot: f64 = (i * m..(i + 1) * m)
+            .filter(|&k| sc.w[k] > 0.0)
+            .map(share)
+            .sum();
+        // ... shrunk to the host's CQE capacity C when that binds first, counting each entry's
+        // completions on every CQ row it loads (a binding C puts the optimum's rates, and so
+        // the curvature, far from the WQE split: 10⁶× at α = 5 with C ~ Q/10)
+        let cqe = |k: usize| -> f64 {
+            (lay.send_ptr[k] as usize..lay.send_ptr[k + 1] as usize)
+                .filter(|&t| {
+                    // not a link row (links follow the CQ rows; a shard's ghost rows are CQ rows)
+                    let r = lay.pair_row[t] as usize;
+                    r < n * m || r >= n * m + sc.link_cap.len()
+                })
+                .map(|t| lay.pair_coef[t])
+                .sum()
+        };
+        let load: f64 = (i * m..(i + 1) * m)
+            .filter(|&k| sc.w[k] > 0.0)
+            .map(|k| cqe(k) * sc.q[i] * share(k) / tot)
+            .sum();
+        let theta = if load > sc.c[i] { sc.c[i] / load } else { 1.0 };
         let beta = sc.beta_of(i);
         for k in i * m..(i + 1) * m {
             if sc.w[k] > 0.0 {
+                let x0 = theta * sc.q[i] * share(k) / tot;
                 let c = sc.al.a * sc.w[k] * sc.al.inv_pow(x0) / x0;
                 let cx = c / lay.sum_p2[k].max(1e-300);
                 curv[k] = match z0 {

@@ -10,103 +10,25 @@
 //! Its gradient is z(nu) - P x(nu), which the subgradient baseline follows.
 
 use crate::admm::{recover, SolveResult, Trace};
-use crate::host::cap_solve;
 use crate::problem::{Layout, Problem};
 use crate::scaled::Scaled;
-use rayon::prelude::*;
 use std::time::Instant;
 
-/// Evaluate UB(nu) (scaled objective units); returns (UB, x(nu), z(nu) for all rows).
+/// Evaluate UB(nu) (scaled objective units); returns (UB, x(nu), z(nu) for all rows). The bound
+/// holds for every nu whatever the accuracy of the inner searches ([`crate::bound`]).
 pub fn upper_bound(sc: &Scaled, lay: &Layout, nu: &[f64]) -> (f64, Vec<f64>, Vec<f64>) {
-    let (n, m) = (sc.n, sc.m);
-    let nn = n * m;
-    // q = P^T nu per entry
-    let q: Vec<f64> = if lay.app_tiled {
-        let mut q = vec![0.0; nn];
-        crate::tiles::x_linear(lay, 1.0, &[], nu, &[], &mut q);
-        q
-    } else {
-        (0..nn)
-            .into_par_iter()
-            .with_min_len(1024)
-            .map(|k| {
-                let mut s = 0.0;
-                for t in lay.send_ptr[k] as usize..lay.send_ptr[k + 1] as usize {
-                    s += lay.pair_coef[t] * nu[lay.pair_row[t] as usize];
-                }
-                s
-            })
-            .collect()
-    };
-    let mut x = vec![0.0; nn];
-    let mut z = vec![0.0; lay.rows];
-    let xpart: f64 = x
-        .par_chunks_mut(m)
-        .enumerate()
-        .map(|(i, xs)| {
-            let k0 = i * m;
-            let ent = |j: usize| {
-                let k = k0 + j;
-                (sc.w[k], 0.0, 0.0, q[k], sc.lo[k], sc.hi[k])
-            };
-            cap_solve(&sc.al, m, ent, sc.q[i], 0.0, xs);
-            let mut v = 0.0;
-            for j in 0..m {
-                let k = k0 + j;
-                if sc.w[k] > 0.0 {
-                    v += sc.w[k] * sc.al.utility(xs[j]);
-                }
-                v -= q[k] * xs[j];
-            }
-            v
-        })
-        .sum();
-    let (zc, zl) = z.split_at_mut(nn);
-    let zpart: f64 = zc
-        .par_chunks_mut(m)
-        .enumerate()
-        .map(|(i, zs)| {
-            let k0 = i * m;
-            let ent = |j: usize| {
-                let r = k0 + j;
-                (0.0, 2.0 * sc.beta[r], 0.0, -nu[r], 0.0, f64::INFINITY)
-            };
-            cap_solve(&sc.al, m, ent, sc.c[i], 0.0, zs);
-            // rows without a CQ utility (inactive entries) take the leftover capacity at the
-            // highest positive price: the sup of a linear term is at a vertex
-            let mut best: Option<usize> = None;
-            for j in 0..m {
-                let r = k0 + j;
-                if sc.beta[r] == 0.0 && nu[r] > 0.0 && best.map_or(true, |b| nu[k0 + b] < nu[r]) {
-                    best = Some(j);
-                }
-            }
-            if let Some(b) = best {
-                let left = sc.c[i] - zs.iter().sum::<f64>();
-                if left > 0.0 {
-                    zs[b] += left;
-                }
-            }
-            let mut v = 0.0;
-            for j in 0..m {
-                let r = k0 + j;
-                if sc.beta[r] > 0.0 {
-                    v -= sc.beta[r] / (zs[j] * zs[j]);
-                }
-                v += nu[r] * zs[j];
-            }
-            v
-        })
-        .sum();
-    let mut lpart = 0.0;
-    // only the link rows: a shard's rows past its CQ rows are other ranks' rows (ghosts), whose
-    // terms their owners count
-    for (e, zv) in zl.iter_mut().take(sc.link_cap.len()).enumerate() {
-        let r = nn + e;
-        *zv = if nu[r] > 0.0 { sc.link_cap[e] } else { 0.0 };
-        lpart += nu[r] * *zv;
-    }
-    (xpart + zpart + lpart, x, z)
+    crate::bound::rigorous_upper_bound(sc, lay, nu, None)
+}
+
+/// `upper_bound` with a primal point (all entries, scaled) that seeds the preemption direction:
+/// the solver's iterate makes the bound tight near the optimum.
+pub fn upper_bound_at(
+    sc: &Scaled,
+    lay: &Layout,
+    nu: &[f64],
+    hint: &[f64],
+) -> (f64, Vec<f64>, Vec<f64>) {
+    crate::bound::rigorous_upper_bound(sc, lay, nu, Some(hint))
 }
 
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]

@@ -17,6 +17,7 @@
 //! See `docs/drum.md` for what is sound and what differs from the paper.
 
 pub mod admm;
+pub mod bound;
 pub mod capacity;
 pub mod comm;
 pub mod dual;
@@ -59,6 +60,7 @@ pub fn solve_admm_arc(
     let st = Admm::new(p.clone(), lay, opt);
     let setup = t0.elapsed().as_secs_f64();
     let mut r = st.run();
+    check_finite(&p, &r)?;
     r.setup_time = setup;
     r.method = if p.two_sided {
         "admm2".into()
@@ -87,8 +89,29 @@ pub fn check_admm_options(o: &AdmmOptions) -> problem::Result<()> {
             format!("loss probability must be in [0, 1), got {}", o.loss_prob),
         ));
     }
-    if !(o.eps_abs >= 0.0 && o.eps_rel >= 0.0) {
-        return Err(DrumError::new("eps", "tolerances must be >= 0"));
+    for (key, v) in [("eps_abs", o.eps_abs), ("eps_rel", o.eps_rel)] {
+        if !(v.is_finite() && v >= 0.0) {
+            return Err(DrumError::new(
+                key,
+                format!("tolerance must be a finite number >= 0, got {v}"),
+            ));
+        }
+    }
+    if let Some(r) = o.reference {
+        if !r.is_finite() {
+            return Err(DrumError::new(
+                "reference",
+                format!("the known optimum must be a finite number, got {r}"),
+            ));
+        }
+    }
+    if let Some(t) = o.gap_tol {
+        if !(t.is_finite() && t >= 0.0) {
+            return Err(DrumError::new(
+                "gap_tol",
+                format!("must be a finite number >= 0, got {t}"),
+            ));
+        }
     }
     if let Some(t) = o.certified_gap_tol {
         if !(t > 0.0 && t.is_finite()) {
@@ -117,11 +140,37 @@ pub fn solve_dual(p: &Problem, opt: &DualOptions) -> problem::Result<SolveResult
         ));
     }
     let lay = Layout::build(p);
-    Ok(dual_decomposition(p, &lay, opt))
+    let r = dual_decomposition(p, &lay, opt);
+    check_finite(p, &r)?;
+    Ok(r)
 }
 
 /// Exact one-sided solve (validates).
 pub fn solve_reference(p: &Problem) -> problem::Result<SolveResult> {
     p.validate()?;
-    solve_exact(p)
+    let r = solve_exact(p)?;
+    check_finite(p, &r)?;
+    Ok(r)
+}
+
+/// No solver returns a non-finite rate or objective as an answer: an instance the checks let
+/// through but the arithmetic cannot carry is an error naming alpha (the exponent decides the
+/// range of `x^(1−alpha)`), never NaN with `converged`.
+pub fn check_finite(p: &Problem, r: &SolveResult) -> problem::Result<()> {
+    let bad_x = r
+        .x_feasible
+        .iter()
+        .chain(&r.z_feasible)
+        .any(|v| !v.is_finite());
+    if bad_x || !r.objective_feasible.is_finite() || r.dual_bound.is_some_and(|b| b.is_nan()) {
+        return Err(DrumError::new(
+            "alpha",
+            format!(
+                "the solve left double precision at alpha = {} (objective {}, non-finite rates: \
+                 {bad_x}): use a smaller alpha or rates in units near the equal share",
+                p.alpha, r.objective_feasible
+            ),
+        ));
+    }
+    Ok(())
 }

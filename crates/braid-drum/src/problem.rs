@@ -62,6 +62,12 @@ pub struct Links {
     pub size: Vec<f64>,
 }
 
+/// The largest α accepted. The α-fair allocation tends to max-min fairness as α grows; its
+/// rates differ from max-min's by factors `(w_j/w_k)^(1/α)` (0.7% for weights within a factor
+/// 2 at α = 100), while `x^(1−α)` overflows double precision once a rate is a factor
+/// `e^(709/(α−1))` below the scale (0.2 of the mean share at α = 440, 0.001 at α = 100).
+pub const MAX_ALPHA: f64 = 100.0;
+
 #[derive(Clone, Debug)]
 pub struct Problem {
     pub n: usize,
@@ -142,7 +148,43 @@ impl Problem {
     /// Check shapes, signs and feasibility of the guarantees.
     pub fn validate(&self) -> Result<()> {
         self.validate_local(0, self.n)?;
-        self.validate_coupled()
+        self.validate_coupled()?;
+        self.validate_scale()
+    }
+
+    /// The solvers work in units of the mean equal share `sx` with the objective divided by
+    /// `mean(w)·sx^(1−α)` (`scaled.rs`); refuse an instance whose factors leave double precision
+    /// (they gave NaN and −inf "converged" answers): α = 50 with rates in ops/s makes
+    /// `sx^(1−α)` underflow, capacities of 1e-300 make the CQ term's `β/sx²` overflow.
+    pub fn validate_scale(&self) -> Result<()> {
+        use crate::scaled::{Factors, HostStats};
+        let f = Factors::from_stats(&HostStats::of(self), self.alpha, true);
+        let wf = f.sx.powf(1.0 - self.alpha) / f.sf;
+        let bf = 1.0 / (f.sx * f.sx * f.sf);
+        let ok = |v: f64| v.is_finite() && v > 0.0;
+        if !(ok(f.sx) && ok(f.sf) && ok(wf)) {
+            return Err(DrumError::new(
+                "alpha",
+                format!(
+                    "with alpha = {} and rates of ~{:e} (the mean equal share), the utility's \
+                     scale sx^(1-alpha) is outside double precision: give the rates and \
+                     capacities in units near 1 (e.g. Mops) or use a smaller alpha",
+                    self.alpha, f.sx
+                ),
+            ));
+        }
+        if self.beta > 0.0 && !(ok(bf) && (self.beta * bf).is_finite()) {
+            return Err(DrumError::new(
+                "Q",
+                format!(
+                    "capacities whose mean equal share is ~{:e} put the CQ term beta/z^2 \
+                     outside double precision relative to the utility: give the rates and \
+                     capacities in units near 1 (e.g. Mops), or beta = 0",
+                    f.sx
+                ),
+            ));
+        }
+        Ok(())
     }
 
     /// The checks that need only this problem's own hosts. For a piece of a larger instance
@@ -170,10 +212,14 @@ impl Problem {
                 "more than 2^32 entries is not supported",
             ));
         }
-        if !(self.alpha.is_finite() && self.alpha > 0.0) {
+        if !(self.alpha.is_finite() && self.alpha > 0.0 && self.alpha <= MAX_ALPHA) {
             return Err(DrumError::new(
                 "alpha",
-                format!("must be a finite number > 0, got {}", self.alpha),
+                format!(
+                    "must be a number in (0, {MAX_ALPHA}], got {} (beyond {MAX_ALPHA} the \
+                     utility x^(1-alpha) leaves double precision)",
+                    self.alpha
+                ),
             ));
         }
         if !(self.beta.is_finite() && self.beta >= 0.0) {

@@ -13,6 +13,7 @@ See ``docs/drum.md`` for the model, what is sound and what differs from the pape
 """
 
 from .model import (
+    MAX_ALPHA,
     DrumInputError,
     Problem,
     Result,
@@ -21,4 +22,4 @@ from .model import (
     solve,
 )
 
-__all__ = ["DrumInputError", "Problem", "Result", "rounds", "select_topk", "solve"]
+__all__ = ["MAX_ALPHA", "DrumInputError", "Problem", "Result", "rounds", "select_topk", "solve"]

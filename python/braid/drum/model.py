@@ -11,6 +11,10 @@ import numpy as np
 
 from .. import _core
 
+# The largest alpha the solvers take (braid_drum::problem::MAX_ALPHA, which the Rust core
+# enforces; here for the CLI's message and for callers): see docs/drum.md, "Numeric inputs".
+MAX_ALPHA = 100.0
+
 #: Raised for invalid input; ``param`` names the parameter at fault, ``message`` says why.
 DrumInputError = _core.DrumError
 
@@ -467,8 +471,13 @@ def admm_options(
         raise _err("loss", f"loss probability must be in [0, 1), got {loss!r}")
     if max_iter < 1:
         raise _err("max_iter", "must be >= 1")
-    if eps_abs < 0 or eps_rel < 0:
-        raise _err("eps", "tolerances must be >= 0")
+    for key, v in (("eps_abs", eps_abs), ("eps_rel", eps_rel)):
+        if not (isinstance(v, (int, float, np.floating, np.integer)) and math.isfinite(v) and v >= 0):
+            raise _err(key, f"tolerance must be a finite number >= 0, got {v!r}")
+    if reference is not None and not math.isfinite(reference):
+        raise _err("reference", f"the known optimum must be a finite number, got {reference!r}")
+    if gap_tol is not None and not (math.isfinite(gap_tol) and gap_tol >= 0):
+        raise _err("gap_tol", f"must be a finite number >= 0, got {gap_tol!r}")
     if not isinstance(certify_every, (int, np.integer)) or certify_every < 0:
         raise _err("certify_every", f"must be an integer >= 0 (0: never), got {certify_every!r}")
     if certified_gap_tol is not None and not (certified_gap_tol > 0 and math.isfinite(certified_gap_tol)):

@@ -22,7 +22,7 @@ use crate::admm::{
     sample_curvature, Admm, AdmmOptions, Global, Trace,
 };
 use crate::comm::{Comm, CommResult, Op};
-use crate::dual::upper_bound;
+use crate::dual::upper_bound_at;
 use crate::piece::Piece;
 use crate::problem::{cq_guarantee_error, DrumError, Layout, Result};
 use crate::scaled::{Factors, HostStats, Scaled};
@@ -191,7 +191,11 @@ fn global_scaling(
         .flat_map(|b| bytes_f64s(b).collect::<Vec<_>>())
         .collect();
     let rho0 = median_rho(&all);
-    let rs = row_scales(&curv, rho0, opt.row_scaling && lay.diag);
+    let mut rs = row_scales(&curv, rho0, opt.row_scaling);
+    // a ghost row's scale is its owner's (the curvature of the owner's entry), as in the
+    // local solve
+    let (own, ghost) = rs.split_at_mut(nn);
+    ex.to_ghosts(own, ghost, comm)?;
     Ok((sc, rho0, rs, wsum))
 }
 
@@ -252,7 +256,7 @@ fn objectives(
                 .zip(&st.rs)
                 .map(|(v, r)| st.rho * r * v)
                 .collect();
-        upper_bound(sc, lay, &nu).0
+        upper_bound_at(sc, lay, &nu, &st.x).0
     } else {
         0.0
     };

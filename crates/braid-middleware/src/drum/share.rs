@@ -28,6 +28,9 @@ pub struct ShareConfig {
     pub hold_ns: f64,
 }
 
+/// The largest `lock_ns` / `hold_ns` accepted: one second.
+const MAX_LOCK_NS: f64 = 1e9;
+
 impl Default for ShareConfig {
     fn default() -> Self {
         ShareConfig {
@@ -47,11 +50,16 @@ impl MiddlewareFactory for ShareConfig {
         host: &mut HostCtx,
         tenant: TenantId,
     ) -> Result<Box<dyn Middleware>, BuildError> {
-        if !(self.lock_ns.is_finite() && self.lock_ns >= 0.0) {
-            return Err(BuildError::new(
-                "lock_ns",
-                "expected a number of nanoseconds >= 0",
-            ));
+        // Upper limit: a critical section of a second per post stops the QP's traffic; far
+        // beyond it (~1.8e16 ns) the picosecond clock `now + hold` overflows u64, which wrapped
+        // and *released* the lock.
+        for (key, v) in [("lock_ns", self.lock_ns), ("hold_ns", self.hold_ns)] {
+            if !(v.is_finite() && (0.0..=MAX_LOCK_NS).contains(&v)) {
+                return Err(BuildError::new(
+                    key,
+                    format!("expected a number of nanoseconds in [0, 1e9], got {v}"),
+                ));
+            }
         }
         let cfg = DrumConfig {
             mux_ratio: self.mux_ratio,
