@@ -1,4 +1,5 @@
 use super::*;
+use crate::cdf::Cdf;
 use crate::topology::TopologySpec;
 
 fn from_json(j: &str) -> Result<TrafficSpec, String> {
@@ -373,31 +374,31 @@ fn hpcc_flows_map_node_ids_through_the_graph() {
         "2\n2 1 3 100 200000000 2\n3 1 3 100 200000000 2\n",
     )
     .unwrap();
-    let g = TopologySpec::Hpcc {
+    let g = TopologySpec::Hpcc(crate::topology::Hpcc {
         file: "topo.txt".into(),
         default_loss: None,
-    }
+    })
     .build(&dir)
     .unwrap();
-    let t = TrafficSpec::Hpcc {
+    let t = TrafficSpec::Hpcc(crate::traffic::Hpcc {
         file: "flow.txt".into(),
         topology: None,
-    };
+    });
     let f = t.generate_on(&g, 1, 0, &dir).unwrap();
     assert_eq!((f[0].src, f[0].dst, f[1].src), (1, 0, 2));
     assert_eq!(f[0].start_ps, 2_000_000_000_000);
     // With `topology`, plain generate() maps the same way.
-    let t2 = TrafficSpec::Hpcc {
+    let t2 = TrafficSpec::Hpcc(crate::traffic::Hpcc {
         file: "flow.txt".into(),
         topology: Some("topo.txt".into()),
-    };
+    });
     assert_eq!(t2.generate(4, 0, 1, 0, &dir).unwrap(), f);
     // Without either, node 4 is beyond host ids 0..3: a clear error.
     std::fs::write(dir.join("flow2.txt"), "1\n4 1 3 100 10 2\n").unwrap();
-    let err = TrafficSpec::Hpcc {
+    let err = TrafficSpec::Hpcc(crate::traffic::Hpcc {
         file: "flow2.txt".into(),
         topology: None,
-    }
+    })
     .generate(4, 0, 1, 0, &dir)
     .unwrap_err();
     assert_eq!(err.path, "file");
@@ -408,10 +409,10 @@ fn hpcc_flows_map_node_ids_through_the_graph() {
     );
     // A flow from a switch.
     std::fs::write(dir.join("flow3.txt"), "1\n0 1 3 100 10 2\n").unwrap();
-    let err = TrafficSpec::Hpcc {
+    let err = TrafficSpec::Hpcc(crate::traffic::Hpcc {
         file: "flow3.txt".into(),
         topology: None,
-    }
+    })
     .generate_on(&g, 1, 0, &dir)
     .unwrap_err();
     assert!(
