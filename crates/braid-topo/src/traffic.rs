@@ -158,14 +158,16 @@ impl TrafficSpec {
         index: u64,
         base_dir: &Path,
     ) -> Result<Vec<FlowDesc>, SpecError> {
-        self.generate_inner(
-            n_hosts,
-            host_rate_bps,
-            seed,
-            index,
-            base_dir,
-            NodeMap::Identity(n_hosts),
-        )
+        Ok(self
+            .flows_inner(
+                n_hosts,
+                host_rate_bps,
+                seed,
+                index,
+                base_dir,
+                NodeMap::Identity(n_hosts),
+            )?
+            .collect())
     }
 
     /// As [`TrafficSpec::generate`], on a built graph: the host count and host link rate (of host
@@ -177,16 +179,29 @@ impl TrafficSpec {
         index: u64,
         base_dir: &Path,
     ) -> Result<Vec<FlowDesc>, SpecError> {
+        Ok(self.flows_on(graph, seed, index, base_dir)?.collect())
+    }
+
+    /// As [`TrafficSpec::generate_on`], the flows as the pattern yields them (checked first,
+    /// then drawn as they are asked for where the pattern draws lazily; Poisson: in arrival
+    /// order). Collecting them gives `generate_on`'s list.
+    pub fn flows_on(
+        &self,
+        graph: &Graph,
+        seed: u64,
+        index: u64,
+        base_dir: &Path,
+    ) -> Result<FlowIter, SpecError> {
         let n_hosts = graph.n_hosts();
         let rate = if n_hosts > 0 {
             graph.host_link_rate(0).unwrap_or(0)
         } else {
             0
         };
-        self.generate_inner(n_hosts, rate, seed, index, base_dir, NodeMap::Graph(graph))
+        self.flows_inner(n_hosts, rate, seed, index, base_dir, NodeMap::Graph(graph))
     }
 
-    fn generate_inner(
+    fn flows_inner(
         &self,
         n_hosts: u32,
         host_rate_bps: u64,
@@ -194,7 +209,7 @@ impl TrafficSpec {
         index: u64,
         base_dir: &Path,
         map: NodeMap,
-    ) -> Result<Vec<FlowDesc>, SpecError> {
+    ) -> Result<FlowIter, SpecError> {
         let ctx = TrafficCtx {
             n_hosts,
             host_rate_bps,
@@ -202,7 +217,7 @@ impl TrafficSpec {
             map,
         };
         let rng = RngStream::new(seed, "traffic", &[index]);
-        Ok(self.kind().flows(&ctx, rng)?.collect())
+        self.kind().flows(&ctx, rng)
     }
 }
 

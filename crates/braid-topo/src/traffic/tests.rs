@@ -434,13 +434,12 @@ fn poisson_yields_its_flows_lazily_in_arrival_order() {
     assert_eq!(all.len(), 400);
     assert!(all.windows(2).all(|w| w[0].start_ps <= w[1].start_ps));
     // The first flows, asked for alone, are the run's first flows (what a lazy consumer gets).
-    let ctx = TrafficCtx {
-        n_hosts: 8,
-        host_rate_bps: 100_000_000_000,
-        base_dir: dir,
-        map: NodeMap::Identity(8),
-    };
-    let rng = RngStream::new(3, "traffic", &[0]);
-    let first: Vec<FlowDesc> = t.kind().flows(&ctx, rng).unwrap().take(10).collect();
+    let spec = r#"{"kind": "leaf-spine", "spines": 1, "leaves": 2, "hosts_per_leaf": 4,
+        "host_link": {"rate": "100Gbps", "delay": "1us"}, "fabric_link": {"rate": "100Gbps", "delay": "1us"}}"#;
+    let g = serde_json::from_str::<TopologySpec>(spec)
+        .unwrap()
+        .build(dir)
+        .unwrap();
+    let first: Vec<FlowDesc> = t.flows_on(&g, 3, 0, dir).unwrap().take(10).collect();
     assert_eq!(first, all[..10]);
 }
