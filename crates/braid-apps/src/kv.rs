@@ -5,7 +5,7 @@
 //! with `size` = the largest value (passive: its memory and connections).
 
 use crate::{
-    lookup_all, open_client, sges, ClientSlots, PerfSpec, Rendezvous, SharedMeter, CONNECT,
+    open_client, sges, ClientRun, ClientSlots, PerfSpec, Rendezvous, SharedMeter, CONNECT,
 };
 use braid_verbs::rendezvous::Endpoint;
 use braid_verbs::*;
@@ -32,9 +32,7 @@ pub struct KvClient {
     /// Post time and size of each connection's outstanding requests, oldest first.
     out: Vec<VecDeque<(u64, u64)>>,
     target: u64,
-    deadline: Option<u64>,
-    failed: Vec<bool>,
-    done: bool,
+    run: ClientRun,
     pub gets: u64,
     pub puts: u64,
 }
@@ -65,16 +63,14 @@ impl KvClient {
             posted: vec![],
             out: vec![],
             target,
-            deadline: None,
-            failed: vec![],
-            done: false,
+            run: ClientRun::default(),
             gets: 0,
             puts: 0,
         }
     }
 
     fn may_post(&self, i: usize, now: u64) -> bool {
-        !self.failed[i] && self.posted[i] < self.target && self.deadline.is_none_or(|d| now < d)
+        self.run.live(i, now) && self.posted[i] < self.target
     }
 
     fn post_one(&mut self, v: &mut dyn Verbs, i: usize) {
@@ -98,12 +94,7 @@ impl KvClient {
 
     fn check_done(&mut self, now: u64) {
         let idle = (0..self.qps.len()).all(|i| self.out[i].is_empty() && !self.may_post(i, now));
-        if idle && !self.done {
-            self.done = true;
-            if !self.failed.iter().any(|&f| f) {
-                self.log.borrow_mut().finished(self.flow, now);
-            }
-        }
+        self.run.end_if(idle, &self.log, self.flow, now);
     }
 }
 
@@ -121,27 +112,29 @@ impl App for KvClient {
                 flow: self.flow,
                 qp_type: QpType::Rc,
                 access: Access::ALL,
+                start: self.spec.start,
             },
             &self.log,
             &self.rdv,
         );
-        (self.cq, self.lkey, self.qps) = (ends.cq, ends.lkey, ends.qps);
+        (self.cq, self.lkey, self.qps, self.run) = (ends.cq, ends.lkey, ends.qps, ends.run);
         self.posted = vec![0; n];
         self.out = vec![VecDeque::new(); n];
-        self.failed = vec![false; n];
-        v.set_timer(v.now().max(self.spec.start), CONNECT);
     }
 
     fn on_event(&mut self, v: &mut dyn Verbs, ev: Event) {
         let now = v.now();
         match ev {
             Event::Timer(CONNECT) => {
-                self.remote = lookup_all(v, &self.rdv, self.conn0, &self.qps);
-                self.log.borrow_mut().started(self.flow, now);
-                self.deadline = self.spec.duration.map(|d| now + d);
-                if let Some(d) = self.deadline {
-                    v.set_timer(d, CONNECT - 1);
-                }
+                self.remote = self.run.connect(
+                    v,
+                    &self.rdv,
+                    self.conn0,
+                    &self.qps,
+                    &self.log,
+                    self.flow,
+                    self.spec.duration,
+                );
                 for i in 0..self.qps.len() {
                     for _ in 0..self.spec.tx_depth {
                         if self.may_post(i, now) {
@@ -161,7 +154,7 @@ impl App for KvClient {
                         continue;
                     };
                     if wc.status != WcStatus::Success {
-                        self.failed[i] = true;
+                        self.run.failed[i] = true;
                         self.out[i].clear();
                         continue;
                     }
@@ -180,7 +173,7 @@ impl App for KvClient {
     }
 
     fn is_done(&self) -> bool {
-        self.done
+        self.run.is_done()
     }
 }
 

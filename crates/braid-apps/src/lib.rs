@@ -98,7 +98,7 @@ pub(crate) fn sges(addr: u64, len: u64, lkey: u32) -> Vec<Sge> {
 mod client;
 mod flow;
 mod perf;
-pub(crate) use client::{open_client, ClientSlots};
+pub(crate) use client::{open_client, ClientRun, ClientSlots};
 pub use flow::{FlowSender, FlowSink, SendFlow};
 pub use perf::{peak_bandwidth, PerfClient, PerfKind, PerfServer, PerfSpec};
 

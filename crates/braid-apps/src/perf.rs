@@ -99,14 +99,10 @@ pub struct PerfClient {
     posted: Vec<u64>,
     completed: Vec<u64>,
     target: u64,
-    deadline: Option<u64>,
+    run: ClientRun,
     lat_sent: Vec<u64>,
     /// wqe_lat: post times of each QP's outstanding WRs, oldest first.
     sent_at: Vec<std::collections::VecDeque<u64>>,
-    done: bool,
-    /// QPs whose WRs failed (the QP is in Error): nothing more is posted on them, and the
-    /// flow never finishes.
-    failed: Vec<bool>,
     /// Which messages carry the synchronise flag (MP-RDMA §5.2.5).
     sync: Option<SyncDraw>,
     qp_type: QpType,
@@ -138,11 +134,9 @@ impl PerfClient {
             posted: vec![],
             completed: vec![],
             target,
-            deadline: None,
+            run: ClientRun::default(),
             lat_sent: vec![],
             sent_at: vec![],
-            done: false,
-            failed: vec![],
             sync,
             qp_type: QpType::Rc,
         }
@@ -238,18 +232,13 @@ impl PerfClient {
     }
 
     fn may_post(&self, i: usize, now: u64) -> bool {
-        !self.failed[i] && self.posted[i] < self.target && self.deadline.is_none_or(|d| now < d)
+        self.run.live(i, now) && self.posted[i] < self.target
     }
 
     fn check_done(&mut self, now: u64) {
         let all_in = (0..self.qps.len())
             .all(|i| self.completed[i] >= self.posted[i] && !self.may_post(i, now));
-        if all_in && !self.done {
-            self.done = true;
-            if !self.failed.iter().any(|&f| f) {
-                self.log.borrow_mut().finished(self.flow, now);
-            }
-        }
+        self.run.end_if(all_in, &self.log, self.flow, now);
     }
 }
 
@@ -267,11 +256,12 @@ impl App for PerfClient {
                 flow: self.flow,
                 qp_type: self.qp_type,
                 access: Access::ALL,
+                start: self.spec.start,
             },
             &self.log,
             &self.rdv,
         );
-        (self.cq, self.lkey, self.qps) = (ends.cq, ends.lkey, ends.qps);
+        (self.cq, self.lkey, self.qps, self.run) = (ends.cq, ends.lkey, ends.qps, ends.run);
         if matches!(self.spec.kind, PerfKind::ReadBw | PerfKind::ReadLat) {
             for &qp in &self.qps {
                 self.log
@@ -281,23 +271,23 @@ impl App for PerfClient {
         }
         self.posted = vec![0; n];
         self.completed = vec![0; n];
-        self.failed = vec![false; n];
         self.lat_sent = vec![0; n];
         self.sent_at = vec![Default::default(); n];
-        v.set_timer(v.now().max(self.spec.start), CONNECT);
     }
 
     fn on_event(&mut self, v: &mut dyn Verbs, ev: Event) {
         let now = v.now();
         match ev {
             Event::Timer(CONNECT) => {
-                self.remote = connect_all(v, &self.rdv, self.conn0 as u64, Side::Client, &self.qps)
-                    .expect("connect");
-                self.log.borrow_mut().started(self.flow, now);
-                self.deadline = self.spec.duration.map(|d| now + d);
-                if let Some(d) = self.deadline {
-                    v.set_timer(d, CONNECT - 1);
-                }
+                self.remote = self.run.connect(
+                    v,
+                    &self.rdv,
+                    self.conn0,
+                    &self.qps,
+                    &self.log,
+                    self.flow,
+                    self.spec.duration,
+                );
                 for i in 0..self.qps.len() {
                     if self.ping_pong() {
                         let len = self.size();
@@ -332,7 +322,7 @@ impl App for PerfClient {
                     let i = wc.wr_id as usize % self.qps.len().max(1);
                     if wc.status != WcStatus::Success {
                         // The QP is in Error: the rest of its WRs are flushed; post no more.
-                        self.failed[i] = true;
+                        self.run.failed[i] = true;
                         self.completed[i] = self.posted[i];
                         continue;
                     }
@@ -405,7 +395,7 @@ impl App for PerfClient {
     }
 
     fn is_done(&self) -> bool {
-        self.done
+        self.run.is_done()
     }
 }
 

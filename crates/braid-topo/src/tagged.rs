@@ -5,8 +5,9 @@
 //! inside it lose their path (`serde_path_to_error` can only say `topology`, not
 //! `topology.host_link.rate`). Here the tag is read first (keys before it, if any, are buffered),
 //! then the rest of the table is handed, unbuffered, to an externally tagged mirror enum derived by
-//! serde — so every value below is deserialised straight from the caller's map and its key path is
-//! tracked. The public enum keeps the derived internally tagged `Serialize` and `JsonSchema`.
+//! serde, whose variant's struct (the kind's own config) reads it — so every value below is
+//! deserialised straight from the caller's map and its key path is tracked. The public enum keeps
+//! the derived internally tagged `Serialize` and `JsonSchema`.
 
 use serde::de::{
     self, DeserializeSeed, Deserializer, EnumAccess, IntoDeserializer, MapAccess, VariantAccess,
@@ -15,41 +16,42 @@ use serde::de::{
 use std::fmt;
 use std::marker::PhantomData;
 
-/// Defines `pub enum $name` (internally tagged by `$tag`, kebab-case variants, unknown fields
-/// rejected; Serialize + JsonSchema derived) and its path-preserving `Deserialize`.
+/// Defines `pub enum $name` (internally tagged by `$tag`, kebab-case variants; Serialize +
+/// JsonSchema derived) whose every variant wraps one kind's own config struct (which rejects
+/// unknown fields itself), its path-preserving `Deserialize`, and `$name::kind()`, the variant's
+/// config as a `&dyn $kind` (the one place the variants are listed: adding a kind is a line here
+/// and a file beside it).
 macro_rules! tagged_enum {
     (
-        tag = $tag:literal, mirror = $mirror:ident, expecting = $expecting:literal;
+        tag = $tag:literal, mirror = $mirror:ident, kind = $kind:path, expecting = $expecting:literal;
         $(#[$meta:meta])*
         pub enum $name:ident {
             $(
                 $(#[$vmeta:meta])*
-                $variant:ident {
-                    $( $(#[$fmeta:meta])* $field:ident : $ty:ty ),* $(,)?
-                }
+                $variant:ident($ty:ty)
             ),* $(,)?
         }
     ) => {
         $(#[$meta])*
         #[derive(Clone, Debug, PartialEq, serde::Serialize, schemars::JsonSchema)]
-        #[serde(tag = $tag, rename_all = "kebab-case", deny_unknown_fields)]
+        #[serde(tag = $tag, rename_all = "kebab-case")]
         pub enum $name {
             $(
                 $(#[$vmeta])*
-                $variant { $( $(#[$fmeta])* $field: $ty ),* }
+                $variant($ty)
             ),*
         }
 
         #[derive(serde::Deserialize)]
-        #[serde(rename_all = "kebab-case", deny_unknown_fields)]
+        #[serde(rename_all = "kebab-case")]
         enum $mirror {
-            $( $variant { $( $(#[$fmeta])* $field: $ty ),* } ),*
+            $( $variant($ty) ),*
         }
 
         impl From<$mirror> for $name {
             fn from(m: $mirror) -> $name {
                 match m {
-                    $( $mirror::$variant { $($field),* } => $name::$variant { $($field),* } ),*
+                    $( $mirror::$variant(x) => $name::$variant(x) ),*
                 }
             }
         }
@@ -57,6 +59,15 @@ macro_rules! tagged_enum {
         impl<'de> serde::Deserialize<'de> for $name {
             fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
                 d.deserialize_map($crate::tagged::TaggedVisitor::<$mirror>::new($tag, $expecting)).map(Into::into)
+            }
+        }
+
+        impl $name {
+            /// This table's kind, behind its trait.
+            pub fn kind(&self) -> &dyn $kind {
+                match self {
+                    $( $name::$variant(x) => x ),*
+                }
             }
         }
     };
@@ -197,8 +208,9 @@ impl<'de, A: MapAccess<'de>> VariantAccess<'de> for Chain<A> {
         Err(de::Error::custom("unexpected unit variant"))
     }
 
-    fn newtype_variant_seed<T: DeserializeSeed<'de>>(self, _seed: T) -> Result<T::Value, A::Error> {
-        Err(de::Error::custom("unexpected newtype variant"))
+    fn newtype_variant_seed<T: DeserializeSeed<'de>>(self, seed: T) -> Result<T::Value, A::Error> {
+        // The kind's own struct reads the rest of the table, straight from the caller's map.
+        seed.deserialize(de::value::MapAccessDeserializer::new(self))
     }
 
     fn tuple_variant<V: Visitor<'de>>(

@@ -8,7 +8,6 @@
 use crate::units::{Duration, Rate};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use std::collections::HashMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
@@ -256,78 +255,41 @@ impl LinkSpec {
     }
 }
 
-/// A node named by id or by name (`"spine0"`, `"n12"`).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(untagged)]
-pub enum NodeRef {
-    Id(u32),
-    Name(String),
-}
+mod dumbbell;
+mod edges;
+mod fat_tree;
+mod hpcc;
+mod leaf_spine;
+mod two_tor;
+pub use dumbbell::Dumbbell;
+pub use edges::{EdgeSpec, Edges, NodeRef, NodesSpec};
+pub use fat_tree::FatTree;
+pub use hpcc::Hpcc;
+pub use leaf_spine::LeafSpine;
+pub use two_tor::TwoTor;
 
-impl fmt::Display for NodeRef {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            NodeRef::Id(i) => write!(f, "{i}"),
-            NodeRef::Name(s) => write!(f, "{s:?}"),
-        }
+/// One kind of topology (one file in `topology/`, its config struct the factory of its graph).
+pub trait TopologyKind {
+    /// Builds the graph. `base_dir` resolves relative file names (the scenario's directory).
+    fn build(&self, base_dir: &Path) -> Result<Graph, SpecError>;
+
+    /// Number of hosts; kinds that can count them without building the graph say so.
+    fn n_hosts(&self, base_dir: &Path) -> Result<u32, SpecError> {
+        Ok(self.build(base_dir)?.n_hosts())
     }
 }
 
-/// `nodes` of an explicit edge list: a count (names `n0`, `n1`, …) or a list of names.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(untagged)]
-pub enum NodesSpec {
-    Count(u32),
-    Names(Vec<String>),
-}
-
-/// One link of an explicit edge list.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct EdgeSpec {
-    pub a: NodeRef,
-    pub b: NodeRef,
-    pub rate: Rate,
-    pub delay: Duration,
-    #[serde(default = "default_loss")]
-    pub loss: f64,
-}
-
 crate::tagged::tagged_enum! {
-tag = "kind", mirror = TopologyMirror, expecting = "a topology table with `kind`";
+tag = "kind", mirror = TopologyMirror, kind = TopologyKind, expecting = "a topology table with `kind`";
+// One line per kind, its config and builder in `topology/<kind>.rs`.
 /// The `[topology]` table, chosen by `kind`.
 pub enum TopologySpec {
-    /// Two-tier Clos: every leaf connects to every spine. Hosts `h0..`, leaves `leaf{i}`,
-    /// spines `spine{i}`; host i is under leaf ⌊i / hosts_per_leaf⌋.
-    LeafSpine { spines: u32, leaves: u32, hosts_per_leaf: u32, host_link: LinkSpec, fabric_link: LinkSpec },
-    /// 3-tier k-ary fat-tree (Al-Fares et al.): k pods of k/2 edge (`edge{i}`) and k/2 aggregation
-    /// (`agg{i}`) switches, (k/2)² core switches (`core{i}`), k³/4 hosts. `core_link` (aggregation–
-    /// core) defaults to `fabric_link` (edge–aggregation).
-    FatTree {
-        k: u32,
-        host_link: LinkSpec,
-        fabric_link: LinkSpec,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        core_link: Option<LinkSpec>,
-    },
-    /// The MP-RDMA testbed: `hosts_per_tor` hosts under each of `tor0` and `tor1`, and `paths`
-    /// spine switches (`spine{i}`) each linked to both ToRs.
-    TwoTor { hosts_per_tor: u32, paths: u32, host_link: LinkSpec, fabric_link: LinkSpec },
-    /// `left` hosts on `swL`, `right` hosts on `swR`, the two switches joined by `bottleneck`.
-    /// Hosts 0..left are on the left.
-    Dumbbell { left: u32, right: u32, host_link: LinkSpec, bottleneck: LinkSpec },
-    /// An explicit graph: `nodes` (a count or a list of names), which of them are `switches`
-    /// (ids or names; the others are hosts), and the `links`.
-    Edges { nodes: NodesSpec, switches: Vec<NodeRef>, links: Vec<EdgeSpec> },
-    /// An HPCC ns-3 topology file (line 1 `nodes switches links`, line 2 the switch ids, then
-    /// `src dst rate delay error_rate`), relative to the scenario's directory. Node ids are kept;
-    /// names are `n{id}`. `default_loss` is the loss rate of links whose error_rate in the file is
-    /// 0 (HPCC's ERROR_RATE_PER_LINK: ns-3 gives those links this error model).
-    Hpcc {
-        file: String,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        default_loss: Option<f64>,
-    },
+    LeafSpine(LeafSpine),
+    FatTree(FatTree),
+    TwoTor(TwoTor),
+    Dumbbell(Dumbbell),
+    Edges(Edges),
+    Hpcc(Hpcc),
 }
 }
 
@@ -366,269 +328,12 @@ pub fn resolve(base_dir: &Path, file: &str) -> PathBuf {
 impl TopologySpec {
     /// Builds the graph. `base_dir` resolves relative file names (the scenario's directory).
     pub fn build(&self, base_dir: &Path) -> Result<Graph, SpecError> {
-        let mut g = Graph::default();
-        match self {
-            TopologySpec::LeafSpine {
-                spines,
-                leaves,
-                hosts_per_leaf,
-                host_link,
-                fabric_link,
-            } => {
-                positive(*spines, "spines")?;
-                positive(*leaves, "leaves")?;
-                positive(*hosts_per_leaf, "hosts_per_leaf")?;
-                host_link.check("host_link")?;
-                fabric_link.check("fabric_link")?;
-                let (s, l, h) = (*spines as u64, *leaves as u64, *hosts_per_leaf as u64);
-                limit(s + l + l * h, "hosts_per_leaf")?;
-                g.nodes.reserve((s + l + l * h) as usize);
-                g.links.reserve((l * h + l * s) as usize);
-                let n_hosts = leaves * hosts_per_leaf;
-                for i in 0..n_hosts {
-                    g.add_node(NodeKind::Host, format!("h{i}"));
-                }
-                let leaf0 = n_hosts;
-                for i in 0..*leaves {
-                    g.add_node(NodeKind::Switch, format!("leaf{i}"));
-                }
-                let spine0 = leaf0 + leaves;
-                for i in 0..*spines {
-                    g.add_node(NodeKind::Switch, format!("spine{i}"));
-                }
-                for i in 0..n_hosts {
-                    g.add_link(i, leaf0 + i / hosts_per_leaf, host_link);
-                }
-                for l in 0..*leaves {
-                    for s in 0..*spines {
-                        g.add_link(leaf0 + l, spine0 + s, fabric_link);
-                    }
-                }
-            }
-            TopologySpec::FatTree {
-                k,
-                host_link,
-                fabric_link,
-                core_link,
-            } => {
-                let k = *k;
-                if k < 2 || k % 2 != 0 {
-                    return Err(SpecError::new(
-                        "k",
-                        format!("expected an even number >= 2, got {k}"),
-                    ));
-                }
-                host_link.check("host_link")?;
-                fabric_link.check("fabric_link")?;
-                if let Some(c) = core_link {
-                    c.check("core_link")?;
-                }
-                let core_link = core_link.as_ref().unwrap_or(fabric_link);
-                let k64 = k as u64;
-                limit(k64 * k64 * k64 / 4 + 5 * k64 * k64 / 4, "k")?;
-                let half = k / 2;
-                let n_hosts = k * k * k / 4;
-                let n_edge = k * k / 2;
-                let n_agg = k * k / 2;
-                let n_core = half * half;
-                g.nodes
-                    .reserve((n_hosts + n_edge + n_agg + n_core) as usize);
-                g.links.reserve((3 * n_hosts) as usize);
-                for i in 0..n_hosts {
-                    g.add_node(NodeKind::Host, format!("h{i}"));
-                }
-                let edge0 = n_hosts;
-                for i in 0..n_edge {
-                    g.add_node(NodeKind::Switch, format!("edge{i}"));
-                }
-                let agg0 = edge0 + n_edge;
-                for i in 0..n_agg {
-                    g.add_node(NodeKind::Switch, format!("agg{i}"));
-                }
-                let core0 = agg0 + n_agg;
-                for i in 0..n_core {
-                    g.add_node(NodeKind::Switch, format!("core{i}"));
-                }
-                // Hosts: edge switch e (pod e / half) has hosts e*half .. (e+1)*half.
-                for i in 0..n_hosts {
-                    g.add_link(i, edge0 + i / half, host_link);
-                }
-                // Pod p: edge p*half+j ↔ every agg p*half+m.
-                for p in 0..k {
-                    for j in 0..half {
-                        for m in 0..half {
-                            g.add_link(edge0 + p * half + j, agg0 + p * half + m, fabric_link);
-                        }
-                    }
-                }
-                // Agg m of each pod ↔ core m*half .. (m+1)*half.
-                for p in 0..k {
-                    for m in 0..half {
-                        for c in 0..half {
-                            g.add_link(agg0 + p * half + m, core0 + m * half + c, core_link);
-                        }
-                    }
-                }
-            }
-            TopologySpec::TwoTor {
-                hosts_per_tor,
-                paths,
-                host_link,
-                fabric_link,
-            } => {
-                positive(*hosts_per_tor, "hosts_per_tor")?;
-                positive(*paths, "paths")?;
-                host_link.check("host_link")?;
-                fabric_link.check("fabric_link")?;
-                limit(2 * *hosts_per_tor as u64 + *paths as u64, "hosts_per_tor")?;
-                let n_hosts = 2 * hosts_per_tor;
-                for i in 0..n_hosts {
-                    g.add_node(NodeKind::Host, format!("h{i}"));
-                }
-                let tor0 = g.add_node(NodeKind::Switch, "tor0".into());
-                let tor1 = g.add_node(NodeKind::Switch, "tor1".into());
-                let spine0 = tor1 + 1;
-                for i in 0..*paths {
-                    g.add_node(NodeKind::Switch, format!("spine{i}"));
-                }
-                for i in 0..n_hosts {
-                    g.add_link(i, if i < *hosts_per_tor { tor0 } else { tor1 }, host_link);
-                }
-                for s in 0..*paths {
-                    g.add_link(tor0, spine0 + s, fabric_link);
-                    g.add_link(tor1, spine0 + s, fabric_link);
-                }
-            }
-            TopologySpec::Dumbbell {
-                left,
-                right,
-                host_link,
-                bottleneck,
-            } => {
-                positive(*left, "left")?;
-                positive(*right, "right")?;
-                host_link.check("host_link")?;
-                bottleneck.check("bottleneck")?;
-                limit(*left as u64 + *right as u64, "left")?;
-                for i in 0..left + right {
-                    g.add_node(NodeKind::Host, format!("h{i}"));
-                }
-                let sw_l = g.add_node(NodeKind::Switch, "swL".into());
-                let sw_r = g.add_node(NodeKind::Switch, "swR".into());
-                for i in 0..left + right {
-                    g.add_link(i, if i < *left { sw_l } else { sw_r }, host_link);
-                }
-                g.add_link(sw_l, sw_r, bottleneck);
-            }
-            TopologySpec::Edges {
-                nodes,
-                switches,
-                links,
-            } => {
-                match nodes {
-                    NodesSpec::Count(n) => {
-                        positive(*n, "nodes")?;
-                        limit(*n as u64, "nodes")?;
-                        for i in 0..*n {
-                            g.add_node(NodeKind::Host, format!("n{i}"));
-                        }
-                    }
-                    NodesSpec::Names(names) => {
-                        if names.is_empty() {
-                            return Err(SpecError::new("nodes", "expected at least one node"));
-                        }
-                        let mut seen = HashMap::new();
-                        for (i, name) in names.iter().enumerate() {
-                            if name.is_empty() {
-                                return Err(SpecError::new(
-                                    format!("nodes[{i}]"),
-                                    "node names must not be empty",
-                                ));
-                            }
-                            if let Some(j) = seen.insert(name.as_str(), i) {
-                                return Err(SpecError::new(
-                                    format!("nodes[{i}]"),
-                                    format!("duplicate node name {name:?} (also nodes[{j}])"),
-                                ));
-                            }
-                            g.add_node(NodeKind::Host, name.clone());
-                        }
-                    }
-                }
-                let lookup = |g: &Graph, r: &NodeRef, path: String| -> Result<u32, SpecError> {
-                    match r {
-                        NodeRef::Id(i) if (*i as usize) < g.nodes.len() => Ok(*i),
-                        NodeRef::Id(i) => Err(SpecError::new(
-                            path,
-                            format!("node {i} does not exist ({} nodes)", g.nodes.len()),
-                        )),
-                        NodeRef::Name(s) => g
-                            .node_by_name(s)
-                            .ok_or_else(|| SpecError::new(path, format!("no node named {s:?}"))),
-                    }
-                };
-                for (i, s) in switches.iter().enumerate() {
-                    let id = lookup(&g, s, format!("switches[{i}]"))?;
-                    g.nodes[id as usize].kind = NodeKind::Switch;
-                }
-                for (i, e) in links.iter().enumerate() {
-                    let a = lookup(&g, &e.a, format!("links[{i}].a"))?;
-                    let b = lookup(&g, &e.b, format!("links[{i}].b"))?;
-                    if a == b {
-                        return Err(SpecError::new(
-                            format!("links[{i}].b"),
-                            format!("link joins node {a} to itself"),
-                        ));
-                    }
-                    let l = LinkSpec {
-                        rate: e.rate,
-                        delay: e.delay,
-                        loss: e.loss,
-                    };
-                    l.check(&format!("links[{i}]"))?;
-                    g.add_link(a, b, &l);
-                }
-                if g.n_hosts() == 0 {
-                    return Err(SpecError::new(
-                        "switches",
-                        "every node is a switch; a topology needs hosts",
-                    ));
-                }
-            }
-            TopologySpec::Hpcc { file, default_loss } => {
-                if let Some(p) = default_loss {
-                    if !(0.0..=1.0).contains(p) {
-                        return Err(SpecError::new(
-                            "default_loss",
-                            "expected a loss probability between 0 and 1",
-                        ));
-                    }
-                }
-                let path = resolve(base_dir, file);
-                g = crate::hpcc::read_topology(&path).map_err(|e| SpecError::new("file", e))?;
-                if let Some(p) = default_loss {
-                    for l in g.links.iter_mut().filter(|l| l.loss == 0.0) {
-                        l.loss = *p;
-                    }
-                }
-            }
-        }
-        Ok(g)
+        self.kind().build(base_dir)
     }
 
     /// Number of hosts without building the graph (file-based kinds read the file).
     pub fn n_hosts(&self, base_dir: &Path) -> Result<u32, SpecError> {
-        Ok(match self {
-            TopologySpec::LeafSpine {
-                leaves,
-                hosts_per_leaf,
-                ..
-            } => leaves * hosts_per_leaf,
-            TopologySpec::FatTree { k, .. } => k * k * k / 4,
-            TopologySpec::TwoTor { hosts_per_tor, .. } => 2 * hosts_per_tor,
-            TopologySpec::Dumbbell { left, right, .. } => left + right,
-            _ => self.build(base_dir)?.n_hosts(),
-        })
+        self.kind().n_hosts(base_dir)
     }
 }
 

@@ -25,10 +25,10 @@ fn anchors() -> Option<PathBuf> {
 #[test]
 fn fat_tree_320_and_websearch_flows() {
     let Some(dir) = anchors() else { return };
-    let topo = TopologySpec::Hpcc {
+    let topo = TopologySpec::Hpcc(braid_topo::topology::Hpcc {
         file: "topology-fattree-320.txt".into(),
         default_loss: None,
-    };
+    });
     let g = topo.build(&dir).unwrap();
     assert_eq!(g.nodes.len(), 376);
     assert_eq!(g.n_hosts(), 320);
@@ -56,10 +56,10 @@ fn fat_tree_320_and_websearch_flows() {
         .all(|l| l.delay_ps == 1_000_000 && l.loss == 0.0));
     g.check().unwrap();
 
-    let t = TrafficSpec::Hpcc {
+    let t = TrafficSpec::Hpcc(braid_topo::traffic::Hpcc {
         file: "flows-websearch-320h-30pct-5ms.txt".into(),
         topology: None,
-    };
+    });
     let f = t.generate_on(&g, 1, 0, &dir).unwrap();
     assert_eq!(f.len(), 3100);
     let total: u64 = f.iter().map(|x| x.size).sum();
@@ -83,10 +83,10 @@ fn fat_tree_320_and_websearch_flows() {
 #[test]
 fn star_65_incast() {
     let Some(dir) = anchors() else { return };
-    let g = TopologySpec::Hpcc {
+    let g = TopologySpec::Hpcc(braid_topo::topology::Hpcc {
         file: "topology-star-65.txt".into(),
         default_loss: None,
-    }
+    })
     .build(&dir)
     .unwrap();
     assert_eq!(
@@ -101,10 +101,10 @@ fn star_65_incast() {
         .iter()
         .all(|l| l.delay_ps == 1_000_000 && l.rate_bps == 100_000_000_000));
     // Switch is node 0: flows from nodes 2, 3 to node 1 are hosts 1, 2 → host 0.
-    let t = TrafficSpec::Hpcc {
+    let t = TrafficSpec::Hpcc(braid_topo::traffic::Hpcc {
         file: "flows-incast-2to1.txt".into(),
         topology: None,
-    };
+    });
     let f = t.generate_on(&g, 1, 0, &dir).unwrap();
     assert_eq!(f.len(), 2);
     assert_eq!((f[0].src, f[0].dst, f[1].src, f[1].dst), (1, 0, 2, 0));
@@ -113,10 +113,10 @@ fn star_65_incast() {
         .all(|x| x.size == 200_000_000 && x.start_ps == 2_000_000_000_000));
     // generate() without the graph would assume hosts are nodes 0..65 (wrong for this file);
     // naming the topology file in the traffic table makes it map correctly.
-    let with_topo = TrafficSpec::Hpcc {
+    let with_topo = TrafficSpec::Hpcc(braid_topo::traffic::Hpcc {
         file: "flows-incast-2to1.txt".into(),
         topology: Some("topology-star-65.txt".into()),
-    };
+    });
     assert_eq!(
         with_topo.generate(65, 100_000_000_000, 1, 0, &dir).unwrap(),
         f

@@ -1,7 +1,7 @@
 //! The request/reply client: requests out, replies in, each request's time a sample.
 
 use super::*;
-use crate::{lookup_all, open_client, sges, ClientSlots, Rendezvous, SharedMeter, CONNECT};
+use crate::{open_client, sges, ClientRun, ClientSlots, Rendezvous, SharedMeter, CONNECT};
 use braid_verbs::rendezvous::Endpoint;
 use std::cell::RefCell;
 use std::collections::VecDeque;
@@ -38,9 +38,7 @@ pub struct RpcClient {
     posted: Vec<u64>,
     out: Vec<VecDeque<Outstanding>>,
     target: u64,
-    deadline: Option<u64>,
-    failed: Vec<bool>,
-    done: bool,
+    run: ClientRun,
     /// With `verify`: each connection's keys' values as the server must hold them.
     shadow: Vec<Vec<Vec<u8>>>,
     stats: Rc<RefCell<RpcStats>>,
@@ -75,9 +73,7 @@ impl RpcClient {
             posted: vec![],
             out: vec![],
             target,
-            deadline: None,
-            failed: vec![],
-            done: false,
+            run: ClientRun::default(),
             shadow: vec![],
             stats: Rc::default(),
         }
@@ -105,11 +101,11 @@ impl RpcClient {
     }
 
     fn may_post(&self, i: usize, now: u64) -> bool {
-        !self.failed[i] && self.posted[i] < self.target && self.deadline.is_none_or(|d| now < d)
+        self.run.live(i, now) && self.posted[i] < self.target
     }
 
     fn fail(&mut self, i: usize) {
-        self.failed[i] = true;
+        self.run.failed[i] = true;
         self.out[i].clear();
     }
 
@@ -224,12 +220,7 @@ impl RpcClient {
 
     fn check_done(&mut self, now: u64) {
         let idle = (0..self.qps.len()).all(|i| self.out[i].is_empty() && !self.may_post(i, now));
-        if idle && !self.done {
-            self.done = true;
-            if !self.failed.iter().any(|&f| f) {
-                self.log.borrow_mut().finished(self.flow, now);
-            }
-        }
+        self.run.end_if(idle, &self.log, self.flow, now);
     }
 }
 
@@ -247,6 +238,7 @@ impl App for RpcClient {
                 flow: self.flow,
                 qp_type: QpType::Rc,
                 access: access(self.rpc.verify),
+                start: self.spec.start,
             },
             &self.log,
             &self.rdv,
@@ -254,26 +246,28 @@ impl App for RpcClient {
         self.cq = ends.cq;
         self.lkey = ends.lkey;
         self.qps = ends.qps;
+        self.run = ends.run;
         self.posted = vec![0; n];
         self.out = (0..n).map(|_| VecDeque::new()).collect();
-        self.failed = vec![false; n];
         if self.rpc.verify {
             let s = self.spec.size.max(1) as usize;
             self.shadow = vec![vec![vec![0u8; s]; KEYS as usize]; n];
         }
-        v.set_timer(v.now().max(self.spec.start), CONNECT);
     }
 
     fn on_event(&mut self, v: &mut dyn Verbs, ev: Event) {
         let now = v.now();
         match ev {
             Event::Timer(CONNECT) => {
-                self.remote = lookup_all(v, &self.rdv, self.conn0, &self.qps);
-                self.log.borrow_mut().started(self.flow, now);
-                self.deadline = self.spec.duration.map(|d| now + d);
-                if let Some(d) = self.deadline {
-                    v.set_timer(d, CONNECT - 1);
-                }
+                self.remote = self.run.connect(
+                    v,
+                    &self.rdv,
+                    self.conn0,
+                    &self.qps,
+                    &self.log,
+                    self.flow,
+                    self.spec.duration,
+                );
                 for i in 0..self.qps.len() {
                     for _ in 0..self.spec.tx_depth.max(1) {
                         if self.may_post(i, now) {
@@ -290,7 +284,7 @@ impl App for RpcClient {
                 poll_and_rearm(v, cq, &mut wcs).expect("poll own CQ");
                 for wc in wcs {
                     let i = wr_conn(wc.wr_id);
-                    if i >= self.qps.len() || self.failed[i] {
+                    if i >= self.qps.len() || self.run.failed[i] {
                         continue;
                     }
                     if wc.status != WcStatus::Success {
@@ -314,6 +308,6 @@ impl App for RpcClient {
     }
 
     fn is_done(&self) -> bool {
-        self.done
+        self.run.is_done()
     }
 }

@@ -19,12 +19,12 @@ fn from_json(j: &str) -> Result<TopologySpec, String> {
 
 #[test]
 fn fat_tree_k4() {
-    let t = TopologySpec::FatTree {
+    let t = TopologySpec::FatTree(crate::topology::FatTree {
         k: 4,
         host_link: link("100Gbps", "1us"),
         fabric_link: link("400Gbps", "1us"),
         core_link: None,
-    };
+    });
     let g = t.build(Path::new(".")).unwrap();
     assert_eq!(g.n_hosts(), 16);
     assert_eq!(g.n_switches(), 20);
@@ -50,12 +50,12 @@ fn fat_tree_k4() {
 
 #[test]
 fn fat_tree_k24_is_light() {
-    let t = TopologySpec::FatTree {
+    let t = TopologySpec::FatTree(crate::topology::FatTree {
         k: 24,
         host_link: link("100Gbps", "1us"),
         fabric_link: link("100Gbps", "1us"),
         core_link: Some(link("400Gbps", "2us")),
-    };
+    });
     let g = t.build(Path::new(".")).unwrap();
     assert_eq!(g.n_hosts(), 3456);
     assert_eq!(g.n_switches(), 5 * 24 * 24 / 4);
@@ -72,24 +72,24 @@ fn fat_tree_k24_is_light() {
 
 #[test]
 fn fat_tree_bad_k() {
-    let t = TopologySpec::FatTree {
+    let t = TopologySpec::FatTree(crate::topology::FatTree {
         k: 5,
         host_link: link("1Gbps", "1us"),
         fabric_link: link("1Gbps", "1us"),
         core_link: None,
-    };
+    });
     assert_eq!(t.build(Path::new(".")).unwrap_err().path, "k");
 }
 
 #[test]
 fn leaf_spine_structure() {
-    let t = TopologySpec::LeafSpine {
+    let t = TopologySpec::LeafSpine(crate::topology::LeafSpine {
         spines: 4,
         leaves: 32,
         hosts_per_leaf: 10,
         host_link: link("40Gbps", "1us"),
         fabric_link: link("100Gbps", "1us"),
-    };
+    });
     let g = t.build(Path::new(".")).unwrap();
     assert_eq!(g.n_hosts(), 320);
     assert_eq!(g.n_switches(), 36);
@@ -138,12 +138,12 @@ fn two_tor_structure() {
 
 #[test]
 fn dumbbell_structure() {
-    let t = TopologySpec::Dumbbell {
+    let t = TopologySpec::Dumbbell(crate::topology::Dumbbell {
         left: 3,
         right: 2,
         host_link: link("10Gbps", "1us"),
         bottleneck: link("1Gbps", "10us"),
-    };
+    });
     let g = t.build(Path::new(".")).unwrap();
     assert_eq!((g.n_hosts(), g.n_switches(), g.links.len()), (5, 2, 6));
     let (l, r) = (
@@ -192,22 +192,22 @@ fn bad_input_names_the_key() {
     assert!(e.contains("ring"), "{e}");
     let e = from_json(r#"{"kind":"dumbbell","left":1,"right":1,"host_link":{"rate":"1Gbps","delay":"1us"},"bottleneck":{"rate":"1Gbps","delay":"1us"},"extra":1}"#).unwrap_err();
     assert!(e.contains("extra"), "{e}");
-    let t = TopologySpec::LeafSpine {
+    let t = TopologySpec::LeafSpine(crate::topology::LeafSpine {
         spines: 0,
         leaves: 2,
         hosts_per_leaf: 2,
         host_link: link("1Gbps", "1us"),
         fabric_link: link("1Gbps", "1us"),
-    };
+    });
     assert_eq!(t.build(Path::new(".")).unwrap_err().path, "spines");
     let mut bl = link("1Gbps", "1us");
     bl.loss = 1.5;
-    let t = TopologySpec::Dumbbell {
+    let t = TopologySpec::Dumbbell(crate::topology::Dumbbell {
         left: 1,
         right: 1,
         host_link: link("1Gbps", "1us"),
         bottleneck: bl,
-    };
+    });
     assert_eq!(t.build(Path::new(".")).unwrap_err().path, "bottleneck.loss");
 }
 
@@ -220,24 +220,24 @@ fn hpcc_default_loss_fills_lossless_links() {
         "3 1 2\n0\n0 1 10Gbps 1us 0.05\n0 2 10Gbps 1us 0\n",
     )
     .unwrap();
-    let g = TopologySpec::Hpcc {
+    let g = TopologySpec::Hpcc(crate::topology::Hpcc {
         file: "t.txt".into(),
         default_loss: Some(0.01),
-    }
+    })
     .build(&dir)
     .unwrap();
     assert_eq!((g.links[0].loss, g.links[1].loss), (0.05, 0.01));
-    let e = TopologySpec::Hpcc {
+    let e = TopologySpec::Hpcc(crate::topology::Hpcc {
         file: "t.txt".into(),
         default_loss: Some(2.0),
-    }
+    })
     .build(&dir)
     .unwrap_err();
     assert_eq!(e.path, "default_loss");
-    let e = TopologySpec::Hpcc {
+    let e = TopologySpec::Hpcc(crate::topology::Hpcc {
         file: "missing.txt".into(),
         default_loss: None,
-    }
+    })
     .build(&dir)
     .unwrap_err();
     assert_eq!(e.path, "file");
@@ -247,12 +247,12 @@ fn hpcc_default_loss_fills_lossless_links() {
 
 #[test]
 fn serde_round_trip_and_schema() {
-    let t = TopologySpec::FatTree {
+    let t = TopologySpec::FatTree(crate::topology::FatTree {
         k: 4,
         host_link: link("100Gbps", "1us"),
         fabric_link: link("400Gbps", "1us"),
         core_link: None,
-    };
+    });
     let j = serde_json::to_string(&t).unwrap();
     assert!(j.contains("\"kind\":\"fat-tree\""), "{j}");
     assert_eq!(serde_json::from_str::<TopologySpec>(&j).unwrap(), t);

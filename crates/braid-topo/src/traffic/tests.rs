@@ -1,4 +1,5 @@
 use super::*;
+use crate::cdf::Cdf;
 use crate::topology::TopologySpec;
 
 fn from_json(j: &str) -> Result<TrafficSpec, String> {
@@ -373,31 +374,31 @@ fn hpcc_flows_map_node_ids_through_the_graph() {
         "2\n2 1 3 100 200000000 2\n3 1 3 100 200000000 2\n",
     )
     .unwrap();
-    let g = TopologySpec::Hpcc {
+    let g = TopologySpec::Hpcc(crate::topology::Hpcc {
         file: "topo.txt".into(),
         default_loss: None,
-    }
+    })
     .build(&dir)
     .unwrap();
-    let t = TrafficSpec::Hpcc {
+    let t = TrafficSpec::Hpcc(crate::traffic::Hpcc {
         file: "flow.txt".into(),
         topology: None,
-    };
+    });
     let f = t.generate_on(&g, 1, 0, &dir).unwrap();
     assert_eq!((f[0].src, f[0].dst, f[1].src), (1, 0, 2));
     assert_eq!(f[0].start_ps, 2_000_000_000_000);
     // With `topology`, plain generate() maps the same way.
-    let t2 = TrafficSpec::Hpcc {
+    let t2 = TrafficSpec::Hpcc(crate::traffic::Hpcc {
         file: "flow.txt".into(),
         topology: Some("topo.txt".into()),
-    };
+    });
     assert_eq!(t2.generate(4, 0, 1, 0, &dir).unwrap(), f);
     // Without either, node 4 is beyond host ids 0..3: a clear error.
     std::fs::write(dir.join("flow2.txt"), "1\n4 1 3 100 10 2\n").unwrap();
-    let err = TrafficSpec::Hpcc {
+    let err = TrafficSpec::Hpcc(crate::traffic::Hpcc {
         file: "flow2.txt".into(),
         topology: None,
-    }
+    })
     .generate(4, 0, 1, 0, &dir)
     .unwrap_err();
     assert_eq!(err.path, "file");
@@ -408,10 +409,10 @@ fn hpcc_flows_map_node_ids_through_the_graph() {
     );
     // A flow from a switch.
     std::fs::write(dir.join("flow3.txt"), "1\n0 1 3 100 10 2\n").unwrap();
-    let err = TrafficSpec::Hpcc {
+    let err = TrafficSpec::Hpcc(crate::traffic::Hpcc {
         file: "flow3.txt".into(),
         topology: None,
-    }
+    })
     .generate_on(&g, 1, 0, &dir)
     .unwrap_err();
     assert!(
@@ -420,4 +421,25 @@ fn hpcc_flows_map_node_ids_through_the_graph() {
         err.message
     );
     std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn poisson_yields_its_flows_lazily_in_arrival_order() {
+    let t: TrafficSpec = serde_json::from_str(
+        r#"{"pattern": "poisson", "load": 0.5, "cdf": "web-search", "flows": 400}"#,
+    )
+    .unwrap();
+    let dir = Path::new(".");
+    let all = t.generate(8, 100_000_000_000, 3, 0, dir).unwrap();
+    assert_eq!(all.len(), 400);
+    assert!(all.windows(2).all(|w| w[0].start_ps <= w[1].start_ps));
+    // The first flows, asked for alone, are the run's first flows (what a lazy consumer gets).
+    let spec = r#"{"kind": "leaf-spine", "spines": 1, "leaves": 2, "hosts_per_leaf": 4,
+        "host_link": {"rate": "100Gbps", "delay": "1us"}, "fabric_link": {"rate": "100Gbps", "delay": "1us"}}"#;
+    let g = serde_json::from_str::<TopologySpec>(spec)
+        .unwrap()
+        .build(dir)
+        .unwrap();
+    let first: Vec<FlowDesc> = t.flows_on(&g, 3, 0, dir).unwrap().take(10).collect();
+    assert_eq!(first, all[..10]);
 }
