@@ -33,7 +33,25 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import click
 
-from .inputs import FLOWS_LIMIT, read_input_text
+
+def _inputs():
+    """``braid.inputs`` (regular files only, bounded sizes): imported from the package, or from
+    its file beside this one when this module is loaded alone (it needs no compiled core)."""
+    try:
+        from . import inputs
+    except ImportError:
+        import importlib.util
+
+        spec = importlib.util.spec_from_file_location("braid_inputs", Path(__file__).with_name("inputs.py"))
+        inputs = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(inputs)
+    return inputs
+
+
+def read_input_text(path: Path, limit: Optional[int] = None) -> str:
+    m = _inputs()
+    return m.read_input_text(path, m.TEXT_LIMIT if limit is None else limit)
+
 
 __all__ = ["HpccImportError", "Imported", "convert", "import_hpcc", "parse_config"]
 
@@ -344,7 +362,7 @@ def _read_topology(path: Path) -> TopologyInfo:
 
 def _flow_priorities(path: Path, topo: Optional[TopologyInfo] = None) -> List[int]:
     try:
-        lines = read_input_text(path, FLOWS_LIMIT).split("\n")
+        lines = read_input_text(path, _inputs().FLOWS_LIMIT).split("\n")
     except OSError as e:
         raise HpccImportError(f"{path}: cannot read: {e.strerror or e}")
     toks = lines[0].split() if lines else []
