@@ -163,6 +163,23 @@ def test_run_on_a_full_disk(tmp_path, monkeypatch):
     assert sorted(x.name for x in tmp_path.iterdir()) == ["s.toml"]
 
 
+def test_a_finished_result_survives_a_failed_write_in_python(tmp_path, monkeypatch):
+    """D5 from Python: the write fails after the simulation; the BraidError carries the finished
+    result, which can be written elsewhere (nothing is left at the failed place)."""
+    monkeypatch.chdir(tmp_path)
+    real = pl.DataFrame.write_parquet
+    monkeypatch.setattr(pl.DataFrame, "write_parquet", lambda self, *a, **k: _enospc())
+    with pytest.raises(braid.BraidError) as e:
+        braid.run(tomllib.loads(SMALL_TOML), out_dir="full")
+    assert "no space left on the device" in str(e.value)
+    assert not (tmp_path / "full").exists() and leftovers(tmp_path) == []
+    monkeypatch.setattr(pl.DataFrame, "write_parquet", real)
+    from braid.results import write_results
+
+    write_results(e.value.result, "elsewhere")
+    assert (tmp_path / "elsewhere" / "flows.parquet").is_file()
+
+
 def test_report_and_export_on_a_full_disk(tmp_path, monkeypatch):
     """D5: `braid report` left `.throughput.png.tmp-PID` (and a traceback); `braid export
     --format csv` left a 0-byte CSV. Now: one line, exit 2, nothing half-written."""

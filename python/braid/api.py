@@ -189,12 +189,21 @@ def run(
     from .results import ResultsDir
 
     out = out_dir if isinstance(out_dir, ResultsDir) or out_dir is None else ResultsDir(out_dir, overwrite=overwrite)
+    res = None
     try:
         res = _run(scenario, seed, overrides, progress, slices)
         if out is not None:
             from .results import write_results
 
             write_results(res, out)
+    except BraidError as e:
+        if out is not None:
+            out.abort()
+        if res is not None:
+            # The simulation finished and only writing failed (a full disk): the result stays
+            # reachable, e.g. to write it elsewhere with braid.results.write_results.
+            e.result = res
+        raise
     except BaseException:
         if out is not None:
             out.abort()
