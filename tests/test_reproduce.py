@@ -113,7 +113,7 @@ def test_cli_prints_paper_vs_braid_and_check_fails_on_a_differing_shape(one_flow
     res = invoke("reproduce", "test/one-flow", "--experiments", one_flow_dir, "-j", 1, "--json", out)
     assert res.exit_code == 0, res.output
     assert "goodput (Gbps)" in res.output and "9.416" in res.output
-    assert "1 of 2 quantities reproduce" in res.output
+    assert "direction 1 of 2, magnitude 0 of 0" in res.output
     doc = json.loads(out.read_text())
     assert doc["experiments"][0]["id"] == "test/one-flow"
     assert doc["experiments"][0]["rows"][0]["ok"] is True

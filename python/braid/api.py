@@ -68,8 +68,11 @@ class RunResult:
     #: (e.g. ``drum_rounds``: the DRUM online solver's rounds, docs/drum-agent.md); written as
     #: ``<name>.parquet`` beside the others. Empty when no layer produced one.
     layer_tables: dict = field(default_factory=dict)
-    #: Flows and applications that had not completed when the run ended.
+    #: Flows and applications that had not completed when the run ended: the sum of
+    #: ``not_started`` (their start time lay after the run's end) and ``in_flight``.
     unfinished: int = 0
+    not_started: int = 0
+    in_flight: int = 0
 
     def __repr__(self) -> str:
         return (
@@ -186,12 +189,21 @@ def run(
     from .results import ResultsDir
 
     out = out_dir if isinstance(out_dir, ResultsDir) or out_dir is None else ResultsDir(out_dir, overwrite=overwrite)
+    res = None
     try:
         res = _run(scenario, seed, overrides, progress, slices)
         if out is not None:
             from .results import write_results
 
             write_results(res, out)
+    except BraidError as e:
+        if out is not None:
+            out.abort()
+        if res is not None:
+            # The simulation finished and only writing failed (a full disk): the result stays
+            # reachable, e.g. to write it elsewhere with braid.results.write_results.
+            e.result = res
+        raise
     except BaseException:
         if out is not None:
             out.abort()
@@ -253,6 +265,12 @@ def collect(sc: Scenario, sim: Any, seed: int, wall: float, cpu: float) -> RunRe
         if c in flows.columns:
             flows = flows.with_columns(pl.when(pl.col(c) >= 0).then(pl.col(c)).otherwise(None).alias(c))
     unfinished = int(flows["finish_ps"].null_count()) if "finish_ps" in flows.columns else 0
+    # Of those, the ones whose start lay after the run's end never began (a Poisson arrival
+    # window longer than `duration`); the rest were in flight (or stuck) when it stopped.
+    not_started = 0
+    if unfinished and "start_ps" in flows.columns:
+        end = stats.get("sim_time_ps", 0)
+        not_started = int(flows.filter(pl.col("finish_ps").is_null() & (pl.col("start_ps") > end)).height)
     cc = _table(raw.get("cc", {}))
     if cc.width:
         # A field the QP's controller does not have is null (NaN in the core), as is a QP's flow
@@ -284,6 +302,8 @@ def collect(sc: Scenario, sim: Any, seed: int, wall: float, cpu: float) -> RunRe
         finished=bool(sim.is_finished()) and unfinished == 0,
     )
     res.unfinished = unfinished
+    res.not_started = not_started
+    res.in_flight = unfinished - not_started
     res.summary = summary_of(res)
     return res
 
@@ -316,6 +336,9 @@ def summary_of(res: RunResult) -> dict:
             # false when the run reached `duration` with flows or applications unfinished.
             "finished": res.finished,
             "unfinished": res.unfinished,
+            # unfinished = not_started (start after the run's end) + in_flight.
+            "unfinished_not_started": res.not_started,
+            "unfinished_in_flight": res.in_flight,
             # FCT and slowdown figures in the headline cover completed flows only; Jain's index
             # covers every flow that started (unfinished ones with their goodput so far).
             "fct_covers": "completed flows",

@@ -72,6 +72,13 @@ class BraidGroup(click.Group):
         except BraidError as e:
             _err(str(e))
             sys.exit(EXIT_USAGE)
+        except OSError as e:
+            # Output that cannot be written (a full disk, a read-only or vanished folder) found
+            # where no caller named it: still one line naming the file, never a traceback.
+            from .results import output_error
+
+            _err(str(output_error(e.filename or "output", e)))
+            sys.exit(EXIT_USAGE)
         if not standalone_mode:
             return rv
         sys.exit(rv if isinstance(rv, int) else 0)
@@ -133,7 +140,7 @@ def run(scenario: str, out_dir: Optional[str], overwrite: bool, seed: Optional[s
     # The output folder is checked and reserved before anything is built or run.
     out = None
     if not no_write:
-        out = ResultsDir(out_dir, overwrite=overwrite) if out_dir else ResultsDir(default_out_dir(scenario), unique=True)
+        out = ResultsDir(out_dir, overwrite=overwrite) if out_dir is not None else ResultsDir(default_out_dir(scenario), unique=True)
     show_progress = not no_progress and console(stderr=True).is_terminal
     res = api.run(scenario, seed=s, overrides=overrides, out_dir=out, progress=show_progress)
     c = console()
@@ -141,9 +148,12 @@ def run(scenario: str, out_dir: Optional[str], overwrite: bool, seed: Optional[s
     if not res.finished:
         fl = res.flows
         total = fl.height
+        split = ""
+        if res.not_started:
+            split = f" ({res.in_flight} in flight, {res.not_started} due to start after the run's end)"
         _warn(
             f"the run reached its duration ({res.stats.get('sim_time_ps', 0) / 1e9:g} ms) with {res.unfinished} of {total} "
-            "flows/applications unfinished: their FCTs are missing and the headline covers what completed "
+            f"flows/applications unfinished{split}: their FCTs are missing and the headline covers what completed "
             '(summary.json: "finished": false)'
         )
     if out is not None:

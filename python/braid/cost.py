@@ -150,6 +150,9 @@ def _first_numbers(base: Path, name: str, k: int) -> Optional[list]:
     p = Path(name)
     p = p if p.is_absolute() else base / p
     try:
+        # A FIFO or device is not opened here (it would block or never end); the core refuses it.
+        if not p.is_file():
+            return None
         with open(p, "rb") as f:
             toks = f.read(4096).split()[:k]
         vals = [int(x) for x in toks]

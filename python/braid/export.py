@@ -26,7 +26,7 @@ from typing import Optional, Union
 
 import polars as pl
 
-from .results import TABLES, layer_table_names, read_results
+from .results import TABLES, layer_table_names, read_results, write_file_atomic
 from .scenario import BraidError
 
 FORMATS = ("hpcc", "csv")
@@ -110,10 +110,8 @@ def export(folder: Union[str, Path], fmt: str, out: Optional[Union[str, Path]] =
 
     def put(name: str, lines: list[str]) -> None:
         p = dest / name
-        try:
-            p.write_text("".join(line + "\n" for line in lines))
-        except OSError as e:
-            raise BraidError(str(p), f"cannot write: {e.strerror or e}") from None
+        # Whole or absent: a full disk leaves no empty or truncated file behind.
+        write_file_atomic(p, lambda t: t.write_text("".join(line + "\n" for line in lines)))
         written.append(p)
 
     if fmt == "csv":
@@ -122,10 +120,7 @@ def export(folder: Union[str, Path], fmt: str, out: Optional[Union[str, Path]] =
             if name in ("ports", "pfc", "cc") and df.is_empty() and not df.columns:
                 continue
             p = dest / f"{name}.csv"
-            try:
-                df.write_csv(p)
-            except OSError as e:
-                raise BraidError(str(p), f"cannot write: {e.strerror or e}") from None
+            write_file_atomic(p, lambda t, df=df: df.write_csv(t))
             written.append(p)
         return written
     ports = r["ports"]

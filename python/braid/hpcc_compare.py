@@ -69,7 +69,9 @@ def read_hpcc_fct(path: Path) -> Tuple[List[int], List[float]]:
     from .scenario import BraidError
 
     try:
-        text = Path(path).read_text()
+        from .inputs import read_input_text
+
+        text = read_input_text(Path(path))
     except OSError as e:
         raise BraidError(str(path), f"cannot read: {e.strerror or e}")
     sizes, sd = [], []

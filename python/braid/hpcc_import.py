@@ -33,6 +33,26 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import click
 
+
+def _inputs():
+    """``braid.inputs`` (regular files only, bounded sizes): imported from the package, or from
+    its file beside this one when this module is loaded alone (it needs no compiled core)."""
+    try:
+        from . import inputs
+    except ImportError:
+        import importlib.util
+
+        spec = importlib.util.spec_from_file_location("braid_inputs", Path(__file__).with_name("inputs.py"))
+        inputs = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(inputs)
+    return inputs
+
+
+def read_input_text(path: Path, limit: Optional[int] = None) -> str:
+    m = _inputs()
+    return m.read_input_text(path, m.TEXT_LIMIT if limit is None else limit)
+
+
 __all__ = ["HpccImportError", "Imported", "convert", "import_hpcc", "parse_config"]
 
 
@@ -51,12 +71,12 @@ class HpccImportError(click.ClickException):
 
 #: Keys braid ignores, with the reason printed to the user.
 IGNORED: Dict[str, str] = {
-    "TRACE_FILE": "packet-trace input: braid records its own results (braid run -o DIR)",
-    "TRACE_OUTPUT_FILE": "packet-trace output: braid writes results/<run>/ instead",
-    "FCT_OUTPUT_FILE": "FCT output: braid writes flows.parquet (FCT and slowdown per flow)",
-    "PFC_OUTPUT_FILE": "PFC output: braid counts pauses in summary.json",
-    "ENABLE_TRACE": "packet-trace switch: braid has no packet trace",
-    "QLEN_MON_FILE": "queue-length monitor output: use [measure] queues/interval",
+    "TRACE_FILE": "which nodes HPCC traces: braid captures chosen flows and ports with [measure.pcap] (flows, ports)",
+    "TRACE_OUTPUT_FILE": "HPCC's mix.tr: braid writes trace.pcap ([measure.pcap]) beside its results",
+    "FCT_OUTPUT_FILE": "FCT output: braid writes flows.parquet; `braid export --format hpcc` writes HPCC's fct.txt from it",
+    "PFC_OUTPUT_FILE": "PFC output: braid writes pfc.parquet ([measure] pfc); `braid export --format hpcc` writes HPCC's pfc.txt",
+    "ENABLE_TRACE": "packet-trace switch: braid's packet trace is [measure.pcap] (a pcap file, not mix.tr)",
+    "QLEN_MON_FILE": "queue-length monitor output: use [measure] queues/interval; `braid export --format hpcc` writes qlen.txt",
     "QLEN_MON_START": "queue-length monitor window: use [measure] queues/interval",
     "QLEN_MON_END": "queue-length monitor window: use [measure] queues/interval",
     "DCTCP_RATE_AI": "DCTCP-only (CC_MODE 8)",
@@ -137,7 +157,7 @@ def parse_config(path: Path, text: Optional[str] = None) -> Dict[str, Entry]:
     lines are skipped. Unknown keys, wrong value counts and repeated keys are errors."""
     if text is None:
         try:
-            text = path.read_text()
+            text = read_input_text(path)
         except OSError as e:
             raise HpccImportError(f"{path}: cannot read: {e.strerror or e}")
     out: Dict[str, Entry] = {}
@@ -293,7 +313,7 @@ class TopologyInfo:
 def _read_topology(path: Path) -> TopologyInfo:
     """A light read of an HPCC topology file (the core reads it again, fully)."""
     try:
-        toks = [(no, t) for no, line in enumerate(path.read_text().splitlines(), 1) for t in line.split()]
+        toks = [(no, t) for no, line in enumerate(read_input_text(path).splitlines(), 1) for t in line.split()]
     except OSError as e:
         raise HpccImportError(f"{path}: cannot read: {e.strerror or e}")
     it = iter(toks)
@@ -342,7 +362,7 @@ def _read_topology(path: Path) -> TopologyInfo:
 
 def _flow_priorities(path: Path, topo: Optional[TopologyInfo] = None) -> List[int]:
     try:
-        lines = path.read_text().split("\n")
+        lines = read_input_text(path, _inputs().FLOWS_LIMIT).split("\n")
     except OSError as e:
         raise HpccImportError(f"{path}: cannot read: {e.strerror or e}")
     toks = lines[0].split() if lines else []

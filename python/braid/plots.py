@@ -47,13 +47,37 @@ MAX_PFC_ROWS = 12
 _UNITS = (("s", 1e12), ("ms", 1e9), ("µs", 1e6), ("ns", 1e3))
 
 
+_FONTS_SET = False
+
+
 def plt():
     import matplotlib
 
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as p
 
+    global _FONTS_SET
+    if not _FONTS_SET:
+        _FONTS_SET = True
+        _font_fallback(matplotlib)
     return p
+
+
+def _font_fallback(matplotlib) -> None:
+    """Scenario names in any script: after DejaVu Sans, the installed fonts that cover CJK and
+    emoji (Noto, WenQuanYi, Droid), so their glyphs are drawn where the machine has them.
+    Where it has none, a missing glyph is drawn as a box and not warned about once per glyph
+    (docs/report.md, "Names in other scripts")."""
+    import warnings
+
+    from matplotlib import font_manager
+
+    warnings.filterwarnings("ignore", message=r"Glyph .* missing from (current )?font", category=UserWarning)
+    names = {f.name for f in font_manager.fontManager.ttflist}
+    extra = [n for n in sorted(names) if any(k in n for k in ("CJK", "WenQuanYi", "Droid Sans Fallback", "Noto Color Emoji", "Noto Emoji"))]
+    if extra:
+        matplotlib.rcParams["font.family"] = ["sans-serif"]
+        matplotlib.rcParams["font.sans-serif"] = ["DejaVu Sans", *extra, *matplotlib.rcParams["font.sans-serif"]]
 
 
 def time_unit(max_ps: float) -> Tuple[str, float]:
@@ -163,8 +187,10 @@ def _cdf(ax, values: np.ndarray, label: str, logx: bool = True) -> bool:
 
 
 def _completed(flows: pl.DataFrame) -> pl.DataFrame:
-    if flows.height == 0 or "fct_ps" not in flows.columns:
+    if flows.height == 0:
         return pl.DataFrame()
+    # A flows table without its FCT column is damaged: said, not a figure silently dropped.
+    _need(flows, ["fct_ps"], "flows")
     done = flows.filter(pl.col("fct_ps").is_not_null() & (pl.col("fct_ps") >= 0))
     if "kind" in done.columns:
         done = done.filter(pl.col("kind") == "flow")
@@ -405,7 +431,7 @@ def png(fig, dpi: int = 100) -> bytes:
 
 
 def save(data: bytes, path: Path) -> Path:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
-    return path
+    """Whole or absent: a full disk leaves no ``.NAME.tmp-*`` and is one BraidError."""
+    from .results import write_file_atomic
+
+    return write_file_atomic(path, lambda t: t.write_bytes(data))

@@ -57,10 +57,14 @@ def _headline_rows(h: dict) -> List[tuple]:
     keys = [k for k in HEADLINE_ORDER if k in h] + sorted(k for k in h if k not in HEADLINE_ORDER)
     rows = []
     for k in keys:
-        if k == "flows_completed":
+        if k in ("flows_completed", "apps_completed"):
             continue
         if k == "flows" and "flows_completed" in h:
-            rows.append(("flows completed", f"{fmt(h['flows_completed'])} / {fmt(h['flows'])}"))
+            if h["flows"] or not h.get("apps"):
+                rows.append(("flows completed", f"{fmt(h['flows_completed'])} / {fmt(h['flows'])}"))
+            continue
+        if k == "apps" and "apps_completed" in h:
+            rows.append(("apps completed", f"{fmt(h['apps_completed'])} / {fmt(h['apps'])}"))
             continue
         rows.append((HEADLINE_LABELS.get(k, k), h[k]))
     return rows

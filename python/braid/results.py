@@ -8,15 +8,24 @@ Nothing is lost, and nothing is half-written:
   is one clear error up front, not a traceback after the run;
 * a folder that does not exist yet is created empty at once, so two runs started together
   cannot both pick it (with ``unique``, the second takes ``NAME-2``, ``NAME-3``, ...);
+* the reservation is exclusive: a run holds a lock (``.NAME.lock`` beside the target, an
+  ``flock`` the kernel drops when the process dies) from the check to the final rename, so a
+  second run into the same folder while the first is running is refused with one line; at the
+  final rename the target is checked again (still ours and empty, or results we may replace),
+  and if something else filled it meanwhile the finished results are kept under a new name;
+* ``-o`` through a symlink writes where the link points (the temporary folder is made on the
+  target's file system from the start, so the final rename cannot cross file systems);
 * everything is written into a temporary folder beside the target (``.NAME.tmp-PID-*``) and
-  renamed into place at the end; on any failure (an error, Ctrl-C, SIGTERM) the temporary
-  folder, and the empty reserved target, are removed. Temporary folders left by a killed run
-  (their process is gone) are removed by the next run into the same place.
+  renamed into place at the end; on any failure (an error, a full disk, Ctrl-C, SIGTERM) the
+  temporary folder, and the empty reserved target, are removed, and an output error is one
+  line (:class:`BraidError`), never a traceback. Temporary folders left by a killed run (their
+  process is gone) are removed by the next run into the same place.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import re
@@ -29,7 +38,7 @@ import polars as pl
 
 from .scenario import BraidError, _json_default
 
-__all__ = ["write_results", "atomic_dir", "read_results", "ResultsDir", "TABLES", "layer_table_names"]
+__all__ = ["write_results", "atomic_dir", "read_results", "ResultsDir", "FolderLock", "TABLES", "layer_table_names", "output_error"]
 
 TABLES = ("messages", "flows", "throughput", "queues", "transport", "tenants", "ports", "pfc", "cc")
 #: A middleware layer's table name (``RunResult.layer_tables``): it becomes ``<name>.parquet``.
@@ -92,6 +101,84 @@ def check_target(target: Path, overwrite: bool = False) -> None:
             raise BraidError(str(target), "is a folder that is not a braid results folder; choose a new or empty output folder")
 
 
+def output_error(where: Union[str, Path], e: BaseException) -> BraidError:
+    """An error met while writing output (an OSError, or polars' wrapper of one) as one line
+    naming the file or folder; a full disk says so."""
+    text = (e.strerror if isinstance(e, OSError) and e.strerror else str(e)).strip().splitlines()
+    msg = text[0] if text else type(e).__name__
+    if getattr(e, "errno", None) in (errno.ENOSPC, errno.EDQUOT) or "No space left" in str(e) or "Disk quota" in str(e):
+        msg = "no space left on the device (nothing was half-written; free some space and run again)"
+    return BraidError(str(where), f"cannot write: {msg}")
+
+
+def is_output_error(e: BaseException) -> bool:
+    """True for an OSError, or a polars error that wraps one (polars reports a failed write as
+    a ComputeError carrying the OS's message)."""
+    if isinstance(e, OSError):
+        return True
+    return type(e).__module__.startswith("polars") and ("os error" in str(e) or "No space left" in str(e))
+
+
+class FolderLock:
+    """An exclusive lock on a name in a folder: ``DIR/.NAME.lock``, held with ``flock`` (the kernel
+    drops it when the process dies, so a killed run never leaves a stale lock). ``acquire``
+    returns False when another process holds it; the lock file says which (its pid).
+
+    The file is removed on release; a process that opened it just before the removal would lock
+    a file no longer in the folder, so ``acquire`` checks that the path still names the locked
+    file and tries again otherwise."""
+
+    def __init__(self, folder: Path, name: str):
+        self.path = Path(folder) / f".{name}.lock"
+        self.fd: "int | None" = None
+
+    def acquire(self) -> bool:
+        import fcntl
+
+        for _ in range(100):
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as e:
+                os.close(fd)
+                if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                    return False
+                raise
+            try:
+                same = os.stat(self.path).st_ino == os.fstat(fd).st_ino
+            except FileNotFoundError:
+                same = False
+            if same:
+                os.ftruncate(fd, 0)
+                os.write(fd, f"{os.getpid()}\n".encode())
+                self.fd = fd
+                return True
+            os.close(fd)
+        return False
+
+    def holder(self) -> str:
+        """The pid written by the process holding the lock, as text ("" if unknown)."""
+        try:
+            return self.path.read_text().strip()
+        except OSError:
+            return ""
+
+    def release(self) -> None:
+        if self.fd is None:
+            return
+        with contextlib.suppress(OSError):
+            os.unlink(self.path)
+        with contextlib.suppress(OSError):
+            os.close(self.fd)
+        self.fd = None
+
+
+def _busy(target: Path, lock: FolderLock) -> BraidError:
+    pid = lock.holder()
+    who = f" (pid {pid})" if pid.isdigit() else ""
+    return BraidError(str(target), f"is being written by another braid run{who}; wait for it to finish or choose another folder")
+
+
 class ResultsDir:
     """An output folder checked and reserved up front; see the module's docstring.
 
@@ -99,17 +186,41 @@ class ResultsDir:
     everything. ``target`` is the final folder (with ``unique``, possibly a suffixed name)."""
 
     def __init__(self, target: Union[str, Path], overwrite: bool = False, unique: bool = False):
+        if str(target).strip() == "":
+            raise BraidError("-o", "expected a folder name, got an empty string")
         target = Path(target)
+        if target.is_symlink():
+            # Where the link points: the final rename replaces a folder, never a link.
+            target = Path(os.path.realpath(target))
+        self.overwrite = overwrite
+        self.lock: "FolderLock | None" = None
         base, n = target, 1
         while unique and (target.exists() or target.is_symlink()):
             n += 1
             target = base.with_name(f"{base.name}-{n}")
-        check_target(target, overwrite)
         parent = target.absolute().parent
         try:
             parent.mkdir(parents=True, exist_ok=True)
         except OSError as e:
             raise BraidError(str(target), f"cannot create the output folder: {e.strerror or e}") from None
+        while True:
+            lock = FolderLock(parent, target.name)
+            try:
+                got = lock.acquire()
+            except OSError as e:
+                raise BraidError(str(target), f"cannot create the output folder: {e.strerror or e}") from None
+            if got:
+                break
+            if not unique:
+                raise _busy(target, lock)
+            n += 1
+            target = base.with_name(f"{base.name}-{n}")
+        self.lock = lock
+        try:
+            check_target(target, overwrite)
+        except BaseException:
+            lock.release()
+            raise
         clean_stale(parent, target.name)
         self.reserved = False
         while not target.exists():
@@ -117,14 +228,18 @@ class ResultsDir:
                 os.mkdir(target)
                 self.reserved = True
             except FileExistsError:
-                if not unique:
-                    raise BraidError(str(target), "was just created by another run; choose another folder") from None
-                n += 1
-                target = base.with_name(f"{base.name}-{n}")
+                # Made by something that does not take the lock (an older braid, a user): check it.
+                try:
+                    check_target(target, overwrite)
+                except BaseException:
+                    lock.release()
+                    raise
             except OSError as e:
+                lock.release()
                 raise BraidError(str(target), f"cannot create the output folder: {e.strerror or e}") from None
         self.target = target
         self.parent = parent
+        self._expected = _content_state(target)
         try:
             self.tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-{os.getpid()}-", dir=parent))
             # A probe: some places accept a folder but no data (a full disk, odd file systems).
@@ -134,6 +249,7 @@ class ResultsDir:
             self._unreserve()
             if hasattr(self, "tmp"):
                 shutil.rmtree(self.tmp, ignore_errors=True)
+            self._unlock()
             raise BraidError(str(target), f"cannot write in the output folder's parent {parent}: {e.strerror or e}") from None
 
     def _unreserve(self) -> None:
@@ -142,9 +258,40 @@ class ResultsDir:
                 os.rmdir(self.target)
             self.reserved = False
 
+    def _unlock(self) -> None:
+        if self.lock is not None:
+            self.lock.release()
+            self.lock = None
+
+    def _keep_aside(self, why: str) -> BraidError:
+        """The target changed under us: the finished results go to a new name beside it."""
+        for n in range(2, 1000):
+            alt = self.target.with_name(f"{self.target.name}-{n}")
+            if alt.exists() or alt.is_symlink():
+                continue
+            try:
+                os.rename(self.tmp, alt)
+            except OSError:
+                continue
+            self.reserved = False
+            return BraidError(str(self.target), f"{why}; the finished results are kept in {alt} instead")
+        return BraidError(str(self.target), f"{why}; the finished results are kept in {self.tmp}")
+
     def commit(self) -> Path:
+        try:
+            return self._commit()
+        finally:
+            self._unlock()
+
+    def _commit(self) -> Path:
         os.chmod(self.tmp, 0o755)
         target = self.target
+        # Checked again at the final rename: the folder must still be the one reserved (or
+        # results we may replace), not something another process put there meanwhile.
+        now = _content_state(target)
+        if now != self._expected and not (now == "results" and self.overwrite):
+            raise self._keep_aside("was changed by another process while this run was writing (it now " + (
+                "holds results" if now == "results" else "is missing" if now == "missing" else "holds other files") + ")")
         if target.exists() and any(target.iterdir()):
             old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old-{os.getpid()}-", dir=self.parent))
             os.rmdir(old)
@@ -162,8 +309,23 @@ class ResultsDir:
         return target
 
     def abort(self) -> None:
-        shutil.rmtree(self.tmp, ignore_errors=True)
+        if hasattr(self, "tmp"):
+            shutil.rmtree(self.tmp, ignore_errors=True)
         self._unreserve()
+        self._unlock()
+
+
+def _content_state(target: Path) -> str:
+    """"missing", "empty", "results" or "other": what a folder holds, for the check at the
+    final rename."""
+    try:
+        if not target.is_dir():
+            return "missing" if not target.exists() else "other"
+        if is_results_folder(target):
+            return "results"
+        return "empty" if not any(target.iterdir()) else "other"
+    except OSError:
+        return "other"
 
 
 @contextlib.contextmanager
@@ -197,15 +359,26 @@ def check_out_file(path: Union[str, Path], option: str) -> Path:
     return p
 
 
-def write_text_atomic(path: Path, text: str) -> None:
+def write_file_atomic(path: Path, write) -> Path:
+    """``write(tmp)`` into ``.NAME.tmp-PID`` beside ``path``, then a rename: the file is whole
+    or absent. On failure the temporary file is removed, and an output error (a full disk, a
+    read-only folder) is one BraidError naming ``path``."""
+    path = Path(path)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
-        tmp.write_text(text)
+        write(tmp)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         with contextlib.suppress(OSError):
             tmp.unlink()
+        if not isinstance(e, BraidError) and isinstance(e, Exception) and is_output_error(e):
+            raise output_error(path, e) from None
         raise
+    return path
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    write_file_atomic(path, lambda t: t.write_text(text))
 
 
 def write_json(path: Path, obj) -> None:
@@ -237,8 +410,10 @@ def write_results(res, out_dir: Union[str, Path], overwrite: bool = False) -> Pa
     try:
         write_into(res, d.tmp)
         out = d.commit()
-    except BaseException:
+    except BaseException as e:
         d.abort()
+        if not isinstance(e, BraidError) and isinstance(e, Exception) and is_output_error(e):
+            raise output_error(d.target, e) from None
         raise
     res.out_dir = out
     return out

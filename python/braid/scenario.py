@@ -110,15 +110,20 @@ def _toml_error(e: Exception, where: str, text: str) -> BraidError:
 
 def read_toml(path: Union[str, Path]) -> dict:
     """Reads a TOML file; every problem becomes a BraidError naming the file (and line:col)."""
+    from .inputs import BOM, read_input_bytes
+
     p = Path(path)
     try:
-        raw = p.read_bytes()
+        raw = read_input_bytes(p)
     except FileNotFoundError:
         raise BraidError(str(path), "no such file (expected a scenario .toml file)") from None
     except IsADirectoryError:
         raise BraidError(str(path), "is a directory (expected a scenario .toml file)") from None
     except OSError as e:
         raise BraidError(str(path), f"cannot read: {e.strerror or e}") from None
+    # A byte-order mark (Notepad writes one) is not TOML, but it is plainly not the user's text.
+    if raw.startswith(BOM):
+        raw = raw[len(BOM):]
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:

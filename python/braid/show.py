@@ -45,7 +45,8 @@ def fmt_ps(ps: Any) -> str:
 HEADLINE_ORDER = [
     "flows",
     "flows_completed",
-    "flow_goodput_sum_gbps",
+    "apps",
+    "apps_completed",
     "aggregate_goodput_gbps",
     "flow_goodput_jain",
     "app_goodput_sum_gbps",
@@ -67,9 +68,9 @@ HEADLINE_LABELS = {
     "slowdown_mean": "slowdown_mean (completed flows)",
     "slowdown_p50": "slowdown_p50 (completed flows)",
     "slowdown_p99": "slowdown_p99 (completed flows)",
-    "flow_goodput_sum_gbps": "flow_goodput_sum_gbps (completed flows)",
     "flow_goodput_jain": "flow_goodput_jain (all flows)",
     "aggregate_goodput_gbps": "aggregate_goodput_gbps (while traffic ran)",
+    "app_goodput_jain": "app_goodput_jain (apps of one kind)",
 }
 COUNTER_ORDER = ["drops", "pfc_pauses", "ecn_marks", "cnps", "retransmissions", "timeouts", "naks"]
 
@@ -81,11 +82,16 @@ def headline_table(res) -> Table:
     h = res.headline
     keys = [k for k in HEADLINE_ORDER if k in h] + sorted(k for k in h if k not in HEADLINE_ORDER)
     for k in keys:
-        if k == "flows_completed":
+        if k in ("flows_completed", "apps_completed"):
             continue
         if k == "flows" and "flows_completed" in h:
-            # Completed of total, so an unfinished flow cannot hide behind the figures below.
-            t.add_row("flows completed", f"{fmt(h['flows_completed'])} / {fmt(h['flows'])}")
+            # Completed of total, so an unfinished flow cannot hide behind the figures below;
+            # an apps-only run says how many apps completed instead of "0 / 0" flows.
+            if h["flows"] or not h.get("apps"):
+                t.add_row("flows completed", f"{fmt(h['flows_completed'])} / {fmt(h['flows'])}")
+            continue
+        if k == "apps" and "apps_completed" in h:
+            t.add_row("apps completed", f"{fmt(h['apps_completed'])} / {fmt(h['apps'])}")
             continue
         t.add_row(HEADLINE_LABELS.get(k, k), fmt(h[k]))
     for k in [k for k in COUNTER_ORDER if k in res.counters]:
@@ -100,5 +106,7 @@ def headline_table(res) -> Table:
     t.add_row("cpu time", f"{res.cpu_s:.2f} s")
     if not res.finished:
         n = getattr(res, "unfinished", 0)
-        t.caption = f"[yellow]the run stopped before its traffic finished ({n} unfinished)[/yellow]"
+        late = getattr(res, "not_started", 0)
+        split = f": {n - late} in flight, {late} not yet started" if late else ""
+        t.caption = f"[yellow]the run stopped before its traffic finished ({n} unfinished{split})[/yellow]"
     return t

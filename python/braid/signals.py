@@ -30,6 +30,17 @@ def workers_stop_with_us():
     """Ctrl-C or SIGTERM stops the worker processes too, at once: the pool would otherwise wait
     for the runs in progress (and a SIGTERM reaches only this process, not its workers)."""
 
+    # A stop terminates the workers while they hold the pool's semaphores; multiprocessing's
+    # resource tracker (a process started with this interpreter's -W options) then unlinks them
+    # and warns "There appear to be N leaked semaphore objects" after braid's one-line message.
+    # The clean-up is the tracker's job and it does it: the warning is noise, kept off the
+    # terminal when the tracker is started here.
+    import sys
+
+    quiet = "ignore:resource_tracker:UserWarning"
+    if quiet not in sys.warnoptions:
+        sys.warnoptions.append(quiet)
+
     def stop(signum, frame):
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         signal.signal(signal.SIGINT, signal.SIG_IGN)

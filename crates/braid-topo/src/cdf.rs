@@ -21,6 +21,7 @@
 //! - `ali-storage`, `google-rpc`: the other two distributions shipped with HPCC's generator
 //!   (Alibaba storage 2019, Google RPC 2008).
 
+use crate::input::shown;
 use std::path::Path;
 
 /// A piecewise-linear flow-size CDF.
@@ -63,13 +64,14 @@ impl Cdf {
             return Ok(c);
         }
         let path = crate::topology::resolve(base_dir, spec);
-        let text = std::fs::read_to_string(&path).map_err(|e| {
-            format!(
-                "{spec:?} is neither a built-in distribution ({}) nor a readable file: {}: {e}",
+        if !path.exists() {
+            return Err(format!(
+                "{spec:?} is neither a built-in distribution ({}) nor a readable file: {}: no such file",
                 BUILTIN.join(", "),
                 path.display()
-            )
-        })?;
+            ));
+        }
+        let text = crate::input::read_text(&path, crate::input::CDF_LIMIT)?;
         Cdf::parse(&path.display().to_string(), &text)
     }
 
@@ -85,15 +87,18 @@ impl Cdf {
             let f: Vec<&str> = line.split_whitespace().collect();
             if f.len() != 2 {
                 return Err(err(format!(
-                    "expected `size_bytes cumulative_percent`, got {line:?}"
+                    "expected `size_bytes cumulative_percent` (two numbers), got {} fields",
+                    f.len()
                 )));
             }
             let x: f64 = f[0]
                 .parse()
-                .map_err(|_| err(format!("expected a size in bytes, got {:?}", f[0])))?;
+                .map_err(|_| err(format!("expected a size in bytes, got {}", shown(f[0]))))?;
             let y: f64 = f[1]
                 .parse()
-                .map_err(|_| err(format!("expected a cumulative percent, got {:?}", f[1])))?;
+                .map_err(|_| {
+                    err(format!("expected a cumulative percent, got {}", shown(f[1])))
+                })?;
             if !x.is_finite() || x < 0.0 {
                 return Err(err(format!(
                     "size must be a non-negative number, got {:?}",

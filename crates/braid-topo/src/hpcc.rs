@@ -12,6 +12,7 @@
 //!
 //! Errors are strings of the form `path:line: message`.
 
+use crate::input::shown;
 use crate::topology::{Graph, LinkDesc, NodeDesc, NodeKind};
 use crate::units::{Duration, Rate};
 use std::path::Path;
@@ -65,19 +66,19 @@ impl<'a> Tokens<'a> {
         t.parse::<T>().map(|v| (l, v)).map_err(|_| {
             self.err(
                 l,
-                format!("expected {what} (a non-negative integer), got {t:?}"),
+                format!("expected {what} (a non-negative integer), got {}", shown(t)),
             )
         })
     }
 }
 
-fn read(path: &Path) -> Result<String, String> {
-    std::fs::read_to_string(path).map_err(|e| format!("{}: cannot read: {e}", path.display()))
+fn read(path: &Path, limit: u64) -> Result<String, String> {
+    crate::input::read_text(path, limit)
 }
 
 /// Reads an HPCC topology file. Node ids are kept; names are `n{id}`.
 pub fn read_topology(path: &Path) -> Result<Graph, String> {
-    let text = read(path)?;
+    let text = read(path, crate::input::TOPOLOGY_LIMIT)?;
     parse_topology(path, &text)
 }
 
@@ -156,13 +157,13 @@ pub fn parse_topology(path: &Path, text: &str) -> Result<Graph, String> {
         let loss: f64 = err.parse().map_err(|_| {
             t.err(
                 le,
-                format!("expected an error rate between 0 and 1, got {err:?}"),
+                format!("expected an error rate between 0 and 1, got {}", shown(err)),
             )
         })?;
         if !(0.0..=1.0).contains(&loss) {
             return Err(t.err(
                 le,
-                format!("expected an error rate between 0 and 1, got {err:?}"),
+                format!("expected an error rate between 0 and 1, got {}", shown(err)),
             ));
         }
         links.push(LinkDesc {
@@ -178,7 +179,7 @@ pub fn parse_topology(path: &Path, text: &str) -> Result<Graph, String> {
 
 /// Reads an HPCC flow file.
 pub fn read_flows(path: &Path) -> Result<Vec<HpccFlow>, String> {
-    let text = read(path)?;
+    let text = read(path, crate::input::FLOWS_LIMIT)?;
     parse_flows(path, &text)
 }
 
@@ -199,7 +200,7 @@ pub fn parse_flows(path: &Path, text: &str) -> Result<Vec<HpccFlow>, String> {
         let start_ps = parse_seconds(start).ok_or_else(|| {
             t.err(
                 ls,
-                format!("expected a start time in seconds like 2.000001, got {start:?}"),
+                format!("expected a start time in seconds like 2.000001, got {}", shown(start)),
             )
         })?;
         if src == dst {

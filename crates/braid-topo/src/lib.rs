@@ -6,6 +6,7 @@
 
 pub mod cdf;
 pub mod hpcc;
+pub mod input;
 #[doc(hidden)]
 pub mod tagged;
 pub mod topology;

@@ -74,31 +74,35 @@ def _summary(m: Dict[str, List[dict]]) -> List[Row]:
     rows = []
     a, b = p80("fig2a batch=20"), p80("fig2a batch=100")
     r = b / a
-    rows.append(Row("Fig. 2a: raw foreground p80, batch 20 → 100", "20 → 78 µs (3.9×)", f"{a:.2f} → {b:.2f} µs ({r:.2f}×)", 2.5 <= r <= 6.0))
-    def within2(got: float, paper: float) -> bool:
-        return paper / 2 <= got <= paper * 2
+    rows.append(Row("Fig. 2a: raw foreground p80, batch 20 → 100", "20 → 78 µs (3.9×)", f"{a:.2f} → {b:.2f} µs ({r:.2f}×)", r > 1, paper_value=3.9, braid_value=r))
+
+    def order(vals) -> list:
+        """The mechanisms' names from fastest to slowest, among those with a number."""
+        return [k for k, v in sorted(((k, v) for k, v in zip(("RAW", "SHARE", "DRUM"), vals) if v is not None), key=lambda kv: kv[1])]
 
     for cc in CCS:
         raw, share, drum = (p80(f"{k} cc={cc}") for k in ("RAW", "SHARE", "DRUM"))
         pr, ps, pd = PAPER[cc]
         paper = " / ".join("–" if v is None else f"{v:g}" for v in (pr, ps, pd)) + " µs"
-        # Judged: RAW against the paper within 2x at every cc, SHARE where braid's lock does
-        # not hold its background back (cc = 100). DRUM is not judged on magnitude: braid's
-        # agent paces the background just under the NIC's rate and costs no time, so its
-        # foreground stays at the unloaded 2.1 µs (docs/drum-agent.md, "Measured").
-        ok = within2(raw, pr) and (cc != 100 or within2(share, ps))
+        # Direction: the paper's order of the mechanisms it gives a number for (at cc = 20 its
+        # DRUM is the slowest; the review found this row judged on RAW alone). Magnitude: RAW,
+        # the one braid's model is calibrated to load like the paper's; DRUM's foreground is
+        # unloaded in braid (the agent's software path costs no time), a documented difference.
+        mine = order([raw, share if ps is not None else None, drum])
+        ok = mine == order([pr, ps, pd])
         note = {
             20: "SHARE's lock holds its background to a third of RAW's: nothing queues; DRUM unloaded (paper: all ~7-9 µs)",
             50: "RAW thrashes the 32-entry QP cache (0.5 µs a turn); DRUM unloaded (paper 14.5)",
             100: "DRUM unloaded (paper 24.0): the agent's software path is free in braid",
         }[cc]
-        judged = "RAW, SHARE" if cc == 100 else "RAW"
-        rows.append(Row(f"p80 RAW / SHARE / DRUM at cc={cc} (judged: {judged} within 2×)", paper, f"{raw:.1f} / {share:.1f} / {drum:.1f} µs", ok, note))
+        rows.append(Row(f"p80 RAW / SHARE / DRUM at cc={cc} (direction: the paper's order; magnitude: RAW)", paper, f"{raw:.1f} / {share:.1f} / {drum:.1f} µs", ok, note, paper_value=pr, braid_value=raw))
     raw, share, drum = (p80(f"{k} cc=100") for k in ("RAW", "SHARE", "DRUM"))
-    rows.append(Row("DRUM faster than RAW / SHARE at cc=100", "3.1× / 1.7×", f"{raw / drum:.1f}× / {share / drum:.1f}×", raw / drum >= 3.1 and share / drum >= 1.7, "braid's gaps are wider: its DRUM foreground is unloaded (docs/drum-agent.md)"))
+    unloaded = "docs/drum-agent.md#what-differs-from-the-paper-and-what-is-missing (braid's DRUM foreground is unloaded: its agent's software path costs no time)"
+    rows.append(Row("DRUM faster than RAW at cc=100", "3.1×", f"{raw / drum:.1f}×", raw / drum > 1, paper_value=3.1, braid_value=raw / drum, documented=unloaded))
+    rows.append(Row("DRUM faster than SHARE at cc=100", "1.7×", f"{share / drum:.1f}×", share / drum > 1, paper_value=1.7, braid_value=share / drum, documented=unloaded))
     r20, r50, r100 = (p80(f"RAW cc={cc}") for cc in CCS)
-    grows = r50 > 3 * r20 and r100 > 1.5 * r50
-    rows.append(Row("RAW degrades with connections (cc 20 → 50 → 100, QP-cache thrashing)", "7.1 → 26.5 → 90.4 µs", f"{r20:.1f} → {r50:.1f} → {r100:.1f} µs", grows))
+    grows = r20 < r50 < r100
+    rows.append(Row("RAW degrades with connections (cc 20 → 50 → 100, QP-cache thrashing): p80 at cc=100 over cc=20", "7.1 → 26.5 → 90.4 µs (12.7×)", f"{r20:.1f} → {r50:.1f} → {r100:.1f} µs ({r100 / r20:.1f}×)", grows, paper_value=90.4 / 7.1, braid_value=r100 / r20))
     bg = {cc: {k: m[f"{k} cc={cc}"][0]["bg_gbps"] for k in MECHANISMS} for cc in CCS}
     finite = all(not math.isnan(v) for d in bg.values() for v in d.values())
     # DRUM within 15 % of RAW where RAW's QPs fit the cache, at least RAW's where RAW thrashes.

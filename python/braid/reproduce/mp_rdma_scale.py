@@ -51,21 +51,35 @@ def _ooo(m: Dict[str, List[dict]]) -> List[Row]:
     rows = []
     paper_ood = {"normal": "-", "ECN mis-config": "179", "link degradation": "5324"}
     paper_cut = {"ECN mis-config": "~5x", "link degradation": "~50x"}
+    paper_cut_value = {"ECN mis-config": 5.0, "link degradation": 50.0}
     for case in OOO_CASES:
         none = mean(r["ood_p999"] for r in m[f"ood {case} 0"])
         d32 = mean(r["ood_p999"] for r in m[f"ood {case} 32"])
-        rows.append(Row(f"{case}: 99.9th OOD without OOO control", paper_ood[case], f"{none:.0f}", None, "from 1 ms on (measure.transport_from); L = 16384"))
+        pv = float(paper_ood[case]) if paper_ood[case] != "-" else None
+        rows.append(Row(f"{case}: 99.9th OOD without OOO control", paper_ood[case], f"{none:.0f}", None, "from 1 ms on (measure.transport_from); L = 16384", paper_value=pv, braid_value=none))
         if case in paper_cut:
             cut = none / max(d32, 1.0)
-            rows.append(Row(f"{case}: OOD cut by delta = 32", paper_cut[case], f"{cut:.1f}x ({d32:.0f})", cut >= 2.0))
+            rows.append(Row(f"{case}: OOD cut by delta = 32", paper_cut[case], f"{cut:.1f}x ({d32:.0f})", cut > 1.0, paper_value=paper_cut_value[case], braid_value=cut))
     paper_tput = {"normal": ("optimal", "-"), "ECN mis-config": ("optimal", "-25.1%"), "link degradation": ("-3.94%", "-67.5%")}
+    # The paper's numbers as change vs ideal in %; "optimal" is 0.
+    paper_tput_value = {"normal": (0.0, None), "ECN mis-config": (0.0, -25.1), "link degradation": (-3.94, -67.5)}
+    lost = {}
     for case, (_, ideal) in OOO_CASES.items():
         with_c = mean(r["gbps"] for r in m[f"tput {case} 32"]) / ideal
         without = mean(r["gbps"] for r in m[f"tput {case} 0"]) / ideal
         p_with, p_without = paper_tput[case]
-        rows.append(Row(f"{case}: throughput vs ideal, L = 64, delta = 32", p_with, f"{with_c - 1:+.1%}", with_c > 0.9))
+        v_with, v_without = paper_tput_value[case]
+        # A loss of 0 cannot be matched within ±25%: "optimal" is judged by direction only.
+        rows.append(Row(f"{case}: throughput vs ideal, L = 64, delta = 32", p_with, f"{with_c - 1:+.1%}", with_c > 0.9, paper_value=v_with or None, braid_value=(with_c - 1) * 100))
         if p_without != "-":
-            rows.append(Row(f"{case}: the same without OOO control", p_without, f"{without - 1:+.1%}", without < with_c))
+            lost[case] = without - 1
+            rows.append(Row(f"{case}: the same without OOO control", p_without, f"{without - 1:+.1%}", without < with_c, paper_value=v_without, braid_value=(without - 1) * 100))
+    if {"ECN mis-config", "link degradation"} <= set(lost):
+        # The paper's order across the two cases: without control, the degraded link costs more
+        # (-67.5%) than the mis-configured ECN (-25.1%). Judged on its own (the review found
+        # each row's `without < with` check passing with this order reversed).
+        deg, mis = lost["link degradation"], lost["ECN mis-config"]
+        rows.append(Row("without OOO control: link degradation costs more than ECN mis-config", "-67.5% vs -25.1%", f"{deg:+.1%} vs {mis:+.1%}", deg < mis))
     return rows
 
 
@@ -100,8 +114,8 @@ def _large(m: Dict[str, List[dict]]) -> List[Row]:
     gain = mean(mp) / mean(dc) - 1
     slow = sum(g < 15 for g in dc) / len(dc)
     return [
-        Row("MP-RDMA mean over DCQCN", "+34.78%", f"{gain:+.1%}", gain > 0.1, "DCQCN with its paper's ECN curve (Kmin 5 KB, Kmax 200 KB, Pmax 1%)"),
-        Row("MP-RDMA lowest connection (Gbps)", "32.95", f"{min(mp):.1f}", min(mp) > 0.8 * 35.1),
+        Row("MP-RDMA mean over DCQCN", "+34.78%", f"{gain:+.1%}", gain > 0, "DCQCN with its paper's ECN curve (Kmin 5 KB, Kmax 200 KB, Pmax 1%)", paper_value=34.78, braid_value=gain * 100),
+        Row("MP-RDMA lowest connection (Gbps)", "32.95", f"{min(mp):.1f}", min(mp) > 0.8 * 35.1, paper_value=32.95, braid_value=min(mp)),
         Row("DCQCN connections under 15 Gbps", "many", f"{slow:.0%} (min {min(dc):.1f})", slow > 0),
         Row("mean goodput, MP-RDMA / DCQCN (Gbps)", "-", f"{mean(mp):.1f} / {mean(dc):.1f}", None),
     ]

@@ -48,16 +48,98 @@ class Run:
     args: Tuple = ()
 
 
+#: A magnitude reproduces when braid's number is within this fraction of the paper's (issue 28:
+#: "within ±25%"): |braid / paper - 1| <= 0.25.
+MAGNITUDE_TOLERANCE = 0.25
+
+
 @dataclass
 class Row:
-    """One quantity: the paper's value, braid's, and whether braid reproduces the paper's shape
-    (``True``), does not (``False``), or the row is for information (``None``)."""
+    """One quantity, judged twice.
+
+    ``ok`` is the *direction* verdict: braid shows what the paper claims (the sign of a gain,
+    an ordering, a trend): ``True``, ``False``, or ``None`` for a row given for information.
+
+    The *magnitude* verdict exists where the paper gives a number: ``paper_value`` (the
+    paper's number, in the unit of ``braid_value``) and ``braid_value``; it holds when braid's
+    number is within :data:`MAGNITUDE_TOLERANCE` of the paper's. A magnitude that misses for a
+    reason that was measured and written up is marked ``documented`` with the doc section
+    (``docs/x.md#section``); ``braid reproduce --check`` fails on any other miss."""
 
     quantity: str
     paper: str
     braid: str
     ok: Optional[bool] = None
     note: str = ""
+    paper_value: Optional[float] = None
+    braid_value: Optional[float] = None
+    documented: str = ""
+
+    @property
+    def direction(self) -> Optional[bool]:
+        return self.ok
+
+    @property
+    def magnitude(self) -> Optional[bool]:
+        return magnitude_ok(self.paper_value, self.braid_value)
+
+    def as_dict(self) -> dict:
+        d = dict(self.__dict__)
+        d["direction"] = self.direction
+        d["magnitude"] = self.magnitude
+        return d
+
+
+def magnitude_ok(paper: Optional[float], braid: Optional[float]) -> Optional[bool]:
+    """Whether ``braid`` is within :data:`MAGNITUDE_TOLERANCE` of ``paper`` (None when either
+    is missing or not a number). A paper value of 0 needs braid's to be 0 too."""
+    import math
+
+    if paper is None or braid is None:
+        return None
+    p, b = float(paper), float(braid)
+    if math.isnan(p) or math.isnan(b):
+        return None if math.isnan(p) else False
+    if p == 0:
+        return b == 0
+    return abs(b / p - 1) <= MAGNITUDE_TOLERANCE + 1e-12
+
+
+@dataclass
+class Verdicts:
+    """The counts a summary states: direction and magnitude, judged and reproduced."""
+
+    direction_judged: int = 0
+    direction_ok: int = 0
+    magnitude_judged: int = 0
+    magnitude_ok: int = 0
+    #: Magnitude misses marked as documented differences (with their measured cause).
+    documented: int = 0
+    #: Magnitude misses not documented, and direction misses: what --check fails on.
+    failures: int = 0
+
+    def add(self, row: Row) -> None:
+        if row.ok is not None:
+            self.direction_judged += 1
+            self.direction_ok += row.ok is True
+            self.failures += row.ok is False
+        m = row.magnitude
+        if m is not None:
+            self.magnitude_judged += 1
+            self.magnitude_ok += m
+            if not m:
+                if row.documented:
+                    self.documented += 1
+                else:
+                    self.failures += 1
+
+    def line(self) -> str:
+        doc = f" ({self.documented} a documented difference{'s' if self.documented != 1 else ''})" if self.documented else ""
+        return (
+            f"direction {self.direction_ok} of {self.direction_judged}, "
+            f"magnitude {self.magnitude_ok} of {self.magnitude_judged}{doc} "
+            f"(magnitude: within ±{MAGNITUDE_TOLERANCE:.0%} of the paper's number, where it gives one)"
+        )
 
 
 @dataclass(frozen=True)

@@ -101,6 +101,15 @@ def run_sweep(plan: Plan, out: SweepDir, executor: Union[Callable[[], Any], Any]
     scenario = load_scenario(plan.scenario)
     points = plan.points(default_seed)
     validate_first(scenario, plan, points[0])
+    out.lock()
+    try:
+        return _run_locked(plan, out, executor, points, on_progress, on_start)
+    finally:
+        out.unlock()
+
+
+def _run_locked(plan: Plan, out: SweepDir, executor: Any, points: List[Point], on_progress: Optional[Progress], on_start: Optional[Callable[[int, int], None]]) -> Outcome:
+    scenario = load_scenario(plan.scenario)
     out.prepare(plan)
     done = out.done()
     todo = [p for p in points if p.id not in done]

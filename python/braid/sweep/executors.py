@@ -25,13 +25,90 @@ def check_dask_spec(spec: str) -> str:
     raise BraidError("--dask", f"{DASK_FORM}, got {spec!r}")
 
 
+MAIN_GUARD = (
+    "is called from the top level of the script {file} without an `if __name__ == \"__main__\":` guard: "
+    "the sweep's worker processes are spawned and each would run the script again. "
+    "Put the call under the guard (docs/sweep.md, \"From Python\")"
+)
+
+
+def unguarded_main_call() -> Optional[str]:
+    """The main script's file name when the call in progress comes from its top level outside
+    an ``if __name__ == "__main__":`` block, else None.
+
+    Spawned workers import the main script again (as ``__mp_main__``) to recreate its state; a
+    sweep started at the script's top level would start again in every worker, each worker
+    would die, and every point would fail. Jupyter, ``python -c`` and ``python -m`` (no script
+    file to re-run) are not affected."""
+    import ast
+    import sys
+
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    if main is None or not path or getattr(main, "__spec__", None) is not None:
+        return None
+    frame = sys._getframe(1)
+    line = None
+    while frame is not None:
+        if frame.f_code.co_name == "<module>" and frame.f_globals.get("__name__") == "__main__":
+            line = frame.f_lineno
+            break
+        frame = frame.f_back
+    if line is None:
+        return None
+    try:
+        tree = ast.parse(Path(path).read_text())
+    except (OSError, SyntaxError, ValueError, UnicodeDecodeError):
+        return None
+    for node in tree.body:
+        if isinstance(node, ast.If) and _is_main_test(node.test) and node.lineno <= line <= (node.end_lineno or line):
+            return None
+    return str(path)
+
+
+def _is_main_test(test: Any) -> bool:
+    import ast
+
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq)):
+        return False
+    sides = [test.left, test.comparators[0]]
+    names = [s for s in sides if isinstance(s, ast.Name) and s.id == "__name__"]
+    consts = [s for s in sides if isinstance(s, ast.Constant) and s.value == "__main__"]
+    return len(names) == 1 and len(consts) == 1
+
+
+def _watch_parent(parent: int) -> None:
+    """Worker initializer: the worker ends when the process that started it is gone.
+
+    A SIGKILL of the sweep's driver runs no clean-up, and its workers, children of a dead
+    process, would otherwise wait forever for work (each holding a simulator's memory). A
+    daemon thread compares the worker's parent with the driver every half second; the run in
+    progress releases the GIL, so the thread runs during a simulation too."""
+    import threading
+    import time
+
+    def watch() -> None:
+        while True:
+            if os.getppid() != parent:
+                os._exit(1)
+            time.sleep(0.5)
+
+    if os.getppid() != parent:
+        os._exit(1)
+    threading.Thread(target=watch, name="braid-parent-watch", daemon=True).start()
+
+
 class LocalExecutor:
     """``jobs`` worker processes (default one per core), spawned, not forked: a fork of a process
-    whose polars / rayon threads are running can deadlock in the child."""
+    whose polars / rayon threads are running can deadlock in the child. Each worker ends when
+    the driver process is gone (:func:`_watch_parent`)."""
 
     name = "local"
 
     def __init__(self, jobs: Optional[int] = None):
+        script = unguarded_main_call()
+        if script is not None:
+            raise BraidError("braid.sweep.sweep()", MAIN_GUARD.format(file=script))
         self.jobs = max(1, jobs or os.cpu_count() or 1)
         self.where = f"{self.jobs} local worker{'s' if self.jobs > 1 else ''}"
         #: Points submitted ahead of completions (see the engine).
@@ -39,7 +116,9 @@ class LocalExecutor:
         self.pool = self._new_pool()
 
     def _new_pool(self) -> ProcessPoolExecutor:
-        return ProcessPoolExecutor(max_workers=self.jobs, mp_context=multiprocessing.get_context("spawn"))
+        return ProcessPoolExecutor(
+            max_workers=self.jobs, mp_context=multiprocessing.get_context("spawn"), initializer=_watch_parent, initargs=(os.getpid(),)
+        )
 
     def submit(self, fn: Callable, *args: Any):
         try:

@@ -33,15 +33,11 @@ DATASET = "sweep.parquet"
 
 
 def _write_atomic(path: Path, write) -> None:
-    """``write(tmp_path)`` then rename: readers (and a resumed sweep) never see a partial file."""
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise
+    """``write(tmp_path)`` then rename: readers (and a resumed sweep) never see a partial file;
+    a full disk is one BraidError naming the file."""
+    from ..results import write_file_atomic
+
+    write_file_atomic(path, write)
 
 
 def _write_json(path: Path, obj: Any) -> None:
@@ -58,6 +54,8 @@ class SweepDir:
 
     def __init__(self, target: Path, option: str = "-o"):
         self.root = Path(target)
+        if self.root.is_symlink():
+            self.root = Path(os.path.realpath(self.root))
         here = Path.cwd().resolve()
         full = self.root.resolve()
         if full == here or full in here.parents:
@@ -66,6 +64,29 @@ class SweepDir:
             raise BraidError(option, f"{target} is a file; expected a new folder or a sweep folder to resume")
         self.points = self.root / "points"
         self.errors = self.root / "errors"
+
+    def lock(self, option: str = "-o") -> None:
+        """Takes the folder for this process: a second sweep (or run) into the same folder while
+        this one runs is refused with one line, instead of both running every point. Released
+        by :meth:`unlock`, or by the kernel when the process dies."""
+        from ..results import FolderLock, _busy
+
+        parent = self.root.absolute().parent
+        try:
+            parent.mkdir(parents=True, exist_ok=True)
+            lock = FolderLock(parent, self.root.name)
+            got = lock.acquire()
+        except OSError as e:
+            raise BraidError(option, f"cannot write the sweep folder {self.root}: {e.strerror or e}") from None
+        if not got:
+            raise BraidError(option, _busy(self.root, lock).message.replace("another braid run", "another braid sweep or run"))
+        self._lock = lock
+
+    def unlock(self) -> None:
+        lock = getattr(self, "_lock", None)
+        if lock is not None:
+            lock.release()
+            self._lock = None
 
     def is_sweep(self) -> bool:
         return (self.root / MARKER).is_file()
