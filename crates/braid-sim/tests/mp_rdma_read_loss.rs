@@ -127,3 +127,46 @@ fn lossy_mp_rdma_reads_are_deterministic_per_seed() {
     assert_eq!(a, counters(4));
     assert_ne!(a, counters(5));
 }
+
+/// A transport-table column summed over the QPs that have it (0 without).
+fn per_qp(r: &braid_sim::Results, col: &str) -> f64 {
+    match r.transport.get(col) {
+        Some(braid_sim::Column::F64(v)) => v.iter().filter(|x| x.is_finite()).sum(),
+        _ => 0.0,
+    }
+}
+
+/// The figures of docs/mp-rdma.md "READ": the issue's READs under MP-RDMA and RC, lossless and
+/// at 5% loss per fabric link, seeds 1–5 (`cargo test -p braid-sim --test mp_rdma_read_loss
+/// explore -- --ignored --nocapture`).
+#[test]
+#[ignore]
+fn explore_lossy_reads() {
+    for loss in [0.0, 0.05] {
+        for kind in ["mp-rdma", "dcqcn"] {
+            let mut fcts = vec![];
+            for seed in 1..=5 {
+                let (_, r) = run(&lossy_reads(kind, seed, loss));
+                let c = &r.counters;
+                let fct = ints(&r.flows, "fct_ps")[0];
+                fcts.push(fct as f64 / 1e6);
+                println!(
+                    "{kind} loss {loss} seed {seed}: fct {:.1} us, goodput {:.2} Gbps, \
+                     timeouts {}, retransmissions {}, read re-requests {} in {} rewinds, \
+                     lost read_req {} read_resp {} nak {}",
+                    fct as f64 / 1e6,
+                    40.0 * 16e3 * 8.0 / (fct as f64 / 1e3),
+                    c["timeouts"],
+                    c["retransmissions"],
+                    per_qp(&r, "read_retx"),
+                    per_qp(&r, "read_rewinds"),
+                    c["drops_loss_read_req"],
+                    c["drops_loss_read_resp"],
+                    c["drops_loss_nak"],
+                );
+            }
+            let mean = fcts.iter().sum::<f64>() / fcts.len() as f64;
+            println!("{kind} loss {loss}: mean fct {mean:.1} us");
+        }
+    }
+}
