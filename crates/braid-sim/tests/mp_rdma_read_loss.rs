@@ -53,8 +53,7 @@ fn rc_reads_complete_over_lossy_paths() {
 /// READs and WRITEs in both directions over the lossy fabric: READ requests, READ responses,
 /// data, ACKs and NAKs are all lost somewhere across the seeds, and every transfer completes
 /// (with its bytes in place: `run` checks placement with `data_check`).
-#[test]
-fn mp_rdma_recovers_reads_when_every_packet_class_is_lost() {
+fn reads_recover_when_every_packet_class_is_lost(kind: &str) {
     let mut lost = std::collections::BTreeMap::<String, u64>::new();
     for seed in 1..=3 {
         let s = json!({
@@ -64,7 +63,7 @@ fn mp_rdma_recovers_reads_when_every_packet_class_is_lost() {
                          "host_link": link("40Gbps", "1us"),
                          "fabric_link": {"rate": "10Gbps", "delay": "1us", "loss": 0.05}},
             "nic": {"rto": "200us", "data_check": true},
-            "transport": {"kind": "mp-rdma"},
+            "transport": {"kind": kind},
             "traffic": flows(&[(0, 2, "500KB"), (3, 1, "300KB")]),
             "apps": [{"kind": "read_bw", "src": 1, "dst": 3, "size": "16KB", "tx_depth": 4,
                       "iterations": 30},
@@ -72,7 +71,7 @@ fn mp_rdma_recovers_reads_when_every_packet_class_is_lost() {
                       "iterations": 60}],
         });
         let (_, r) = run(&s);
-        finished(&r, &format!("MP-RDMA READs and WRITEs, 5% loss, seed {seed}"));
+        finished(&r, &format!("{kind} READs and WRITEs, 5% loss, seed {seed}"));
         for (k, v) in &r.counters {
             if k.starts_with("drops_loss_") {
                 *lost.entry(k.clone()).or_default() += v;
@@ -82,9 +81,19 @@ fn mp_rdma_recovers_reads_when_every_packet_class_is_lost() {
     for class in ["read_req", "read_resp", "data", "ack", "nak"] {
         assert!(
             lost[&format!("drops_loss_{class}")] > 0,
-            "{class} frames are lost too: {lost:?}"
+            "{kind}: {class} frames are lost too: {lost:?}"
         );
     }
+}
+
+#[test]
+fn mp_rdma_recovers_reads_when_every_packet_class_is_lost() {
+    reads_recover_when_every_packet_class_is_lost("mp-rdma");
+}
+
+#[test]
+fn rc_recovers_reads_when_every_packet_class_is_lost() {
+    reads_recover_when_every_packet_class_is_lost("dcqcn");
 }
 
 /// A lossless run with an MP-RDMA READ among other traffic sends nothing twice: before READ

@@ -51,11 +51,17 @@ impl MpRdmaTransport {
         });
     }
 
+    /// Index of the first outstanding READ ending after `psn` (the list is in PSN order and its
+    /// ranges are disjoint: a binary search, since `plan` asks per packet).
+    fn read_idx(&self, psn: u32) -> usize {
+        self.reads.partition_point(|r| r.end <= psn)
+    }
+
     /// The READ outstanding at `psn`, if any.
     pub(super) fn read_at(&self, psn: u32) -> Option<ReadOut> {
         self.reads
-            .iter()
-            .find(|r| psn >= r.first && psn < r.end)
+            .get(self.read_idx(psn))
+            .filter(|r| psn >= r.first)
             .copied()
     }
 
@@ -67,11 +73,8 @@ impl MpRdmaTransport {
 
     /// An ACK SACKed `psn`: if it is a READ's, its response arrived (in order).
     pub(super) fn read_response(&mut self, psn: u32) {
-        if let Some(r) = self
-            .reads
-            .iter_mut()
-            .find(|r| psn >= r.first && psn < r.end)
-        {
+        let i = self.read_idx(psn);
+        if let Some(r) = self.reads.get_mut(i).filter(|r| psn >= r.first) {
             r.got = r.got.max(psn + 1);
         }
         while self.reads.front().is_some_and(|r| r.got >= r.end) {
@@ -81,7 +84,7 @@ impl MpRdmaTransport {
 
     /// Asks again for every READ from `from` on (go-back-N), on `vp`.
     pub(super) fn rewind_reads(&mut self, from: u32, vp: u16, src: Src) {
-        if self.reads.iter().any(|r| r.end > from) {
+        if self.reads.back().is_some_and(|r| r.end > from) {
             self.stats.read_rewinds += 1;
             self.read_rewind = Some(Rewind {
                 next: from,
@@ -95,7 +98,7 @@ impl MpRdmaTransport {
     /// from its first missing response. Ends the rewind when none is left.
     pub(super) fn read_rewind_next(&mut self) -> Option<(u32, Rewind)> {
         let rw = self.read_rewind?;
-        match self.reads.iter().find(|r| r.end > rw.next) {
+        match self.reads.get(self.read_idx(rw.next)) {
             Some(r) => Some((rw.next.max(r.got), rw)),
             None => {
                 self.read_rewind = None;
