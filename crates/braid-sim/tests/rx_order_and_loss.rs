@@ -203,8 +203,7 @@ fn link_loss_of_every_class_is_deterministic_per_seed() {
 }
 
 /// MP-RDMA over lossy paths: its ACKs and NACKs are lost too, and every transfer still
-/// completes with its bytes in place. (WRITEs only: an MP-RDMA READ whose responses are lost can
-/// exhaust its retries, with or without control loss; reported, not fixed here.)
+/// completes with its bytes in place. (WRITEs; READs over lossy paths: `mp_rdma_read_loss.rs`.)
 #[test]
 fn mp_rdma_completes_when_its_acks_and_nacks_are_lost() {
     for seed in 1..=3 {

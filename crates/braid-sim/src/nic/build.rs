@@ -121,6 +121,7 @@ impl Nic {
                 // The request covers the rest of the READ; responses come back on their PSNs.
                 npsn = first_psn + w.npkts - psn;
                 if new {
+                    q.t.on_read_sent(first_psn, w.npkts);
                     q.cur += 1;
                     q.cur_pkt = 0;
                 }

@@ -597,6 +597,7 @@ forward! {
     on_feedback(now: Time, fb: Feedback, fx: &mut TxFx);
     on_timer(now: Time, kind: TimerKind, gen: u32, first_missing: u32, fx: &mut TxFx);
     resend_from(now: Time, psn: u32, fx: &mut TxFx);
+    on_read_sent(first: u32, npsn: u32);
     on_data(now: Time, d: DataInfo, out: &mut Vec<Reply>) -> RxClass;
     on_accepted(now: Time, d: DataInfo, out: &mut Vec<Reply>);
     on_read_request(now: Time, psn: u32, npsn: u32, out: &mut Vec<Reply>) -> RxClass;

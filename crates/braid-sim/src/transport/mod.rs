@@ -275,6 +275,9 @@ pub trait Transport: std::fmt::Debug {
     fn acked(&self) -> u32;
     /// A READ response is missing: ask again from `psn` (go-back-N for READ).
     fn resend_from(&mut self, now: Time, psn: u32, fx: &mut TxFx);
+    /// A new READ request covering `npsn` PSNs from `first` is going out (told before its
+    /// `on_sent`): those PSNs are acknowledged by their responses. Go-back-N RC needs nothing.
+    fn on_read_sent(&mut self, _first: u32, _npsn: u32) {}
 
     // ---- receiver ----
 

@@ -7,6 +7,8 @@ use braid_engine::Time;
 
 impl MpRdmaTransport {
     pub(super) fn ack_point(&mut self, now: Time, cum: u32) {
+        // A READ's PSNs are acknowledged by its responses only (`read.rs`).
+        let cum = cum.min(self.read_floor());
         if cum > self.snd_una {
             self.window_moved = true;
             self.inflate = (self.inflate - (cum - self.snd_una) as f64).max(0.0);
@@ -110,6 +112,9 @@ impl MpRdmaTransport {
                 if let (Some(s), false) = (sack, retx) {
                     self.rtt_sample(now, s);
                 }
+                if let Some(s) = sack {
+                    self.read_response(s);
+                }
                 self.ack_point(now, cum);
                 if let Some(s) = sack.filter(|&s| s >= self.snd_una) {
                     if let Some(e) = self.sent_at.get_mut((s - self.snd_una) as usize) {
@@ -159,6 +164,14 @@ impl MpRdmaTransport {
                 // its retransmission's ACK will return its credit, on a path that works.
                 self.stats.nacks += 1;
                 self.ack_point(now, expected);
+                if let (Feedback::Nak { .. }, Some(r)) = (fb, self.read_at(expected)) {
+                    // The responder dropped an early READ request and waits for the one at
+                    // `expected` (lost, or overtaken on another path): ask for that READ and every
+                    // later one again, in order (`read.rs`). No WRITE data was dropped.
+                    self.rewind_reads(r.got.max(expected), echo_sport, Src::Nack);
+                    fx.kick = true;
+                    return;
+                }
                 self.enter_recovery(now, expected);
                 let sync = if let Feedback::SyncNak { psn, .. } = fb {
                     // A synchronise packet came early and was dropped: resend it once the hole

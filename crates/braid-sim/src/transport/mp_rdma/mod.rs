@@ -22,6 +22,8 @@
 //! - Path window reduction ("use it or lose it"): an ACK that opened a full window and whose packet
 //!   finds no data shrinks cwnd by one (unused initial-window room is not taken back).
 //! - Restart from IW after `restart_rtts` RTTs idle.
+//! - READ (`read.rs`): a READ's PSNs are acknowledged by its responses only; a missing response
+//!   is asked for again go-back-N, from its PSN, every later READ with it, in order on one VP.
 //!
 //! The NIC does data placement and completions (see `nic.rs`, `accept_data_mp`): a packet the
 //! bitmap accepts is placed directly; a message completes when rcv_nxt passes its tail.
@@ -32,9 +34,11 @@
 //! Layout: `mod.rs` (types and state), `window.rs` (construction, window arithmetic, VP choice,
 //! timer arming), `ack.rs` (ACK/NACK processing, RTT sampling, entering recovery), `timers.rs`
 //! (burst, RTO, hole and early-retransmission timers), `receiver.rs` (receive bitmap and ACK
-//! generation), `transport.rs` (the `Transport` impl), `tests/` (unit tests).
+//! generation), `read.rs` (the requester's READ acknowledgement and recovery), `transport.rs`
+//! (the `Transport` impl), `tests/` (unit tests).
 
 mod ack;
+mod read;
 mod receiver;
 mod timers;
 mod transport;
@@ -91,6 +95,10 @@ pub struct MpStats {
     pub hole_timer: u64,
     /// Receiver: packets dropped beyond the bitmap, and the out-of-order degree seen.
     pub bitmap_drops: u64,
+    /// Go-back-N re-requests of READs (a missing response, the responder's NAK of an early
+    /// request, or a timeout), and the READ requests they sent.
+    pub read_rewinds: u64,
+    pub read_retx: u64,
     /// Receiver: duplicates (a retransmission of a packet already received).
     pub dup_rx: u64,
     pub max_ood: u32,
@@ -137,8 +145,15 @@ pub const SRC_NAMES: [&str; SRCS] = [
     "hole_timer",
     "rto",
 ];
-pub const PICKS: usize = 5;
-pub const PICK_NAMES: [&str; PICKS] = ["new", "recovery", "hole", "early", "sync_retx"];
+pub const PICKS: usize = 6;
+pub const PICK_NAMES: [&str; PICKS] = [
+    "new",
+    "recovery",
+    "hole",
+    "early",
+    "sync_retx",
+    "read_retx",
+];
 
 #[derive(Debug)]
 pub struct MpRdmaTransport {
@@ -210,6 +225,10 @@ pub struct MpRdmaTransport {
     pub vps_used: std::collections::BTreeSet<u16>,
     /// Synchronise: the hold of a flagged message and the resending of dropped ones.
     pub sync: SyncSender,
+    /// READs outstanding at this requester, in PSN order (`read.rs`).
+    reads: VecDeque<read::ReadOut>,
+    /// READs being asked for again (go-back-N), if any.
+    read_rewind: Option<read::Rewind>,
     // ---- receiver ----
     pub rcv_nxt: u32,
     bitmap: Vec<Slot>,
@@ -246,6 +265,8 @@ enum Pick {
     Early,
     /// A synchronise packet the receiver dropped.
     SyncRetx,
+    /// A READ asked for again (`read.rs`): needs no credit, its PSNs are already outstanding.
+    ReadRetx,
 }
 
 #[cfg(test)]

@@ -92,6 +92,13 @@ impl MpRdmaTransport {
                     let vp = self.random_vp();
                     self.credits.push_back(Credit::new(vp, Src::Rto));
                 }
+                // READs without their responses are asked for again from the first missing one
+                // (the walk leaves READ PSNs alone, `read.rs`).
+                let floor = self.read_floor();
+                if floor != u32::MAX {
+                    let vp = self.random_vp();
+                    self.rewind_reads(floor, vp, Src::Rto);
+                }
                 fx.kick = true;
             }
             TimerKind::Hole => {

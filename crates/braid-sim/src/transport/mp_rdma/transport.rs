@@ -20,6 +20,12 @@ impl Transport for MpRdmaTransport {
         if self.rnr_until > now {
             return Plan::Wait(self.rnr_until);
         }
+        // READs asked for again go first, without a credit: their PSNs are outstanding already
+        // and a re-request adds no data to the network beyond them.
+        if let Some((psn, rw)) = self.read_rewind_next() {
+            self.planned = Some((psn, rw.vp, Pick::ReadRetx, rw.src));
+            return Plan::Send { psn, sport: rw.vp };
+        }
         // A synchronise message at the cursor may have to wait (§3.4); meanwhile the clocks it
         // would use are kept for it.
         let hold = if have_new {
@@ -76,9 +82,15 @@ impl Transport for MpRdmaTransport {
                 let una = self.snd_una;
                 let fresh = match self.hole_retx {
                     Some((h, t)) if h == una && ((now - t) as f64) < self.srtt * 1.5 => Some(t),
+                    // A READ's missing response is recovered by `read.rs`, never by resending
+                    // a PSN in its middle.
+                    _ if self.read_at(una).is_some() => Some(now),
                     _ => None,
                 };
-                let walk = self.snd_retx.max(una + 1);
+                let mut walk = self.snd_retx.max(una + 1);
+                while let Some(r) = self.read_at(walk) {
+                    walk = r.end;
+                }
                 match (fresh, sync_resend) {
                     (None, _) => (una, Pick::One),
                     (Some(_), Some(s)) => (s, Pick::SyncRetx),
@@ -182,7 +194,7 @@ impl Transport for MpRdmaTransport {
             ),
         };
         let mut probe = false;
-        if planned.is_some() {
+        if planned.is_some() && pick != Pick::ReadRetx {
             self.credits.pop_front();
             if self.probe_next {
                 self.probe_next = false;
@@ -214,6 +226,14 @@ impl Transport for MpRdmaTransport {
                 self.retx_one = None;
                 self.stats.retx += 1;
             }
+            Pick::ReadRetx => {
+                // The request covers the rest of its READ: the rewind goes on after it.
+                if let Some(rw) = self.read_rewind.as_mut() {
+                    rw.next = psn + npsn;
+                }
+                self.stats.read_retx += 1;
+                self.stats.retx += 1;
+            }
             Pick::Early => {}
         }
         if self.p.cfg.nack_clocks
@@ -227,7 +247,7 @@ impl Transport for MpRdmaTransport {
             self.inflate = (self.inflate - 1.0).max(0.0);
         }
 
-        if pick != Pick::New && psn == self.snd_una {
+        if !matches!(pick, Pick::New | Pick::ReadRetx) && psn == self.snd_una {
             self.hole_retx = Some((psn, now));
             // If this retransmission (or its ACK) is lost when the window is full of packets the
             // receiver dropped beyond its bitmap, no ACK comes back to clock another try: check
@@ -239,7 +259,7 @@ impl Transport for MpRdmaTransport {
             ));
         }
         match pick {
-            Pick::New | Pick::Recovery | Pick::One | Pick::SyncRetx => {}
+            Pick::New | Pick::Recovery | Pick::One | Pick::SyncRetx | Pick::ReadRetx => {}
             Pick::Early => {
                 self.early_ptr = psn + npsn;
                 self.stats.early_retx += 1;
@@ -309,15 +329,16 @@ impl Transport for MpRdmaTransport {
     }
 
     fn resend_from(&mut self, now: Time, psn: u32, fx: &mut TxFx) {
-        // A READ response is missing: ask again from there.
+        // A READ response is missing (a later one arrived): ask again from there, and for every
+        // later READ (go-back-N, `read.rs`), on the VP of the latest ACK (a path that delivers).
         self.last_progress = now;
-        self.hole_retx = None;
-        self.enter_recovery(now, psn);
-        if self.credits.is_empty() {
-            let vp = self.random_vp();
-            self.credits.push_back(Credit::new(vp, Src::Nack));
-        }
+        let vp = self.last_ack_vp.unwrap_or(self.p.sport);
+        self.rewind_reads(psn, vp, Src::Nack);
         fx.kick = true;
+    }
+
+    fn on_read_sent(&mut self, first: u32, npsn: u32) {
+        self.read_sent(first, npsn);
     }
 
     fn on_data(&mut self, _now: Time, d: DataInfo, out: &mut Vec<Reply>) -> RxClass {
@@ -381,6 +402,8 @@ impl Transport for MpRdmaTransport {
             ("hole_timer", s.hole_timer as f64),
             ("bitmap_drops", s.bitmap_drops as f64),
             ("dup_rx", s.dup_rx as f64),
+            ("read_rewinds", s.read_rewinds as f64),
+            ("read_retx", s.read_retx as f64),
             ("max_ood", s.max_ood as f64),
             ("vps_used", self.vps_used.len() as f64),
             ("sync_sent", self.sync.stats.sent as f64),
@@ -407,6 +430,7 @@ impl Transport for MpRdmaTransport {
             "sent_hole",
             "sent_early",
             "sent_sync_retx",
+            "sent_read_retx",
         ];
         for (i, name) in BY_SRC.iter().enumerate() {
             v.push((name, s.sent[i].iter().sum::<u64>() as f64));

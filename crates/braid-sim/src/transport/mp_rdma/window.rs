@@ -60,6 +60,8 @@ impl MpRdmaTransport {
             budget,
             vps_used: Default::default(),
             sync: SyncSender::new(p.cfg.sync_mode, p.cfg.alpha, p.cfg.delta),
+            reads: VecDeque::new(),
+            read_rewind: None,
             rcv_nxt: 0,
             bitmap: vec![Slot::Empty; l],
             nak_sent_for: None,
@@ -123,6 +125,12 @@ impl MpRdmaTransport {
         let una = self.snd_una;
         let mut psn = self.early_ptr.max(una);
         while psn < self.snd_nxt {
+            if let Some(r) = self.read_at(psn) {
+                // A READ's responses are recovered by `read.rs`: a re-request in the middle of
+                // a READ whose responses are on their way restarts it at the responder.
+                psn = r.end;
+                continue;
+            }
             match self.sent_at.get((psn - una) as usize) {
                 Some(&(_, true)) => psn += 1,
                 Some(&(t, false)) => {

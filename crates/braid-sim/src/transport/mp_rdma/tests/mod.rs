@@ -2,6 +2,7 @@ use super::*;
 use crate::transport::{DataInfo, Feedback, Plan, Reply, RxClass, TimerKind, Transport, TxFx};
 use braid_engine::time::US;
 
+mod read;
 mod sync;
 
 fn t(cfg: MpRdmaConfig) -> MpRdmaTransport {
