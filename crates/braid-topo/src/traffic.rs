@@ -44,8 +44,53 @@ pub use incast::{Incast, Senders};
 pub use permutation::Permutation;
 pub use poisson::Poisson;
 
-/// A table's flows, in the order the pattern makes them (Poisson: arrival order, drawn lazily).
-pub type FlowIter = Box<dyn Iterator<Item = FlowDesc>>;
+/// A table's flows, in the order the pattern makes them (Poisson: arrival order, drawn lazily),
+/// with about how many there will be (what a collector reserves: a flow list can be millions
+/// long, and growing it by doubling would hold up to twice its size).
+pub struct FlowIter {
+    flows: Box<dyn Iterator<Item = FlowDesc>>,
+    expected: usize,
+}
+
+impl FlowIter {
+    pub fn new(flows: impl Iterator<Item = FlowDesc> + 'static, expected: usize) -> FlowIter {
+        FlowIter {
+            flows: Box::new(flows),
+            expected,
+        }
+    }
+
+    /// About how many flows this yields (an estimate for lazily drawn patterns).
+    pub fn expected(&self) -> usize {
+        self.expected
+    }
+
+    /// Every flow, in a list reserved for the expected count.
+    pub fn into_vec(self) -> Vec<FlowDesc> {
+        let mut v = Vec::with_capacity(self.expected);
+        v.extend(self);
+        v
+    }
+}
+
+impl From<Vec<FlowDesc>> for FlowIter {
+    fn from(v: Vec<FlowDesc>) -> FlowIter {
+        let n = v.len();
+        FlowIter::new(v.into_iter(), n)
+    }
+}
+
+impl Iterator for FlowIter {
+    type Item = FlowDesc;
+
+    fn next(&mut self) -> Option<FlowDesc> {
+        self.flows.next()
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.flows.size_hint()
+    }
+}
 
 /// What a pattern generates on: the topology's hosts and the scenario's directory.
 pub struct TrafficCtx<'a> {
@@ -167,7 +212,7 @@ impl TrafficSpec {
                 base_dir,
                 NodeMap::Identity(n_hosts),
             )?
-            .collect())
+            .into_vec())
     }
 
     /// As [`TrafficSpec::generate`], on a built graph: the host count and host link rate (of host
@@ -179,7 +224,7 @@ impl TrafficSpec {
         index: u64,
         base_dir: &Path,
     ) -> Result<Vec<FlowDesc>, SpecError> {
-        Ok(self.flows_on(graph, seed, index, base_dir)?.collect())
+        Ok(self.flows_on(graph, seed, index, base_dir)?.into_vec())
     }
 
     /// As [`TrafficSpec::generate_on`], the flows as the pattern yields them (checked first,

@@ -52,13 +52,17 @@ impl TrafficPattern for AllToAll {
                 .filter(move |&d| d != s)
                 .map(move |d| (s, d))
         });
-        Ok(Box::new(pairs.map(move |(src, dst)| FlowDesc {
-            src,
-            dst,
-            size,
-            start_ps,
-            priority,
-            dport,
-        })))
+        let count = (n * (n - 1)) as usize;
+        Ok(FlowIter::new(
+            pairs.map(move |(src, dst)| FlowDesc {
+                src,
+                dst,
+                size,
+                start_ps,
+                priority,
+                dport,
+            }),
+            count,
+        ))
     }
 }

@@ -53,6 +53,6 @@ impl TrafficPattern for Flows {
                 dport: f.dport.unwrap_or(DEFAULT_DPORT),
             });
         }
-        Ok(Box::new(out.into_iter()))
+        Ok(out.into())
     }
 }

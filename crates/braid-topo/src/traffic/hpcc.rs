@@ -92,6 +92,6 @@ impl TrafficPattern for Hpcc {
                 dport: f.dport,
             });
         }
-        Ok(Box::new(out.into_iter()))
+        Ok(out.into())
     }
 }

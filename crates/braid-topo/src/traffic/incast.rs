@@ -82,13 +82,17 @@ impl TrafficPattern for Incast {
             }
         };
         let start_ps = self.start.0;
-        Ok(Box::new(senders.into_iter().map(move |s| FlowDesc {
-            src: s,
-            dst: receiver,
-            size,
-            start_ps,
-            priority,
-            dport,
-        })))
+        let count = senders.len();
+        Ok(FlowIter::new(
+            senders.into_iter().map(move |s| FlowDesc {
+                src: s,
+                dst: receiver,
+                size,
+                start_ps,
+                priority,
+                dport,
+            }),
+            count,
+        ))
     }
 }

@@ -87,6 +87,6 @@ impl TrafficPattern for Permutation {
             }
             (0..n).map(|i| mk(hosts[i], hosts[perm[i]])).collect()
         };
-        Ok(Box::new(flows.into_iter()))
+        Ok(flows.into())
     }
 }

@@ -99,17 +99,21 @@ impl TrafficPattern for Poisson {
             let first = start.0.saturating_add(draw_ia(&mut rng, mean_ia_ps));
             heap.push(Reverse((first, slot as u32)));
         }
-        Ok(Box::new(Arrivals {
-            rng,
-            heap,
-            hosts,
-            dist,
-            mean_ia_ps,
-            end: duration.map(|d| start.0.saturating_add(d.0)),
-            left: flows.unwrap_or(u64::MAX),
-            priority,
-            dport,
-        }))
+        Ok(FlowIter::new(
+            Arrivals {
+                rng,
+                heap,
+                hosts,
+                dist,
+                mean_ia_ps,
+                end: duration.map(|d| start.0.saturating_add(d.0)),
+                left: flows.unwrap_or(u64::MAX),
+                priority,
+                dport,
+            },
+            // As many as asked for, or the expected count of the duration (and some slack).
+            expected.min(MAX_FLOWS as f64) as usize + 16,
+        ))
     }
 }
 
