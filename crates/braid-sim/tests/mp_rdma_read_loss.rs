@@ -71,7 +71,10 @@ fn reads_recover_when_every_packet_class_is_lost(kind: &str) {
                       "iterations": 60}],
         });
         let (_, r) = run(&s);
-        finished(&r, &format!("{kind} READs and WRITEs, 5% loss, seed {seed}"));
+        finished(
+            &r,
+            &format!("{kind} READs and WRITEs, 5% loss, seed {seed}"),
+        );
         for (k, v) in &r.counters {
             if k.starts_with("drops_loss_") {
                 *lost.entry(k.clone()).or_default() += v;

@@ -146,14 +146,8 @@ pub const SRC_NAMES: [&str; SRCS] = [
     "rto",
 ];
 pub const PICKS: usize = 6;
-pub const PICK_NAMES: [&str; PICKS] = [
-    "new",
-    "recovery",
-    "hole",
-    "early",
-    "sync_retx",
-    "read_retx",
-];
+pub const PICK_NAMES: [&str; PICKS] =
+    ["new", "recovery", "hole", "early", "sync_retx", "read_retx"];
 
 #[derive(Debug)]
 pub struct MpRdmaTransport {

@@ -30,8 +30,8 @@ fn response(m: &mut MpRdmaTransport, now: Time, psn: u32, vp: u16) {
     ack(m, now, psn + 1, psn, vp, false);
 }
 
-/// What `plan` sends now with no new data: (psn, vp, npsn) of each packet, each confirmed with
-/// the PSNs a READ request from `psn` covers (to the end of its READ).
+/// What `plan` sends now with no new data: (psn, vp) of each packet, each confirmed as the NIC
+/// would, with the PSNs a READ request from `psn` covers (to the end of its READ).
 fn resends(m: &mut MpRdmaTransport, now: Time, next: u32) -> Vec<(u32, u16)> {
     let mut fx = TxFx::default();
     let mut out = vec![];
