@@ -100,3 +100,6 @@ def test_alpha_at_the_limit_is_finite_and_certified(tmp_path):
     assert r.exit_code == 0, r.output
     assert "nan" not in r.output.lower() and "inf" not in r.output.lower().replace("info", "")
     assert "converged" in r.output and "True" in r.output
+    # the review: "--alpha 100" printed a negative duality gap (a bound below the optimum)
+    line = next(ln for ln in r.output.splitlines() if "duality gap / sum w" in ln)
+    assert float(line.split()[-2]) >= 0, line

@@ -53,8 +53,8 @@ fn run(p: &Arc<Problem>, iters: usize) -> f64 {
 }
 
 fn main() {
-    let sizes = std::env::var("DRUM_BENCH_SIZES")
-        .unwrap_or_else(|_| "two:1000x1000,one:2000x2500".into());
+    let sizes =
+        std::env::var("DRUM_BENCH_SIZES").unwrap_or_else(|_| "two:1000x1000,one:2000x2500".into());
     let iters: usize = std::env::var("DRUM_BENCH_ITERS")
         .ok()
         .and_then(|s| s.parse().ok())

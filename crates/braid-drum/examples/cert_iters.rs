@@ -1,5 +1,6 @@
 //! Iterations to a certified 1e-4 gap on the paper's generator (`Problem.random`):
-//! `cargo run --release -p braid-drum --example cert_iters -- n m one|two alpha seed`
+//! `cargo run --release -p braid-drum --example cert_iters -- n m one|two alpha seed [norows]`
+//! (`norows`: `row_scaling = false`)
 use braid_drum::*;
 fn main() {
     let a: Vec<String> = std::env::args().skip(1).collect();

@@ -37,11 +37,14 @@ use rayon::prelude::*;
 #[inline]
 fn stationary(al: &Alpha, w: f64, p: f64) -> f64 {
     let t = w / p;
-    match al.a {
-        a if a == 1.0 => t,
-        a if a == 2.0 => t.sqrt(),
-        a if a == 0.5 => t * t,
-        _ => t.powf(1.0 / al.a),
+    if al.a == 1.0 {
+        t
+    } else if al.a == 2.0 {
+        t.sqrt()
+    } else if al.a == 0.5 {
+        t * t
+    } else {
+        t.powf(1.0 / al.a)
     }
 }
 

@@ -56,8 +56,7 @@ fn price_for(cap: f64, mut used: impl FnMut(f64) -> f64) -> f64 {
             hi = mid;
         }
     }
-    let hi = hi.exp();
-    hi
+    hi.exp()
 }
 
 /// The reference allocation of one-sided problem `p` (all entries active, no guarantees).
