@@ -10,7 +10,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 RUST_SRC := Cargo.toml Cargo.lock .cargo/config.toml scripts/build-ext.sh scripts/pgo-train.py $(shell find crates -name '*.rs' -o -name Cargo.toml 2>/dev/null)
 
-.PHONY: demo test setup setup-test rust-test py-test bench clean
+.PHONY: demo test setup setup-test rust-test py-test lint bench clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -39,6 +39,14 @@ py-test: setup-test
 	$(BIN)/python -m pytest -q tests; rc=$$?; if [ $$rc -eq 5 ]; then echo "no Python tests collected"; exit 0; fi; exit $$rc
 
 test: rust-test py-test
+
+# The habits CI gates (docs/architecture.md): formatting, clippy without warnings, ruff, and no
+# non-test module past 800 lines.
+lint: setup-test
+	cargo fmt --all --check
+	cargo clippy --workspace --all-targets -- -D warnings
+	$(BIN)/ruff check python tests scripts
+	$(BIN)/python scripts/check-module-size.py
 
 bench: setup
 	$(BIN)/braid bench
