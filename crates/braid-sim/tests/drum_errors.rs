@@ -389,13 +389,19 @@ fn a_send_longer_than_its_receive_fails_both_ends_under_the_agent() {
             "{mw}"
         );
         assert_eq!(seen[1].state, Some(QpState::Error), "{mw}");
+        // Whether the long SEND completed before its end failed is a race between the SEND's
+        // ACK and the peer agent's notice of the receive error: under drum_ud the notice can
+        // come first (since the RNIC's per-QP message-rate ceiling stopped holding back other
+        // QPs' WQEs, docs/scenario.md "RNIC message rate"), and the SEND is flushed with the
+        // rest. Either way the connection ends in Error with everything after it flushed.
+        assert!(
+            seen[0].wcs[0] == (1, Success, Send, 4096) || seen[0].wcs[0] == (1, Flushed, Send, 0),
+            "{mw}: {:?}",
+            seen[0].wcs
+        );
         assert_eq!(
-            seen[0].wcs,
-            vec![
-                (1, Success, Send, 4096),
-                (2, Flushed, Send, 0),
-                (80, Flushed, Write, 0)
-            ],
+            seen[0].wcs[1..],
+            [(2, Flushed, Send, 0), (80, Flushed, Write, 0)],
             "{mw}"
         );
         assert_eq!(seen[0].state, Some(QpState::Error), "{mw}");

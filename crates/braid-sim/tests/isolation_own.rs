@@ -30,14 +30,20 @@ fn ping(gbps: u64, nic: Value, bulk: Option<&str>) -> Vec<u64> {
     let rate = format!("{gbps}Gbps");
     // Slower links: longer runs for as many of the bulk tenant's turns.
     let us = (3000 * 100 / gbps).max(3000);
-    let mut apps = vec![json!({"kind": "write_lat", "src": 0, "dst": 1, "size": "16B",
-                               "start": "30us", "duration": format!("{us}us"), "priority": 1})];
+    let mut apps = vec![
+        json!({"kind": "write_lat", "src": 0, "dst": 1, "size": "16B",
+                               "start": "30us", "duration": format!("{us}us"), "priority": 1}),
+    ];
     if let Some(kind) = bulk {
-        apps.push(json!({"kind": "write_bw", "src": 0, "dst": 1, "size": "16B", "tx_depth": 128,
-                         "post_list": 32, "duration": format!("{}us", us + 50), "priority": 2}));
+        apps.push(
+            json!({"kind": "write_bw", "src": 0, "dst": 1, "size": "16B", "tx_depth": 128,
+                         "post_list": 32, "duration": format!("{}us", us + 50), "priority": 2}),
+        );
         let (src, dst) = if kind == "read_bw" { (1, 0) } else { (0, 1) };
-        apps.push(json!({"kind": kind, "src": src, "dst": dst, "size": "1MB", "tx_depth": 16,
-                         "duration": format!("{}us", us + 50), "priority": 3}));
+        apps.push(
+            json!({"kind": kind, "src": src, "dst": dst, "size": "1MB", "tx_depth": 16,
+                         "duration": format!("{}us", us + 50), "priority": 3}),
+        );
     }
     let s = json!({
         "duration": format!("{}us", us + 200),
@@ -68,7 +74,8 @@ fn worst(l: &[u64]) -> f64 {
 }
 
 fn check(gbps: u64, bulk: &str) {
-    let nic = |arb: &str| json!({"arbiter": arb, "tx_prefetch": "64KB", "ets_weights": [1, 1, 1, 16]});
+    let nic =
+        |arb: &str| json!({"arbiter": arb, "tx_prefetch": "64KB", "ets_weights": [1, 1, 1, 16]});
     let alone = ping(gbps, nic("rr"), None);
     let raw = ping(gbps, nic("rr"), Some(bulk));
     let sp = ping(gbps, nic("sp"), Some(bulk));
@@ -92,8 +99,16 @@ fn check(gbps: u64, bulk: &str) {
         bound_ets / 1e6,
         turn / 1e6
     );
-    assert!(worst(&sp) <= bound_sp, "{gbps}G {bulk}: SP worst {}", worst(&sp));
-    assert!(worst(&ets) <= bound_ets, "{gbps}G {bulk}: ETS worst {}", worst(&ets));
+    assert!(
+        worst(&sp) <= bound_sp,
+        "{gbps}G {bulk}: SP worst {}",
+        worst(&sp)
+    );
+    assert!(
+        worst(&ets) <= bound_ets,
+        "{gbps}G {bulk}: ETS worst {}",
+        worst(&ets)
+    );
     assert!(
         p99(&raw) >= p99(&alone) + 0.5 * turn,
         "{gbps}G {bulk}: raw p99 {} vs alone {}",
