@@ -248,7 +248,7 @@ fn certified_gap_stop_bounds_the_true_gap() {
     let tr = &r.trace;
     assert_eq!(tr.certified_iter.len(), tr.certified_gap.len());
     assert_eq!(*tr.certified_iter.last().unwrap() as usize, r.iterations);
-    assert!(r.iterations % 5 == 0);
+    assert!(r.iterations.is_multiple_of(5));
     let last = *tr.certified_gap.last().unwrap();
     assert!(last <= 1e-4, "{last}");
     // the checks before did not meet the tolerance
