@@ -105,7 +105,7 @@ fn clip(x: f64, h: f64, lo: f64, hi: f64) -> Root {
 /// in which case an unbounded problem returns +inf). `guess` (if > 0) warm-starts Newton.
 /// Requires w, s, c2 >= 0 and lo >= 0.
 #[inline]
-#[allow(clippy::too_many_arguments)] // the scalar kernel takes one entry's terms as plain floats: a struct costs the hot loop
+#[allow(clippy::too_many_arguments)] // one entry's scalar problem, its terms as the paper writes them
 pub fn solve(al: &Alpha, w: f64, s: f64, c2: f64, c1: f64, lo: f64, hi: f64, guess: f64) -> Root {
     if hi <= lo {
         return Root { x: lo, h: 0.0 };
