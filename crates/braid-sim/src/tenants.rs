@@ -211,7 +211,7 @@ pub fn table(world: &World, log: &FlowLog, now: Time) -> Table {
             Column::F64(
                 rows.iter()
                     .map(|&(h, i)| {
-                        slot(h, i)
+                        let vals: Vec<f64> = slot(h, i)
                             .stack
                             .iter()
                             .flat_map(|l| {
@@ -221,7 +221,14 @@ pub fn table(world: &World, log: &FlowLog, now: Time) -> Table {
                                     .filter(move |(k, _)| format!("{n}_{k}") == *c)
                             })
                             .map(|(_, v)| v)
-                            .sum::<f64>()
+                            .collect();
+                        // A counter of a layer this tenant's stack lacks is not measured: NaN, as
+                        // the table's other unmeasured cells, not an empty sum (-0.0).
+                        if vals.is_empty() {
+                            f64::NAN
+                        } else {
+                            vals.iter().sum()
+                        }
                     })
                     .collect(),
             ),
