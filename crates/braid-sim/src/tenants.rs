@@ -211,7 +211,7 @@ pub fn table(world: &World, log: &FlowLog, now: Time) -> Table {
             Column::F64(
                 rows.iter()
                     .map(|&(h, i)| {
-                        let vals: Vec<f64> = slot(h, i)
+                        slot(h, i)
                             .stack
                             .iter()
                             .flat_map(|l| {
@@ -221,14 +221,10 @@ pub fn table(world: &World, log: &FlowLog, now: Time) -> Table {
                                     .filter(move |(k, _)| format!("{n}_{k}") == *c)
                             })
                             .map(|(_, v)| v)
-                            .collect();
-                        // A counter of a layer this tenant's stack lacks is not measured: NaN, as
-                        // the table's other unmeasured cells, not an empty sum (-0.0).
-                        if vals.is_empty() {
-                            f64::NAN
-                        } else {
-                            vals.iter().sum()
-                        }
+                            // From +0.0: a counter of a layer this tenant's stack lacks counts
+                            // nothing, 0 (f64's `sum` of nothing is -0.0). Not NaN: tests and
+                            // reproductions add a counter up over every tenant.
+                            .fold(0.0, |a, v| a + v)
                     })
                     .collect(),
             ),
