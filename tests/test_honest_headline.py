@@ -135,3 +135,23 @@ def test_import_hpcc_notes_are_current():
     assert "no packet trace" not in IGNORED["ENABLE_TRACE"] and "measure.pcap" in IGNORED["ENABLE_TRACE"]
     assert "pfc.parquet" in IGNORED["PFC_OUTPUT_FILE"] and "export --format hpcc" in IGNORED["PFC_OUTPUT_FILE"]
     assert "export --format hpcc" in IGNORED["FCT_OUTPUT_FILE"]
+
+
+def test_counters_of_layers_a_tenant_lacks_are_plain_zero():
+    """D18: a raw tenant's columns for another tenant's layer (here PeRF's) were -0.0. They are
+    0 (the layer counted nothing for this tenant; a choice, documented in docs/scenario.md:
+    summed over tenants, a null or NaN would poison the sum)."""
+    import math
+
+    text = APPS.replace("[[apps]]\nkind = \"write_lat\"", "[[apps]]\nmiddleware = [\"perf\"]\nkind = \"write_lat\"")
+    res = braid.run(tomllib.loads(text), seed=1)
+    t = res.tenants
+    perf_cols = [c for c in t.columns if c.startswith("perf_")]
+    assert perf_cols, t.columns
+    stacks = t["stack"].to_list() if "stack" in t.columns else None
+    raw = [i for i, s in enumerate(stacks) if "perf" not in str(s)]
+    assert raw, stacks
+    for c in perf_cols:
+        for i in raw:
+            v = t[c][i]
+            assert v == 0 and math.copysign(1.0, v) == 1.0, (c, i, v)

@@ -109,7 +109,7 @@ def test_two_sweeps_into_one_folder(tmp_path, monkeypatch):
     held.lock()
     try:
         r = invoke("sweep", p, "--grid", "topology.paths=1,2", "-o", "sw", "-j", "1")
-        one_line_error(r, "-o", "sw", "is being written by another braid sweep or run")
+        one_line_error(r, "-o", "sw is being written by another braid sweep or run")
         assert not (tmp_path / "sw" / "points").exists()
     finally:
         held.unlock()

@@ -221,7 +221,10 @@ pub fn table(world: &World, log: &FlowLog, now: Time) -> Table {
                                     .filter(move |(k, _)| format!("{n}_{k}") == *c)
                             })
                             .map(|(_, v)| v)
-                            .sum::<f64>()
+                            // From +0.0: a counter of a layer this tenant's stack lacks counts
+                            // nothing, 0 (f64's `sum` of nothing is -0.0). Not NaN: tests and
+                            // reproductions add a counter up over every tenant.
+                            .fold(0.0, |a, v| a + v)
                     })
                     .collect(),
             ),

@@ -134,7 +134,7 @@ class Verdicts:
                     self.failures += 1
 
     def line(self) -> str:
-        doc = f" ({self.documented} a documented difference{'s' if self.documented != 1 else ''})" if self.documented else ""
+        doc = f" ({self.documented} {'a documented difference' if self.documented == 1 else 'documented differences'})" if self.documented else ""
         return (
             f"direction {self.direction_ok} of {self.direction_judged}, "
             f"magnitude {self.magnitude_ok} of {self.magnitude_judged}{doc} "

@@ -79,7 +79,8 @@ class SweepDir:
         except OSError as e:
             raise BraidError(option, f"cannot write the sweep folder {self.root}: {e.strerror or e}") from None
         if not got:
-            raise BraidError(option, _busy(self.root, lock).message.replace("another braid run", "another braid sweep or run"))
+            msg = _busy(self.root, lock).message.replace("another braid run", "another braid sweep or run")
+            raise BraidError(option, f"{self.root} {msg}")
         self._lock = lock
 
     def unlock(self) -> None:
