@@ -5,7 +5,6 @@ Each test fails on the code before the change."""
 from __future__ import annotations
 
 import tomllib
-from pathlib import Path
 
 import polars as pl
 import pytest
@@ -125,7 +124,7 @@ def test_report_on_a_flows_table_without_fct(tmp_path):
     pl.read_parquet(p).drop("fct_ps").write_parquet(p)
     r = invoke("report", tmp_path / "r")
     assert r.exit_code == 2, r.output
-    assert r.stderr.strip() == f"error: flows.parquet: lacks the column(s) fct_ps (damaged, or not written by this braid); re-run to write it again"
+    assert r.stderr.strip() == "error: flows.parquet: lacks the column(s) fct_ps (damaged, or not written by this braid); re-run to write it again"
 
 
 def test_import_hpcc_notes_are_current():

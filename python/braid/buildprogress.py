@@ -8,7 +8,7 @@ stays silent. ``braid run`` and ``braid validate`` show it unless ``--no-progres
 
 from __future__ import annotations
 
-from typing import Callable, Optional
+from typing import Callable
 
 from .scenario import Scenario
 

@@ -11,7 +11,6 @@ Results go into one folder (default ``./braid-demo``), written atomically, with 
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import time
@@ -160,7 +159,7 @@ def incast_table(results: list):
     for label, _ in results:
         t.add_column(label, justify="right")
     rows = []
-    for key, label, get in INCAST_METRICS:
+    for _key, label, get in INCAST_METRICS:
         vals = [get(r) for _, r in results]
         rows.append((label, vals))
         t.add_row(label, *[v if isinstance(v, str) else fmt(v) for v in vals])
@@ -186,7 +185,7 @@ def run_demo(out: Path, seed: Optional[int] = None) -> Path:
         # The tour's own folder: re-running the demo replaces it, and says so.
         c.print(f"[dim]replacing the earlier demo in {out}[/dim]")
     with atomic_dir(out, overwrite=earlier) as tmp:
-        for folder, scen, overrides, label in RUNS:
+        for folder, scen, overrides, _label in RUNS:
             res = api.run(packaged_scenario(scen), seed=seed, overrides=overrides, progress=console(stderr=True).is_terminal)
             (tmp / folder).mkdir()
             write_into(res, tmp / folder)

@@ -73,7 +73,7 @@ def read_hpcc_fct(path: Path) -> Tuple[List[int], List[float]]:
 
         text = read_input_text(Path(path))
     except OSError as e:
-        raise BraidError(str(path), f"cannot read: {e.strerror or e}")
+        raise BraidError(str(path), f"cannot read: {e.strerror or e}") from None
     sizes, sd = [], []
     for no, line in enumerate(text.splitlines(), 1):
         f = line.split()

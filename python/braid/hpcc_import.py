@@ -22,30 +22,47 @@ without the compiled core.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import sys
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import click
 
 
-def _inputs():
-    """``braid.inputs`` (regular files only, bounded sizes): imported from the package, or from
-    its file beside this one when this module is loaded alone (it needs no compiled core)."""
+def _sibling(name: str):
+    """``braid.<name>``, imported from the package, or from its file beside this one when this
+    module is loaded alone (it needs no compiled core)."""
     try:
-        from . import inputs
-    except ImportError:
-        import importlib.util
+        import importlib
 
-        spec = importlib.util.spec_from_file_location("braid_inputs", Path(__file__).with_name("inputs.py"))
-        inputs = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(inputs)
-    return inputs
+        return importlib.import_module(f".{name}", __package__) if __package__ else _load_file(name)
+    except ImportError:
+        return _load_file(name)
+
+
+def _load_file(name: str):
+    import importlib.util
+
+    key = f"braid_{name}"
+    if key not in sys.modules:
+        spec = importlib.util.spec_from_file_location(key, Path(__file__).with_name(f"{name}.py"))
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[key] = mod
+        spec.loader.exec_module(mod)
+    return sys.modules[key]
+
+
+def _inputs():
+    """``braid.inputs`` (regular files only, bounded sizes)."""
+    return _sibling("inputs")
+
+
+_toml_out = _sibling("toml_out")
+fmt_bytes, fmt_duration, fmt_rate, to_toml = _toml_out.fmt_bytes, _toml_out.fmt_duration, _toml_out.fmt_rate, _toml_out.to_toml
 
 
 def read_input_text(path: Path, limit: Optional[int] = None) -> str:
@@ -159,7 +176,7 @@ def parse_config(path: Path, text: Optional[str] = None) -> Dict[str, Entry]:
         try:
             text = read_input_text(path)
         except OSError as e:
-            raise HpccImportError(f"{path}: cannot read: {e.strerror or e}")
+            raise HpccImportError(f"{path}: cannot read: {e.strerror or e}") from None
     out: Dict[str, Entry] = {}
     for no, raw in enumerate(text.splitlines(), 1):
         line = re.sub(r"\{[^}]*\}", " ", raw).split("#", 1)[0].strip()
@@ -192,7 +209,7 @@ def _dec(path: Path, e: Entry, s: str, what: str) -> Decimal:
     try:
         d = Decimal(s)
     except InvalidOperation:
-        raise HpccImportError(f"{_where(path, e)}: expected {what}, got {s!r}")
+        raise HpccImportError(f"{_where(path, e)}: expected {what}, got {s!r}") from None
     if not d.is_finite() or d < 0:
         raise HpccImportError(f"{_where(path, e)}: expected {what}, got {s!r}")
     return d
@@ -238,35 +255,6 @@ def _rate_bps(path: Path, e: Entry, s: str) -> int:
     if v != v.to_integral_value():
         raise HpccImportError(f"{_where(path, e)}: {s!r} is not a whole number of bit/s")
     return int(v)
-
-
-def fmt_rate(bps: int) -> str:
-    for unit, scale in (("Tbps", 10**12), ("Gbps", 10**9), ("Mbps", 10**6), ("Kbps", 10**3)):
-        if bps >= scale:
-            return f"{_trim(Decimal(bps) / scale)}{unit}"
-    return f"{bps}bps"
-
-
-def fmt_duration(ps: int) -> str:
-    for unit, scale in (("s", 10**12), ("ms", 10**9), ("us", 10**6), ("ns", 10**3)):
-        if ps >= scale:
-            return f"{_trim(Decimal(ps) / scale)}{unit}"
-    return f"{ps}ps"
-
-
-def fmt_bytes(n: int) -> str:
-    for unit, scale in (("GB", 10**9), ("MB", 10**6), ("KB", 10**3)):
-        if n >= scale and n % scale == 0:
-            return f"{n // scale}{unit}"
-    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if n >= scale and n % scale == 0:
-            return f"{n // scale}{unit}"
-    return f"{n}B"
-
-
-def _trim(d: Decimal) -> str:
-    s = format(d, "f")
-    return s.rstrip("0").rstrip(".") if "." in s else s
 
 
 def _us_to_ps(path: Path, e: Entry) -> int:
@@ -315,14 +303,14 @@ def _read_topology(path: Path) -> TopologyInfo:
     try:
         toks = [(no, t) for no, line in enumerate(read_input_text(path).splitlines(), 1) for t in line.split()]
     except OSError as e:
-        raise HpccImportError(f"{path}: cannot read: {e.strerror or e}")
+        raise HpccImportError(f"{path}: cannot read: {e.strerror or e}") from None
     it = iter(toks)
 
     def nxt(what: str) -> Tuple[int, str]:
         try:
             return next(it)
         except StopIteration:
-            raise HpccImportError(f"{path}: file ends early: expected {what}")
+            raise HpccImportError(f"{path}: file ends early: expected {what}") from None
 
     def num(what: str) -> int:
         no, t = nxt(what)
@@ -364,7 +352,7 @@ def _flow_priorities(path: Path, topo: Optional[TopologyInfo] = None) -> List[in
     try:
         lines = read_input_text(path, _inputs().FLOWS_LIMIT).split("\n")
     except OSError as e:
-        raise HpccImportError(f"{path}: cannot read: {e.strerror or e}")
+        raise HpccImportError(f"{path}: cannot read: {e.strerror or e}") from None
     toks = lines[0].split() if lines else []
     if not toks or not toks[0].isdigit():
         raise HpccImportError(f"{path}:1: expected the number of flows")
@@ -757,65 +745,6 @@ def _ranges(ids: Sequence[int]) -> str:
 
 
 # --------------------------------------------------------------------------------------------
-# TOML output (the subset scenarios use: strings, numbers, booleans, arrays, tables)
-# --------------------------------------------------------------------------------------------
-
-
-def _toml_value(v) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, int):
-        return str(v)
-    if isinstance(v, float):
-        r = repr(v)
-        return r if any(c in r for c in ".eEn") else r + ".0"
-    if isinstance(v, str):
-        return json.dumps(v, ensure_ascii=False)
-    if isinstance(v, list):
-        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
-    if isinstance(v, dict):
-        return "{ " + ", ".join(f"{_toml_key(k)} = {_toml_value(x)}" for k, x in v.items()) + " }"
-    raise TypeError(f"cannot write {type(v).__name__} as TOML")
-
-
-def _toml_key(k: str) -> str:
-    return k if re.fullmatch(r"[A-Za-z0-9_-]+", k) else json.dumps(k)
-
-
-def to_toml(doc: dict) -> str:
-    """Nested dicts become tables; top-level lists of dicts become arrays of tables
-    (``[[traffic]]``); deeper lists of dicts stay inline (``by_rate = [{ ... }]``)."""
-    lines: List[str] = []
-
-    def is_sub(k: str, v, top: bool) -> bool:
-        return isinstance(v, dict) or (top and isinstance(v, list) and bool(v) and all(isinstance(x, dict) for x in v))
-
-    def table(prefix: str, d: dict, array: bool = False) -> None:
-        top = prefix == ""
-        if not top:
-            lines.append(f"[[{prefix}]]" if array else f"[{prefix}]")
-        subs = []
-        for k, v in d.items():
-            if is_sub(k, v, top):
-                subs.append((k, v))
-            else:
-                lines.append(f"{_toml_key(k)} = {_toml_value(v)}")
-        lines.append("")
-        for k, v in subs:
-            p = f"{prefix}.{_toml_key(k)}" if prefix else _toml_key(k)
-            if isinstance(v, dict):
-                table(p, v)
-            else:
-                for item in v:
-                    table(p, item, array=True)
-
-    table("", doc)
-    while lines and lines[-1] == "":
-        lines.pop()
-    return "\n".join(lines) + "\n"
-
-
-# --------------------------------------------------------------------------------------------
 # Command
 # --------------------------------------------------------------------------------------------
 
@@ -845,7 +774,7 @@ def import_hpcc(config: str, output: Optional[str], topology: Optional[str], flo
             os.replace(tmp, output)
         except OSError as e:
             tmp.unlink(missing_ok=True)
-            raise HpccImportError(f"{output}: cannot write: {e.strerror or e}")
+            raise HpccImportError(f"{output}: cannot write: {e.strerror or e}") from None
         click.echo(f"wrote {output}", err=True)
     else:
         click.echo(imp.toml, nl=False)

@@ -14,7 +14,6 @@ Conventions every figure follows:
 from __future__ import annotations
 
 import io
-import os
 import textwrap
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple

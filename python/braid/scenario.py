@@ -224,7 +224,7 @@ def parse_override(spec: str) -> tuple[list[Union[str, int]], Any]:
         raise BraidError(f"--set {spec}", 'expected key.path=value, e.g. switch.pfc.enabled=false or traffic[0].size="1MB"')
     # The key path ends at the first '=' outside quotes.
     q = None
-    for pos, c in enumerate(spec):
+    for pos, c in enumerate(spec):  # noqa: B007 (pos is read after the break)
         if q:
             if c == q:
                 q = None

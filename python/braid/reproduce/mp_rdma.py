@@ -354,7 +354,7 @@ def _sync(m: Dict[str, List[dict]]) -> List[Row]:
             rows.append(Row("512KB: MP-RDMA over DCQCN", "~+48%", f"{mean(mp.values()) / dc - 1:+.0%}", mean(mp.values()) > dc, "DCQCN's mean depends on how 5 flows hash onto 4 paths"))
             rows.append(Row("512KB: Stop-Wait vs MP-RDMA", "about equal", f"{sw[hi] / mp[hi]:.0%} at {hi:.0%}", sw[hi] / mp[hi] > 0.9))
         else:
-            rows.append(Row(f"32KB: MP-RDMA goodput falls with the ratio (Gbps)", "falls", f"{mp[0.0]:.0f} → {mp[hi]:.0f}", mp[hi] < mp[0.0]))
+            rows.append(Row("32KB: MP-RDMA goodput falls with the ratio (Gbps)", "falls", f"{mp[0.0]:.0f} → {mp[hi]:.0f}", mp[hi] < mp[0.0]))
             rows.append(Row(f"32KB, {hi:.0%} sync: MP-RDMA vs DCQCN", "-16%", f"{mp[hi] / dc - 1:+.0%}", mp[hi] < dc, "braid's synchronise costs less than the paper's"))
             rows.append(Row(f"32KB, {hi:.0%} sync: Stop-Wait vs MP-RDMA", "< 50%", f"{sw[hi] / mp[hi]:.0%}", sw[hi] / mp[hi] < 0.5))
     return rows

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Dict, List
 
-from .metrics import flow_goodput_gbps, mean, spread, total_goodput_gbps
+from .metrics import flow_goodput_gbps, mean, total_goodput_gbps
 from .registry import Row, Run, experiment
 
 DOC = "docs/mp-rdma.md"

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from typing import Dict, List, Sequence
+from typing import Dict, List
 
 from .registry import Row, Run, experiment
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from ..scenario import BraidError, Scenario, load_scenario
-from .engine import ATTEMPTS, drive, one_line, open_executor
+from .engine import drive, one_line, open_executor
 from .executors import DaskExecutor, LocalExecutor, make_executor
 from .plan import Plan, Point, make_plan, toml_text
 from .store import DATASET, SweepDir, _cell

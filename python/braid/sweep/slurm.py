@@ -17,7 +17,7 @@ import re
 import shutil
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, Dict, List, Optional
 
 from ..scenario import BraidError
 
