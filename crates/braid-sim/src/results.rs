@@ -110,7 +110,8 @@ pub fn assemble(
         // `size` is what was asked for, finished or not (an app stopped halfway used to show the
         // bytes it had moved); an app that runs for a time rather than a count asked for none,
         // and shows what it moved.
-        fl.size.push(if is_flow || f.size > 0 { f.size } else { bytes });
+        fl.size
+            .push(if is_flow || f.size > 0 { f.size } else { bytes });
         fl.start.push(f.start_ps as i64);
         fl.finish.push(f.finish_ps.map_or(-1, |t| t as i64));
         fl.fct.push(fct.map_or(-1, |t| t as i64));

@@ -94,11 +94,12 @@ impl Cdf {
             let x: f64 = f[0]
                 .parse()
                 .map_err(|_| err(format!("expected a size in bytes, got {}", shown(f[0]))))?;
-            let y: f64 = f[1]
-                .parse()
-                .map_err(|_| {
-                    err(format!("expected a cumulative percent, got {}", shown(f[1])))
-                })?;
+            let y: f64 = f[1].parse().map_err(|_| {
+                err(format!(
+                    "expected a cumulative percent, got {}",
+                    shown(f[1])
+                ))
+            })?;
             if !x.is_finite() || x < 0.0 {
                 return Err(err(format!(
                     "size must be a non-negative number, got {:?}",

@@ -200,7 +200,10 @@ pub fn parse_flows(path: &Path, text: &str) -> Result<Vec<HpccFlow>, String> {
         let start_ps = parse_seconds(start).ok_or_else(|| {
             t.err(
                 ls,
-                format!("expected a start time in seconds like 2.000001, got {}", shown(start)),
+                format!(
+                    "expected a start time in seconds like 2.000001, got {}",
+                    shown(start)
+                ),
             )
         })?;
         if src == dst {

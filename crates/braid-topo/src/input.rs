@@ -84,7 +84,10 @@ pub fn shown(token: &str) -> String {
     if numeric {
         format!("{token:?}")
     } else {
-        format!("text that is not a number ({} characters)", token.chars().count())
+        format!(
+            "text that is not a number ({} characters)",
+            token.chars().count()
+        )
     }
 }
 
@@ -122,7 +125,10 @@ mod tests {
     #[test]
     fn a_device_is_refused_without_reading_it() {
         let e = read_text(Path::new("/dev/zero"), CDF_LIMIT).unwrap_err();
-        assert!(e.contains("/dev/zero: is a device, not a regular file"), "{e}");
+        assert!(
+            e.contains("/dev/zero: is a device, not a regular file"),
+            "{e}"
+        );
     }
 
     #[cfg(unix)]
@@ -131,7 +137,10 @@ mod tests {
         let d = tmp("fifo");
         let p = d.join("flows.txt");
         let _ = std::fs::remove_file(&p);
-        let ok = std::process::Command::new("mkfifo").arg(&p).status().map(|s| s.success());
+        let ok = std::process::Command::new("mkfifo")
+            .arg(&p)
+            .status()
+            .map(|s| s.success());
         if !matches!(ok, Ok(true)) {
             eprintln!("mkfifo unavailable; skipped");
             return;
