@@ -32,7 +32,7 @@ fn perr(py: Python<'_>, param: &str, msg: impl Into<String>) -> PyErr {
 }
 
 fn f64s(py: Python<'_>, b: &[u8], name: &str) -> PyResult<Vec<f64>> {
-    if b.len() % 8 != 0 {
+    if !b.len().is_multiple_of(8) {
         return Err(perr(
             py,
             name,
@@ -45,7 +45,7 @@ fn f64s(py: Python<'_>, b: &[u8], name: &str) -> PyResult<Vec<f64>> {
 }
 
 fn u32s(py: Python<'_>, b: &[u8], name: &str) -> PyResult<Vec<u32>> {
-    if b.len() % 4 != 0 {
+    if !b.len().is_multiple_of(4) {
         return Err(perr(
             py,
             name,
@@ -58,7 +58,7 @@ fn u32s(py: Python<'_>, b: &[u8], name: &str) -> PyResult<Vec<u32>> {
 }
 
 fn u64s(py: Python<'_>, b: &[u8], name: &str) -> PyResult<Vec<u64>> {
-    if b.len() % 8 != 0 {
+    if !b.len().is_multiple_of(8) {
         return Err(perr(
             py,
             name,

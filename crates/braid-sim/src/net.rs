@@ -83,7 +83,7 @@ impl Port {
             link,
             rate,
             peer_switch: u32::MAX,
-            ps_per_byte: if (8 * braid_engine::time::S) % rate == 0 {
+            ps_per_byte: if (8 * braid_engine::time::S).is_multiple_of(rate) {
                 8 * braid_engine::time::S / rate
             } else {
                 0

@@ -71,7 +71,7 @@ fn hardware_pause_gives_the_single_qp_tenant_its_share() {
     // (the review measured 0.286 here); and the 8-QP tenant keeps at least as much.
     let share = a / (a + b);
     assert!(
-        share >= 0.8 * 0.5 && share <= 1.0 - 0.8 * 0.5,
+        (0.8 * 0.5..=1.0 - 0.8 * 0.5).contains(&share),
         "hw_pause share {share}"
     );
     // Work-conserving: together as much as raw.

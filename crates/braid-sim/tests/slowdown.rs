@@ -94,7 +94,7 @@ fn multipath_flow_is_measured_against_the_fabric_not_its_ecmp_path() {
         "slowdown is fct / ideal, unclamped"
     );
     assert!(
-        sd >= 1.0 && sd < 1.5,
+        (1.0..1.5).contains(&sd),
         "MP-RDMA alone at {sd} of the fabric's ideal"
     );
 }

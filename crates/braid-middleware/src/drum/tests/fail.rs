@@ -179,6 +179,6 @@ fn a_region_deregistered_while_a_write_waits_in_the_pool_is_not_written() {
     // place, and the peer's end went to Error, as the responder's RC QP would.
     let sends = agent_sends(&net, H1);
     assert_eq!(sends.len(), 2);
-    assert!(matches!(sends[1].1.op, SendOp::SendWithImm(_)) && sends[1].1.len() == 0);
+    assert!(matches!(sends[1].1.op, SendOp::SendWithImm(_)) && sends[1].1.is_empty());
     assert_eq!(state(&mut net, &eb), QpState::Error);
 }
