@@ -48,6 +48,7 @@ fn read_goodput_at_depth_64_is_bounded_by_16_outstanding_reads_per_rtt() {
         "depth 64 ({g64}) as depth 16 ({g16}): the bound decides"
     );
     let g4 = read_goodput(4);
+    eprintln!("bound {bound:.3} Gbps; depth 64: {g64:.3}, 16: {g16:.3}, 4: {g4:.3}");
     assert!(
         (g4 - bound / 4.0).abs() <= 0.05 * bound / 4.0,
         "below the bound the depth decides: {g4} vs {}",

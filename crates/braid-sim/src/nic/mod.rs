@@ -25,6 +25,7 @@ use std::collections::VecDeque;
 
 mod build;
 pub mod config;
+mod feedback;
 mod limits;
 mod rx;
 mod tx;

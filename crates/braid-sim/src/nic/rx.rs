@@ -7,35 +7,10 @@ use super::{
     TimerKind, NAK_REMOTE_ACCESS, QPN_BITS, QPN_MASK,
 };
 use crate::packet::*;
-use crate::transport::psn::{from_wire, to_wire};
+use crate::transport::psn::to_wire;
 use crate::transport::{DataInfo, Feedback, Reply, RxClass, TxFx};
 use braid_engine::time::Time;
 use braid_verbs::*;
-
-/// Maps the 24-bit PSNs of a packet for `q` back to its internal numbering
-/// (`transport/psn.rs`): what the QP sent as a requester (ACKs, NAKs, READ responses) near what
-/// it has acknowledged, its remote's requests near the PSN it expects. False when the PSN lies
-/// before the connection's first one.
-fn unwire(q: &super::Qp, pk: &mut Packet) -> bool {
-    let (base, near) = match pk.kind {
-        PktKind::Ack | PktKind::Nak | PktKind::RnrNak => (q.sq_psn, q.t.acked()),
-        PktKind::Data if pk.op == DataOp::ReadResp => (q.sq_psn, q.t.acked()),
-        PktKind::Data | PktKind::ReadReq if q.qp_type == QpType::Uc => (q.rq_psn, q.uc_epsn),
-        PktKind::Data | PktKind::ReadReq => (q.rq_psn, q.t.expected()),
-        PktKind::Cnp | PktKind::Pfc => return true,
-    };
-    let Some(psn) = from_wire(pk.psn, base, near) else {
-        return false;
-    };
-    pk.psn = psn;
-    if pk.sack != u32::MAX && pk.kind != PktKind::Data {
-        match from_wire(pk.sack, base, near) {
-            Some(s) => pk.sack = s,
-            None => return false,
-        }
-    }
-    true
-}
 
 impl Nic {
     /// Whether a packet arriving now must wait for the receive pipeline (QP-cache misses);
@@ -151,7 +126,7 @@ impl Nic {
                 self.stats.foreign_drops += 1;
                 return;
             }
-            if q.wire_psn && !unwire(q, &mut pk) {
+            if q.wire_psn && !super::feedback::unwire(q, &mut pk) {
                 // Before the connection's first PSN: a duplicate of nothing.
                 self.stats.ooo_drops += 1;
                 return;
@@ -191,41 +166,6 @@ impl Nic {
             PktKind::Pfc => unreachable!("PFC frames are handled by the port"),
         };
         self.feedback(now, qpn, fb, eff);
-    }
-
-    /// Whether an ACK or NAK names a PSN the requester has outstanding (the IBTA's requester
-    /// validates the PSN of every response against the PSNs it sent and has not seen
-    /// acknowledged; rxe's completer, `check_psn`, drops the others). An access NAK must name a
-    /// PSN of a WR it sent; an in-order transport's ACK or sequence/RNR NAK must not
-    /// acknowledge beyond the last PSN sent, and a NAK must not go back behind what is already
-    /// acknowledged. A forged or stale one (a same-host injector's, or a responder answering a
-    /// request its requester never made) is dropped instead of failing or completing the
-    /// victim's WRs. Other packets, and QPs a multipath transport runs (its feedback is per
-    /// path), pass.
-    fn expects_feedback(&self, qpn: QpNum, pk: &Packet) -> bool {
-        let nak = matches!(pk.kind, PktKind::Nak | PktKind::RnrNak);
-        if !nak && pk.kind != PktKind::Ack {
-            return true;
-        }
-        let Some(q) = self.qp(qpn) else { return true };
-        if q.qp_type != QpType::Rc {
-            return true;
-        }
-        let sent = q.cursor_psn();
-        if pk.kind == PktKind::Nak && pk.aux == NAK_REMOTE_ACCESS {
-            return q.t.acked() <= pk.psn
-                && q.sq.iter().any(|w| {
-                    w.first_psn
-                        .is_some_and(|f| pk.psn >= f && pk.psn < f + w.npkts.max(1))
-                        && pk.psn < sent
-                });
-        }
-        if q.t.out_of_order() {
-            return true;
-        }
-        // An ACK's or NAK's PSN is the responder's next expected one: at most one past the
-        // last PSN sent; a NAK's at least what is acknowledged already.
-        pk.psn <= sent && (!nak || pk.psn >= q.t.acked())
     }
 
     /// Hands feedback to a QP's transport, then completes what it acknowledged.
