@@ -16,11 +16,6 @@
 //!
 //! See `docs/drum.md` for what is sound and what differs from the paper.
 
-// Numeric kernels: `!(a < b)` is written on purpose, so that a NaN takes the safe branch, and
-// loops index several parallel arrays (entries, pairs, rows) by one position, which reads as the
-// paper's sums; iterator chains over four zipped slices would not.
-#![allow(clippy::neg_cmp_op_on_partial_ord, clippy::needless_range_loop)]
-
 pub mod admm;
 pub mod bound;
 pub mod capacity;

@@ -348,9 +348,7 @@ pub fn red_probability(q: u64, c: &EcnCurve) -> f64 {
     let (kmin, kmax) = (c.kmin.0, c.kmax.0);
     if q <= kmin {
         0.0
-    } else if q > kmax {
-        1.0
-    } else if kmax == kmin {
+    } else if q > kmax || kmax == kmin {
         1.0
     } else {
         c.pmax * (q - kmin) as f64 / (kmax - kmin) as f64

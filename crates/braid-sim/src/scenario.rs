@@ -470,9 +470,11 @@ fn check_transport(path: &str, t: &TransportConfig, ack_every: u32) -> Result<()
     if m.max_per_ack == 0 {
         return Err(err(at("mp_rdma.max_per_ack"), "expected at least 1"));
     }
-    if !(m.burst_rtt_frac > 0.0 && m.burst_rtt_frac.is_finite())
-        || !(m.restart_rtts > 0.0 && m.restart_rtts.is_finite())
-        || !(m.alpha >= 0.0 && m.alpha.is_finite())
+    let positive = |x: f64| x > 0.0 && x.is_finite();
+    if !(positive(m.burst_rtt_frac)
+        && positive(m.restart_rtts)
+        && m.alpha >= 0.0
+        && m.alpha.is_finite())
     {
         return Err(err(
             at("mp_rdma"),

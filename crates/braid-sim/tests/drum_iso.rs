@@ -52,9 +52,12 @@ fn imm_of(t: TenantId, c: u32, k: u64) -> u32 {
 
 /// What the receivers saw, per (tenant, connection): completions (wr_id, status, byte_len,
 /// imm) and, once the last WRITE_WITH_IMM arrived, the bytes of the connection's part.
+/// A receive completion as logged: (wr_id, status, byte_len, imm).
+type Recv = (u64, WcStatus, u64, Option<u32>);
+
 #[derive(Default, Debug, PartialEq)]
 struct Log {
-    recv: BTreeMap<(TenantId, u32), Vec<(u64, WcStatus, u64, Option<u32>)>>,
+    recv: BTreeMap<(TenantId, u32), Vec<Recv>>,
     bytes: BTreeMap<(TenantId, u32), Vec<u8>>,
     sent: BTreeMap<(TenantId, u32), Vec<(u64, WcStatus)>>,
     posted: BTreeMap<(TenantId, u32), u64>,

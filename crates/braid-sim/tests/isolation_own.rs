@@ -9,6 +9,7 @@
 //!   frame) per round;
 //! - round robin with a 64 KB read-ahead (64 MTU buffers) makes a ping that lands in the bulk
 //!   tenant's turn wait for the rest of it: its p99 is at least half a turn above alone.
+//!
 //! So SP and ETS protect the ping's tail by (turn / 2) / (3 frames + 2 ACKs + a frame), ~8x
 //! here, at every rate.
 

@@ -279,7 +279,6 @@ mod tests {
         assert!(!step(&mut net, &mut ends[1]));
         assert_eq!(ends[1].4, LinkPhase::Ready);
         assert!(!step(&mut net, &mut ends[1]), "Ready stays Ready");
-        drop(step);
         // Each end connected once, to the other's endpoint.
         assert_eq!(connected, vec![(2, ends[0].3), (1, ends[1].3)]);
     }
