@@ -11,9 +11,14 @@ use braid_verbs::rendezvous::{connect_all, Endpoint, SharedBoard, Side};
 use braid_verbs::*;
 
 pub mod attack;
+pub mod kinds;
 pub mod kv;
 pub mod redis;
 pub mod rpc;
+pub use kinds::{
+    AppEnds, AppFactory, AppKeys, AppKind, AppMode, Draw, Draws, KeyError, KindInfo, SharedDraws,
+    SplitMixDraws,
+};
 pub use kv::{KvClient, KvDraw};
 pub use rpc::{Op, Req, ReqDraw, RpcClient, RpcServer, RpcSpec, RpcStats, Wire};
 
@@ -100,7 +105,7 @@ mod flow;
 mod perf;
 pub(crate) use client::{open_client, ClientRun, ClientSlots};
 pub use flow::{FlowSender, FlowSink, SendFlow};
-pub use perf::{peak_bandwidth, PerfClient, PerfKind, PerfServer, PerfSpec};
+pub use perf::{peak_bandwidth, PerfApp, PerfClient, PerfKind, PerfServer, PerfSpec};
 
 #[cfg(test)]
 pub(crate) mod tests;
