@@ -122,10 +122,12 @@ impl KeyError {
     }
 }
 
+/// An application's two ends: the server (on `dst`) and the client (on `src`).
+pub type AppPair = (Box<dyn App>, Box<dyn App>);
+
 /// A kind's config, the factory of its two ends.
 pub trait AppFactory {
-    /// The server (on `dst`) and the client (on `src`).
-    fn build(&self, ends: AppEnds) -> (Box<dyn App>, Box<dyn App>);
+    fn build(&self, ends: AppEnds) -> AppPair;
 }
 
 /// What the registry knows of a kind, declared in the kind's file.
@@ -138,9 +140,12 @@ pub struct KindInfo {
     pub config: fn(&AppKeys) -> Result<Box<dyn AppFactory>, KeyError>,
 }
 
+/// Whether an entry sets a key.
+type IsSet = fn(&AppKeys) -> bool;
+
 /// The keys only some kinds take: whether an entry sets it, and what a kind that does not take
 /// it says (the words the scenario checks have always used).
-const ONLY_SOME_KINDS: &[(&str, fn(&AppKeys) -> bool, &str)] = &[
+const ONLY_SOME_KINDS: &[(&str, IsSet, &str)] = &[
     (
         "post_list",
         |k| k.post_list > 1,
@@ -156,7 +161,11 @@ const ONLY_SOME_KINDS: &[(&str, fn(&AppKeys) -> bool, &str)] = &[
         |k| k.mode.is_some(),
         "only kv and redis apps have a mode (\"one-sided\" or \"two-sided\")",
     ),
-    ("mix", |k| k.mix.is_some(), "only redis apps have a command mix"),
+    (
+        "mix",
+        |k| k.mix.is_some(),
+        "only redis apps have a command mix",
+    ),
     (
         "chunk",
         |k| k.chunk.is_some(),
@@ -340,6 +349,34 @@ mod tests {
         assert_eq!(first("app-kv", &[0]), first("app-kv", &[0]));
         assert_ne!(first("app-kv", &[0]), first("app-kv", &[1]));
         assert_ne!(first("app-kv", &[0]), first("app-sync", &[0]));
+    }
+
+    /// Each refusal names exactly the kinds that take the key (so a new kind taking a key
+    /// updates its words), and every key a kind lists is one of them.
+    #[test]
+    fn refusals_name_the_kinds_that_take_the_key() {
+        for (key, _, why) in ONLY_SOME_KINDS {
+            let words: std::collections::BTreeSet<&str> = why
+                .split(|c: char| !(c.is_ascii_lowercase() || c == '_'))
+                .collect();
+            for k in AppKind::ALL {
+                assert_eq!(
+                    words.contains(k.name()),
+                    k.takes(key),
+                    "{key}: {why:?} and {}",
+                    k.name()
+                );
+            }
+        }
+        for k in AppKind::ALL {
+            for key in k.info().keys {
+                assert!(
+                    ONLY_SOME_KINDS.iter().any(|(o, _, _)| o == key),
+                    "{}: {key}",
+                    k.name()
+                );
+            }
+        }
     }
 
     /// Every kind's name is its serde name (the scenario's `kind`), and names are unique.

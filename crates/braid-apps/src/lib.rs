@@ -3,6 +3,10 @@
 //! benchmarks (`write_bw`, `write_lat`, `send_bw`, `read_bw`). What they measure goes to a
 //! [`Meter`], which the simulator implements with its flow log and a real-NIC runner with its own.
 //!
+//! Each `[[apps]]` kind's config is its factory ([`kinds`]): read from the entry's keys,
+//! checked in the kind's file, it builds the kind's two ends; a runner (the simulator,
+//! `braid-perftest`) provides their places and seeded random streams.
+//!
 //! Connection setup happens out of band, as with rdma_cm: each side creates its QPs when it
 //! starts and publishes them on a board (`braid_verbs::rendezvous`); one timer tick later (after
 //! every application has started) both sides connect.
@@ -16,8 +20,8 @@ pub mod kv;
 pub mod redis;
 pub mod rpc;
 pub use kinds::{
-    AppEnds, AppFactory, AppKeys, AppKind, AppMode, Draw, Draws, KeyError, KindInfo, SharedDraws,
-    SplitMixDraws,
+    AppEnds, AppFactory, AppKeys, AppKind, AppMode, AppPair, Draw, Draws, KeyError, KindInfo,
+    SharedDraws, SplitMixDraws,
 };
 pub use kv::{KvClient, KvDraw};
 pub use rpc::{Op, Req, ReqDraw, RpcClient, RpcServer, RpcSpec, RpcStats, Wire};

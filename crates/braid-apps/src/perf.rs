@@ -83,7 +83,10 @@ impl PerfKind {
     ];
 
     pub fn from_name(name: &str) -> Option<PerfKind> {
-        Self::NAMES.iter().find(|(n, _)| *n == name).map(|(_, k)| *k)
+        Self::NAMES
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, k)| *k)
     }
 }
 

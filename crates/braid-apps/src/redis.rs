@@ -103,7 +103,9 @@ pub fn rpc_spec(one_sided: bool, chunk: u64, verify: bool) -> RpcSpec {
 }
 
 /// A Redis-like application's command mix: relative weights (at least one positive).
-#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
 #[serde(deny_unknown_fields, default)]
 pub struct RedisMix {
     pub set: f64,

@@ -4,7 +4,6 @@
 
 use crate::config::AppSpec;
 use braid_engine::RngStream;
-use braid_verbs::App;
 use std::rc::Rc;
 
 /// Where an application's two ends live and what they share.
@@ -45,13 +44,11 @@ impl braid_apps::Draws for SimDraws {
     }
 }
 
-/// The server (on `dst`) and the client (on `src`) of `a` (validated: its keys are its kind's).
-pub fn build(a: &AppSpec, e: Ends) -> (Box<dyn App>, Box<dyn App>) {
-    let config = a
-        .kind
-        .config(&a.keys())
-        .unwrap_or_else(|k| unreachable!("validated app keys refused: {k:?}"));
-    config.build(braid_apps::AppEnds {
+/// The server (on `dst`) and the client (on `src`) of `a`, or the key its kind refuses
+/// (`Scenario::validate` has refused it already for a scenario read from a file).
+pub fn build(a: &AppSpec, e: Ends) -> Result<braid_apps::AppPair, braid_apps::KeyError> {
+    let config = a.kind.config(&a.keys())?;
+    Ok(config.build(braid_apps::AppEnds {
         index: e.index,
         flow: e.flow,
         conn0: e.conn0,
@@ -61,5 +58,5 @@ pub fn build(a: &AppSpec, e: Ends) -> (Box<dyn App>, Box<dyn App>) {
         client_base: e.client_base,
         victim: e.victim,
         draws: Rc::new(SimDraws { seed: e.seed }),
-    })
+    }))
 }

@@ -50,19 +50,79 @@ fn kinds() -> Vec<(&'static str, Value)> {
     };
     let victim = app(json!({"kind": "redis", "verify": true, "src": 1, "dst": 3}));
     vec![
-        ("write_bw", scenario(json!([app(json!({"kind": "write_bw", "sync_ratio": 0.3, "post_list": 4}))]))),
-        ("write_lat", scenario(json!([app(json!({"kind": "write_lat"}))]))),
-        ("send_bw", scenario(json!([app(json!({"kind": "send_bw", "sync_ratio": 0.5, "cq_mod": 4}))]))),
-        ("send_lat", scenario(json!([app(json!({"kind": "send_lat"}))]))),
-        ("read_bw", scenario(json!([app(json!({"kind": "read_bw", "post_list": 2}))]))),
-        ("wqe_lat", scenario(json!([app(json!({"kind": "wqe_lat"}))]))),
-        ("kv", scenario(json!([app(json!({"kind": "kv", "get_ratio": 0.7, "min_size": "100B"}))]))),
-        ("kv-two-sided", scenario(json!([app(json!({"kind": "kv", "mode": "two-sided", "min_size": "64B", "verify": true}))]))),
-        ("redis", scenario(json!([app(json!({"kind": "redis", "min_size": "10B", "mix": {"set": 0.5, "get": 0.4, "ping": 0.1}, "chunk": "1KB"}))]))),
-        ("redis-two-sided", scenario(json!([app(json!({"kind": "redis", "mode": "two-sided", "min_size": "10B", "verify": true}))]))),
-        ("rkey_thief", scenario(json!([victim, app(json!({"kind": "rkey_thief", "victim": 0, "iterations": null, "size": "16B"}))]))),
-        ("qp_hijacker", scenario(json!([victim, app(json!({"kind": "qp_hijacker", "victim": 0, "iterations": null, "qps": 1}))]))),
-        ("mr_flood", scenario(json!([victim, app(json!({"kind": "mr_flood", "iterations": 50}))]))),
+        (
+            "write_bw",
+            scenario(json!([app(
+                json!({"kind": "write_bw", "sync_ratio": 0.3, "post_list": 4})
+            )])),
+        ),
+        (
+            "write_lat",
+            scenario(json!([app(json!({"kind": "write_lat"}))])),
+        ),
+        (
+            "send_bw",
+            scenario(json!([app(
+                json!({"kind": "send_bw", "sync_ratio": 0.5, "cq_mod": 4})
+            )])),
+        ),
+        (
+            "send_lat",
+            scenario(json!([app(json!({"kind": "send_lat"}))])),
+        ),
+        (
+            "read_bw",
+            scenario(json!([app(json!({"kind": "read_bw", "post_list": 2}))])),
+        ),
+        (
+            "wqe_lat",
+            scenario(json!([app(json!({"kind": "wqe_lat"}))])),
+        ),
+        (
+            "kv",
+            scenario(json!([app(
+                json!({"kind": "kv", "get_ratio": 0.7, "min_size": "100B"})
+            )])),
+        ),
+        (
+            "kv-two-sided",
+            scenario(json!([app(
+                json!({"kind": "kv", "mode": "two-sided", "min_size": "64B", "verify": true})
+            )])),
+        ),
+        (
+            "redis",
+            scenario(json!([app(
+                json!({"kind": "redis", "min_size": "10B", "mix": {"set": 0.5, "get": 0.4, "ping": 0.1}, "chunk": "1KB"})
+            )])),
+        ),
+        (
+            "redis-two-sided",
+            scenario(json!([app(
+                json!({"kind": "redis", "mode": "two-sided", "min_size": "10B", "verify": true})
+            )])),
+        ),
+        (
+            "rkey_thief",
+            scenario(json!([
+                victim,
+                app(json!({"kind": "rkey_thief", "victim": 0, "iterations": null, "size": "16B"}))
+            ])),
+        ),
+        (
+            "qp_hijacker",
+            scenario(json!([
+                victim,
+                app(json!({"kind": "qp_hijacker", "victim": 0, "iterations": null, "qps": 1}))
+            ])),
+        ),
+        (
+            "mr_flood",
+            scenario(json!([
+                victim,
+                app(json!({"kind": "mr_flood", "iterations": 50}))
+            ])),
+        ),
     ]
 }
 
@@ -85,7 +145,10 @@ const RUNS: &[(&str, u64)] = &[
 /// The apps' definitions in `braid schema`.
 fn schema_part() -> String {
     let v: Value = serde_json::from_str(&braid_sim::scenario_json_schema()).unwrap();
-    let defs = v.get("$defs").or_else(|| v.get("definitions")).expect("definitions");
+    let defs = v
+        .get("$defs")
+        .or_else(|| v.get("definitions"))
+        .expect("definitions");
     ["AppSpec", "AppKind", "AppMode", "RedisMix"]
         .iter()
         .map(|n| format!("{n}: {}", defs[*n]))
@@ -107,20 +170,31 @@ fn refusals() -> Vec<(String, String)> {
     let cases = [
         json!([base(json!({"kind": "send_lat", "post_list": 2}))]),
         json!([base(json!({"kind": "write_bw", "post_list": 32}))]),
-        json!([base(json!({"kind": "write_bw", "post_list": 2, "cq_mod": 2}))]),
+        json!([base(
+            json!({"kind": "write_bw", "post_list": 2, "cq_mod": 2})
+        )]),
         json!([base(json!({"kind": "read_bw", "sync_ratio": 0.1}))]),
         json!([base(json!({"kind": "write_bw", "mode": "two-sided"}))]),
         json!([base(json!({"kind": "kv", "mix": {"set": 1.0}}))]),
-        json!([base(json!({"kind": "redis", "mix": {"set": 0.0, "get": 0.0, "ping": 0.0}}))]),
+        json!([base(
+            json!({"kind": "redis", "mix": {"set": 0.0, "get": 0.0, "ping": 0.0}})
+        )]),
         json!([base(json!({"kind": "kv", "chunk": "1KB"}))]),
         json!([base(json!({"kind": "redis", "chunk": "2B"}))]),
         json!([base(json!({"kind": "kv", "verify": true}))]),
-        json!([base(json!({"kind": "redis", "verify": true, "size": "100MB"}))]),
+        json!([base(
+            json!({"kind": "redis", "verify": true, "size": "100MB"})
+        )]),
         json!([base(json!({"kind": "write_bw", "victim": 0}))]),
         json!([base(json!({"kind": "qp_hijacker"}))]),
-        json!([base(json!({"kind": "write_bw"})), base(json!({"kind": "rkey_thief", "victim": 1}))]),
+        json!([
+            base(json!({"kind": "write_bw"})),
+            base(json!({"kind": "rkey_thief", "victim": 1}))
+        ]),
         json!([base(json!({"kind": "send_bw", "size": "5GB"}))]),
-        json!([base(json!({"kind": "write_bw", "iterations": 3, "duration": "1ms"}))]),
+        json!([base(
+            json!({"kind": "write_bw", "iterations": 3, "duration": "1ms"})
+        )]),
         json!([base(json!({"kind": "write_bw", "colour": "red"}))]),
         json!([base(json!({"kind": "write_fast"}))]),
     ];
@@ -128,7 +202,8 @@ fn refusals() -> Vec<(String, String)> {
         .into_iter()
         .map(|apps| {
             let s = scenario(apps);
-            match braid_sim::Simulation::from_json(&s.to_string(), std::path::Path::new("."), None) {
+            match braid_sim::Simulation::from_json(&s.to_string(), std::path::Path::new("."), None)
+            {
                 Ok(_) => panic!("accepted: {s}"),
                 Err(e) => (e.path, e.message),
             }
@@ -153,7 +228,10 @@ fn print_pins() {
 
 #[test]
 fn every_app_kind_measures_what_it_did_before_the_factories() {
-    let got: Vec<(&str, u64)> = kinds().into_iter().map(|(n, s)| (n, fingerprint(&s))).collect();
+    let got: Vec<(&str, u64)> = kinds()
+        .into_iter()
+        .map(|(n, s)| (n, fingerprint(&s)))
+        .collect();
     let want: Vec<(&str, u64)> = RUNS.to_vec();
     assert_eq!(got, want);
 }
