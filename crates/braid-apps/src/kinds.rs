@@ -132,7 +132,8 @@ pub trait AppFactory {
 
 /// What the registry knows of a kind, declared in the kind's file.
 pub struct KindInfo {
-    /// The optional keys only some kinds take that this one does (see [`ONLY_SOME_KINDS`]).
+    /// The optional keys only some kinds take (`ONLY_SOME_KINDS` in this file) that this one
+    /// does.
     pub keys: &'static [&'static str],
     /// An attacker (`crate::attack`): its `duration` is its patience, and it is nobody's victim.
     pub attacker: bool,
