@@ -201,6 +201,88 @@ pub fn request(get: bool, u_key: f64, size: u64) -> crate::rpc::Req {
     }
 }
 
+/// `kind = "kv"`: the config and factory. One-sided: a [`KvClient`] against a passive
+/// [`crate::PerfServer`], each request's kind and value size from the stream `app-kv` (app
+/// index); two-sided: the request/reply engine with [`two_sided`], requests from the
+/// per-connection streams `app-rpc`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KvApp {
+    /// The benchmark's counts and depths (the server side of a one-sided store is passive, as
+    /// read_bw's).
+    pub spec: PerfSpec,
+    /// The fraction of requests that are GETs.
+    pub get_ratio: f64,
+    /// Value sizes are uniform in [`min_size`, `size`].
+    pub min_size: u64,
+    pub two_sided: bool,
+    pub verify: bool,
+}
+
+pub const KIND: crate::KindInfo = crate::KindInfo {
+    keys: &["mode", "verify"],
+    attacker: false,
+    config: |k| Ok(Box::new(KvApp::from_keys(k)?) as Box<dyn crate::AppFactory>),
+};
+
+impl KvApp {
+    pub fn from_keys(k: &crate::AppKeys) -> Result<KvApp, crate::KeyError> {
+        let two_sided = k.mode == Some(crate::AppMode::TwoSided);
+        if k.verify && !two_sided {
+            return Err(crate::kinds::verify_refused());
+        }
+        crate::rpc::check_verify(k)?;
+        Ok(KvApp {
+            spec: k.perf(crate::PerfKind::ReadBw),
+            get_ratio: k.get_ratio,
+            min_size: crate::rpc::value_range(k).0,
+            two_sided,
+            verify: k.verify,
+        })
+    }
+}
+
+impl crate::AppFactory for KvApp {
+    fn build(&self, e: crate::AppEnds) -> (Box<dyn App>, Box<dyn App>) {
+        let (p, i) = (self.get_ratio, e.index as u64);
+        let (lo, hi) = (self.min_size, self.spec.size.max(1));
+        let size = move |r: &mut dyn crate::Draw| crate::rpc::size_in(lo, hi, r.uniform());
+        if self.two_sided {
+            let draws = e.draws.clone();
+            let draw = || {
+                crate::rpc::per_connection(draws.clone(), i, move |r| {
+                    let get = r.bernoulli(p);
+                    let key = r.uniform();
+                    request(get, key, size(r))
+                })
+            };
+            return crate::rpc::build_pair(&self.spec, two_sided(self.verify), e, draw);
+        }
+        let server = crate::PerfServer::new(
+            self.spec.clone(),
+            e.flow,
+            e.conn0,
+            e.meter.clone(),
+            e.rdv.clone(),
+            e.server_base,
+        );
+        let mut rng = e.draws.stream("app-kv", &[i]);
+        let draw = Box::new(move || {
+            let get = rng.bernoulli(p);
+            (get, size(rng.as_mut()))
+        });
+        let client = KvClient::new(
+            self.spec.clone(),
+            e.flow,
+            e.conn0,
+            e.meter,
+            e.rdv,
+            e.client_base,
+            draw,
+        );
+        (Box::new(server), Box::new(client))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

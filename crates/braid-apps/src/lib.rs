@@ -3,6 +3,10 @@
 //! benchmarks (`write_bw`, `write_lat`, `send_bw`, `read_bw`). What they measure goes to a
 //! [`Meter`], which the simulator implements with its flow log and a real-NIC runner with its own.
 //!
+//! Each `[[apps]]` kind's config is its factory ([`kinds`]): read from the entry's keys,
+//! checked in the kind's file, it builds the kind's two ends; a runner (the simulator,
+//! `braid-perftest`) provides their places and seeded random streams.
+//!
 //! Connection setup happens out of band, as with rdma_cm: each side creates its QPs when it
 //! starts and publishes them on a board (`braid_verbs::rendezvous`); one timer tick later (after
 //! every application has started) both sides connect.
@@ -11,9 +15,14 @@ use braid_verbs::rendezvous::{connect_all, Endpoint, SharedBoard, Side};
 use braid_verbs::*;
 
 pub mod attack;
+pub mod kinds;
 pub mod kv;
 pub mod redis;
 pub mod rpc;
+pub use kinds::{
+    AppEnds, AppFactory, AppKeys, AppKind, AppMode, AppPair, Draw, Draws, KeyError, KindInfo,
+    SharedDraws, SplitMixDraws,
+};
 pub use kv::{KvClient, KvDraw};
 pub use rpc::{Op, Req, ReqDraw, RpcClient, RpcServer, RpcSpec, RpcStats, Wire};
 
@@ -100,7 +109,7 @@ mod flow;
 mod perf;
 pub(crate) use client::{open_client, ClientRun, ClientSlots};
 pub use flow::{FlowSender, FlowSink, SendFlow};
-pub use perf::{peak_bandwidth, PerfClient, PerfKind, PerfServer, PerfSpec};
+pub use perf::{peak_bandwidth, PerfApp, PerfClient, PerfKind, PerfServer, PerfSpec};
 
 #[cfg(test)]
 pub(crate) mod tests;

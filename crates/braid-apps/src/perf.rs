@@ -70,6 +70,112 @@ pub struct PerfSpec {
     pub priority: Option<u8>,
 }
 
+impl PerfKind {
+    /// perftest's test names of the kinds it has (`wqe_lat` is braid's own).
+    pub const NAMES: &'static [(&'static str, PerfKind)] = &[
+        ("write_bw", PerfKind::WriteBw),
+        ("write_lat", PerfKind::WriteLat),
+        ("send_bw", PerfKind::SendBw),
+        ("send_lat", PerfKind::SendLat),
+        ("read_bw", PerfKind::ReadBw),
+        ("read_lat", PerfKind::ReadLat),
+        ("wqe_lat", PerfKind::WqeLat),
+    ];
+
+    pub fn from_name(name: &str) -> Option<PerfKind> {
+        Self::NAMES
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, k)| *k)
+    }
+}
+
+/// The perftest kinds' config and factory (`kind = "write_bw"`, ..., and `braid-perftest`'s
+/// tests): the benchmark's parameters, the fraction of messages flagged synchronise (drawn per
+/// message from the stream `app-sync`, app index), and the QPs' transport.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PerfApp {
+    pub spec: PerfSpec,
+    pub sync_ratio: f64,
+    pub qp_type: QpType,
+}
+
+impl PerfApp {
+    /// An `[[apps]]` entry of kind `kind`, RC, its keys checked.
+    pub fn from_keys(kind: PerfKind, k: &AppKeys) -> Result<PerfApp, KeyError> {
+        if k.post_list > 1 {
+            if k.post_list > k.tx_depth {
+                return Err(KeyError::new(
+                    "post_list",
+                    format!("expected at most tx_depth ({})", k.tx_depth),
+                ));
+            }
+            if k.cq_mod > 1 {
+                return Err(KeyError::new(
+                    "cq_mod",
+                    "with post_list above 1, leave cq_mod at 1 (a list's last WR is signaled)",
+                ));
+            }
+        }
+        if k.size > u32::MAX as u64 && matches!(kind, PerfKind::SendBw | PerfKind::SendLat) {
+            return Err(KeyError::new("size", "SEND messages are limited to 4 GiB"));
+        }
+        Ok(PerfApp {
+            spec: k.perf(kind),
+            sync_ratio: k.sync_ratio,
+            qp_type: QpType::Rc,
+        })
+    }
+}
+
+impl AppFactory for PerfApp {
+    fn build(&self, e: AppEnds) -> (Box<dyn App>, Box<dyn App>) {
+        let server = PerfServer::new(
+            self.spec.clone(),
+            e.flow,
+            e.conn0,
+            e.meter.clone(),
+            e.rdv.clone(),
+            e.server_base,
+        )
+        .with_qp_type(self.qp_type);
+        let sync = (self.sync_ratio > 0.0).then(|| {
+            let mut rng = e.draws.stream("app-sync", &[e.index as u64]);
+            let p = self.sync_ratio;
+            Box::new(move || rng.bernoulli(p)) as SyncDraw
+        });
+        let client = PerfClient::new(
+            self.spec.clone(),
+            e.flow,
+            e.conn0,
+            e.meter,
+            e.rdv,
+            e.client_base,
+            sync,
+        )
+        .with_qp_type(self.qp_type);
+        (Box::new(server), Box::new(client))
+    }
+}
+
+/// The scenario kinds that run the benchmark engine: which keys only some kinds take each one
+/// has (bandwidth kinds post lists; write_bw and send_bw flag messages).
+macro_rules! perf_kind {
+    ($name:ident, $kind:ident, $keys:expr) => {
+        pub const $name: KindInfo = KindInfo {
+            keys: $keys,
+            attacker: false,
+            config: |k| Ok(Box::new(PerfApp::from_keys(PerfKind::$kind, k)?) as Box<dyn AppFactory>),
+        };
+    };
+}
+perf_kind!(WRITE_BW, WriteBw, &["post_list", "sync_ratio"]);
+perf_kind!(WRITE_LAT, WriteLat, &[]);
+perf_kind!(SEND_BW, SendBw, &["post_list", "sync_ratio"]);
+perf_kind!(SEND_LAT, SendLat, &[]);
+perf_kind!(READ_BW, ReadBw, &["post_list"]);
+perf_kind!(WQE_LAT, WqeLat, &[]);
+
 impl PerfSpec {
     /// Messages each QP posts: `iterations`, unbounded while a `duration` runs, else perftest's
     /// default of 1000.

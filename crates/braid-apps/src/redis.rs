@@ -102,6 +102,104 @@ pub fn rpc_spec(one_sided: bool, chunk: u64, verify: bool) -> RpcSpec {
     }
 }
 
+/// A Redis-like application's command mix: relative weights (at least one positive).
+#[derive(
+    Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
+#[serde(deny_unknown_fields, default)]
+pub struct RedisMix {
+    pub set: f64,
+    pub get: f64,
+    pub ping: f64,
+}
+
+impl Default for RedisMix {
+    fn default() -> Self {
+        let m = Mix::default();
+        RedisMix {
+            set: m.set,
+            get: m.get,
+            ping: m.ping,
+        }
+    }
+}
+
+impl RedisMix {
+    pub fn mix(&self) -> Mix {
+        Mix {
+            set: self.set,
+            get: self.get,
+            ping: self.ping,
+        }
+    }
+}
+
+/// `kind = "redis"`: the config and factory. Both ends run the request/reply engine with
+/// [`rpc_spec`]; commands, keys and value sizes come from the per-connection streams `app-rpc`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RedisApp {
+    /// The counts and depths (the engine reads only the sizes, depths and counts).
+    pub spec: crate::PerfSpec,
+    pub mix: Mix,
+    /// Value sizes are uniform in [`min_size`, `spec.size`].
+    pub min_size: u64,
+    pub one_sided: bool,
+    pub chunk: u64,
+    pub verify: bool,
+}
+
+pub const KIND: crate::KindInfo = crate::KindInfo {
+    keys: &["mode", "mix", "chunk", "verify"],
+    attacker: false,
+    config: |k| Ok(Box::new(RedisApp::from_keys(k)?) as Box<dyn crate::AppFactory>),
+};
+
+impl RedisApp {
+    pub fn from_keys(k: &crate::AppKeys) -> Result<RedisApp, crate::KeyError> {
+        let mix = k.mix.unwrap_or_default();
+        if !mix.is_valid() {
+            return Err(crate::KeyError::new(
+                "mix",
+                "expected non-negative weights, at least one positive (e.g. { set = 0.3, get = 0.6, ping = 0.1 })",
+            ));
+        }
+        if let Some(c) = k.chunk {
+            let least = crate::rpc::HDR + 1;
+            if c < least || c > u32::MAX as u64 {
+                return Err(crate::KeyError::new(
+                    "chunk",
+                    format!("expected a size from {least} B (a header and a byte) to 4 GiB"),
+                ));
+            }
+        }
+        crate::rpc::check_verify(k)?;
+        Ok(RedisApp {
+            spec: k.perf(crate::PerfKind::SendBw),
+            mix,
+            min_size: crate::rpc::value_range(k).0,
+            one_sided: k.mode != Some(crate::AppMode::TwoSided),
+            chunk: k.chunk.unwrap_or(DEFAULT_CHUNK),
+            verify: k.verify,
+        })
+    }
+}
+
+impl crate::AppFactory for RedisApp {
+    fn build(&self, e: crate::AppEnds) -> (Box<dyn braid_verbs::App>, Box<dyn braid_verbs::App>) {
+        let (mix, i) = (self.mix, e.index as u64);
+        let (lo, hi) = (self.min_size, self.spec.size.max(1));
+        let draws = e.draws.clone();
+        let draw = || {
+            crate::rpc::per_connection(draws.clone(), i, move |r| {
+                let (c, k) = (r.uniform(), r.uniform());
+                mix.request(c, k, r.uniform(), lo, hi)
+            })
+        };
+        let rpc = rpc_spec(self.one_sided, self.chunk, self.verify);
+        crate::rpc::build_pair(&self.spec, rpc, e, draw)
+    }
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;

@@ -639,7 +639,8 @@ impl<'s> Tenants<'s> {
                         .victim
                         .and_then(|v| conns.get(v as usize).copied().flatten()),
                 },
-            );
+            )
+            .map_err(|e| err(format!("apps[{i}].{}", e.key), e.message))?;
             self.add(
                 world,
                 TenantSpec {

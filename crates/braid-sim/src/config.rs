@@ -589,50 +589,10 @@ impl Default for MiddlewareConfig {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum AppKind {
-    WriteBw,
-    WriteLat,
-    SendBw,
-    /// perftest's send_lat: a ping-pong of SENDs, every round trip a latency sample.
-    SendLat,
-    ReadBw,
-    /// One WRITE at a time per QP (`tx_depth` outstanding), each one's completion time a
-    /// latency sample: DRUM's per-WQE completion time.
-    WqeLat,
-    /// A one-sided key-value client (DRUM §V): per request a GET (READ) with probability
-    /// `get_ratio`, else a PUT (WRITE), of a value size uniform in [`min_size`, `size`]; every
-    /// request's completion time a latency sample. `mode = "two-sided"`: GET and PUT as
-    /// SEND/RECV requests answered by SENDs.
-    Kv,
-    /// A Redis-like cache (DRUM §V): SET / GET / PING in the proportions of `mix`, values uniform
-    /// in [`min_size`, `size`] (10 B–512 MB in the paper), over one-sided WRITEs or SEND/RECV
-    /// (`mode`), messages cut at `chunk`; every command's completion time a latency sample.
-    Redis,
-    /// Husky-style attacker (`braid_apps::attack`): `qps` one-sided READs and WRITEs, one per
-    /// QP, over its own connections to an accomplice on `dst`, naming the `victim` app's learned
-    /// rkey and address, guessed rkeys and addresses, and its own key out of bounds.
-    RkeyThief,
-    /// Attacker: connects QPs to the `victim` app's QP numbers and posts a SEND, a WRITE and a
-    /// READ of `size` over each (a READ of PeRF's `large_msg` or more is converted by PeRF);
-    /// on its own host, local verbs on the victim's QP numbers.
-    QpHijacker,
-    /// Attacker: `iterations` (default 1000) memory registrations of `size` bytes, kept.
-    MrFlood,
-}
-
-impl AppKind {
-    /// The attackers (`braid_apps::attack`).
-    pub fn is_attacker(self) -> bool {
-        matches!(
-            self,
-            AppKind::RkeyThief | AppKind::QpHijacker | AppKind::MrFlood
-        )
-    }
-}
-
-pub use crate::app_build::{AppMode, RedisMix};
+// The kinds, their configs and their factories are braid-apps' (`braid_apps::kinds`); the
+// `[[apps]]` table below is the scenario's form of an entry, its sizes and durations parsed here.
+pub use braid_apps::redis::RedisMix;
+pub use braid_apps::{AppKind, AppMode};
 
 /// A perftest-like application between two hosts.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -709,25 +669,10 @@ fn get_ratio() -> f64 {
 }
 
 impl AppSpec {
-    /// The benchmark's parameters as the (simulator-free) application takes them.
-    pub fn perf_spec(&self) -> braid_apps::PerfSpec {
-        braid_apps::PerfSpec {
-            kind: match self.kind {
-                AppKind::WriteBw => braid_apps::PerfKind::WriteBw,
-                AppKind::WriteLat => braid_apps::PerfKind::WriteLat,
-                AppKind::SendBw => braid_apps::PerfKind::SendBw,
-                AppKind::SendLat => braid_apps::PerfKind::SendLat,
-                AppKind::ReadBw => braid_apps::PerfKind::ReadBw,
-                AppKind::WqeLat => braid_apps::PerfKind::WqeLat,
-                // The server side of a one-sided KV store is passive, as read_bw's.
-                AppKind::Kv => braid_apps::PerfKind::ReadBw,
-                // Request/reply (the engine reads only the sizes, depths and counts).
-                AppKind::Redis => braid_apps::PerfKind::SendBw,
-                // Attackers take only their size and counts from here.
-                AppKind::RkeyThief | AppKind::QpHijacker | AppKind::MrFlood => {
-                    braid_apps::PerfKind::WriteBw
-                }
-            },
+    /// The entry's keys as the applications take them (bytes, picoseconds); its kind's config
+    /// (`self.kind.config(&keys)`) reads and checks them.
+    pub fn keys(&self) -> braid_apps::AppKeys {
+        braid_apps::AppKeys {
             size: self.size.0,
             qps: self.qps,
             tx_depth: self.tx_depth,
@@ -737,6 +682,14 @@ impl AppSpec {
             cq_mod: self.cq_mod,
             post_list: self.post_list,
             priority: self.priority,
+            sync_ratio: self.sync_ratio,
+            get_ratio: self.get_ratio,
+            min_size: self.min_size.map(|m| m.0),
+            mode: self.mode,
+            mix: self.mix.map(|m| m.mix()),
+            chunk: self.chunk.map(|c| c.0),
+            verify: self.verify,
+            victim: self.victim,
         }
     }
 }

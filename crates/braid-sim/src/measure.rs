@@ -73,20 +73,7 @@ impl braid_apps::Meter for FlowLog {
 
 /// The flow record a perftest application starts with.
 pub fn perf_record(spec: &crate::config::AppSpec, src: u32, dst: u32) -> FlowRecord {
-    use crate::config::AppKind;
-    let kind = match spec.kind {
-        AppKind::WriteBw => "write_bw",
-        AppKind::WriteLat => "write_lat",
-        AppKind::SendBw => "send_bw",
-        AppKind::SendLat => "send_lat",
-        AppKind::ReadBw => "read_bw",
-        AppKind::WqeLat => "wqe_lat",
-        AppKind::Kv => "kv",
-        AppKind::Redis => "redis",
-        AppKind::RkeyThief => "rkey_thief",
-        AppKind::QpHijacker => "qp_hijacker",
-        AppKind::MrFlood => "mr_flood",
-    };
+    let kind = spec.kind.name();
     FlowRecord {
         id: 0,
         kind,

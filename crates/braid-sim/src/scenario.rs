@@ -264,26 +264,6 @@ impl Scenario {
             if a.post_list == 0 {
                 return Err(err(format!("{p}.post_list"), "expected at least 1"));
             }
-            if a.post_list > 1 {
-                if !matches!(a.kind, AppKind::WriteBw | AppKind::SendBw | AppKind::ReadBw) {
-                    return Err(err(
-                        format!("{p}.post_list"),
-                        "a post list above 1 is for write_bw, send_bw and read_bw only (perftest -l)",
-                    ));
-                }
-                if a.post_list > a.tx_depth {
-                    return Err(err(
-                        format!("{p}.post_list"),
-                        format!("expected at most tx_depth ({})", a.tx_depth),
-                    ));
-                }
-                if a.cq_mod > 1 {
-                    return Err(err(
-                        format!("{p}.cq_mod"),
-                        "with post_list above 1, leave cq_mod at 1 (a list's last WR is signaled)",
-                    ));
-                }
-            }
             if let Some(pr) = a.priority {
                 if pr >= sw.priorities {
                     return Err(err(
@@ -313,12 +293,6 @@ impl Scenario {
                     "expected a fraction of messages between 0 and 1 (e.g. 0.2)",
                 ));
             }
-            if a.sync_ratio > 0.0 && !matches!(a.kind, AppKind::WriteBw | AppKind::SendBw) {
-                return Err(err(
-                    format!("{p}.sync_ratio"),
-                    "only write_bw and send_bw post streams of messages to flag",
-                ));
-            }
             if !(0.0..=1.0).contains(&a.get_ratio) {
                 return Err(err(
                     format!("{p}.get_ratio"),
@@ -331,14 +305,11 @@ impl Scenario {
                     "expected a size from 1 B up to the app's `size`",
                 ));
             }
-            self.validate_request_app(a, &p)?;
-            self.validate_attacker(i, a, &p)?;
-            if a.size.0 > u32::MAX as u64 && matches!(a.kind, AppKind::SendBw | AppKind::SendLat) {
-                return Err(err(
-                    format!("{p}.size"),
-                    "SEND messages are limited to 4 GiB",
-                ));
+            // The keys only some kinds take, and each kind's own checks, are its config's.
+            if let Err(e) = a.kind.config(&a.keys()) {
+                return Err(err(format!("{p}.{}", e.key), e.message));
             }
+            self.validate_victim(i, a, &p)?;
         }
         for h in self.middleware.per_host.keys() {
             if h.parse::<u32>().is_err() {
@@ -620,29 +591,17 @@ pub fn json_schema() -> String {
 }
 
 impl Scenario {
-    /// An attacker's `victim`: an enabled app other than itself and not an attacker; the
-    /// hijacker needs one (it has nothing else to name).
-    fn validate_attacker(
+    /// An attacker's `victim` (a key its kind took): an enabled app other than itself and not
+    /// an attacker.
+    fn validate_victim(
         &self,
         i: usize,
         a: &crate::config::AppSpec,
         p: &str,
     ) -> Result<(), ScenarioError> {
         let Some(v) = a.victim else {
-            if a.kind == AppKind::QpHijacker {
-                return Err(err(
-                    format!("{p}.victim"),
-                    "a qp_hijacker needs the index of the [[apps]] entry it attacks (e.g. victim = 0)",
-                ));
-            }
             return Ok(());
         };
-        if !matches!(a.kind, AppKind::RkeyThief | AppKind::QpHijacker) {
-            return Err(err(
-                format!("{p}.victim"),
-                "only rkey_thief and qp_hijacker apps have a victim",
-            ));
-        }
         let ok = self
             .apps
             .get(v as usize)
@@ -655,68 +614,6 @@ impl Scenario {
                     self.apps.len()
                 ),
             ));
-        }
-        Ok(())
-    }
-
-    /// The keys of the request/reply applications (kv, redis): each only where it means something.
-    fn validate_request_app(
-        &self,
-        a: &crate::config::AppSpec,
-        p: &str,
-    ) -> Result<(), ScenarioError> {
-        use crate::config::AppMode;
-        let request_app = matches!(a.kind, AppKind::Kv | AppKind::Redis);
-        if a.mode.is_some() && !request_app {
-            return Err(err(
-                format!("{p}.mode"),
-                "only kv and redis apps have a mode (\"one-sided\" or \"two-sided\")",
-            ));
-        }
-        if a.mix.is_some() && a.kind != AppKind::Redis {
-            return Err(err(
-                format!("{p}.mix"),
-                "only redis apps have a command mix",
-            ));
-        }
-        if let Some(m) = a.mix {
-            if !m.mix().is_valid() {
-                return Err(err(
-                    format!("{p}.mix"),
-                    "expected non-negative weights, at least one positive (e.g. { set = 0.3, get = 0.6, ping = 0.1 })",
-                ));
-            }
-        }
-        if let Some(c) = a.chunk {
-            if a.kind != AppKind::Redis {
-                return Err(err(
-                    format!("{p}.chunk"),
-                    "only redis apps cut messages into chunks",
-                ));
-            }
-            let least = braid_apps::rpc::HDR + 1;
-            if c.0 < least || c.0 > u32::MAX as u64 {
-                return Err(err(
-                    format!("{p}.chunk"),
-                    format!("expected a size from {least} B (a header and a byte) to 4 GiB"),
-                ));
-            }
-        }
-        if a.verify {
-            let two_sided = a.kind == AppKind::Redis
-                || (a.kind == AppKind::Kv && a.mode == Some(AppMode::TwoSided));
-            if !two_sided {
-                return Err(err(
-                    format!("{p}.verify"),
-                    "only redis and two-sided kv apps check their values",
-                ));
-            }
-            if a.size.0 > 64 << 20 {
-                return Err(err(
-                    format!("{p}.verify"),
-                    "checked values keep their bytes in memory: expected size up to 64 MiB with verify",
-                ));
-            }
         }
         Ok(())
     }

@@ -12,7 +12,8 @@
 //! strides (`app_no << 40` in the simulator), so neighbours of a known key and address are
 //! likely to exist.
 //!
-//! Each attacker is one file with its parameters as its factory (`build`).
+//! Each attacker is one file with its parameters as its factory (`build`, and
+//! [`crate::AppFactory`] for a scenario's `[[apps]]` entry).
 
 use crate::{Rendezvous, SharedMeter};
 use braid_verbs::rendezvous::{Endpoint, Side};
@@ -87,7 +88,7 @@ impl Victim {
     }
 }
 
-/// Where an attacker's ends live and what they share (as `app_build::Ends` for the others).
+/// Where an attacker's ends live and what they share (as [`crate::AppEnds`] for the others).
 pub struct AttackEnds {
     pub flow: u32,
     /// Its own first connection id on the board (an accomplice pair uses `conn0 ..`).
@@ -97,6 +98,30 @@ pub struct AttackEnds {
     pub server_base: u64,
     pub client_base: u64,
     pub victim: Option<Victim>,
+}
+
+impl From<crate::AppEnds> for AttackEnds {
+    fn from(e: crate::AppEnds) -> Self {
+        AttackEnds {
+            flow: e.flow,
+            conn0: e.conn0,
+            meter: e.meter,
+            rdv: e.rdv,
+            server_base: e.server_base,
+            client_base: e.client_base,
+            victim: e.victim,
+        }
+    }
+}
+
+/// How long an attacker waits for completions that may never come (a hijacked connection's
+/// requests time out after the transport's retries): unless `duration` says, 10 ms, beyond
+/// the default transport's retry time (7 retries of a sub-millisecond timeout).
+const PATIENCE_PS: u64 = 10_000_000_000;
+
+/// An attacker's patience from its entry's keys (picoseconds).
+pub(crate) fn patience(k: &crate::AppKeys) -> u64 {
+    k.duration.unwrap_or(PATIENCE_PS)
 }
 
 /// An attacker's own CQ (armed) and a tracked region of `len` bytes at `base` filled with

@@ -16,6 +16,26 @@ pub struct MrFlood {
     pub size: u64,
 }
 
+/// Registrations when `iterations` does not say.
+const DEFAULT_REGIONS: u64 = 1000;
+
+pub const KIND: crate::KindInfo = crate::KindInfo {
+    keys: &[],
+    attacker: true,
+    config: |k| {
+        Ok(Box::new(MrFlood {
+            regions: k.iterations.unwrap_or(DEFAULT_REGIONS),
+            size: k.size,
+        }) as Box<dyn crate::AppFactory>)
+    },
+};
+
+impl crate::AppFactory for MrFlood {
+    fn build(&self, e: crate::AppEnds) -> (Box<dyn App>, Box<dyn App>) {
+        MrFlood::build(self, e.into())
+    }
+}
+
 impl MrFlood {
     pub fn build(&self, e: AttackEnds) -> (Box<dyn App>, Box<dyn App>) {
         let f = Flood {

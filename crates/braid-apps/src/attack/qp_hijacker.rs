@@ -30,6 +30,34 @@ pub struct QpHijacker {
     pub retry_cnt: u8,
 }
 
+/// The QPs' retry count: 7, the most ibverbs' 3-bit `retry_cnt` holds.
+const RETRY_CNT: u8 = 7;
+
+pub const KIND: crate::KindInfo = crate::KindInfo {
+    keys: &["victim"],
+    attacker: true,
+    config: |k| {
+        if k.victim.is_none() {
+            return Err(crate::KeyError::new(
+                "victim",
+                "a qp_hijacker needs the index of the [[apps]] entry it attacks (e.g. victim = 0)",
+            ));
+        }
+        Ok(Box::new(QpHijacker {
+            size: k.size,
+            start: k.start,
+            patience: super::patience(k),
+            retry_cnt: RETRY_CNT,
+        }) as Box<dyn crate::AppFactory>)
+    },
+};
+
+impl crate::AppFactory for QpHijacker {
+    fn build(&self, e: crate::AppEnds) -> (Box<dyn App>, Box<dyn App>) {
+        QpHijacker::build(self, e.into())
+    }
+}
+
 impl QpHijacker {
     /// Nothing on the server side (an idle tenant), the hijacker on the client side.
     pub fn build(&self, e: AttackEnds) -> (Box<dyn App>, Box<dyn App>) {

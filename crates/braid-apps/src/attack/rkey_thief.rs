@@ -25,6 +25,25 @@ pub struct RkeyThief {
     pub patience: u64,
 }
 
+pub const KIND: crate::KindInfo = crate::KindInfo {
+    keys: &["victim"],
+    attacker: true,
+    config: |k| {
+        Ok(Box::new(RkeyThief {
+            attempts: k.qps,
+            size: k.size,
+            start: k.start,
+            patience: super::patience(k),
+        }) as Box<dyn crate::AppFactory>)
+    },
+};
+
+impl crate::AppFactory for RkeyThief {
+    fn build(&self, e: crate::AppEnds) -> (Box<dyn App>, Box<dyn App>) {
+        RkeyThief::build(self, e.into())
+    }
+}
+
 /// Bytes per access.
 pub const PROBE: u64 = 16;
 

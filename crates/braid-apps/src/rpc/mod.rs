@@ -101,6 +101,75 @@ impl Req {
 /// and server of one application get two copies of the same per-connection streams.
 pub type ReqDraw = Box<dyn FnMut(usize) -> Req>;
 
+/// A request stream per connection (`app-rpc`, app `index`, connection `c`), drawn by `f`; the
+/// client and the server each get one, and draw the same requests in the same order.
+pub(crate) fn per_connection(
+    draws: crate::SharedDraws,
+    index: u64,
+    f: impl Fn(&mut dyn crate::Draw) -> Req + 'static,
+) -> ReqDraw {
+    let mut streams: Vec<Box<dyn crate::Draw>> = Vec::new();
+    Box::new(move |c: usize| {
+        while streams.len() <= c {
+            streams.push(draws.stream("app-rpc", &[index, streams.len() as u64]));
+        }
+        f(streams[c].as_mut())
+    })
+}
+
+/// A request/reply application's two ends (server, client) with `rpc`'s protocol, each drawing
+/// its requests from its own copy of the per-connection streams `draw` makes.
+pub(crate) fn build_pair(
+    spec: &crate::PerfSpec,
+    rpc: RpcSpec,
+    e: crate::AppEnds,
+    draw: impl Fn() -> ReqDraw,
+) -> (Box<dyn App>, Box<dyn App>) {
+    let server = RpcServer::new(
+        spec.clone(),
+        rpc,
+        e.flow,
+        e.conn0,
+        e.meter.clone(),
+        e.rdv.clone(),
+        e.server_base,
+        draw(),
+    );
+    let client = RpcClient::new(
+        spec.clone(),
+        rpc,
+        e.flow,
+        e.conn0,
+        e.meter,
+        e.rdv,
+        e.client_base,
+        draw(),
+    );
+    (Box::new(server), Box::new(client))
+}
+
+/// A value size uniform in [`lo`, `hi`] from a uniform draw `u` in [0, 1).
+pub(crate) fn size_in(lo: u64, hi: u64, u: f64) -> u64 {
+    (lo + ((hi - lo + 1) as f64 * u) as u64).min(hi)
+}
+
+/// Values range over [`min_size`, `size`] (`size` at least 1; `min_size` absent: all `size`).
+pub(crate) fn value_range(k: &crate::AppKeys) -> (u64, u64) {
+    let hi = k.size.max(1);
+    (k.min_size.map_or(hi, |m| m).min(hi), hi)
+}
+
+/// `verify` keeps every value's bytes in memory: the keys' bound on it.
+pub(crate) fn check_verify(k: &crate::AppKeys) -> Result<(), crate::KeyError> {
+    if k.verify && k.size > 64 << 20 {
+        return Err(crate::KeyError::new(
+            "verify",
+            "checked values keep their bytes in memory: expected size up to 64 MiB with verify",
+        ));
+    }
+    Ok(())
+}
+
 /// How messages travel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Wire {

@@ -7,6 +7,17 @@ use std::process::exit;
 
 const USAGE: &str = "usage: braid-perftest write_bw|write_lat|send_bw|send_lat|read_bw|read_lat [-d DEV] [-x GID_INDEX] [-s BYTES] [-n ITERS] [-D SECONDS] [-q QPS] [-t TX_DEPTH] [-c RC|UC|UD] [-p PORT] [--busy-poll] [--report_gbits] [--middleware NAME[:KEY=VALUE...][,NAME...]] [--verify] [--json] [SERVER_ADDR]";
 
+/// The tests this binary runs: perftest's, each braid's [`braid_apps::PerfKind`] of that name,
+/// built by the same config (`braid_apps::PerfApp`) as a scenario's `[[apps]]` entry of the kind.
+const TESTS: &[&str] = &[
+    "write_bw",
+    "write_lat",
+    "send_bw",
+    "send_lat",
+    "read_bw",
+    "read_lat",
+];
+
 #[derive(Debug, Clone)]
 pub struct Opts {
     test: String,
@@ -128,12 +139,16 @@ fn parse(args: &[String]) -> Opts {
         }
         i += took;
     }
-    match o.test.as_str() {
-        "write_bw" | "write_lat" | "send_bw" | "send_lat" | "read_bw" | "read_lat" => {}
-        "" => bad("no test given".into()),
-        t => bad(format!(
-            "unknown test {t:?} (expected write_bw, write_lat, send_bw, send_lat, read_bw or read_lat)"
-        )),
+    if o.test.is_empty() {
+        bad("no test given".into());
+    }
+    if !TESTS.contains(&o.test.as_str()) {
+        let (last, rest) = TESTS.split_last().expect("tests listed");
+        bad(format!(
+            "unknown test {:?} (expected {} or {last})",
+            o.test,
+            rest.join(", ")
+        ));
     }
     if o.uc && o.test.starts_with("read") {
         bad(format!(
@@ -172,7 +187,9 @@ fn main() {
 #[cfg(feature = "rdma")]
 mod run {
     use super::Opts;
-    use braid_apps::{peak_bandwidth, Meter, PerfClient, PerfKind, PerfServer, PerfSpec};
+    use braid_apps::{
+        peak_bandwidth, AppEnds, AppFactory, Meter, PerfApp, PerfKind, PerfSpec, SplitMixDraws,
+    };
     use braid_middleware::MiddlewareEntry;
     use braid_rdma::oob::{NetBoard, Oob, TcpBoard};
     use braid_rdma::real::{host::Host, nic::Nic};
@@ -223,14 +240,7 @@ mod run {
         "---------------------------------------------------------------------------------------";
 
     pub fn run(o: &Opts) -> i32 {
-        let kind = match o.test.as_str() {
-            "write_bw" => PerfKind::WriteBw,
-            "write_lat" => PerfKind::WriteLat,
-            "send_bw" => PerfKind::SendBw,
-            "send_lat" => PerfKind::SendLat,
-            "read_lat" => PerfKind::ReadLat,
-            _ => PerfKind::ReadBw,
-        };
+        let kind = PerfKind::from_name(&o.test).expect("parse accepts only braid's perf kinds");
         let lat = matches!(
             kind,
             PerfKind::WriteLat | PerfKind::SendLat | PerfKind::ReadLat
@@ -317,17 +327,25 @@ mod run {
             o.middleware.join(",")
         );
         let is_client = o.server.is_some();
-        let app: Box<dyn App> = if is_client {
-            Box::new(
-                PerfClient::new(spec.clone(), 0, 0, log.clone(), board.clone(), BASE, None)
-                    .with_qp_type(qp_type),
-            )
-        } else {
-            Box::new(
-                PerfServer::new(spec.clone(), 0, 0, log.clone(), board.clone(), BASE)
-                    .with_qp_type(qp_type),
-            )
+        // The app's config is its factory, as in a scenario; this process runs one of its ends.
+        // No message is flagged, so nothing is drawn; the streams are there for the factory.
+        let perf = PerfApp {
+            spec: spec.clone(),
+            sync_ratio: 0.0,
+            qp_type,
         };
+        let (server, client) = perf.build(AppEnds {
+            index: 0,
+            flow: 0,
+            conn0: 0,
+            meter: log.clone(),
+            rdv: board.clone(),
+            server_base: BASE,
+            client_base: BASE,
+            victim: None,
+            draws: Rc::new(SplitMixDraws { seed: 0 }),
+        });
+        let app = if is_client { client } else { server };
         host.add_app(app, layers);
         let mut oob = match &o.server {
             Some(addr) => Oob::connect(addr, o.port, wait),

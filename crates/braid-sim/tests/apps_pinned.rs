@@ -1,0 +1,261 @@
+//! Every `[[apps]]` kind pinned before the apps became factories (issue 29 step 2): a hash of
+//! what each kind's run measured, of the apps' part of the scenario schema, and of the refusal
+//! of every per-kind key on a kind that does not take it. The hashes were printed on the code
+//! before the move (`cargo test -p braid-sim --test apps_pinned -- --ignored --nocapture`, at
+//! 45d237f, with std's hasher; the FNV-1a values below are of the same texts, checked equal
+//! after the move) and must not change with a refactoring that claims to keep results.
+
+mod common;
+use common::*;
+use serde_json::{json, Value};
+
+/// FNV-1a, 64 bits (stable across toolchains, unlike std's `DefaultHasher`).
+fn hash(text: &str) -> u64 {
+    text.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+/// Everything a run measured except wall-clock statistics.
+fn fingerprint(s: &Value) -> u64 {
+    let (_sim, r) = run(s);
+    hash(&format!(
+        "{:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?}",
+        r.messages,
+        r.flows,
+        r.throughput,
+        r.counters,
+        r.headline,
+        r.tenants,
+        r.transport,
+        r.layer_tables,
+        r.stats.get("events")
+    ))
+}
+
+fn scenario(apps: Value) -> Value {
+    json!({"seed": 7, "duration": "2ms",
+           "topology": dumbbell(2, 2, link("100Gbps", "1us"), link("100Gbps", "1us")),
+           "apps": apps})
+}
+
+/// One scenario per kind (and per mode), with the keys that make it draw (sizes, mixes, sync
+/// flags) so that the seeded streams are covered.
+fn kinds() -> Vec<(&'static str, Value)> {
+    let app = |extra: Value| {
+        let mut a = json!({"src": 0, "dst": 2, "size": "4KB", "iterations": 40, "qps": 2});
+        for (k, v) in extra.as_object().unwrap() {
+            a[k] = v.clone();
+        }
+        a
+    };
+    let victim = app(json!({"kind": "redis", "verify": true, "src": 1, "dst": 3}));
+    vec![
+        (
+            "write_bw",
+            scenario(json!([app(
+                json!({"kind": "write_bw", "sync_ratio": 0.3, "post_list": 4})
+            )])),
+        ),
+        (
+            "write_lat",
+            scenario(json!([app(json!({"kind": "write_lat"}))])),
+        ),
+        (
+            "send_bw",
+            scenario(json!([app(
+                json!({"kind": "send_bw", "sync_ratio": 0.5, "cq_mod": 4})
+            )])),
+        ),
+        (
+            "send_lat",
+            scenario(json!([app(json!({"kind": "send_lat"}))])),
+        ),
+        (
+            "read_bw",
+            scenario(json!([app(json!({"kind": "read_bw", "post_list": 2}))])),
+        ),
+        (
+            "wqe_lat",
+            scenario(json!([app(json!({"kind": "wqe_lat"}))])),
+        ),
+        (
+            "kv",
+            scenario(json!([app(
+                json!({"kind": "kv", "get_ratio": 0.7, "min_size": "100B"})
+            )])),
+        ),
+        (
+            "kv-two-sided",
+            scenario(json!([app(
+                json!({"kind": "kv", "mode": "two-sided", "min_size": "64B", "verify": true})
+            )])),
+        ),
+        (
+            "redis",
+            scenario(json!([app(
+                json!({"kind": "redis", "min_size": "10B", "mix": {"set": 0.5, "get": 0.4, "ping": 0.1}, "chunk": "1KB"})
+            )])),
+        ),
+        (
+            "redis-two-sided",
+            scenario(json!([app(
+                json!({"kind": "redis", "mode": "two-sided", "min_size": "10B", "verify": true})
+            )])),
+        ),
+        (
+            "rkey_thief",
+            scenario(json!([
+                victim,
+                app(json!({"kind": "rkey_thief", "victim": 0, "iterations": null, "size": "16B"}))
+            ])),
+        ),
+        (
+            "qp_hijacker",
+            scenario(json!([
+                victim,
+                app(json!({"kind": "qp_hijacker", "victim": 0, "iterations": null, "qps": 1}))
+            ])),
+        ),
+        (
+            "mr_flood",
+            scenario(json!([
+                victim,
+                app(json!({"kind": "mr_flood", "iterations": 50}))
+            ])),
+        ),
+    ]
+}
+
+const RUNS: &[(&str, u64)] = &[
+    ("write_bw", 0xca3c85cfd94df2da),
+    ("write_lat", 0xa085a230e4ae1460),
+    ("send_bw", 0x4c07b2a2e923d49d),
+    ("send_lat", 0xca45fd0174f1511f),
+    ("read_bw", 0xc21736ec50d3148f),
+    ("wqe_lat", 0xbf9811a3724c5728),
+    ("kv", 0x3b66ee0417d0f9a0),
+    ("kv-two-sided", 0xce9da32fb2a350dc),
+    ("redis", 0x725aafae080a72da),
+    ("redis-two-sided", 0xe37e618341edab85),
+    ("rkey_thief", 0xa93e704fa2600281),
+    ("qp_hijacker", 0xa60d7ebb4e77a964),
+    ("mr_flood", 0x9beca4d82004350b),
+];
+
+/// The apps' definitions in `braid schema`.
+fn schema_part() -> String {
+    let v: Value = serde_json::from_str(&braid_sim::scenario_json_schema()).unwrap();
+    let defs = v
+        .get("$defs")
+        .or_else(|| v.get("definitions"))
+        .expect("definitions");
+    ["AppSpec", "AppKind", "AppMode", "RedisMix"]
+        .iter()
+        .map(|n| format!("{n}: {}", defs[*n]))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+const SCHEMA: u64 = 0x20d1196b529e8999;
+
+/// All of `braid schema` (the apps' types moved crates; nothing else may move with them).
+const WHOLE_SCHEMA: u64 = 0xf4ce0b84dc0a8848;
+
+/// A key set on kinds that do not take it, and the other per-kind refusals: (path, message).
+fn refusals() -> Vec<(String, String)> {
+    let base = |extra: Value| {
+        let mut a = json!({"src": 0, "dst": 2, "size": "4KB"});
+        for (k, v) in extra.as_object().unwrap() {
+            a[k] = v.clone();
+        }
+        a
+    };
+    let cases = [
+        json!([base(json!({"kind": "send_lat", "post_list": 2}))]),
+        json!([base(json!({"kind": "write_bw", "post_list": 32}))]),
+        json!([base(
+            json!({"kind": "write_bw", "post_list": 2, "cq_mod": 2})
+        )]),
+        json!([base(json!({"kind": "read_bw", "sync_ratio": 0.1}))]),
+        json!([base(json!({"kind": "write_bw", "mode": "two-sided"}))]),
+        json!([base(json!({"kind": "kv", "mix": {"set": 1.0}}))]),
+        json!([base(
+            json!({"kind": "redis", "mix": {"set": 0.0, "get": 0.0, "ping": 0.0}})
+        )]),
+        json!([base(json!({"kind": "kv", "chunk": "1KB"}))]),
+        json!([base(json!({"kind": "redis", "chunk": "2B"}))]),
+        json!([base(json!({"kind": "kv", "verify": true}))]),
+        json!([base(
+            json!({"kind": "redis", "verify": true, "size": "100MB"})
+        )]),
+        json!([base(json!({"kind": "write_bw", "victim": 0}))]),
+        json!([base(json!({"kind": "qp_hijacker"}))]),
+        json!([
+            base(json!({"kind": "write_bw"})),
+            base(json!({"kind": "rkey_thief", "victim": 1}))
+        ]),
+        json!([base(json!({"kind": "send_bw", "size": "5GB"}))]),
+        json!([base(
+            json!({"kind": "write_bw", "iterations": 3, "duration": "1ms"})
+        )]),
+        json!([base(json!({"kind": "write_bw", "colour": "red"}))]),
+        json!([base(json!({"kind": "write_fast"}))]),
+    ];
+    cases
+        .into_iter()
+        .map(|apps| {
+            let s = scenario(apps);
+            match braid_sim::Simulation::from_json(&s.to_string(), std::path::Path::new("."), None)
+            {
+                Ok(_) => panic!("accepted: {s}"),
+                Err(e) => (e.path, e.message),
+            }
+        })
+        .collect()
+}
+
+const REFUSALS: u64 = 0xc559eb2b4bbb9735;
+
+#[test]
+#[ignore]
+fn print_pins() {
+    for (name, s) in kinds() {
+        println!("    (\"{name}\", 0x{:016x}),", fingerprint(&s));
+    }
+    println!("SCHEMA 0x{:016x}", hash(&schema_part()));
+    println!(
+        "WHOLE_SCHEMA 0x{:016x}",
+        hash(&braid_sim::scenario_json_schema())
+    );
+    for r in refusals() {
+        println!("{r:?}");
+    }
+    println!("REFUSALS 0x{:016x}", hash(&format!("{:?}", refusals())));
+}
+
+#[test]
+fn every_app_kind_measures_what_it_did_before_the_factories() {
+    let got: Vec<(&str, u64)> = kinds()
+        .into_iter()
+        .map(|(n, s)| (n, fingerprint(&s)))
+        .collect();
+    let want: Vec<(&str, u64)> = RUNS.to_vec();
+    assert_eq!(got, want);
+}
+
+#[test]
+fn the_apps_schema_is_what_it_was() {
+    assert_eq!(hash(&schema_part()), SCHEMA, "{}", schema_part());
+}
+
+#[test]
+fn the_whole_schema_is_what_it_was() {
+    assert_eq!(hash(&braid_sim::scenario_json_schema()), WHOLE_SCHEMA);
+}
+
+#[test]
+fn per_kind_keys_are_refused_in_the_same_words() {
+    let r = refusals();
+    assert_eq!(hash(&format!("{r:?}")), REFUSALS, "{r:#?}");
+}
