@@ -254,7 +254,7 @@ impl PerfClient {
 
     fn post_one(&mut self, v: &mut dyn Verbs, i: usize) {
         // perftest --cq-mod: only every n-th WR asks for a completion.
-        let signaled = (self.posted[i] + 1) % self.spec.cq_mod as u64 == 0
+        let signaled = (self.posted[i] + 1).is_multiple_of(self.spec.cq_mod as u64)
             || self.posted[i] + 1 == self.target
             || self.per_wr();
         let wr = self.make_wr(i, signaled);

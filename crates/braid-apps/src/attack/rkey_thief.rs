@@ -163,7 +163,7 @@ impl Thief {
             // Guessed: keys handed out next to our own, at neighbouring application buffers.
             1 => {
                 let k = round as u32 + 1;
-                let key = if round % 2 == 0 {
+                let key = if round.is_multiple_of(2) {
                     own.rkey.wrapping_sub(k)
                 } else {
                     own.rkey.wrapping_add(k)
