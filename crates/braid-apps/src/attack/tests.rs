@@ -77,13 +77,13 @@ impl App for VictimEnd {
 }
 
 /// (host, tenant, QP once created) of one of the victim's ends.
-type VictimEnd = (u32, TenantId, Rc<RefCell<Option<QpNum>>>);
+type VictimSide = (u32, TenantId, Rc<RefCell<Option<QpNum>>>);
 
 struct Run {
     net: FakeNet,
     log: Rc<RefCell<Log>>,
     /// The victim's server and client ends.
-    victim: [VictimEnd; 2],
+    victim: [VictimSide; 2],
 }
 
 /// The victim's server on host 2 and client on host 1 (connection 0), and the attacker's pair
