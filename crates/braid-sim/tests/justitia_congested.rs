@@ -108,7 +108,10 @@ fn justitia_r_does_not_make_the_victim_worse_than_raw_under_a_congested_bottlene
         jr.probe_tail,
         jr.d_p99
     );
-    assert!(jr.misses > 0.0, "Justitia_R saw the victim's tail miss 15 µs");
+    assert!(
+        jr.misses > 0.0,
+        "Justitia_R saw the victim's tail miss 15 µs"
+    );
     assert!(
         jr.d_p99 <= 2.0 * raw.d_p99,
         "Justitia_R's victim p99 {:.2} µs vs raw {:.2} µs",
