@@ -21,6 +21,11 @@ pub struct HostState {
     class: BTreeMap<TenantId, Class>,
     /// Hosts the tenants connected QPs to (each gets a pacer link).
     peers: BTreeSet<u32>,
+    /// The traffic class of the latency tenants' QPs (`Some(None)`: the NIC's default class),
+    /// once a latency tenant has a QP; the reference flow runs in it, because it measures the
+    /// latency such a tenant sees, which is set by the queue its packets wait in (Justitia, NSDI
+    /// '22, section 4: the reference flow stands for the latency-sensitive applications).
+    latency_priority: Option<Option<u8>>,
     /// Hosts bandwidth tenants send to, in the order they appeared; the reference flow goes to
     /// the first (Justitia measures against `server[0]`).
     receivers: Vec<u32>,
@@ -59,6 +64,7 @@ impl HostState {
             me,
             class: BTreeMap::new(),
             peers: BTreeSet::new(),
+            latency_priority: None,
             receivers: Vec::new(),
             remote: BTreeMap::new(),
             refill_from: 0,
@@ -147,6 +153,25 @@ impl HostState {
 
     pub fn class_of(&self, t: TenantId) -> Option<Class> {
         self.class.get(&t).copied()
+    }
+
+    /// A latency tenant's QPs use traffic class `priority` (None: the NIC's default). The first
+    /// one known sets the reference flow's class: latency tenants in several classes are not
+    /// told apart (Justitia has one reference flow per host).
+    pub fn set_latency_priority(&mut self, priority: Option<u8>) {
+        self.latency_priority.get_or_insert(priority);
+    }
+
+    /// The traffic class the reference flow runs in, once known.
+    pub fn latency_priority(&self) -> Option<Option<u8>> {
+        self.latency_priority
+    }
+
+    /// The pacer links may be created: a tenant has been classified (so INFO has something to
+    /// say and the latency tenants' class is known if they came first) or a latency tenant's
+    /// class is known.
+    fn links_wanted(&self) -> bool {
+        !self.class.is_empty() || self.latency_priority.is_some()
     }
 
     /// A tenant connected a QP to `host`; true if it is a new peer.
@@ -365,6 +390,8 @@ pub struct JustitiaAgent {
     wait: BoardWait,
     peers_missing: u32,
     link_errors: u32,
+    /// The board's patience ran out while links waited for a tenant here to be classified.
+    gate_gave_up: bool,
 }
 
 impl JustitiaAgent {
@@ -383,6 +410,7 @@ impl JustitiaAgent {
             wait: BoardWait::new(patience),
             peers_missing: 0,
             link_errors: 0,
+            gate_gave_up: false,
         }
     }
 
@@ -420,6 +448,12 @@ impl JustitiaAgent {
             // Nothing new, nothing waiting (the common case: every token's service).
             return;
         }
+        // The link's QP carries the reference flow, whose class is the latency tenants': it is
+        // created once a tenant is classified (a QP's class is fixed when it is created), or at
+        // once when the peer's pacer waits for it (this host then only answers probes).
+        let gate_open = self.st.borrow().links_wanted();
+        let probe_class = self.st.borrow().latency_priority().flatten();
+        let mut gated = false;
         let me = v.local_host();
         let keys = |p| LinkKeys::between(me, p, board_key(me, p, false), board_key(me, p, true));
         let wanted: Vec<u32> = self.st.borrow().peers.iter().copied().collect();
@@ -427,9 +461,15 @@ impl JustitiaAgent {
             if self.links.contains_key(&p) {
                 continue;
             }
+            let k = keys(p);
+            if !gate_open && self.board.borrow().lookup(k.conn, k.side.peer()).is_none() {
+                gated = true;
+                continue;
+            }
             let init = QpInit {
                 max_send_wr: 1024,
                 max_recv_wr: 2 * RECVS,
+                priority: probe_class,
                 ..QpInit::rc(cq)
             };
             let Ok(qp) = v.create_qp(&init) else {
@@ -452,7 +492,9 @@ impl JustitiaAgent {
                 },
             );
         }
-        let mut waiting = false;
+        // Gated links wait for the peer only as long as the board's patience: then only a
+        // classification here (which wakes the agent) creates them.
+        let mut waiting = gated && !self.gate_gave_up;
         let mut became_ready = false;
         for (&p, l) in self.links.iter_mut() {
             let ep = Endpoint {
@@ -487,6 +529,7 @@ impl JustitiaAgent {
             self.st.borrow_mut().info_dirty = true;
         }
         if self.wait.after_pass(v, waiting, T_BOARD) {
+            self.gate_gave_up |= gated;
             // The peer runs no pacer: give up on what is still waiting.
             for l in self.links.values_mut() {
                 if matches!(l.phase, Phase::Published | Phase::Connected) {

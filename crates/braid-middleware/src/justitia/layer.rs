@@ -33,6 +33,8 @@ struct QpInfo {
     /// A completion reported an error: the QP flushes what follows, held WRs go at once.
     errored: bool,
     splittable: bool,
+    /// Its traffic class (None: the NIC's default).
+    priority: Option<u8>,
 }
 
 /// An application WR waiting for tokens, possibly partly posted.
@@ -147,6 +149,12 @@ impl JustitiaLayer {
         }
         self.class = Some(c);
         let mut s = self.st.borrow_mut();
+        if c == Class::Latency {
+            // The lowest QP number: the same QP in every run of a scenario and seed.
+            if let Some((_, q)) = self.qps.iter().min_by_key(|(n, _)| **n) {
+                s.set_latency_priority(q.priority);
+            }
+        }
         s.set_class(self.tenant, c);
         if c == Class::Bandwidth {
             for q in self.qps.values() {
@@ -474,8 +482,12 @@ impl Middleware for JustitiaLayer {
                 sig_all: init.sq_sig_all,
                 errored: false,
                 splittable: matches!(init.qp_type, QpType::Rc | QpType::Uc) && !init.managed_send,
+                priority: init.priority,
             },
         );
+        if self.declared == Class::Latency {
+            self.st.borrow_mut().set_latency_priority(init.priority);
+        }
         Ok(qp)
     }
 

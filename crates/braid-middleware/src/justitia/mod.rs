@@ -5,10 +5,10 @@
 //! The mechanism is host-scoped, as Justitia's pacer daemon is:
 //! - one **agent** per host ([`agent`], tenant 0's stack, the pacer) owns the token bucket whose
 //!   rate is the bandwidth tenants' *virtual link capacity*, a **reference flow** (back-to-back
-//!   signaled inline 16 B WRITEs on its own RC QP to the pacer of the host the bandwidth tenants
-//!   send to) whose windowed 99th-percentile latency it compares with the target, halving the
-//!   capacity on a miss (never below the bandwidth tenants' share) and adding to it when the target
-//!   is met; it also tells its peers how many bandwidth and latency tenants it has (Justitia's
+//!   signaled inline 16 B WRITEs on its own RC QP, in the latency tenants' traffic class, to the
+//!   pacer of the host the bandwidth tenants send to) whose windowed 99th-percentile latency it
+//!   compares with the target, halving the capacity on a miss (never below the bandwidth
+//!   tenants' share) and adding to it when the target is met; it also tells its peers how many bandwidth and latency tenants it has (Justitia's
 //!   receiver-side `INFO` messages);
 //! - one **layer** per tenant ([`layer`], the patched libmlx5) classifies its tenant, splits a
 //!   bandwidth tenant's messages into chunks (5,000 B while latency tenants are present, 1 MB
