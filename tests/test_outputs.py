@@ -24,7 +24,7 @@ INCAST = {
     },
     "switch": {"buffer": "200KB"},
     "measure": {"interval": "5us", "queues": [{"node": "swL", "peer": "swR"}], "messages": False},
-    "traffic": [{"pattern": "flows", "flows": [{"src": i, "dst": 4, "size": "300KB"} for i in range(4)]}],
+    "traffic": [{"pattern": "flows", "flows": [{"src": i, "dst": 4, "size": "300KB", "dport": 100 + i} for i in range(4)]}],
 }
 
 
@@ -82,7 +82,8 @@ def test_export_hpcc_writes_what_hpcc_scripts_parse(incast, tmp_path):
         host = next(h for h, n in node_of_host.items() if n == node)
         f = by_src[host]
         assert (int(dip, 16) >> 8 & 0xFFFF) == node_of_host[f["dst"]]
-        assert int(sport) == f["sport"] and int(dport) == 4791
+        # Each flow's own dport (as HPCC's flow file gives it), not the RoCEv2 port every packet carries.
+        assert int(sport) == f["sport"] and int(dport) == f["dport"] == 100 + host
         assert int(size) == f["size"] == 300_000
         assert int(start) == f["start_ps"] // 1000
         assert int(fct) == f["fct_ps"] // 1000
