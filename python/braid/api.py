@@ -318,6 +318,49 @@ def _clean(v: Any) -> Any:
     return v
 
 
+def read_results(folder: Union[str, Path]) -> RunResult:
+    """Reads a results folder (``braid run -o``, ``braid.run(out_dir=...)``) back as the
+    ``RunResult`` ``braid.run`` returned: the same tables, totals and figures, ``summary`` the
+    folder's summary.json, ``out_dir`` the folder. ``scenario`` is the scenario the run used (its
+    data as recorded; ``base_dir`` the folder, as relative input files were already read).
+    A missing or damaged file is a BraidError naming it. (``braid.results.read_results`` is the
+    lower-level reader: a dict of the summary and the tables.)"""
+    from .results import PCAP_FILE, TABLES
+    from .results import read_results as read_folder
+
+    folder = Path(folder)
+    raw = read_folder(folder)
+    s = raw["summary"]
+    sc_doc = s.get("scenario") or {}
+    source = sc_doc.get("source")
+    sc = Scenario(
+        data=sc_doc.get("data") or {},
+        base_dir=folder,
+        source=Path(source) if source else None,
+        overrides=list(sc_doc.get("overrides") or []),
+    )
+    pcap_path = folder / PCAP_FILE
+    res = RunResult(
+        scenario=sc,
+        seed=s.get("seed"),
+        counters=dict(s.get("counters") or {}),
+        headline=dict(s.get("headline") or {}),
+        stats=dict(s.get("stats") or {}),
+        wall_s=float(s.get("wall_s") or 0.0),
+        cpu_s=float(s.get("cpu_s") or 0.0),
+        finished=bool(s.get("finished")),
+        out_dir=folder,
+        summary=s,
+        pcap=pcap_path.read_bytes() if pcap_path.is_file() else None,
+        layer_tables={k: v for k, v in raw.items() if k != "summary" and k not in TABLES},
+        unfinished=int(s.get("unfinished") or 0),
+        not_started=int(s.get("unfinished_not_started") or 0),
+        in_flight=int(s.get("unfinished_in_flight") or 0),
+        **{name: raw[name] for name in TABLES},
+    )
+    return res
+
+
 def summary_of(res: RunResult) -> dict:
     from . import __version__
 
