@@ -135,7 +135,31 @@ def validate(scenario: Union[str, Path, Mapping, Scenario], overrides: Iterable[
     return sc
 
 
-def _rich_progress(label: str) -> tuple:
+def bar_state(now: int, end: int, last_arrival: Optional[int], elapsed_s: float) -> tuple:
+    """The progress bar's (fraction done, text) at simulated time ``now`` after ``elapsed_s`` of
+    wall time. A run whose flows are all known ends soon after its last flow arrives, not at
+    ``end`` (the duration): the bar then measures against that arrival and estimates the time
+    left at the pace so far; past it, the flows in flight drain (no estimate: how long depends on
+    the congestion). Without a known last arrival it measures against ``end``, with an estimate."""
+    if last_arrival is not None and 0 < last_arrival < end:
+        if now >= last_arrival:
+            return 1.0, f"sim {_fmt_ps(now)}: last flow arrived at {_fmt_ps(last_arrival)}, draining"
+        target, what = last_arrival, "last arrival"
+    else:
+        target, what = end, "end"
+    if not target:
+        return 1.0, f"sim {_fmt_ps(now)}"
+    frac = min(1.0, now / target)
+    eta = f", ETA {_fmt_s(elapsed_s * (target - now) / now)}" if now > 0 and elapsed_s > 0 and now < target else ""
+    return frac, f"sim {_fmt_ps(now)} / {_fmt_ps(target)} ({what}){eta}"
+
+
+def _fmt_s(s: float) -> str:
+    s = int(round(s))
+    return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60}:{s % 60:02d}"
+
+
+def _rich_progress(label: str, last_arrival: Optional[int] = None) -> tuple:
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from .show import console
@@ -149,9 +173,11 @@ def _rich_progress(label: str) -> tuple:
         transient=False,
     )
     task = prog.add_task(label, total=1.0, sim="")
+    t0 = time.perf_counter()
 
     def update(now: int, end: int) -> None:
-        prog.update(task, completed=min(1.0, now / end) if end else 1.0, sim=f"sim {_fmt_ps(now)} / {_fmt_ps(end)}")
+        frac, text = bar_state(now, end, last_arrival, time.perf_counter() - t0)
+        prog.update(task, completed=frac, sim=text)
 
     return prog, update
 
@@ -219,7 +245,7 @@ def _run(scenario, seed, overrides, progress, slices) -> RunResult:
     prog = None
     cb: Optional[Progress] = None
     if progress is True:
-        prog, cb = _rich_progress(sc.name)
+        prog, cb = _rich_progress(sc.name, sim.last_arrival_ps())
     elif callable(progress):
         cb = progress
     t0, c0 = time.perf_counter(), _cpu_s()
