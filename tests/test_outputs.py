@@ -24,7 +24,7 @@ INCAST = {
     },
     "switch": {"buffer": "200KB"},
     "measure": {"interval": "5us", "queues": [{"node": "swL", "peer": "swR"}], "messages": False},
-    "traffic": [{"pattern": "flows", "flows": [{"src": i, "dst": 4, "size": "300KB"} for i in range(4)]}],
+    "traffic": [{"pattern": "flows", "flows": [{"src": i, "dst": 4, "size": "300KB", "dport": 100 + i} for i in range(4)]}],
 }
 
 
@@ -82,7 +82,8 @@ def test_export_hpcc_writes_what_hpcc_scripts_parse(incast, tmp_path):
         host = next(h for h, n in node_of_host.items() if n == node)
         f = by_src[host]
         assert (int(dip, 16) >> 8 & 0xFFFF) == node_of_host[f["dst"]]
-        assert int(sport) == f["sport"] and int(dport) == 4791
+        # Each flow's own dport (as HPCC's flow file gives it), not the RoCEv2 port every packet carries.
+        assert int(sport) == f["sport"] and int(dport) == f["dport"] == 100 + host
         assert int(size) == f["size"] == 300_000
         assert int(start) == f["start_ps"] // 1000
         assert int(fct) == f["fct_ps"] // 1000
@@ -152,8 +153,9 @@ def test_hpcc_anchor_exports_the_lines_hpcc_wrote(tmp_path):
     # HPCC's FCTs on braid's terms: 62-byte RoCEv2 headers against HPCC's 48, and HPCC ns-3's
     # serialization truncated to whole ns (83 ns for 1048 B at 100 Gb/s); docs/topologies.md.
     terms = (1062 / 1048) * (83.84 / 83)
-    # The same flows (addresses, size, start); which of the two ends first depends on the seed
-    # (DCQCN favours one at random), so completion times are compared in completion order.
-    assert sorted((a[0], a[1], a[4], a[5]) for a in ours) == sorted((b[0], b[1], b[4], b[5]) for b in theirs)
+    # The same flows (addresses, dport as HPCC's flow file gives it, size, start); which of the two
+    # ends first depends on the seed (DCQCN favours one at random), so completion times are
+    # compared in completion order.
+    assert sorted((a[0], a[1], a[3], a[4], a[5]) for a in ours) == sorted((b[0], b[1], b[3], b[4], b[5]) for b in theirs)
     for a, b in zip(ours, theirs):
         assert abs(int(a[6]) - int(b[6]) * terms) / (int(b[6]) * terms) < 0.02, (a, b)

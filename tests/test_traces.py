@@ -22,6 +22,14 @@ needs_tshark = pytest.mark.skipif(TSHARK is None, reason="tshark is not installe
 
 MTU = 1024
 
+#: braid's QP n is QP n + 16 on the wire (docs/scenario.md, "Packet traces"): QP 0 and 1 are a real
+#: NIC's management QPs; Linux's software RoCE numbers data QPs from 16.
+WIRE_QPN_BASE = 16
+
+
+def wire(qpn: int) -> int:
+    return qpn + WIRE_QPN_BASE
+
 
 def dumbbell(left, right):
     return {
@@ -144,7 +152,7 @@ def test_tshark_decodes_what_braid_sent(traced):
     q = sender_qp(0, 10_000)
     data = t.filter(
         (pl.col("opcode").is_in([0x06, 0x07, 0x08, 0x0A]))
-        & (pl.col("destqp") == q["remote_qpn"])
+        & (pl.col("destqp") == wire(q["remote_qpn"]))
         & (pl.col("src") == ip_of(node_of_host[0]))
     ).to_dicts()
     assert sorted(r["psn"] for r in data) == list(range(10))
@@ -155,7 +163,7 @@ def test_tshark_decodes_what_braid_sent(traced):
     assert {r["sport"] for r in data} == {q["sport"]}
     assert {r["dst"] for r in data} == {ip_of(node_of_host[3])}
     # ACKs of it go back to the sender's QP, syndrome "ACK".
-    acks = t.filter((pl.col("opcode") == 0x11) & (pl.col("destqp") == q["qpn"]) & (pl.col("dst") == ip_of(node_of_host[0])))
+    acks = t.filter((pl.col("opcode") == 0x11) & (pl.col("destqp") == wire(q["qpn"])) & (pl.col("dst") == ip_of(node_of_host[0])))
     assert len(acks) >= 1 and set(acks["syndrome"].to_list()) == {0x1F}
     assert acks["psn"].max() == 9, "the last ACK acknowledges PSN 9"
 
@@ -167,9 +175,9 @@ def test_tshark_decodes_what_braid_sent(traced):
     assert len(rq) == 1
     reqs = t.filter(pl.col("opcode") == 0x0C)
     assert len(reqs) == 2 and set(reqs["dmalen"].to_list()) == {4096}
-    assert set(reqs["destqp"].to_list()) == {rq[0]["remote_qpn"]}
+    assert set(reqs["destqp"].to_list()) == {wire(rq[0]["remote_qpn"])}
     resp = t.filter(pl.col("opcode").is_in([0x0D, 0x0E, 0x0F, 0x10])).to_dicts()
-    assert {r["destqp"] for r in resp} == {rq[0]["qpn"]}
+    assert {r["destqp"] for r in resp} == {wire(rq[0]["qpn"])}
     assert sum(payload(r) for r in resp) == 8192
     assert sorted(r["opcode"] for r in resp) == sorted([0x0D, 0x0E, 0x0E, 0x0F] * 2)
 
@@ -184,6 +192,30 @@ def test_tshark_decodes_what_braid_sent(traced):
     all_data = t.filter(pl.col("opcode").is_in(list(range(0x00, 0x0C)) + [0x0D, 0x0E, 0x0F, 0x10]))
     # (braid's data_packets counts READ requests and retransmissions too; every copy is captured.)
     assert len(all_data) == c["data_packets"] - len(reqs)
+
+
+@needs_tshark
+def test_tshark_summary_shows_rdma_operations_on_data_qps(traced):
+    """Wireshark's packet list (tshark's summary line) reads every frame as the RDMA operation it
+    is, addressed to a data QP: DestQP 0 or 1 would make it a management datagram ("RESERVED
+    (Unknown Attribute)"), which is what braid's own QP numbers 0 and 1 gave."""
+    res, out = traced
+    lines = subprocess.run(
+        [TSHARK, "-r", str(out / "trace.pcap")], capture_output=True, text=True, timeout=120, check=True
+    ).stdout.splitlines()
+    assert len(lines) == res.stats["pcap_packets"]
+    assert not [ln for ln in lines if "Unknown Attribute" in ln or "RESERVED" in ln], lines[:5]
+    # Every RoCE frame but the CNPs (no name in Wireshark 4.0) shows its operation and wire QP.
+    roce = [ln for ln in lines if " RRoCE " in ln]
+    assert len(roce) == len(lines)
+    named = [ln for ln in roce if "Unknown OpCode" not in ln]
+    assert len(named) == len(roce) - res.counters["cnps"]
+    assert all(" QP=0x" in ln for ln in named)
+    # Flow 0's WRITE from host 0: a "RC RDMA Write First" to its receiver's QP as numbered on the wire.
+    tr = res.transport
+    q = tr.filter((pl.col("host") == 0) & (pl.col("tx_bytes") == 10_000)).to_dicts()[0]
+    first = [ln for ln in named if f"RC RDMA Write First QP=0x{wire(q['remote_qpn']):06x}" in ln]
+    assert len(first) >= 1, [ln for ln in named if "Write First" in ln]
 
 
 def test_cc_table_has_nulls_where_a_field_does_not_apply(traced):

@@ -19,9 +19,12 @@ _LAZY = {
     "run": "api",
     "validate": "api",
     "RunResult": "api",
-    "read_results": "results",
+    "read_results": "api",
+    # The subpackage itself (`braid.sweep.sweep(...)`, docs/sweep.md).
+    "sweep": "sweep",
     "write_results": "results",
 }
+_SUBPACKAGES = {"sweep"}
 
 
 def __getattr__(name):
@@ -30,9 +33,15 @@ def __getattr__(name):
         raise AttributeError(f"module 'braid' has no attribute {name!r}")
     import importlib
 
-    value = getattr(importlib.import_module(f".{mod}", __name__), name)
+    module = importlib.import_module(f".{mod}", __name__)
+    value = module if name in _SUBPACKAGES else getattr(module, name)
     globals()[name] = value
     return value
+
+
+def __dir__():
+    # The lazy names are attributes too: dir(braid) and tab completion list them before first use.
+    return sorted(set(globals()) | set(_LAZY))
 
 
 def scenario_schema() -> str:
@@ -52,6 +61,7 @@ __all__ = [
     "read_results",
     "run",
     "scenario_schema",
+    "sweep",
     "validate",
     "write_results",
 ]

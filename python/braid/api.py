@@ -135,7 +135,31 @@ def validate(scenario: Union[str, Path, Mapping, Scenario], overrides: Iterable[
     return sc
 
 
-def _rich_progress(label: str) -> tuple:
+def bar_state(now: int, end: int, last_arrival: Optional[int], elapsed_s: float) -> tuple:
+    """The progress bar's (fraction done, text) at simulated time ``now`` after ``elapsed_s`` of
+    wall time. A run whose flows are all known ends soon after its last flow arrives, not at
+    ``end`` (the duration): the bar then measures against that arrival and estimates the time
+    left at the pace so far; past it, the flows in flight drain (no estimate: how long depends on
+    the congestion). Without a known last arrival it measures against ``end``, with an estimate."""
+    if last_arrival is not None and 0 < last_arrival < end:
+        if now >= last_arrival:
+            return 1.0, f"sim {_fmt_ps(now)}: last flow arrived at {_fmt_ps(last_arrival)}, draining"
+        target, what = last_arrival, "last arrival"
+    else:
+        target, what = end, "end"
+    if not target:
+        return 1.0, f"sim {_fmt_ps(now)}"
+    frac = min(1.0, now / target)
+    eta = f", ETA {_fmt_s(elapsed_s * (target - now) / now)}" if now > 0 and elapsed_s > 0 and now < target else ""
+    return frac, f"sim {_fmt_ps(now)} / {_fmt_ps(target)} ({what}){eta}"
+
+
+def _fmt_s(s: float) -> str:
+    s = int(round(s))
+    return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60}:{s % 60:02d}"
+
+
+def _rich_progress(label: str, last_arrival: Optional[int] = None) -> tuple:
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from .show import console
@@ -149,9 +173,11 @@ def _rich_progress(label: str) -> tuple:
         transient=False,
     )
     task = prog.add_task(label, total=1.0, sim="")
+    t0 = time.perf_counter()
 
     def update(now: int, end: int) -> None:
-        prog.update(task, completed=min(1.0, now / end) if end else 1.0, sim=f"sim {_fmt_ps(now)} / {_fmt_ps(end)}")
+        frac, text = bar_state(now, end, last_arrival, time.perf_counter() - t0)
+        prog.update(task, completed=frac, sim=text)
 
     return prog, update
 
@@ -219,7 +245,7 @@ def _run(scenario, seed, overrides, progress, slices) -> RunResult:
     prog = None
     cb: Optional[Progress] = None
     if progress is True:
-        prog, cb = _rich_progress(sc.name)
+        prog, cb = _rich_progress(sc.name, sim.last_arrival_ps())
     elif callable(progress):
         cb = progress
     t0, c0 = time.perf_counter(), _cpu_s()
@@ -316,6 +342,49 @@ def _clean(v: Any) -> Any:
     if isinstance(v, (list, tuple)):
         return [_clean(x) for x in v]
     return v
+
+
+def read_results(folder: Union[str, Path]) -> RunResult:
+    """Reads a results folder (``braid run -o``, ``braid.run(out_dir=...)``) back as the
+    ``RunResult`` ``braid.run`` returned: the same tables, totals and figures, ``summary`` the
+    folder's summary.json, ``out_dir`` the folder. ``scenario`` is the scenario the run used (its
+    data as recorded; ``base_dir`` the folder, as relative input files were already read).
+    A missing or damaged file is a BraidError naming it. (``braid.results.read_results`` is the
+    lower-level reader: a dict of the summary and the tables.)"""
+    from .results import PCAP_FILE, TABLES
+    from .results import read_results as read_folder
+
+    folder = Path(folder)
+    raw = read_folder(folder)
+    s = raw["summary"]
+    sc_doc = s.get("scenario") or {}
+    source = sc_doc.get("source")
+    sc = Scenario(
+        data=sc_doc.get("data") or {},
+        base_dir=folder,
+        source=Path(source) if source else None,
+        overrides=list(sc_doc.get("overrides") or []),
+    )
+    pcap_path = folder / PCAP_FILE
+    res = RunResult(
+        scenario=sc,
+        seed=s.get("seed"),
+        counters=dict(s.get("counters") or {}),
+        headline=dict(s.get("headline") or {}),
+        stats=dict(s.get("stats") or {}),
+        wall_s=float(s.get("wall_s") or 0.0),
+        cpu_s=float(s.get("cpu_s") or 0.0),
+        finished=bool(s.get("finished")),
+        out_dir=folder,
+        summary=s,
+        pcap=pcap_path.read_bytes() if pcap_path.is_file() else None,
+        layer_tables={k: v for k, v in raw.items() if k != "summary" and k not in TABLES},
+        unfinished=int(s.get("unfinished") or 0),
+        not_started=int(s.get("unfinished_not_started") or 0),
+        in_flight=int(s.get("unfinished_in_flight") or 0),
+        **{name: raw[name] for name in TABLES},
+    )
+    return res
 
 
 def summary_of(res: RunResult) -> dict:

@@ -15,7 +15,7 @@ SLURM_KEYS = ("partition", "account", "cores", "memory", "walltime", "jobs", "ex
 def dask_options(f: Callable) -> Callable:
     """Adds --dask and the --slurm-* options (as ``dask`` and ``slurm_<key>`` arguments)."""
     opts = [
-        click.option("--dask", metavar="local|slurm|tcp://HOST:PORT", help="Run on Dask: a LocalCluster (-j workers), SLURM jobs through dask-jobqueue (--slurm-* options), or the scheduler at that address (needs braid[sweep])."),
+        click.option("--dask", metavar="local|slurm|tcp://HOST:PORT", help="Run on Dask: a LocalCluster (-j workers), SLURM jobs through dask-jobqueue (--slurm-* options), or the scheduler at that address (needs the sweep extra: pip install -e '.[sweep]' in this checkout)."),
         click.option("--slurm-partition", "--slurm-queue", "slurm_partition", metavar="NAME", help="SLURM partition (#SBATCH -p). Default: your dask-jobqueue config's, else the cluster's default."),
         click.option("--slurm-account", "slurm_account", metavar="NAME", help="SLURM account (#SBATCH -A)."),
         click.option("--slurm-cores", "slurm_cores", type=int, metavar="N", help="Cores per job = single-threaded Dask workers per job (default 1)."),

@@ -6,7 +6,9 @@
 * ``fct.txt``: one line per completed flow, in completion order:
   ``sip dip sport dport size start_time fct standalone_fct`` — addresses as 8 hex digits in
   HPCC's scheme (node id n -> 0x0b000001 + (n // 256) << 16 + (n % 256) << 8), times in ns.
-  braid has no destination QP port; ``dport`` is RoCEv2's UDP port 4791.
+  ``dport`` is the flow's own (its traffic table's ``dport``, default 100 as HPCC's generator
+  writes, or the HPCC flow file's); an application, which has none, and folders written before
+  braid kept it show RoCEv2's UDP port 4791, the port every packet carries.
 * ``pfc.txt``: one line per PFC frame a port received (what HPCC's ``QbbPfc`` trace records):
   ``time node_id node_type if_index type`` — time in ns, node_type 0 host / 1 switch, if_index
   = braid port + 1 (HPCC's device 0 is the loopback), type 1 pause / 0 resume.
@@ -54,8 +56,9 @@ def _fct_lines(flows: pl.DataFrame, host_node: dict) -> list[str]:
     alone = "path_ideal_fct_ps" if "path_ideal_fct_ps" in done.columns else "ideal_fct_ps"
     out = []
     for f in done.iter_rows(named=True):
+        dport = f.get("dport") or ROCEV2_PORT
         out.append(
-            f"{hpcc_ip(host_node[f['src']])} {hpcc_ip(host_node[f['dst']])} {f['sport']} {ROCEV2_PORT} "
+            f"{hpcc_ip(host_node[f['src']])} {hpcc_ip(host_node[f['dst']])} {f['sport']} {dport} "
             f"{f['size']} {f['start_ps'] // 1000} {f['fct_ps'] // 1000} {f[alone] // 1000}"
         )
     return out

@@ -101,6 +101,12 @@ impl Simulation {
         self.sim.end_ps()
     }
 
+    /// The start of the last traffic flow (ps), when the run ends once its flows are done and has
+    /// no applications; None otherwise (the progress bar then measures against `end_ps`).
+    fn last_arrival_ps(&self) -> Option<u64> {
+        self.sim.last_arrival_ps()
+    }
+
     /// Advances to `until_ps` (or the end) with the GIL released; returns True once finished.
     fn advance(&mut self, py: Python<'_>, until_ps: u64) -> bool {
         let sim = AssertSend(&mut self.sim);

@@ -55,7 +55,8 @@ pub struct Results {
     pub messages: Table,
     /// Per flow: flow id, src, dst, size, start_ps, finish_ps, fct_ps, ideal_fct_ps (idle fabric,
     /// best rate between the hosts: the same for every scheme), path_ideal_fct_ps (alone on its
-    /// own path), slowdown (fct / ideal, not clamped), ...
+    /// own path), slowdown (fct / ideal, not clamped), sport, dport (a traffic flow's HPCC
+    /// destination port; 0 for an application), ...
     pub flows: Table,
     /// Per-flow goodput time series: time_ps, flow, bytes delivered in the interval, gbps.
     pub throughput: Table,

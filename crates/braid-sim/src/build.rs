@@ -499,6 +499,7 @@ impl<'s> Tenants<'s> {
                     start_ps: f.start_ps,
                     finish_ps: None,
                     src_qp: None,
+                    dport: f.dport,
                     dst_addr: None,
                     bytes_done: 0,
                     latencies: vec![],

@@ -20,6 +20,10 @@ pub struct FlowRecord {
     pub finish_ps: Option<Time>,
     /// The sending QP (node id, qpn), filled in when the application creates it.
     pub src_qp: Option<(u32, u32)>,
+    /// The destination port a traffic flow was given (`dport`, HPCC's flow-file field, read back
+    /// by `braid export --format hpcc`); packets carry RoCEv2's 4791 regardless. 0 for an
+    /// application, which has none.
+    pub dport: u16,
     /// Where the flow's bytes land (node id, address), for data checking.
     pub dst_addr: Option<(u32, u64)>,
     /// Bytes completed so far (perftest apps grow this as they go).
@@ -86,6 +90,7 @@ pub fn perf_record(spec: &crate::config::AppSpec, src: u32, dst: u32) -> FlowRec
         start_ps: spec.start.0,
         finish_ps: None,
         src_qp: None,
+        dport: 0,
         dst_addr: None,
         bytes_done: 0,
         latencies: vec![],

@@ -139,6 +139,7 @@ pub fn assemble(
             f64::NAN
         });
         fl.sport.push(sport as u64);
+        fl.dport.push(f.dport as u64);
         let own = name_path(path);
         // Every distinct path the flow's data took: one per source port its sending QPs used.
         let mut set: Vec<String> = f
@@ -179,6 +180,7 @@ pub fn assemble(
     r.flows
         .push("goodput_gbps", Column::F64(fl.goodput.clone()));
     r.flows.push("sport", Column::U64(fl.sport));
+    r.flows.push("dport", Column::U64(fl.dport));
     r.flows.push("path", Column::Str(fl.path));
     r.flows.push("paths", Column::U64(fl.n_paths));
     r.flows.push("path_set", Column::Str(fl.path_set));
@@ -580,6 +582,7 @@ struct FlowCols {
     slowdown: Vec<f64>,
     goodput: Vec<f64>,
     sport: Vec<u64>,
+    dport: Vec<u64>,
     path: Vec<String>,
     n_paths: Vec<u64>,
     path_set: Vec<String>,

@@ -271,6 +271,18 @@ impl Simulation {
         self.log.borrow().flows.clone()
     }
 
+    /// The start of the traffic's last flow, when the run has `[[traffic]]` flows and no
+    /// applications (whose ends are not known up front): the progress bar's target, as a run
+    /// that ends when its flows are done ends soon after it, long before `duration`. None
+    /// otherwise.
+    pub fn last_arrival_ps(&self) -> Option<u64> {
+        let log = self.log.borrow();
+        if !self.ends_when_done || log.flows.iter().any(|f| f.kind != "flow") {
+            return None;
+        }
+        log.flows.iter().map(|f| f.start_ps).max()
+    }
+
     /// Conservation and placement: every completed flow's receiving QP accepted exactly its size
     /// (duplicates are never counted), and with `nic.data_check` its bytes sit at the right address
     /// of the receiver's memory. Returns the number of bytes verified.

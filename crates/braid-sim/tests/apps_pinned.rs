@@ -16,9 +16,11 @@ fn hash(text: &str) -> u64 {
     })
 }
 
-/// Everything a run measured except wall-clock statistics.
+/// Everything a run measured except wall-clock statistics. The flows table's `dport` column came
+/// after the pins (an app has none: 0 in every row here), so the pinned text leaves it out.
 fn fingerprint(s: &Value) -> u64 {
-    let (_sim, r) = run(s);
+    let (_sim, mut r) = run(s);
+    r.flows.columns.retain(|(name, _)| name != "dport");
     hash(&format!(
         "{:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?}",
         r.messages,

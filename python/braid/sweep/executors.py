@@ -139,6 +139,21 @@ class LocalExecutor:
         self.pool.shutdown(wait=not cancel, cancel_futures=True)
 
 
+def sweep_extra_install(checkout: Optional[Path] = None) -> str:
+    """The command that installs the ``sweep`` extra into this Python. From a checkout (``make
+    demo`` installs braid editable from one) it names the checkout's path: "braid" on the public
+    package index is another project, so ``pip install 'braid[sweep]'`` outside this checkout
+    would fetch the wrong package. Elsewhere it names the extra's packages themselves."""
+    import shlex
+    import sys
+
+    root = checkout if checkout is not None else Path(__file__).resolve().parents[3]
+    pip = f"{shlex.quote(sys.executable)} -m pip install"
+    if (root / "pyproject.toml").is_file() and (root / "python" / "braid").is_dir():
+        return f"{pip} -e {shlex.quote(str(root) + '[sweep]')}"
+    return f"{pip} 'dask[distributed]>=2023.1' 'dask-jobqueue>=0.8.2'"
+
+
 class DaskExecutor:
     """A Dask cluster: ``local`` starts a ``distributed.LocalCluster`` (``jobs`` single-threaded
     worker processes), ``slurm`` a dask-jobqueue ``SLURMCluster`` (``slurm`` options, at most
@@ -152,7 +167,7 @@ class DaskExecutor:
         try:
             import distributed
         except ImportError:
-            raise BraidError("--dask", "needs Dask: pip install 'braid[sweep]' (dask[distributed])") from None
+            raise BraidError("--dask", f"needs Dask (braid's sweep extra): {sweep_extra_install()}") from None
         import dask
 
         # The workers' statistical profiler holds references to the frames of running tasks from

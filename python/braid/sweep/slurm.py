@@ -130,7 +130,9 @@ def check_available() -> None:
     try:
         import dask_jobqueue  # noqa: F401
     except ImportError:
-        raise BraidError("--dask slurm", "needs dask-jobqueue: pip install 'braid[sweep]'") from None
+        from .executors import sweep_extra_install
+
+        raise BraidError("--dask slurm", f"needs dask-jobqueue (braid's sweep extra): {sweep_extra_install()}") from None
     if shutil.which("sbatch") is None:
         raise BraidError("--dask slurm", "sbatch is not on PATH (run braid on a SLURM login node)")
 

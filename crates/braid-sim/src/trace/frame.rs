@@ -53,6 +53,21 @@ pub mod op {
     pub const CNP: u8 = 0x81;
 }
 
+/// The first QP number a data QP gets on the wire. braid numbers a host's QPs from 0, but on a real
+/// NIC QP 0 and QP 1 are the subnet and general management QPs (IBA §3.6.1, §13.5.1), which
+/// Wireshark dissects as management datagrams; the Linux software RoCE device starts its data QPs
+/// at index 16 (`RXE_MIN_QP_INDEX`, drivers/infiniband/sw/rxe/rxe_param.h), and so do braid's
+/// traces. Only the capture renumbers: results tables keep braid's numbers (wire = braid + 16).
+pub const WIRE_QPN_BASE: u32 = 16;
+/// QP number 0xFFFFFF is the multicast QP (IBA §10.5.1); wire numbers stay below it.
+const WIRE_QPN_LIMIT: u32 = 0x00FF_FFFF;
+
+/// The 24-bit QP number braid's QP `qpn` has in a trace: `qpn + WIRE_QPN_BASE`, wrapping within
+/// `[WIRE_QPN_BASE, 0xFFFFFF)` so it never becomes a management or the multicast QP.
+pub fn wire_qpn(qpn: u32) -> u32 {
+    WIRE_QPN_BASE + qpn % (WIRE_QPN_LIMIT - WIRE_QPN_BASE)
+}
+
 /// AETH syndromes (IBA §9.7.5.2.1): ACK with an unlimited credit count, NAKs.
 const AETH_ACK: u8 = 0x1F;
 const AETH_RNR: u8 = 0x20;
@@ -284,7 +299,7 @@ pub fn write_roce(
     out.push((l.pad() as u8) << 4);
     out.extend_from_slice(&0xFFFFu16.to_be_bytes());
     out.push(0);
-    out.extend_from_slice(&pk.dst_qp.to_be_bytes()[1..]);
+    out.extend_from_slice(&wire_qpn(pk.dst_qp).to_be_bytes()[1..]);
     let ack_req = qp_type == QpType::Rc
         && ((pk.kind == PktKind::Data && pk.op != DataOp::ReadResp && pk.last)
             || pk.kind == PktKind::ReadReq);
@@ -295,7 +310,7 @@ pub fn write_roce(
         // Q_Key, reserved, source QP.
         out.extend_from_slice(&0u32.to_be_bytes());
         out.push(0);
-        out.extend_from_slice(&pk.src_qp.to_be_bytes()[1..]);
+        out.extend_from_slice(&wire_qpn(pk.src_qp).to_be_bytes()[1..]);
     }
     if l.reth {
         // Virtual address, R_Key, DMA length.
@@ -397,8 +412,9 @@ mod tests {
             10, 0, 0, 3,   10, 1, 2, 5,
             // UDP: 49152 -> 4791, length 1064, checksum 0
             0xC0, 0x00, 0x12, 0xB7, 0x04, 0x28, 0, 0,
-            // BTH: WRITE First, PadCnt 0, P_Key 0xFFFF, DestQP 0x12, no AckReq, PSN 0x234567
-            0x06, 0x00, 0xFF, 0xFF, 0x00, 0x00, 0x00, 0x12, 0x00, 0x23, 0x45, 0x67,
+            // BTH: WRITE First, PadCnt 0, P_Key 0xFFFF, DestQP 0x12 + 16 on the wire, no
+            // AckReq, PSN 0x234567
+            0x06, 0x00, 0xFF, 0xFF, 0x00, 0x00, 0x00, 0x22, 0x00, 0x23, 0x45, 0x67,
             // RETH: VA, R_Key, DMA length 8192
             0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88, 0xAA, 0xBB, 0xCC, 0xDD, 0, 0, 0x20, 0,
         ];
@@ -411,6 +427,21 @@ mod tests {
         assert_eq!(got, want_headers);
         // Payload and ICRC are zeros.
         assert!(out[70..].iter().all(|&b| b == 0));
+    }
+
+    #[test]
+    fn wire_qp_numbers_are_never_management_or_multicast_qps() {
+        // IBA: QP 0 (SMI) and QP 1 (GSI) are management QPs, 0xFFFFFF the multicast QP.
+        assert_eq!(wire_qpn(0), 16);
+        assert_eq!(wire_qpn(1), 17);
+        for q in [0, 1, 2, 0x00FF_FFEE, 0x00FF_FFEF, 0x00FF_FFFF, u32::MAX] {
+            let w = wire_qpn(q);
+            assert!((16..0x00FF_FFFF).contains(&w), "{q:#x} -> {w:#x}");
+        }
+        // Distinct braid QPs stay distinct on the wire (a host has far fewer than 2^24 QPs).
+        let mut seen: Vec<u32> = (0..10_000).map(wire_qpn).collect();
+        seen.dedup();
+        assert_eq!(seen.len(), 10_000);
     }
 
     #[test]
