@@ -59,13 +59,6 @@ fn scenario(mw: &Value, nic: &Value, b_app: bool, d_app: bool, data_flow: bool) 
     s
 }
 
-fn f64s(t: &braid_sim::Table, name: &str) -> Vec<f64> {
-    match t.get(name).unwrap_or_else(|| panic!("no column {name}")) {
-        braid_sim::Column::F64(v) => v.clone(),
-        _ => panic!("{name} is not a float column"),
-    }
-}
-
 fn strs(t: &braid_sim::Table, name: &str) -> Vec<String> {
     match t.get(name).unwrap_or_else(|| panic!("no column {name}")) {
         braid_sim::Column::Str(v) => v.clone(),
@@ -150,9 +143,9 @@ fn measure_with(mw: &Value, nic: &Value, b_app: bool, d_app: bool, data_flow: bo
         );
     }
     Measured {
-        b_gbps: b.map_or(f64::NAN, |i| f64s(t, "goodput_gbps")[i]),
-        d_p50: d.map_or(f64::NAN, |i| f64s(t, "lat_p50_us")[i]),
-        d_p99: d.map_or(f64::NAN, |i| f64s(t, "lat_p99_us")[i]),
+        b_gbps: b.map_or(f64::NAN, |i| common::numbers(t, "goodput_gbps")[i]),
+        d_p50: d.map_or(f64::NAN, |i| common::numbers(t, "lat_p50_us")[i]),
+        d_p99: d.map_or(f64::NAN, |i| common::numbers(t, "lat_p99_us")[i]),
         agent,
     }
 }

@@ -41,40 +41,24 @@ fn scenario_with(middleware: Value, prefetch: &str, apps: Vec<Value>) -> Value {
     })
 }
 
-fn f64s(t: &braid_sim::Table, name: &str) -> Vec<f64> {
-    match t.get(name).unwrap_or_else(|| panic!("no column {name}")) {
-        braid_sim::Column::F64(v) => v.clone(),
-        braid_sim::Column::U64(v) => v.iter().map(|&x| x as f64).collect(),
-        braid_sim::Column::I64(v) => v.iter().map(|&x| x as f64).collect(),
-        _ => panic!("{name} is not numeric"),
-    }
-}
-
-/// One column's value for the tenant labelled `label`.
-fn cell(r: &braid_sim::Results, label: &str, col: &str) -> f64 {
-    let labels = match r.tenants.get("label").unwrap() {
-        braid_sim::Column::Str(v) => v.clone(),
-        _ => unreachable!(),
-    };
-    let i = labels
-        .iter()
-        .position(|l| l == label)
-        .unwrap_or_else(|| panic!("no tenant {label} in {labels:?}"));
-    f64s(&r.tenants, col)[i]
-}
-
 #[test]
 fn b_app_alone_keeps_its_throughput_under_perf() {
     let (_, raw) = run(&scenario("raw", vec![b_app("4ms")]));
     let (sim, perf) = run(&scenario("perf", vec![b_app("4ms")]));
-    let g_raw = cell(&raw, "apps[0].client", "goodput_gbps");
-    let g_perf = cell(&perf, "apps[0].client", "goodput_gbps");
+    let g_raw = common::tenant_value(&raw, "apps[0].client", "goodput_gbps");
+    let g_perf = common::tenant_value(&perf, "apps[0].client", "goodput_gbps");
     println!("B_App alone: raw {g_raw:.2} Gbps, perf {g_perf:.2} Gbps");
     assert!(g_raw > 80.0, "raw B_App {g_raw} Gbps");
     assert!(g_perf >= 0.95 * g_raw, "perf {g_perf} vs raw {g_raw} Gbps");
     // Alone it is never split (work-conserving), but it is classified bandwidth-intensive.
-    assert_eq!(cell(&perf, "apps[0].client", "perf_sub_wrs"), 0.0);
-    assert_eq!(cell(&perf, "apps[0].client", "perf_class"), 2.0);
+    assert_eq!(
+        common::tenant_value(&perf, "apps[0].client", "perf_sub_wrs"),
+        0.0
+    );
+    assert_eq!(
+        common::tenant_value(&perf, "apps[0].client", "perf_class"),
+        2.0
+    );
     assert_eq!(sim.agents()[0], vec!["perf_agent"], "one agent on host 0");
 }
 
@@ -86,28 +70,36 @@ fn beside_small_tenants_b_is_split_and_everyone_is_classified() {
     let b = "apps[0].client";
     let (d, m) = ("apps[1].client", "apps[2].client");
     assert_eq!(
-        cell(&r, b, "perf_class"),
+        common::tenant_value(&r, b, "perf_class"),
         2.0,
         "B_App is bandwidth-intensive"
     );
-    assert_eq!(cell(&r, d, "perf_class"), 0.0, "D_App is delay-sensitive");
-    assert_eq!(cell(&r, m, "perf_class"), 1.0, "M_App is message-intensive");
-    let subs = cell(&r, b, "perf_sub_wrs");
-    let zws = cell(&r, b, "perf_zero_waits");
+    assert_eq!(
+        common::tenant_value(&r, d, "perf_class"),
+        0.0,
+        "D_App is delay-sensitive"
+    );
+    assert_eq!(
+        common::tenant_value(&r, m, "perf_class"),
+        1.0,
+        "M_App is message-intensive"
+    );
+    let subs = common::tenant_value(&r, b, "perf_sub_wrs");
+    let zws = common::tenant_value(&r, b, "perf_zero_waits");
     println!("B_App: {subs} sub-WRs, {zws} 0_WAITs");
     assert!(subs > 100.0, "{subs}");
     assert!(
         (zws - 16.0 * subs).abs() <= 16.0 * 130.0,
         "16 0_WAITs per sub-WR: {zws} vs {subs}"
     );
-    assert_eq!(cell(&r, d, "perf_sub_wrs"), 0.0);
-    assert_eq!(cell(&r, m, "perf_zero_waits"), 0.0);
+    assert_eq!(common::tenant_value(&r, d, "perf_sub_wrs"), 0.0);
+    assert_eq!(common::tenant_value(&r, m, "perf_zero_waits"), 0.0);
     // The layer's work is charged to it.
-    assert!(cell(&r, b, "cpu_ns_perf") > 0.0);
+    assert!(common::tenant_value(&r, b, "cpu_ns_perf") > 0.0);
     // Everyone finished and measured.
-    assert!(cell(&r, b, "goodput_gbps") > 30.0);
-    assert!(cell(&r, d, "lat_p99_us") > 0.0);
-    assert!(cell(&r, m, "msg_rate_mps") > 0.5);
+    assert!(common::tenant_value(&r, b, "goodput_gbps") > 30.0);
+    assert!(common::tenant_value(&r, d, "lat_p99_us") > 0.0);
+    assert!(common::tenant_value(&r, m, "msg_rate_mps") > 0.5);
 }
 
 /// A 4 MB WRITE split beside a delay-sensitive tenant lands every byte, once, where it belongs
@@ -126,7 +118,7 @@ fn split_writes_land_every_byte_in_place() {
     let (sim, r) = run(&s);
     let checked = sim.verify_delivery().unwrap();
     assert_eq!(checked, 4_000_017);
-    let subs = cell(&r, "traffic[0].sender", "perf_sub_wrs");
+    let subs = common::tenant_value(&r, "traffic[0].sender", "perf_sub_wrs");
     assert_eq!(subs, 245.0, "4,000,017 B in 16 KiB sub-WRs");
 }
 
@@ -144,9 +136,9 @@ struct Isolation {
 
 fn isolation(mw: Value, prefetch: &str) -> Isolation {
     let dur = "8ms";
-    let p99 = |r: &braid_sim::Results, l: &str| cell(r, l, "lat_p99_us");
-    let rate = |r: &braid_sim::Results, l: &str| cell(r, l, "msg_rate_mps");
-    let gp = |r: &braid_sim::Results, l: &str| cell(r, l, "goodput_gbps");
+    let p99 = |r: &braid_sim::Results, l: &str| common::tenant_value(r, l, "lat_p99_us");
+    let rate = |r: &braid_sim::Results, l: &str| common::tenant_value(r, l, "msg_rate_mps");
+    let gp = |r: &braid_sim::Results, l: &str| common::tenant_value(r, l, "goodput_gbps");
     let sc = |mw: &Value, apps| scenario_with(mw.clone(), prefetch, apps);
     let raw = json!("raw");
     let alone_d = run(&sc(&raw, vec![d_app(dur)])).1;
@@ -273,8 +265,8 @@ fn multi_qp_b_app_is_paused_down_to_one_active_qp() {
     let (_, raw) = run(&sc("raw"));
     let (_, perf) = run(&sc("perf"));
     let (b, m) = ("apps[0].client", "apps[1].client");
-    let rate = |r: &braid_sim::Results| cell(r, m, "msg_rate_mps");
-    let gp = |r: &braid_sim::Results| cell(r, b, "goodput_gbps");
+    let rate = |r: &braid_sim::Results| common::tenant_value(r, m, "msg_rate_mps");
+    let gp = |r: &braid_sim::Results| common::tenant_value(r, b, "goodput_gbps");
     println!(
         "B_App x5 QPs + M_App: raw M {:.2} Mops B {:.1} Gbps; perf M {:.2} Mops B {:.1} Gbps, \
          {} pauses, {} resumes, qp_limit {}",
@@ -282,14 +274,17 @@ fn multi_qp_b_app_is_paused_down_to_one_active_qp() {
         gp(&raw),
         rate(&perf),
         gp(&perf),
-        cell(&perf, b, "perf_pauses"),
-        cell(&perf, b, "perf_resumes"),
-        cell(&perf, b, "perf_qp_limit"),
+        common::tenant_value(&perf, b, "perf_pauses"),
+        common::tenant_value(&perf, b, "perf_resumes"),
+        common::tenant_value(&perf, b, "perf_qp_limit"),
     );
-    assert_eq!(cell(&perf, b, "perf_qp_limit"), 1.0);
-    assert!(cell(&perf, b, "perf_pauses") > 0.0 && cell(&perf, b, "perf_resumes") > 0.0);
+    assert_eq!(common::tenant_value(&perf, b, "perf_qp_limit"), 1.0);
+    assert!(
+        common::tenant_value(&perf, b, "perf_pauses") > 0.0
+            && common::tenant_value(&perf, b, "perf_resumes") > 0.0
+    );
     assert_eq!(
-        cell(&perf, m, "perf_pauses"),
+        common::tenant_value(&perf, m, "perf_pauses"),
         0.0,
         "the single-QP tenant is not paused"
     );
@@ -318,9 +313,9 @@ fn zero_wait_lists_keep_b_app_fed_when_cpu_time_delays_it() {
     s["host"] = json!({"cpu": {"delay": true}});
     let (_, r) = run(&s);
     let b = "apps[0].client";
-    let gp = cell(&r, b, "goodput_gbps");
-    let subs = cell(&r, b, "perf_sub_wrs");
-    let cpu_per_sub = cell(&r, b, "cpu_ns") / subs.max(1.0);
+    let gp = common::tenant_value(&r, b, "goodput_gbps");
+    let subs = common::tenant_value(&r, b, "perf_sub_wrs");
+    let cpu_per_sub = common::tenant_value(&r, b, "cpu_ns") / subs.max(1.0);
     println!("cpu.delay: B_App beside D_App {gp:.1} Gbps, {subs} sub-WRs, {cpu_per_sub:.0} ns of CPU per sub-WR");
     assert!(subs > 100.0, "B_App is cut beside D_App: {subs}");
     assert!(gp > 75.0, "B_App {gp} Gbps");
@@ -345,8 +340,8 @@ fn hardware_pause_limits_a_multi_qp_b_app_in_the_rnic() {
     let (_, sw) = run(&apps(json!("perf")));
     let (_, hw) = run(&apps(json!({"kind": "perf", "hw_pause": true})));
     let (b, m) = ("apps[0].client", "apps[1].client");
-    let rate = |r: &braid_sim::Results| cell(r, m, "msg_rate_mps");
-    let gp = |r: &braid_sim::Results| cell(r, b, "goodput_gbps");
+    let rate = |r: &braid_sim::Results| common::tenant_value(r, m, "msg_rate_mps");
+    let gp = |r: &braid_sim::Results| common::tenant_value(r, b, "goodput_gbps");
     println!(
         "B_App x5 + M_App: raw M {:.2} Mops B {:.1} Gbps; software PAUSE M {:.2} B {:.1}; \
          hardware PAUSE M {:.2} B {:.1} ({} pauses, {} resumes)",
@@ -356,10 +351,13 @@ fn hardware_pause_limits_a_multi_qp_b_app_in_the_rnic() {
         gp(&sw),
         rate(&hw),
         gp(&hw),
-        cell(&hw, b, "perf_pauses"),
-        cell(&hw, b, "perf_resumes"),
+        common::tenant_value(&hw, b, "perf_pauses"),
+        common::tenant_value(&hw, b, "perf_resumes"),
     );
-    assert!(cell(&hw, b, "perf_pauses") > 0.0 && cell(&hw, b, "perf_resumes") > 0.0);
+    assert!(
+        common::tenant_value(&hw, b, "perf_pauses") > 0.0
+            && common::tenant_value(&hw, b, "perf_resumes") > 0.0
+    );
     assert!(
         rate(&hw) > 3.0 * rate(&raw),
         "M_App {} vs raw {}",
@@ -402,13 +400,13 @@ fn converted_reads_are_preempted_at_the_data_holder() {
     .1;
     let conv = run(&sc(json!("perf"), vec![r_app.clone(), d_app.clone()])).1;
     let conv_alone = run(&sc(json!("perf"), vec![r_app.clone()])).1;
-    let p99 = |r: &braid_sim::Results| cell(r, "apps[1].client", "lat_p99_us");
-    let gp = |r: &braid_sim::Results| cell(r, "apps[0].client", "goodput_gbps");
+    let p99 = |r: &braid_sim::Results| common::tenant_value(r, "apps[1].client", "lat_p99_us");
+    let gp = |r: &braid_sim::Results| common::tenant_value(r, "apps[0].client", "goodput_gbps");
     println!(
         "READ flood vs holder-side D_App: D p99 alone {:.2} us, raw {:.2}, perf sub-READs {:.2}, \
          perf converted {:.2}; READ goodput alone {:.1} Gbps, raw {:.1}, sub-READs {:.1}, \
          converted {:.1}, converted alone {:.1}; converted {} served {}",
-        cell(&alone_d, "apps[0].client", "lat_p99_us"),
+        common::tenant_value(&alone_d, "apps[0].client", "lat_p99_us"),
         p99(&raw),
         p99(&sub),
         p99(&conv),
@@ -417,8 +415,8 @@ fn converted_reads_are_preempted_at_the_data_holder() {
         gp(&sub),
         gp(&conv),
         gp(&conv_alone),
-        cell(&conv, "apps[0].client", "perf_reads_converted"),
-        cell(&conv, "apps[0].server", "perf_reads_served"),
+        common::tenant_value(&conv, "apps[0].client", "perf_reads_converted"),
+        common::tenant_value(&conv, "apps[0].server", "perf_reads_served"),
     );
     // The reference: the holder's own 1 MiB WRITEs beside D_App, under PeRF.
     let wb = json!({"kind": "write_bw", "src": 1, "dst": 0, "size": "1MiB", "duration": dur});
@@ -426,8 +424,8 @@ fn converted_reads_are_preempted_at_the_data_holder() {
     println!(
         "holder's own write_bw under perf: D p99 {:.2} us; holder sub-WRs {} 0_WAITs {}",
         p99(&own),
-        cell(&conv, "apps[0].server", "perf_sub_wrs"),
-        cell(&conv, "apps[0].server", "perf_zero_waits")
+        common::tenant_value(&conv, "apps[0].server", "perf_sub_wrs"),
+        common::tenant_value(&conv, "apps[0].server", "perf_zero_waits")
     );
     // Without conversion the holder's NIC streams the responses: PeRF changes nothing.
     assert!(p99(&sub) > 0.8 * p99(&raw));
@@ -445,8 +443,8 @@ fn converted_reads_are_preempted_at_the_data_holder() {
         p99(&conv),
         p99(&own)
     );
-    assert!(cell(&conv, "apps[0].server", "perf_sub_wrs") > 0.0);
-    assert!(cell(&conv, "apps[0].client", "perf_reads_converted") > 0.0);
+    assert!(common::tenant_value(&conv, "apps[0].server", "perf_sub_wrs") > 0.0);
+    assert!(common::tenant_value(&conv, "apps[0].client", "perf_reads_converted") > 0.0);
     // Work-conserving: alone the converted READs keep the link.
     assert!(gp(&conv_alone) > 0.9 * gp(&alone_r));
     assert!(gp(&conv) > 0.8 * gp(&alone_r));
@@ -500,12 +498,15 @@ fn hardware_pause_goes_on_when_b_apps_qps_fail() {
         after(&sw),
         before(&hw),
         after(&hw),
-        cell(&hw, b, "perf_pauses"),
-        cell(&hw, b, "perf_resumes"),
+        common::tenant_value(&hw, b, "perf_pauses"),
+        common::tenant_value(&hw, b, "perf_resumes"),
     );
     // Host 0's QPs whose transport gave up (on spine0): the failure did hit the rotation.
     let failed = |r: &braid_sim::Results| {
-        let (h, t) = (f64s(&r.transport, "host"), f64s(&r.transport, "timeouts"));
+        let (h, t) = (
+            common::numbers(&r.transport, "host"),
+            common::numbers(&r.transport, "timeouts"),
+        );
         h.iter()
             .zip(&t)
             .filter(|(h, t)| **h == 0.0 && **t >= 8.0)
@@ -517,7 +518,10 @@ fn hardware_pause_goes_on_when_b_apps_qps_fail() {
         failed(&hw)
     );
     assert!(failed(&hw) >= 1 && failed(&sw) >= 1);
-    assert!(cell(&hw, b, "perf_pauses") > 0.0 && cell(&hw, b, "perf_resumes") > 0.0);
+    assert!(
+        common::tenant_value(&hw, b, "perf_pauses") > 0.0
+            && common::tenant_value(&hw, b, "perf_resumes") > 0.0
+    );
     assert!(
         after(&sw) > 10.0,
         "software PAUSE after the failure: {}",

@@ -11,28 +11,6 @@ use serde_json::{json, Value};
 
 const FILE: &str = "perf/qp-level.toml";
 
-fn f64s(t: &braid_sim::Table, name: &str) -> Vec<f64> {
-    match t.get(name).unwrap_or_else(|| panic!("no column {name}")) {
-        braid_sim::Column::F64(v) => v.clone(),
-        braid_sim::Column::U64(v) => v.iter().map(|&x| x as f64).collect(),
-        braid_sim::Column::I64(v) => v.iter().map(|&x| x as f64).collect(),
-        _ => panic!("{name} is not numeric"),
-    }
-}
-
-/// One column's value for the tenant labelled `label`.
-fn cell(r: &braid_sim::Results, label: &str, col: &str) -> f64 {
-    let labels = match r.tenants.get("label").unwrap() {
-        braid_sim::Column::Str(v) => v.clone(),
-        _ => unreachable!(),
-    };
-    let i = labels
-        .iter()
-        .position(|l| l == label)
-        .unwrap_or_else(|| panic!("no tenant {label} in {labels:?}"));
-    f64s(&r.tenants, col)[i]
-}
-
 /// Goodput (Gbit/s) of the 1-QP and the 8-QP tenant over 12-30 ms (after the agent's first
 /// limit at 10 ms), and M_App's message rate (Mmsg/s) when `m_app`.
 fn shares(mw: Value, m_app: bool) -> (f64, f64, f64, braid_sim::Results) {
@@ -65,7 +43,7 @@ fn hardware_pause_gives_the_single_qp_tenant_its_share() {
         a_sw / (a_sw + b_sw),
         a / (a + b)
     );
-    assert!(cell(&r, "apps[1].client", "perf_pauses") > 0.0);
+    assert!(common::tenant_value(&r, "apps[1].client", "perf_pauses") > 0.0);
     // The limit is one active QP of the 8-QP tenant: two QPs share the NIC, half each.
     // "Restored" as `braid reproduce perf/qp-level` judges it: at least 80% of the even share
     // (the review measured 0.286 here); and the 8-QP tenant keeps at least as much.

@@ -8,12 +8,6 @@ use serde_json::json;
 use std::cell::RefCell;
 use std::rc::Rc;
 
-fn f64s(t: &braid_sim::Table, name: &str) -> Vec<f64> {
-    match t.get(name).unwrap_or_else(|| panic!("no column {name}")) {
-        braid_sim::Column::F64(v) => v.clone(),
-        _ => panic!("{name} is not a float column"),
-    }
-}
 fn strs(t: &braid_sim::Table, name: &str) -> Vec<String> {
     match t.get(name).unwrap_or_else(|| panic!("no column {name}")) {
         braid_sim::Column::Str(v) => v.clone(),
@@ -47,8 +41,8 @@ fn two_tenants_on_one_host_have_their_own_stacks_and_results() {
     assert_eq!(strs(t, "stack")[lat], "raw");
     assert_eq!(strs(t, "stack")[bw], "raw,raw");
     assert_eq!(ints(t, "host")[lat], 0);
-    let p50 = f64s(t, "lat_p50_us");
-    let p99 = f64s(t, "lat_p99_us");
+    let p50 = common::numbers(t, "lat_p50_us");
+    let p99 = common::numbers(t, "lat_p99_us");
     assert!(
         p50[lat] > 1.0 && p50[lat] < 20.0,
         "write_lat p50 {}",
@@ -56,13 +50,13 @@ fn two_tenants_on_one_host_have_their_own_stacks_and_results() {
     );
     assert!(p99[lat] >= p50[lat]);
     assert!(p50[bw].is_nan(), "write_bw measures no round trips");
-    let gp = f64s(t, "goodput_gbps");
+    let gp = common::numbers(t, "goodput_gbps");
     assert!(
         gp[bw] > 50.0 && gp[bw] <= 100.0,
         "write_bw goodput {}",
         gp[bw]
     );
-    let mr = f64s(t, "msg_rate_mps");
+    let mr = common::numbers(t, "msg_rate_mps");
     assert!(
         (mr[bw] - gp[bw] * 1e3 / 8.0 / 64_000.0).abs() / mr[bw] < 0.01,
         "{} vs {}",
@@ -70,13 +64,13 @@ fn two_tenants_on_one_host_have_their_own_stacks_and_results() {
         gp[bw]
     );
     // CPU: every post and poll is accounted to the tenant that made it.
-    let cpu = f64s(t, "cpu_ns");
+    let cpu = common::numbers(t, "cpu_ns");
     let posts = ints(t, "posts");
     assert!(posts[bw] >= 200 && posts[lat] >= 200, "{posts:?}");
     let cost = braid_verbs::CpuCost::default();
     assert!(cpu[bw] >= posts[bw] as f64 * cost.post_ns, "{} ns", cpu[bw]);
-    assert_eq!(f64s(t, "cpu_ns_verbs")[bw], cpu[bw]);
-    assert!(f64s(t, "cpu_ns_per_msg")[bw] > cost.post_ns);
+    assert_eq!(common::numbers(t, "cpu_ns_verbs")[bw], cpu[bw]);
+    assert!(common::numbers(t, "cpu_ns_per_msg")[bw] > cost.post_ns);
 }
 
 /// A `[[traffic]]` table is a tenant of its own on every host it uses, with its own stack.

@@ -6,13 +6,6 @@ mod common;
 use common::*;
 use serde_json::json;
 
-fn f64s(t: &braid_sim::Table, name: &str) -> Vec<f64> {
-    match t.get(name).unwrap_or_else(|| panic!("no column {name}")) {
-        braid_sim::Column::F64(v) => v.clone(),
-        _ => panic!("{name} is not a float column"),
-    }
-}
-
 #[test]
 fn an_unfinished_app_that_moved_data_has_a_goodput() {
     // PeRF's M_App alone at depth 128 (the review's repro: b-vs-m.toml with B_App disabled),
@@ -36,8 +29,8 @@ fn an_unfinished_app_that_moved_data_has_a_goodput() {
         .expect("a client tenant");
     let finish = ints(&r.flows, "finish_ps")[0];
     assert_eq!(finish, -1, "the app is unfinished at the run's end");
-    let gbps = f64s(&r.tenants, "goodput_gbps")[row];
-    let mps = f64s(&r.tenants, "msg_rate_mps")[row];
+    let gbps = common::numbers(&r.tenants, "goodput_gbps")[row];
+    let mps = common::numbers(&r.tenants, "msg_rate_mps")[row];
     // 16 B messages for 1.8 ms at the per-QP ceiling (12.4 Mmsg/s) = 1.59 Gbit/s of payload.
     assert!(gbps.is_finite() && gbps > 0.0, "goodput {gbps}");
     assert!(mps.is_finite() && mps > 0.0, "message rate {mps}");

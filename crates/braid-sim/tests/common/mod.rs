@@ -134,3 +134,26 @@ pub fn with_keys(mut s: Value, edits: &[(&str, Value)]) -> Value {
     }
     s
 }
+
+/// A numeric column as floats (F64, U64 or I64), panicking with the column's name otherwise.
+pub fn numbers(t: &braid_sim::Table, name: &str) -> Vec<f64> {
+    match t.get(name).unwrap_or_else(|| panic!("no column {name}")) {
+        braid_sim::Column::F64(v) => v.clone(),
+        braid_sim::Column::U64(v) => v.iter().map(|&x| x as f64).collect(),
+        braid_sim::Column::I64(v) => v.iter().map(|&x| x as f64).collect(),
+        _ => panic!("{name} is not numeric"),
+    }
+}
+
+/// One column's value for the tenant labelled `label` in the tenants table.
+pub fn tenant_value(r: &Results, label: &str, col: &str) -> f64 {
+    let labels = match r.tenants.get("label").unwrap() {
+        braid_sim::Column::Str(v) => v.clone(),
+        _ => unreachable!(),
+    };
+    let i = labels
+        .iter()
+        .position(|l| l == label)
+        .unwrap_or_else(|| panic!("no tenant {label} in {labels:?}"));
+    numbers(&r.tenants, col)[i]
+}
