@@ -284,6 +284,26 @@ def test_fallbacks(tmp_path: Path) -> None:
     assert imp.scenario["switch"]["ecn"]["enabled"] is False
 
 
+def test_timely_and_dctcp_modes_map_to_transport_cc(tmp_path: Path) -> None:
+    # CC_MODE 7 (TIMELY): RATE_AI is its additive step, MIN_RATE its floor; DCQCN's timers are ignored.
+    cfg = _config(tmp_path, lambda t: t.replace("CC_MODE 1", "CC_MODE 7"))
+    imp = hi.convert(cfg)
+    tr = imp.scenario["transport"]
+    assert tr["kind"] == "dcqcn" and "dcqcn" not in tr, tr
+    assert tr["cc"] == {"kind": "timely", "min_rate": "100Mbps", "delta": "40Mbps"}, tr
+    keys = dict(imp.ignored)
+    assert "DCQCN-only" in keys["RATE_HAI"] and "not used by TIMELY" in keys["EWMA_GAIN"]
+    _core_build(imp.scenario, tmp_path)
+    # CC_MODE 8 (DCTCP): EWMA_GAIN is its g, DCTCP_RATE_AI its step; RATE_AI is not for DCTCP.
+    cfg = _config(tmp_path, lambda t: t.replace("CC_MODE 1", "CC_MODE 8") + "DCTCP_RATE_AI 1000Mb/s\n")
+    imp = hi.convert(cfg)
+    cc = imp.scenario["transport"]["cc"]
+    assert cc == {"kind": "dctcp", "min_rate": "100Mbps", "rate_ai": "1Gbps", "g": 0.00390625}, cc
+    assert "not for DCTCP" in dict(imp.ignored)["RATE_AI"]
+    assert 'kind = "dctcp"' in imp.toml
+    _core_build(imp.scenario, tmp_path)
+
+
 def test_units_formatting() -> None:
     assert hi.fmt_rate(2_500_000_000) == "2.5Gbps"
     assert hi.fmt_rate(999) == "999bps"

@@ -96,7 +96,6 @@ IGNORED: Dict[str, str] = {
     "QLEN_MON_FILE": "queue-length monitor output: use [measure] queues/interval; `braid export --format hpcc` writes qlen.txt",
     "QLEN_MON_START": "queue-length monitor window: use [measure] queues/interval",
     "QLEN_MON_END": "queue-length monitor window: use [measure] queues/interval",
-    "DCTCP_RATE_AI": "DCTCP-only (CC_MODE 8)",
     "U_TARGET": "HPCC-only (CC_MODE 3)",
     "MI_THRESH": "HPCC-only (CC_MODE 3)",
     "INT_MULTI": "HPCC-only (INT telemetry)",
@@ -598,18 +597,25 @@ def convert(
     e = get("CC_MODE")
     if e is not None:
         mode = _int(cpath, e)
-    if mode != 1:
+    if mode not in (1, 7, 8):
         name = CC_NAMES.get(mode, "unknown")
-        msg = f"CC_MODE {mode} ({name}) is not supported; braid models DCQCN (1)"
+        msg = f"CC_MODE {mode} ({name}) is not supported; braid models DCQCN (1), TIMELY (7) and DCTCP (8)"
         if cc_fallback is None:
             raise HpccImportError(msg + "; pass --cc-fallback dcqcn (or none) to import it with DCQCN (or no congestion control)")
         notes.append(f"{msg}: imported with transport.kind = {cc_fallback!r} (--cc-fallback)")
         kind = cc_fallback
+    elif mode != 1:
+        # TIMELY and DCTCP: an RC QP with another controller (transport.cc, crates/braid-sim/src/cc/).
+        kind = "dcqcn"
     else:
         kind = "dcqcn" if qcn else "none"
         if not qcn:
             notes.append("ENABLE_QCN 0 → no ECN marking, so DCQCN never reacts: transport.kind = \"none\" (line rate)")
     transport: dict = {"kind": kind}
+    if mode in (7, 8):
+        transport["cc"] = _other_cc(mode, cpath, get, ignored, notes)
+    elif get("DCTCP_RATE_AI") is not None:
+        ignored.append(("DCTCP_RATE_AI", "DCTCP-only (CC_MODE 8)"))
     dc: dict = {}
     for key, name, conv in (
         ("ALPHA_RESUME_INTERVAL", "alpha_timer", "us"),
@@ -624,6 +630,10 @@ def convert(
     ):
         e = get(key)
         if e is None:
+            continue
+        if mode in (7, 8):
+            if key not in ("RATE_AI", "MIN_RATE", "EWMA_GAIN"):
+                ignored.append((key, f"DCQCN-only (CC_MODE 1); this config runs {CC_NAMES[mode]}"))
             continue
         if conv == "us":
             ps = _us_to_ps(cpath, e)
@@ -644,7 +654,7 @@ def convert(
             dc[name] = fmt_rate(r)
         else:
             dc[name] = _flag(cpath, e)
-    if kind == "dcqcn" or dc:
+    if (kind == "dcqcn" and mode == 1) or dc:
         dc["byte_counter"] = 0
         notes.append("transport.dcqcn.byte_counter = 0: HPCC's DCQCN increases rate on the timer only (no byte counter)")
         # HPCC's own DCQCN model (rdma-hw.cc, CC_MODE 1), not the paper's reaction point.
@@ -667,7 +677,9 @@ def convert(
             _flag(cpath, e)
             if not has_win:
                 ignored.append((key, "windowing is off (HAS_WIN 0)"))
-    if has_win:
+    if has_win and mode in (7, 8):
+        ignored.append(("HAS_WIN", f"1: {CC_NAMES[mode]} sets its own window (transport.cc)"))
+    elif has_win:
         approx("HAS_WIN 1: braid's DCQCN has no sending window (ignored: HAS_WIN, VAR_WIN, GLOBAL_T)")
         ignored.append(("HAS_WIN", "braid's DCQCN has no sending window"))
     else:
@@ -676,7 +688,7 @@ def convert(
     e = get("RATE_BOUND")
     if e is not None:
         if _flag(cpath, e):
-            ignored.append(("RATE_BOUND", "1: braid always paces each QP at its DCQCN rate"))
+            ignored.append(("RATE_BOUND", "1: braid always paces each QP at its controller's rate"))
         else:
             approx("RATE_BOUND 0: braid always paces each QP at its DCQCN rate")
     e = get("L2_BACK_TO_ZERO")
@@ -730,6 +742,48 @@ def convert(
         footer += ["#", "# Notes:"] + [f"#   {n}" for n in notes]
     text = "\n".join(header) + "\n\n" + to_toml(scen) + ("\n".join(footer) + "\n" if footer else "")
     return Imported(scenario=scen, toml=text, ignored=ignored, notes=notes)
+
+
+def _other_cc(mode: int, cpath: Path, get, ignored: List[Tuple[str, str]], notes: List[str]) -> dict:
+    """``transport.cc`` for HPCC's TIMELY (CC_MODE 7) or DCTCP (CC_MODE 8): the keys HPCC's
+    config_doc.txt gives those modes (RATE_AI is "not for DCTCP", DCTCP_RATE_AI DCTCP's own,
+    EWMA_GAIN "for DCQCN and DCTCP", MIN_RATE every mode's floor)."""
+
+    def rate(key: str) -> Optional[str]:
+        e = get(key)
+        if e is None:
+            return None
+        r = _rate_bps(cpath, e, e.values[0])
+        if r <= 0:
+            raise HpccImportError(f"{_where(cpath, e)}: must be positive")
+        return fmt_rate(r)
+
+    cc: dict = {"kind": "timely" if mode == 7 else "dctcp"}
+    if (m := rate("MIN_RATE")) is not None:
+        cc["min_rate"] = m
+    if mode == 7:
+        if (a := rate("RATE_AI")) is not None:
+            cc["delta"] = a
+        for key in ("DCTCP_RATE_AI", "EWMA_GAIN"):
+            if get(key) is not None:
+                ignored.append((key, "not used by TIMELY (CC_MODE 7)"))
+        notes.append("CC_MODE 7 → transport.cc = { kind = \"timely\" }: RATE_AI is its additive step delta; "
+                     "T_low, T_high, beta and alpha are the TIMELY paper's (HPCC's config has no keys for them)")
+    else:
+        if (a := rate("DCTCP_RATE_AI")) is not None:
+            cc["rate_ai"] = a
+        e = get("EWMA_GAIN")
+        if e is not None:
+            g = _dec(cpath, e, e.values[0], "a gain in (0, 1]")
+            if not 0 < g <= 1:
+                raise HpccImportError(f"{_where(cpath, e)}: expected a gain in (0, 1], got {e.values[0]}")
+            cc["g"] = float(g)
+        if get("RATE_AI") is not None:
+            ignored.append(("RATE_AI", "not for DCTCP (CC_MODE 8; DCTCP_RATE_AI is its step)"))
+        notes.append("CC_MODE 8 → transport.cc = { kind = \"dctcp\" }: the ECN-fraction window, paced at window / base RTT")
+    if mode == 7 and get("ENABLE_QCN") is not None:
+        notes.append("TIMELY reads RTTs, not ECN: ENABLE_QCN only sets the switches' marking")
+    return cc
 
 
 def _ranges(ids: Sequence[int]) -> str:

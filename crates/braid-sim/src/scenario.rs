@@ -1,6 +1,7 @@
 //! The scenario file's schema (one serde/JSON-Schema definition), its validation, and building a
 //! world from it.
 
+use crate::cc::CcFactory;
 use crate::api::ScenarioError;
 use crate::config::*;
 use braid_topo::topology::TopologySpec;
@@ -393,29 +394,23 @@ fn check_transport(path: &str, t: &TransportConfig, ack_every: u32) -> Result<()
             format!("expected 1 with {path}.kind = \"mp-rdma\" (MP-RDMA ACKs every packet)"),
         ));
     }
-    let d = &t.dcqcn;
-    if !(d.g > 0.0 && d.g <= 1.0) {
-        return Err(err(at("dcqcn.g"), "expected a gain in (0, 1]"));
-    }
-    if !(0.0..=1.0).contains(&d.initial_alpha) {
-        return Err(err(at("dcqcn.initial_alpha"), "expected a value in [0, 1]"));
-    }
-    for (k, v) in [
-        ("alpha_timer", d.alpha_timer.0),
-        ("rate_timer", d.rate_timer.0),
-    ] {
-        if v == 0 {
+    t.dcqcn
+        .check()
+        .map_err(|(k, m)| err(at(&format!("dcqcn.{k}")), m))?;
+    if let Some(c) = &t.cc {
+        if t.kind != TransportKind::Dcqcn {
+            // MP-RDMA runs its own window (NSDI'18 §3.3) and "none" runs at line rate: a
+            // controller there would be silently ignored.
             return Err(err(
-                at(&format!("dcqcn.{k}")),
-                "must be positive, e.g. \"55us\"",
+                at("cc"),
+                format!(
+                    "is for RC QPs: expected {path}.kind = \"dcqcn\" (or \"rc\") with it, or no {path}.cc"
+                ),
             ));
         }
-    }
-    if d.min_rate.0 == 0 {
-        return Err(err(
-            at("dcqcn.min_rate"),
-            "must be positive, e.g. \"10Mbps\"",
-        ));
+        c.kind()
+            .check()
+            .map_err(|(k, m)| err(at(&format!("cc.{k}")), m))?;
     }
     let m = &t.mp_rdma;
     // Up to 2^16 slots: enough for an "infinite" bitmap in the paper's worst case (99.9th OOD of

@@ -19,7 +19,7 @@
 //! A scenario that sets a key whose presets differ (a rate-dependent key) to another rate's
 //! preset value, or says it `tuned_for` another rate, gets a warning naming the key.
 
-use crate::config::{DcqcnConfig, DcqcnNotify, DcqcnReaction};
+use super::config::{DcqcnConfig, DcqcnNotify, DcqcnReaction};
 use braid_topo::units::{Bytes, Duration, Rate};
 use schemars::{JsonSchema, Schema, SchemaGenerator};
 use serde::{Deserialize, Serialize};
@@ -250,7 +250,7 @@ pub struct DcqcnKeys {
     pub clamp_target_rate: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub initial_alpha: Option<f64>,
-    /// The reaction point's model: `"paper"` or `"hpcc"` (see `dcqcn/hpcc.rs`).
+    /// The reaction point's model: `"paper"` or `"hpcc"` (see `dcqcn/mellanox.rs`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reaction: Option<DcqcnReaction>,
     /// How the notification point tells the sender: `"cnp"` or `"ack"`.

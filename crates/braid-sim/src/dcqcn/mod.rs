@@ -3,42 +3,28 @@
 //!
 //! - `"paper"` ([`paper::Dcqcn`], the default): Zhu et al., SIGCOMM'15 — a CNP cuts the rate at
 //!   once (at most once per `rate_decrease_interval`), α rises with each cut.
-//! - `"hpcc"` ([`hpcc::DcqcnHpcc`]): HPCC ns-3's "Mellanox version" (`rdma-hw.cc`, CC_MODE 1) —
-//!   notifications only set flags; a periodic check every `rate_decrease_interval` cuts the rate
+//! - `"hpcc"` ([`mellanox::DcqcnMellanox`]): HPCC ns-3's "Mellanox version" (`rdma-hw.cc`,
+//!   CC_MODE 1) — notifications only set flags; a periodic check every `rate_decrease_interval` cuts the rate
 //!   if one came, α is updated every `alpha_timer` from the flag, the first notification cuts
 //!   nothing, the rate-increase stages count from 0 and hyper increase adds a constant `rate_hai`.
 //!
+//! (`"hpcc"` names HPCC ns-3's DCQCN, not the HPCC algorithm, which is `cc/hpcc.rs`.)
+//!
 //! The reaction point is sans-IO: it asks for timers through [`Arm`] and the transport
 //! (`transport/rc.rs`) runs them, cancelling older ones of a kind when an arm says `restart`.
+//! `cc/dcqcn.rs` makes it a [`crate::cc::CongestionControl`]; the keys are `config.rs` here.
 
+pub mod config;
 pub mod defaults;
-pub mod hpcc;
+pub mod mellanox;
 pub mod paper;
 
-pub use hpcc::DcqcnHpcc;
+pub use mellanox::DcqcnMellanox;
 pub use paper::Dcqcn;
 
-use crate::config::{DcqcnConfig, DcqcnReaction};
+pub use crate::cc::{Arm, CcTimer};
+use config::DcqcnConfig;
 use braid_engine::Time;
-
-/// The timers a reaction point runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CcTimer {
-    /// α update.
-    Alpha,
-    /// Rate increase (timer T).
-    RateInc,
-    /// Periodic rate-decrease check (`"hpcc"` only).
-    RateDec,
-}
-
-/// A timer the reaction point wants at `at`. `restart`: timers of this kind armed before are void.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Arm {
-    pub at: Time,
-    pub timer: CcTimer,
-    pub restart: bool,
-}
 
 /// A DCQCN reaction point.
 pub trait ReactionPoint: std::fmt::Debug {
@@ -69,14 +55,4 @@ pub struct ReactionState {
     pub notifications: u64,
     /// Notifications that cut the rate.
     pub cuts: u64,
-}
-
-impl DcqcnConfig {
-    /// The reaction point this configuration describes, for a QP whose port runs at `line_rate`.
-    pub fn reaction_point(&self, line_rate_bps: u64) -> Box<dyn ReactionPoint> {
-        match self.reaction {
-            DcqcnReaction::Paper => Box::new(Dcqcn::new(line_rate_bps, self)),
-            DcqcnReaction::Hpcc => Box::new(DcqcnHpcc::new(line_rate_bps, self)),
-        }
-    }
 }

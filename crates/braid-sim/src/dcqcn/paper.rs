@@ -7,10 +7,10 @@
 //! (Rt += R_AI) and hyper (Rt += i·R_HAI) increase. Timers are owned by the caller: it asks when
 //! they are due and reports when they fired.
 //!
-//! This is `transport.dcqcn.reaction = "paper"` (the default); `hpcc.rs` is HPCC ns-3's variant.
+//! This is `transport.dcqcn.reaction = "paper"` (the default); `mellanox.rs` is HPCC ns-3's variant.
 
 use super::{Arm, CcTimer, ReactionPoint, ReactionState};
-use crate::config::DcqcnConfig;
+use super::config::DcqcnConfig;
 use braid_engine::Time;
 
 #[derive(Debug, Clone)]

@@ -299,10 +299,10 @@ impl Nic {
         max_dest_rd_atomic: u8,
         p: &NicParams,
     ) -> super::QpTransport {
-        let dcqcn = match p.transport.kind {
+        let cc = match p.transport.kind {
             // The keys the scenario left out follow this port's link rate.
             TransportKind::Dcqcn if qp_type != QpType::Ud => {
-                Some(p.transport.dcqcn.for_link(self.line_rate))
+                Some(p.transport.controller(self.line_rate))
             }
             _ => None,
         };
@@ -314,7 +314,7 @@ impl Nic {
             rto: p.nic.rto.0,
             rnr_delay: p.nic.rnr_delay.0,
             ack_every: p.nic.ack_every,
-            dcqcn,
+            cc,
             retry,
             read_resources: max_dest_rd_atomic as usize,
         };

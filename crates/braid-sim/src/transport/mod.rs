@@ -18,6 +18,7 @@
 //! bitmap in `on_data`; switches and the engine need nothing new, since ECMP already hashes every
 //! packet's own source port.
 
+pub mod config;
 pub mod mp_rdma;
 pub mod mp_sync;
 pub mod psn;

@@ -1,13 +1,13 @@
 //! RoCEv2 reliable connection: PSNs, cumulative ACK (per packet or coalesced), NAK on a
 //! sequence error, go-back-N on NAK and on retransmission timeout, receiver-not-ready retries,
-//! and DCQCN rate control (reaction point here, notification point on the receive side).
+//! and congestion control: the sender's controller (`crate::cc`, DCQCN by default) is driven
+//! from here, the notification point (CNPs) is on the receive side.
 //! Unreliable connections (UC) use the same state for rate control only.
 
 use super::{
     DataInfo, Feedback, Plan, Reply, RetryBudget, RetryLimits, RxClass, TimerKind, Transport, TxFx,
 };
-use crate::config::{DcqcnConfig, DcqcnNotify};
-use crate::dcqcn::{Arm, CcTimer, ReactionPoint};
+use crate::cc::{AckSignal, Arm, CcTimer, CongestionConfig, CongestionControl};
 use crate::packet::ROCE_HEADER;
 use braid_engine::time::{serialization, Time, S};
 
@@ -21,8 +21,9 @@ pub struct RcConfig {
     pub rto: Time,
     pub rnr_delay: Time,
     pub ack_every: u32,
-    /// DCQCN parameters, or None for line rate without congestion control.
-    pub dcqcn: Option<DcqcnConfig>,
+    /// The congestion controller (`transport.cc`, DCQCN by default), or None for line rate
+    /// without congestion control.
+    pub cc: Option<CongestionConfig>,
     /// The QP's `retry_cnt` and `rnr_retry` (reliable connections give up past them).
     pub retry: RetryLimits,
     /// How many executed READs the responder remembers to serve again: its READ resources,
@@ -43,7 +44,13 @@ pub struct RcTransport {
     rnr_until: Time,
     last_progress: Time,
     rto_pending: bool,
-    cc: Option<Box<dyn ReactionPoint>>,
+    cc: Option<Box<dyn CongestionControl>>,
+    /// The controller limits bytes in flight ([`CongestionControl::window`]).
+    windowed: bool,
+    /// (PSN past the packet, first send time) of packets in flight, oldest first, kept only
+    /// when the controller wants RTT samples; cleared on going back (Karn's rule).
+    sent_at: std::collections::VecDeque<(u32, Time)>,
+    wants_rtt: bool,
     /// The last pacing step (`pace`) and the wire size and rate (bits of the f64) it was
     /// computed for: the rate changes at timers and cuts, the size at a message's last packet,
     /// so most packets reuse it instead of an f64 and a u128 division.
@@ -59,6 +66,9 @@ pub struct RcTransport {
     nak_sent: bool,
     unacked: u32,
     last_cnp: Option<Time>,
+    /// Notification point: at most one CNP per this interval (None: the controller reads ECN
+    /// from ACKs, or there is none).
+    cnp_interval: Option<Time>,
     // Cold, at the end: touched only by READ requests.
     /// The READs this responder executed most recently, (first PSN, PSNs), a ring of
     /// `read_resources`: a duplicate READ is served again only when it falls inside one of
@@ -73,7 +83,10 @@ pub struct RcTransport {
 
 impl RcTransport {
     pub fn new(cfg: RcConfig) -> Self {
-        let cc = cfg.dcqcn.as_ref().map(|d| d.reaction_point(cfg.line_rate));
+        let cc = cfg.cc.as_ref().map(|c| c.kind().build(cfg.line_rate));
+        let cnp_interval = cfg.cc.as_ref().and_then(|c| c.kind().cnp_interval());
+        let windowed = cc.as_ref().is_some_and(|c| c.window().is_some());
+        let wants_rtt = cc.as_ref().is_some_and(|c| c.wants_rtt());
         let budget = RetryBudget::new(cfg.retry);
         RcTransport {
             cfg,
@@ -85,6 +98,9 @@ impl RcTransport {
             last_progress: 0,
             rto_pending: false,
             cc,
+            windowed,
+            sent_at: Default::default(),
+            wants_rtt,
             pace_wire: 0,
             pace_rate: u64::MAX,
             pace_step: 0,
@@ -97,12 +113,13 @@ impl RcTransport {
             nak_sent: false,
             unacked: 0,
             last_cnp: None,
+            cnp_interval,
         }
     }
 
     /// Paces the next packet: it may leave once this one would have at the current rate.
     fn pace(&mut self, now: Time, wire: u32) {
-        if let (Some(cc), Some(d)) = (&mut self.cc, &self.cfg.dcqcn) {
+        if let Some(cc) = &mut self.cc {
             let rate = cc.rate();
             if wire != self.pace_wire || rate.to_bits() != self.pace_rate {
                 let gap = (wire as f64 * 8.0 * S as f64 / rate) as Time;
@@ -112,7 +129,7 @@ impl RcTransport {
                 self.pace_step = gap.max(line);
             }
             self.next_tx_ps = now + self.pace_step;
-            cc.on_sent(wire as u64, d);
+            cc.on_sent(now, wire as u64);
         }
     }
 
@@ -133,12 +150,70 @@ impl RcTransport {
     }
 
     fn notified(&mut self, now: Time, fx: &mut TxFx) {
-        let (Some(cc), Some(d)) = (&mut self.cc, &self.cfg.dcqcn) else {
+        let Some(cc) = &mut self.cc else {
             return;
         };
         let mut arms = Vec::new();
-        cc.on_cnp(now, d, &mut arms);
+        cc.on_cnp(now, &mut arms);
         // A slower rate never needs an earlier send, so no kick.
+        self.arm(&arms, fx);
+    }
+
+    /// Tells the controller of an ACK (`old_una`: the acknowledged point before it).
+    fn ack_cc(&mut self, now: Time, old_una: u32, sack: Option<u32>, ece: bool, fx: &mut TxFx) {
+        let Some(cc) = &mut self.cc else {
+            return;
+        };
+        let mut rtt = None;
+        if self.wants_rtt {
+            // The newest packet this ACK covers gives the sample (the one that triggered it
+            // when ACKs are per packet).
+            let upto = self.snd_una.max(sack.map_or(0, |p| p + 1));
+            while let Some(&(end, t)) = self.sent_at.front() {
+                if end > upto {
+                    break;
+                }
+                rtt = Some(now - t);
+                self.sent_at.pop_front();
+            }
+        }
+        let sig = AckSignal {
+            cum: self.snd_una,
+            newly_acked: self.snd_una - old_una,
+            ece,
+            rtt,
+            snd_nxt: self.max_sent,
+            mss: self.cfg.mtu + ROCE_HEADER,
+        };
+        let mut arms = Vec::new();
+        let faster = cc.on_ack(now, &sig, &mut arms);
+        if faster {
+            self.sooner(now);
+        }
+        self.arm(&arms, fx);
+        // A window-limited sender may send again once the acknowledged point moved.
+        if faster || (self.windowed && sig.newly_acked > 0) {
+            fx.kick = true;
+        }
+    }
+
+    /// The rate may have risen: the next packet may leave earlier than planned.
+    fn sooner(&mut self, now: Time) {
+        let Some(cc) = &self.cc else { return };
+        let min_next =
+            now + (8.0 * (self.cfg.mtu + ROCE_HEADER) as f64 * S as f64 / cc.rate()) as Time;
+        if self.next_tx_ps > min_next {
+            self.next_tx_ps = min_next;
+        }
+    }
+
+    /// A loss was signalled (NAK or timeout): the controller hears of it, and send times of
+    /// the packets to be resent no longer give RTT samples.
+    fn lost(&mut self, now: Time, fx: &mut TxFx) {
+        self.sent_at.clear();
+        let Some(cc) = &mut self.cc else { return };
+        let mut arms = Vec::new();
+        cc.on_loss(now, &mut arms);
         self.arm(&arms, fx);
     }
 
@@ -166,6 +241,15 @@ impl Transport for RcTransport {
         } else {
             return Plan::Blocked;
         };
+        if self.windowed {
+            if let Some(w) = self.cc.as_ref().and_then(|c| c.window()) {
+                let inflight = (self.snd_nxt - self.snd_una) as f64
+                    * (self.cfg.mtu + ROCE_HEADER) as f64;
+                if inflight >= w {
+                    return Plan::Blocked;
+                }
+            }
+        }
         let gate = self.next_tx_ps.max(self.rnr_until);
         if gate > now {
             Plan::Wait(gate)
@@ -190,6 +274,9 @@ impl Transport for RcTransport {
         reliable: bool,
         fx: &mut TxFx,
     ) {
+        if self.wants_rtt && psn >= self.max_sent {
+            self.sent_at.push_back((psn + npsn, now));
+        }
         self.snd_nxt = psn + npsn;
         self.max_sent = self.max_sent.max(psn + npsn);
         self.pace(now, wire);
@@ -206,17 +293,10 @@ impl Transport for RcTransport {
 
     fn on_feedback(&mut self, now: Time, fb: Feedback, fx: &mut TxFx) {
         match fb {
-            Feedback::Ack { cum, ece, .. } => {
+            Feedback::Ack { cum, sack, ece, .. } => {
+                let old_una = self.snd_una;
                 self.ack_point(now, cum);
-                if ece
-                    && self
-                        .cfg
-                        .dcqcn
-                        .as_ref()
-                        .is_some_and(|d| d.notify == DcqcnNotify::Ack)
-                {
-                    self.notified(now, fx);
-                }
+                self.ack_cc(now, old_una, sack, ece, fx);
             }
             Feedback::Nak { expected, .. }
             | Feedback::SyncNak { expected, .. }
@@ -231,6 +311,8 @@ impl Transport for RcTransport {
                         return;
                     }
                     self.rnr_until = now + self.cfg.rnr_delay;
+                } else {
+                    self.lost(now, fx);
                 }
                 fx.kick = true;
             }
@@ -256,19 +338,14 @@ impl Transport for RcTransport {
                 if gen != self.cc_gen[t as usize] {
                     return;
                 }
-                let (Some(cc), Some(d)) = (&mut self.cc, &self.cfg.dcqcn) else {
+                let Some(cc) = &mut self.cc else {
                     return;
                 };
                 let mut arms = Vec::new();
-                let faster = cc.on_timer(now, t, d, &mut arms);
+                let faster = cc.on_timer(now, t, &mut arms);
                 if faster {
                     // A faster rate may allow the next packet earlier than planned.
-                    let min_next = now
-                        + (8.0 * (self.cfg.mtu + ROCE_HEADER) as f64 * S as f64 / cc.rate())
-                            as Time;
-                    if self.next_tx_ps > min_next {
-                        self.next_tx_ps = min_next;
-                    }
+                    self.sooner(now);
                 }
                 self.arm(&arms, fx);
                 if faster {
@@ -295,6 +372,7 @@ impl Transport for RcTransport {
                 self.last_progress = now;
                 fx.timers.push((now + self.cfg.rto, TimerKind::Rto, 0));
                 self.snd_nxt = first_missing;
+                self.lost(now, fx);
                 fx.kick = true;
             }
             TimerKind::Burst | TimerKind::Hole | TimerKind::Early => {}
@@ -315,13 +393,8 @@ impl Transport for RcTransport {
         // Notification point: answer a marked packet with a CNP, at most one per interval (with
         // `notify = "ack"` the ACK's ECE bit is the notification).
         if d.ce {
-            if let Some(dc) = self
-                .cfg
-                .dcqcn
-                .as_ref()
-                .filter(|d| d.notify == DcqcnNotify::Cnp)
-            {
-                if self.last_cnp.is_none_or(|t| now >= t + dc.cnp_interval.0) {
+            if let Some(interval) = self.cnp_interval {
+                if self.last_cnp.is_none_or(|t| now >= t + interval) {
                     self.last_cnp = Some(now);
                     out.push(Reply::Cnp);
                 }
@@ -425,24 +498,12 @@ impl Transport for RcTransport {
     }
 
     fn cc_state(&self, now: Time) -> Option<super::CcState> {
-        let (cc, d) = (self.cc.as_ref()?, self.cfg.dcqcn.as_ref()?);
-        let st = cc.state(now, d);
-        Some(super::CcState {
-            rate_bps: Some(st.rate),
-            target_bps: Some(st.target),
-            alpha: Some(st.alpha),
-            inflight: Some(self.max_sent.saturating_sub(self.snd_una) as f64),
-            signals: Some(st.notifications),
-            cuts: Some(st.cuts),
-            ..Default::default()
-        })
+        let mut st = self.cc.as_ref()?.state(now);
+        st.inflight = Some(self.max_sent.saturating_sub(self.snd_una) as f64);
+        Some(st)
     }
 
     fn kind(&self) -> &'static str {
-        if self.cc.is_some() {
-            "dcqcn"
-        } else {
-            "none"
-        }
+        self.cc.as_ref().map_or("none", |c| c.name())
     }
 }

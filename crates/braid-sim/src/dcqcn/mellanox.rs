@@ -20,11 +20,11 @@
 //! applying the ticks that passed, so the result is the same with far fewer events.
 
 use super::{Arm, CcTimer, ReactionPoint, ReactionState};
-use crate::config::DcqcnConfig;
+use super::config::DcqcnConfig;
 use braid_engine::Time;
 
 #[derive(Debug, Clone)]
-pub struct DcqcnHpcc {
+pub struct DcqcnMellanox {
     rc: f64,
     rt: f64,
     alpha: f64,
@@ -46,10 +46,10 @@ pub struct DcqcnHpcc {
     cuts: u64,
 }
 
-impl DcqcnHpcc {
+impl DcqcnMellanox {
     pub fn new(line_rate_bps: u64, cfg: &DcqcnConfig) -> Self {
         let r = line_rate_bps as f64;
-        DcqcnHpcc {
+        DcqcnMellanox {
             rc: r,
             rt: r,
             alpha: cfg.initial_alpha,
@@ -92,7 +92,7 @@ impl DcqcnHpcc {
     }
 }
 
-impl ReactionPoint for DcqcnHpcc {
+impl ReactionPoint for DcqcnMellanox {
     #[inline]
     fn rate(&self) -> f64 {
         self.rc
@@ -276,7 +276,7 @@ mod tests {
 
     /// Runs the armed timers in time order (restart voids older ones of a kind) until `until`,
     /// delivering notifications at the given times.
-    fn drive(d: &mut DcqcnHpcc, c: &DcqcnConfig, cnps: &[Time], until: Time) -> Vec<(Time, f64)> {
+    fn drive(d: &mut DcqcnMellanox, c: &DcqcnConfig, cnps: &[Time], until: Time) -> Vec<(Time, f64)> {
         let mut pending: Vec<(Time, CcTimer, u32)> = Vec::new();
         let mut gens = [0u32; 3];
         let idx = |t: CcTimer| t as usize;
@@ -318,7 +318,7 @@ mod tests {
     #[test]
     fn first_notification_cuts_nothing_until_the_check() {
         let c = cfg();
-        let mut d = DcqcnHpcc::new(100_000_000_000, &c);
+        let mut d = DcqcnMellanox::new(100_000_000_000, &c);
         let mut arm = vec![];
         d.on_cnp(10 * US, &c, &mut arm);
         assert_eq!(d.rate(), 100e9);
@@ -327,7 +327,7 @@ mod tests {
         assert_eq!(arm[1].at, 14 * US + 1_000);
         // The check cuts by α/2 with α as the ticks left it: the first tick saw no notification
         // (the first one clears its flag), so α = 1 − g, ..., cut Rc·(1 − α/2).
-        let mut d = DcqcnHpcc::new(100_000_000_000, &c);
+        let mut d = DcqcnMellanox::new(100_000_000_000, &c);
         drive(&mut d, &c, &[10 * US], 15 * US);
         let alpha = (1.0 - c.g).powi(4);
         assert!(
@@ -343,7 +343,7 @@ mod tests {
         // Notifications every 100 ns from 50 ns to 19.95 µs (none on a tick): cuts only at the
         // checks (4 µs + 50 ns + 1 ns, then every 4 µs): five of them.
         let c = cfg();
-        let mut d = DcqcnHpcc::new(100_000_000_000, &c);
+        let mut d = DcqcnMellanox::new(100_000_000_000, &c);
         let cnps: Vec<Time> = (0..200).map(|i| 50_000 + i * 100_000).collect();
         let rates = drive(&mut d, &c, &cnps, 22 * US);
         let cuts: Vec<Time> = rates
@@ -379,7 +379,7 @@ mod tests {
         // F = 1: the first increase (stage 0) is fast recovery, the second (stage 1) additive,
         // then hyper increase by a constant rate_hai.
         let c = cfg();
-        let mut d = DcqcnHpcc::new(100_000_000_000, &c);
+        let mut d = DcqcnMellanox::new(100_000_000_000, &c);
         drive(&mut d, &c, &[0], 5 * US);
         let (rc0, rt0) = (d.rate(), d.target());
         assert!((rt0 - 100e9).abs() < 1.0 && rc0 < 60e9);
@@ -414,7 +414,7 @@ mod tests {
         // A notification long after the first: the α ticks in between all decayed α, and the
         // next check falls on the first notification's 4 µs grid (+1 ns).
         let c = cfg();
-        let mut d = DcqcnHpcc::new(100_000_000_000, &c);
+        let mut d = DcqcnMellanox::new(100_000_000_000, &c);
         drive(&mut d, &c, &[0], 50 * US);
         let a_before = d.alpha();
         let mut arm = vec![];
