@@ -85,14 +85,19 @@ fn bad_cc_tables_name_the_key() {
 #[test]
 fn dctcp_holds_the_queue_near_the_marking_threshold_at_full_throughput() {
     // DCTCP's claim (SIGCOMM'10 §3): with ECN marks cutting the window by α/2 the queue stays
-    // near the marking threshold, far below what line-rate senders build, without losing
-    // throughput.
+    // near the marking threshold (here the switch's default RED curve from 5 KB), far below
+    // what line-rate senders build and below the standing queue of the windows alone (the
+    // same run with marking off: four one-BDP windows), without losing throughput.
     let (q_none, peak_none, fin_none) = queue_and_finish(&incast(json!({"kind": "none"})));
+    let mut unmarked = incast(json!({"cc": {"kind": "dctcp"}}));
+    unmarked["switch"] = json!({"ecn": {"enabled": false}});
+    let (q_win, peak_win, _) = queue_and_finish(&unmarked);
     let (q, peak, fin) = queue_and_finish(&incast(json!({"cc": {"kind": "dctcp"}})));
     eprintln!(
-        "mean/peak queue: none {q_none:.0}/{peak_none} B, dctcp {q:.0}/{peak} B; finish none {fin_none}, dctcp {fin} ps (work-conserving {WORK_CONSERVING})"
+        "mean/peak queue: none {q_none:.0}/{peak_none} B, windows without marks {q_win:.0}/{peak_win} B, dctcp {q:.0}/{peak} B; finish none {fin_none}, dctcp {fin} ps (work-conserving {WORK_CONSERVING})"
     );
     assert!(q < q_none / 3.0, "dctcp {q:.0} B vs none {q_none:.0} B");
+    assert!(q < q_win / 2.0, "dctcp {q:.0} B vs its windows without marks {q_win:.0} B");
     assert!(
         fin < WORK_CONSERVING * 12 / 10,
         "dctcp finished at {fin} ps, work-conserving {WORK_CONSERVING}"
