@@ -1,8 +1,8 @@
 //! The scenario file's schema (one serde/JSON-Schema definition), its validation, and building a
 //! world from it.
 
-use crate::cc::CcFactory;
 use crate::api::ScenarioError;
+use crate::cc::CcFactory;
 use crate::config::*;
 use braid_topo::topology::TopologySpec;
 use braid_topo::traffic::TrafficSpec;

@@ -97,7 +97,10 @@ fn dctcp_holds_the_queue_near_the_marking_threshold_at_full_throughput() {
         "mean/peak queue: none {q_none:.0}/{peak_none} B, windows without marks {q_win:.0}/{peak_win} B, dctcp {q:.0}/{peak} B; finish none {fin_none}, dctcp {fin} ps (work-conserving {WORK_CONSERVING})"
     );
     assert!(q < q_none / 3.0, "dctcp {q:.0} B vs none {q_none:.0} B");
-    assert!(q < q_win / 2.0, "dctcp {q:.0} B vs its windows without marks {q_win:.0} B");
+    assert!(
+        q < q_win / 2.0,
+        "dctcp {q:.0} B vs its windows without marks {q_win:.0} B"
+    );
     assert!(
         fin < WORK_CONSERVING * 12 / 10,
         "dctcp finished at {fin} ps, work-conserving {WORK_CONSERVING}"
@@ -120,7 +123,10 @@ fn timely_cuts_the_rate_as_the_rtt_gradient_rises() {
     let host = ints(&r.cc, "host");
     let mut by_qp: std::collections::BTreeMap<(i64, i64), Vec<(f64, f64)>> = Default::default();
     for i in 0..rate.len() {
-        by_qp.entry((host[i], qpn[i])).or_default().push((rtt[i], rate[i]));
+        by_qp
+            .entry((host[i], qpn[i]))
+            .or_default()
+            .push((rtt[i], rate[i]));
     }
     let (mut rising, mut fell) = (0, 0);
     for series in by_qp.values() {
@@ -141,7 +147,13 @@ fn timely_cuts_the_rate_as_the_rtt_gradient_rises() {
         "samples {}, rising RTT above T_low {rising}, rate fell in {fell}; lowest rate {min:.3e}, peak RTT {peak_rtt:.1} us",
         rate.len()
     );
-    assert!(rising >= 3, "the RTT rose above T_low between only {rising} samples");
-    assert!(fell * 10 >= rising * 8, "rate fell in {fell} of {rising} rising-RTT steps");
+    assert!(
+        rising >= 3,
+        "the RTT rose above T_low between only {rising} samples"
+    );
+    assert!(
+        fell * 10 >= rising * 8,
+        "rate fell in {fell} of {rising} rising-RTT steps"
+    );
     assert!(min < 50e9, "lowest sampled rate {min:.3e} bit/s");
 }

@@ -67,10 +67,9 @@ impl CcFactory for DcqcnConfig {
 
     fn build(&self, line_rate_bps: u64) -> Box<dyn CongestionControl> {
         match self.reaction {
-            DcqcnReaction::Paper => Box::new(DcqcnCc::new(
-                Dcqcn::new(line_rate_bps, self),
-                self.clone(),
-            )),
+            DcqcnReaction::Paper => {
+                Box::new(DcqcnCc::new(Dcqcn::new(line_rate_bps, self), self.clone()))
+            }
             DcqcnReaction::Hpcc => Box::new(DcqcnCc::new(
                 DcqcnMellanox::new(line_rate_bps, self),
                 self.clone(),

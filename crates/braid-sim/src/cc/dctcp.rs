@@ -57,7 +57,10 @@ impl CcFactory for DctcpConfig {
             return Err(("initial_alpha".into(), "expected a value in [0, 1]".into()));
         }
         if self.min_rate.0 == 0 {
-            return Err(("min_rate".into(), "must be positive, e.g. \"100Mbps\"".into()));
+            return Err((
+                "min_rate".into(),
+                "must be positive, e.g. \"100Mbps\"".into(),
+            ));
         }
         Ok(())
     }
@@ -239,7 +242,10 @@ mod tests {
         let (w0, a) = (d.window().unwrap(), d.alpha());
         d.on_ack(0, &ack(2, 1, true, None, 50), &mut vec![]);
         let w1 = d.window().unwrap();
-        assert!((w1 - w0 * (1.0 - a / 2.0)).abs() < 1e-6, "{w1} vs {w0}·(1 − {a}/2)");
+        assert!(
+            (w1 - w0 * (1.0 - a / 2.0)).abs() < 1e-6,
+            "{w1} vs {w0}·(1 − {a}/2)"
+        );
         // A second mark in the same window cuts nothing.
         d.on_ack(0, &ack(3, 1, true, None, 50), &mut vec![]);
         assert_eq!(d.window().unwrap(), w1);

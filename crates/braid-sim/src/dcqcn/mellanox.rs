@@ -19,8 +19,8 @@
 //! the next notification re-arms it on the same grid (first notification + k periods) after
 //! applying the ticks that passed, so the result is the same with far fewer events.
 
-use super::{Arm, CcTimer, ReactionPoint, ReactionState};
 use super::config::DcqcnConfig;
+use super::{Arm, CcTimer, ReactionPoint, ReactionState};
 use braid_engine::Time;
 
 #[derive(Debug, Clone)]
@@ -276,7 +276,12 @@ mod tests {
 
     /// Runs the armed timers in time order (restart voids older ones of a kind) until `until`,
     /// delivering notifications at the given times.
-    fn drive(d: &mut DcqcnMellanox, c: &DcqcnConfig, cnps: &[Time], until: Time) -> Vec<(Time, f64)> {
+    fn drive(
+        d: &mut DcqcnMellanox,
+        c: &DcqcnConfig,
+        cnps: &[Time],
+        until: Time,
+    ) -> Vec<(Time, f64)> {
         let mut pending: Vec<(Time, CcTimer, u32)> = Vec::new();
         let mut gens = [0u32; 3];
         let idx = |t: CcTimer| t as usize;

@@ -23,8 +23,8 @@ pub use mellanox::DcqcnMellanox;
 pub use paper::Dcqcn;
 
 pub use crate::cc::{Arm, CcTimer};
-use config::DcqcnConfig;
 use braid_engine::Time;
+use config::DcqcnConfig;
 
 /// A DCQCN reaction point.
 pub trait ReactionPoint: std::fmt::Debug {

@@ -9,8 +9,8 @@
 //!
 //! This is `transport.dcqcn.reaction = "paper"` (the default); `mellanox.rs` is HPCC ns-3's variant.
 
-use super::{Arm, CcTimer, ReactionPoint, ReactionState};
 use super::config::DcqcnConfig;
+use super::{Arm, CcTimer, ReactionPoint, ReactionState};
 use braid_engine::Time;
 
 #[derive(Debug, Clone)]

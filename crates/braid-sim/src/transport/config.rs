@@ -223,4 +223,3 @@ fn patch<T: Serialize + serde::de::DeserializeOwned>(
         (if path == "." { String::new() } else { path }, msg)
     })
 }
-

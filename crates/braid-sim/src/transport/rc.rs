@@ -243,8 +243,8 @@ impl Transport for RcTransport {
         };
         if self.windowed {
             if let Some(w) = self.cc.as_ref().and_then(|c| c.window()) {
-                let inflight = (self.snd_nxt - self.snd_una) as f64
-                    * (self.cfg.mtu + ROCE_HEADER) as f64;
+                let inflight =
+                    (self.snd_nxt - self.snd_una) as f64 * (self.cfg.mtu + ROCE_HEADER) as f64;
                 if inflight >= w {
                     return Plan::Blocked;
                 }
