@@ -38,6 +38,9 @@ impl<R: ReactionPoint> CongestionControl for DcqcnCc<R> {
         // A slower rate never needs an earlier send.
         false
     }
+    fn reads_acks(&self) -> bool {
+        self.cfg.notify == DcqcnNotify::Ack
+    }
     fn on_cnp(&mut self, now: Time, arm: &mut Vec<Arm>) {
         self.rp.on_cnp(now, &self.cfg, arm);
     }

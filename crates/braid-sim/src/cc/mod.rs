@@ -94,6 +94,11 @@ pub trait CongestionControl: std::fmt::Debug {
     fn on_timer(&mut self, _now: Time, _t: CcTimer, _arm: &mut Vec<Arm>) -> bool {
         false
     }
+    /// Whether [`CongestionControl::on_ack`] may do anything: when false (DCQCN with CNPs) the
+    /// transport skips the call on every ACK.
+    fn reads_acks(&self) -> bool {
+        true
+    }
     /// Whether ACKs should carry RTT samples (the transport then remembers send times).
     fn wants_rtt(&self) -> bool {
         false
