@@ -51,6 +51,8 @@ pub struct RcTransport {
     /// when the controller wants RTT samples; cleared on going back (Karn's rule).
     sent_at: std::collections::VecDeque<(u32, Time)>,
     wants_rtt: bool,
+    /// The controller reads ACKs ([`CongestionControl::reads_acks`]).
+    reads_acks: bool,
     /// The last pacing step (`pace`) and the wire size and rate (bits of the f64) it was
     /// computed for: the rate changes at timers and cuts, the size at a message's last packet,
     /// so most packets reuse it instead of an f64 and a u128 division.
@@ -87,6 +89,7 @@ impl RcTransport {
         let cnp_interval = cfg.cc.as_ref().and_then(|c| c.kind().cnp_interval());
         let windowed = cc.as_ref().is_some_and(|c| c.window().is_some());
         let wants_rtt = cc.as_ref().is_some_and(|c| c.wants_rtt());
+        let reads_acks = cc.as_ref().is_some_and(|c| c.reads_acks());
         let budget = RetryBudget::new(cfg.retry);
         RcTransport {
             cfg,
@@ -101,6 +104,7 @@ impl RcTransport {
             windowed,
             sent_at: Default::default(),
             wants_rtt,
+            reads_acks,
             pace_wire: 0,
             pace_rate: u64::MAX,
             pace_step: 0,
@@ -161,6 +165,9 @@ impl RcTransport {
 
     /// Tells the controller of an ACK (`old_una`: the acknowledged point before it).
     fn ack_cc(&mut self, now: Time, old_una: u32, sack: Option<u32>, ece: bool, fx: &mut TxFx) {
+        if !self.reads_acks {
+            return;
+        }
         let Some(cc) = &mut self.cc else {
             return;
         };
