@@ -87,7 +87,8 @@ impl RcTransport {
     pub fn new(cfg: RcConfig) -> Self {
         let cc = cfg.cc.as_ref().map(|c| c.kind().build(cfg.line_rate));
         let cnp_interval = cfg.cc.as_ref().and_then(|c| c.kind().cnp_interval());
-        let windowed = cc.as_ref().is_some_and(|c| c.window().is_some());
+        // UC has no ACKs to open a window again: only the rate applies there.
+        let windowed = cfg.reliable && cc.as_ref().is_some_and(|c| c.window().is_some());
         let wants_rtt = cc.as_ref().is_some_and(|c| c.wants_rtt());
         let reads_acks = cc.as_ref().is_some_and(|c| c.reads_acks());
         let budget = RetryBudget::new(cfg.retry);
