@@ -12,7 +12,9 @@ from pathlib import Path
 from typing import List, Optional, Tuple
 
 
-def transport(h, cpath: Path, cfg, get, qcn: bool, cc_fallback: Optional[str], ignored: List[Tuple[str, str]], notes: List[str], approx) -> dict:
+def transport(
+    h, cpath: Path, cfg, get, qcn: bool, cc_fallback: Optional[str], ignored: List[Tuple[str, str]], notes: List[str], approx
+) -> dict:
     """The ``[transport]`` table of an HPCC config (``get`` reads a key and marks it used)."""
     mode = 1
     e = get("CC_MODE")
