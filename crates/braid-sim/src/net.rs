@@ -2,9 +2,11 @@
 //! and switches (shared buffer with per-ingress accounting, PFC, RED/ECN at egress, ECMP on the
 //! 5-tuple, strict priority or DWRR between queues).
 
-use crate::config::{EcnCurve, Scheduler, SwitchConfig};
+pub mod config;
+
 use crate::packet::{PacketPool, PktId};
 use braid_engine::{RngStream, Time};
+use config::{EcnCurve, Scheduler, SwitchConfig};
 use std::collections::VecDeque;
 
 pub const MAX_PRIO: usize = 8;

@@ -16,6 +16,7 @@ use crate::nic::{Nic, NicParams, TimerKind};
 use crate::packet::{PacketPool, PktId};
 use braid_verbs::{App, Middleware};
 
+pub mod config;
 mod events;
 mod fabric_links;
 mod facing;
