@@ -3,6 +3,7 @@
 //! 5-tuple, strict priority or DWRR between queues).
 
 pub mod config;
+pub mod lb;
 
 use crate::packet::{PacketPool, PktId};
 use braid_engine::{RngStream, Time};
@@ -249,6 +250,8 @@ pub struct Switch {
     /// threshold itself for that `shared_used`, a floor of it below (`above_xoff`).
     pub xoff_memo: (u64, u64),
     pub ecmp_seed: u64,
+    /// Its load balancer (`switch.lb`); None: ECMP's 5-tuple hash alone.
+    pub lb: Option<Box<dyn lb::LoadBalancer>>,
     pub ecn_rng: RngStream,
     /// Static routes that match source addresses too (checked first, in order).
     pub src_routes: Vec<SrcRoute>,

@@ -142,6 +142,11 @@ pub struct SwitchConfig {
     pub ecmp_seed: u64,
     pub ecn: EcnConfig,
     pub pfc: PfcConfig,
+    /// How each switch chooses among equal-cost ports (`kind = "ecmp"`, the default; see
+    /// docs/load-balancing.md).
+    pub lb: crate::net::lb::LbSpec,
+    /// Reroute around failed links after a detection delay; absent: failed links black-hole.
+    pub failover: Option<crate::world::failover::FailoverConfig>,
 }
 
 impl Default for SwitchConfig {
@@ -155,6 +160,8 @@ impl Default for SwitchConfig {
             ecmp_seed: 0,
             ecn: EcnConfig::default(),
             pfc: PfcConfig::default(),
+            lb: Default::default(),
+            failover: None,
         }
     }
 }
