@@ -216,3 +216,79 @@ fn bad_policies_are_refused_with_their_key() {
     assert_eq!(p, "switch.lb.weights[0].node");
     assert!(m.contains("tor9"), "{m}");
 }
+
+/// The docs' table (docs/load-balancing.md, "Measured"): `experiments/load-balancing/
+/// asymmetric.toml` under each policy, and with tor0's link to s0 failing at 1 ms, without and
+/// with failover. `cargo test -p braid-sim --test load_balancing asymmetric_fabric_per_policy
+/// -- --ignored --nocapture` (the checks are the shape claims the docs make).
+#[test]
+#[ignore]
+fn asymmetric_fabric_per_policy() {
+    let base = experiment("load-balancing/asymmetric.toml");
+    let policies = [
+        ("ecmp", json!({"kind": "ecmp"})),
+        ("spray random", json!({"kind": "spray"})),
+        ("spray round-robin", json!({"kind": "spray", "order": "round-robin"})),
+        ("adaptive DRILL(2,1)", json!({"kind": "adaptive"})),
+        ("adaptive, all ports", json!({"kind": "adaptive", "samples": 0})),
+        ("flowlet 500us", json!({"kind": "flowlet"})),
+        ("flowlet 50us", json!({"kind": "flowlet", "gap": "50us"})),
+        ("wcmp (rates)", json!({"kind": "wcmp"})),
+    ];
+    println!("| policy | seed | finished | last FCT (ms) | mean FCT (ms) | goodput (Gbit/s) | retransmitted pkts | bytes on the 25G uplink |");
+    println!("|---|---|---|---|---|---|---|---|");
+    let mut out = Vec::new();
+    for (name, lb) in &policies {
+        for seed in [1, 2] {
+            let s = with_keys(base.clone(), &[("switch.lb", lb.clone()), ("seed", json!(seed))]);
+            let row = measure(&s);
+            println!("| {name} | {seed} | {} |", row.0);
+            out.push((*name, seed, row.1));
+        }
+    }
+    let fail = |f: Option<Value>| {
+        let mut s = with_keys(
+            base.clone(),
+            &[("link_events", json!([{"a": "tor0", "b": "s0", "down": "1ms"}]))],
+        );
+        if let Some(f) = f {
+            s = with_keys(s, &[("switch.failover", f)]);
+        }
+        measure(&s).0
+    };
+    println!("| ecmp, tor0-s0 down at 1 ms, no failover | 1 | {} |", fail(None));
+    println!(
+        "| ecmp, tor0-s0 down at 1 ms, failover detect 1 ms | 1 | {} |",
+        fail(Some(json!({"detect": "1ms"})))
+    );
+    // Shape: adaptive routing loads the slow uplink less than the quarter an even split gives
+    // (WCMP hashes only 8 flows: whole flows land on the slow uplink or not, by seed).
+    for (name, _, share) in &out {
+        if name.starts_with("adaptive") {
+            assert!(*share < 0.25, "{name}: {share}");
+        }
+    }
+}
+
+/// One run's table cells, and its share of bytes on the slow uplink.
+fn measure(s: &Value) -> (String, f64) {
+    let (sim, r) = run(s);
+    let fct = ints(&r.flows, "fct_ps");
+    let done: Vec<f64> = fct.iter().filter(|&&f| f > 0).map(|&f| f as f64 / 1e9).collect();
+    let last = done.iter().cloned().fold(0.0, f64::max);
+    let mean = done.iter().sum::<f64>() / done.len().max(1) as f64;
+    let bytes: f64 = 8e6 * done.len() as f64;
+    let goodput = if last > 0.0 { bytes * 8.0 / (last * 1e-3) / 1e9 } else { 0.0 };
+    let up = uplink_bytes(&sim);
+    let share = up[3] as f64 / up.iter().sum::<u64>().max(1) as f64;
+    (
+        format!(
+            "{}/{} | {last:.2} | {mean:.2} | {goodput:.1} | {} | {:.1}%",
+            done.len(),
+            fct.len(),
+            r.counters["retransmissions"],
+            100.0 * share
+        ),
+        share,
+    )
+}
