@@ -228,9 +228,15 @@ fn asymmetric_fabric_per_policy() {
     let policies = [
         ("ecmp", json!({"kind": "ecmp"})),
         ("spray random", json!({"kind": "spray"})),
-        ("spray round-robin", json!({"kind": "spray", "order": "round-robin"})),
+        (
+            "spray round-robin",
+            json!({"kind": "spray", "order": "round-robin"}),
+        ),
         ("adaptive DRILL(2,1)", json!({"kind": "adaptive"})),
-        ("adaptive, all ports", json!({"kind": "adaptive", "samples": 0})),
+        (
+            "adaptive, all ports",
+            json!({"kind": "adaptive", "samples": 0}),
+        ),
         ("flowlet 500us", json!({"kind": "flowlet"})),
         ("flowlet 50us", json!({"kind": "flowlet", "gap": "50us"})),
         ("wcmp (rates)", json!({"kind": "wcmp"})),
@@ -240,7 +246,10 @@ fn asymmetric_fabric_per_policy() {
     let mut out = Vec::new();
     for (name, lb) in &policies {
         for seed in [1, 2] {
-            let s = with_keys(base.clone(), &[("switch.lb", lb.clone()), ("seed", json!(seed))]);
+            let s = with_keys(
+                base.clone(),
+                &[("switch.lb", lb.clone()), ("seed", json!(seed))],
+            );
             let row = measure(&s);
             println!("| {name} | {seed} | {} |", row.0);
             out.push((*name, seed, row.1));
@@ -249,14 +258,20 @@ fn asymmetric_fabric_per_policy() {
     let fail = |f: Option<Value>| {
         let mut s = with_keys(
             base.clone(),
-            &[("link_events", json!([{"a": "tor0", "b": "s0", "down": "1ms"}]))],
+            &[(
+                "link_events",
+                json!([{"a": "tor0", "b": "s0", "down": "1ms"}]),
+            )],
         );
         if let Some(f) = f {
             s = with_keys(s, &[("switch.failover", f)]);
         }
         measure(&s).0
     };
-    println!("| ecmp, tor0-s0 down at 1 ms, no failover | 1 | {} |", fail(None));
+    println!(
+        "| ecmp, tor0-s0 down at 1 ms, no failover | 1 | {} |",
+        fail(None)
+    );
     println!(
         "| ecmp, tor0-s0 down at 1 ms, failover detect 1 ms | 1 | {} |",
         fail(Some(json!({"detect": "1ms"})))
@@ -274,11 +289,19 @@ fn asymmetric_fabric_per_policy() {
 fn measure(s: &Value) -> (String, f64) {
     let (sim, r) = run(s);
     let fct = ints(&r.flows, "fct_ps");
-    let done: Vec<f64> = fct.iter().filter(|&&f| f > 0).map(|&f| f as f64 / 1e9).collect();
+    let done: Vec<f64> = fct
+        .iter()
+        .filter(|&&f| f > 0)
+        .map(|&f| f as f64 / 1e9)
+        .collect();
     let last = done.iter().cloned().fold(0.0, f64::max);
     let mean = done.iter().sum::<f64>() / done.len().max(1) as f64;
     let bytes: f64 = 8e6 * done.len() as f64;
-    let goodput = if last > 0.0 { bytes * 8.0 / (last * 1e-3) / 1e9 } else { 0.0 };
+    let goodput = if last > 0.0 {
+        bytes * 8.0 / (last * 1e-3) / 1e9
+    } else {
+        0.0
+    };
     let up = uplink_bytes(&sim);
     let share = up[3] as f64 / up.iter().sum::<u64>().max(1) as f64;
     (
