@@ -166,8 +166,8 @@ const SCHEMA: u64 = 0x20d1196b529e8999;
 
 /// All of `braid schema` (the apps' types moved crates; nothing else may move with them).
 // Re-pinned with the wave's new NIC keys (initial_psn, max_mr, wqe_pipelined, tx_prefetch_time, ...),
-// then with `switch.lb` and `switch.failover` (docs/load-balancing.md).
-const WHOLE_SCHEMA: u64 = 0x20213034ab615b19;
+// then with `switch.lb`, `switch.lb_at` and `switch.failover` (docs/load-balancing.md).
+const WHOLE_SCHEMA: u64 = 0x6387e6324e5914a;
 
 /// A key set on kinds that do not take it, and the other per-kind refusals: (path, message).
 fn refusals() -> Vec<(String, String)> {

@@ -100,6 +100,44 @@ fn spraying_spreads_one_flow_over_every_uplink() {
 }
 
 #[test]
+fn a_policy_can_be_set_per_switch() {
+    // Round robin at tor0 only: one flow's data spreads over the four uplinks, while tor1 (ECMP)
+    // sends all its ACKs up one.
+    let mut s = scenario(json!({"kind": "ecmp"}), 1, "4MB", "100Gbps");
+    s["switch"]["lb_at"] =
+        json!([{"node": "tor0", "lb": {"kind": "spray", "order": "round-robin"}}]);
+    let (sim, r) = run(&s);
+    assert!(all_finished(&r));
+    assert!(
+        uplink_bytes(&sim).iter().all(|&b| b > 900_000),
+        "{:?}",
+        uplink_bytes(&sim)
+    );
+    let w = sim.world();
+    let tor1 = w.nodes.iter().position(|x| x.name == "tor1").unwrap() as u32;
+    let acks_up = w
+        .node_ports(tor1)
+        .iter()
+        .filter(|p| w.nodes[p.peer_node as usize].name.starts_with('s') && p.tx_pkts > 0)
+        .count();
+    assert_eq!(acks_up, 1);
+    // An entry naming no switch, and an entry's own refusal, name their keys.
+    let mut bad = s.clone();
+    bad["switch"]["lb_at"][0]["node"] = json!("h0");
+    assert_eq!(error_of(&bad).0, "switch.lb_at[0].node");
+    let mut bad = s.clone();
+    bad["switch"]["lb_at"][0]["lb"] = json!({"kind": "flowlet", "gap": "0s"});
+    assert_eq!(error_of(&bad).0, "switch.lb_at[0].lb.gap");
+}
+
+fn error_of(s: &Value) -> (String, String) {
+    match Simulation::from_json(&s.to_string(), Path::new("."), None) {
+        Ok(_) => panic!("accepted"),
+        Err(e) => (e.path, e.message),
+    }
+}
+
+#[test]
 fn adaptive_routing_and_wcmp_load_the_slow_uplink_less() {
     // tor0's uplink to s3 at a quarter rate. ECMP and spraying give it a quarter of the bytes
     // whatever its rate; adaptive routing (queue depths) and WCMP (link-rate weights, 100:25)

@@ -145,6 +145,9 @@ pub struct SwitchConfig {
     /// How each switch chooses among equal-cost ports (`kind = "ecmp"`, the default; see
     /// docs/load-balancing.md).
     pub lb: crate::net::lb::LbSpec,
+    /// Per-switch policies replacing `lb` at the switches they name (the last entry naming a
+    /// switch wins), e.g. spraying at the ToRs and ECMP elsewhere.
+    pub lb_at: Vec<crate::net::lb::LbAt>,
     /// Reroute around failed links after a detection delay; absent: failed links black-hole.
     pub failover: Option<crate::world::failover::FailoverConfig>,
 }
@@ -161,6 +164,7 @@ impl Default for SwitchConfig {
             ecn: EcnConfig::default(),
             pfc: PfcConfig::default(),
             lb: Default::default(),
+            lb_at: vec![],
             failover: None,
         }
     }

@@ -464,18 +464,41 @@ impl World {
         }
     }
 
-    /// Builds every switch's load balancer (`switch.lb`; ECMP builds none).
+    /// Builds every switch's load balancer (`switch.lb`, or its `switch.lb_at` entry; ECMP
+    /// builds none).
     fn install_balancers(&mut self) -> Result<(), String> {
-        let kind = self.sw.lb.kind();
         let nodes = &self.nodes;
         let is_switch = |name: &str| {
             nodes.iter().any(|n| {
                 matches!(n.role, Role::Switch(_)) && (n.name == name || n.id.to_string() == name)
             })
         };
-        kind.check(&is_switch)?;
+        // An entry's refusals name its own key (`switch.lb_at[1].lb.gap`).
+        let at_key = |i: usize, e: String| match e.strip_prefix("switch.lb") {
+            Some(rest) => format!("switch.lb_at[{i}].lb{rest}"),
+            None => e,
+        };
+        self.sw.lb.kind().check(&is_switch)?;
+        for (i, a) in self.sw.lb_at.iter().enumerate() {
+            if !is_switch(&a.node) {
+                return Err(format!(
+                    "switch.lb_at[{i}].node: no switch named {:?}",
+                    a.node
+                ));
+            }
+            a.lb.kind().check(&is_switch).map_err(|e| at_key(i, e))?;
+        }
         for si in 0..self.switches.len() {
             let node = self.switches[si].node;
+            let name = &self.nodes[node as usize].name;
+            let entry = self
+                .sw
+                .lb_at
+                .iter()
+                .enumerate()
+                .rev()
+                .find(|(_, a)| a.node == *name || a.node == node.to_string());
+            let kind = entry.map_or(self.sw.lb.kind(), |(_, a)| a.lb.kind());
             let ports = self.node_ports(node);
             let peers: Vec<&str> = ports
                 .iter()
@@ -488,7 +511,9 @@ impl World {
                 ports,
                 seed: self.seed,
             };
-            let lb = kind.build(&site)?;
+            let lb = kind
+                .build(&site)
+                .map_err(|e| entry.map_or(e.clone(), |(i, _)| at_key(i, e)))?;
             self.lb_any |= lb.is_some();
             self.switches[si].lb = lb;
         }

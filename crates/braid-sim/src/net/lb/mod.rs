@@ -72,6 +72,15 @@ pub trait LbKind {
     }
 }
 
+/// `switch.lb_at` entry: switch `node` (name or numeric node id) runs `lb` instead of
+/// `switch.lb`.
+#[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LbAt {
+    pub node: String,
+    pub lb: LbSpec,
+}
+
 /// `switch.lb`: the load-balancing policy every switch runs (each its own instance).
 #[derive(Clone, Debug, PartialEq, Serialize, JsonSchema)]
 #[serde(tag = "kind", rename_all = "kebab-case")]
