@@ -70,8 +70,13 @@ pub(crate) fn network(
     let mut measure = Measure::new(sc.measure.interval.0, sc.measure.messages);
     measure.record_pfc = sc.measure.pfc;
     let mut world =
-        World::with_progress(&graph, params, sc.switch.clone(), measure, seed, progress)
-            .map_err(|m| err("topology", m))?;
+        World::with_progress(&graph, params, sc.switch.clone(), measure, seed, progress).map_err(
+            |m| match m.split_once(": ") {
+                // The load balancers' refusals name their key (`switch.lb.gap: ...`).
+                Some((path, msg)) if path.starts_with("switch.") => err(path, msg.to_string()),
+                _ => err("topology", m),
+            },
+        )?;
     world.cpu_cost = sc.host.cpu.cost();
     world.cpu_delay = sc.host.cpu.delay;
     let n_hosts = world.hosts.len() as u32;

@@ -2,9 +2,12 @@
 //! and switches (shared buffer with per-ingress accounting, PFC, RED/ECN at egress, ECMP on the
 //! 5-tuple, strict priority or DWRR between queues).
 
-use crate::config::{EcnCurve, Scheduler, SwitchConfig};
+pub mod config;
+pub mod lb;
+
 use crate::packet::{PacketPool, PktId};
 use braid_engine::{RngStream, Time};
+use config::{EcnCurve, Scheduler, SwitchConfig};
 use std::collections::VecDeque;
 
 pub const MAX_PRIO: usize = 8;
@@ -247,6 +250,8 @@ pub struct Switch {
     /// threshold itself for that `shared_used`, a floor of it below (`above_xoff`).
     pub xoff_memo: (u64, u64),
     pub ecmp_seed: u64,
+    /// Its load balancer (`switch.lb`); None: ECMP's 5-tuple hash alone.
+    pub lb: Option<Box<dyn lb::LoadBalancer>>,
     pub ecn_rng: RngStream,
     /// Static routes that match source addresses too (checked first, in order).
     pub src_routes: Vec<SrcRoute>,

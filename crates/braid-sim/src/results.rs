@@ -288,6 +288,10 @@ pub fn assemble(
     k.insert("pfc_resumes".into(), c.pfc_resumes);
     k.insert("ecn_marks".into(), c.ecn_marks);
     k.insert("packets_forwarded".into(), c.packets_forwarded);
+    if world.sw.failover.is_some() {
+        // (Only with failover on, so that the counters of every other run stay as they were.)
+        k.insert("reroutes".into(), c.reroutes);
+    }
     let mut sum = |name: &str, f: &dyn Fn(&crate::nic::NicStats) -> u64| {
         k.insert(
             name.to_string(),

@@ -168,7 +168,8 @@ const SCHEMA: u64 = 0x20d1196b529e8999;
 // Re-pinned with the wave's new NIC keys (initial_psn, max_mr, wqe_pipelined, tx_prefetch_time, ...),
 // then with `transport.cc` (issue 30: the congestion controller's tagged table, in [transport]
 // and in every transport override).
-const WHOLE_SCHEMA: u64 = 0x9f0776004a7023c8;
+// then with `switch.lb`, `switch.lb_at` and `switch.failover` (docs/load-balancing.md).
+const WHOLE_SCHEMA: u64 = 0x6387e6324e5914a;
 
 /// A key set on kinds that do not take it, and the other per-kind refusals: (path, message).
 fn refusals() -> Vec<(String, String)> {

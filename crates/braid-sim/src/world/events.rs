@@ -77,12 +77,16 @@ impl Handler<Ev> for World {
                 self.with_app(now, host, app, q, Some(Event::Wake(token)))
             }
             Ev::AppStart { host, app } => self.with_app(now, host, app, q, None),
-            Ev::LinkState { link, up } => {
-                let (a, pa, b, pb) = self.links[link as usize];
-                self.ports[port_at(&self.hot, a, pa)].up = up;
-                self.ports[port_at(&self.hot, b, pb)].up = up;
-                self.measure.link_change(now, link, up);
-            }
+            Ev::LinkState {
+                link,
+                up,
+                detected: false,
+            } => self.link_changed(now, link, up, q),
+            Ev::LinkState {
+                link,
+                up,
+                detected: true,
+            } => self.link_detected(link, up),
             Ev::Sample => {
                 let iv = self.measure.interval;
                 if iv > 0 && now.is_multiple_of(iv) {

@@ -1,7 +1,7 @@
 //! The packet hop machinery: egress ports transmitting (`try_transmit`, `put_on_wire`),
 //! drops, PFC frames, arrival at a node and forwarding through a switch.
 
-use super::{port_at, Ev, Role, World, NO_PORT, NO_SWITCH};
+use super::{port_at, Ev, Role, World, LB_AT_ARRIVAL, NO_PORT, NO_SWITCH};
 use crate::net::{red_probability, Pool, MAX_PRIO};
 use crate::nic::{addr_node, Effects, NextTx};
 use crate::packet::{Packet, PktId, PktKind, PFC_SIZE};
@@ -327,15 +327,21 @@ impl World {
     ///
     /// Whether the peer is a switch comes from the port (`Port::peer_switch`), not from the
     /// peer's record in `hot` (a load, its bounds check and a likely cache miss at 10^4 hosts).
+    ///
+    /// A switch with a load balancer other than ECMP's hash chooses on arrival, from its state
+    /// then (`LB_AT_ARRIVAL`; `World::balance`).
     #[inline(never)]
     fn egress_at(&self, sw: u32, pk: &Packet) -> u16 {
+        if self.routes_at_arrival(sw as usize) {
+            return LB_AT_ARRIVAL;
+        }
         self.route_or(sw as usize, pk, NO_PORT)
     }
 
     /// Starts loading egress port `out` of `node` (from an arrival's event; `NO_PORT`: none).
     #[inline]
     pub(super) fn prefetch_egress(&self, node: u32, out: u16) {
-        if out == NO_PORT {
+        if out >= LB_AT_ARRIVAL {
             return;
         }
         let Some(n) = self.hot.get(node as usize) else {
@@ -391,11 +397,22 @@ impl World {
         out: u16,
         q: &mut EventQueue<Ev>,
     ) {
-        if out == NO_PORT {
-            self.counters.drops_no_route += 1;
-            self.drop_packet(id);
-            return;
-        }
+        // (One comparison for both markers: `LB_AT_ARRIVAL` is `NO_PORT - 1`.)
+        let out = if out >= LB_AT_ARRIVAL {
+            let out = if out == LB_AT_ARRIVAL {
+                self.balance(now, s, id)
+            } else {
+                out
+            };
+            if out == NO_PORT {
+                self.counters.drops_no_route += 1;
+                self.drop_packet(id);
+                return;
+            }
+            out
+        } else {
+            out
+        };
         let pk = self.pool.get(id);
         let size = pk.size as u64;
         let ce = pk.ce;

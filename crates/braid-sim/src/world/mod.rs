@@ -16,9 +16,11 @@ use crate::nic::{Nic, NicParams, TimerKind};
 use crate::packet::{PacketPool, PktId};
 use braid_verbs::{App, Middleware};
 
+pub mod config;
 mod events;
 mod fabric_links;
 mod facing;
+pub mod failover;
 mod hop;
 pub use fabric_links::{fabric_links, fabric_links_for};
 mod hosts;
@@ -56,14 +58,18 @@ pub enum Ev {
     Wake { host: u32, app: u32, slot: u32 },
     /// Start an application.
     AppStart { host: u32, app: u32 },
-    /// A link goes down or comes up.
-    LinkState { link: u32, up: bool },
+    /// A link goes down or comes up; `detected`: the switches' failure detection (BFD) has
+    /// noticed it (`switch.failover`) and they reroute.
+    LinkState { link: u32, up: bool, detected: bool },
     /// Take measurement samples.
     Sample,
 }
 
 /// `Ev::Arrive::out` when there is no egress port to use.
 pub const NO_PORT: u16 = u16::MAX;
+
+/// `Ev::Arrive::out` when the switch's load balancer chooses the port on arrival.
+pub const LB_AT_ARRIVAL: u16 = u16::MAX - 1;
 
 /// `Port::peer_switch` of a port facing a host.
 pub const NO_SWITCH: u32 = u32::MAX;
@@ -142,6 +148,8 @@ pub struct Counters {
     pub pfc_resumes: u64,
     pub ecn_marks: u64,
     pub packets_forwarded: u64,
+    /// Times the switches recomputed their routes after a detected link change (failover).
+    pub reroutes: u64,
 }
 
 pub struct World {
@@ -177,6 +185,16 @@ pub struct World {
     /// Tokens of pending `AppTimer` / `Wake` events, and the free slots.
     tokens: Vec<u64>,
     free_tokens: Vec<u32>,
+    /// Some switch runs a load balancer other than ECMP's hash (`Switch::lb`): its packets are
+    /// routed when they arrive (`hop::forward`), not when they leave upstream.
+    lb_any: bool,
+    /// Per link: its failure has been detected (`switch.failover`); routing avoids it.
+    link_detected_down: Vec<bool>,
+    /// The static routes and node names, kept to install them again after a reroute.
+    static_routes: Option<(
+        Vec<crate::config::StaticRoute>,
+        std::collections::HashMap<String, u32>,
+    )>,
 }
 
 /// Index in the world's port array of port `port` of node `node` (a free function, so that a

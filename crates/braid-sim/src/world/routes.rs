@@ -166,6 +166,7 @@ impl World {
                         // No `shared_used` reaches u64::MAX: the first use computes it.
                         xoff_memo: (u64::MAX, 0),
                         ecmp_seed: braid_engine::derive_seed(sw.ecmp_seed, "ecmp", &[i as u64]),
+                        lb: None,
                         ecn_rng: RngStream::new(seed, "ecn", &[i as u64]),
                         src_routes: Vec::new(),
                     });
@@ -212,18 +213,22 @@ impl World {
             ev_counts: [0; 9],
             tokens: Vec::new(),
             free_tokens: Vec::new(),
+            lb_any: false,
+            link_detected_down: vec![false; graph.links.len()],
+            static_routes: None,
         };
         if w.sw.pfc.enabled {
             w.lossless_mask = w.sw.lossless.iter().fold(0u8, |m, &p| m | (1 << (p & 7)));
         }
         progress.tick("nodes", n as u64, n as u64);
         w.build_routes(progress)?;
+        w.install_balancers()?;
         Ok(w)
     }
 
     /// Shortest-path ECMP groups: for every switch and destination host, every port towards a
     /// neighbour one hop closer. Hosts never forward. Kept per edge switch (`table`).
-    fn build_routes(&mut self, progress: &mut Progress<'_>) -> Result<(), String> {
+    pub(super) fn build_routes(&mut self, progress: &mut Progress<'_>) -> Result<(), String> {
         let switch_nodes: Vec<u32> = self.switches.iter().map(|s| s.node).collect();
         let host_nodes: Vec<u32> = self.hosts.iter().map(|h| h.node).collect();
         let switch_index: Vec<u32> = self
@@ -234,12 +239,19 @@ impl World {
                 Role::Host(_) => table::NO_ROUTE,
             })
             .collect();
-        let (ports, hot) = (&self.ports, &self.hot);
+        let (ports, hot, dead) = (&self.ports, &self.hot, &self.link_detected_down);
+        // A link detected down (failover) leads nowhere: its peer is past the nodes.
         let ports_of = |n: u32| -> Vec<u32> {
             let (a, b) = (hot[n as usize].first_port, hot[n as usize + 1].first_port);
             ports[a as usize..b as usize]
                 .iter()
-                .map(|p| p.peer_node)
+                .map(|p| {
+                    if dead[p.link as usize] {
+                        u32::MAX
+                    } else {
+                        p.peer_node
+                    }
+                })
                 .collect()
         };
         self.routes = table::RouteTables::build(
@@ -259,6 +271,9 @@ impl World {
         routes: &[crate::config::StaticRoute],
         names: &HashMap<String, u32>,
     ) -> Result<(), (String, String)> {
+        if self.sw.failover.is_some() && !routes.is_empty() {
+            self.static_routes = Some((routes.to_vec(), names.clone()));
+        }
         let mut interned: HashMap<Vec<u16>, u32> = self
             .groups
             .iter()
@@ -406,27 +421,31 @@ impl World {
     /// Which of `n` ports switch `sw`'s ECMP hash picks for `pk`.
     #[inline(always)]
     fn ecmp_pick(&self, sw: usize, pk: &Packet, n: usize) -> usize {
-        let h = ecmp_hash(
+        crate::net::lb::ecmp::index_of(self.switch_hash(sw, pk), n)
+    }
+
+    /// `pk`'s 5-tuple hash with switch `sw`'s seed.
+    #[inline(always)]
+    fn switch_hash(&self, sw: usize, pk: &Packet) -> u64 {
+        ecmp_hash(
             self.switches[sw].ecmp_seed,
             pk.src,
             pk.dst,
             pk.sport,
             pk.dport,
-        );
-        // The same index as `h % n`; a mask when `n` is a power of two (fat-trees' groups),
-        // which spares a 64-bit division per hop.
-        let n = n as u64;
-        (if n.is_power_of_two() {
-            h & (n - 1)
-        } else {
-            h % n
-        }) as usize
+        )
     }
 
     /// [`World::route`] when static routes were installed.
     #[cold]
     #[inline(never)]
     fn route_static(&self, sw: usize, pk: &Packet) -> Option<u16> {
+        let gid = self.group_of(sw, pk)?;
+        self.routes.port_in(gid, |n| self.ecmp_pick(sw, pk, n))
+    }
+
+    /// The group switch `sw` routes `pk` by (static routes included); None: no route.
+    fn group_of(&self, sw: usize, pk: &Packet) -> Option<u32> {
         // Routing follows the destination's node; a source-specific static route wins.
         let dst = *self.host_index.get(addr_node(pk.dst) as usize)?;
         let s = &self.switches[sw];
@@ -438,12 +457,106 @@ impl World {
                 .find(|r| r.dst.get(dst as usize) == Some(&true) && r.src.contains(&pk.src))
                 .map(|r| r.gid)
         };
-        let gid = match by_src {
-            Some(g) => g,
-            None if (dst as usize) < self.hosts.len() => self.routes.get(sw, dst as usize),
-            None => return None,
+        match by_src {
+            Some(g) => Some(g),
+            None if (dst as usize) < self.hosts.len() => Some(self.routes.get(sw, dst as usize)),
+            None => None,
+        }
+    }
+
+    /// Builds every switch's load balancer (`switch.lb`, or its `switch.lb_at` entry; ECMP
+    /// builds none).
+    fn install_balancers(&mut self) -> Result<(), String> {
+        let nodes = &self.nodes;
+        let is_switch = |name: &str| {
+            nodes.iter().any(|n| {
+                matches!(n.role, Role::Switch(_)) && (n.name == name || n.id.to_string() == name)
+            })
         };
-        self.routes.port_in(gid, |n| self.ecmp_pick(sw, pk, n))
+        // An entry's refusals name its own key (`switch.lb_at[1].lb.gap`).
+        let at_key = |i: usize, e: String| match e.strip_prefix("switch.lb") {
+            Some(rest) => format!("switch.lb_at[{i}].lb{rest}"),
+            None => e,
+        };
+        self.sw.lb.kind().check(&is_switch)?;
+        for (i, a) in self.sw.lb_at.iter().enumerate() {
+            if !is_switch(&a.node) {
+                return Err(format!(
+                    "switch.lb_at[{i}].node: no switch named {:?}",
+                    a.node
+                ));
+            }
+            a.lb.kind().check(&is_switch).map_err(|e| at_key(i, e))?;
+        }
+        for si in 0..self.switches.len() {
+            let node = self.switches[si].node;
+            let name = &self.nodes[node as usize].name;
+            let entry = self
+                .sw
+                .lb_at
+                .iter()
+                .enumerate()
+                .rev()
+                .find(|(_, a)| a.node == *name || a.node == node.to_string());
+            let kind = entry.map_or(self.sw.lb.kind(), |(_, a)| a.lb.kind());
+            let ports = self.node_ports(node);
+            let peers: Vec<&str> = ports
+                .iter()
+                .map(|p| self.nodes[p.peer_node as usize].name.as_str())
+                .collect();
+            let site = crate::net::lb::LbSite {
+                switch: si as u32,
+                name: &self.nodes[node as usize].name,
+                peers: &peers,
+                ports,
+                seed: self.seed,
+            };
+            let lb = kind
+                .build(&site)
+                .map_err(|e| entry.map_or(e.clone(), |(i, _)| at_key(i, e)))?;
+            self.lb_any |= lb.is_some();
+            self.switches[si].lb = lb;
+        }
+        Ok(())
+    }
+
+    /// Whether packets bound for switch `sw` are routed when they arrive there (its load
+    /// balancer chooses from its state at that instant), not when they leave upstream.
+    #[inline(always)]
+    pub(super) fn routes_at_arrival(&self, sw: usize) -> bool {
+        self.lb_any && self.switches[sw].lb.is_some()
+    }
+
+    /// The port switch `sw`'s load balancer chooses for `pk` now; `NO_PORT`: no route.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn balance(&mut self, now: Time, sw: usize, id: crate::packet::PktId) -> u16 {
+        let pk = self.pool.get(id);
+        let Some(gid) = self.group_of(sw, pk) else {
+            return super::NO_PORT;
+        };
+        let Some(cands) = self.groups.get(gid as usize) else {
+            return super::NO_PORT;
+        };
+        if cands.len() == 1 {
+            return cands[0];
+        }
+        let hash = self.switch_hash(sw, pk);
+        let node = self.switches[sw].node;
+        let (a, b) = (self.hot[node as usize], self.hot[node as usize + 1]);
+        let at = crate::net::lb::Pick {
+            now,
+            pk,
+            hash,
+            gid,
+            candidates: cands,
+            ports: &self.ports[a.first_port as usize..b.first_port as usize],
+        };
+        let lb = self.switches[sw]
+            .lb
+            .as_mut()
+            .expect("routes_at_arrival checked the balancer");
+        cands[lb.pick(&at)]
     }
 
     /// Node ids a packet with this 5-tuple visits from `src` host to `dst` host (ECMP replayed).
@@ -521,6 +634,7 @@ impl World {
                 Ev::LinkState {
                     link: link as u32,
                     up: false,
+                    detected: false,
                 },
             );
             if let Some(up) = e.up {
@@ -532,6 +646,7 @@ impl World {
                     Ev::LinkState {
                         link: link as u32,
                         up: true,
+                        detected: false,
                     },
                 );
             }

@@ -80,7 +80,8 @@ impl RouteTables {
             off.push(adj.len());
             let peers = ports_of(node);
             for (p, &peer) in peers.iter().enumerate() {
-                let si = switch_index[peer as usize];
+                // (A peer past the nodes stands for a link routing must not use: failover.)
+                let si = switch_index.get(peer as usize).copied().unwrap_or(NO_ROUTE);
                 if si != NO_ROUTE {
                     adj.push((p as u16, si));
                 }
@@ -108,7 +109,7 @@ impl RouteTables {
         let mut dest = Vec::with_capacity(host_nodes.len());
         for &h in host_nodes {
             let peer = ports_of(h)[0];
-            let s = switch_index[peer as usize];
+            let s = switch_index.get(peer as usize).copied().unwrap_or(NO_ROUTE);
             if s == NO_ROUTE {
                 dest.push(Dest {
                     edge_sw: NO_ROUTE,
