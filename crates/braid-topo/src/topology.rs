@@ -325,6 +325,12 @@ pub trait TopologyKind {
         Ok(self.build(base_dir)?.size())
     }
 
+    /// The key of the table that sets its size (`k` of a fat-tree), for naming it in a
+    /// refusal; "" for the table as a whole.
+    fn size_key(&self) -> &'static str {
+        ""
+    }
+
     /// Number of hosts; kinds that can count them without building the graph say so.
     fn n_hosts(&self, base_dir: &Path) -> Result<u32, SpecError> {
         Ok(self.build(base_dir)?.n_hosts())
@@ -386,6 +392,11 @@ impl TopologySpec {
     /// Its size, without building the graph where the kind can count it.
     pub fn size(&self, base_dir: &Path) -> Result<TopologySize, SpecError> {
         self.kind().size(base_dir)
+    }
+
+    /// The key that sets its size ("" for the whole table).
+    pub fn size_key(&self) -> &'static str {
+        self.kind().size_key()
     }
 
     /// Number of hosts without building the graph (file-based kinds read the file).

@@ -93,6 +93,10 @@ impl TopologyKind for FatTree {
         Ok(self.k * self.k * self.k / 4)
     }
 
+    fn size_key(&self) -> &'static str {
+        "k"
+    }
+
     fn size(&self, _base_dir: &Path) -> Result<TopologySize, SpecError> {
         let k = self.k as u64;
         // k³/4 hosts; k²/2 edge, k²/2 aggregation and k²/4 core switches.
