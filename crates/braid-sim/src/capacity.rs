@@ -35,8 +35,10 @@ const BYTES_PER_QP: f64 = 2_200.0;
 const BYTES_PER_FLOW_RECORD: f64 = 200.0;
 const BYTES_PER_SAMPLE: f64 = 64.0;
 const BYTES_PER_CC_SAMPLE: f64 = 400.0;
-/// The front (interpreter, polars) and the core before any scenario.
-const BASE_BYTES: f64 = 50_000_000.0;
+/// The front (interpreter, polars, numpy) and the core before any scenario: the peak RSS of
+/// `braid run` on a one-flow k = 4 fat-tree, 100.0 MB (twice; docs/performance.md, "The memory
+/// estimate against peak RSS"). It was 50 MB in cost.py, from an older front.
+const BASE_BYTES: f64 = 100_000_000.0;
 
 /// One key's share of the memory, and what it is.
 #[derive(Clone, Debug, PartialEq)]
