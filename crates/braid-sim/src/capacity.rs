@@ -138,7 +138,7 @@ fn count(n: f64) -> String {
     let s = format!("{:.0}", n.max(0.0));
     let mut out = String::new();
     for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i) % 3 == 0 {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);

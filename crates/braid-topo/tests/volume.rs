@@ -35,12 +35,11 @@ fn every_kind_tells_the_size_of_the_graph_it_builds() {
             r#"{{"kind": "dumbbell", "left": 3, "right": 2, "host_link": {LINK},
                 "bottleneck": {LINK}}}"#
         ),
-        format!(
-            r#"{{"kind": "edges", "nodes": 4, "switches": [3], "links": [
-                {{"a": 0, "b": 3, "rate": "25Gbps", "delay": "1us"}},
-                {{"a": 1, "b": 3, "rate": "25Gbps", "delay": "1us"}},
-                {{"a": 2, "b": 3, "rate": "25Gbps", "delay": "1us"}}]}}"#
-        ),
+        r#"{"kind": "edges", "nodes": 4, "switches": [3], "links": [
+                {"a": 0, "b": 3, "rate": "25Gbps", "delay": "1us"},
+                {"a": 1, "b": 3, "rate": "25Gbps", "delay": "1us"},
+                {"a": 2, "b": 3, "rate": "25Gbps", "delay": "1us"}]}"#
+            .to_string(),
     ];
     for k in &kinds {
         let t = topo(k);
