@@ -273,17 +273,12 @@ def test_bad_trace_keys_are_one_line_and_exit_2(tmp_path):
 
 
 def test_validate_counts_what_a_trace_will_cost(tmp_path, monkeypatch):
-    from braid.cost import estimate
-    from braid.scenario import load_scenario
-
     base = {k: v for k, v in TRACED.items() if k != "measure"}
-    small = estimate(load_scenario({**base, "measure": {"pcap": {"flows": [0], "max_packets": 1000}}}))
-    big = estimate(load_scenario({**base, "measure": {"pcap": {"flows": [0], "max_packets": 100_000_000, "snaplen": 1000}}}))
-    assert big.by_key["measure.pcap.max_packets"] > 1e11 > small.by_key["measure.pcap.max_packets"]
+    small = braid.estimate({**base, "measure": {"pcap": {"flows": [0], "max_packets": 1000}}})
+    big = braid.estimate({**base, "measure": {"pcap": {"flows": [0], "max_packets": 100_000_000, "snaplen": 1000}}})
+    assert big["by_key"]["measure.pcap.max_packets"] > 1e11 > small["by_key"]["measure.pcap.max_packets"]
     monkeypatch.setenv("BRAID_MEMORY_LIMIT", "8GB")
-    from braid.cost import check_cost
-
     with pytest.raises(braid.BraidError, match="measure.pcap.max_packets"):
-        check_cost(load_scenario({**base, "measure": {"pcap": {"flows": [0], "max_packets": 100_000_000, "snaplen": 1000}}}))
-    cc = estimate(load_scenario({**base, "measure": {"cc": {"qps": "all", "max_qps": 1000, "interval": "1ns"}}}))
-    assert cc.by_key["measure.cc.interval"] > 1e12
+        braid.estimate({**base, "measure": {"pcap": {"flows": [0], "max_packets": 100_000_000, "snaplen": 1000}}}, check=True)
+    cc = braid.estimate({**base, "measure": {"cc": {"qps": "all", "max_qps": 1000, "interval": "1ns"}}})
+    assert cc["by_key"]["measure.cc.interval"] > 1e12

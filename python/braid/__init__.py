@@ -18,6 +18,7 @@ from .scenario import BraidError, Scenario, load_scenario
 _LAZY = {
     "run": "api",
     "validate": "api",
+    "estimate": "api",
     "RunResult": "api",
     "read_results": "api",
     # The subpackage itself (`braid.sweep.sweep(...)`, docs/sweep.md).
@@ -55,6 +56,7 @@ __all__ = [
     "__version__",
     "BraidError",
     "RunResult",
+    "estimate",
     "Scenario",
     "ScenarioError",
     "load_scenario",

@@ -20,7 +20,7 @@ import polars as pl
 from . import _core
 from .scenario import BraidError, Scenario, load_scenario, refine_error
 
-__all__ = ["RunResult", "run", "build", "validate", "ScenarioError"]
+__all__ = ["RunResult", "run", "build", "validate", "estimate", "ScenarioError"]
 
 ScenarioError = _core.ScenarioError
 
@@ -111,21 +111,44 @@ def build(scenario: Union[str, Path, Mapping, Scenario], seed: Optional[int] = N
 
     seed = _check_seed(seed)
     sc = load_scenario(scenario, overrides)
-    from .cost import check_cost
-
-    check_cost(sc)
+    # Refused here, before anything is built or drawn, when it would not fit in memory.
+    _capacity(sc, check=True)
     cb, close = reporter(sc, progress)
     try:
         sim = _core.Simulation(sc.to_json(), str(sc.base_dir), seed, cb)
     except _core.ScenarioError as e:
-        path, message = refine_error(sc.data, getattr(e, "path", ""), getattr(e, "message", str(e)))
-        e.path, e.message = path, message
-        e.args = (f"{path}: {message}" if path else message,)
+        _refine(sc, e)
         raise
     finally:
         close()
     eff = seed if seed is not None else int(sc.data.get("seed", 1))
     return sc, sim, eff
+
+
+def _refine(sc: Scenario, e: Exception) -> None:
+    """Sharpens a core ScenarioError's key path and message in place (``refine_error``)."""
+    path, message = refine_error(sc.data, getattr(e, "path", ""), getattr(e, "message", str(e)))
+    e.path, e.message = path, message
+    e.args = (f"{path}: {message}" if path else message,)
+
+
+def _capacity(sc: Scenario, check: bool) -> dict:
+    try:
+        return _core.capacity(sc.to_json(), str(sc.base_dir), check)
+    except _core.ScenarioError as e:
+        _refine(sc, e)
+        raise
+
+
+def estimate(scenario: Union[str, Path, Mapping, Scenario], overrides: Iterable[str] = (), check: bool = False) -> dict:
+    """What a scenario will cost, estimated by the core from its parameters before anything is
+    built or drawn (a Poisson table's flows from its load, the host rate, its duration and its
+    size distribution): a dict of ``hosts``, ``switches``, ``qps``, ``flows``, ``samples``,
+    ``memory`` (bytes), ``by_key`` (bytes by the key that causes them), ``line`` (what ``braid
+    validate`` prints) and ``warnings``. With ``check``, raises ScenarioError naming the costliest
+    key when the memory exceeds ``BRAID_MEMORY_LIMIT`` (e.g. ``"8GB"``), else the memory
+    available now."""
+    return _capacity(load_scenario(scenario, overrides), check)
 
 
 def validate(scenario: Union[str, Path, Mapping, Scenario], overrides: Iterable[str] = (), progress: Any = False) -> Scenario:

@@ -26,10 +26,13 @@ BuildProgress = Callable[[str, int, int], None]
 
 def is_large(sc: Scenario) -> bool:
     """Whether the scenario's topology has at least ``LARGE_NODES`` nodes (by its estimate)."""
-    from .cost import estimate
+    from . import _core
 
-    e = estimate(sc)
-    return e is not None and e.hosts + e.switches >= LARGE_NODES
+    try:
+        e = _core.capacity(sc.to_json(), str(sc.base_dir), False)
+    except _core.ScenarioError:
+        return False  # the build reports it
+    return e["hosts"] + e["switches"] >= LARGE_NODES
 
 
 class _Bar:

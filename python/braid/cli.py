@@ -171,13 +171,11 @@ def _warn(msg: str) -> None:
 def validate(scenario: str, overrides: tuple, no_progress: bool) -> None:
     """Check SCENARIO completely (schema, values, files, topology) without running it."""
     from . import api
-    from .cost import estimate
-    from .scenario import load_scenario
     from .show import console
 
-    est = estimate(load_scenario(scenario, overrides))
     show_progress = not no_progress and console(stderr=True).is_terminal
     sc, sim, seed = api.build(scenario, None, overrides, show_progress)
+    est = api.estimate(sc)
     st = sim.results().get("stats", {})
     parts = []
     for key, label in (("hosts", "hosts"), ("switches", "switches")):
@@ -185,8 +183,9 @@ def validate(scenario: str, overrides: tuple, no_progress: bool) -> None:
             parts.append(f"{int(st[key])} {label}")
     extra = f" ({', '.join(parts)})" if parts else ""
     click.echo(f"ok: {sc.name}{extra}, duration {sim.end_ps() / 1e9:g} ms, seed {seed}")
-    if est is not None:
-        click.echo(f"estimate: {est.line()}")
+    click.echo(f"estimate: {est['line']}")
+    for w in est["warnings"]:
+        _warn(w)
 
 
 @main.command()

@@ -151,6 +151,44 @@ impl Simulation {
     }
 }
 
+/// `capacity(scenario_json, base_dir=".", check=True)`: what the scenario will cost, estimated
+/// before anything is built or drawn (`braid_sim::capacity`): a dict of `hosts`, `switches`,
+/// `qps`, `flows`, `samples`, `memory` (bytes), `by_key` (bytes by the key that causes them),
+/// `line` (the text `braid validate` prints) and `warnings` (lines). With `check`, raises `ScenarioError` naming the costliest key when the
+/// memory exceeds `BRAID_MEMORY_LIMIT` (else the memory available), or on invalid input.
+#[pyfunction]
+#[pyo3(signature = (scenario_json, base_dir = ".", check = true))]
+pub fn capacity<'py>(
+    py: Python<'py>,
+    scenario_json: &str,
+    base_dir: &str,
+    check: bool,
+) -> PyResult<Bound<'py, PyDict>> {
+    let base = PathBuf::from(base_dir);
+    let r = if check {
+        braid_sim::capacity::check_json(scenario_json, &base)
+    } else {
+        braid_sim::Scenario::from_json(scenario_json)
+            .map(|sc| braid_sim::capacity::estimate(&sc, &base))
+    };
+    let e = r.map_err(|e| scenario_error(py, &e))?;
+    let d = PyDict::new(py);
+    d.set_item("hosts", e.hosts)?;
+    d.set_item("switches", e.switches)?;
+    d.set_item("qps", e.qps)?;
+    d.set_item("flows", e.flows)?;
+    d.set_item("samples", e.samples)?;
+    d.set_item("memory", e.memory)?;
+    d.set_item("line", e.line())?;
+    d.set_item("warnings", PyList::new(py, &e.warnings)?)?;
+    let by_key = PyDict::new(py);
+    for p in &e.parts {
+        by_key.set_item(&p.key, p.bytes)?;
+    }
+    d.set_item("by_key", by_key)?;
+    Ok(d)
+}
+
 /// The scenario schema as JSON Schema text.
 #[pyfunction]
 pub fn scenario_schema() -> String {
@@ -242,5 +280,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Simulation>()?;
     m.add("ScenarioError", scenario_error_type(m.py())?)?;
     m.add_function(wrap_pyfunction!(scenario_schema, m)?)?;
+    m.add_function(wrap_pyfunction!(capacity, m)?)?;
     Ok(())
 }

@@ -464,9 +464,11 @@ impl<'s> Tenants<'s> {
         let mut sinks: Sinks = BTreeMap::new();
         for (i, t) in sc.traffic.iter().enumerate() {
             progress.tick("traffic", i as u64, n_tables);
+            // Taken one at a time as the pattern yields them (Poisson draws them lazily): no
+            // list of the table's flows is held besides what the tenants keep of each.
             let flows = t
                 .spec
-                .generate_on(graph, self.seed, i as u64, base_dir)
+                .flows_on(graph, self.seed, i as u64, base_dir)
                 .map_err(|e| err(join(&format!("traffic[{i}]"), &e.path), e.message))?;
             // Transport by source host, resolved once per (table, host).
             let mut by_src: HashMap<u32, usize> = HashMap::new();

@@ -12,6 +12,7 @@ mod build;
 /// The applications live in `braid-apps` (verbs only, portable to real NICs).
 pub use braid_apps as apps;
 pub mod arbiter;
+pub mod capacity;
 pub mod cc;
 pub mod config;
 pub mod dcqcn;

@@ -14,6 +14,8 @@ pub mod traffic;
 pub mod units;
 
 pub use cdf::Cdf;
-pub use topology::{Graph, LinkDesc, LinkSpec, NodeDesc, NodeKind, SpecError, TopologySpec};
-pub use traffic::{FlowDesc, TrafficSpec};
+pub use topology::{
+    Graph, LinkDesc, LinkSpec, NodeDesc, NodeKind, SpecError, TopologySize, TopologySpec,
+};
+pub use traffic::{FlowDesc, TrafficSpec, TrafficVolume};
 pub use units::{Bytes, Duration, Rate};

@@ -127,6 +127,37 @@ impl Graph {
             .map(|l| l.rate_bps)
     }
 
+    /// Its size as the capacity estimate counts it.
+    pub fn size(&self) -> TopologySize {
+        let mut edge = vec![false; self.nodes.len()];
+        let mut fabric_ports = 0;
+        for l in &self.links {
+            let (a, b) = (l.a as usize, l.b as usize);
+            let kind = |i: usize| self.nodes.get(i).map(|n| n.kind);
+            if kind(a) == Some(NodeKind::Switch) && kind(b) == Some(NodeKind::Switch) {
+                fabric_ports += 2;
+            }
+            if kind(a) == Some(NodeKind::Host) && kind(b) == Some(NodeKind::Switch) {
+                edge[b] = true;
+            }
+            if kind(b) == Some(NodeKind::Host) && kind(a) == Some(NodeKind::Switch) {
+                edge[a] = true;
+            }
+        }
+        let hosts = self.n_hosts() as u64;
+        TopologySize {
+            hosts,
+            switches: self.n_switches() as u64,
+            edge_switches: edge.iter().filter(|&&e| e).count() as u64,
+            fabric_ports,
+            host_rate_bps: if hosts > 0 {
+                self.host_link_rate(0).unwrap_or(0)
+            } else {
+                0
+            },
+        }
+    }
+
     /// Checks ids in range, no self-loops, rates positive, loss in [0, 1].
     pub fn check(&self) -> Result<(), SpecError> {
         let n = self.nodes.len() as u32;
@@ -268,10 +299,37 @@ pub use hpcc::Hpcc;
 pub use leaf_spine::LeafSpine;
 pub use two_tor::TwoTor;
 
+/// How big a topology is: what the capacity estimate needs, told without building the graph
+/// where the kind can (a k = 64 fat-tree's estimate must not cost its build).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TopologySize {
+    pub hosts: u64,
+    pub switches: u64,
+    /// Switches with hosts attached: a switch's routing table holds one ECMP group per such
+    /// switch (`world/table.rs`).
+    pub edge_switches: u64,
+    /// Switch ports that face another switch (what `"all-fabric"` samples or captures).
+    pub fabric_ports: u64,
+    /// Rate of host 0's link, bits per second (what a Poisson table's `load` is a fraction of).
+    pub host_rate_bps: u64,
+}
+
 /// One kind of topology (one file in `topology/`, its config struct the factory of its graph).
 pub trait TopologyKind {
     /// Builds the graph. `base_dir` resolves relative file names (the scenario's directory).
     fn build(&self, base_dir: &Path) -> Result<Graph, SpecError>;
+
+    /// Its size; kinds that can count without building the graph say so (the others build it:
+    /// their size is bounded by the scenario's text or a size-capped file).
+    fn size(&self, base_dir: &Path) -> Result<TopologySize, SpecError> {
+        Ok(self.build(base_dir)?.size())
+    }
+
+    /// The key of the table that sets its size (`k` of a fat-tree), for naming it in a
+    /// refusal; "" for the table as a whole.
+    fn size_key(&self) -> &'static str {
+        ""
+    }
 
     /// Number of hosts; kinds that can count them without building the graph say so.
     fn n_hosts(&self, base_dir: &Path) -> Result<u32, SpecError> {
@@ -329,6 +387,16 @@ impl TopologySpec {
     /// Builds the graph. `base_dir` resolves relative file names (the scenario's directory).
     pub fn build(&self, base_dir: &Path) -> Result<Graph, SpecError> {
         self.kind().build(base_dir)
+    }
+
+    /// Its size, without building the graph where the kind can count it.
+    pub fn size(&self, base_dir: &Path) -> Result<TopologySize, SpecError> {
+        self.kind().size(base_dir)
+    }
+
+    /// The key that sets its size ("" for the whole table).
+    pub fn size_key(&self) -> &'static str {
+        self.kind().size_key()
     }
 
     /// Number of hosts without building the graph (file-based kinds read the file).

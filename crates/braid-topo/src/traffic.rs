@@ -102,11 +102,29 @@ pub struct TrafficCtx<'a> {
     map: NodeMap<'a>,
 }
 
+/// About how much a table generates, told without generating it (the capacity estimate that
+/// `braid validate` prints and the memory guard checks before anything is built).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct TrafficVolume {
+    /// Flows (the expected count where arrivals are random).
+    pub flows: f64,
+    /// Bytes the flows carry, summed (what data checking holds twice: sent and landed).
+    pub bytes: f64,
+    /// The latest a flow starts, picoseconds (None where only the drawing tells: Poisson
+    /// arrivals bounded by a count alone). A flow starting after the run's duration never runs.
+    pub last_start_ps: Option<u64>,
+}
+
 /// One traffic pattern (one file in `traffic/`, its config struct the factory of its flows).
 pub trait TrafficPattern {
     /// Checks the table against the topology and returns its flows. Every random choice draws
     /// from `rng`, the table's own stream; a pattern that draws lazily owns it.
     fn flows(&self, ctx: &TrafficCtx, rng: RngStream) -> Result<FlowIter, SpecError>;
+
+    /// How many flows and bytes the table will generate, from its parameters alone (load,
+    /// rate, duration, the size distribution's mean, a file's header): no flow is drawn. An
+    /// error is one `flows` would report too.
+    fn volume(&self, ctx: &TrafficCtx) -> Result<TrafficVolume, SpecError>;
 }
 
 crate::tagged::tagged_enum! {
@@ -244,6 +262,24 @@ impl TrafficSpec {
             0
         };
         self.flows_inner(n_hosts, rate, seed, index, base_dir, NodeMap::Graph(graph))
+    }
+
+    /// About how many flows and bytes this table generates on a topology of `n_hosts` hosts
+    /// whose host links run at `host_rate_bps`, without generating them (see
+    /// [`TrafficPattern::volume`]).
+    pub fn volume(
+        &self,
+        n_hosts: u32,
+        host_rate_bps: u64,
+        base_dir: &Path,
+    ) -> Result<TrafficVolume, SpecError> {
+        let ctx = TrafficCtx {
+            n_hosts,
+            host_rate_bps,
+            base_dir,
+            map: NodeMap::Identity(n_hosts),
+        };
+        self.kind().volume(&ctx)
     }
 
     fn flows_inner(

@@ -117,6 +117,7 @@ def execute(
             out = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="braid-reproduce-")))
         store = RunStore(out)
         store.prepare()
+        stack.callback(store.unlock)
         done = store.done()
         todo = [t for rid, t in first.items() if rid not in done]
         if on_start:

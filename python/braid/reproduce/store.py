@@ -129,8 +129,10 @@ class RunStore:
         self.option = option
 
     def prepare(self) -> None:
+        """Checks and creates the store, and takes it for this process (:meth:`lock`)."""
         if self.root.exists() and not self.root.is_dir():
             raise BraidError(self.option, f"expected a folder, got the file {str(self.root)!r}")
+        self.lock()
         if self.runs.is_dir() and any(self.runs.iterdir()) and not (self.runs / MARKER).is_file():
             raise BraidError(self.option, f"{self.runs} is a folder that braid did not make; choose another --out folder")
         if self.runs.exists() and not self.runs.is_dir():
@@ -142,6 +144,29 @@ class RunStore:
         except OSError as e:
             raise BraidError(self.option, f"cannot write the folder {self.root}: {e.strerror or e}") from None
         self._clean_partial()
+
+    def lock(self) -> None:
+        """Takes the store for this process until :meth:`unlock` (or its death: the kernel drops
+        the ``flock``): a second ``braid reproduce`` into the same folder meanwhile is refused
+        with one line, instead of both running the runs neither has finished."""
+        from ..results import FolderLock, _busy
+
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            lock = FolderLock(self.root, "runs")
+            got = lock.acquire()
+        except OSError as e:
+            raise BraidError(self.option, f"cannot write the folder {self.root}: {e.strerror or e}") from None
+        if not got:
+            msg = _busy(self.runs, lock).message.replace("another braid run", "another braid reproduce")
+            raise BraidError(self.option, f"{self.runs} {msg}")
+        self._lock = lock
+
+    def unlock(self) -> None:
+        lock = getattr(self, "_lock", None)
+        if lock is not None:
+            lock.release()
+            self._lock = None
 
     def _clean_partial(self) -> None:
         """Temporary files a killed run left (``.NAME.tmp-PID``, PID gone)."""

@@ -1,6 +1,6 @@
 //! `kind = "dumbbell"`: two switches joined by one bottleneck link.
 
-use super::{limit, positive, Graph, LinkSpec, NodeKind, SpecError, TopologyKind};
+use super::{limit, positive, Graph, LinkSpec, NodeKind, SpecError, TopologyKind, TopologySize};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -45,5 +45,15 @@ impl TopologyKind for Dumbbell {
 
     fn n_hosts(&self, _base_dir: &Path) -> Result<u32, SpecError> {
         Ok(self.left + self.right)
+    }
+
+    fn size(&self, _base_dir: &Path) -> Result<TopologySize, SpecError> {
+        Ok(TopologySize {
+            hosts: self.left as u64 + self.right as u64,
+            switches: 2,
+            edge_switches: 2,
+            fabric_ports: 2,
+            host_rate_bps: self.host_link.rate.0,
+        })
     }
 }

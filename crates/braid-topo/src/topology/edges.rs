@@ -57,6 +57,10 @@ pub struct Edges {
 }
 
 impl TopologyKind for Edges {
+    fn size_key(&self) -> &'static str {
+        "nodes"
+    }
+
     fn build(&self, _base_dir: &Path) -> Result<Graph, SpecError> {
         let Edges {
             nodes,

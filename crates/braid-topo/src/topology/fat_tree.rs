@@ -1,6 +1,6 @@
 //! `kind = "fat-tree"`: the 3-tier k-ary fat-tree of Al-Fares et al.
 
-use super::{limit, Graph, LinkSpec, NodeKind, SpecError, TopologyKind};
+use super::{limit, Graph, LinkSpec, NodeKind, SpecError, TopologyKind, TopologySize};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -91,5 +91,22 @@ impl TopologyKind for FatTree {
 
     fn n_hosts(&self, _base_dir: &Path) -> Result<u32, SpecError> {
         Ok(self.k * self.k * self.k / 4)
+    }
+
+    fn size_key(&self) -> &'static str {
+        "k"
+    }
+
+    fn size(&self, _base_dir: &Path) -> Result<TopologySize, SpecError> {
+        let k = self.k as u64;
+        // k³/4 hosts; k²/2 edge, k²/2 aggregation and k²/4 core switches.
+        Ok(TopologySize {
+            hosts: k * k * k / 4,
+            switches: 5 * k * k / 4,
+            edge_switches: k * k / 2,
+            // k³/4 edge–aggregation and k³/4 aggregation–core links, two ports each.
+            fabric_ports: k * k * k,
+            host_rate_bps: self.host_link.rate.0,
+        })
     }
 }

@@ -19,6 +19,10 @@ pub struct Hpcc {
 }
 
 impl TopologyKind for Hpcc {
+    fn size_key(&self) -> &'static str {
+        "file"
+    }
+
     fn build(&self, base_dir: &Path) -> Result<Graph, SpecError> {
         if let Some(p) = self.default_loss {
             if !(0.0..=1.0).contains(&p) {

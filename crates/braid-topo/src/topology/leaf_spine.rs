@@ -1,6 +1,6 @@
 //! `kind = "leaf-spine"`: a two-tier Clos.
 
-use super::{limit, positive, Graph, LinkSpec, NodeKind, SpecError, TopologyKind};
+use super::{limit, positive, Graph, LinkSpec, NodeKind, SpecError, TopologyKind, TopologySize};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -62,5 +62,16 @@ impl TopologyKind for LeafSpine {
 
     fn n_hosts(&self, _base_dir: &Path) -> Result<u32, SpecError> {
         Ok(self.leaves * self.hosts_per_leaf)
+    }
+
+    fn size(&self, _base_dir: &Path) -> Result<TopologySize, SpecError> {
+        let leaves = self.leaves as u64;
+        Ok(TopologySize {
+            hosts: leaves * self.hosts_per_leaf as u64,
+            switches: leaves + self.spines as u64,
+            edge_switches: leaves,
+            fabric_ports: 2 * leaves * self.spines as u64,
+            host_rate_bps: self.host_link.rate.0,
+        })
     }
 }

@@ -1,6 +1,6 @@
 //! `kind = "two-tor"`: the MP-RDMA testbed.
 
-use super::{limit, positive, Graph, LinkSpec, NodeKind, SpecError, TopologyKind};
+use super::{limit, positive, Graph, LinkSpec, NodeKind, SpecError, TopologyKind, TopologySize};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -53,5 +53,15 @@ impl TopologyKind for TwoTor {
 
     fn n_hosts(&self, _base_dir: &Path) -> Result<u32, SpecError> {
         Ok(2 * self.hosts_per_tor)
+    }
+
+    fn size(&self, _base_dir: &Path) -> Result<TopologySize, SpecError> {
+        Ok(TopologySize {
+            hosts: 2 * self.hosts_per_tor as u64,
+            switches: 2 + self.paths as u64,
+            edge_switches: 2,
+            fabric_ports: 4 * self.paths as u64,
+            host_rate_bps: self.host_link.rate.0,
+        })
     }
 }

@@ -2,7 +2,7 @@
 
 use super::{
     check_priority, check_size, e, host_list, FlowDesc, FlowIter, TrafficCtx, TrafficPattern,
-    DEFAULT_DPORT, MAX_FLOWS,
+    TrafficVolume, DEFAULT_DPORT, MAX_FLOWS,
 };
 use crate::units::{Bytes, Duration};
 use braid_engine::RngStream;
@@ -64,5 +64,15 @@ impl TrafficPattern for AllToAll {
             }),
             count,
         ))
+    }
+
+    fn volume(&self, ctx: &TrafficCtx) -> Result<TrafficVolume, crate::SpecError> {
+        let n = host_list(&self.hosts, ctx.n_hosts)?.len() as f64;
+        let flows = n * (n - 1.0).max(0.0);
+        Ok(TrafficVolume {
+            flows,
+            bytes: flows * self.size.0 as f64,
+            last_start_ps: Some(self.start.0),
+        })
     }
 }

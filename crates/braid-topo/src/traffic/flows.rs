@@ -2,7 +2,7 @@
 
 use super::{
     check_host, check_priority, check_size, e, FlowDesc, FlowIter, TrafficCtx, TrafficPattern,
-    DEFAULT_DPORT,
+    TrafficVolume, DEFAULT_DPORT,
 };
 use crate::units::{Bytes, Duration};
 use braid_engine::RngStream;
@@ -54,5 +54,13 @@ impl TrafficPattern for Flows {
             });
         }
         Ok(out.into())
+    }
+
+    fn volume(&self, _ctx: &TrafficCtx) -> Result<TrafficVolume, crate::SpecError> {
+        Ok(TrafficVolume {
+            flows: self.flows.len() as f64,
+            bytes: self.flows.iter().map(|f| f.size.0 as f64).sum(),
+            last_start_ps: self.flows.iter().map(|f| f.start.0).max(),
+        })
     }
 }

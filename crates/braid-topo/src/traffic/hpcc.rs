@@ -2,7 +2,7 @@
 
 #[allow(unused_imports)] // for the doc link
 use super::TrafficSpec;
-use super::{e, FlowDesc, FlowIter, NodeMap, TrafficCtx, TrafficPattern};
+use super::{e, FlowDesc, FlowIter, NodeMap, TrafficCtx, TrafficPattern, TrafficVolume};
 use crate::hpcc;
 use crate::topology::resolve;
 use braid_engine::RngStream;
@@ -93,5 +93,15 @@ impl TrafficPattern for Hpcc {
             });
         }
         Ok(out.into())
+    }
+
+    fn volume(&self, ctx: &TrafficCtx) -> Result<TrafficVolume, crate::SpecError> {
+        // The file is read whole (it is size-capped), as `flows` reads it: its sizes are known.
+        let raw = hpcc::read_flows(&resolve(ctx.base_dir, &self.file)).map_err(|m| e("file", m))?;
+        Ok(TrafficVolume {
+            flows: raw.len() as f64,
+            bytes: raw.iter().map(|f| f.size as f64).sum(),
+            last_start_ps: raw.iter().map(|f| f.start_ps).max(),
+        })
     }
 }

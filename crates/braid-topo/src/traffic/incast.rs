@@ -2,7 +2,7 @@
 
 use super::{
     check_host, check_priority, check_size, e, FlowDesc, FlowIter, TrafficCtx, TrafficPattern,
-    DEFAULT_DPORT,
+    TrafficVolume, DEFAULT_DPORT,
 };
 use crate::units::{Bytes, Duration};
 use braid_engine::RngStream;
@@ -94,5 +94,17 @@ impl TrafficPattern for Incast {
             }),
             count,
         ))
+    }
+
+    fn volume(&self, ctx: &TrafficCtx) -> Result<TrafficVolume, crate::SpecError> {
+        let flows = match &self.senders {
+            Senders::Count(c) => (*c).min(ctx.n_hosts.saturating_sub(1)) as f64,
+            Senders::List(v) => v.len() as f64,
+        };
+        Ok(TrafficVolume {
+            flows,
+            bytes: flows * self.size.0 as f64,
+            last_start_ps: Some(self.start.0),
+        })
     }
 }

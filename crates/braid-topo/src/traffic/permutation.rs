@@ -2,7 +2,7 @@
 
 use super::{
     check_priority, check_size, e, host_list, FlowDesc, FlowIter, TrafficCtx, TrafficPattern,
-    DEFAULT_DPORT,
+    TrafficVolume, DEFAULT_DPORT,
 };
 use crate::units::{Bytes, Duration};
 use braid_engine::RngStream;
@@ -88,5 +88,20 @@ impl TrafficPattern for Permutation {
             (0..n).map(|i| mk(hosts[i], hosts[perm[i]])).collect()
         };
         Ok(flows.into())
+    }
+
+    fn volume(&self, ctx: &TrafficCtx) -> Result<TrafficVolume, crate::SpecError> {
+        let n = host_list(&self.hosts, ctx.n_hosts)?.len() as f64;
+        // Cross: one flow per host of the first half, and as many back with `both_ways`.
+        let flows = match (self.cross, self.both_ways) {
+            (false, _) => n,
+            (true, false) => (n / 2.0).floor(),
+            (true, true) => 2.0 * (n / 2.0).floor(),
+        };
+        Ok(TrafficVolume {
+            flows,
+            bytes: flows * self.size.0 as f64,
+            last_start_ps: Some(self.start.0),
+        })
     }
 }

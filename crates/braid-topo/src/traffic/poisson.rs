@@ -2,8 +2,8 @@
 //! traffic_gen.py). Flows come out in arrival order, drawn as they are asked for.
 
 use super::{
-    check_priority, e, host_list, FlowDesc, FlowIter, TrafficCtx, TrafficPattern, DEFAULT_DPORT,
-    MAX_FLOWS,
+    check_priority, e, host_list, FlowDesc, FlowIter, TrafficCtx, TrafficPattern, TrafficVolume,
+    DEFAULT_DPORT, MAX_FLOWS,
 };
 use crate::cdf::Cdf;
 use crate::units::Duration;
@@ -38,20 +38,28 @@ pub struct Poisson {
     pub dport: Option<u16>,
 }
 
-impl TrafficPattern for Poisson {
-    fn flows(&self, ctx: &TrafficCtx, mut rng: RngStream) -> Result<FlowIter, crate::SpecError> {
+/// What arrivals are drawn from, once the table is checked.
+struct Arrival {
+    priority: u8,
+    hosts: Vec<u32>,
+    dist: Cdf,
+    /// Mean inter-arrival time per host, in ps.
+    mean_ia_ps: f64,
+}
+
+impl Poisson {
+    /// Checks the table and works out its arrival process.
+    fn arrival(&self, ctx: &TrafficCtx) -> Result<Arrival, crate::SpecError> {
         let Poisson {
             load,
             cdf,
             duration,
             flows,
-            start,
             hosts,
             priority,
-            dport,
+            ..
         } = self;
         let priority = check_priority(*priority)?;
-        let dport = dport.unwrap_or(DEFAULT_DPORT);
         if !(load.is_finite() && *load > 0.0 && *load <= 1.0) {
             return Err(e(
                 "load",
@@ -83,6 +91,45 @@ impl TrafficPattern for Poisson {
         }
         // Mean inter-arrival time per host, in ps: size*8 bits at load*rate.
         let mean_ia_ps = mean_size * 8.0 / (load * ctx.host_rate_bps as f64) * 1e12;
+        Ok(Arrival {
+            priority,
+            hosts,
+            dist,
+            mean_ia_ps,
+        })
+    }
+
+    /// The expected number of arrivals: `flows`, or each host's `duration / mean_ia` (a Poisson
+    /// process's mean count), whichever ends the arrivals first.
+    fn expected(&self, a: &Arrival) -> f64 {
+        let by_time = self
+            .duration
+            .map(|d| d.0 as f64 / a.mean_ia_ps * a.hosts.len() as f64);
+        match (by_time, self.flows) {
+            (Some(t), Some(f)) => t.min(f as f64),
+            (Some(t), None) => t,
+            (None, Some(f)) => f as f64,
+            (None, None) => 0.0,
+        }
+    }
+}
+
+impl TrafficPattern for Poisson {
+    fn flows(&self, ctx: &TrafficCtx, mut rng: RngStream) -> Result<FlowIter, crate::SpecError> {
+        let Arrival {
+            priority,
+            hosts,
+            dist,
+            mean_ia_ps,
+        } = self.arrival(ctx)?;
+        let Poisson {
+            duration,
+            flows,
+            start,
+            dport,
+            ..
+        } = self;
+        let dport = dport.unwrap_or(DEFAULT_DPORT);
         let expected = match (duration, flows) {
             (_, Some(f)) => *f as f64,
             (Some(d), None) => d.0 as f64 / mean_ia_ps * hosts.len() as f64,
@@ -114,6 +161,17 @@ impl TrafficPattern for Poisson {
             // As many as asked for, or the expected count of the duration (and some slack).
             expected.min(MAX_FLOWS as f64) as usize + 16,
         ))
+    }
+
+    fn volume(&self, ctx: &TrafficCtx) -> Result<TrafficVolume, crate::SpecError> {
+        let a = self.arrival(ctx)?;
+        let flows = self.expected(&a);
+        Ok(TrafficVolume {
+            flows,
+            bytes: flows * a.dist.mean(),
+            // Arrivals stop at `start + duration` (earlier if `flows` runs out first).
+            last_start_ps: self.duration.map(|d| self.start.0.saturating_add(d.0)),
+        })
     }
 }
 
