@@ -334,3 +334,98 @@ pub fn build(a: &AppEntry, e: Ends) -> Result<braid_apps::AppPair, ScenarioError
         draws: Rc::new(SimDraws { seed: e.seed }),
     }))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// Reads `[[apps]]` as a scenario does (key paths tracked).
+    fn read(v: serde_json::Value) -> Result<Vec<AppEntry>, (String, String)> {
+        serde_path_to_error::deserialize(v).map_err(|e| {
+            let path = e.path().to_string();
+            (path, e.into_inner().to_string())
+        })
+    }
+
+    /// Where `kind` and the placement keys sit in the table does not matter: the same entry.
+    #[test]
+    fn the_entry_is_the_same_whatever_the_key_order() {
+        let keys = [
+            ("src", json!(0)),
+            ("dst", json!(2)),
+            ("size", json!("4KB")),
+            ("qps", json!(3)),
+            ("transport", json!({"kind": "mp-rdma"})),
+            ("middleware", json!(["raw"])),
+            ("enabled", json!(false)),
+            ("mode", json!("two-sided")),
+        ];
+        let table = |kind_at: usize| {
+            let mut s = String::from("[{");
+            for (i, (k, v)) in keys.iter().enumerate() {
+                if i == kind_at {
+                    s += "\"kind\": \"kv\", ";
+                }
+                s += &format!("\"{k}\": {v}, ");
+            }
+            if kind_at >= keys.len() {
+                s += "\"kind\": \"kv\", ";
+            }
+            s.truncate(s.len() - 2);
+            s + "}]"
+        };
+        let first = read(serde_json::from_str(&table(0)).unwrap()).unwrap();
+        for at in 1..=keys.len() {
+            assert_eq!(
+                read(serde_json::from_str(&table(at)).unwrap()).unwrap(),
+                first
+            );
+        }
+        let a = &first[0];
+        assert_eq!((a.src, a.dst, a.enabled), (0, 2, false));
+        assert!(a.transport.is_some() && a.middleware.is_some());
+        assert_eq!(a.spec.common().qps, 3);
+        // And it writes back to what it read.
+        assert_eq!(read(serde_json::to_value(&first).unwrap()).unwrap(), first);
+    }
+
+    /// A bad value after `kind` keeps its key path; one before it (held until the kind was
+    /// known) is named in the message.
+    #[test]
+    fn a_bad_value_is_named_before_and_after_the_kind() {
+        let after = read(json!([{"kind": "write_bw", "src": 0, "dst": 1, "size": "4 parsecs"}]));
+        // serde_json's map is ordered by key: "dst", "kind", "size", "src".
+        let (path, _) = after.unwrap_err();
+        assert_eq!(path, "[0].size");
+        let (path, msg) =
+            read(json!([{"kind": "write_bw", "cq_mod": "x", "src": 0, "dst": 1, "size": 1}]))
+                .unwrap_err();
+        assert_eq!(path, "[0]");
+        assert!(msg.starts_with("cq_mod: "), "{msg}");
+        let (path, _) =
+            read(json!([{"kind": "write_bw", "src": -1, "dst": 1, "size": 1}])).unwrap_err();
+        assert_eq!(path, "[0].src");
+    }
+
+    /// A key only other kinds take is read aside and refused when the entry is checked, in
+    /// the registry's words; a value that does not count as set (a post list of 1) is not.
+    #[test]
+    fn another_kinds_key_is_refused_when_checked() {
+        let a = read(json!([{"kind": "write_lat", "src": 0, "dst": 1, "size": 8,
+                             "post_list": 4, "verify": false}]))
+        .unwrap();
+        let e = a[0].check().unwrap_err();
+        assert_eq!(e.key, "post_list");
+        assert!(e.message.contains("perftest -l"), "{e:?}");
+        let a = read(json!([{"kind": "write_lat", "src": 0, "dst": 1, "size": 8,
+                             "post_list": 1, "verify": false}]))
+        .unwrap();
+        assert_eq!(a[0].check(), Ok(()));
+        // A key no kind takes is the kind's config's to refuse.
+        let (_, msg) =
+            read(json!([{"kind": "write_lat", "src": 0, "dst": 1, "size": 8, "zzz": 1}]))
+                .unwrap_err();
+        assert!(msg.contains("unknown field `zzz`"), "{msg}");
+    }
+}

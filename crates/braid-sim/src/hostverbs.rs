@@ -452,3 +452,23 @@ impl CpuConfig {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod config_tests {
+    use super::*;
+
+    /// The defaults (UCX's cost model) pass; each bad value is named under `[host]`.
+    #[test]
+    fn cpu_costs_are_checked_and_named() {
+        assert_eq!(HostConfig::default().validate(), Ok(()));
+        let mut h = HostConfig::default();
+        h.cpu.poll_ns = -1.0;
+        assert_eq!(
+            h.validate().unwrap_err().under("host").path,
+            "host.cpu.poll_ns"
+        );
+        let mut h = HostConfig::default();
+        h.cpu.copy_gbps = 0.0;
+        assert_eq!(h.validate().unwrap_err().key, "cpu.copy_gbps");
+    }
+}

@@ -282,3 +282,23 @@ impl MeasureConfig {
         self.pcap.validate().map_err(|e| e.nested("pcap"))
     }
 }
+
+#[cfg(test)]
+mod config_tests {
+    use super::*;
+
+    /// The table's own checks, named under `[measure]` (its sub-tables' keys included).
+    #[test]
+    fn measure_checks_its_sub_tables() {
+        assert_eq!(MeasureConfig::default().validate(), Ok(()));
+        let mut m = MeasureConfig::default();
+        m.pcap.snaplen = 10;
+        assert_eq!(m.validate().unwrap_err().key, "pcap.snaplen");
+        let mut m = MeasureConfig::default();
+        m.cc.max_qps = 0;
+        assert_eq!(
+            m.validate().unwrap_err().under("measure").path,
+            "measure.cc.max_qps"
+        );
+    }
+}

@@ -129,3 +129,21 @@ impl StackBuilder {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn per_host_keys_must_be_host_indices() {
+        let mut m = MiddlewareConfig::default();
+        assert_eq!(m.validate(), Ok(()));
+        m.per_host.insert("3".into(), vec![]);
+        assert_eq!(m.validate(), Ok(()));
+        assert_eq!(m.stack_for(3).1, "middleware.per_host.3");
+        assert_eq!(m.stack_for(2).1, "middleware.default");
+        m.per_host.insert("tor0".into(), vec![]);
+        let e = m.validate().unwrap_err();
+        assert_eq!(e.under("middleware").path, "middleware.per_host.tor0");
+    }
+}
