@@ -4,6 +4,8 @@
 //! the QPs, CQs and memory regions it created, as a process does with ibverbs), charges the
 //! tenant's CPU under the cost model (the tenant's thread is busy meanwhile: `now()` advances
 //! and its posts reach the NIC later), and collects what the world must do after the call.
+//!
+//! The cost model is `[host.cpu]` ([`CpuConfig`], at the end of this file).
 
 use crate::api::ConfigError;
 use crate::nic::{Effects, Nic, NicParams};
