@@ -390,6 +390,19 @@ mod tests {
         assert_eq!(read(serde_json::to_value(&first).unwrap()).unwrap(), first);
     }
 
+    /// Straight from text, in the file's order (a JSON value would sort the keys).
+    #[test]
+    fn kind_first_in_the_text() {
+        let text = r#"[{"kind": "write_bw", "src": 0, "dst": 2, "size": "16KB", "start": "0ms"}]"#;
+        let de = &mut serde_json::Deserializer::from_str(text);
+        let a: Vec<AppEntry> = serde_path_to_error::deserialize(de).unwrap();
+        assert_eq!((a[0].src, a[0].dst), (0, 2));
+        let sc = r#"{"duration": "1ms", "topology": {"kind": "dumbbell", "left": 2, "right": 2,
+            "host_link": {"rate": "10Gbps", "delay": "1us"},
+            "bottleneck": {"rate": "10Gbps", "delay": "1us"}}, "apps": "#;
+        crate::Scenario::from_json(&format!("{sc}{text}}}")).unwrap();
+    }
+
     /// A bad value after `kind` keeps its key path; one before it (held until the kind was
     /// known) is named in the message.
     #[test]
