@@ -1,18 +1,18 @@
-//! Application kinds as factories (issue 29 step 2): each kind's file holds its config, read from
-//! an `[[apps]]` entry's keys ([`AppKeys`]) and checked there, and that config builds the kind's
-//! two ends ([`AppFactory::build`]). [`AppKind`] lists the kinds, one line each; its dispatch is
-//! generated, so adding a kind is one file and one line here.
+//! Application kinds as factories (issue 29 step 2): each kind's file declares its config (the
+//! keys every kind takes, `crate::spec`, and its own; serde and schema derived there) and that
+//! config checks itself and builds the kind's two ends ([`AppFactory::build`]). [`app_kinds!`]
+//! lists the kinds, one line each, and generates [`AppKind`], the tagged [`AppSpec`]
+//! (`kind = "..."`) and their dispatch, so adding a kind is one file and one line here.
 //!
 //! Runners provide what the apps cannot make themselves: their ends' places ([`AppEnds`]) and
 //! seeded random streams ([`Draws`]): the simulator from its run seed (`braid_engine`'s named
-//! streams), `braid-perftest` from [`SplitMixDraws`].
-//!
-//! The `[[apps]]` table itself (its serde form, schema and messages) stays with the scenario in
-//! braid-sim: sizes and durations are parsed there by braid-units, which this crate, on the
-//! verbs seam only, does not use; the scenario hands over [`AppKeys`] in plain units.
+//! streams), `braid-perftest` from [`SplitMixDraws`]. The keys that place an app (`src`, `dst`,
+//! its transport and verbs stack) are the runner's: the scenario's `[[apps]]` entry wraps an
+//! [`AppSpec`] with them.
 
 use crate::attack::Victim;
-use crate::{PerfKind, PerfSpec, Rendezvous, SharedMeter};
+use crate::spec::KindConfig;
+use crate::{Rendezvous, SharedMeter};
 use braid_verbs::App;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -47,47 +47,6 @@ pub enum AppMode {
     /// Requests and replies as SEND / RECV.
     #[serde(rename = "two-sided")]
     TwoSided,
-}
-
-/// An `[[apps]]` entry's keys as the applications take them: bytes and picoseconds. Keys a kind
-/// does not take keep their defaults (None, 0, false, 1 for `post_list`).
-#[derive(Debug, Clone, PartialEq)]
-pub struct AppKeys {
-    pub size: u64,
-    pub qps: u32,
-    pub tx_depth: u32,
-    pub iterations: Option<u64>,
-    pub duration: Option<u64>,
-    pub start: u64,
-    pub cq_mod: u32,
-    pub post_list: u32,
-    pub priority: Option<u8>,
-    pub sync_ratio: f64,
-    pub get_ratio: f64,
-    pub min_size: Option<u64>,
-    pub mode: Option<AppMode>,
-    pub mix: Option<crate::redis::Mix>,
-    pub chunk: Option<u64>,
-    pub verify: bool,
-    pub victim: Option<u32>,
-}
-
-impl AppKeys {
-    /// The benchmark engine's parameters, for an app running as `kind`.
-    pub fn perf(&self, kind: PerfKind) -> PerfSpec {
-        PerfSpec {
-            kind,
-            size: self.size,
-            qps: self.qps,
-            tx_depth: self.tx_depth,
-            iterations: self.iterations,
-            duration: self.duration,
-            start: self.start,
-            cq_mod: self.cq_mod,
-            post_list: self.post_list,
-            priority: self.priority,
-        }
-    }
 }
 
 /// Where an application's two ends live and what they share.
@@ -130,57 +89,52 @@ pub trait AppFactory {
     fn build(&self, ends: AppEnds) -> AppPair;
 }
 
-/// What the registry knows of a kind, declared in the kind's file.
-pub struct KindInfo {
-    /// The optional keys only some kinds take (`ONLY_SOME_KINDS` in this file) that this one
-    /// does.
-    pub keys: &'static [&'static str],
-    /// An attacker (`crate::attack`): its `duration` is its patience, and it is nobody's victim.
-    pub attacker: bool,
-    /// Reads and checks the kind's config from the entry's keys.
-    pub config: fn(&AppKeys) -> Result<Box<dyn AppFactory>, KeyError>,
-}
-
-/// Whether an entry sets a key.
-type IsSet = fn(&AppKeys) -> bool;
+/// Whether an entry sets a key, from its value as the table gave it.
+type IsSet = fn(&serde_json::Value) -> bool;
 
 /// The keys only some kinds take: whether an entry sets it, and what a kind that does not take
 /// it says (the words the scenario checks have always used).
+///
+/// `get_ratio` and `min_size` stay as they always were: accepted, and ignored, by the kinds
+/// that do not draw values (a sweep switches `kind` between kv and redis and leaves the kv keys
+/// set, `experiments/drum/test-case-3.toml`), so a value there never counts as set.
 const ONLY_SOME_KINDS: &[(&str, IsSet, &str)] = &[
     (
         "post_list",
-        |k| k.post_list > 1,
+        |v| v.as_u64() != Some(1),
         "a post list above 1 is for write_bw, send_bw and read_bw only (perftest -l)",
     ),
     (
         "sync_ratio",
-        |k| k.sync_ratio > 0.0,
+        |v| v.as_f64() != Some(0.0),
         "only write_bw and send_bw post streams of messages to flag",
     ),
     (
         "mode",
-        |k| k.mode.is_some(),
+        |_| true,
         "only kv and redis apps have a mode (\"one-sided\" or \"two-sided\")",
     ),
-    (
-        "mix",
-        |k| k.mix.is_some(),
-        "only redis apps have a command mix",
-    ),
+    ("mix", |_| true, "only redis apps have a command mix"),
     (
         "chunk",
-        |k| k.chunk.is_some(),
+        |_| true,
         "only redis apps cut messages into chunks",
     ),
     (
         "verify",
-        |k| k.verify,
+        |v| v.as_bool() != Some(false),
         "only redis and two-sided kv apps check their values",
     ),
     (
         "victim",
-        |k| k.victim.is_some(),
+        |_| true,
         "only rkey_thief and qp_hijacker apps have a victim",
+    ),
+    ("get_ratio", |_| false, "only kv apps draw GETs and PUTs"),
+    (
+        "min_size",
+        |_| false,
+        "only kv and redis apps draw value sizes",
     ),
 ];
 
@@ -193,13 +147,22 @@ pub(crate) fn verify_refused() -> KeyError {
     KeyError::new(key, *why)
 }
 
-/// The kinds: one line each, `Variant = "name" => the kind's KindInfo`, its doc comment the
-/// kind's description in `braid schema`. Generates [`AppKind`] (serde, schema) and its dispatch.
+/// The kinds: one line each, `Variant = "name" => the kind's config`, its doc comment the kind's
+/// description in `braid schema`. Generates [`AppKind`], the tagged [`AppSpec`] (serde,
+/// schema) and their dispatch.
 macro_rules! app_kinds {
-    ($($(#[$doc:meta])* $variant:ident = $name:literal => $info:path,)*) => {
+    ($($(#[$doc:meta])* $variant:ident = $name:literal => $config:ty,)*) => {
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
         pub enum AppKind {
             $($(#[$doc])* #[serde(rename = $name)] $variant,)*
+        }
+
+        /// An `[[apps]]` table: its `kind` and that kind's config (the keys every kind takes and
+        /// the kind's own).
+        #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+        #[serde(tag = "kind")]
+        pub enum AppSpec {
+            $($(#[$doc])* #[serde(rename = $name)] $variant($config),)*
         }
 
         impl AppKind {
@@ -213,66 +176,113 @@ macro_rules! app_kinds {
                 }
             }
 
-            pub fn info(self) -> &'static KindInfo {
+            /// The optional keys only some kinds take that this kind does.
+            pub fn keys(self) -> &'static [&'static str] {
                 match self {
-                    $(AppKind::$variant => &$info,)*
+                    $(AppKind::$variant => <$config as KindConfig>::keys(),)*
                 }
+            }
+
+            /// The attackers (`crate::attack`).
+            pub fn is_attacker(self) -> bool {
+                match self {
+                    $(AppKind::$variant => <$config as KindConfig>::attacker(),)*
+                }
+            }
+        }
+
+        impl AppSpec {
+            pub fn kind(&self) -> AppKind {
+                match self {
+                    $(AppSpec::$variant(_) => AppKind::$variant,)*
+                }
+            }
+
+            /// The kind's config.
+            pub fn config(&self) -> &dyn KindConfig {
+                match self {
+                    $(AppSpec::$variant(c) => c,)*
+                }
+            }
+
+            /// Reads the config of `kind` from the rest of its table: for a runner that read
+            /// the tag itself and hands over the caller's map unbuffered, so key paths survive.
+            pub fn read<'de, D: serde::Deserializer<'de>>(
+                kind: AppKind,
+                d: D,
+            ) -> Result<AppSpec, D::Error> {
+                Ok(match kind {
+                    $(AppKind::$variant => AppSpec::$variant(<$config>::deserialize(d)?),)*
+                })
             }
         }
     };
 }
 
 app_kinds! {
-    WriteBw = "write_bw" => crate::perf::WRITE_BW,
-    WriteLat = "write_lat" => crate::perf::WRITE_LAT,
-    SendBw = "send_bw" => crate::perf::SEND_BW,
+    WriteBw = "write_bw" => crate::perf::BwConfig,
+    WriteLat = "write_lat" => crate::perf::LatConfig,
+    SendBw = "send_bw" => crate::perf::BwConfig,
     /// perftest's send_lat: a ping-pong of SENDs, every round trip a latency sample.
-    SendLat = "send_lat" => crate::perf::SEND_LAT,
-    ReadBw = "read_bw" => crate::perf::READ_BW,
+    SendLat = "send_lat" => crate::perf::LatConfig,
+    ReadBw = "read_bw" => crate::perf::ReadBwConfig,
     /// One WRITE at a time per QP (`tx_depth` outstanding), each one's completion time a
     /// latency sample: DRUM's per-WQE completion time.
-    WqeLat = "wqe_lat" => crate::perf::WQE_LAT,
+    WqeLat = "wqe_lat" => crate::perf::LatConfig,
     /// A one-sided key-value client (DRUM §V): per request a GET (READ) with probability
     /// `get_ratio`, else a PUT (WRITE), of a value size uniform in [`min_size`, `size`]; every
     /// request's completion time a latency sample. `mode = "two-sided"`: GET and PUT as
     /// SEND/RECV requests answered by SENDs.
-    Kv = "kv" => crate::kv::KIND,
+    Kv = "kv" => crate::kv::KvConfig,
     /// A Redis-like cache (DRUM §V): SET / GET / PING in the proportions of `mix`, values uniform
     /// in [`min_size`, `size`] (10 B–512 MB in the paper), over one-sided WRITEs or SEND/RECV
     /// (`mode`), messages cut at `chunk`; every command's completion time a latency sample.
-    Redis = "redis" => crate::redis::KIND,
+    Redis = "redis" => crate::redis::RedisConfig,
     /// Husky-style attacker (`braid_apps::attack`): `qps` one-sided READs and WRITEs, one per
     /// QP, over its own connections to an accomplice on `dst`, naming the `victim` app's learned
     /// rkey and address, guessed rkeys and addresses, and its own key out of bounds.
-    RkeyThief = "rkey_thief" => crate::attack::rkey_thief::KIND,
+    RkeyThief = "rkey_thief" => crate::attack::rkey_thief::RkeyThiefConfig,
     /// Attacker: connects QPs to the `victim` app's QP numbers and posts a SEND, a WRITE and a
     /// READ of `size` over each (a READ of PeRF's `large_msg` or more is converted by PeRF);
     /// on its own host, local verbs on the victim's QP numbers.
-    QpHijacker = "qp_hijacker" => crate::attack::qp_hijacker::KIND,
+    QpHijacker = "qp_hijacker" => crate::attack::qp_hijacker::QpHijackerConfig,
     /// Attacker: `iterations` (default 1000) memory registrations of `size` bytes, kept.
-    MrFlood = "mr_flood" => crate::attack::mr_flood::KIND,
+    MrFlood = "mr_flood" => crate::attack::mr_flood::MrFloodConfig,
 }
 
 impl AppKind {
-    /// The attackers (`crate::attack`).
-    pub fn is_attacker(self) -> bool {
-        self.info().attacker
-    }
-
     /// Whether this kind takes the optional per-kind `key`.
     pub fn takes(self, key: &str) -> bool {
-        self.info().keys.contains(&key)
+        self.keys().contains(&key)
     }
 
-    /// The kind's config from an entry's keys: a key only other kinds take is refused first,
-    /// then the kind checks its own.
-    pub fn config(self, keys: &AppKeys) -> Result<Box<dyn AppFactory>, KeyError> {
-        for (key, set, why) in ONLY_SOME_KINDS {
-            if set(keys) && !self.takes(key) {
-                return Err(KeyError::new(key, *why));
-            }
-        }
-        (self.info().config)(keys)
+    /// Whether `key` is one only some kinds take and this one does not: a runner reads such a
+    /// key aside (its value as given) instead of handing it to the kind's config, which does
+    /// not know it, and refuses the entry with [`AppKind::refusal`] when it checks it.
+    pub fn sets_aside(self, key: &str) -> bool {
+        !self.takes(key) && ONLY_SOME_KINDS.iter().any(|(k, _, _)| *k == key)
+    }
+
+    /// For a key set aside: the words the entry is refused with, if its value counts as set
+    /// (a post list of 1, a sync ratio of 0 and `verify = false` do not, as before).
+    pub fn refusal(self, key: &str, value: &serde_json::Value) -> Option<KeyError> {
+        let (key, set, why) = ONLY_SOME_KINDS.iter().find(|(k, _, _)| *k == key)?;
+        (!self.takes(key) && set(value)).then(|| KeyError::new(key, *why))
+    }
+}
+
+impl AppSpec {
+    /// Checks the entry (the keys every kind takes, then the kind's own) and makes its
+    /// factory.
+    pub fn factory(&self) -> Result<Box<dyn AppFactory>, KeyError> {
+        let c = self.config();
+        c.common().validate(self.kind().is_attacker())?;
+        c.factory(self.kind())
+    }
+
+    /// The keys every kind takes.
+    pub fn common(&self) -> crate::spec::AppCommon {
+        self.config().common()
     }
 }
 
@@ -370,13 +380,35 @@ mod tests {
             }
         }
         for k in AppKind::ALL {
-            for key in k.info().keys {
+            for key in k.keys() {
                 assert!(
                     ONLY_SOME_KINDS.iter().any(|(o, _, _)| o == key),
                     "{}: {key}",
                     k.name()
                 );
             }
+        }
+    }
+
+    /// Each kind's `keys()` are exactly the keys of `ONLY_SOME_KINDS` its config declares (the
+    /// properties of its variant in the schema): a key the config has but does not list would
+    /// be set aside unread, one it lists but does not have would reach the config as unknown.
+    #[test]
+    fn each_kinds_listed_keys_are_its_configs_own() {
+        let schema = serde_json::to_value(schemars::schema_for!(AppSpec)).unwrap();
+        let variants = schema["oneOf"].as_array().expect("one schema per kind");
+        assert_eq!(variants.len(), AppKind::ALL.len());
+        for (v, k) in variants.iter().zip(AppKind::ALL) {
+            let props = v["properties"].as_object().expect("a table per kind");
+            assert_eq!(props["kind"]["const"], k.name(), "{v}");
+            let own: Vec<&str> = ONLY_SOME_KINDS
+                .iter()
+                .map(|(key, _, _)| *key)
+                .filter(|key| props.contains_key(*key))
+                .collect();
+            let mut listed = k.keys().to_vec();
+            listed.sort_by_key(|key| ONLY_SOME_KINDS.iter().position(|(o, _, _)| o == key));
+            assert_eq!(own, listed, "{}", k.name());
         }
     }
 

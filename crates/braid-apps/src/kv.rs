@@ -4,6 +4,7 @@
 //! time is a latency sample and its value bytes progress. The server is [`crate::PerfServer`]
 //! with `size` = the largest value (passive: its memory and connections).
 
+use crate::spec::{app_config, AppCommon, KindConfig};
 use crate::{
     open_client, sges, ClientRun, ClientSlots, PerfSpec, Rendezvous, SharedMeter, CONNECT,
 };
@@ -218,23 +219,65 @@ pub struct KvApp {
     pub verify: bool,
 }
 
-pub const KIND: crate::KindInfo = crate::KindInfo {
-    keys: &["mode", "verify"],
-    attacker: false,
-    config: |k| Ok(Box::new(KvApp::from_keys(k)?) as Box<dyn crate::AppFactory>),
-};
+app_config! {
+    /// `kind = "kv"`'s keys.
+    pub struct KvConfig {
+        /// The fraction of requests that are GETs (0.95: read-intensive, 0.5: write-intensive).
+        #[serde(default = "default_get_ratio")]
+        pub get_ratio: f64,
+        /// The smallest value; sizes are uniform in [min_size, size] (default: all `size`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub min_size: Option<braid_units::Bytes>,
+        /// One-sided (default: GET = READ, PUT = WRITE) or two-sided (SEND/RECV).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub mode: Option<crate::AppMode>,
+        /// Two-sided: carry real bytes (tracked memory) and check every reply, byte for byte,
+        /// against what the connection stored; a mismatch stops the connection (the flow never
+        /// finishes). Costs memory: for small scenarios.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        pub verify: bool,
+    }
+}
+
+/// DRUM §V's read-intensive KV workload: 95% GETs.
+fn default_get_ratio() -> f64 {
+    0.95
+}
+
+impl KindConfig for KvConfig {
+    fn keys() -> &'static [&'static str] {
+        &["get_ratio", "min_size", "mode", "verify"]
+    }
+    fn common(&self) -> AppCommon {
+        self.common_keys()
+    }
+    fn factory(
+        &self,
+        _kind: crate::AppKind,
+    ) -> Result<Box<dyn crate::AppFactory>, crate::KeyError> {
+        Ok(Box::new(KvApp::new(self)?))
+    }
+}
 
 impl KvApp {
-    pub fn from_keys(k: &crate::AppKeys) -> Result<KvApp, crate::KeyError> {
+    pub fn new(k: &KvConfig) -> Result<KvApp, crate::KeyError> {
+        let c = k.common_keys();
+        if !(0.0..=1.0).contains(&k.get_ratio) {
+            return Err(crate::KeyError::new(
+                "get_ratio",
+                "expected a fraction of requests between 0 and 1 (e.g. 0.95)",
+            ));
+        }
+        let min_size = crate::rpc::check_min_size(&c, k.min_size.map(|m| m.0))?;
         let two_sided = k.mode == Some(crate::AppMode::TwoSided);
         if k.verify && !two_sided {
             return Err(crate::kinds::verify_refused());
         }
-        crate::rpc::check_verify(k)?;
+        crate::rpc::check_verify(&c, k.verify)?;
         Ok(KvApp {
-            spec: k.perf(crate::PerfKind::ReadBw),
+            spec: c.perf(crate::PerfKind::ReadBw, 1),
             get_ratio: k.get_ratio,
-            min_size: crate::rpc::value_range(k).0,
+            min_size,
             two_sided,
             verify: k.verify,
         })

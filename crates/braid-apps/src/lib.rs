@@ -3,8 +3,8 @@
 //! benchmarks (`write_bw`, `write_lat`, `send_bw`, `read_bw`). What they measure goes to a
 //! [`Meter`], which the simulator implements with its flow log and a real-NIC runner with its own.
 //!
-//! Each `[[apps]]` kind's config is its factory ([`kinds`]): read from the entry's keys,
-//! checked in the kind's file, it builds the kind's two ends; a runner (the simulator,
+//! Each `[[apps]]` kind's config is its factory ([`kinds`]): declared and checked in the kind's
+//! file, read from the entry's keys (the tagged [`AppSpec`]), it builds the kind's two ends; a runner (the simulator,
 //! `braid-perftest`) provides their places and seeded random streams.
 //!
 //! Connection setup happens out of band, as with rdma_cm: each side creates its QPs when it
@@ -19,12 +19,14 @@ pub mod kinds;
 pub mod kv;
 pub mod redis;
 pub mod rpc;
+pub mod spec;
 pub use kinds::{
-    AppEnds, AppFactory, AppKeys, AppKind, AppMode, AppPair, Draw, Draws, KeyError, KindInfo,
-    SharedDraws, SplitMixDraws,
+    AppEnds, AppFactory, AppKind, AppMode, AppPair, AppSpec, Draw, Draws, KeyError, SharedDraws,
+    SplitMixDraws,
 };
 pub use kv::{KvClient, KvDraw};
 pub use rpc::{Op, Req, ReqDraw, RpcClient, RpcServer, RpcSpec, RpcStats, Wire};
+pub use spec::{AppCommon, KindConfig};
 
 /// Connects `qps` (connections `conn0 + i`, client side) to their servers; returns the servers'
 /// endpoints.

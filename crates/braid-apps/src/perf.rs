@@ -2,6 +2,7 @@
 //! and DRUM's per-WQE `wqe_lat`, client and server; perftest's peak bandwidth
 //! ([`peak_bandwidth`]).
 
+use crate::spec::{app_config, AppCommon, KindConfig};
 use crate::*;
 use braid_verbs::rendezvous::{Endpoint, Side};
 
@@ -101,28 +102,43 @@ pub struct PerfApp {
 }
 
 impl PerfApp {
-    /// An `[[apps]]` entry of kind `kind`, RC, its keys checked.
-    pub fn from_keys(kind: PerfKind, k: &AppKeys) -> Result<PerfApp, KeyError> {
-        if k.post_list > 1 {
-            if k.post_list > k.tx_depth {
+    /// An `[[apps]]` entry of kind `kind`, RC: the keys every kind takes, with the bandwidth
+    /// kinds' post list and sync ratio (1 and 0 for the others), checked.
+    pub fn new(
+        kind: PerfKind,
+        c: &AppCommon,
+        post_list: u32,
+        sync_ratio: f64,
+    ) -> Result<PerfApp, KeyError> {
+        if post_list == 0 {
+            return Err(KeyError::new("post_list", "expected at least 1"));
+        }
+        if post_list > 1 {
+            if post_list > c.tx_depth {
                 return Err(KeyError::new(
                     "post_list",
-                    format!("expected at most tx_depth ({})", k.tx_depth),
+                    format!("expected at most tx_depth ({})", c.tx_depth),
                 ));
             }
-            if k.cq_mod > 1 {
+            if c.cq_mod > 1 {
                 return Err(KeyError::new(
                     "cq_mod",
                     "with post_list above 1, leave cq_mod at 1 (a list's last WR is signaled)",
                 ));
             }
         }
-        if k.size > u32::MAX as u64 && matches!(kind, PerfKind::SendBw | PerfKind::SendLat) {
+        if !(0.0..=1.0).contains(&sync_ratio) {
+            return Err(KeyError::new(
+                "sync_ratio",
+                "expected a fraction of messages between 0 and 1 (e.g. 0.2)",
+            ));
+        }
+        if c.size > u32::MAX as u64 && matches!(kind, PerfKind::SendBw | PerfKind::SendLat) {
             return Err(KeyError::new("size", "SEND messages are limited to 4 GiB"));
         }
         Ok(PerfApp {
-            spec: k.perf(kind),
-            sync_ratio: k.sync_ratio,
+            spec: c.perf(kind, post_list),
+            sync_ratio,
             qp_type: QpType::Rc,
         })
     }
@@ -158,23 +174,79 @@ impl AppFactory for PerfApp {
     }
 }
 
-/// The scenario kinds that run the benchmark engine: which keys only some kinds take each one
-/// has (bandwidth kinds post lists; write_bw and send_bw flag messages).
-macro_rules! perf_kind {
-    ($name:ident, $kind:ident, $keys:expr) => {
-        pub const $name: KindInfo = KindInfo {
-            keys: $keys,
-            attacker: false,
-            config: |k| Ok(Box::new(PerfApp::from_keys(PerfKind::$kind, k)?) as Box<dyn AppFactory>),
-        };
-    };
+/// The perftest kind an `[[apps]]` kind runs (the scenario's names are perftest's).
+fn perf_kind(kind: AppKind) -> PerfKind {
+    PerfKind::from_name(kind.name()).expect("the perftest kinds' configs serve perftest kinds")
 }
-perf_kind!(WRITE_BW, WriteBw, &["post_list", "sync_ratio"]);
-perf_kind!(WRITE_LAT, WriteLat, &[]);
-perf_kind!(SEND_BW, SendBw, &["post_list", "sync_ratio"]);
-perf_kind!(SEND_LAT, SendLat, &[]);
-perf_kind!(READ_BW, ReadBw, &["post_list"]);
-perf_kind!(WQE_LAT, WqeLat, &[]);
+
+app_config! {
+    /// `kind = "write_bw"` and `"send_bw"`: a stream of messages, posted in lists, some flagged.
+    pub struct BwConfig {
+        /// WRs per ibv_post_send call (perftest -l), a list posted when it fits in `tx_depth`,
+        /// its last WR signaled (`cq_mod` becomes the list length, as perftest does without
+        /// --cq-mod). 1 = single posts.
+        #[serde(default = "crate::spec::one")]
+        pub post_list: u32,
+        /// Fraction of the messages posted with the synchronise flag (`SendWr::fence`, MP-RDMA
+        /// §3.4), drawn per message from the run's seed. 0 = none.
+        #[serde(default)]
+        pub sync_ratio: f64,
+    }
+}
+
+impl KindConfig for BwConfig {
+    fn keys() -> &'static [&'static str] {
+        &["post_list", "sync_ratio"]
+    }
+    fn common(&self) -> AppCommon {
+        self.common_keys()
+    }
+    fn factory(&self, kind: AppKind) -> Result<Box<dyn AppFactory>, KeyError> {
+        let c = self.common_keys();
+        let app = PerfApp::new(perf_kind(kind), &c, self.post_list, self.sync_ratio)?;
+        Ok(Box::new(app))
+    }
+}
+
+app_config! {
+    /// `kind = "read_bw"`: a stream of READs, posted in lists.
+    pub struct ReadBwConfig {
+        /// WRs per ibv_post_send call (perftest -l), as for write_bw.
+        #[serde(default = "crate::spec::one")]
+        pub post_list: u32,
+    }
+}
+
+impl KindConfig for ReadBwConfig {
+    fn keys() -> &'static [&'static str] {
+        &["post_list"]
+    }
+    fn common(&self) -> AppCommon {
+        self.common_keys()
+    }
+    fn factory(&self, kind: AppKind) -> Result<Box<dyn AppFactory>, KeyError> {
+        let app = PerfApp::new(perf_kind(kind), &self.common_keys(), self.post_list, 0.0)?;
+        Ok(Box::new(app))
+    }
+}
+
+app_config! {
+    /// `kind = "write_lat"`, `"send_lat"` and `"wqe_lat"`: only the keys every kind takes.
+    pub struct LatConfig {}
+}
+
+impl KindConfig for LatConfig {
+    fn keys() -> &'static [&'static str] {
+        &[]
+    }
+    fn common(&self) -> AppCommon {
+        self.common_keys()
+    }
+    fn factory(&self, kind: AppKind) -> Result<Box<dyn AppFactory>, KeyError> {
+        let app = PerfApp::new(perf_kind(kind), &self.common_keys(), 1, 0.0)?;
+        Ok(Box::new(app))
+    }
+}
 
 impl PerfSpec {
     /// Messages each QP posts: `iterations`, unbounded while a `duration` runs, else perftest's

@@ -9,6 +9,7 @@
 //! file is the command mix.
 
 use crate::rpc::{Op, Req, RpcSpec, Wire, KEYS};
+use crate::spec::{app_config, AppCommon, KindConfig};
 
 /// The smallest and largest values of DRUM's Redis workload.
 pub const MIN_VALUE: u64 = 10;
@@ -148,22 +149,57 @@ pub struct RedisApp {
     pub verify: bool,
 }
 
-pub const KIND: crate::KindInfo = crate::KindInfo {
-    keys: &["mode", "mix", "chunk", "verify"],
-    attacker: false,
-    config: |k| Ok(Box::new(RedisApp::from_keys(k)?) as Box<dyn crate::AppFactory>),
-};
+app_config! {
+    /// `kind = "redis"`'s keys.
+    pub struct RedisConfig {
+        /// The smallest value; sizes are uniform in [min_size, size] (default: all `size`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub min_size: Option<braid_units::Bytes>,
+        /// One-sided (default: WRITEs, the last with immediate data) or two-sided (SEND/RECV).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub mode: Option<crate::AppMode>,
+        /// The command mix (default set 0.3, get 0.6, ping 0.1).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub mix: Option<RedisMix>,
+        /// The largest WR a message is cut into (default 1 MiB, the DRUM agent's receive
+        /// buffer).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub chunk: Option<braid_units::Bytes>,
+        /// Carry real bytes (tracked memory) and check every reply, byte for byte, against what
+        /// the connection stored; a mismatch stops the connection (the flow never finishes).
+        /// Costs memory: for small scenarios.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        pub verify: bool,
+    }
+}
+
+impl KindConfig for RedisConfig {
+    fn keys() -> &'static [&'static str] {
+        &["min_size", "mode", "mix", "chunk", "verify"]
+    }
+    fn common(&self) -> AppCommon {
+        self.common_keys()
+    }
+    fn factory(
+        &self,
+        _kind: crate::AppKind,
+    ) -> Result<Box<dyn crate::AppFactory>, crate::KeyError> {
+        Ok(Box::new(RedisApp::new(self)?))
+    }
+}
 
 impl RedisApp {
-    pub fn from_keys(k: &crate::AppKeys) -> Result<RedisApp, crate::KeyError> {
-        let mix = k.mix.unwrap_or_default();
+    pub fn new(k: &RedisConfig) -> Result<RedisApp, crate::KeyError> {
+        let c = k.common_keys();
+        let min_size = crate::rpc::check_min_size(&c, k.min_size.map(|m| m.0))?;
+        let mix = k.mix.map(|m| m.mix()).unwrap_or_default();
         if !mix.is_valid() {
             return Err(crate::KeyError::new(
                 "mix",
                 "expected non-negative weights, at least one positive (e.g. { set = 0.3, get = 0.6, ping = 0.1 })",
             ));
         }
-        if let Some(c) = k.chunk {
+        if let Some(c) = k.chunk.map(|c| c.0) {
             let least = crate::rpc::HDR + 1;
             if c < least || c > u32::MAX as u64 {
                 return Err(crate::KeyError::new(
@@ -172,13 +208,13 @@ impl RedisApp {
                 ));
             }
         }
-        crate::rpc::check_verify(k)?;
+        crate::rpc::check_verify(&c, k.verify)?;
         Ok(RedisApp {
-            spec: k.perf(crate::PerfKind::SendBw),
+            spec: c.perf(crate::PerfKind::SendBw, 1),
             mix,
-            min_size: crate::rpc::value_range(k).0,
+            min_size,
             one_sided: k.mode != Some(crate::AppMode::TwoSided),
-            chunk: k.chunk.unwrap_or(DEFAULT_CHUNK),
+            chunk: k.chunk.map_or(DEFAULT_CHUNK, |c| c.0),
             verify: k.verify,
         })
     }

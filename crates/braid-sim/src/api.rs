@@ -112,3 +112,45 @@ impl std::fmt::Display for ScenarioError {
 }
 
 impl std::error::Error for ScenarioError {}
+
+/// A config table's refusal of one of its keys: the key path relative to the table (`cpu.post_ns`
+/// in `[host]`) and why, in the user's terms. Each config type's `validate` returns it; the
+/// scenario, which knows where the table sits, turns it into a [`ScenarioError`] with
+/// [`ConfigError::under`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    pub key: String,
+    pub message: String,
+}
+
+impl ConfigError {
+    pub fn new(key: impl Into<String>, message: impl Into<String>) -> Self {
+        ConfigError {
+            key: key.into(),
+            message: message.into(),
+        }
+    }
+
+    /// The error of a sub-table, as its parent table sees it (`cpu` + `post_ns` = `cpu.post_ns`).
+    pub fn nested(self, sub: &str) -> ConfigError {
+        let e = self.under(sub);
+        ConfigError {
+            key: e.path,
+            message: e.message,
+        }
+    }
+
+    /// The error with its key placed under `table` (`host` + `cpu.post_ns` = `host.cpu.post_ns`).
+    pub fn under(self, table: &str) -> ScenarioError {
+        let path = match (table.is_empty(), self.key.is_empty()) {
+            (true, _) => self.key,
+            (false, true) => table.to_string(),
+            (false, false) if self.key.starts_with('[') => format!("{table}{}", self.key),
+            (false, false) => format!("{table}.{}", self.key),
+        };
+        ScenarioError {
+            path,
+            message: self.message,
+        }
+    }
+}

@@ -17,11 +17,12 @@ use crate::measure::{perf_record, FlowLog, FlowRecord, Measure, SharedLog};
 use crate::nic::NicParams;
 use crate::progress::Progress;
 use crate::scenario::Scenario;
+use crate::stacks::StackBuilder;
 use crate::world::{AppSlot, Ev, Role, World};
 use braid_engine::EventQueue;
 use braid_middleware::MiddlewareEntry;
 use braid_topo::topology::Graph;
-use braid_verbs::{App, HostCtx, Middleware};
+use braid_verbs::App;
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
@@ -157,171 +158,15 @@ fn sampled_queues(
 
 fn sampled_queue(
     world: &mut World,
-    spec: &crate::config::QueueSpec,
+    spec: &crate::trace::ports::QueueSpec,
     path: &str,
     names: &HashMap<String, u32>,
 ) -> Result<(), ScenarioError> {
-    for (node, port, name) in resolve_ports(world, spec, path, names)? {
+    for (node, port, name) in crate::trace::ports::resolve_ports(world, spec, path, names)? {
         world.measure.queue_ports.push((node, port));
         world.measure.queue_names.push(name);
     }
     Ok(())
-}
-
-/// The ports a port spec names (`measure.queues`, `measure.pcap.ports`): "node:port",
-/// "all-fabric" (every switch port that faces a switch) or `{ node, peer }` (every port of
-/// `node` that faces `peer`), each as (node, port, "node:port").
-pub(crate) fn resolve_ports(
-    world: &World,
-    spec: &crate::config::QueueSpec,
-    path: &str,
-    names: &HashMap<String, u32>,
-) -> Result<Vec<(u32, u16, String)>, ScenarioError> {
-    let path = path.to_string();
-    let spec = match spec {
-        crate::config::QueueSpec::Name(s) => s.as_str(),
-        crate::config::QueueSpec::Facing(f) => return facing_ports(world, f, &path, names),
-    };
-    let mut out = vec![];
-    if spec == "all-fabric" {
-        for (ni, node) in world.nodes.iter().enumerate() {
-            if let Role::Switch(_) = node.role {
-                for (pi, p) in world.node_ports(ni as u32).iter().enumerate() {
-                    if matches!(world.nodes[p.peer_node as usize].role, Role::Switch(_)) {
-                        out.push((ni as u32, pi as u16, format!("{}:{}", node.name, pi)));
-                    }
-                }
-            }
-        }
-        return Ok(out);
-    }
-    let (node, port) = spec.rsplit_once(':').ok_or_else(|| {
-        err(
-            &path,
-            "expected \"node:port\" (e.g. \"tor0:5\") or \"all-fabric\"",
-        )
-    })?;
-    let ni = names.get(node).copied().or_else(|| {
-        node.parse::<u32>()
-            .ok()
-            .filter(|&x| (x as usize) < world.nodes.len())
-    });
-    let ni = ni.ok_or_else(|| err(&path, format!("no node named {node:?}")))?;
-    let pi: u16 = port
-        .parse()
-        .map_err(|_| err(&path, "the port must be a number"))?;
-    if pi as usize >= world.node_ports(ni).len() {
-        return Err(err(
-            &path,
-            format!("{node} has {} ports", world.node_ports(ni).len()),
-        ));
-    }
-    out.push((ni, pi, spec.to_string()));
-    Ok(out)
-}
-
-/// `{ node, peer }`: every port of `node` that faces `peer` (several when parallel links join
-/// them), named "node:port" in the results like the other forms.
-fn facing_ports(
-    world: &World,
-    f: &crate::config::QueueFacing,
-    path: &str,
-    names: &HashMap<String, u32>,
-) -> Result<Vec<(u32, u16, String)>, ScenarioError> {
-    let n_nodes = world.nodes.len();
-    let resolve = |key: &str, name: &str| -> Result<u32, ScenarioError> {
-        names
-            .get(name)
-            .copied()
-            .or_else(|| name.parse::<u32>().ok().filter(|&x| (x as usize) < n_nodes))
-            .ok_or_else(|| err(format!("{path}.{key}"), format!("no node named {name:?}")))
-    };
-    let node = resolve("node", &f.node)?;
-    let peer = resolve("peer", &f.peer)?;
-    let n = world.node_ports(node);
-    let ports: Vec<u16> = (0..n.len() as u16)
-        .filter(|&pi| n[pi as usize].peer_node == peer)
-        .collect();
-    if ports.is_empty() {
-        return Err(err(
-            format!("{path}.peer"),
-            format!("{} has no link to {}", f.node, f.peer),
-        ));
-    }
-    Ok(ports
-        .into_iter()
-        .map(|pi| {
-            (
-                node,
-                pi,
-                format!("{}:{}", world.nodes[node as usize].name, pi),
-            )
-        })
-        .collect())
-}
-
-/// Builds tenants' verbs stacks from their middleware entries, host by host: each mechanism's
-/// config is its factory, and one [`HostCtx`] per host lets the tenants of a host share their
-/// mechanisms' host agent. [`StackBuilder::finish`] installs the agents in slot 0.
-struct StackBuilder {
-    hosts: BTreeMap<u32, HostCtx>,
-    /// The run's rendezvous board, which host agents share with the applications.
-    board: Rendezvous,
-    /// The fabric's links for the agents that ask for them (filled in `finish`).
-    fabric: braid_verbs::host::FabricSlot,
-}
-
-impl StackBuilder {
-    /// The stack of tenant `tenant` on host `h`; `path` names the entries in errors.
-    fn build(
-        &mut self,
-        world: &World,
-        h: u32,
-        tenant: u32,
-        entries: &[MiddlewareEntry],
-        path: &str,
-    ) -> Result<Vec<Box<dyn Middleware>>, ScenarioError> {
-        let (board, fabric) = (&self.board, &self.fabric);
-        let ctx = self.hosts.entry(h).or_insert_with(|| {
-            HostCtx::new(h, world.hosts[h as usize].caps.clone())
-                .with_shares(world.hosts[h as usize].nic.mem.shares.clone())
-                .with_seed(world.seed)
-                .with_board(board.clone())
-                .with_fabric(fabric.clone())
-        });
-        entries
-            .iter()
-            .enumerate()
-            .map(|(j, e)| {
-                e.0.factory().build(ctx, tenant).map_err(|b| {
-                    err(
-                        join(&format!("{path}[{j}]"), &b.key),
-                        format!("{} (on host {h})", b.message),
-                    )
-                })
-            })
-            .collect()
-    }
-
-    /// Puts each host's agent layers into its agent slot and starts it first.
-    fn finish(self, world: &mut World, queue: &mut EventQueue<Ev>) {
-        let wanting: Vec<u32> = self
-            .hosts
-            .iter()
-            .filter(|(_, c)| c.fabric_wanted())
-            .map(|(&h, _)| world.hosts[h as usize].node)
-            .collect();
-        if !wanting.is_empty() {
-            *self.fabric.borrow_mut() = Some(crate::world::fabric_links_for(world, &wanting));
-        }
-        for (h, mut ctx) in self.hosts {
-            let agents = ctx.take_agents();
-            if !agents.is_empty() {
-                world.hosts[h as usize].apps[0].stack = agents;
-                queue.schedule(0, Ev::AppStart { host: h, app: 0 });
-            }
-        }
-    }
 }
 
 /// The distinct transports of a run's tenants; index 0 is `[transport]` itself.
@@ -408,11 +253,7 @@ impl<'s> Tenants<'s> {
             log,
             rdv: rdv.clone(),
             transports: Transports::new(sc),
-            stacks: StackBuilder {
-                hosts: BTreeMap::new(),
-                board: rdv,
-                fabric: Default::default(),
-            },
+            stacks: StackBuilder::new(rdv),
             starts: Vec::new(),
             conn: 0,
             app_no: 0,
@@ -428,14 +269,9 @@ impl<'s> Tenants<'s> {
     fn add(&mut self, world: &mut World, t: TenantSpec<'_>) -> Result<(), ScenarioError> {
         let h = t.host;
         let idx = world.hosts[h as usize].apps.len() as u32;
-        let key = h.to_string();
-        let (entries, path) = match (t.own, self.sc.middleware.per_host.get(&key)) {
-            (Some((m, p)), _) => (m, p),
-            (None, Some(m)) => (m, format!("middleware.per_host.{key}")),
-            (None, None) => (
-                &self.sc.middleware.default,
-                "middleware.default".to_string(),
-            ),
+        let (entries, path) = match t.own {
+            Some((m, p)) => (m, p),
+            None => self.sc.middleware.stack_for(h),
         };
         let stack = self.stacks.build(world, h, idx, entries, &path)?;
         let mut slot = AppSlot::new(t.app, stack, t.label);
@@ -599,11 +435,12 @@ impl<'s> Tenants<'s> {
         let mut conns = Vec::with_capacity(sc.apps.len());
         let mut c = self.conn;
         for a in &sc.apps {
-            conns.push(a.enabled.then_some(braid_apps::attack::Victim {
-                conn0: c,
-                qps: a.qps,
-            }));
-            c += if a.enabled { a.qps } else { 0 };
+            let qps = a.spec.common().qps;
+            conns.push(
+                a.enabled
+                    .then_some(braid_apps::attack::Victim { conn0: c, qps }),
+            );
+            c += if a.enabled { qps } else { 0 };
         }
         for (i, a) in sc.apps.iter().enumerate() {
             if !a.enabled {
@@ -619,7 +456,7 @@ impl<'s> Tenants<'s> {
             }
             let flow = self.log.borrow_mut().add(perf_record(a, a.src, a.dst));
             let c0 = self.conn;
-            self.conn += a.qps;
+            self.conn += a.spec.common().qps;
             let tr = self.transports.index(
                 sc,
                 Some(a.src),
@@ -644,11 +481,12 @@ impl<'s> Tenants<'s> {
                     server_base,
                     client_base,
                     victim: a
-                        .victim
+                        .spec
+                        .config()
+                        .victim()
                         .and_then(|v| conns.get(v as usize).copied().flatten()),
                 },
-            )
-            .map_err(|e| err(format!("apps[{i}].{}", e.key), e.message))?;
+            )?;
             self.add(
                 world,
                 TenantSpec {

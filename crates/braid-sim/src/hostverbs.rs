@@ -4,10 +4,15 @@
 //! the QPs, CQs and memory regions it created, as a process does with ibverbs), charges the
 //! tenant's CPU under the cost model (the tenant's thread is busy meanwhile: `now()` advances
 //! and its posts reach the NIC later), and collects what the world must do after the call.
+//!
+//! The cost model is `[host.cpu]` ([`CpuConfig`], at the end of this file).
 
+use crate::api::ConfigError;
 use crate::nic::{Effects, Nic, NicParams};
 use braid_engine::Time;
 use braid_verbs::*;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 
 /// What verbs calls asked of the world (carried out after the call returns).
@@ -358,5 +363,114 @@ impl Verbs for HostVerbs<'_> {
     fn read_local(&self, addr: u64, len: u64) -> Result<Vec<u8>, VerbsError> {
         self.tracked_range(addr, len)?;
         self.nic.mem.read_in(self.tenant, addr, len)
+    }
+}
+
+/// `[host]`: the hosts' CPUs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct HostConfig {
+    pub cpu: CpuConfig,
+}
+
+/// `[host.cpu]`: what verbs calls and middleware work cost a tenant's thread (nanoseconds), and
+/// whether that time delays the tenant. Defaults (UCX's cost model): docs/middleware.md, "CPU cost".
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct CpuConfig {
+    /// One post_send / post_recv call (a doorbell).
+    pub post_ns: f64,
+    /// One poll_cq call.
+    pub poll_ns: f64,
+    /// Each completion a poll returns.
+    pub poll_cqe_ns: f64,
+    /// Each work request a middleware builds (splits, injects).
+    pub wr_build_ns: f64,
+    /// Copy bandwidth in GB/s.
+    pub copy_gbps: f64,
+    /// Create/connect/modify/register calls.
+    pub control_ns: f64,
+    /// The tenant's thread is busy for the time it spends: its posts reach the NIC later. With
+    /// false (the default, so that the calibrated anchors stay as they were), CPU time is only
+    /// accounted and reported.
+    pub delay: bool,
+}
+
+impl Default for CpuConfig {
+    fn default() -> Self {
+        let c = braid_verbs::CpuCost::default();
+        CpuConfig {
+            post_ns: c.post_ns,
+            poll_ns: c.poll_ns,
+            poll_cqe_ns: c.poll_cqe_ns,
+            wr_build_ns: c.wr_build_ns,
+            copy_gbps: c.copy_bytes_per_ns,
+            control_ns: c.control_ns,
+            delay: false,
+        }
+    }
+}
+
+impl CpuConfig {
+    pub fn cost(&self) -> braid_verbs::CpuCost {
+        braid_verbs::CpuCost {
+            post_ns: self.post_ns,
+            poll_ns: self.poll_ns,
+            poll_cqe_ns: self.poll_cqe_ns,
+            wr_build_ns: self.wr_build_ns,
+            copy_bytes_per_ns: self.copy_gbps,
+            control_ns: self.control_ns,
+        }
+    }
+}
+
+impl HostConfig {
+    /// Range checks of `[host]` (keys relative to it).
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        self.cpu.validate().map_err(|e| e.nested("cpu"))
+    }
+}
+
+impl CpuConfig {
+    /// Range checks of `[host.cpu]` (keys relative to it).
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        for (k, v) in [
+            ("post_ns", self.post_ns),
+            ("poll_ns", self.poll_ns),
+            ("poll_cqe_ns", self.poll_cqe_ns),
+            ("wr_build_ns", self.wr_build_ns),
+            ("control_ns", self.control_ns),
+        ] {
+            if !(v.is_finite() && v >= 0.0) {
+                return Err(ConfigError::new(k, "expected nanoseconds >= 0"));
+            }
+        }
+        if !(self.copy_gbps > 0.0) {
+            return Err(ConfigError::new(
+                "copy_gbps",
+                "expected a bandwidth in GB/s > 0",
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod config_tests {
+    use super::*;
+
+    /// The defaults (UCX's cost model) pass; each bad value is named under `[host]`.
+    #[test]
+    fn cpu_costs_are_checked_and_named() {
+        assert_eq!(HostConfig::default().validate(), Ok(()));
+        let mut h = HostConfig::default();
+        h.cpu.poll_ns = -1.0;
+        assert_eq!(
+            h.validate().unwrap_err().under("host").path,
+            "host.cpu.poll_ns"
+        );
+        let mut h = HostConfig::default();
+        h.cpu.copy_gbps = 0.0;
+        assert_eq!(h.validate().unwrap_err().key, "cpu.copy_gbps");
     }
 }

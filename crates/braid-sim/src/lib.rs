@@ -27,6 +27,7 @@ pub mod qp_cache;
 pub mod results;
 pub mod scenario;
 pub mod simulation;
+pub mod stacks;
 pub mod tenants;
 pub mod trace;
 pub mod transport;

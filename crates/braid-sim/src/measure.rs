@@ -1,8 +1,13 @@
 //! Measurements: per-message records, the flow log the applications write, and sampled time
 //! series of per-flow goodput and of queue lengths.
 
+use crate::api::ConfigError;
 use crate::nic::MsgRecord;
+use crate::trace::ports::QueueSpec;
 use braid_engine::Time;
+use braid_topo::units::Duration;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;
@@ -76,29 +81,23 @@ impl braid_apps::Meter for FlowLog {
 }
 
 /// The flow record a perftest application starts with.
-pub fn perf_record(spec: &crate::config::AppSpec, src: u32, dst: u32) -> FlowRecord {
-    let kind = spec.kind.name();
+pub fn perf_record(app: &crate::app_build::AppEntry, src: u32, dst: u32) -> FlowRecord {
+    let kind = app.kind();
+    let c = app.spec.common();
     FlowRecord {
         id: 0,
-        kind,
+        kind: kind.name(),
         src,
         dst,
-        size: spec
-            .iterations
-            .map(|n| n * spec.size.0 * spec.qps as u64)
-            .unwrap_or(0),
-        start_ps: spec.start.0,
+        size: c.iterations.map(|n| n * c.size * c.qps as u64).unwrap_or(0),
+        start_ps: c.start,
         finish_ps: None,
         src_qp: None,
         dport: 0,
         dst_addr: None,
         bytes_done: 0,
         latencies: vec![],
-        msg_bytes: if spec.kind.is_attacker() {
-            0
-        } else {
-            spec.size.0
-        },
+        msg_bytes: if kind.is_attacker() { 0 } else { c.size },
         attack: None,
     }
 }
@@ -235,5 +234,71 @@ impl Measure {
         for &(i, b) in q {
             self.queues.push((now, i as u32, b));
         }
+    }
+}
+
+/// `[measure]`: what a run records besides its summary tables.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct MeasureConfig {
+    /// Sampling period of throughput and queue time series (0 = no time series).
+    pub interval: Duration,
+    /// Ports whose egress queue length is sampled: "node:port", "all-fabric", or
+    /// `{ node = "tor0", peer = "spine1" }` (the ports of `node` that face `peer`).
+    pub queues: Vec<QueueSpec>,
+    /// Record one row per message (can be large).
+    pub messages: bool,
+    /// Record every PFC PAUSE/RESUME frame a port sends or receives (`pfc.parquet`).
+    pub pfc: bool,
+    /// The transports' summed counters (`mp_rdma_*`) and pooled out-of-order-degree percentiles
+    /// in the run counters count from this time on (0 = the whole run): a steady-state figure
+    /// without the start-up. The per-QP `transport` table stays whole-run.
+    pub transport_from: Duration,
+    /// The congestion controllers' state of chosen QPs over time (`cc.parquet`).
+    pub cc: crate::trace::cc::CcConfig,
+    /// Packet traces of chosen flows and ports (`trace.pcap`).
+    pub pcap: crate::trace::pcap::PcapConfig,
+}
+
+impl Default for MeasureConfig {
+    fn default() -> Self {
+        Self {
+            interval: Duration(10_000_000),
+            queues: vec![],
+            messages: true,
+            pfc: true,
+            transport_from: Duration(0),
+            cc: Default::default(),
+            pcap: Default::default(),
+        }
+    }
+}
+
+impl MeasureConfig {
+    /// The checks `[measure]` can make before the world exists (keys relative to it); the
+    /// ports and flows it names are checked against the built run.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        self.cc.validate().map_err(|e| e.nested("cc"))?;
+        self.pcap.validate().map_err(|e| e.nested("pcap"))
+    }
+}
+
+#[cfg(test)]
+mod config_tests {
+    use super::*;
+
+    /// The table's own checks, named under `[measure]` (its sub-tables' keys included).
+    #[test]
+    fn measure_checks_its_sub_tables() {
+        assert_eq!(MeasureConfig::default().validate(), Ok(()));
+        let mut m = MeasureConfig::default();
+        m.pcap.snaplen = 10;
+        assert_eq!(m.validate().unwrap_err().key, "pcap.snaplen");
+        let mut m = MeasureConfig::default();
+        m.cc.max_qps = 0;
+        assert_eq!(
+            m.validate().unwrap_err().under("measure").path,
+            "measure.cc.max_qps"
+        );
     }
 }

@@ -34,7 +34,7 @@ pub struct Scenario {
     #[serde(default)]
     pub traffic: Vec<TrafficEntry>,
     #[serde(default)]
-    pub apps: Vec<AppSpec>,
+    pub apps: Vec<AppEntry>,
     #[serde(default)]
     pub link_events: Vec<LinkEvent>,
     /// Static routes overriding shortest-path ECMP at chosen switches.
@@ -253,19 +253,10 @@ impl Scenario {
             if a.src == a.dst {
                 return Err(err(format!("{p}.dst"), "must differ from src"));
             }
-            if a.qps == 0 {
-                return Err(err(format!("{p}.qps"), "expected at least 1"));
-            }
-            if a.tx_depth == 0 {
-                return Err(err(format!("{p}.tx_depth"), "expected at least 1"));
-            }
-            if a.cq_mod == 0 {
-                return Err(err(format!("{p}.cq_mod"), "expected at least 1"));
-            }
-            if a.post_list == 0 {
-                return Err(err(format!("{p}.post_list"), "expected at least 1"));
-            }
-            if let Some(pr) = a.priority {
+            let c = a.spec.common();
+            c.validate(a.kind().is_attacker())
+                .map_err(|e| err(format!("{p}.{}", e.key), e.message))?;
+            if let Some(pr) = c.priority {
                 if pr >= sw.priorities {
                     return Err(err(
                         format!("{p}.priority"),
@@ -276,68 +267,17 @@ impl Scenario {
                     ));
                 }
             }
-            // (An attacker's duration is how long it waits for answers, its iterations the
-            // flood's registrations: both may be set.)
-            if a.iterations.is_some() && a.duration.is_some() && !a.kind.is_attacker() {
-                return Err(err(
-                    format!("{p}.duration"),
-                    "set either iterations or duration, not both",
-                ));
-            }
-            if a.iterations == Some(0) {
-                return Err(err(format!("{p}.iterations"), "expected at least 1"));
-            }
             self.transport_for(Some(a.src), a.transport.as_ref(), &format!("{p}.transport"))?;
-            if !(0.0..=1.0).contains(&a.sync_ratio) {
-                return Err(err(
-                    format!("{p}.sync_ratio"),
-                    "expected a fraction of messages between 0 and 1 (e.g. 0.2)",
-                ));
-            }
-            if !(0.0..=1.0).contains(&a.get_ratio) {
-                return Err(err(
-                    format!("{p}.get_ratio"),
-                    "expected a fraction of requests between 0 and 1 (e.g. 0.95)",
-                ));
-            }
-            if a.min_size.is_some_and(|m| m.0 == 0 || m.0 > a.size.0) {
-                return Err(err(
-                    format!("{p}.min_size"),
-                    "expected a size from 1 B up to the app's `size`",
-                ));
-            }
-            // The keys only some kinds take, and each kind's own checks, are its config's.
-            if let Err(e) = a.kind.config(&a.keys()) {
-                return Err(err(format!("{p}.{}", e.key), e.message));
-            }
+            // A key only other kinds take, then the kind's own checks: the kind's config's.
+            a.check()
+                .map_err(|e| err(format!("{p}.{}", e.key), e.message))?;
             self.validate_victim(i, a, &p)?;
         }
-        for h in self.middleware.per_host.keys() {
-            if h.parse::<u32>().is_err() {
-                return Err(err(
-                    format!("middleware.per_host.{h}"),
-                    "keys are host indices, e.g. \"3\"",
-                ));
-            }
-        }
-        let c = &self.host.cpu;
-        for (k, v) in [
-            ("post_ns", c.post_ns),
-            ("poll_ns", c.poll_ns),
-            ("poll_cqe_ns", c.poll_cqe_ns),
-            ("wr_build_ns", c.wr_build_ns),
-            ("control_ns", c.control_ns),
-        ] {
-            if !(v.is_finite() && v >= 0.0) {
-                return Err(err(format!("host.cpu.{k}"), "expected nanoseconds >= 0"));
-            }
-        }
-        if !(c.copy_gbps > 0.0) {
-            return Err(err(
-                "host.cpu.copy_gbps",
-                "expected a bandwidth in GB/s > 0",
-            ));
-        }
+        self.measure.validate().map_err(|e| e.under("measure"))?;
+        self.middleware
+            .validate()
+            .map_err(|e| e.under("middleware"))?;
+        self.host.validate().map_err(|e| e.under("host"))?;
         Ok(())
     }
 }
@@ -588,19 +528,14 @@ pub fn json_schema() -> String {
 impl Scenario {
     /// An attacker's `victim` (a key its kind took): an enabled app other than itself and not
     /// an attacker.
-    fn validate_victim(
-        &self,
-        i: usize,
-        a: &crate::config::AppSpec,
-        p: &str,
-    ) -> Result<(), ScenarioError> {
-        let Some(v) = a.victim else {
+    fn validate_victim(&self, i: usize, a: &AppEntry, p: &str) -> Result<(), ScenarioError> {
+        let Some(v) = a.spec.config().victim() else {
             return Ok(());
         };
         let ok = self
             .apps
             .get(v as usize)
-            .is_some_and(|t| v as usize != i && t.enabled && !t.kind.is_attacker());
+            .is_some_and(|t| v as usize != i && t.enabled && !t.kind().is_attacker());
         if !ok {
             return Err(err(
                 format!("{p}.victim"),

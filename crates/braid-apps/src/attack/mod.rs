@@ -120,7 +120,7 @@ impl From<crate::AppEnds> for AttackEnds {
 const PATIENCE_PS: u64 = 10_000_000_000;
 
 /// An attacker's patience from its entry's keys (picoseconds).
-pub(crate) fn patience(k: &crate::AppKeys) -> u64 {
+pub(crate) fn patience(k: &crate::AppCommon) -> u64 {
     k.duration.unwrap_or(PATIENCE_PS)
 }
 

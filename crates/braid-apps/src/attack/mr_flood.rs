@@ -19,16 +19,32 @@ pub struct MrFlood {
 /// Registrations when `iterations` does not say.
 const DEFAULT_REGIONS: u64 = 1000;
 
-pub const KIND: crate::KindInfo = crate::KindInfo {
-    keys: &[],
-    attacker: true,
-    config: |k| {
+crate::spec::app_config! {
+    /// `kind = "mr_flood"`'s keys: `iterations` registrations of `size` bytes.
+    pub struct MrFloodConfig {}
+}
+
+impl crate::spec::KindConfig for MrFloodConfig {
+    fn keys() -> &'static [&'static str] {
+        &[]
+    }
+    fn attacker() -> bool {
+        true
+    }
+    fn common(&self) -> crate::AppCommon {
+        self.common_keys()
+    }
+    fn factory(
+        &self,
+        _kind: crate::AppKind,
+    ) -> Result<Box<dyn crate::AppFactory>, crate::KeyError> {
+        let k = self.common_keys();
         Ok(Box::new(MrFlood {
             regions: k.iterations.unwrap_or(DEFAULT_REGIONS),
             size: k.size,
-        }) as Box<dyn crate::AppFactory>)
-    },
-};
+        }))
+    }
+}
 
 impl crate::AppFactory for MrFlood {
     fn build(&self, e: crate::AppEnds) -> (Box<dyn App>, Box<dyn App>) {

@@ -33,24 +33,48 @@ pub struct QpHijacker {
 /// The QPs' retry count: 7, the most ibverbs' 3-bit `retry_cnt` holds.
 const RETRY_CNT: u8 = 7;
 
-pub const KIND: crate::KindInfo = crate::KindInfo {
-    keys: &["victim"],
-    attacker: true,
-    config: |k| {
-        if k.victim.is_none() {
+crate::spec::app_config! {
+    /// `kind = "qp_hijacker"`'s keys.
+    pub struct QpHijackerConfig {
+        /// The index of the `[[apps]]` entry whose published endpoints (QP numbers, keys,
+        /// addresses) it uses.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub victim: Option<u32>,
+    }
+}
+
+impl crate::spec::KindConfig for QpHijackerConfig {
+    fn keys() -> &'static [&'static str] {
+        &["victim"]
+    }
+    fn attacker() -> bool {
+        true
+    }
+    fn common(&self) -> crate::AppCommon {
+        self.common_keys()
+    }
+    fn factory(
+        &self,
+        _kind: crate::AppKind,
+    ) -> Result<Box<dyn crate::AppFactory>, crate::KeyError> {
+        if self.victim.is_none() {
             return Err(crate::KeyError::new(
                 "victim",
                 "a qp_hijacker needs the index of the [[apps]] entry it attacks (e.g. victim = 0)",
             ));
         }
+        let k = self.common_keys();
         Ok(Box::new(QpHijacker {
             size: k.size,
             start: k.start,
-            patience: super::patience(k),
+            patience: super::patience(&k),
             retry_cnt: RETRY_CNT,
-        }) as Box<dyn crate::AppFactory>)
-    },
-};
+        }))
+    }
+    fn victim(&self) -> Option<u32> {
+        self.victim
+    }
+}
 
 impl crate::AppFactory for QpHijacker {
     fn build(&self, e: crate::AppEnds) -> (Box<dyn App>, Box<dyn App>) {

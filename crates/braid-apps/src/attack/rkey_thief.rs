@@ -25,18 +25,42 @@ pub struct RkeyThief {
     pub patience: u64,
 }
 
-pub const KIND: crate::KindInfo = crate::KindInfo {
-    keys: &["victim"],
-    attacker: true,
-    config: |k| {
+crate::spec::app_config! {
+    /// `kind = "rkey_thief"`'s keys: `qps` attempts of `size` bytes each.
+    pub struct RkeyThiefConfig {
+        /// The index of the `[[apps]]` entry whose published endpoints (QP numbers, keys,
+        /// addresses) it uses.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub victim: Option<u32>,
+    }
+}
+
+impl crate::spec::KindConfig for RkeyThiefConfig {
+    fn keys() -> &'static [&'static str] {
+        &["victim"]
+    }
+    fn attacker() -> bool {
+        true
+    }
+    fn common(&self) -> crate::AppCommon {
+        self.common_keys()
+    }
+    fn factory(
+        &self,
+        _kind: crate::AppKind,
+    ) -> Result<Box<dyn crate::AppFactory>, crate::KeyError> {
+        let k = self.common_keys();
         Ok(Box::new(RkeyThief {
             attempts: k.qps,
             size: k.size,
             start: k.start,
-            patience: super::patience(k),
-        }) as Box<dyn crate::AppFactory>)
-    },
-};
+            patience: super::patience(&k),
+        }))
+    }
+    fn victim(&self) -> Option<u32> {
+        self.victim
+    }
+}
 
 impl crate::AppFactory for RkeyThief {
     fn build(&self, e: crate::AppEnds) -> (Box<dyn App>, Box<dyn App>) {

@@ -153,15 +153,25 @@ pub(crate) fn size_in(lo: u64, hi: u64, u: f64) -> u64 {
     (lo + ((hi - lo + 1) as f64 * u) as u64).min(hi)
 }
 
-/// Values range over [`min_size`, `size`] (`size` at least 1; `min_size` absent: all `size`).
-pub(crate) fn value_range(k: &crate::AppKeys) -> (u64, u64) {
-    let hi = k.size.max(1);
-    (k.min_size.map_or(hi, |m| m).min(hi), hi)
+/// `min_size` checked against `size` (a value from 1 B up to it): the smallest value of the
+/// range [`min_size`, `size`] values are drawn from (absent: all `size`; `size` at least 1).
+pub(crate) fn check_min_size(
+    c: &crate::AppCommon,
+    min_size: Option<u64>,
+) -> Result<u64, crate::KeyError> {
+    if min_size.is_some_and(|m| m == 0 || m > c.size) {
+        return Err(crate::KeyError::new(
+            "min_size",
+            "expected a size from 1 B up to the app's `size`",
+        ));
+    }
+    let hi = c.size.max(1);
+    Ok(min_size.map_or(hi, |m| m).min(hi))
 }
 
 /// `verify` keeps every value's bytes in memory: the keys' bound on it.
-pub(crate) fn check_verify(k: &crate::AppKeys) -> Result<(), crate::KeyError> {
-    if k.verify && k.size > 64 << 20 {
+pub(crate) fn check_verify(c: &crate::AppCommon, verify: bool) -> Result<(), crate::KeyError> {
+    if verify && c.size > 64 << 20 {
         return Err(crate::KeyError::new(
             "verify",
             "checked values keep their bytes in memory: expected size up to 64 MiB with verify",

@@ -8,7 +8,8 @@ use std::process::exit;
 const USAGE: &str = "usage: braid-perftest write_bw|write_lat|send_bw|send_lat|read_bw|read_lat [-d DEV] [-x GID_INDEX] [-s BYTES] [-n ITERS] [-D SECONDS] [-q QPS] [-t TX_DEPTH] [-c RC|UC|UD] [-p PORT] [--busy-poll] [--report_gbits] [--middleware NAME[:KEY=VALUE...][,NAME...]] [--verify] [--json] [SERVER_ADDR]";
 
 /// The tests this binary runs: perftest's, each braid's [`braid_apps::PerfKind`] of that name,
-/// built by the same config (`braid_apps::PerfApp`) as a scenario's `[[apps]]` entry of the kind.
+/// built by the same config (`braid_apps::PerfApp::new` over the keys every kind takes,
+/// `braid_apps::AppCommon`) as a scenario's `[[apps]]` entry of the kind.
 const TESTS: &[&str] = &[
     "write_bw",
     "write_lat",
@@ -188,7 +189,7 @@ fn main() {
 mod run {
     use super::Opts;
     use braid_apps::{
-        peak_bandwidth, AppEnds, AppFactory, Meter, PerfApp, PerfKind, PerfSpec, SplitMixDraws,
+        peak_bandwidth, AppCommon, AppEnds, AppFactory, Meter, PerfApp, PerfKind, SplitMixDraws,
     };
     use braid_middleware::MiddlewareEntry;
     use braid_rdma::oob::{NetBoard, Oob, TcpBoard};
@@ -252,8 +253,10 @@ mod run {
             (_, true) => QpType::Ud,
             _ => QpType::Rc,
         };
-        let spec = PerfSpec {
-            kind,
+        // The keys every `[[apps]]` kind takes, from perftest's flags; the perftest kinds'
+        // config (`PerfApp::new`, as a scenario's write_bw ... wqe_lat entries) checks them and
+        // makes the factory.
+        let common = AppCommon {
             size: o.size,
             qps: o.qps,
             tx_depth: if lat { 1 } else { o.tx_depth },
@@ -265,8 +268,11 @@ mod run {
             duration: o.duration_s.map(|s| s * 1_000_000_000_000),
             start: 0,
             cq_mod: 1,
-            post_list: 1,
             priority: None,
+        };
+        let perf = match PerfApp::new(kind, &common, 1, 0.0) {
+            Ok(p) => PerfApp { qp_type, ..p },
+            Err(e) => return fail(format!("{}: {}", e.key, e.message)),
         };
         let nic = match Nic::open_with(o.device.as_deref(), o.gid) {
             Ok(n) => n,
@@ -329,11 +335,6 @@ mod run {
         let is_client = o.server.is_some();
         // The app's config is its factory, as in a scenario; this process runs one of its ends.
         // No message is flagged, so nothing is drawn; the streams are there for the factory.
-        let perf = PerfApp {
-            spec: spec.clone(),
-            sync_ratio: 0.0,
-            qp_type,
-        };
         let (server, client) = perf.build(AppEnds {
             index: 0,
             flow: 0,

@@ -5,7 +5,7 @@
 //!
 //! [`Transport::cc_state`]: crate::transport::Transport::cc_state
 
-use crate::api::{Column, ScenarioError, Table};
+use crate::api::{Column, ConfigError, ScenarioError, Table};
 use crate::build::err;
 use crate::measure::SharedLog;
 use crate::transport::CcState;
@@ -71,6 +71,15 @@ impl CcConfig {
         !matches!(&self.qps, CcQps::List(v) if v.is_empty())
     }
 
+    /// The checks of the table alone (keys relative to `[measure.cc]`); the flows and QPs it
+    /// names are checked against the built run by [`CcConfig::build`].
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.max_qps == 0 {
+            return Err(ConfigError::new("max_qps", "must be at least 1"));
+        }
+        Ok(())
+    }
+
     /// Builds the sampler (None when nothing is asked for): checks the keys against the built run
     /// (`flows` flows, hosts with their QP numbers resolved at sampling time) and the
     /// measurement interval it rides on.
@@ -81,9 +90,7 @@ impl CcConfig {
         n_hosts: usize,
         log: SharedLog,
     ) -> Result<Option<CcSampler>, ScenarioError> {
-        if self.max_qps == 0 {
-            return Err(err("measure.cc.max_qps", "must be at least 1"));
-        }
+        self.validate().map_err(|e| e.under("measure.cc"))?;
         if !self.enabled() {
             return Ok(None);
         }

@@ -8,6 +8,7 @@
 pub mod cc;
 pub mod frame;
 pub mod pcap;
+pub mod ports;
 
 use crate::api::ScenarioError;
 use crate::measure::SharedLog;

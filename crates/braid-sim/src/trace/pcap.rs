@@ -16,9 +16,9 @@
 //! kept (`pcap_missed` in the run statistics counts the rest), so a trace cannot fill the disk.
 
 use super::frame;
-use crate::api::ScenarioError;
+use super::ports::QueueSpec;
+use crate::api::{ConfigError, ScenarioError};
 use crate::build::err;
-use crate::config::QueueSpec;
 use crate::measure::SharedLog;
 use crate::nic::addr_node;
 use crate::packet::{Packet, PktKind};
@@ -76,6 +76,23 @@ impl PcapConfig {
         !self.flows.is_empty() || !self.ports.is_empty()
     }
 
+    /// The checks of the table alone (keys relative to `[measure.pcap]`).
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if !(1..=MAX_PACKETS_LIMIT).contains(&self.max_packets) {
+            return Err(ConfigError::new(
+                "max_packets",
+                format!("expected a whole number from 1 to {MAX_PACKETS_LIMIT}"),
+            ));
+        }
+        if !(64..=65535).contains(&self.snaplen) {
+            return Err(ConfigError::new(
+                "snaplen",
+                "expected a number of bytes from 64 to 65535",
+            ));
+        }
+        Ok(())
+    }
+
     /// Builds the tracer with its ports resolved (None when nothing is captured); flows are
     /// checked by [`PcapTracer::set_flows`] once the run's flows exist.
     pub fn build(
@@ -83,25 +100,14 @@ impl PcapConfig {
         world: &World,
         names: &HashMap<String, u32>,
     ) -> Result<Option<PcapTracer>, ScenarioError> {
-        if !(1..=MAX_PACKETS_LIMIT).contains(&self.max_packets) {
-            return Err(err(
-                "measure.pcap.max_packets",
-                format!("expected a whole number from 1 to {MAX_PACKETS_LIMIT}"),
-            ));
-        }
-        if !(64..=65535).contains(&self.snaplen) {
-            return Err(err(
-                "measure.pcap.snaplen",
-                "expected a number of bytes from 64 to 65535",
-            ));
-        }
+        self.validate().map_err(|e| e.under("measure.pcap"))?;
         if !self.enabled() {
             return Ok(None);
         }
         let mut ports = HashSet::new();
         for (i, spec) in self.ports.iter().enumerate() {
             let path = format!("measure.pcap.ports[{i}]");
-            for (n, p, name) in crate::build::resolve_ports(world, spec, &path, names)? {
+            for (n, p, name) in super::ports::resolve_ports(world, spec, &path, names)? {
                 if !ports.insert((n, p)) {
                     return Err(err(
                         path,
