@@ -222,7 +222,7 @@ pub fn estimate(sc: &Scenario, base_dir: &Path) -> Estimate {
         if !a.enabled {
             continue;
         }
-        let q = a.qps.max(1) as f64;
+        let q = a.spec.common().qps.max(1) as f64;
         e.qps += 2.0 * q;
         e.flows += 1.0;
         series += 1.0;

@@ -171,7 +171,6 @@ const SCHEMA: u64 = 0xb2a4564d9354e7ac;
 // then with `transport.cc` (issue 30: the congestion controller's tagged table, in [transport]
 // and in every transport override).
 // then with `switch.lb`, `switch.lb_at` and `switch.failover` (docs/load-balancing.md).
-// Re-pinned with the wave's new NIC keys (initial_psn, max_mr, wqe_pipelined, tx_prefetch_time, ...).
 // Re-pinned with the tagged `AppSpec` (above); nothing else in the schema moved with it.
 const WHOLE_SCHEMA: u64 = 0x5c4c48fe17f095a6;
 
