@@ -7,6 +7,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 pub use crate::nic::config::{AckPriority, ArbiterPolicy, NicConfig};
+pub use crate::transport::irn::{IrnConfig, Recovery};
 
 fn yes() -> bool {
     true
@@ -423,8 +424,15 @@ impl Default for MpRdmaConfig {
 #[serde(deny_unknown_fields, default)]
 pub struct TransportConfig {
     pub kind: TransportKind,
+    /// How RC recovers from loss: `"go-back-n"` (RoCEv2, the default) or `"irn"` (selective
+    /// repeat, `transport/irn.rs`). MP-RDMA has its own.
+    #[serde(skip_serializing_if = "Recovery::is_default")]
+    pub recovery: Recovery,
     pub dcqcn: DcqcnConfig,
     pub mp_rdma: MpRdmaConfig,
+    /// IRN's parameters (`recovery = "irn"`).
+    #[serde(skip_serializing_if = "IrnConfig::is_default")]
+    pub irn: IrnConfig,
     /// Per-host overrides, keyed by host index: the transport of the connections that host
     /// initiates (a flow's `src`, an application's `src`); the peer's QP runs the same transport,
     /// so both ends of a connection speak one protocol.
@@ -441,6 +449,12 @@ pub struct TransportConfig {
 pub struct TransportOverride {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kind: Option<TransportKind>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recovery: Option<Recovery>,
+    /// Keys of `[transport.irn]` to replace (checked when the override is resolved).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<IrnConfig>")]
+    pub irn: Option<serde_json::Map<String, serde_json::Value>>,
     /// Keys of `[transport.dcqcn]` to replace (checked when the override is resolved).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<DcqcnConfig>")]
@@ -461,13 +475,21 @@ impl TransportConfig {
     ) -> Result<TransportConfig, (String, String)> {
         let mut t = TransportConfig {
             kind: self.kind,
+            recovery: self.recovery,
             dcqcn: self.dcqcn.clone(),
             mp_rdma: self.mp_rdma.clone(),
+            irn: self.irn.clone(),
             per_host: Default::default(),
         };
         let Some(o) = o else { return Ok(t) };
         if let Some(k) = o.kind {
             t.kind = k;
+        }
+        if let Some(r) = o.recovery {
+            t.recovery = r;
+        }
+        if let Some(m) = &o.irn {
+            t.irn = patch(&self.irn, m).map_err(|(p, e)| (sub("irn", &p), e))?;
         }
         if let Some(m) = &o.dcqcn {
             t.dcqcn = patch(&self.dcqcn, m).map_err(|(p, e)| (sub("dcqcn", &p), e))?;
