@@ -180,6 +180,10 @@ impl PsnBitmap {
         }
         self.base = to;
     }
+    /// Clears every flag (the base stays).
+    pub fn clear(&mut self) {
+        self.words.iter_mut().for_each(|w| *w = 0);
+    }
     /// Moves the base over the run of flagged PSNs at it; returns the new base.
     pub fn advance_run(&mut self) -> u32 {
         loop {
@@ -222,6 +226,10 @@ pub struct SelectiveRepeat {
     // ---- sender ----
     /// PSNs SACKed beyond the cumulative acknowledgement (base = snd_una).
     sacked: PsnBitmap,
+    /// PSNs retransmitted since the last timeout (base = snd_una): a later recovery episode
+    /// does not send them again while their retransmission may still be on its way (as TCP's
+    /// SACK recovery, RFC 6675, retransmits a segment once until a timeout).
+    resent: PsnBitmap,
     /// One past the highest PSN SACKed.
     high_sack: u32,
     in_recovery: bool,
@@ -256,6 +264,7 @@ impl SelectiveRepeat {
         SelectiveRepeat {
             p,
             sacked: PsnBitmap::new(p.cap),
+            resent: PsnBitmap::new(p.cap),
             high_sack: 0,
             in_recovery: false,
             recovery_seq: 0,
@@ -291,7 +300,7 @@ impl SelectiveRepeat {
         if self.in_recovery {
             self.retx_next = self.retx_next.max(snd_una);
             while self.retx_next < self.lost_limit.min(next_new) {
-                if !self.sacked.get(self.retx_next) {
+                if !self.sacked.get(self.retx_next) && !self.resent.get(self.retx_next) {
                     return Next::Psn(self.retx_next);
                 }
                 self.retx_next += 1;
@@ -318,12 +327,16 @@ impl SelectiveRepeat {
             if self.in_recovery && psn >= self.retx_next {
                 self.retx_next = psn + npsn;
             }
+            for p in psn..psn + npsn.min(self.resent.span()) {
+                self.resent.set(p);
+            }
         }
     }
 
     /// The cumulative acknowledgement moved to `snd_una` (already applied by the caller).
     fn acked_to(&mut self, snd_una: u32) {
         self.sacked.advance_to(snd_una);
+        self.resent.advance_to(snd_una);
         if self.in_recovery && snd_una >= self.recovery_seq {
             self.in_recovery = false;
         }
@@ -387,13 +400,16 @@ impl SelectiveRepeat {
         }
     }
 
-    /// A new recovery episode in which everything sent and not SACKed is lost.
+    /// A new recovery episode in which everything sent and not SACKed is lost (retransmitted
+    /// or not: the receiver dropped or refused what it did not SACK).
     fn restart_recovery(&mut self, snd_una: u32, max_sent: u32) {
+        self.resent.clear();
         self.in_recovery = false;
         self.enter_recovery(snd_una, max_sent, max_sent);
     }
 
-    /// The retransmission timer expired with no progress.
+    /// The retransmission timer expired with no progress: retransmissions may have been lost
+    /// too, so everything not SACKed goes again.
     pub fn on_timeout(&mut self, snd_una: u32, max_sent: u32) {
         self.restart_recovery(snd_una, max_sent);
     }
