@@ -165,8 +165,9 @@ fn schema_part() -> String {
 const SCHEMA: u64 = 0x20d1196b529e8999;
 
 /// All of `braid schema` (the apps' types moved crates; nothing else may move with them).
-// Re-pinned with the wave's new NIC keys (initial_psn, max_mr, wqe_pipelined, tx_prefetch_time, ...).
-const WHOLE_SCHEMA: u64 = 0x978338f70c21b99b;
+// Re-pinned with the wave's new NIC keys (initial_psn, max_mr, wqe_pipelined, tx_prefetch_time, ...),
+// then with transport.recovery and [transport.irn] (selective repeat).
+const WHOLE_SCHEMA: u64 = 0x2dab78fefbbd17d0;
 
 /// A key set on kinds that do not take it, and the other per-kind refusals: (path, message).
 fn refusals() -> Vec<(String, String)> {
