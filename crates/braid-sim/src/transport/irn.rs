@@ -292,7 +292,9 @@ impl SelectiveRepeat {
     /// within the BDP cap.
     pub fn next(&mut self, snd_una: u32, next_new: u32, have_new: bool) -> Next {
         if let Some(r) = self.reread {
-            if r >= snd_una && r < next_new {
+            // Possibly below `snd_una`: a READ's PSNs are acknowledged by whatever the responder
+            // answers after executing it, its responses may still be missing.
+            if r < next_new {
                 return Next::Psn(r);
             }
             self.reread = None;
