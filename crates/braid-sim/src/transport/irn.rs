@@ -416,9 +416,14 @@ impl SelectiveRepeat {
         self.restart_recovery(snd_una, max_sent);
     }
 
-    /// A READ response is missing: ask again from `psn`.
-    pub fn reread_from(&mut self, psn: u32) {
+    /// A READ response is missing: ask again from `psn`. The responder's answer to the
+    /// re-request replaces every answer it had in progress from that PSN on, so every later READ
+    /// request must go again too (what go-back-N's rewind does): a recovery episode from `psn`
+    /// in which everything unSACKed is lost (READ requests are never SACKed).
+    pub fn reread_from(&mut self, psn: u32, snd_una: u32, max_sent: u32) {
         self.reread = Some(psn);
+        self.restart_recovery(snd_una, max_sent);
+        self.retx_next = psn.max(snd_una);
     }
 
     /// PSNs in flight: sent, not acknowledged and not SACKed.

@@ -332,7 +332,7 @@ impl Transport for RcTransport {
 
     fn resend_from(&mut self, now: Time, psn: u32, fx: &mut TxFx) {
         if let Some(sr) = self.sr.as_deref_mut() {
-            sr.reread_from(psn);
+            sr.reread_from(psn, self.snd_una, self.max_sent);
         }
         self.last_progress = now;
         self.snd_nxt = psn;

@@ -114,7 +114,7 @@ impl RcTransport {
         if first_missing < una {
             // A READ's responses went missing after its PSNs were acknowledged by later
             // traffic: ask for them again.
-            sr.reread_from(first_missing);
+            sr.reread_from(first_missing, una, max);
         }
         sr.arm(now, una, max, fx);
         fx.kick = true;
