@@ -14,7 +14,8 @@ pub use crate::nic::config::{AckPriority, ArbiterPolicy, NicConfig};
 pub use crate::stacks::MiddlewareConfig;
 pub use crate::trace::ports::{QueueFacing, QueueSpec};
 pub use crate::transport::config::{
-    MpRdmaConfig, SyncMode, TransportConfig, TransportKind, TransportOverride,
+    IrnConfig, MpRdmaConfig, Recovery, SyncMode, TransportConfig, TransportKind,
+    TransportOverride,
 };
 pub use crate::world::config::{LinkEvent, RouteAddr, RouteSrc, StaticRoute};
 

@@ -334,6 +334,30 @@ fn check_transport(path: &str, t: &TransportConfig, ack_every: u32) -> Result<()
             format!("expected 1 with {path}.kind = \"mp-rdma\" (MP-RDMA ACKs every packet)"),
         ));
     }
+    if t.recovery == Recovery::Irn {
+        if t.kind == TransportKind::MpRdma {
+            return Err(err(
+                at("recovery"),
+                "expected \"go-back-n\" with kind = \"mp-rdma\" (MP-RDMA has its own recovery)",
+            ));
+        }
+        let i = &t.irn;
+        if i.rto_low.0 == 0 || i.rto_low.0 > i.rto_high.0 {
+            return Err(err(
+                at("irn.rto_low"),
+                "expected a positive duration no longer than irn.rto_high, e.g. \"100us\"",
+            ));
+        }
+        if i.low_threshold == 0 {
+            return Err(err(at("irn.low_threshold"), "expected at least 1 packet"));
+        }
+        if i.bdp.map_or(i.bdp_rtt.0 == 0, |b| b.0 == 0) {
+            return Err(err(
+                at("irn.bdp_rtt"),
+                "expected a positive duration (or irn.bdp a positive size), e.g. \"24us\"",
+            ));
+        }
+    }
     t.dcqcn
         .check()
         .map_err(|(k, m)| err(at(&format!("dcqcn.{k}")), m))?;

@@ -172,7 +172,8 @@ const SCHEMA: u64 = 0xb2a4564d9354e7ac;
 // and in every transport override).
 // then with `switch.lb`, `switch.lb_at` and `switch.failover` (docs/load-balancing.md).
 // Re-pinned with the tagged `AppSpec` (above); nothing else in the schema moved with it.
-const WHOLE_SCHEMA: u64 = 0x5c4c48fe17f095a6;
+// then with transport.recovery and [transport.irn] (selective repeat).
+const WHOLE_SCHEMA: u64 = 0x2dab78fefbbd17d0;
 
 /// A key set on kinds that do not take it, and the other per-kind refusals: (path, message).
 fn refusals() -> Vec<(String, String)> {

@@ -41,7 +41,7 @@ impl Nic {
     /// acknowledged. A forged or stale one (a same-host injector's, or a responder answering a
     /// request its requester never made) is dropped instead of failing or completing the
     /// victim's WRs. Other packets, and QPs a multipath transport runs (its feedback is per
-    /// path), pass.
+    /// path), pass; the RC's selective repeat is checked like go-back-N.
     pub(super) fn expects_feedback(&self, qpn: QpNum, pk: &Packet) -> bool {
         let nak = matches!(pk.kind, PktKind::Nak | PktKind::RnrNak);
         if !nak && pk.kind != PktKind::Ack {
@@ -60,11 +60,13 @@ impl Nic {
                         && pk.psn < sent
                 });
         }
-        if q.t.out_of_order() {
+        if q.t.out_of_order() && !matches!(q.t, super::QpTransport::Rc(_)) {
             return true;
         }
         // An ACK's or NAK's PSN is the responder's next expected one: at most one past the
-        // last PSN sent; a NAK's at least what is acknowledged already.
-        pk.psn <= sent && (!nak || pk.psn >= q.t.acked())
+        // last PSN sent; a NAK's at least what is acknowledged already. Selective repeat's
+        // (`transport.recovery = "irn"`) NACK also SACKs a PSN, which must have been sent.
+        let sack_sent = pk.aux != super::NAK_SACK || pk.kind != PktKind::Nak || pk.sack < sent;
+        pk.psn <= sent && (!nak || pk.psn >= q.t.acked()) && sack_sent
     }
 }

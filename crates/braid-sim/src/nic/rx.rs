@@ -4,7 +4,7 @@
 
 use super::{
     addr_node, first_missing, wc, Effects, Nic, NicParams, PendingRecv, QpState, ReadJob,
-    TimerKind, NAK_REMOTE_ACCESS, QPN_BITS, QPN_MASK,
+    TimerKind, NAK_REMOTE_ACCESS, NAK_SACK, QPN_BITS, QPN_MASK,
 };
 use crate::packet::*;
 use crate::transport::psn::to_wire;
@@ -149,6 +149,10 @@ impl Nic {
             PktKind::Nak if pk.aux == NAK_REMOTE_ACCESS => {
                 return self.on_access_nak(now, qpn, pk.psn, pk.sport, eff)
             }
+            PktKind::Nak if pk.aux == NAK_SACK && pk.sack != u32::MAX => Feedback::SackNak {
+                expected: pk.psn,
+                sack: pk.sack,
+            },
             PktKind::Nak if pk.sack != u32::MAX => Feedback::SyncNak {
                 expected: pk.psn,
                 psn: pk.sack,
@@ -234,11 +238,13 @@ impl Nic {
         // names no source QP), not the QP the simulator's packet says it came from: a packet
         // injected from the remote's address by another QP gets its ACK, NAK or CNP sent to
         // the victim's peer, never to the injector.
+        // Multipath: a transport other than the built-in RC accepting out of order (the RC's
+        // selective repeat is single-path and answers on its own port).
+        let mp =
+            |t: &super::QpTransport| !matches!(t, super::QpTransport::Rc(_)) && t.out_of_order();
         let (sport, mp, src, to_qp) = match self.qp(qpn) {
-            Some(q) if q.qp_type != QpType::Ud => {
-                (q.sport, q.t.out_of_order(), q.local_addr, q.remote_qpn)
-            }
-            Some(q) => (q.sport, q.t.out_of_order(), q.local_addr, pk.src_qp),
+            Some(q) if q.qp_type != QpType::Ud => (q.sport, mp(&q.t), q.local_addr, q.remote_qpn),
+            Some(q) => (q.sport, mp(&q.t), q.local_addr, pk.src_qp),
             None => (pk.sport, false, self.host, pk.src_qp),
         };
         // ACKs and NAKs carry PSNs in the requester's numbering (its initial PSN is this QP's
@@ -249,9 +255,9 @@ impl Nic {
         for &r in replies.iter() {
             let (kind, psn) = match r {
                 Reply::Ack { cum, .. } => (PktKind::Ack, cum),
-                Reply::Nak { expected } | Reply::SyncNak { expected, .. } => {
-                    (PktKind::Nak, expected)
-                }
+                Reply::Nak { expected }
+                | Reply::SyncNak { expected, .. }
+                | Reply::SackNak { expected, .. } => (PktKind::Nak, expected),
                 Reply::RnrNak { psn } => (PktKind::RnrNak, psn),
                 Reply::AccessNak { psn } => (PktKind::Nak, psn),
                 Reply::Cnp => (PktKind::Cnp, 0),
@@ -287,6 +293,10 @@ impl Nic {
                     a.retx = retx;
                 }
                 Reply::SyncNak { psn, .. } => a.sack = wire(psn),
+                Reply::SackNak { sack, .. } => {
+                    a.sack = wire(sack);
+                    a.aux = NAK_SACK;
+                }
                 Reply::AccessNak { .. } => a.aux = NAK_REMOTE_ACCESS,
                 _ => {}
             }

@@ -52,7 +52,11 @@ mod feedback {
 
     /// A requester QP with one 3-packet WRITE sent (PSNs 0, 1, 2), none acknowledged.
     fn bench() -> Bench {
-        let p = NicParams::new(NicConfig::default(), TransportConfig::default());
+        bench_with(TransportConfig::default())
+    }
+
+    fn bench_with(t: TransportConfig) -> Bench {
+        let p = NicParams::new(NicConfig::default(), t);
         let mut nic = Nic::new(0, 100_000_000_000, &p, 1);
         let cq = nic.create_cq(64);
         let qpn = nic.create_qp(&QpInit::rc(cq), &p).unwrap();
@@ -124,6 +128,21 @@ mod feedback {
             self.nic
                 .receive(self.now, id, &self.p, &mut self.pool, &mut eff);
         }
+        /// Selective repeat's NACK: expecting `psn`, holding `sack` out of order.
+        fn sack_nak(&mut self, psn: u32, sack: u32) {
+            let mut pk = Packet::control(PktKind::Nak, ACK_SIZE);
+            pk.src = PEER;
+            pk.dst = 0;
+            pk.dst_qp = self.qpn;
+            let base = self.nic.qp(self.qpn).unwrap().sq_psn;
+            pk.psn = crate::transport::psn::to_wire(psn, base);
+            pk.sack = crate::transport::psn::to_wire(sack, base);
+            pk.aux = NAK_SACK;
+            let id = self.pool.alloc(pk);
+            let mut eff = Effects::default();
+            self.nic
+                .receive(self.now, id, &self.p, &mut self.pool, &mut eff);
+        }
         fn state(&self) -> braid_verbs::QpState {
             self.nic.query_qp(self.qpn).unwrap().state
         }
@@ -181,5 +200,27 @@ mod feedback {
         assert_eq!(c[0].wr_id, 1);
         assert_eq!(c[0].status, WcStatus::RemoteAccessError);
         assert_eq!(b.nic.stats.stale_feedback_drops, 0);
+    }
+
+    /// Selective repeat (`transport.recovery = "irn"`) accepts out of order but is checked like
+    /// go-back-N: a ghost ACK completes nothing, a NACK SACKing a PSN never sent is dropped, the
+    /// genuine NACK passes.
+    #[test]
+    fn under_selective_repeat_ghost_acks_and_sacks_of_unsent_psns_are_dropped() {
+        let t = TransportConfig {
+            recovery: crate::config::Recovery::Irn,
+            ..TransportConfig::default()
+        };
+        let mut b = bench_with(t);
+        assert!(b.nic.qp(b.qpn).unwrap().t.out_of_order());
+        b.feedback(PktKind::Ack, 1000, false);
+        assert!(b.completions().is_empty(), "a WR acknowledged by nobody");
+        assert_eq!(b.nic.qp(b.qpn).unwrap().t.acked(), 0);
+        b.sack_nak(1, 500);
+        assert_eq!(b.nic.qp(b.qpn).unwrap().t.acked(), 0);
+        assert_eq!(b.nic.stats.stale_feedback_drops, 2);
+        b.sack_nak(1, 2);
+        assert_eq!(b.nic.qp(b.qpn).unwrap().t.acked(), 1);
+        assert_eq!(b.nic.stats.stale_feedback_drops, 2);
     }
 }

@@ -7,6 +7,7 @@ use super::{
 };
 use crate::config::TransportKind;
 use crate::memory::SgeFault;
+use crate::transport::irn::Recovery;
 use crate::transport::mp_rdma::{MpRdmaParams, MpRdmaTransport};
 use crate::transport::rc::{RcConfig, RcTransport};
 use crate::transport::{Fatal, RetryLimits, TxFx};
@@ -233,7 +234,10 @@ impl Nic {
             | (braid_engine::derive_seed(self.sport_seed, "sport", &[self.host as u64, qpn as u64])
                 & 0x3FFF) as u16;
         let t = self.make_transport(init.qp_type, qpn, sport, retry, init.max_dest_rd_atomic, p);
-        let wire_psn = init.qp_type != QpType::Ud && !t.out_of_order();
+        // MP-RDMA numbers its PSNs from 0, unwrapped (docs: still open); the built-in RC, with
+        // either recovery, carries 24-bit wire PSNs.
+        let wire_psn = init.qp_type != QpType::Ud
+            && (matches!(t, super::QpTransport::Rc(_)) || !t.out_of_order());
         let sq_psn = self.initial_psn(self.host, qpn);
         self.qps.push(Some(Qp {
             qpn,
@@ -317,6 +321,9 @@ impl Nic {
             cc,
             retry,
             read_resources: max_dest_rd_atomic as usize,
+            // Selective repeat is the reliable connection's; UC keeps its own sequencing.
+            irn: (p.transport.recovery == Recovery::Irn && qp_type == QpType::Rc)
+                .then(|| p.transport.irn.params(self.line_rate, p.nic.mtu)),
         };
         match &self.transport_factory {
             Some(f) => f(&crate::transport::TransportCtx {

@@ -2,6 +2,7 @@
 //! (`per_host`, an app's or a flow's `transport`) that override them.
 
 use crate::cc::CongestionConfig;
+pub use crate::transport::irn::{IrnConfig, Recovery};
 use crate::dcqcn::config::DcqcnConfig;
 use braid_topo::units::{Bytes, Duration};
 use schemars::JsonSchema;
@@ -120,8 +121,15 @@ impl Default for MpRdmaConfig {
 #[serde(deny_unknown_fields, default)]
 pub struct TransportConfig {
     pub kind: TransportKind,
+    /// How RC recovers from loss: `"go-back-n"` (RoCEv2, the default) or `"irn"` (selective
+    /// repeat, `transport/irn.rs`). MP-RDMA has its own.
+    #[serde(skip_serializing_if = "Recovery::is_default")]
+    pub recovery: Recovery,
     pub dcqcn: DcqcnConfig,
     pub mp_rdma: MpRdmaConfig,
+    /// IRN's parameters (`recovery = "irn"`).
+    #[serde(skip_serializing_if = "IrnConfig::is_default")]
+    pub irn: IrnConfig,
     /// The RC congestion controller, a table tagged by `kind` (`cc/mod.rs`): e.g.
     /// `{ kind = "dctcp" }`. Absent: DCQCN from `[transport.dcqcn]`. Only with
     /// `kind = "dcqcn"` (RC); MP-RDMA runs its own window.
@@ -143,6 +151,12 @@ pub struct TransportConfig {
 pub struct TransportOverride {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kind: Option<TransportKind>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recovery: Option<Recovery>,
+    /// Keys of `[transport.irn]` to replace (checked when the override is resolved).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<IrnConfig>")]
+    pub irn: Option<serde_json::Map<String, serde_json::Value>>,
     /// Keys of `[transport.dcqcn]` to replace (checked when the override is resolved).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<DcqcnConfig>")]
@@ -166,14 +180,22 @@ impl TransportConfig {
     ) -> Result<TransportConfig, (String, String)> {
         let mut t = TransportConfig {
             kind: self.kind,
+            recovery: self.recovery,
             dcqcn: self.dcqcn.clone(),
             mp_rdma: self.mp_rdma.clone(),
+            irn: self.irn.clone(),
             cc: self.cc.clone(),
             per_host: Default::default(),
         };
         let Some(o) = o else { return Ok(t) };
         if let Some(k) = o.kind {
             t.kind = k;
+        }
+        if let Some(r) = o.recovery {
+            t.recovery = r;
+        }
+        if let Some(m) = &o.irn {
+            t.irn = patch(&self.irn, m).map_err(|(p, e)| (sub("irn", &p), e))?;
         }
         if let Some(m) = &o.dcqcn {
             t.dcqcn = patch(&self.dcqcn, m).map_err(|(p, e)| (sub("dcqcn", &p), e))?;

@@ -19,6 +19,7 @@
 //! packet's own source port.
 
 pub mod config;
+pub mod irn;
 pub mod mp_rdma;
 pub mod mp_sync;
 pub mod psn;
@@ -77,6 +78,9 @@ pub enum Feedback {
     },
     /// Receiver not ready for `psn` (no RECV posted): resend it later.
     RnrNak { psn: u32 },
+    /// Selective repeat (`transport.recovery = "irn"`): the receiver accepted `sack` out of
+    /// order and still expects `expected` (IRN's NACK: cumulative acknowledgement + SACK).
+    SackNak { expected: u32, sack: u32 },
     /// A congestion notification (DCQCN).
     Cnp,
 }
@@ -212,6 +216,12 @@ pub enum Reply {
     SyncNak {
         expected: u32,
         psn: u32,
+    },
+    /// See [`Feedback::SackNak`]. On the wire: a NAK whose `sack` names the PSN accepted out of
+    /// order, marked apart from a synchronise NAK.
+    SackNak {
+        expected: u32,
+        sack: u32,
     },
     /// Receiver not ready (no RECV posted for a SEND): retry `psn` later. Sent by the NIC.
     RnrNak {

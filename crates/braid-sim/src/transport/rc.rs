@@ -3,7 +3,10 @@
 //! and congestion control: the sender's controller (`crate::cc`, DCQCN by default) is driven
 //! from here, the notification point (CNPs) is on the receive side.
 //! Unreliable connections (UC) use the same state for rate control only.
+//! With `transport.recovery = "irn"` loss recovery is selective repeat instead (`irn.rs`, glued
+//! in by `rc_irn.rs`).
 
+use super::irn::{IrnParams, SelectiveRepeat};
 use super::{
     DataInfo, Feedback, Plan, Reply, RetryBudget, RetryLimits, RxClass, TimerKind, Transport, TxFx,
 };
@@ -31,6 +34,8 @@ pub struct RcConfig {
     /// requester keeps no more than its own `max_rd_atomic` outstanding, so with equal
     /// values every READ still awaiting its response is remembered.
     pub read_resources: usize,
+    /// Selective repeat (IRN) instead of go-back-N, with its parameters.
+    pub irn: Option<IrnParams>,
 }
 
 #[derive(Debug)]
@@ -81,7 +86,12 @@ pub struct RcTransport {
     /// Allocated at the first READ served (most QPs never serve one).
     read_res: Vec<(u32, u32)>,
     read_res_next: usize,
+    /// Selective repeat (`transport.recovery = "irn"`); None for go-back-N.
+    sr: Option<Box<SelectiveRepeat>>,
 }
+
+#[path = "rc_irn.rs"]
+mod irn_glue;
 
 impl RcTransport {
     pub fn new(cfg: RcConfig) -> Self {
@@ -92,6 +102,7 @@ impl RcTransport {
         let wants_rtt = cc.as_ref().is_some_and(|c| c.wants_rtt());
         let reads_acks = cc.as_ref().is_some_and(|c| c.reads_acks());
         let budget = RetryBudget::new(cfg.retry);
+        let sr = cfg.irn.map(|p| Box::new(SelectiveRepeat::new(p)));
         RcTransport {
             cfg,
             snd_una: 0,
@@ -119,6 +130,7 @@ impl RcTransport {
             unacked: 0,
             last_cnp: None,
             cnp_interval,
+            sr,
         }
     }
 
@@ -241,7 +253,12 @@ impl Transport for RcTransport {
     }
 
     fn plan(&mut self, now: Time, next_new: u32, have_new: bool) -> Plan {
-        let psn = if self.snd_nxt < next_new {
+        let psn = if let Some(sr) = self.sr.as_deref_mut() {
+            match sr.next(self.snd_una, next_new, have_new) {
+                super::irn::Next::Psn(p) => p,
+                super::irn::Next::Nothing => return Plan::Blocked,
+            }
+        } else if self.snd_nxt < next_new {
             // Going back: resend what follows the receiver's expectation.
             self.snd_nxt
         } else if have_new {
@@ -285,6 +302,9 @@ impl Transport for RcTransport {
         if self.wants_rtt && psn >= self.max_sent {
             self.sent_at.push_back((psn + npsn, now));
         }
+        if self.sr.is_some() {
+            return self.sr_sent(now, psn, npsn, wire, reliable, fx);
+        }
         self.snd_nxt = psn + npsn;
         self.max_sent = self.max_sent.max(psn + npsn);
         self.pace(now, wire);
@@ -300,6 +320,9 @@ impl Transport for RcTransport {
     }
 
     fn on_feedback(&mut self, now: Time, fb: Feedback, fx: &mut TxFx) {
+        if self.sr.is_some() {
+            return self.sr_feedback(now, fb, fx);
+        }
         match fb {
             Feedback::Ack { cum, sack, ece, .. } => {
                 let old_una = self.snd_una;
@@ -308,6 +331,7 @@ impl Transport for RcTransport {
             }
             Feedback::Nak { expected, .. }
             | Feedback::SyncNak { expected, .. }
+            | Feedback::SackNak { expected, .. }
             | Feedback::RnrNak { psn: expected } => {
                 // Everything below the expected PSN arrived; go back to it.
                 self.ack_point(now, expected);
@@ -360,6 +384,7 @@ impl Transport for RcTransport {
                     fx.kick = true;
                 }
             }
+            TimerKind::Rto if self.sr.is_some() => self.sr_timeout(now, gen, first_missing, fx),
             TimerKind::Rto => {
                 if self.snd_una >= self.max_sent && first_missing >= self.max_sent {
                     self.rto_pending = false;
@@ -392,6 +417,9 @@ impl Transport for RcTransport {
     }
 
     fn resend_from(&mut self, now: Time, psn: u32, fx: &mut TxFx) {
+        if let Some(sr) = self.sr.as_deref_mut() {
+            sr.reread_from(psn, self.snd_una, self.max_sent);
+        }
         self.last_progress = now;
         self.snd_nxt = psn;
         fx.kick = true;
@@ -411,6 +439,9 @@ impl Transport for RcTransport {
         if !self.cfg.reliable || d.read_response {
             // UC sequencing and READ responses are the NIC's (they carry message state).
             return RxClass::Accept;
+        }
+        if let Some(sr) = self.sr.as_deref_mut() {
+            return sr.on_data(d.psn, self.epsn, d.sport, d.ce, d.retx, out);
         }
         if d.psn < self.epsn {
             // Duplicate: re-acknowledge so the sender can move on.
@@ -438,6 +469,9 @@ impl Transport for RcTransport {
     fn on_accepted(&mut self, _now: Time, d: DataInfo, out: &mut Vec<Reply>) {
         if !self.cfg.reliable || d.read_response {
             return;
+        }
+        if self.sr.is_some() {
+            return self.sr_accepted(d, out);
         }
         self.epsn = d.psn + 1;
         self.nak_sent = false;
@@ -479,6 +513,10 @@ impl Transport for RcTransport {
                 self.read_res_next = (self.read_res_next + 1) % cap;
             }
             self.epsn += npsn;
+            if let Some(sr) = self.sr.as_deref_mut() {
+                // Packets after the READ may have arrived before it.
+                self.epsn = sr.advance(self.epsn);
+            }
             self.nak_sent = false;
             return RxClass::Accept;
         }
@@ -499,6 +537,16 @@ impl Transport for RcTransport {
 
     fn rate_bps(&self) -> Option<f64> {
         self.cc.as_ref().map(|c| c.rate())
+    }
+
+    fn out_of_order(&self) -> bool {
+        self.sr.is_some()
+    }
+
+    fn counters(&self) -> Vec<(&'static str, f64)> {
+        self.sr.as_ref().map_or_else(Vec::new, |sr| {
+            sr.counters().iter().map(|&(k, v)| (k, v as f64)).collect()
+        })
     }
 
     fn timeouts(&self) -> u64 {

@@ -229,7 +229,8 @@ impl MpRdmaTransport {
                 }
                 fx.kick = true;
             }
-            Feedback::Cnp => {}
+            // Only selective-repeat RC receivers send these.
+            Feedback::SackNak { .. } | Feedback::Cnp => {}
         }
     }
 }

@@ -1,0 +1,269 @@
+//! Selective repeat for RC (`transport.recovery = "irn"`, `transport/irn.rs`) against go-back-N
+//! on lossy links and without PFC: what is retransmitted, what arrives, what it costs.
+
+mod common;
+use common::*;
+use serde_json::{json, Value};
+
+const P: f64 = 0.02;
+const MTU: u64 = 1000;
+const BYTES: u64 = 4_000_000;
+
+/// One 4 MB WRITE flow at line rate (no congestion control) across a bottleneck that loses `P`
+/// of the frames in each direction (data, ACKs and NACKs alike); both recoveries time out
+/// after 100 us at the longest (go-back-N's `nic.rto`, IRN's `rto_high`).
+fn lossy(recovery: &str, seed: u64) -> Value {
+    json!({
+        "seed": seed,
+        "duration": "100ms",
+        "topology": dumbbell(1, 1, link("40Gbps", "1us"),
+                             json!({"rate": "40Gbps", "delay": "1us", "loss": P})),
+        "nic": {"rto": "100us", "data_check": true},
+        "transport": {"kind": "none", "recovery": recovery,
+                      "irn": {"rto_low": "50us", "rto_high": "100us"}},
+        "traffic": flows(&[(0, 1, &format!("{BYTES}B"))]),
+    })
+}
+
+struct Outcome {
+    finish_ps: i64,
+    retx: u64,
+    timeouts: u64,
+    /// Every counter of the run, by name.
+    counters: Vec<(String, u64)>,
+}
+
+impl Outcome {
+    fn count(&self, k: &str) -> u64 {
+        self.counters.iter().find(|x| x.0 == k).map_or(0, |x| x.1)
+    }
+}
+
+fn outcome(s: &Value) -> Outcome {
+    let (_, r) = run(s);
+    let fin = ints(&r.flows, "finish_ps");
+    assert!(fin.iter().all(|&f| f > 0), "unfinished: {:?}", r.counters);
+    let mut counters: Vec<(String, u64)> =
+        r.counters.iter().map(|(k, v)| (k.clone(), *v)).collect();
+    counters.sort();
+    Outcome {
+        finish_ps: fin[0],
+        retx: r.counters["retransmissions"],
+        timeouts: r.counters["timeouts"],
+        counters,
+    }
+}
+
+/// Selective repeat resends what was lost: each data packet needs 1/(1-p) transmissions on
+/// average, so about N·p/(1-p) data transmissions are lost for N packets, and each is resent.
+/// A NACK SACKs only the PSN that triggered it, so a lost NACK makes its PSN look lost too: the
+/// retransmissions lie between the data lost and the data plus NACKs lost. Go-back-N resends the
+/// whole flight after each loss. Summed over seeds so the counts are large enough to compare.
+#[test]
+fn irn_retransmits_about_n_p_over_1_minus_p_and_go_back_n_far_more() {
+    let n = (BYTES / MTU) as f64;
+    let seeds = [1u64, 2, 3, 4];
+    let (mut irn_retx, mut gbn_retx, mut irn_t, mut gbn_t) = (0u64, 0u64, 0i64, 0i64);
+    let mut irn_data_lost = 0u64;
+    for &seed in &seeds {
+        let i = outcome(&lossy("irn", seed));
+        let g = outcome(&lossy("go-back-n", seed));
+        println!(
+            "seed {seed}: irn retx {} timeouts {} finish {:.1} us; go-back-n retx {} timeouts {} finish {:.1} us",
+            i.retx,
+            i.timeouts,
+            i.finish_ps as f64 / 1e6,
+            g.retx,
+            g.timeouts,
+            g.finish_ps as f64 / 1e6
+        );
+        // Every lost data packet is resent; beyond those only the PSNs whose NACK (their
+        // only SACK) was lost look lost to the sender.
+        let (data, nak) = (i.count("drops_loss_data"), i.count("drops_loss_nak"));
+        assert!(
+            i.retx >= data && i.retx <= data + nak,
+            "seed {seed}: {} retransmissions for {data} data and {nak} NACKs lost",
+            i.retx
+        );
+        irn_data_lost += data;
+        irn_retx += i.retx;
+        gbn_retx += g.retx;
+        irn_t += i.finish_ps;
+        gbn_t += g.finish_ps;
+    }
+    let expect = seeds.len() as f64 * n * P / (1.0 - P);
+    // Binomial spread: sd ≈ sqrt(4 · N · p) ≈ 18 against 326.
+    let lost = irn_data_lost as f64;
+    assert!(
+        (lost - expect).abs() <= 4.5 * expect.sqrt(),
+        "{lost} data transmissions lost, N·p/(1-p) = {expect:.0}"
+    );
+    assert!(
+        gbn_retx > 3 * irn_retx,
+        "go-back-N {gbn_retx} vs IRN {irn_retx}"
+    );
+    // Goodput: the 4 MB take at least 800 us at 40 Gbit/s; IRN stays within 1/(1-p) of it
+    // plus its timeouts, and beats go-back-N.
+    let goodput = |t: i64| seeds.len() as f64 * BYTES as f64 * 8.0 / (t as f64 / 1e12) / 1e9;
+    println!(
+        "goodput: irn {:.2} Gbit/s, go-back-n {:.2} Gbit/s",
+        goodput(irn_t),
+        goodput(gbn_t)
+    );
+    assert!(irn_t < gbn_t, "IRN {irn_t} ps vs go-back-N {gbn_t} ps");
+}
+
+#[test]
+fn the_same_seed_gives_the_same_run_and_another_seed_another() {
+    let a = outcome(&lossy("irn", 7));
+    let b = outcome(&lossy("irn", 7));
+    assert_eq!((a.finish_ps, &a.counters), (b.finish_ps, &b.counters));
+    let c = outcome(&lossy("irn", 8));
+    assert_ne!(a.counters, c.counters, "another seed, other losses");
+}
+
+/// The SACKs a NACK carries are wire PSNs like any other (24 bits, modulo 2^24): a flow whose
+/// PSNs wrap while it recovers from loss runs exactly as one starting at 0.
+#[test]
+fn selective_repeat_across_the_24_bit_psn_wrap() {
+    let with_psn = |p: u32| {
+        let mut s = lossy("irn", 3);
+        s["nic"]["initial_psn"] = json!(p);
+        outcome(&s)
+    };
+    let wrap = with_psn((1 << 24) - 1500);
+    let zero = with_psn(0);
+    assert!(wrap.retx > 0);
+    assert_eq!(
+        (wrap.finish_ps, &wrap.counters),
+        (zero.finish_ps, &zero.counters)
+    );
+}
+
+/// Eight 40G senders into one 40G receiver without PFC, a small buffer: drops at the switch,
+/// every byte delivered (run() checks placement), and selective repeat sends less again than
+/// go-back-N. SEND and WRITE-with-immediate messages ride along: their receive completions come
+/// in order (a SEND's RECV completes only once every earlier PSN arrived).
+#[test]
+fn without_pfc_an_incast_completes_with_fewer_retransmissions() {
+    let incast = |recovery: &str| {
+        let fl: Vec<(u32, u32, &str)> = (0..8).map(|i| (i, 8, "1MB")).collect();
+        json!({
+            "duration": "50ms",
+            "topology": dumbbell(9, 1, link("40Gbps", "1us"), link("400Gbps", "1us")),
+            "switch": {"buffer": "400KB", "pfc": {"enabled": false}},
+            "nic": {"data_check": true, "rto": "200us"},
+            "transport": {"kind": "dcqcn", "recovery": recovery,
+                          "irn": {"rto_high": "200us"}},
+            "traffic": flows(&fl),
+            "apps": [{"kind": "send_bw", "src": 8, "dst": 9, "size": "16KB", "iterations": 100}],
+        })
+    };
+    let run_one = |r: &str| {
+        let (sim, res) = run(&incast(r));
+        assert!(res.counters["drops_buffer"] > 0, "{r}: the incast drops");
+        assert_eq!(res.headline["flows_completed"], 8.0, "{r}");
+        assert_eq!(sim.verify_delivery().unwrap(), 8 * 1_000_000, "{r}");
+        res.counters["retransmissions"]
+    };
+    let irn = run_one("irn");
+    let gbn = run_one("go-back-n");
+    println!("incast retransmissions: irn {irn}, go-back-n {gbn}");
+    assert!(irn < gbn, "IRN {irn} vs go-back-N {gbn}");
+}
+
+#[test]
+fn irn_with_mp_rdma_is_refused_naming_the_key() {
+    let mut s = lossy("irn", 1);
+    s["transport"]["kind"] = json!("mp-rdma");
+    let e = braid_sim::Simulation::from_json(&s.to_string(), std::path::Path::new("."), None)
+        .err()
+        .expect("refused");
+    assert!(e.to_string().contains("transport.recovery"), "{e}");
+    let mut s = lossy("irn", 1);
+    s["transport"]["irn"]["rto_low"] = json!("1ms");
+    let e = braid_sim::Simulation::from_json(&s.to_string(), std::path::Path::new("."), None)
+        .err()
+        .expect("refused");
+    assert!(e.to_string().contains("transport.irn.rto_low"), "{e}");
+}
+
+/// READs (requests one way, responses the other: the requester still takes responses in order
+/// and asks again from a missing one) and SENDs (a RECV completes only once every earlier PSN
+/// arrived) over the same lossy bottleneck, beside a WRITE flow: every application finishes
+/// every iteration and every byte lands where it belongs.
+#[test]
+fn reads_and_sends_complete_over_a_lossy_link_under_selective_repeat() {
+    for seed in [5, 6, 7, 8] {
+        reads_and_sends(seed);
+    }
+}
+
+fn reads_and_sends(seed: u64) {
+    let s = json!({
+        "seed": seed,
+        "duration": "100ms",
+        "topology": dumbbell(3, 3, link("40Gbps", "1us"),
+                             json!({"rate": "40Gbps", "delay": "1us", "loss": P})),
+        "nic": {"data_check": true},
+        "transport": {"kind": "dcqcn", "recovery": "irn"},
+        "traffic": flows(&[(0, 3, "1MB")]),
+        "apps": [
+            {"kind": "read_bw", "src": 4, "dst": 1, "size": "8KB", "tx_depth": 4, "iterations": 300},
+            {"kind": "send_bw", "src": 2, "dst": 5, "size": "6KB", "iterations": 300},
+        ],
+    });
+    let (_, r) = run(&s);
+    assert!(
+        ints(&r.flows, "finish_ps").iter().all(|&f| f > 0),
+        "{:?} {:?}",
+        ints(&r.flows, "finish_ps"),
+        r.counters
+    );
+    assert!(r.counters["drops_loss_read_resp"] > 0 && r.counters["drops_loss_data"] > 0);
+    // Completed messages by operation (the flow's WRITE is one more).
+    let ops: Vec<String> = match r.messages.get("op") {
+        Some(braid_sim::Column::Str(v)) => v.iter().map(|x| x.to_string()).collect(),
+        _ => panic!("no op column"),
+    };
+    let count = |o: &str| ops.iter().filter(|x| *x == o).count();
+    assert_eq!(
+        (count("read"), count("send")),
+        (300, 300),
+        "{:?}",
+        r.counters
+    );
+}
+
+/// A re-request after a lost READ response makes the responder drop the answers it had in
+/// progress from that PSN on, so selective repeat asks for every later READ again too (as
+/// go-back-N's rewind does); asking for the one READ only left the later ones to a timeout
+/// each. Over a lossy link READs then finish no later than under go-back-N (READ responses
+/// are taken in order under both: for READs alone the two recover alike).
+#[test]
+fn reads_over_a_lossy_link_finish_no_later_than_under_go_back_n() {
+    let last_read = |recovery: &str, seed: u64| {
+        let s = json!({
+            "seed": seed,
+            "duration": "100ms",
+            "topology": dumbbell(1, 1, link("40Gbps", "1us"),
+                                 json!({"rate": "40Gbps", "delay": "1us", "loss": P})),
+            "nic": {"rto": "100us"},
+            "transport": {"kind": "dcqcn", "recovery": recovery,
+                          "irn": {"rto_low": "100us", "rto_high": "100us"}},
+            "apps": [{"kind": "read_bw", "src": 1, "dst": 0, "size": "8KB", "tx_depth": 4,
+                      "iterations": 200}],
+        });
+        let (_, r) = run(&s);
+        let done = ints(&r.messages, "complete_ps");
+        assert_eq!(done.len(), 200, "{recovery} seed {seed}: {:?}", r.counters);
+        *done.iter().max().unwrap()
+    };
+    let (mut irn, mut gbn) = (0i64, 0i64);
+    for seed in [5, 6, 7, 8] {
+        irn += last_read("irn", seed);
+        gbn += last_read("go-back-n", seed);
+    }
+    println!("last READ, summed over seeds: irn {irn} ps, go-back-n {gbn} ps");
+    assert!(irn <= gbn, "IRN {irn} ps vs go-back-N {gbn} ps");
+}
