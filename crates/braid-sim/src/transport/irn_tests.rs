@@ -26,7 +26,7 @@ fn rc(irn: Option<IrnParams>) -> RcTransport {
         rto: 4000 * US,
         rnr_delay: 10 * US,
         ack_every: 1,
-        dcqcn: None,
+        cc: None,
         retry: RetryLimits::default(),
         read_resources: 16,
         irn,
