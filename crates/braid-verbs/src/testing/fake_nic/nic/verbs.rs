@@ -321,6 +321,11 @@ impl FakeNic {
                 "memory contents are not tracked (caps.data_tracking = false)",
             ));
         }
+        if let Err(e) = self.check_mr_limits(tenant, len) {
+            self.mr_refused += 1;
+            return Err(e);
+        }
+        let shared = self.maps_agent_memory(tenant, addr, len);
         let n = self.next_mr;
         self.next_mr += 1;
         // Keys carry the host, so a key used on the wrong host fails; lkey != rkey, so one
@@ -336,6 +341,7 @@ impl FakeNic {
                 len,
                 access,
                 rkey,
+                shared,
             },
         );
         self.rkeys.insert(rkey, lkey);
