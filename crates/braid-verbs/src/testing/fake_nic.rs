@@ -97,7 +97,9 @@
 //! produces no completions and removes its completions from its CQs (libmlx5 `cq_clean`);
 //! `destroy_cq` fails while a QP uses the CQ; `reg_mr` with `remote_write` needs
 //! `local_write`; keys and QP numbers differ per host and lkey != rkey, so a key used in the
-//! wrong place fails.
+//! wrong place fails; a responder serves at most `max_dest_rd_atomic` READs at once (NAK
+//! Invalid Request beyond); `reg_mr` past [`NetConfig::mr_limits`] fails with ENOMEM; a
+//! tenant maps the agent's memory only where the agent granted it (`nic/memory.rs`).
 //!
 //! # Not modelled
 //!

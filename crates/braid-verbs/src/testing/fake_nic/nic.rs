@@ -279,6 +279,9 @@ struct Qp {
     expected_psn: u64,
     /// Responder: replies leave in order.
     last_reply_at: u64,
+    /// Responder: when the READs it is serving have sent their responses, one per READ
+    /// resource in use (at most `max_dest_rd_atomic`).
+    reads_served_until: Vec<u64>,
     retry_left: u8,
     rnr_left: u8,
     timer_gen: u64,

@@ -147,6 +147,7 @@ impl FakeNic {
                 next_psn: 0,
                 expected_psn: 0,
                 last_reply_at: 0,
+                reads_served_until: Vec::new(),
                 retry_left: init.retry_cnt,
                 rnr_left: init.rnr_retry,
                 timer_gen: 0,
@@ -214,6 +215,7 @@ impl FakeNic {
                 q.next_psn = 0;
                 q.expected_psn = 0;
                 q.last_reply_at = 0;
+                q.reads_served_until.clear();
                 q.timer_armed = false;
                 q.timer_gen += 1;
                 q.paused_until = 0;
