@@ -233,7 +233,10 @@ impl Nic {
             | (braid_engine::derive_seed(self.sport_seed, "sport", &[self.host as u64, qpn as u64])
                 & 0x3FFF) as u16;
         let t = self.make_transport(init.qp_type, qpn, sport, retry, init.max_dest_rd_atomic, p);
-        let wire_psn = init.qp_type != QpType::Ud && !t.out_of_order();
+        // Every connected QP, MP-RDMA's too: a multipath receiver maps a wire PSN back near its
+        // expected PSN (an ACK near what is acknowledged), and its out-of-order window is far
+        // below the 2^23 the modulo rule leaves either side.
+        let wire_psn = init.qp_type != QpType::Ud;
         let sq_psn = self.initial_psn(self.host, qpn);
         self.qps.push(Some(Qp {
             qpn,
