@@ -399,7 +399,10 @@ mod tests {
         assert!(decode("ep 3 nobody 1 2 3 4 -").is_err());
         assert!(decode("ep 3 server 1 2 3 -").is_err());
         assert!(decode("ep 3 server 1 2 3 4").is_err(), "no PSN field");
-        assert!(decode("ep 3 server 1 2 3 4 16777216").is_err(), "PSN beyond 24 bits");
+        assert!(
+            decode("ep 3 server 1 2 3 4 16777216").is_err(),
+            "PSN beyond 24 bits"
+        );
     }
 
     #[test]

@@ -76,9 +76,15 @@ fn lossy_mp_rdma_across_the_wrap_recovers_as_from_psn_0() {
             "seed {seed}: the loss made the transport recover: {:?}",
             from_zero.1
         );
-        assert_eq!(wrap, from_zero, "seed {seed}: across the wrap as from PSN 0");
+        assert_eq!(
+            wrap, from_zero,
+            "seed {seed}: across the wrap as from PSN 0"
+        );
         let drawn = outcome(&scenario(None, 0.05, seed));
-        assert_eq!(drawn, from_zero, "seed {seed}: seed-drawn PSNs as from PSN 0");
+        assert_eq!(
+            drawn, from_zero,
+            "seed {seed}: seed-drawn PSNs as from PSN 0"
+        );
     }
 }
 
@@ -118,7 +124,10 @@ fn mp_rdma_packets_carry_24_bit_psns_from_the_initial_psn() {
     got.dedup();
     let mut want: Vec<u32> = (0..98u32).map(|i| (NEAR_WRAP + i) & 0xFF_FFFF).collect();
     want.sort_unstable();
-    assert_eq!(got, want, "every data PSN, modulo 2^24, from the initial PSN");
+    assert_eq!(
+        got, want,
+        "every data PSN, modulo 2^24, from the initial PSN"
+    );
     // Drawn from the seed: the same seed draws the same, another seed another.
     s["nic"] = json!({"mtu": 1024});
     let first = |seed: u64, s: &mut Value| {

@@ -132,8 +132,8 @@ mod tests;
 #[cfg(test)]
 mod tests_memory;
 
-pub use nic::{FakeNic, MrLimits, MLX5_MAX_MR};
 use nic::{Ev, Msg, Reply, Sched};
+pub use nic::{FakeNic, MrLimits, MLX5_MAX_MR};
 use tenant_verbs::TenantVerbs;
 
 use super::Call;

@@ -16,13 +16,8 @@ impl Nic {
     ) -> Result<MemoryRegion, VerbsError> {
         let ibv_pd = self.ibv_pd(t, pd)?;
         // Agent memory only where the agent granted it to this tenant (`memory::space_of`).
-        let space = crate::memory::space_of(
-            t,
-            addr,
-            len,
-            self.mem.get(&AGENT),
-            &self.shares.borrow(),
-        );
+        let space =
+            crate::memory::space_of(t, addr, len, self.mem.get(&AGENT), &self.shares.borrow());
         let real = self
             .mem
             .entry(space)

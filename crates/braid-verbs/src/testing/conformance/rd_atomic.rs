@@ -20,14 +20,20 @@ pub(super) fn max_rd_atomic(out: SharedOutcome) -> Box<dyn App> {
         |c, v| {
             // ibv_modify_qp refuses 0 (EINVAL); the seam refuses it at create_qp.
             for (what, init) in [
-                ("max_rd_atomic 0", QpInit {
-                    max_rd_atomic: 0,
-                    ..QpInit::rc(c.cq_a)
-                }),
-                ("max_dest_rd_atomic 0", QpInit {
-                    max_dest_rd_atomic: 0,
-                    ..QpInit::rc(c.cq_a)
-                }),
+                (
+                    "max_rd_atomic 0",
+                    QpInit {
+                        max_rd_atomic: 0,
+                        ..QpInit::rc(c.cq_a)
+                    },
+                ),
+                (
+                    "max_dest_rd_atomic 0",
+                    QpInit {
+                        max_dest_rd_atomic: 0,
+                        ..QpInit::rc(c.cq_a)
+                    },
+                ),
             ] {
                 let r = v.create_qp(&init);
                 c.note(format!(
@@ -85,13 +91,5 @@ pub(super) fn max_rd_atomic(out: SharedOutcome) -> Box<dyn App> {
             Ok(Wait::Go)
         },
     ];
-    script(
-        Setup {
-            rd_atomic: 1,
-            ..RC
-        },
-        STEPS,
-        2000 * MS,
-        out,
-    )
+    script(Setup { rd_atomic: 1, ..RC }, STEPS, 2000 * MS, out)
 }

@@ -83,7 +83,10 @@ fn the_nics_region_table_counts_every_tenant_and_the_agent() {
 #[test]
 fn the_default_table_is_mlx5s_and_no_tenant_quota() {
     let l = NetConfig::default().mr_limits;
-    assert_eq!((l.max_mr, l.tenant_max_mr, l.tenant_max_pinned), (1 << 24, 0, 0));
+    assert_eq!(
+        (l.max_mr, l.tenant_max_mr, l.tenant_max_pinned),
+        (1 << 24, 0, 0)
+    );
 }
 
 /// The agent's 8 KiB buffer, its first half granted to tenant 1, its second to tenant 2; the
@@ -112,7 +115,8 @@ fn a_tenant_maps_the_agent_memory_granted_to_it() {
     reg(&mut net, t1, AGENT_BUF, 4096).unwrap();
     assert_eq!(read(&mut net, t1, AGENT_BUF, 4), [0xa1; 4]);
     // Shared both ways: the agent sees what the tenant writes.
-    net.call_as(H, t1, |v| v.write_local(AGENT_BUF, b"mine")).unwrap();
+    net.call_as(H, t1, |v| v.write_local(AGENT_BUF, b"mine"))
+        .unwrap();
     assert_eq!(read(&mut net, AGENT, AGENT_BUF, 4), *b"mine");
 }
 
@@ -136,9 +140,13 @@ fn a_tenant_mapping_another_tenants_grant_gets_its_own_bytes() {
 #[test]
 fn a_grant_without_agent_memory_behind_it_maps_nothing() {
     let (mut net, t1, _) = net_with(MrLimits::default());
-    net.nic(H).agent_shares().borrow_mut().grant(t1, AGENT_BUF, 4096);
+    net.nic(H)
+        .agent_shares()
+        .borrow_mut()
+        .grant(t1, AGENT_BUF, 4096);
     reg(&mut net, t1, AGENT_BUF, 4096).unwrap();
-    net.call_as(H, t1, |v| v.write_local(AGENT_BUF, b"own!")).unwrap();
+    net.call_as(H, t1, |v| v.write_local(AGENT_BUF, b"own!"))
+        .unwrap();
     assert_eq!(net.nic(H).read_mem(AGENT, AGENT_BUF, 4), [0; 4]);
 }
 
@@ -164,8 +172,10 @@ fn a_remote_write_through_a_granted_region_lands_in_the_agents_memory() {
     let mut net = FakeNet::new(2);
     let t1 = net.add_tenant(1, Box::new(Idle), vec![]);
     let t2 = net.add_tenant(2, Box::new(Idle), vec![]);
-    net.call_as(1, AGENT, |v| v.reg_mr(AGENT_BUF, 8192, Access::ALL.tracked()))
-        .unwrap();
+    net.call_as(1, AGENT, |v| {
+        v.reg_mr(AGENT_BUF, 8192, Access::ALL.tracked())
+    })
+    .unwrap();
     net.nic(1)
         .agent_shares()
         .borrow_mut()
