@@ -1,11 +1,13 @@
 //! `max_rd_atomic` and `max_dest_rd_atomic` (ibverbs' `ibv_qp_attr` fields of the same names):
 //! 0 is refused, and a QP pair that holds one READ outstanding (requester) and remembers one
 //! (responder) still carries a burst of READs far beyond one, interleaved with WRITEs: every
-//! WR completes successfully, in posting order, with its bytes. The IBTA requires a requester
-//! never to exceed the responder's READ resources (C9-? "the requester shall not issue more
-//! RDMA READ/atomic requests than the responder's resources"): READs beyond the limit wait in
-//! the send queue, and everything posted behind them with them. A backend that issued them
-//! anyway would overrun the responder's single resource (NAK Invalid Request on hardware).
+//! WR completes successfully, in posting order, with its bytes. A requester never has more
+//! READs in flight than its responder has resources for (ibverbs' `max_rd_atomic` against the
+//! peer's `max_dest_rd_atomic`; rxe's requester waits for a free `rd_atomic` credit): READs
+//! beyond the limit wait in the send queue, and everything posted behind them with them. A
+//! backend that issued them anyway would overrun the responder's single resource, which the
+//! simulator and the fake NIC answer with a NAK (Invalid Request, reported as a remote access
+//! error).
 
 use super::*;
 

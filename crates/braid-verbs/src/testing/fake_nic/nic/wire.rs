@@ -490,7 +490,8 @@ impl FakeNic {
             // A new READ needs one of the responder's `max_dest_rd_atomic` READ resources, each
             // held until its response has left. A requester that exceeds them (it ignored its
             // `max_rd_atomic`) gets NAK Invalid Request, and the responder's QP goes to Error
-            // (IBA 9.7.5.2.8 requester class; mlx5 reports IBV_WC_REM_INV_REQ_ERR).
+            // (the requester sees IBV_WC_REM_INV_REQ_ERR on ibverbs; the seam has no such
+            // status and reports RemoteAccessError, as for a SEND too long for its RECV).
             let q = self.qps.get_mut(&qpn).expect("present");
             q.reads_served_until.retain(|&t| t > now);
             if q.reads_served_until.len() >= q.init.max_dest_rd_atomic as usize {
