@@ -10,6 +10,7 @@
 
 pub mod memory;
 pub mod oob;
+pub mod psn;
 
 #[cfg(feature = "rdma")]
 pub mod real {

@@ -7,7 +7,12 @@
 //! every remote address in seam addresses, and the bytes live in the allocation. Two
 //! registrations of the same range (or of a range inside a registered one) share its bytes, as
 //! two `ibv_reg_mr` of one buffer do.
+//!
+//! Each tenant has memory of its own; the host agent's is shared with a tenant only where the
+//! agent granted it ([`braid_verbs::AgentShares`], DRUM's slice of its global buffer for one
+//! tenant): see [`space_of`].
 
+use braid_verbs::{AgentShares, TenantId, AGENT};
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::collections::BTreeMap;
 
@@ -112,6 +117,27 @@ impl Memory {
     }
 }
 
+/// Whose memory a registration of `[addr, addr + len)` by `tenant` maps: the host agent's
+/// (shared memory, `agent` its registered memory) when the agent's memory holds the range and
+/// the agent granted it to `tenant`; otherwise the tenant's own. A range the agent granted to
+/// another tenant, or never granted, is the tenant's private memory at the same addresses.
+pub fn space_of(
+    tenant: TenantId,
+    addr: u64,
+    len: u64,
+    agent: Option<&Memory>,
+    shares: &AgentShares,
+) -> TenantId {
+    let shared = tenant != AGENT
+        && shares.covers(tenant, addr, len)
+        && agent.is_some_and(|m| m.real(addr, len).is_some());
+    if shared {
+        AGENT
+    } else {
+        tenant
+    }
+}
+
 impl Drop for Memory {
     fn drop(&mut self) {
         for (_, s) in std::mem::take(&mut self.segs) {
@@ -144,5 +170,31 @@ mod tests {
         // A fresh registration is zeroed.
         m.acquire(0x1000, 16).unwrap();
         assert_eq!(m.read(0x1000, 16).unwrap(), vec![0; 16]);
+    }
+
+    #[test]
+    fn a_tenant_maps_agent_memory_only_where_granted_to_it() {
+        let mut agent = Memory::default();
+        agent.acquire(0x10_000, 8192).unwrap();
+        let mut shares = AgentShares::default();
+        shares.grant(1, 0x10_000, 4096);
+        shares.grant(2, 0x11_000, 4096);
+        let at = |t, addr, len, s: &AgentShares| space_of(t, addr, len, Some(&agent), s);
+        // Its own grant: the agent's bytes.
+        assert_eq!(at(1, 0x10_000, 4096, &shares), AGENT);
+        assert_eq!(at(2, 0x11_100, 16, &shares), AGENT);
+        // Another tenant's grant, or across two grants: its own memory.
+        assert_eq!(at(1, 0x11_000, 4096, &shares), 1);
+        assert_eq!(at(2, 0x10_000, 16, &shares), 2);
+        assert_eq!(at(1, 0x10_000, 8192, &shares), 1);
+        // No agent memory behind a grant: its own.
+        shares.grant(1, 0x40_000, 4096);
+        assert_eq!(at(1, 0x40_000, 4096, &shares), 1);
+        assert_eq!(space_of(1, 0x10_000, 16, None, &shares), 1);
+        // Revoked: its own again (for registrations made afterwards).
+        shares.revoke(1, 0x10_000, 4096);
+        assert_eq!(at(1, 0x10_000, 4096, &shares), 1);
+        // The agent's own registrations are the agent's.
+        assert_eq!(at(AGENT, 0x10_000, 16, &shares), AGENT);
     }
 }

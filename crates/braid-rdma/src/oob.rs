@@ -1,6 +1,7 @@
 //! Out-of-band setup over TCP, as perftest does: each side sends the endpoints its applications
 //! published on their board ([`braid_verbs::rendezvous`]: QPN, address, rkey, the host's IPv4
-//! address standing for its GID) and adds the peer's to its own, then both connect. The same
+//! address standing for its GID, and the QP's initial PSN from [`crate::psn`]) and adds the
+//! peer's to its own, then both connect. The same
 //! socket later carries a "done" line, so the server knows when the client has finished.
 
 use braid_verbs::rendezvous::{Endpoint, Rendezvous, Side};
@@ -33,10 +34,12 @@ fn side_str(s: Side) -> &'static str {
     }
 }
 
-/// One endpoint as a line: `ep CONN SIDE HOST QPN ADDR RKEY`.
+/// One endpoint as a line: `ep CONN SIDE HOST QPN ADDR RKEY PSN`, PSN the QP's initial PSN
+/// ([`crate::psn::lookup`]) or `-` when this process does not know it.
 pub fn encode(conn: u64, side: Side, e: &Endpoint) -> String {
+    let psn = crate::psn::lookup(e.host, e.qpn).map_or("-".to_string(), |p| p.to_string());
     format!(
-        "ep {conn} {} {} {} {} {}\n",
+        "ep {conn} {} {} {} {} {} {psn}\n",
         side_str(side),
         e.host,
         e.qpn,
@@ -45,29 +48,40 @@ pub fn encode(conn: u64, side: Side, e: &Endpoint) -> String {
     )
 }
 
-/// Parses a line written by [`encode`].
+/// Parses a line written by [`encode`], and records the endpoint's initial PSN, when it
+/// carries one, for the QP that connects to it ([`crate::psn::record`]).
 pub fn decode(line: &str) -> Result<(u64, Side, Endpoint), String> {
     let f: Vec<&str> = line.split_whitespace().collect();
     let bad = || format!("malformed endpoint line {line:?}");
-    if f.len() != 7 || f[0] != "ep" {
+    if f.len() != 8 || f[0] != "ep" {
         return Err(bad());
     }
+    let psn = match f[7] {
+        "-" => None,
+        p => Some(
+            p.parse::<u32>()
+                .ok()
+                .filter(|&p| p <= crate::psn::PSN_MASK)
+                .ok_or_else(bad)?,
+        ),
+    };
     let n = |s: &str| s.parse::<u64>().map_err(|_| bad());
     let side = match f[2] {
         "client" => Side::Client,
         "server" => Side::Server,
         _ => return Err(bad()),
     };
-    Ok((
-        n(f[1])?,
-        side,
-        Endpoint {
-            host: n(f[3])? as u32,
-            qpn: n(f[4])? as u32,
-            addr: n(f[5])?,
-            rkey: n(f[6])? as u32,
-        },
-    ))
+    let e = Endpoint {
+        host: n(f[3])? as u32,
+        qpn: n(f[4])? as u32,
+        addr: n(f[5])?,
+        rkey: n(f[6])? as u32,
+    };
+    let conn = n(f[1])?;
+    if let Some(p) = psn {
+        crate::psn::record(e.host, e.qpn, p);
+    }
+    Ok((conn, side, e))
 }
 
 /// The TCP connection between the two sides.
@@ -380,9 +394,33 @@ mod tests {
             rkey: 0xabc,
         };
         let l = encode(3, Side::Server, &e);
+        assert!(l.ends_with(" -\n"), "no PSN known yet: {l:?}");
         assert_eq!(decode(&l).unwrap(), (3, Side::Server, e));
-        assert!(decode("ep 3 nobody 1 2 3 4").is_err());
-        assert!(decode("ep 3 server 1 2 3").is_err());
+        assert!(decode("ep 3 nobody 1 2 3 4 -").is_err());
+        assert!(decode("ep 3 server 1 2 3 -").is_err());
+        assert!(decode("ep 3 server 1 2 3 4").is_err(), "no PSN field");
+        assert!(
+            decode("ep 3 server 1 2 3 4 16777216").is_err(),
+            "PSN beyond 24 bits"
+        );
+    }
+
+    #[test]
+    fn an_endpoint_carries_its_initial_psn_to_the_peer() {
+        let e = Endpoint {
+            host: 0x0a00_0009,
+            qpn: 23,
+            addr: 0x2000,
+            rkey: 5,
+        };
+        crate::psn::record(e.host, e.qpn, 0xAB_CDEF);
+        let l = encode(1, Side::Client, &e);
+        assert!(l.ends_with(" 11259375\n"), "{l:?}");
+        // The peer's process learns it from the line.
+        let (other_host, other_qpn) = (0x0a00_000a, 23);
+        let relayed = l.replace("167772169", &other_host.to_string());
+        decode(&relayed).unwrap();
+        assert_eq!(crate::psn::lookup(other_host, other_qpn), Some(0xAB_CDEF));
     }
 
     #[test]

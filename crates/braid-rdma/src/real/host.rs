@@ -154,7 +154,9 @@ impl Host {
 
     /// The host's context with the run's board (shared with other hosts, e.g. over TCP).
     pub fn ctx_with_board(&self, board: braid_verbs::rendezvous::SharedBoard) -> HostCtx {
-        HostCtx::new(self.nic.caps().local_addrs[0], self.nic.caps().clone()).with_board(board)
+        HostCtx::new(self.nic.caps().local_addrs[0], self.nic.caps().clone())
+            .with_board(board)
+            .with_shares(self.nic.agent_shares())
     }
 
     /// Every layer's counters: (tenant, layer name, counter, value); tenant 0 is the agent slot.

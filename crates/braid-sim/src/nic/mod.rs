@@ -225,8 +225,8 @@ pub struct Qp {
     /// READs it remembers as a responder (ibverbs `max_dest_rd_atomic`).
     max_dest_rd_atomic: u8,
     /// Whether its PSNs go on the wire as 24-bit numbers offset by the initial PSNs below
-    /// (`transport/psn.rs`): RC and UC QPs of an in-order transport. MP-RDMA's QPs and UD keep
-    /// their internal numbers.
+    /// (`transport/psn.rs`): RC and UC QPs, MP-RDMA's included. UD keeps its internal
+    /// numbers.
     wire_psn: bool,
     /// The initial PSN of what it sends (ibverbs `sq_psn`), and of what its connected remote
     /// sends (`rq_psn`, the remote's `sq_psn`).

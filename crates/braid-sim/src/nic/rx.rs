@@ -338,6 +338,17 @@ impl Nic {
         if class == RxClass::Accept {
             // A re-request replaces whatever answer was in progress from that PSN on.
             q.reads.retain(|j| j.first_psn + j.npkts <= pk.psn);
+            if q.reads.len() >= q.max_dest_rd_atomic as usize {
+                // Every READ resource (`max_dest_rd_atomic`) is answering a READ: the requester
+                // ignored its `max_rd_atomic`. NAK Invalid Request (reported as a remote access
+                // error: the seam has no REM_INV_REQ status) and the responder goes to Error,
+                // as the fake NIC does.
+                self.stats.access_errors += 1;
+                replies.push(Reply::AccessNak { psn: pk.psn });
+                self.send_replies(now, pk, &mut replies, p, pool, eff);
+                self.enter_error(pk.dst_qp, None, eff);
+                return;
+            }
             q.reads.push_back(ReadJob {
                 first_psn: pk.psn,
                 npkts: pk.aux,

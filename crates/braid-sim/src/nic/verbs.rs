@@ -234,10 +234,10 @@ impl Nic {
             | (braid_engine::derive_seed(self.sport_seed, "sport", &[self.host as u64, qpn as u64])
                 & 0x3FFF) as u16;
         let t = self.make_transport(init.qp_type, qpn, sport, retry, init.max_dest_rd_atomic, p);
-        // MP-RDMA numbers its PSNs from 0, unwrapped (docs: still open); the built-in RC, with
-        // either recovery, carries 24-bit wire PSNs.
-        let wire_psn = init.qp_type != QpType::Ud
-            && (matches!(t, super::QpTransport::Rc(_)) || !t.out_of_order());
+        // Every connected QP, MP-RDMA's too: a multipath receiver maps a wire PSN back near its
+        // expected PSN (an ACK near what is acknowledged), and its out-of-order window is far
+        // below the 2^23 the modulo rule leaves either side.
+        let wire_psn = init.qp_type != QpType::Ud;
         let sq_psn = self.initial_psn(self.host, qpn);
         self.qps.push(Some(Qp {
             qpn,

@@ -11,16 +11,18 @@
 //! protection (ibverbs' rules for protection domains and rkeys): an rkey of another PD than the
 //! responder QP's refused for WRITE and READ, an access outside the region refused, an rkey
 //! without the access flag refused, an lkey of another PD refused locally, and a PD still in
-//! use not deallocated.
+//! use not deallocated; `max_rd_atomic` (0 refused, a READ burst through one READ resource).
 
 use crate::*;
 use errors::*;
 use protection::*;
+use rd_atomic::*;
 use std::cell::RefCell;
 use std::rc::Rc;
 
 mod errors;
 mod protection;
+mod rd_atomic;
 
 /// What a case found.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -134,6 +136,8 @@ struct Setup {
     /// QP B in a protection domain of its own (alloc_pd), with a region of that PD; A and the
     /// main region stay in the default PD.
     b_pd: bool,
+    /// Both QPs' `max_rd_atomic` and `max_dest_rd_atomic`.
+    rd_atomic: u8,
 }
 
 const RC: Setup = Setup {
@@ -143,6 +147,7 @@ const RC: Setup = Setup {
     retry_cnt: 7,
     rnr_retry: 7,
     b_pd: false,
+    rd_atomic: MAX_RD_ATOMIC,
 };
 
 struct Script {
@@ -182,6 +187,8 @@ impl Script {
             max_recv_wr: 64,
             retry_cnt: s.retry_cnt,
             rnr_retry: s.rnr_retry,
+            max_rd_atomic: s.rd_atomic,
+            max_dest_rd_atomic: s.rd_atomic,
             ..QpInit::of_type(s.qp_type, cq)
         };
         let (pd_b, mr_b) = if s.b_pd {
@@ -729,6 +736,7 @@ pub fn cases() -> Vec<Case> {
         c("rkey_without_access", 2000 * MS, rkey_without_access),
         c("pd_foreign_lkey", 2000 * MS, pd_foreign_lkey),
         c("dealloc_busy_pd", 100 * MS, dealloc_busy_pd),
+        c("max_rd_atomic", 2000 * MS, max_rd_atomic),
     ]
 }
 

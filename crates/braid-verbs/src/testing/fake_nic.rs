@@ -97,7 +97,9 @@
 //! produces no completions and removes its completions from its CQs (libmlx5 `cq_clean`);
 //! `destroy_cq` fails while a QP uses the CQ; `reg_mr` with `remote_write` needs
 //! `local_write`; keys and QP numbers differ per host and lkey != rkey, so a key used in the
-//! wrong place fails.
+//! wrong place fails; a responder serves at most `max_dest_rd_atomic` READs at once (NAK
+//! Invalid Request beyond); `reg_mr` past [`NetConfig::mr_limits`] fails with ENOMEM; a
+//! tenant maps the agent's memory only where the agent granted it (`nic/memory.rs`).
 //!
 //! # Not modelled
 //!
@@ -127,9 +129,11 @@ mod nic;
 mod tenant_verbs;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_memory;
 
-pub use nic::FakeNic;
 use nic::{Ev, Msg, Reply, Sched};
+pub use nic::{FakeNic, MrLimits, MLX5_MAX_MR};
 use tenant_verbs::TenantVerbs;
 
 use super::Call;
@@ -163,6 +167,9 @@ pub struct NetConfig {
     /// two regions over the same addresses hold the same bytes: what DRUM's agent relies on when
     /// it maps a tenant's region onto a slice of its global buffer. Set it before adding hosts.
     pub host_memory: bool,
+    /// Registration limits of every host's NIC (ENOMEM past them; default: mlx5's `max_mr`,
+    /// no tenant quota).
+    pub mr_limits: MrLimits,
     /// How much simulated time one [`FakeNet::run`] may cover (default 10 s): a guard against
     /// runs that never go idle (periodic timers, RNR retried forever).
     pub horizon_ps: u64,
@@ -179,6 +186,7 @@ impl Default for NetConfig {
             cpu: CpuCost::default(),
             cpu_delay: false,
             host_memory: false,
+            mr_limits: MrLimits::default(),
             horizon_ps: 10_000_000_000_000,
         }
     }
@@ -388,6 +396,7 @@ impl FakeNet {
         let idx = self.core.nics.len();
         let mut nic = FakeNic::new(idx, caps);
         nic.host_memory = self.core.cfg.host_memory;
+        nic.mr_limits = self.core.cfg.mr_limits;
         self.core.nics.push(nic);
         self.core.tenants.push(1);
         self.hosts.push(Host {
@@ -480,11 +489,14 @@ impl FakeNet {
         let id = self.hosts[i].tenants.len() as TenantId;
         let caps = self.core.nics[i].caps.clone();
         let addr = self.core.nics[i].addr();
+        let shares = self.core.nics[i].agent_shares();
         let h = &mut self.hosts[i];
         let board = &self.board;
-        let ctx = h
-            .ctx
-            .get_or_insert_with(|| HostCtx::new(addr, caps).with_board(board.clone()));
+        let ctx = h.ctx.get_or_insert_with(|| {
+            HostCtx::new(addr, caps)
+                .with_board(board.clone())
+                .with_shares(shares)
+        });
         let built: Result<Vec<_>, _> = factories.iter().map(|f| f.build(ctx, id)).collect();
         let agents = ctx.take_agents();
         if !agents.is_empty() {

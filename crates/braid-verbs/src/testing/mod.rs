@@ -5,7 +5,9 @@
 pub mod conformance;
 pub mod fake_nic;
 
-pub use fake_nic::{Delivered, FakeNet, FakeNic, Logged, NetConfig, Stop, TenantCpu};
+pub use fake_nic::{
+    Delivered, FakeNet, FakeNic, Logged, MrLimits, NetConfig, Stop, TenantCpu, MLX5_MAX_MR,
+};
 
 use crate::*;
 

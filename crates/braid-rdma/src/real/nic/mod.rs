@@ -3,7 +3,8 @@
 //! an ibv_pd of its own (each tenant's default PD too), so the device enforces them: an rkey of
 //! another PD is refused with IBV_WC_REM_ACCESS_ERR, an lkey of another PD with
 //! IBV_WC_LOC_PROT_ERR. Each tenant's seam addresses are backed by memory of its own, except that
-//! the host agent's memory is shared with the tenants that register ranges inside it.
+//! the host agent's memory is shared with a tenant where the agent granted it and the tenant
+//! registers a range inside it.
 
 use super::consts::*;
 use crate::memory::Memory;
@@ -67,6 +68,9 @@ struct Qp {
     init: QpInit,
     remote: Option<RemoteQp>,
     flow_label: u32,
+    /// The initial PSN it sends from (ibverbs `sq_psn`), drawn at random when it is created
+    /// ([`crate::psn`]).
+    sq_psn: u32,
     /// Send WRs posted and not yet completed: (wr_id, signaled, opcode).
     sends: VecDeque<(u64, bool, WcOpcode)>,
     /// Receives posted and not yet completed: (wr_id, GRH slot for UD).
@@ -83,7 +87,7 @@ struct Mr {
     /// Its braid protection domain (as its owner names it).
     pd: PdId,
     /// Whose memory holds its bytes: its owner's, or the host agent's (shared memory) when it
-    /// lies inside the agent's registered memory.
+    /// lies inside the agent's registered memory and a grant of it to its owner.
     space: TenantId,
     addr: u64,
     len: u64,
@@ -118,8 +122,11 @@ pub struct Nic {
     /// By (PD, host, local address, traffic class): an AH serves QPs of its own PD only.
     ahs: HashMap<(usize, u32, u8, u32), NonNull<sys::ibv_ah>>,
     /// Each tenant's address space; the host agent's is shared memory, which a tenant maps by
-    /// registering a range inside it (DRUM's global buffer).
+    /// registering a range inside it that the agent granted it (DRUM's slice of its global
+    /// buffer).
     mem: HashMap<TenantId, Memory>,
+    /// What the host agent shares with which tenant ([`braid_verbs::HostCtx::agent_shares`]).
+    shares: ShareSlot,
     epoch: Instant,
     pub(crate) pending: Pending,
     /// Notifications of armed CQs come from polling them (busy mode), not from the completion
@@ -333,6 +340,7 @@ impl Nic {
             mrs: HashMap::new(),
             ahs: HashMap::new(),
             mem: HashMap::new(),
+            shares: ShareSlot::default(),
             epoch: Instant::now(),
             pending: Pending::default(),
             soft_notify: false,
@@ -341,6 +349,10 @@ impl Nic {
 
     pub fn name(&self) -> &str {
         &self.name
+    }
+    /// The host agent's grants of its memory to tenants (for [`braid_verbs::HostCtx`]).
+    pub fn agent_shares(&self) -> ShareSlot {
+        self.shares.clone()
     }
     pub fn caps(&self) -> &Caps {
         &self.caps

@@ -15,12 +15,9 @@ impl Nic {
         access: Access,
     ) -> Result<MemoryRegion, VerbsError> {
         let ibv_pd = self.ibv_pd(t, pd)?;
-        let in_shared = t != AGENT
-            && self
-                .mem
-                .get(&AGENT)
-                .is_some_and(|m| m.real(addr, len).is_some());
-        let space = if in_shared { AGENT } else { t };
+        // Agent memory only where the agent granted it to this tenant (`memory::space_of`).
+        let space =
+            crate::memory::space_of(t, addr, len, self.mem.get(&AGENT), &self.shares.borrow());
         let real = self
             .mem
             .entry(space)

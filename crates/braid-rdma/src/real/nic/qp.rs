@@ -101,6 +101,11 @@ impl Nic {
         };
         // SAFETY: valid QP.
         let qpn = unsafe { (*qp.as_ptr()).qp_num };
+        let sq_psn = crate::psn::draw(qpn);
+        // Under every address of the host: a peer names it by the one it connects to.
+        for &a in &self.caps.local_addrs {
+            crate::psn::record(a, qpn, sq_psn);
+        }
         self.qps.insert(
             qpn,
             Qp {
@@ -110,6 +115,7 @@ impl Nic {
                 init: init.clone(),
                 remote: None,
                 flow_label: 0,
+                sq_psn,
                 sends: VecDeque::new(),
                 recvs: VecDeque::new(),
                 grh_next: 0,
@@ -159,9 +165,9 @@ impl Nic {
         qpn: QpNum,
         remote: RemoteQp,
     ) -> Result<(), VerbsError> {
-        let (qp, init) = {
+        let (qp, init, sq_psn) = {
             let q = self.own_qp(t, qpn)?;
-            (q.qp, q.init.clone())
+            (q.qp, q.init.clone(), q.sq_psn)
         };
         let state = self.state(qp)?;
         if state == QpState::Reset {
@@ -186,7 +192,13 @@ impl Nic {
                 _ => 5,
             };
             a.dest_qp_num = remote.qpn;
-            a.rq_psn = 0;
+            // The remote QP's own initial PSN, as its endpoint brought it (`oob`), or as this
+            // host drew it (loopback).
+            a.rq_psn = crate::psn::lookup(remote.host, remote.qpn).ok_or(
+                VerbsError::InvalidState(
+                    "the remote QP's initial PSN is unknown: exchange its endpoint out of band (braid_rdma::oob) before connecting",
+                ),
+            )?;
             a.ah_attr = self.ah_attr(remote.host, init.local_addr, fl, tc);
             mask |= IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
             if init.qp_type == QpType::Rc {
@@ -199,7 +211,7 @@ impl Nic {
         // SAFETY: as above.
         let mut a: sys::ibv_qp_attr = unsafe { std::mem::zeroed() };
         a.qp_state = IBV_QPS_RTS;
-        a.sq_psn = 0;
+        a.sq_psn = sq_psn;
         let mut mask = IBV_QP_STATE | IBV_QP_SQ_PSN;
         if init.qp_type == QpType::Rc {
             a.timeout = 14; // 4.096 us * 2^14 = 67 ms

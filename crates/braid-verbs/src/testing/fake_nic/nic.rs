@@ -10,8 +10,11 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 /// Bytes of the Global Routing Header a UD receive buffer gets in front of the payload.
 pub(super) const GRH_BYTES: u64 = 40;
+mod memory;
 mod verbs;
 mod wire;
+
+pub use memory::{MrLimits, MLX5_MAX_MR};
 
 const PAGE: u64 = 4096;
 
@@ -163,6 +166,9 @@ struct Mr {
     len: u64,
     access: Access,
     rkey: u32,
+    /// It maps the host agent's memory (inside an agent region and a grant for its owner when
+    /// registered; it keeps the mapping until deregistered, as an mmap outlives shm_unlink).
+    shared: bool,
 }
 
 impl Mr {
@@ -273,6 +279,9 @@ struct Qp {
     expected_psn: u64,
     /// Responder: replies leave in order.
     last_reply_at: u64,
+    /// Responder: when the READs it is serving have sent their responses, one per READ
+    /// resource in use (at most `max_dest_rd_atomic`).
+    reads_served_until: Vec<u64>,
     retry_left: u8,
     rnr_left: u8,
     timer_gen: u64,
@@ -363,6 +372,10 @@ pub struct FakeNic {
     next_pd: PdId,
     /// [`super::NetConfig::host_memory`]: the host's tenants share one address space.
     pub(super) host_memory: bool,
+    /// What the host agent shares with which tenant (`memory.rs`).
+    shares: ShareSlot,
+    pub(super) mr_limits: MrLimits,
+    mr_refused: u64,
     next_cq: CqId,
     next_qp: u32,
     next_mr: u32,
@@ -413,7 +426,7 @@ impl FakeNic {
     }
     /// Bytes of `tenant`'s memory, tracked or not (zero where nothing was written).
     pub fn read_mem(&self, tenant: TenantId, addr: u64, len: u64) -> Vec<u8> {
-        match self.mem.get(&self.space(tenant)) {
+        match self.mem.get(&self.space_at(tenant, addr, len)) {
             Some(m) => m.read(addr, len),
             None => vec![0; len as usize],
         }
@@ -434,6 +447,9 @@ impl FakeNic {
             pds: BTreeMap::new(),
             next_pd: DEFAULT_PD + 1,
             host_memory: false,
+            shares: ShareSlot::default(),
+            mr_limits: MrLimits::default(),
+            mr_refused: 0,
             next_cq: 1,
             next_qp: 0,
             next_mr: 0,
@@ -446,7 +462,7 @@ impl FakeNic {
     }
 
     pub(super) fn write_mem(&mut self, tenant: TenantId, addr: u64, data: &[u8]) {
-        let k = self.space(tenant);
+        let k = self.space_at(tenant, addr, data.len() as u64);
         self.mem.entry(k).or_default().write(addr, data);
     }
 
@@ -479,15 +495,6 @@ impl FakeNic {
             .get(&cq)
             .filter(|c| c.owner == tenant)
             .ok_or(VerbsError::NoSuchCq(cq))
-    }
-
-    /// The address space `tenant`'s memory lives in: its own (a process), or the host's.
-    fn space(&self, tenant: TenantId) -> TenantId {
-        if self.host_memory {
-            AGENT
-        } else {
-            tenant
-        }
     }
 
     /// Whether `tenant` registered [addr, addr+len) in a tracked region (with host memory: any
@@ -557,7 +564,7 @@ impl FakeNic {
             if self.tracked(tenant, s.addr, len) {
                 out.extend(
                     self.mem
-                        .get(&self.space(tenant))
+                        .get(&self.space_at(tenant, s.addr, len))
                         .map_or_else(|| vec![0; len as usize], |m| m.read(s.addr, len)),
                 );
             } else {

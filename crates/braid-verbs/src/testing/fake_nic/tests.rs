@@ -2053,3 +2053,48 @@ fn max_rd_atomic_zero_is_refused() {
     });
     assert!(matches!(r, Err(VerbsError::InvalidArgument(_))), "{r:?}");
 }
+
+#[test]
+fn a_requester_exceeding_the_responders_read_resources_gets_invalid_request() {
+    // A keeps 4 READs outstanding, B serves 1 at a time: a requester that exceeds its
+    // responder's resources breaks IBA's rule, and the responder NAKs (Invalid Request).
+    let mut net = FakeNet::new(2);
+    let ta = net.add_tenant(A, Box::new(Idle), vec![]);
+    let tb = net.add_tenant(B, Box::new(Idle), vec![]);
+    let a = make_end(&mut net, A, ta, &|cq| QpInit {
+        max_rd_atomic: 4,
+        ..QpInit::rc(cq)
+    });
+    let b = make_end(&mut net, B, tb, &|cq| QpInit {
+        max_dest_rd_atomic: 1,
+        ..QpInit::rc(cq)
+    });
+    connect(&mut net, &a, &b);
+    for i in 0..2u64 {
+        let mut wr = SendWr::new(i, SendOp::Read, vec![a.sge(i * 4096, 4096)]);
+        wr.remote_addr = BUF + i * 4096;
+        wr.rkey = b.mr.rkey;
+        post(&mut net, &a, wr).unwrap();
+    }
+    net.run();
+    let wcs = poll(&mut net, &a);
+    assert_eq!(wcs[0].status, WcStatus::Success, "the first READ is served");
+    assert_eq!(wcs[1].status, WcStatus::RemoteAccessError, "{wcs:?}");
+    assert_eq!(state(&net, &b), QpState::Error);
+    // Within the responder's resources, the same pair carries them all.
+    let (mut net, a, b) = pair_with(&|cq| QpInit {
+        max_rd_atomic: 1,
+        max_dest_rd_atomic: 1,
+        ..QpInit::rc(cq)
+    });
+    for i in 0..4u64 {
+        let mut wr = SendWr::new(i, SendOp::Read, vec![a.sge(i * 4096, 4096)]);
+        wr.remote_addr = BUF + i * 4096;
+        wr.rkey = b.mr.rkey;
+        post(&mut net, &a, wr).unwrap();
+    }
+    net.run();
+    let wcs = poll(&mut net, &a);
+    assert_eq!(wcs.len(), 4);
+    assert!(wcs.iter().all(|w| w.status == WcStatus::Success), "{wcs:?}");
+}

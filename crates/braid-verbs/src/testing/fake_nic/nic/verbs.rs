@@ -147,6 +147,7 @@ impl FakeNic {
                 next_psn: 0,
                 expected_psn: 0,
                 last_reply_at: 0,
+                reads_served_until: Vec::new(),
                 retry_left: init.retry_cnt,
                 rnr_left: init.rnr_retry,
                 timer_gen: 0,
@@ -214,6 +215,7 @@ impl FakeNic {
                 q.next_psn = 0;
                 q.expected_psn = 0;
                 q.last_reply_at = 0;
+                q.reads_served_until.clear();
                 q.timer_armed = false;
                 q.timer_gen += 1;
                 q.paused_until = 0;
@@ -321,6 +323,11 @@ impl FakeNic {
                 "memory contents are not tracked (caps.data_tracking = false)",
             ));
         }
+        if let Err(e) = self.check_mr_limits(tenant, len) {
+            self.mr_refused += 1;
+            return Err(e);
+        }
+        let shared = self.maps_agent_memory(tenant, addr, len);
         let n = self.next_mr;
         self.next_mr += 1;
         // Keys carry the host, so a key used on the wrong host fails; lkey != rkey, so one
@@ -336,6 +343,7 @@ impl FakeNic {
                 len,
                 access,
                 rkey,
+                shared,
             },
         );
         self.rkeys.insert(rkey, lkey);

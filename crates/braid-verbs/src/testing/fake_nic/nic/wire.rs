@@ -485,6 +485,21 @@ impl FakeNic {
                 return Some((t, ReplyKind::RemoteAccess));
             }
         }
+        let new_read = rc && matches!(m.op, SendOp::Read) && m.psn == self.qps[&qpn].expected_psn;
+        if new_read {
+            // A new READ needs one of the responder's `max_dest_rd_atomic` READ resources, each
+            // held until its response has left. A requester that exceeds them (it ignored its
+            // `max_rd_atomic`) gets NAK Invalid Request, and the responder's QP goes to Error
+            // (the requester sees IBV_WC_REM_INV_REQ_ERR on ibverbs; the seam has no such
+            // status and reports RemoteAccessError, as for a SEND too long for its RECV).
+            let q = self.qps.get_mut(&qpn).expect("present");
+            q.reads_served_until.retain(|&t| t > now);
+            if q.reads_served_until.len() >= q.init.max_dest_rd_atomic as usize {
+                let t = reply_at(q, now + lat);
+                self.enter_error(s, qpn);
+                return Some((t, ReplyKind::InvalidRequest));
+            }
+        }
         let grh = if m.qp_type == QpType::Ud && cfg.ud_grh {
             GRH_BYTES
         } else {
@@ -567,6 +582,9 @@ impl FakeNic {
             let end = start + ser_ps(&self.caps, m.len);
             self.link_free = end;
             let q = self.qps.get_mut(&qpn).expect("present");
+            if new_read {
+                q.reads_served_until.push(end);
+            }
             let t = reply_at(q, end + lat);
             Some((t, ReplyKind::ReadData(read_data)))
         } else {
