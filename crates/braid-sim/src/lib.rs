@@ -25,12 +25,13 @@ pub mod qp_cache;
 pub mod results;
 pub mod scenario;
 pub mod simulation;
+pub mod tables;
 pub mod tenants;
 pub mod trace;
 pub mod transport;
 pub mod transport_report;
 pub mod world;
 
-pub use api::{Column, Results, ScenarioError, Table};
+pub use api::{Column, ColumnType, Results, ScenarioError, Table, Tables};
 pub use scenario::Scenario;
 pub use simulation::{scenario_json_schema, Simulation};
