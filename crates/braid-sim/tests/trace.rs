@@ -44,7 +44,8 @@ fn rows(r: &Results, flow: i64) -> Vec<Row> {
     let c = &r.tables["cc"];
     let (t, fl) = (ints(c, "time_ps"), ints(c, "flow"));
     let (rate, target, alpha) = (f64s(c, "rate_bps"), f64s(c, "target_bps"), f64s(c, "alpha"));
-    let (signals, cuts) = (f64s(c, "signals"), f64s(c, "cuts"));
+    // Counts are integers in the table (null where the controller has none).
+    let (signals, cuts) = (numbers(c, "signals"), numbers(c, "cuts"));
     (0..c.rows())
         .filter(|&i| fl[i] == flow)
         .map(|i| Row {
