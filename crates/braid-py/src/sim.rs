@@ -191,7 +191,7 @@ fn table_to_py<'py>(
                 let items = v
                     .iter()
                     .enumerate()
-                    .map(|(i, s)| (!valid.is_some_and(|m| !m[i])).then_some(s.as_str()));
+                    .map(|(i, s)| valid.is_none_or(|m| m[i]).then_some(s.as_str()));
                 PyList::new(py, items)?.into_any()
             }
         };

@@ -217,7 +217,10 @@ fn the_pfc_log_can_be_switched_off_without_changing_the_run() {
     assert_eq!(off.tables["pfc"].rows(), 0);
     assert!(on.tables["pfc"].rows() > 0);
     // (Whole tables hold NaN latency columns, which never compare equal.)
-    assert_eq!(ints(&on.tables["flows"], "fct_ps"), ints(&off.tables["flows"], "fct_ps"));
+    assert_eq!(
+        ints(&on.tables["flows"], "fct_ps"),
+        ints(&off.tables["flows"], "fct_ps")
+    );
     assert_eq!(on.tables["throughput"], off.tables["throughput"]);
     assert_eq!(on.counters, off.counters);
 }

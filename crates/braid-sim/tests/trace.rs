@@ -212,7 +212,10 @@ fn tracing_does_not_change_what_a_run_measures() {
     // And the traces themselves are deterministic.
     let (_, d) = run(&own);
     // (Debug text: NaN, a field a controller lacks, equals itself there.)
-    assert!(format!("{:?}", c.tables["cc"]) == format!("{:?}", d.tables["cc"]), "cc differs");
+    assert!(
+        format!("{:?}", c.tables["cc"]) == format!("{:?}", d.tables["cc"]),
+        "cc differs"
+    );
     assert!(c.pcap == d.pcap, "pcap differs");
 }
 
