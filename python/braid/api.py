@@ -19,6 +19,7 @@ import polars as pl
 
 from . import _core
 from .scenario import BraidError, Scenario, load_scenario, refine_error
+from .tables import TABLES, frame
 
 __all__ = ["RunResult", "run", "build", "validate", "estimate", "ScenarioError"]
 
@@ -32,16 +33,15 @@ Progress = Callable[[int, int], None]
 class RunResult:
     """One run's results: the tables as polars DataFrames, totals and figures as dicts.
 
-    ``transport`` has one row per QP: its transport kind, bytes, the transport's counters and,
-    for MP-RDMA, the out-of-order degree percentiles (docs/mp-rdma.md, "Counters in the
-    results")."""
+    ``tables`` holds every table by name: the run's own, as the core's registry declares them
+    (``braid.tables.SPECS``: ``messages``, ``flows``, ``throughput``, ``queues``, ``transport``,
+    ``tenants``, ``ports``, ``pfc``, ``cc``; columns in docs/report.md), then the ones the
+    middleware layers handed over (``layer_tables``, e.g. ``drum_rounds``). Each is also an
+    attribute (``r.flows``). A missing value is a null: an unfinished flow's ``finish_ps``, a
+    field a congestion controller lacks, a transport counter a QP's transport does not keep."""
 
     scenario: Scenario
     seed: int
-    messages: pl.DataFrame
-    flows: pl.DataFrame
-    throughput: pl.DataFrame
-    queues: pl.DataFrame
     counters: dict
     headline: dict
     stats: dict
@@ -50,29 +50,34 @@ class RunResult:
     finished: bool
     out_dir: Optional[Path] = None
     summary: dict = field(default_factory=dict)
-    transport: pl.DataFrame = field(default_factory=pl.DataFrame)
-    #: One row per tenant: its middleware stack, CPU time (total and by layer), verbs calls, its
-    #: layers' counters, and for perftest clients latency percentiles, goodput and message rate.
-    tenants: pl.DataFrame = field(default_factory=pl.DataFrame)
-    #: The port map: one row per (node, port) with the peer node and port it faces, rate, delay.
-    ports: pl.DataFrame = field(default_factory=pl.DataFrame)
-    #: Every PFC frame a port sent or received (``measure.pfc``): time, node, port, priority, type.
-    pfc: pl.DataFrame = field(default_factory=pl.DataFrame)
-    #: The congestion controllers' state of the QPs ``measure.cc`` chose, one row per QP and
-    #: sample: DCQCN rate_bps, target_bps, alpha; MP-RDMA cwnd; inflight, srtt_us, signals, cuts
-    #: (null where the controller has no such field).
-    cc: pl.DataFrame = field(default_factory=pl.DataFrame)
+    #: Every table by name, in order: the registry's, then the middleware layers'.
+    tables: dict = field(default_factory=dict)
     #: The packet capture of ``measure.pcap`` (a whole pcap file), or None.
     pcap: Optional[bytes] = None
-    #: Tables the middleware layers handed over, by name, each with ``host`` and ``tenant`` first
-    #: (e.g. ``drum_rounds``: the DRUM online solver's rounds, docs/drum-agent.md); written as
-    #: ``<name>.parquet`` beside the others. Empty when no layer produced one.
-    layer_tables: dict = field(default_factory=dict)
     #: Flows and applications that had not completed when the run ended: the sum of
     #: ``not_started`` (their start time lay after the run's end) and ``in_flight``.
     unfinished: int = 0
     not_started: int = 0
     in_flight: int = 0
+
+    def __getattr__(self, name: str) -> Any:
+        # Only called for names that are not fields: a table by name (one of the run's own is
+        # an empty DataFrame when absent, as in a folder written before it existed).
+        tables = self.__dict__.get("tables")
+        if tables is not None:
+            if name in tables:
+                return tables[name]
+            if name in TABLES:
+                return pl.DataFrame()
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    @property
+    def layer_tables(self) -> dict:
+        """The tables the middleware layers handed over, by name, each with ``host`` and
+        ``tenant`` first (e.g. ``drum_rounds``: the DRUM online solver's rounds,
+        docs/drum-agent.md); written as ``<name>.parquet`` beside the others. Empty when no
+        layer produced one."""
+        return {k: v for k, v in self.tables.items() if k not in TABLES}
 
     def __repr__(self) -> str:
         return (
@@ -80,12 +85,6 @@ class RunResult:
             f"messages={self.messages.height}, sim_time={self.stats.get('sim_time_ps', 0) / 1e9:g} ms, "
             f"wall={self.wall_s:.2f} s)"
         )
-
-
-def _table(cols: Mapping[str, Any]) -> pl.DataFrame:
-    if not cols:
-        return pl.DataFrame()
-    return pl.DataFrame({k: pl.Series(k, v) for k, v in cols.items()})
 
 
 def _check_seed(seed: Any) -> Optional[int]:
@@ -298,21 +297,12 @@ def _run(scenario, seed, overrides, progress, slices) -> RunResult:
     return collect(sc, sim, eff_seed, wall, cpu)
 
 
-def _layer_table(cols: Mapping[str, Any]) -> pl.DataFrame:
-    # NaN in a float column is "not measured" (a gap without report_gap, a column a layer
-    # lacks): null, as in the cc table.
-    t = _table(cols)
-    return t.with_columns(*[pl.col(c).fill_nan(None) for c in t.columns if t[c].dtype == pl.Float64]) if t.width else t
-
-
 def collect(sc: Scenario, sim: Any, seed: int, wall: float, cpu: float) -> RunResult:
     raw = sim.results()
     stats = dict(raw["stats"])
-    flows = _table(raw["flows"])
-    # An unfinished flow has no finish time and no FCT: null, not a -1 that averages as a number.
-    for c in ("finish_ps", "fct_ps"):
-        if c in flows.columns:
-            flows = flows.with_columns(pl.when(pl.col(c) >= 0).then(pl.col(c)).otherwise(None).alias(c))
+    # Nulls come from the core (the registry's nullable columns): nothing to fix here.
+    tables = {name: frame(cols) for name, cols in raw["tables"].items()}
+    flows = tables.get("flows", pl.DataFrame())
     unfinished = int(flows["finish_ps"].null_count()) if "finish_ps" in flows.columns else 0
     # Of those, the ones whose start lay after the run's end never began (a Poisson arrival
     # window longer than `duration`); the rest were in flight (or stuck) when it stopped.
@@ -320,28 +310,11 @@ def collect(sc: Scenario, sim: Any, seed: int, wall: float, cpu: float) -> RunRe
     if unfinished and "start_ps" in flows.columns:
         end = stats.get("sim_time_ps", 0)
         not_started = int(flows.filter(pl.col("finish_ps").is_null() & (pl.col("start_ps") > end)).height)
-    cc = _table(raw.get("cc", {}))
-    if cc.width:
-        # A field the QP's controller does not have is null (NaN in the core), as is a QP's flow
-        # when it serves none.
-        cc = cc.with_columns(
-            pl.when(pl.col("flow") >= 0).then(pl.col("flow")).otherwise(None).alias("flow"),
-            *[pl.col(c).fill_nan(None) for c in cc.columns if cc[c].dtype == pl.Float64],
-        ).with_columns(pl.col("signals").cast(pl.Int64), pl.col("cuts").cast(pl.Int64))
     res = RunResult(
         scenario=sc,
         seed=seed,
-        messages=_table(raw["messages"]),
-        flows=flows,
-        throughput=_table(raw["throughput"]),
-        queues=_table(raw["queues"]),
-        transport=_table(raw["transport"]),
-        tenants=_table(raw["tenants"]),
-        ports=_table(raw.get("ports", {})),
-        pfc=_table(raw.get("pfc", {})),
-        cc=cc,
+        tables=tables,
         pcap=raw.get("pcap"),
-        layer_tables={k: _layer_table(v) for k, v in raw.get("layer_tables", {}).items()},
         counters=dict(raw["counters"]),
         headline=dict(raw["headline"]),
         stats=stats,
@@ -374,7 +347,7 @@ def read_results(folder: Union[str, Path]) -> RunResult:
     data as recorded; ``base_dir`` the folder, as relative input files were already read).
     A missing or damaged file is a BraidError naming it. (``braid.results.read_results`` is the
     lower-level reader: a dict of the summary and the tables.)"""
-    from .results import PCAP_FILE, TABLES
+    from .results import PCAP_FILE
     from .results import read_results as read_folder
 
     folder = Path(folder)
@@ -401,11 +374,10 @@ def read_results(folder: Union[str, Path]) -> RunResult:
         out_dir=folder,
         summary=s,
         pcap=pcap_path.read_bytes() if pcap_path.is_file() else None,
-        layer_tables={k: v for k, v in raw.items() if k != "summary" and k not in TABLES},
+        tables={k: v for k, v in raw.items() if k != "summary"},
         unfinished=int(s.get("unfinished") or 0),
         not_started=int(s.get("unfinished_not_started") or 0),
         in_flight=int(s.get("unfinished_in_flight") or 0),
-        **{name: raw[name] for name in TABLES},
     )
     return res
 

@@ -16,7 +16,7 @@ from typing import List, Optional, Sequence
 import polars as pl
 
 from . import plots
-from .folders import DEMO, RUN, SWEEP, Run, Sweep, headline_value, kind_of, load_run, load_sweep, unique_names
+from .folders import DEMO, RUN, SWEEP, Run, Sweep, headline_value, kind_of, load_run, load_sweep, table_files, unique_names
 from .html import Page, fmt, render, toml_dump
 from .results import check_out_file, write_text_atomic
 from .scenario import BraidError
@@ -217,6 +217,16 @@ def terminal_tables(cmp: Comparison, table: pl.DataFrame) -> list:
     return out
 
 
+def table_rows(runs: Sequence[Run]) -> List[list]:
+    """One row per table file any of the runs holds (the registry's, in order, then the
+    middleware layers'): its row count in each run, "-" where a run lacks it."""
+    per = [{f: n for f, n, _c, _d in table_files(r.path)} for r in runs]
+    files: List[str] = []
+    for p in per:
+        files += [f for f in p if f not in files]
+    return [[f] + [p.get(f, "-") for p in per] for f in files]
+
+
 def compare_page(cmp: Comparison, table: pl.DataFrame, images: List[tuple]) -> Page:
     """The comparison's HTML page; ``images`` are (alt text, PNG bytes)."""
     page = Page(title=f"braid compare: {', '.join(cmp.names)}", subtitle=f"a comparison of {len(cmp.names)} {cmp.kind}s")
@@ -228,6 +238,7 @@ def compare_page(cmp: Comparison, table: pl.DataFrame, images: List[tuple]) -> P
         rows += [[_label(m)] + [_run_value(r, m) for r in cmp.runs] for m in cmp.metrics]
         hs.text("FCT and slowdown figures cover completed flows only.")
         hs.table(head, rows)
+        page.section("Tables").table(["file"] + [r.name for r in cmp.runs], table_rows(cmp.runs), caption="rows of each table of the runs (- where a run has none)")
     else:
         page.meta = [(sw.name, f"{sw.path} (scenario {sw.meta.get('scenario', '-')}, fixed: {', '.join(sw.fixed) or 'none'})") for sw in cmp.sweeps]
         hs = page.section("Means over seeds")

@@ -120,7 +120,8 @@ def export(folder: Union[str, Path], fmt: str, out: Optional[Union[str, Path]] =
     if fmt == "csv":
         for name in (*TABLES, *layer_table_names(folder)):
             df = r[name]
-            if name in ("ports", "pfc", "cc") and df.is_empty() and not df.columns:
+            # A table a folder written before it existed lacks (read back without columns).
+            if df.is_empty() and not df.columns:
                 continue
             p = dest / f"{name}.csv"
             write_file_atomic(p, lambda t, df=df: df.write_csv(t))

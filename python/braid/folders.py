@@ -11,6 +11,7 @@ from typing import Any, Dict, List, Optional, Sequence
 import polars as pl
 
 from .results import TABLES, _read_table, layer_table_names, read_json_file
+from .tables import spec
 from .scenario import BraidError
 
 __all__ = ["Run", "Sweep", "kind_of", "load_run", "load_sweep", "unique_names"]
@@ -54,6 +55,25 @@ def _check_summary(s: dict, path: Path) -> None:
         for k, v in (s.get(key) or {}).items():
             if v is not None and not isinstance(v, (int, float, str, bool)):
                 raise BraidError(str(path), f"'{key}.{k}' is not a number (the file is damaged)")
+
+
+def table_files(folder: Path) -> list:
+    """(file, rows, columns, contents) of every table a results folder holds: the run's own, in
+    the registry's order (``braid.tables``), then the middleware layers'. Rows and columns come
+    from the Parquet metadata (nothing is read)."""
+    out = []
+    for name in (*TABLES, *layer_table_names(folder)):
+        p = Path(folder) / f"{name}.parquet"
+        if not p.is_file():
+            continue
+        lf = pl.scan_parquet(p)
+        cols = len(lf.collect_schema())
+        if not cols:
+            continue
+        rows = int(lf.select(pl.len()).collect().item())
+        s = spec(name)
+        out.append((p.name, f"{rows:,}", cols, s["doc"].replace("`", "") if s else "a middleware layer's table (README.md)"))
+    return out
 
 
 @dataclass

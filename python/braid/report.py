@@ -9,7 +9,7 @@ from typing import Iterable, List, Optional, Sequence
 import polars as pl
 
 from . import plots
-from .folders import RUN, SWEEP, Run, Sweep, kind_of, load_run, load_sweep
+from .folders import RUN, SWEEP, Run, Sweep, kind_of, load_run, load_sweep, table_files
 from .html import Page, Section, fmt, render, toml_dump
 from .results import check_out_file, layer_table_names, read_json_file, write_text_atomic
 from .scenario import BraidError
@@ -169,6 +169,9 @@ def run_page(run: Run, page: Optional[Page] = None, level: int = 2, images: Opti
         page.section("Tenants", level=level).table(cols, tn.head(MAX_ROWS).select(cols).rows(), caption=cap)
     for name in layer_table_names(run.path):
         _layer_table(page.section(f"Layer table {name}", level=level), run, name)
+    files = table_files(run.path)
+    if files:
+        page.section("Tables", level=level).table(["file", "rows", "columns", "contents"], files, caption="every table of the run (columns in docs/report.md, \"The run's tables\")")
     sc = page.section("Scenario", level=level)
     src = run.scenario.get("source")
     sc.text(f"From {src}, as run (overrides applied):" if src else "As run (overrides applied):")

@@ -37,10 +37,11 @@ from typing import Iterator, Union
 import polars as pl
 
 from .scenario import BraidError, _json_default
+from .tables import TABLES
 
 __all__ = ["write_results", "atomic_dir", "read_results", "ResultsDir", "FolderLock", "TABLES", "layer_table_names", "output_error"]
 
-TABLES = ("messages", "flows", "throughput", "queues", "transport", "tenants", "ports", "pfc", "cc")
+#: ``TABLES``: the run's own tables, from the core's registry (``braid.tables``).
 #: A middleware layer's table name (``RunResult.layer_tables``): it becomes ``<name>.parquet``.
 LAYER_TABLE_NAME = re.compile(r"^[a-z0-9_]{1,64}$")
 
@@ -389,10 +390,11 @@ def write_json(path: Path, obj) -> None:
 
 def write_into(res, folder: Path) -> None:
     """Writes a run's files into an existing folder (no atomicity of its own)."""
+    tables = getattr(res, "tables", {})
     for name in TABLES:
-        df: pl.DataFrame = getattr(res, name)
+        df: pl.DataFrame = tables.get(name, pl.DataFrame())
         df.write_parquet(folder / f"{name}.parquet")
-    for name, df in sorted(getattr(res, "layer_tables", {}).items()):
+    for name, df in sorted((k, v) for k, v in tables.items() if k not in TABLES):
         # The core refuses other names; a front end's own must not overwrite a table either.
         if name in TABLES or not LAYER_TABLE_NAME.match(name):
             raise BraidError(f"layer_tables.{name}", "expected a name of lowercase letters, digits and _ that is not one of the run's own tables")

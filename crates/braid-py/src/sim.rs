@@ -120,10 +120,10 @@ impl Simulation {
         self.sim.is_finished()
     }
 
-    /// Everything measured so far, as a dict: "messages", "flows", "throughput", "queues",
-    /// "transport" (tables: column name -> numpy array or list of str), "counters" (name -> int),
-    /// "headline" and "stats" (name -> float). With `tables=False` only the last three
-    /// (numpy is then not imported).
+    /// Everything measured so far, as a dict: "tables" (name -> table: column name -> numpy
+    /// array or list of str, or `(values, valid)` for a column with nulls; `table_to_py`),
+    /// "pcap", "counters" (name -> int), "headline" and "stats" (name -> float). With
+    /// `tables=False` only the last three (numpy is then not imported).
     #[pyo3(signature = (tables = true))]
     fn results<'py>(&self, py: Python<'py>, tables: bool) -> PyResult<Bound<'py, PyDict>> {
         let r = {
@@ -209,6 +209,9 @@ fn numeric<'py, T: Copy>(
     frombuffer.call1((buf, dtype))?.call_method0("copy")
 }
 
+/// A table as a dict of column name -> numpy array or list of str. A column with nulls
+/// (`Table::valid`) comes as `(values, valid)`, `valid` a numpy bool array (false: null, the
+/// value under it is a placeholder); text columns come as a list with None for the nulls.
 fn table_to_py<'py>(
     py: Python<'py>,
     frombuffer: &Bound<'py, PyAny>,
@@ -216,16 +219,56 @@ fn table_to_py<'py>(
 ) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     for (name, col) in &t.columns {
+        let valid = t.validity(name);
         let v: Bound<'py, PyAny> = match col {
             // Little-endian on every platform braid builds for; "=" is native order.
             Column::U64(v) => numeric(py, frombuffer, v, "=u8")?,
             Column::I64(v) => numeric(py, frombuffer, v, "=i8")?,
             Column::F64(v) => numeric(py, frombuffer, v, "=f8")?,
-            Column::Str(v) => PyList::new(py, v.iter().map(|s| s.as_str()))?.into_any(),
+            Column::Str(v) => {
+                let items = v
+                    .iter()
+                    .enumerate()
+                    .map(|(i, s)| valid.is_none_or(|m| m[i]).then_some(s.as_str()));
+                PyList::new(py, items)?.into_any()
+            }
         };
-        d.set_item(name, v)?;
+        match (valid, col) {
+            (Some(m), Column::U64(_) | Column::I64(_) | Column::F64(_)) => {
+                let bytes: Vec<u8> = m.iter().map(|&b| b as u8).collect();
+                let mask = numeric(py, frombuffer, &bytes, "?")?;
+                d.set_item(name, (v, mask))?;
+            }
+            _ => d.set_item(name, v)?,
+        }
     }
     Ok(d)
+}
+
+/// The table registry (`braid_sim::tables::REGISTRY`) as Python data: one dict per table, in
+/// order, with `name`, `doc`, `columns` (dicts of `name`, `type` (u64, i64, f64, str),
+/// `nullable`, `doc`) and `extra` (what columns beyond the declared ones hold, or None).
+#[pyfunction]
+pub fn table_specs(py: Python<'_>) -> PyResult<Bound<'_, PyList>> {
+    let out = PyList::empty(py);
+    for s in braid_sim::tables::REGISTRY {
+        let t = PyDict::new(py);
+        t.set_item("name", s.name)?;
+        t.set_item("doc", s.doc)?;
+        let cols = PyList::empty(py);
+        for c in s.columns {
+            let cd = PyDict::new(py);
+            cd.set_item("name", c.name)?;
+            cd.set_item("type", c.ty.name())?;
+            cd.set_item("nullable", c.null.nullable())?;
+            cd.set_item("doc", c.doc)?;
+            cols.append(cd)?;
+        }
+        t.set_item("columns", cols)?;
+        t.set_item("extra", s.extra.map(|e| e.doc))?;
+        out.append(t)?;
+    }
+    Ok(out)
 }
 
 pub fn results_to_py<'py>(
@@ -236,21 +279,13 @@ pub fn results_to_py<'py>(
     let d = PyDict::new(py);
     if tables {
         let frombuffer = py.import("numpy")?.getattr("frombuffer")?;
-        d.set_item("messages", table_to_py(py, &frombuffer, &r.messages)?)?;
-        d.set_item("flows", table_to_py(py, &frombuffer, &r.flows)?)?;
-        d.set_item("throughput", table_to_py(py, &frombuffer, &r.throughput)?)?;
-        d.set_item("queues", table_to_py(py, &frombuffer, &r.queues)?)?;
-        d.set_item("transport", table_to_py(py, &frombuffer, &r.transport)?)?;
-        d.set_item("tenants", table_to_py(py, &frombuffer, &r.tenants)?)?;
-        d.set_item("ports", table_to_py(py, &frombuffer, &r.ports)?)?;
-        d.set_item("pfc", table_to_py(py, &frombuffer, &r.pfc)?)?;
-        d.set_item("cc", table_to_py(py, &frombuffer, &r.cc)?)?;
-        // Tables the middleware layers handed over, by name (`Results::layer_tables`).
-        let extra = PyDict::new(py);
-        for (name, t) in &r.layer_tables {
-            extra.set_item(name, table_to_py(py, &frombuffer, t)?)?;
+        // Every table by name, in `Results::tables`' order: the registry's, then the ones the
+        // middleware layers handed over.
+        let all = PyDict::new(py);
+        for (name, t) in r.tables.iter() {
+            all.set_item(name, table_to_py(py, &frombuffer, t)?)?;
         }
-        d.set_item("layer_tables", extra)?;
+        d.set_item("tables", all)?;
         // The packet capture (`measure.pcap`), a whole pcap file; None when nothing was captured.
         if r.pcap.is_empty() {
             d.set_item("pcap", py.None())?;
@@ -281,5 +316,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("ScenarioError", scenario_error_type(m.py())?)?;
     m.add_function(wrap_pyfunction!(scenario_schema, m)?)?;
     m.add_function(wrap_pyfunction!(capacity, m)?)?;
+    m.add_function(wrap_pyfunction!(table_specs, m)?)?;
     Ok(())
 }

@@ -58,12 +58,12 @@ fn main() {
             walls.push(wall);
             // A digest of every flow's completion time: equal digests = identical results.
             let mut digest: u64 = 0xcbf29ce484222325;
-            if let Some(braid_sim::Column::U64(v)) = r.flows.get("fct_ps") {
+            if let Some(braid_sim::Column::U64(v)) = r.tables["flows"].get("fct_ps") {
                 for x in v {
                     digest = (digest ^ x).wrapping_mul(0x100000001b3);
                 }
             }
-            if let Some(braid_sim::Column::I64(v)) = r.flows.get("fct_ps") {
+            if let Some(braid_sim::Column::I64(v)) = r.tables["flows"].get("fct_ps") {
                 for x in v {
                     digest = (digest ^ *x as u64).wrapping_mul(0x100000001b3);
                 }

@@ -12,6 +12,27 @@ pub enum Column {
     Str(Vec<String>),
 }
 
+/// A column's value type, as the table registry (`crate::tables`) declares it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ColumnType {
+    U64,
+    I64,
+    F64,
+    Str,
+}
+
+impl ColumnType {
+    /// The name the docs and the Python side use (Arrow's).
+    pub fn name(self) -> &'static str {
+        match self {
+            ColumnType::U64 => "u64",
+            ColumnType::I64 => "i64",
+            ColumnType::F64 => "f64",
+            ColumnType::Str => "str",
+        }
+    }
+}
+
 impl Column {
     pub fn len(&self) -> usize {
         match self {
@@ -24,12 +45,25 @@ impl Column {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+    pub fn ty(&self) -> ColumnType {
+        match self {
+            Column::U64(_) => ColumnType::U64,
+            Column::I64(_) => ColumnType::I64,
+            Column::F64(_) => ColumnType::F64,
+            Column::Str(_) => ColumnType::Str,
+        }
+    }
 }
 
 /// A table: named columns of equal length, in a fixed order.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Table {
     pub columns: Vec<(String, Column)>,
+    /// Which rows of a nullable column hold a value (true) and which are null, by column name;
+    /// a column absent here has no nulls. Under a null the column keeps its producer's
+    /// placeholder (NaN, -1, ...), which is not data: front ends see a null there
+    /// (`crate::tables::Null` says which placeholder each column uses).
+    pub valid: BTreeMap<String, Vec<bool>>,
 }
 
 impl Table {
@@ -46,43 +80,83 @@ impl Table {
     pub fn get(&self, name: &str) -> Option<&Column> {
         self.columns.iter().find(|(n, _)| n == name).map(|(_, c)| c)
     }
+    /// Row `row` of column `name` is null.
+    pub fn is_null(&self, name: &str, row: usize) -> bool {
+        self.valid.get(name).is_some_and(|v| !v[row])
+    }
+    /// The validity of column `name` (None: it has no nulls).
+    pub fn validity(&self, name: &str) -> Option<&[bool]> {
+        self.valid.get(name).map(Vec::as_slice)
+    }
+    /// Marks column `name`'s nulls: the rows where `valid` is false. A column with no null
+    /// keeps no mask.
+    pub fn set_validity(&mut self, name: &str, valid: Vec<bool>) {
+        debug_assert_eq!(valid.len(), self.rows());
+        if valid.iter().all(|&v| v) {
+            self.valid.remove(name);
+        } else {
+            self.valid.insert(name.to_string(), valid);
+        }
+    }
+}
+
+/// The run's tables by name, in a fixed order: the registry's (`crate::tables::REGISTRY`, in
+/// its order), then those the middleware layers handed over (by name).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Tables(Vec<(String, Table)>);
+
+impl Tables {
+    pub fn get(&self, name: &str) -> Option<&Table> {
+        self.0.iter().find(|(n, _)| n == name).map(|(_, t)| t)
+    }
+    pub fn get_mut(&mut self, name: &str) -> Option<&mut Table> {
+        self.0.iter_mut().find(|(n, _)| n == name).map(|(_, t)| t)
+    }
+    /// Adds `t` as `name`, replacing a table of that name in its place.
+    pub fn insert(&mut self, name: &str, t: Table) {
+        match self.get_mut(name) {
+            Some(old) => *old = t,
+            None => self.0.push((name.to_string(), t)),
+        }
+    }
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &Table)> {
+        self.0.iter().map(|(n, t)| (n.as_str(), t))
+    }
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.0.iter().map(|(n, _)| n.as_str())
+    }
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl std::ops::Index<&str> for Tables {
+    type Output = Table;
+    fn index(&self, name: &str) -> &Table {
+        self.get(name)
+            .unwrap_or_else(|| panic!("no table {name:?} in the results"))
+    }
+}
+
+impl std::ops::IndexMut<&str> for Tables {
+    fn index_mut(&mut self, name: &str) -> &mut Table {
+        self.get_mut(name)
+            .unwrap_or_else(|| panic!("no table {name:?} in the results"))
+    }
 }
 
 /// Everything a run measured.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Results {
-    /// Per message: qp, src, dst, opcode, bytes, post_ps, complete_ps.
-    pub messages: Table,
-    /// Per flow: flow id, src, dst, size, start_ps, finish_ps, fct_ps, ideal_fct_ps (idle fabric,
-    /// best rate between the hosts: the same for every scheme), path_ideal_fct_ps (alone on its
-    /// own path), slowdown (fct / ideal, not clamped), sport, dport (a traffic flow's HPCC
-    /// destination port; 0 for an application), ...
-    pub flows: Table,
-    /// Per-flow goodput time series: time_ps, flow, bytes delivered in the interval, gbps.
-    pub throughput: Table,
-    /// Queue-length time series: time_ps, port name, bytes.
-    pub queues: Table,
-    /// Per QP: host, qpn, transport kind, bytes, the transport's counters and (MP-RDMA) the
-    /// out-of-order degree percentiles (`transport_report`).
-    pub transport: Table,
-    /// Per tenant (application side or traffic table on a host, and each host agent that runs
-    /// layers): its stack, CPU time by layer, verbs calls, its layers' counters and, for
-    /// perftest clients, latency percentiles, goodput and message rate (`tenants.rs`).
-    pub tenants: Table,
-    /// The port map, one row per (node, port): node id, name, role and host index, port index,
-    /// the peer node (id and name) and port it faces, the link's rate (bits/s) and one-way delay (ps).
-    pub ports: Table,
-    /// Every PFC frame a port sent or received (`measure.pfc`): time_ps, node, node_name, port,
-    /// priority, type ("pause"/"resume"), direction ("sent"/"received").
-    pub pfc: Table,
-    /// `measure.cc`: the congestion controllers' state of the chosen QPs at each sample
-    /// (`trace::cc`): time_ps, host, qpn, flow (-1: none), kind, rate_bps, target_bps, alpha,
-    /// cwnd, inflight, srtt_us, signals, cuts (NaN where the controller has no such field).
-    pub cc: Table,
-    /// Tables the middleware layers handed over (`Middleware::tables`), by name (e.g.
-    /// `drum_rounds`: the DRUM online solver's rounds), each with `host` and `tenant` first
-    /// (`tenants::layer_tables`). Written as `<name>.parquet` beside the others.
-    pub layer_tables: BTreeMap<String, Table>,
+    /// Every table of the run, by name: the registry's own (`crate::tables::REGISTRY`, which
+    /// declares each one's columns, types, nulls and docs: `flows`, `messages`, ...), then the
+    /// tables the middleware layers handed over (`Middleware::tables`, e.g. `drum_rounds`, each
+    /// with `host` and `tenant` first: `tenants::layer_tables`). Each is written as
+    /// `<name>.parquet`.
+    pub tables: Tables,
     /// `measure.pcap`: the packet capture as a pcap file (empty when nothing was captured).
     pub pcap: Vec<u8>,
     /// Totals: drops, pfc_pauses, ecn_marks, cnps, retransmissions, ...
@@ -91,6 +165,15 @@ pub struct Results {
     pub headline: BTreeMap<String, f64>,
     /// Run statistics: events, packets, sim_time_ps, ...
     pub stats: BTreeMap<String, f64>,
+}
+
+impl Results {
+    /// The tables the middleware layers handed over: those the registry does not declare.
+    pub fn layer_tables(&self) -> impl Iterator<Item = (&str, &Table)> {
+        self.tables
+            .iter()
+            .filter(|(n, _)| crate::tables::spec(n).is_none())
+    }
 }
 
 /// A scenario the front end handed us was not valid. `path` is the dotted key path

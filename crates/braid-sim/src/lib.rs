@@ -28,12 +28,13 @@ pub mod results;
 pub mod scenario;
 pub mod simulation;
 pub mod stacks;
+pub mod tables;
 pub mod tenants;
 pub mod trace;
 pub mod transport;
 pub mod transport_report;
 pub mod world;
 
-pub use api::{Column, Results, ScenarioError, Table};
+pub use api::{Column, ColumnType, Results, ScenarioError, Table, Tables};
 pub use scenario::Scenario;
 pub use simulation::{scenario_json_schema, Simulation};

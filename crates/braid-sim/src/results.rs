@@ -1,6 +1,6 @@
 //! Turning a finished (or stopped) world into result tables and headline figures.
 
-use crate::api::{Column, Results, Table};
+use crate::api::{Column, Results};
 use crate::measure::FlowLog;
 use crate::world::World;
 use braid_engine::time::S;
@@ -40,232 +40,15 @@ pub fn assemble(
     transport_base: Option<&crate::transport_report::TransportTotals>,
 ) -> Results {
     let mut r = Results::default();
-
-    // Bytes each flow's receiving QPs (and the QPs a middleware made for them) delivered so far,
-    // and the source ports each sending QP family put data on (several for multipath transports).
-    let mut delivered_by_flow: BTreeMap<u32, u64> = BTreeMap::new();
-    let mut sports_by_qp: BTreeMap<(u32, u32), std::collections::BTreeSet<u16>> = BTreeMap::new();
-    for host in &world.hosts {
-        for q in host.nic.qps() {
-            let head = host.owners.family_head(q.qpn);
-            if let Some(&flow) = log.rx_qp_flow.get(&(host.node, head)) {
-                *delivered_by_flow.entry(flow).or_default() += q.rx_bytes;
-            }
-            let vps = q.t.vp_counters();
-            let used = sports_by_qp.entry((host.node, head)).or_default();
-            if vps.is_empty() {
-                if q.tx_bytes > 0 {
-                    used.insert(q.sport);
-                }
-            } else {
-                used.extend(vps.iter().map(|&(vp, _, _)| vp));
-            }
-        }
-    }
-    let name_path = |p: Vec<u32>| {
-        p.iter()
-            .map(|&n| world.nodes[n as usize].name.as_str())
-            .collect::<Vec<_>>()
-            .join(">")
+    let src = crate::tables::Source {
+        world,
+        log,
+        now,
+        transport_base,
     };
-
-    // Flows.
-    let mut fl = FlowCols::default();
-    let mut ideals = crate::world::ideal::Ideals::new(world);
-    ideals.prepare(
-        log.flows
-            .iter()
-            .filter(|f| f.kind == "flow")
-            .map(|f| (f.src, f.dst)),
-    );
-    for f in &log.flows {
-        let sport = f
-            .src_qp
-            .and_then(|(node, qpn)| {
-                world.hosts[world.host_index[node as usize] as usize]
-                    .nic
-                    .qp(qpn)
-                    .map(|q| q.sport)
-            })
-            .unwrap_or(0);
-        let path = world.path_of(f.src, f.dst, sport);
-        let fct = f.finish_ps.map(|t| t.saturating_sub(f.start_ps));
-        let is_flow = f.kind == "flow";
-        // The slowdown's denominator describes the fabric (the same for every scheme); the
-        // flow's own path's standalone FCT is kept beside it (HPCC's notion, `compare-hpcc`).
-        let (ideal, path_ideal) = if is_flow {
-            (
-                ideals.fct(f.src, f.dst, f.size),
-                world.path_ideal_fct(f.src, f.dst, sport, f.size),
-            )
-        } else {
-            (0, 0)
-        };
-        let bytes = if is_flow { f.size } else { f.bytes_done };
-        let elapsed = fct.unwrap_or(now.saturating_sub(f.start_ps));
-        fl.id.push(f.id as u64);
-        fl.kind.push(f.kind.to_string());
-        fl.src.push(f.src as u64);
-        fl.dst.push(f.dst as u64);
-        // `size` is what was asked for, finished or not (an app stopped halfway used to show the
-        // bytes it had moved); an app that runs for a time rather than a count asked for none,
-        // and shows what it moved.
-        fl.size
-            .push(if is_flow || f.size > 0 { f.size } else { bytes });
-        fl.start.push(f.start_ps as i64);
-        fl.finish.push(f.finish_ps.map_or(-1, |t| t as i64));
-        fl.fct.push(fct.map_or(-1, |t| t as i64));
-        fl.ideal.push(ideal as i64);
-        fl.path_ideal.push(path_ideal as i64);
-        // Not clamped: a value below 1 would mean a flow beat the idle fabric (a model bug).
-        fl.slowdown.push(match (fct, is_flow) {
-            (Some(t), true) if ideal > 0 => t as f64 / ideal as f64,
-            _ => f64::NAN,
-        });
-        // An unfinished flow has the goodput of what it delivered so far (0 if stuck).
-        let so_far = delivered_by_flow
-            .get(&f.id)
-            .copied()
-            .unwrap_or(0)
-            .min(f.size);
-        let good = if is_flow && fct.is_none() {
-            so_far
-        } else {
-            bytes
-        };
-        fl.goodput.push(if elapsed > 0 {
-            good as f64 * 8.0 / (elapsed as f64 / S as f64) / 1e9
-        } else {
-            f64::NAN
-        });
-        fl.sport.push(sport as u64);
-        fl.dport.push(f.dport as u64);
-        let own = name_path(path);
-        // Every distinct path the flow's data took: one per source port its sending QPs used.
-        let mut set: Vec<String> = f
-            .src_qp
-            .and_then(|qp| sports_by_qp.get(&qp))
-            .map(|ports| {
-                ports
-                    .iter()
-                    .map(|&sp| name_path(world.path_of(f.src, f.dst, sp)))
-                    .collect()
-            })
-            .unwrap_or_default();
-        set.sort();
-        set.dedup();
-        if set.is_empty() {
-            set.push(own.clone());
-        }
-        fl.n_paths.push(set.len() as u64);
-        fl.path_set.push(set.join(" | "));
-        fl.path.push(own);
-        let mut lat: Vec<f64> = f.latencies.iter().map(|&x| x as f64).collect();
-        lat.sort_by(f64::total_cmp);
-        fl.lat_p50.push(quantile(&lat, 0.5));
-        fl.lat_p99.push(quantile(&lat, 0.99));
+    for spec in crate::tables::REGISTRY {
+        r.tables.insert(spec.name, spec.make(&src));
     }
-    r.flows.push("flow", Column::U64(fl.id));
-    r.flows.push("kind", Column::Str(fl.kind));
-    r.flows.push("src", Column::U64(fl.src));
-    r.flows.push("dst", Column::U64(fl.dst));
-    r.flows.push("size", Column::U64(fl.size));
-    r.flows.push("start_ps", Column::I64(fl.start));
-    r.flows.push("finish_ps", Column::I64(fl.finish.clone()));
-    r.flows.push("fct_ps", Column::I64(fl.fct.clone()));
-    r.flows.push("ideal_fct_ps", Column::I64(fl.ideal));
-    r.flows
-        .push("path_ideal_fct_ps", Column::I64(fl.path_ideal));
-    r.flows.push("slowdown", Column::F64(fl.slowdown.clone()));
-    r.flows
-        .push("goodput_gbps", Column::F64(fl.goodput.clone()));
-    r.flows.push("sport", Column::U64(fl.sport));
-    r.flows.push("dport", Column::U64(fl.dport));
-    r.flows.push("path", Column::Str(fl.path));
-    r.flows.push("paths", Column::U64(fl.n_paths));
-    r.flows.push("path_set", Column::Str(fl.path_set));
-    r.flows.push("latency_p50_ps", Column::F64(fl.lat_p50));
-    r.flows.push("latency_p99_ps", Column::F64(fl.lat_p99));
-
-    // Messages.
-    let mut m = MsgCols::default();
-    for (h, rec) in &world.measure.messages {
-        m.host.push(*h as u64);
-        m.qpn.push(rec.qpn as u64);
-        m.dst
-            .push(world.host_of(rec.dst).map_or(u32::MAX as u64, |h| h as u64));
-        m.op.push(rec.op.to_string());
-        m.bytes.push(rec.bytes);
-        m.post.push(rec.post_ps);
-        m.complete.push(rec.complete_ps);
-        m.wr_id.push(rec.wr_id);
-    }
-    r.messages.push("host", Column::U64(m.host));
-    r.messages.push("qpn", Column::U64(m.qpn));
-    r.messages.push("dst", Column::U64(m.dst));
-    r.messages.push("op", Column::Str(m.op));
-    r.messages.push("bytes", Column::U64(m.bytes));
-    r.messages.push("post_ps", Column::U64(m.post.clone()));
-    r.messages
-        .push("complete_ps", Column::U64(m.complete.clone()));
-    r.messages.push(
-        "latency_ps",
-        Column::U64(m.complete.iter().zip(&m.post).map(|(c, p)| c - p).collect()),
-    );
-    r.messages.push("wr_id", Column::U64(m.wr_id));
-
-    // Goodput series, per flow: one row per sampling interval of the flow's life, zero
-    // intervals included (a stall shows as zeros, not as a line bridging it).
-    let mut series: BTreeMap<(Time, u32), (u64, Time)> = BTreeMap::new();
-    for &(t, node, qpn, bytes, dt) in &world.measure.tput {
-        // A middleware's QP counts for the application QP it serves (world::facing).
-        let host = &world.hosts[node as usize];
-        let head = host.owners.family_head(qpn);
-        let Some(&flow) = log.rx_qp_flow.get(&(host.node, head)) else {
-            continue;
-        };
-        let e = series.entry((t, flow)).or_insert((0, dt));
-        e.0 += bytes;
-    }
-    let iv = world.measure.interval;
-    if let Some(k) = now.checked_div(iv) {
-        let last = k * iv;
-        for f in &log.flows {
-            if f.start_ps >= last {
-                continue;
-            }
-            // Samples end intervals: the first after the start, through the one holding the end.
-            let end = f.finish_ps.unwrap_or(now).min(now);
-            let hi = end.div_ceil(iv).saturating_mul(iv).min(last);
-            let mut t = (f.start_ps / iv + 1) * iv;
-            while t <= hi {
-                series.entry((t, f.id)).or_insert((0, iv));
-                t += iv;
-            }
-        }
-    }
-    let (mut tt, mut tf, mut tb, mut tg) = (vec![], vec![], vec![], vec![]);
-    for (&(t, flow), &(bytes, dt)) in &series {
-        tt.push(t);
-        tf.push(flow as u64);
-        tb.push(bytes);
-        tg.push(bytes as f64 * 8.0 / (dt as f64 / S as f64) / 1e9);
-    }
-    r.throughput.push("time_ps", Column::U64(tt));
-    r.throughput.push("flow", Column::U64(tf));
-    r.throughput.push("bytes", Column::U64(tb));
-    r.throughput.push("gbps", Column::F64(tg));
-
-    // Queue series.
-    let (mut qt, mut qn, mut qb) = (vec![], vec![], vec![]);
-    for &(t, i, b) in &world.measure.queues {
-        qt.push(t);
-        qn.push(world.measure.queue_names[i as usize].clone());
-        qb.push(b);
-    }
-    r.queues.push("time_ps", Column::U64(qt));
-    r.queues.push("port", Column::Str(qn));
-    r.queues.push("bytes", Column::U64(qb));
 
     // Counters.
     let c = &world.counters;
@@ -337,34 +120,38 @@ pub fn assemble(
     }
     crate::transport_report::add_counters(world, transport_base, &mut k);
     let (layer_tables, refused) = crate::tenants::layer_tables(world);
-    r.layer_tables = layer_tables;
+    for (name, t) in layer_tables {
+        r.tables.insert(&name, t);
+    }
     if refused > 0 {
         k.insert("layer_tables_refused".into(), refused);
     }
     r.counters = k;
-    r.transport = crate::transport_report::table(world);
-    r.tenants = crate::tenants::table(world, log, now);
-    r.ports = port_map(world);
-    r.pfc = pfc_table(world);
-    r.cc = world
-        .measure
-        .cc
-        .as_ref()
-        .map_or_else(crate::trace::cc::empty_table, |c| c.table());
     if let Some(t) = &world.measure.pcap {
         r.pcap = t.file();
     }
 
-    // Headline.
+    // Headline, from the flows table (under a null, its placeholder: -1, NaN).
+    let flows_t = &r.tables["flows"];
+    let (fct_col, slowdown_col, goodput_col) = (
+        flows_t.get("fct_ps"),
+        flows_t.get("slowdown"),
+        flows_t.get("goodput_gbps"),
+    );
+    let (Some(Column::I64(fct)), Some(Column::F64(slowdown)), Some(Column::F64(goodput))) =
+        (fct_col, slowdown_col, goodput_col)
+    else {
+        unreachable!("the flows table is declared with these columns (tables::flows::SPEC)")
+    };
     let mut h = BTreeMap::new();
     let flows: Vec<usize> = (0..log.flows.len())
         .filter(|&i| log.flows[i].kind == "flow")
         .collect();
-    let done: Vec<usize> = flows.iter().copied().filter(|&i| fl.fct[i] >= 0).collect();
+    let done: Vec<usize> = flows.iter().copied().filter(|&i| fct[i] >= 0).collect();
     h.insert("flows".into(), flows.len() as f64);
     h.insert("flows_completed".into(), done.len() as f64);
     if !done.is_empty() {
-        let mut fct: Vec<f64> = done.iter().map(|&i| fl.fct[i] as f64 / 1e6).collect();
+        let mut fct: Vec<f64> = done.iter().map(|&i| fct[i] as f64 / 1e6).collect();
         fct.sort_by(f64::total_cmp);
         h.insert(
             "fct_mean_us".into(),
@@ -374,7 +161,7 @@ pub fn assemble(
         h.insert("fct_p99_us".into(), quantile(&fct, 0.99));
         let mut sd: Vec<f64> = done
             .iter()
-            .map(|&i| fl.slowdown[i])
+            .map(|&i| slowdown[i])
             .filter(|x| x.is_finite())
             .collect();
         sd.sort_by(f64::total_cmp);
@@ -392,7 +179,7 @@ pub fn assemble(
     // so a flow stuck at 0 pulls the index down instead of dropping out of it.
     let all: Vec<f64> = flows
         .iter()
-        .map(|&i| fl.goodput[i])
+        .map(|&i| goodput[i])
         .filter(|x| x.is_finite())
         .collect();
     if !all.is_empty() {
@@ -404,14 +191,14 @@ pub fn assemble(
     if !apps.is_empty() {
         let gp: Vec<f64> = apps
             .iter()
-            .map(|&i| fl.goodput[i])
+            .map(|&i| goodput[i])
             .filter(|x| x.is_finite())
             .collect();
         h.insert("app_goodput_sum_gbps".into(), gp.iter().sum());
         h.insert("apps".into(), apps.len() as f64);
         h.insert(
             "apps_completed".into(),
-            apps.iter().filter(|&&i| fl.fct[i] >= 0).count() as f64,
+            apps.iter().filter(|&&i| fct[i] >= 0).count() as f64,
         );
         // Fairness only among apps of one kind: a bandwidth app beside a latency app differ by
         // design (the review's 0.50 for 86 Gbps beside 0.012 Gbps is not unfairness).
@@ -489,119 +276,4 @@ pub fn assemble(
     }
     r.stats = s;
     r
-}
-
-/// The port map: which neighbour each port index faces, so that "tor0:4" in queue names and
-/// counters can be read without re-deriving the topology builder's numbering.
-fn port_map(world: &World) -> Table {
-    let (mut node, mut name, mut port, mut peer, mut peer_name, mut peer_port) =
-        (vec![], vec![], vec![], vec![], vec![], vec![]);
-    let (mut rate, mut delay, mut role, mut host) = (vec![], vec![], vec![], vec![]);
-    for (ni, n) in world.nodes.iter().enumerate() {
-        // Flows name hosts by host index; exports (HPCC's addresses) need the node behind it.
-        let (r, h) = match n.role {
-            crate::world::Role::Host(h) => ("host", h as i64),
-            crate::world::Role::Switch(_) => ("switch", -1),
-        };
-        for (pi, p) in world.node_ports(ni as u32).iter().enumerate() {
-            node.push(ni as u64);
-            name.push(n.name.clone());
-            role.push(r.to_string());
-            host.push(h);
-            port.push(pi as u64);
-            peer.push(p.peer_node as u64);
-            peer_name.push(world.nodes[p.peer_node as usize].name.clone());
-            peer_port.push(p.peer_port as u64);
-            rate.push(p.rate);
-            delay.push(p.delay);
-        }
-    }
-    let mut t = Table::default();
-    t.push("node", Column::U64(node));
-    t.push("node_name", Column::Str(name));
-    t.push("role", Column::Str(role));
-    t.push("host", Column::I64(host));
-    t.push("port", Column::U64(port));
-    t.push("peer", Column::U64(peer));
-    t.push("peer_name", Column::Str(peer_name));
-    t.push("peer_port", Column::U64(peer_port));
-    t.push("rate_bps", Column::U64(rate));
-    t.push("delay_ps", Column::U64(delay));
-    t
-}
-
-/// PFC frames in the order they happened (HPCC ns-3's `pfc.txt` records the receiving side).
-fn pfc_table(world: &World) -> Table {
-    let recs = &world.measure.pfc;
-    let mut t = Table::default();
-    t.push(
-        "time_ps",
-        Column::U64(recs.iter().map(|r| r.time).collect()),
-    );
-    t.push(
-        "node",
-        Column::U64(recs.iter().map(|r| r.node as u64).collect()),
-    );
-    t.push(
-        "node_name",
-        Column::Str(
-            recs.iter()
-                .map(|r| world.nodes[r.node as usize].name.clone())
-                .collect(),
-        ),
-    );
-    t.push(
-        "port",
-        Column::U64(recs.iter().map(|r| r.port as u64).collect()),
-    );
-    t.push(
-        "priority",
-        Column::U64(recs.iter().map(|r| r.prio as u64).collect()),
-    );
-    let ty = |r: &crate::measure::PfcRecord| if r.pause { "pause" } else { "resume" };
-    t.push(
-        "type",
-        Column::Str(recs.iter().map(|r| ty(r).to_string()).collect()),
-    );
-    let dir = |r: &crate::measure::PfcRecord| if r.received { "received" } else { "sent" };
-    t.push(
-        "direction",
-        Column::Str(recs.iter().map(|r| dir(r).to_string()).collect()),
-    );
-    t
-}
-
-#[derive(Default)]
-struct FlowCols {
-    id: Vec<u64>,
-    kind: Vec<String>,
-    src: Vec<u64>,
-    dst: Vec<u64>,
-    size: Vec<u64>,
-    start: Vec<i64>,
-    finish: Vec<i64>,
-    fct: Vec<i64>,
-    ideal: Vec<i64>,
-    path_ideal: Vec<i64>,
-    slowdown: Vec<f64>,
-    goodput: Vec<f64>,
-    sport: Vec<u64>,
-    dport: Vec<u64>,
-    path: Vec<String>,
-    n_paths: Vec<u64>,
-    path_set: Vec<String>,
-    lat_p50: Vec<f64>,
-    lat_p99: Vec<f64>,
-}
-
-#[derive(Default)]
-struct MsgCols {
-    host: Vec<u64>,
-    qpn: Vec<u64>,
-    dst: Vec<u64>,
-    op: Vec<String>,
-    bytes: Vec<u64>,
-    post: Vec<u64>,
-    complete: Vec<u64>,
-    wr_id: Vec<u64>,
 }

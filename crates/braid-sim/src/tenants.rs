@@ -1,16 +1,93 @@
 //! The per-tenant results table: what each tenant ran, what it cost the host's CPU, and how it
 //! fared. One row per tenant of every host (the agent slot only where it runs layers).
 
-use crate::api::{Column, Table};
+use crate::api::{Column, ColumnType as T, Table};
 use crate::measure::FlowLog;
 use crate::results::quantile;
+use crate::tables::{col, nullable, Col, Extra, Null, Source, TableSpec};
 use crate::world::World;
 use braid_engine::time::{Time, S};
 use std::collections::BTreeSet;
 
+pub const SPEC: TableSpec = TableSpec {
+    name: "tenants",
+    doc: "per tenant (each `[[apps]]` side and `[[traffic]]` table on a host, and host agents): its middleware stack, CPU time (`cpu_ns`, by layer, per message), verbs calls, its layers' counters, and for perftest clients latency p50/p99, goodput and message rate ([docs/middleware.md](docs/middleware.md))",
+    columns: COLUMNS,
+    extra: Some(Extra {
+        ty: None,
+        doc: "`cpu_ns_<layer>` (f64) after `cpu_ns`, the CPU time each layer of the stack took; with attackers, `attack_tries`, `attack_refused`, `attack_succeeded` (i64, null for a tenant that is not an attacker); last, `<layer>_<counter>` (f64) for every counter of every layer in the run, 0 for a tenant whose stack lacks the layer",
+    }),
+    build,
+};
+
+const COLUMNS: &[Col] = &[
+    col("host", T::U64, "host index"),
+    col(
+        "tenant",
+        T::U64,
+        "tenant slot on the host (0: the host agent)",
+    ),
+    col(
+        "label",
+        T::Str,
+        "which `[[apps]]` side or `[[traffic]]` table it is",
+    ),
+    col(
+        "stack",
+        T::Str,
+        "its middleware layers, top first, joined by `,`",
+    ),
+    nullable(
+        "flow",
+        T::I64,
+        Null::Negative,
+        "its flow id (`flows.parquet`); null for a tenant without one (an agent)",
+    ),
+    col("cpu_ns", T::F64, "host CPU time it took"),
+    col("posts", T::U64, "verbs post calls"),
+    col("polls", T::U64, "verbs poll calls"),
+    nullable(
+        "lat_p50_us",
+        T::F64,
+        Null::Nan,
+        "a perftest client's median latency; null for other tenants",
+    ),
+    nullable("lat_p80_us", T::F64, Null::Nan, "80th-percentile latency"),
+    nullable("lat_p99_us", T::F64, Null::Nan, "99th-percentile latency"),
+    nullable(
+        "lat_mean_us",
+        T::F64,
+        Null::Nan,
+        "mean latency; null without samples",
+    ),
+    nullable("lat_samples", T::F64, Null::Nan, "latency samples"),
+    nullable(
+        "goodput_gbps",
+        T::F64,
+        Null::Nan,
+        "a client's goodput over its life (so far); null for other tenants",
+    ),
+    nullable(
+        "msg_rate_mps",
+        T::F64,
+        Null::Nan,
+        "a client's message rate, millions per second",
+    ),
+    nullable(
+        "cpu_ns_per_msg",
+        T::F64,
+        Null::Nan,
+        "CPU time per message; null before the first message",
+    ),
+];
+
+fn build(src: &Source) -> Table {
+    table(src.world, src.log, src.now)
+}
+
 /// `now`: the run's end; a tenant still running then is measured up to it (as the flows table
 /// does), so an unfinished app that moved data has a goodput and a message rate.
-pub fn table(world: &World, log: &FlowLog, now: Time) -> Table {
+fn table(world: &World, log: &FlowLog, now: Time) -> Table {
     // Which slots get a row, and the union of layer names and counter names for the columns.
     let rows: Vec<(usize, usize)> = world
         .hosts
@@ -233,21 +310,6 @@ pub fn table(world: &World, log: &FlowLog, now: Time) -> Table {
     t
 }
 
-/// Names of the simulator's own tables: a layer's table may not take one.
-const RESERVED: &[&str] = &[
-    "messages",
-    "flows",
-    "throughput",
-    "queues",
-    "transport",
-    "tenants",
-    "ports",
-    "pfc",
-    "cc",
-    "summary",
-    "trace",
-];
-
 fn layer_column(c: &braid_verbs::LayerColumn) -> Column {
     use braid_verbs::LayerColumn as L;
     match c {
@@ -258,8 +320,8 @@ fn layer_column(c: &braid_verbs::LayerColumn) -> Column {
     }
 }
 
-/// `n` missing values of the kind of `c`: NaN, -1 for integers (as the flows table's unset
-/// times), "" for text.
+/// `n` placeholders of the kind of `c` under nulls (`append` marks them): NaN, -1 for integers,
+/// "" for text.
 fn filler(c: &Column, n: usize) -> Column {
     match c {
         Column::U64(_) | Column::I64(_) => Column::I64(vec![-1; n]),
@@ -302,7 +364,7 @@ fn concat(a: Column, b: Column) -> Column {
 /// The tables the middleware layers handed over (`Middleware::tables`), by name: the rows of
 /// every host and tenant with the same name in one table, `host` (index) and `tenant` first,
 /// then the union of the layers' columns in the order first seen (a column a layer lacks is
-/// filled: NaN, -1, ""). Tables without rows are left out; a name that is not a valid file name
+/// null). Tables without rows are left out; a name that is not a valid file name
 /// or that one of the simulator's tables has is refused (counted in `refused`).
 pub fn layer_tables(world: &World) -> (std::collections::BTreeMap<String, Table>, u64) {
     use std::collections::BTreeMap;
@@ -313,7 +375,7 @@ pub fn layer_tables(world: &World) -> (std::collections::BTreeMap<String, Table>
             for l in &a.stack {
                 for lt in l.tables() {
                     if !braid_verbs::LayerTable::valid_name(&lt.name)
-                        || RESERVED.contains(&lt.name.as_str())
+                        || crate::tables::reserved(&lt.name)
                     {
                         refused += 1;
                         continue;
@@ -340,26 +402,74 @@ pub fn layer_tables(world: &World) -> (std::collections::BTreeMap<String, Table>
             }
         }
     }
+    for t in out.values_mut() {
+        nan_is_null(t);
+    }
     (out, refused)
 }
 
-/// Appends `b`'s rows to `a`, matching columns by name.
+/// Appends `b`'s rows to `a`, matching columns by name; the rows of a column a side lacks are
+/// null (their placeholder: `filler`).
 fn append(a: &mut Table, mut b: Table) {
     let (na, nb) = (a.rows(), b.rows());
+    let mask = |t: &Table, name: &str, n: usize| {
+        t.validity(name)
+            .map_or_else(|| vec![true; n], <[bool]>::to_vec)
+    };
     let mut cols = std::mem::take(&mut a.columns);
+    let mut valid: Vec<(String, Vec<bool>)> = Vec::new();
     for (name, col) in cols.iter_mut() {
+        let mut v = mask(a, name, na);
         let tail = match b.columns.iter().position(|(n, _)| n == name) {
-            Some(k) => b.columns.remove(k).1,
-            None => filler(col, nb),
+            Some(k) => {
+                v.extend(mask(&b, name, nb));
+                b.columns.remove(k).1
+            }
+            None => {
+                v.extend(vec![false; nb]);
+                filler(col, nb)
+            }
         };
         let head = std::mem::replace(col, Column::U64(Vec::new()));
         *col = concat(head, tail);
+        valid.push((name.clone(), v));
     }
-    for (name, col) in b.columns {
+    for (name, col) in std::mem::take(&mut b.columns) {
         let head = filler(&col, na);
-        cols.push((name, concat(head, col)));
+        let mut v = vec![false; na];
+        v.extend(mask(&b, &name, nb));
+        cols.push((name.clone(), concat(head, col)));
+        valid.push((name, v));
     }
     a.columns = cols;
+    a.valid.clear();
+    for (name, v) in valid {
+        a.set_validity(&name, v);
+    }
+}
+
+/// A layer's NaN is "not measured" (a gap a layer did not report, a column it lacks): null.
+fn nan_is_null(t: &mut Table) {
+    let masks: Vec<(String, Vec<bool>)> = t
+        .columns
+        .iter()
+        .filter_map(|(name, c)| match c {
+            Column::F64(x) => Some((
+                name.clone(),
+                x.iter()
+                    .zip(
+                        t.validity(name)
+                            .map_or_else(|| vec![true; x.len()], <[bool]>::to_vec),
+                    )
+                    .map(|(x, v)| v && !x.is_nan())
+                    .collect(),
+            )),
+            _ => None,
+        })
+        .collect();
+    for (name, v) in masks {
+        t.set_validity(&name, v);
+    }
 }
 
 #[cfg(test)]
@@ -385,5 +495,15 @@ mod layer_table_tests {
             a.get("s"),
             Some(&Column::Str(vec!["".into(), "a".into(), "b".into()]))
         );
+        // The rows a side lacks are null, whatever their placeholder.
+        assert_eq!(a.validity("n"), Some(&[true, false, false][..]));
+        assert_eq!(a.validity("s"), Some(&[false, true, true][..]));
+        assert_eq!(a.validity("x"), None);
+        let mut c = Table::default();
+        c.push("host", Column::U64(vec![2]));
+        c.push("n", Column::U64(vec![5]));
+        append(&mut a, c);
+        assert_eq!(a.validity("n"), Some(&[true, false, false, true][..]));
+        assert_eq!(a.validity("x"), Some(&[true, true, true, false][..]));
     }
 }

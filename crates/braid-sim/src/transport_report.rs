@@ -12,7 +12,8 @@
 //! QPs' OOD histograms (the paper's Fig. 14 plots the 99.9th percentile of all packets). Nothing
 //! is added for transports without totals, so DCQCN runs keep their counters as before.
 
-use crate::api::{Column, Table};
+use crate::api::{Column, ColumnType as T, Table};
+use crate::tables::{col, nullable, Col, Extra, Null, Source, TableSpec};
 use crate::transport::Transport;
 use crate::world::World;
 use braid_verbs::QpType;
@@ -65,8 +66,53 @@ fn qp_type_name(t: QpType) -> &'static str {
     }
 }
 
+pub const SPEC: TableSpec = TableSpec {
+    name: "transport",
+    doc: "per QP: host, QP number and type, transport kind (`dcqcn`, `none`, `mp-rdma`), peer, bytes sent and received, retransmitted packets, timeouts, DCQCN rate; the transport's own counters (MP-RDMA: cwnd, ACKs, ECN ACKs, pruned ACKs, NACKs, recoveries, probes, bitmap drops, ...) and, for MP-RDMA receivers, the out-of-order degree's 50th/99th/99.9th percentiles and maximum (docs/mp-rdma.md)",
+    columns: COLUMNS,
+    extra: Some(Extra {
+        ty: None,
+        doc: "the transports' own counters (f64, null for a QP whose transport lacks the counter); with MP-RDMA receivers, `ood_samples` (u64) and `ood_p50`, `ood_p99`, `ood_p999`, `ood_max` (f64, null without samples)",
+    }),
+    build,
+};
+
+const COLUMNS: &[Col] = &[
+    col("host", T::U64, "host index"),
+    col("qpn", T::U64, "QP number"),
+    col("qp_type", T::Str, "`rc`, `uc` or `ud`"),
+    col(
+        "kind",
+        T::Str,
+        "transport kind (`dcqcn`, `none`, `mp-rdma`, ...)",
+    ),
+    nullable(
+        "remote_host",
+        T::U64,
+        Null::Is(u64::MAX),
+        "the peer's host index; null for a UD QP (no single peer)",
+    ),
+    col(
+        "remote_qpn",
+        T::U64,
+        "the peer QP's number (a UD QP's stays as created, 2^32-1)",
+    ),
+    col("sport", T::U64, "UDP source port"),
+    col("tx_bytes", T::U64, "payload bytes sent"),
+    col("rx_bytes", T::U64, "payload bytes delivered"),
+    col("retx_pkts", T::U64, "retransmitted packets"),
+    col("timeouts", T::U64, "retransmission timeouts"),
+    nullable(
+        "rate_gbps",
+        T::F64,
+        Null::Nan,
+        "the current sending rate of a rate-controlled transport (DCQCN); null otherwise",
+    ),
+];
+
 /// Builds the per-QP `transport` table.
-pub fn table(world: &World) -> Table {
+fn build(src: &Source) -> Table {
+    let world = src.world;
     let qps: Vec<(usize, &crate::nic::Qp)> = world
         .hosts
         .iter()

@@ -37,14 +37,14 @@ fn scenario(attacker: Option<Value>, middleware: Option<Value>) -> Value {
 
 /// The victim's completion time (ps), or None if it never finished.
 fn victim_fct(r: &braid_sim::Results) -> Option<i64> {
-    let fin = ints(&r.flows, "finish_ps")[0];
-    let start = ints(&r.flows, "start_ps")[0];
+    let fin = ints(&r.tables["flows"], "finish_ps")[0];
+    let start = ints(&r.tables["flows"], "start_ps")[0];
     (fin >= 0).then_some(fin - start)
 }
 
 /// The attacker's (tries, refused, succeeded) from the tenants table.
 fn tally(r: &braid_sim::Results) -> (i64, i64, i64) {
-    let t = &r.tenants;
+    let t = &r.tables["tenants"];
     let labels = match t.get("label").expect("label") {
         braid_sim::Column::Str(v) => v.clone(),
         _ => unreachable!(),
@@ -123,7 +123,7 @@ fn perfs_agent_serves_no_read_for_a_qp_hijacker() {
         Some(json!([{"kind": "perf"}])),
     );
     let (_, r) = run(&s);
-    let t = &r.tenants;
+    let t = &r.tables["tenants"];
     let labels = match t.get("label").expect("label") {
         braid_sim::Column::Str(v) => v.clone(),
         _ => unreachable!(),
@@ -282,11 +282,11 @@ fn the_matrix_attacker_rows_run() {
             if name == "mrflood" {
                 assert_eq!(t, (10000, 0, 10000));
             }
-            let p99 = match r.tenants.get("lat_p99_us").expect("lat") {
+            let p99 = match r.tables["tenants"].get("lat_p99_us").expect("lat") {
                 braid_sim::Column::F64(v) => v.clone(),
                 _ => unreachable!(),
             };
-            let labels = match r.tenants.get("label").expect("label") {
+            let labels = match r.tables["tenants"].get("label").expect("label") {
                 braid_sim::Column::Str(v) => v.clone(),
                 _ => unreachable!(),
             };
@@ -345,12 +345,12 @@ fn the_matrix_hijacker_stops_no_victim() {
         ("apps.1.start", json!("1ms")),
     ];
     let messages = |r: &braid_sim::Results| {
-        let labels = match r.tenants.get("label").expect("label") {
+        let labels = match r.tables["tenants"].get("label").expect("label") {
             braid_sim::Column::Str(v) => v.clone(),
             _ => unreachable!(),
         };
         let row = labels.iter().position(|l| l == "apps[0].client").unwrap();
-        match r.tenants.get("lat_samples").expect("lat_samples") {
+        match r.tables["tenants"].get("lat_samples").expect("lat_samples") {
             braid_sim::Column::F64(v) => v[row],
             braid_sim::Column::U64(v) => v[row] as f64,
             braid_sim::Column::I64(v) => v[row] as f64,

@@ -23,11 +23,16 @@ fn incast(reaction: &str, notify: &str, kind: &str) -> Value {
 }
 
 fn peak_queue(r: &braid_sim::Results) -> u64 {
-    r.queues.u64("bytes").iter().copied().max().unwrap_or(0)
+    r.tables["queues"]
+        .u64("bytes")
+        .iter()
+        .copied()
+        .max()
+        .unwrap_or(0)
 }
 
 fn fcts(r: &braid_sim::Results) -> Vec<i64> {
-    ints(&r.flows, "fct_ps")
+    ints(&r.tables["flows"], "fct_ps")
 }
 
 #[test]
@@ -77,7 +82,10 @@ fn hpcc_model_is_deterministic() {
     let (_, a) = run(&incast("hpcc", "ack", "dcqcn"));
     let (_, b) = run(&incast("hpcc", "ack", "dcqcn"));
     assert_eq!(fcts(&a), fcts(&b));
-    assert_eq!(a.queues.u64("bytes"), b.queues.u64("bytes"));
+    assert_eq!(
+        a.tables["queues"].u64("bytes"),
+        b.tables["queues"].u64("bytes")
+    );
     assert_eq!(a.counters, b.counters);
     let (_, c) = run(&incast("hpcc", "cnp", "dcqcn"));
     assert_ne!(fcts(&a), fcts(&c));

@@ -30,7 +30,7 @@ fn incast(rate: &str, long: &str, burst: &str, dcqcn: Value) -> Value {
 /// (last incast flow's finish, long flow's finish), ps.
 fn finishes(s: &Value) -> (u64, u64) {
     let (_, r) = run(s);
-    let fin = ints(&r.flows, "finish_ps");
+    let fin = ints(&r.tables["flows"], "finish_ps");
     assert!(fin.iter().all(|&t| t > 0), "unfinished: {fin:?}");
     (*fin[1..].iter().max().unwrap() as u64, fin[0] as u64)
 }
@@ -130,7 +130,7 @@ fn explore_bench_fat_tree_events() {
         let t = std::time::Instant::now();
         let (_, r) = run(&s);
         let ev = r.stats.get("events").copied().unwrap_or(f64::NAN);
-        let fct = ints(&r.flows, "fct_ps");
+        let fct = ints(&r.tables["flows"], "fct_ps");
         let done = fct.iter().filter(|&&x| x > 0).count();
         eprintln!(
             "{preset}: {ev} events, {done}/{} flows done, wall {:.2} s, {:?}",

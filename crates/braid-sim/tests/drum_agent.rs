@@ -87,7 +87,7 @@ impl Measured {
 
 fn measure_s(s: &Value) -> Measured {
     let (sim, r) = run(s);
-    let t = &r.tenants;
+    let t = &r.tables["tenants"];
     let row = match t.get("label") {
         Some(braid_sim::Column::Str(l)) => l.iter().position(|x| x == "agent"),
         _ => None,
@@ -374,12 +374,12 @@ fn sixty_four_hosts_with_a_hundred_connections_each_under_the_agent() {
         assert!(fl.finish_ps.is_some(), "host {i}'s client finished");
     }
     // Host 0's agent: 100 outgoing and 100 incoming connections, 20 + 20 shared QPs.
-    let labels = match r.tenants.get("label") {
+    let labels = match r.tables["tenants"].get("label") {
         Some(braid_sim::Column::Str(l)) => l.clone(),
         _ => panic!("no labels"),
     };
     let i = labels.iter().position(|l| l == "agent").expect("agent row");
-    let col = |n: &str| match r.tenants.get(n) {
+    let col = |n: &str| match r.tables["tenants"].get(n) {
         Some(braid_sim::Column::F64(v)) => v[i],
         _ => f64::NAN,
     };

@@ -75,21 +75,21 @@ fn measure(decider: &str) -> Run {
 
 fn measure_scenario(s: &Value) -> (braid_sim::Simulation, Run) {
     let (sim, r) = run(s);
-    let t = &r.tenants;
+    let t = &r.tables["tenants"];
     let labels = match t.get("label") {
         Some(braid_sim::Column::Str(l)) => l.clone(),
         _ => panic!("no labels"),
     };
     // The spine port's queue in the second half of the tenants' run (after the start-up lag:
     // the coordinator's first rates reach the agents one or two solve intervals in).
-    let qt = ints(&r.queues, "time_ps");
-    let q: Vec<i64> = ints(&r.queues, "bytes")
+    let qt = ints(&r.tables["queues"], "time_ps");
+    let q: Vec<i64> = ints(&r.tables["queues"], "bytes")
         .into_iter()
         .zip(qt)
         .filter(|&(_, t)| (600_000_000..=1_100_000_000).contains(&t))
         .map(|(b, _)| b)
         .collect();
-    let pauses = match r.pfc.get("type") {
+    let pauses = match r.tables["pfc"].get("type") {
         Some(braid_sim::Column::Str(v)) => v.iter().filter(|x| *x == "pause").count(),
         _ => 0,
     };

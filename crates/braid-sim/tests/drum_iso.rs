@@ -480,7 +480,7 @@ fn carriers() {
             let mut sim = build(&s);
             sim.run();
             let r = sim.results();
-            let t = &r.tenants;
+            let t = &r.tables["tenants"];
             let label = match t.get("label") {
                 Some(braid_sim::Column::Str(l)) => l.clone(),
                 _ => Vec::new(),

@@ -71,11 +71,11 @@ impl Agents {
     fn of(s: &Value) -> Agents {
         let (_, r) = run(s);
         let rounds = r
-            .layer_tables
+            .tables
             .get("drum_rounds")
             .expect("a drum_rounds table")
             .clone();
-        let t = &r.tenants;
+        let t = &r.tables["tenants"];
         let labels = match t.get("label") {
             Some(braid_sim::Column::Str(l)) => l.clone(),
             _ => panic!("no labels"),

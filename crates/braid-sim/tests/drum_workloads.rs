@@ -331,7 +331,7 @@ fn tc4_cpu(clients: u32, mw: Value) -> [f64; 8] {
     let s = json!({"duration": "1.5ms", "nic": nic(), "topology": star(7),
                    "middleware": {"default": mw}, "apps": apps});
     let (sim, r) = run(&s);
-    let t = &r.tenants;
+    let t = &r.tables["tenants"];
     let labels = match t.get("label") {
         Some(braid_sim::Column::Str(l)) => l.clone(),
         _ => panic!("no labels"),

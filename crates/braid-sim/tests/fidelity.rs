@@ -21,7 +21,7 @@ fn one_packet_latency_is_sum_of_serialization_and_propagation() {
         "traffic": flows(&[(0, 1, "500B")]),
     });
     let (_, r) = run(&s);
-    let fct = ints(&r.flows, "fct_ps")[0] as u64;
+    let fct = ints(&r.tables["flows"], "fct_ps")[0] as u64;
     let data = 500 + 62;
     let ack = 66;
     let want = ser(data, 100)
@@ -38,7 +38,7 @@ fn one_packet_latency_is_sum_of_serialization_and_propagation() {
         + 1_000_000;
     assert_eq!(fct, want, "measured {fct} ps, analytical {want} ps");
     // The ideal FCT the results report is the same analytical value.
-    assert_eq!(ints(&r.flows, "ideal_fct_ps")[0] as u64, want);
+    assert_eq!(ints(&r.tables["flows"], "ideal_fct_ps")[0] as u64, want);
 }
 
 /// Store-and-forward of `n` back-to-back packets through `hops` (rate in Gb/s, delay in ps),
@@ -83,8 +83,8 @@ fn multi_packet_flow_alone_matches_the_store_and_forward_pipeline() {
             let ack = 66;
             let want =
                 pipeline(&sizes, &hops) + hops.iter().map(|&(g, d)| ser(ack, g) + d).sum::<u64>();
-            let fct = ints(&r.flows, "fct_ps")[0] as u64;
-            let ideal = ints(&r.flows, "ideal_fct_ps")[0] as u64;
+            let fct = ints(&r.tables["flows"], "fct_ps")[0] as u64;
+            let ideal = ints(&r.tables["flows"], "ideal_fct_ps")[0] as u64;
             assert_eq!(
                 ideal, want,
                 "{size} B over {core}: ideal {ideal} ps, pipeline {want} ps"
@@ -196,10 +196,13 @@ fn perftest_apps_run_and_conserve_bytes() {
             "apps": [{"kind": kind, "src": 0, "dst": 1, "size": "16KB", "qps": 2, "tx_depth": 4, "iterations": 40}],
         });
         let (_, r) = run(&s);
-        let size = ints(&r.flows, "size")[0];
+        let size = ints(&r.tables["flows"], "size")[0];
         assert_eq!(size, 2 * 40 * 16_000, "{kind}: bytes completed");
-        assert!(ints(&r.flows, "finish_ps")[0] > 0, "{kind} finished");
-        let gp = r.flows.f64("goodput_gbps")[0];
+        assert!(
+            ints(&r.tables["flows"], "finish_ps")[0] > 0,
+            "{kind} finished"
+        );
+        let gp = r.tables["flows"].f64("goodput_gbps")[0];
         if !kind.ends_with("_lat") {
             assert!(
                 gp > 30.0 && gp < 40.0 * 1000.0 / 1062.0,
@@ -207,7 +210,7 @@ fn perftest_apps_run_and_conserve_bytes() {
             );
         } else {
             // 2 QPs ping-pong 16 KB each: the latency is at least one 16 KB serialization.
-            assert!(r.flows.f64("latency_p50_ps")[0] > ser(16_000, 40) as f64);
+            assert!(r.tables["flows"].f64("latency_p50_ps")[0] > ser(16_000, 40) as f64);
         }
     }
 }
@@ -284,7 +287,7 @@ fn msg_rate(nic: serde_json::Value) -> f64 {
         "apps": [{"kind": "write_bw", "src": 0, "dst": 1, "size": "64B", "qps": 4, "tx_depth": 16, "iterations": 500}],
     });
     let (_, r) = run(&s);
-    let fct = ints(&r.flows, "fct_ps")[0] as f64 / 1e12;
+    let fct = ints(&r.tables["flows"], "fct_ps")[0] as f64 / 1e12;
     4.0 * 500.0 / fct
 }
 

@@ -38,9 +38,9 @@ fn dcqcn_incast_matches_hpcc_ns3() {
     // whole nanoseconds (1048 B at 100 Gb/s: 83 ns, not 83.84), so its link carries 101.0 Gb/s.
     let terms = (1062.0 / 1048.0) * (83.84 / 83.0);
     let theirs = [(3u64, 33_674_253_000i64), (2, 34_493_270_000)];
-    let src = common::ints(&r.flows, "src");
-    let fct = common::ints(&r.flows, "fct_ps");
-    let ideal = common::ints(&r.flows, "ideal_fct_ps");
+    let src = common::ints(&r.tables["flows"], "src");
+    let fct = common::ints(&r.tables["flows"], "fct_ps");
+    let ideal = common::ints(&r.tables["flows"], "ideal_fct_ps");
     // Both flows done: within 1% of HPCC's last FCT (seeds 1–5 spread ±1% around it).
     let last = *fct.iter().max().unwrap() as f64;
     let want = 34_493_270_000f64 * terms;

@@ -109,7 +109,7 @@ impl std::fmt::Display for Measured {
 
 fn measure_with(mw: &Value, nic: &Value, b_app: bool, d_app: bool, data_flow: bool) -> Measured {
     let (sim, r) = run(&scenario(mw, nic, b_app, d_app, data_flow));
-    let t = &r.tenants;
+    let t = &r.tables["tenants"];
     let labels = strs(t, "label");
     let row = |l: &str| labels.iter().position(|x| x == l);
     let (d, b) = match (d_app, b_app) {

@@ -46,7 +46,7 @@ fn run_mw(mw: Value) -> Run {
         ],
     });
     let (_, r) = run(&s);
-    let t = &r.tenants;
+    let t = &r.tables["tenants"];
     let labels = match t.get("label").expect("label column") {
         braid_sim::Column::Str(v) => v.clone(),
         _ => panic!("label is not a string column"),

@@ -45,7 +45,7 @@ fn probe_tail(d_class: u8, nic_priority: u8) -> (f64, f64) {
         ],
     });
     let (_, r) = run(&s);
-    let t = &r.tenants;
+    let t = &r.tables["tenants"];
     let labels = match t.get("label").expect("label column") {
         braid_sim::Column::Str(v) => v.clone(),
         _ => panic!("label is not a string column"),

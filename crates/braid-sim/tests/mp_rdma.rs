@@ -50,7 +50,7 @@ fn one_flow_is_delivered_exactly_over_many_paths() {
         "traffic": flows(&[(0, 1, "4MB")]),
     });
     let (sim, r) = run(&s);
-    let fct = ints(&r.flows, "fct_ps");
+    let fct = ints(&r.tables["flows"], "fct_ps");
     assert_eq!(fct.len(), 1);
     assert!(fct[0] > 0, "flow finished");
     let c = &senders(&sim)[0];
@@ -357,7 +357,7 @@ fn ooo_pruning_fires_on_a_slow_path_and_keeps_the_bitmap_small() {
     );
     let (sim, r) = run(&s);
     let c = &senders(&sim)[0];
-    let fct = ints(&r.flows, "fct_ps")[0] as f64 / 1e6;
+    let fct = ints(&r.tables["flows"], "fct_ps")[0] as f64 / 1e6;
     eprintln!("{c:?} fct {fct} us");
     assert!(
         c["ooo_pruned"] > 0.0,
@@ -424,7 +424,7 @@ fn bytes_are_conserved_under_loss_and_reordering() {
     s.as_object_mut().unwrap().remove("routes");
     s["nic"]["rto"] = json!("200us");
     let (sim, r) = run(&s);
-    let fct = ints(&r.flows, "fct_ps");
+    let fct = ints(&r.tables["flows"], "fct_ps");
     assert!(fct.iter().all(|&f| f > 0), "every flow finished: {fct:?}");
     let recov: f64 = senders(&sim).iter().map(|c| c["recoveries"]).sum();
     let retx: u64 = sim
@@ -506,7 +506,7 @@ fn validate_scenario_json() {
     let mut s = v.clone();
     s["duration"] = json!("200us");
     let (_sim, r) = run(&s);
-    eprintln!("ok: {} flows", ints(&r.flows, "flow").len());
+    eprintln!("ok: {} flows", ints(&r.tables["flows"], "flow").len());
 }
 
 // ------------------------------------------------------------------ ECN balance (§3.2.1, Fig. 5)

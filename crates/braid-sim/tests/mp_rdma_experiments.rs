@@ -16,10 +16,10 @@ fn fingerprint(s: &Value) -> u64 {
     let (_sim, r) = run(s);
     let text = format!(
         "{:?} {:?} {:?} {:?} {:?} {:?} {:?}",
-        r.messages,
-        r.flows,
-        r.throughput,
-        r.queues,
+        r.tables["messages"],
+        r.tables["flows"],
+        r.tables["throughput"],
+        r.tables["queues"],
         r.counters,
         r.headline,
         r.stats.get("events")
@@ -124,7 +124,7 @@ fn per_host_transport_applies_to_the_connections_a_host_initiates() {
     });
     let (sim, r) = run(&s);
     assert!(
-        ints(&r.flows, "fct_ps").iter().all(|&f| f > 0),
+        ints(&r.tables["flows"], "fct_ps").iter().all(|&f| f > 0),
         "every flow finished"
     );
     let k = flow_kinds(&sim);
@@ -161,7 +161,7 @@ fn tenant_transport_overrides_layer_over_host_and_global() {
                   "transport": {"kind": "mp-rdma", "mp_rdma": {"vp_min": 50001, "vp_max": 50002}}}],
     });
     let (sim, r) = run(&s);
-    eprintln!("fct {:?}", ints(&r.flows, "fct_ps"));
+    eprintln!("fct {:?}", ints(&r.tables["flows"], "fct_ps"));
     assert!(
         sim.flows().iter().all(|f| f.finish_ps.is_some()),
         "every flow and the application finished"

@@ -56,7 +56,10 @@ fn lone_flow(size: &str, loss: f64, mp: Value) -> Value {
 fn a_lone_flow_on_an_idle_lossless_fabric_sends_each_packet_once() {
     for (size, pkts) in [("4KB", 4u64), ("20KB", 20), ("100KB", 100)] {
         let (sim, r) = run(&lone_flow(size, 0.0, json!({})));
-        assert!(ints(&r.flows, "fct_ps")[0] > 0, "{size}: finished");
+        assert!(
+            ints(&r.tables["flows"], "fct_ps")[0] > 0,
+            "{size}: finished"
+        );
         let k = &r.counters;
         assert_eq!(k["data_packets"], pkts, "{size}: {k:?}");
         assert_eq!(k["retransmissions"], 0, "{size}");
@@ -76,7 +79,7 @@ fn losses_on_one_path_are_recovered_early_well_before_the_rto() {
     for size in ["10KB", "20KB", "40KB"] {
         let (sim, r) = run(&lone_flow(size, 1.0, json!({})));
         eprintln!("{size}: {:?}", r.counters);
-        let fct = ints(&r.flows, "fct_ps")[0] as u64;
+        let fct = ints(&r.tables["flows"], "fct_ps")[0] as u64;
         let k = &r.counters;
         assert!(fct > 0, "{size}: finished {k:?}");
         assert!(
@@ -99,7 +102,7 @@ fn losses_on_one_path_are_recovered_early_well_before_the_rto() {
         );
         // Without early retransmission only the RTO recovers the tail.
         let (_, r) = run(&lone_flow(size, 1.0, json!({"early_retx": false})));
-        let slow = ints(&r.flows, "fct_ps")[0] as u64;
+        let slow = ints(&r.tables["flows"], "fct_ps")[0] as u64;
         assert!(
             slow > rto_ps,
             "{size}: without early retransmission {} us",

@@ -23,7 +23,7 @@ fn lossy_reads(kind: &str, seed: u64, loss: f64) -> Value {
 }
 
 fn finished(r: &braid_sim::Results, what: &str) {
-    let fin = ints(&r.flows, "finish_ps");
+    let fin = ints(&r.tables["flows"], "finish_ps");
     assert!(
         !fin.is_empty() && fin.iter().all(|&t| t > 0),
         "{what}: the READs complete: finish {fin:?}, counters {:?}",
@@ -142,7 +142,7 @@ fn lossy_mp_rdma_reads_are_deterministic_per_seed() {
 
 /// A transport-table column summed over the QPs that have it (0 without).
 fn per_qp(r: &braid_sim::Results, col: &str) -> f64 {
-    match r.transport.get(col) {
+    match r.tables["transport"].get(col) {
         Some(braid_sim::Column::F64(v)) => v.iter().filter(|x| x.is_finite()).sum(),
         _ => 0.0,
     }
@@ -160,7 +160,7 @@ fn explore_lossy_reads() {
             for seed in 1..=5 {
                 let (_, r) = run(&lossy_reads(kind, seed, loss));
                 let c = &r.counters;
-                let fct = ints(&r.flows, "fct_ps")[0];
+                let fct = ints(&r.tables["flows"], "fct_ps")[0];
                 fcts.push(fct as f64 / 1e6);
                 println!(
                     "{kind} loss {loss} seed {seed}: fct {:.1} us, goodput {:.2} Gbps, \

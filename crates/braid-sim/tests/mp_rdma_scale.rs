@@ -112,7 +112,7 @@ fn transport_table_and_counters_report_every_mp_rdma_qp() {
     // each).
     let s = with(scenario("ooo-normal.toml"), &[("duration", json!("500us"))]);
     let (sim, r) = run(&s);
-    let t = &r.transport;
+    let t = &r.tables["transport"];
     assert_eq!(t.rows(), 10, "one row per QP");
     let kind = match t.get("kind").unwrap() {
         braid_sim::Column::Str(v) => v.clone(),
@@ -163,14 +163,14 @@ fn dcqcn_runs_get_a_transport_table_and_no_mp_rdma_counters() {
         ],
     );
     let (_sim, r) = run(&s);
-    assert_eq!(r.transport.rows(), 10);
-    assert!(r.transport.get("ood_p999").is_none());
+    assert_eq!(r.tables["transport"].rows(), 10);
+    assert!(r.tables["transport"].get("ood_p999").is_none());
     assert!(
         r.counters.keys().all(|k| !k.starts_with("mp_rdma")),
         "{:?}",
         r.counters.keys()
     );
-    let rate = r.transport.f64("rate_gbps");
+    let rate = r.tables["transport"].f64("rate_gbps");
     assert!(
         rate.iter().all(|&g| g > 0.0 && g <= 40.0),
         "DCQCN rates {rate:?}"
@@ -270,7 +270,7 @@ fn perm_goodputs(
     let mut sim = build(s);
     sim.run();
     let r = sim.results();
-    let n = ints(&r.flows, "flow").len();
+    let n = ints(&r.tables["flows"], "flow").len();
     let g = mean_gbps(&r, n, from_us * 1_000_000, to_us * 1_000_000);
     let wall = t0.elapsed().as_secs_f64();
     let fair = max_min_fair(&sim, &r, 1500.0 / 1562.0);
@@ -283,7 +283,7 @@ fn perm_goodputs(
 fn max_min_fair(sim: &braid_sim::Simulation, r: &braid_sim::Results, payload: f64) -> Vec<f64> {
     let w = sim.world();
     let id = |name: &str| w.nodes.iter().position(|n| n.name == name).unwrap();
-    let paths: Vec<Vec<(usize, usize)>> = match r.flows.get("path").unwrap() {
+    let paths: Vec<Vec<(usize, usize)>> = match r.tables["flows"].get("path").unwrap() {
         braid_sim::Column::Str(v) => v
             .iter()
             .map(|p| {
@@ -736,8 +736,8 @@ fn web_search(kind: &str, load: f64, seed: u64) -> Value {
 
 /// Per flow (size, FCT in µs or None if unfinished), in flow order.
 fn fcts(r: &braid_sim::Results) -> Vec<(u64, Option<f64>)> {
-    let size = r.flows.u64("size");
-    let fct = ints(&r.flows, "fct_ps");
+    let size = r.tables["flows"].u64("size");
+    let fct = ints(&r.tables["flows"], "fct_ps");
     size.iter()
         .zip(fct)
         .map(|(&s, f)| (s, (f >= 0).then(|| f as f64 / 1e6)))

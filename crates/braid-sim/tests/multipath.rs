@@ -22,8 +22,8 @@ fn two_tor(middleware: Value, transport: &str, flows: Value, duration: &str) -> 
 }
 
 fn total_bytes(r: &braid_sim::Results, nflows: usize) -> Vec<u64> {
-    let f = r.throughput.u64("flow");
-    let b = r.throughput.u64("bytes");
+    let f = r.tables["throughput"].u64("flow");
+    let b = r.tables["throughput"].u64("bytes");
     let mut out = vec![0u64; nflows];
     for i in 0..f.len() {
         out[f[i] as usize] += b[i];
@@ -43,7 +43,7 @@ fn a_partitioned_flow_is_measured_over_all_its_qps() {
     // The goodput series has every byte (not only the application QP's quarter).
     assert_eq!(total_bytes(&r, 2), vec![2_000_000, 3_000_000]);
     assert_eq!(
-        ints(&r.flows, "finish_ps")
+        ints(&r.tables["flows"], "finish_ps")
             .iter()
             .filter(|&&t| t > 0)
             .count(),

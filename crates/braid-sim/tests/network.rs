@@ -25,7 +25,7 @@ fn ecmp_spreads_flows_over_equal_paths_and_packets_follow_them() {
     let fl: Vec<(u32, u32, &str)> = (0..n).map(|i| (i, n + i, "20KB")).collect();
     let s = json!({"duration": "5ms", "topology": two_tor(n, 4), "traffic": flows(&fl)});
     let (sim, r) = run(&s);
-    let paths = match r.flows.get("path").unwrap() {
+    let paths = match r.tables["flows"].get("path").unwrap() {
         braid_sim::Column::Str(v) => v.clone(),
         _ => unreachable!(),
     };
@@ -118,7 +118,7 @@ fn different_seeds_differ() {
     let mut b = Simulation::from_json(&s, Path::new("."), Some(2)).unwrap();
     a.run();
     b.run();
-    assert_ne!(a.results().flows, b.results().flows);
+    assert_ne!(a.results().tables["flows"], b.results().tables["flows"]);
 }
 
 fn error_of(s: Value) -> (String, String) {
@@ -197,7 +197,7 @@ fn static_routes_override_ecmp() {
     let s = json!({"duration": "5ms", "topology": two_tor(n, 4), "traffic": flows(&fl),
                    "routes": [{"node": "tor0", "next_hops": ["spine2"], "dst": (n..2 * n).collect::<Vec<u32>>()}]});
     let (_, r) = run(&s);
-    match r.flows.get("path").unwrap() {
+    match r.tables["flows"].get("path").unwrap() {
         braid_sim::Column::Str(v) => assert!(v.iter().all(|p| spine_of(p) == "spine2"), "{v:?}"),
         _ => unreachable!(),
     }

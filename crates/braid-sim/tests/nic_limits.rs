@@ -23,7 +23,7 @@ fn msg_rate(nic: Value, qps: u32) -> f64 {
                   "tx_depth": 128, "iterations": n}],
     });
     let (_, r) = run(&s);
-    let fct = ints(&r.flows, "fct_ps")[0] as f64 / 1e12;
+    let fct = ints(&r.tables["flows"], "fct_ps")[0] as f64 / 1e12;
     (qps as u64 * n) as f64 / fct
 }
 
@@ -480,14 +480,17 @@ fn post_list_run(list: u32) -> (u64, f64) {
                   "post_list": list, "iterations": n}],
     });
     let (_, r) = run(&s);
-    assert!(ints(&r.flows, "finish_ps")[0] > 0, "the app finished");
-    let labels = match r.tenants.get("label").unwrap() {
+    assert!(
+        ints(&r.tables["flows"], "finish_ps")[0] > 0,
+        "the app finished"
+    );
+    let labels = match r.tables["tenants"].get("label").unwrap() {
         braid_sim::Column::Str(v) => v.clone(),
         _ => panic!("label"),
     };
     let row = labels.iter().position(|l| l.ends_with(".client")).unwrap();
-    let posts = ints(&r.tenants, "posts")[row] as u64;
-    let fct = ints(&r.flows, "fct_ps")[0] as f64 / 1e12;
+    let posts = ints(&r.tables["tenants"], "posts")[row] as u64;
+    let fct = ints(&r.tables["flows"], "fct_ps")[0] as f64 / 1e12;
     (posts, n as f64 / fct)
 }
 

@@ -25,7 +25,7 @@ fn the_port_map_names_every_ports_peer_and_both_ends_agree() {
     let s = json!({"duration": "1ms", "topology": two_tor()});
     let (sim, r) = run(&s);
     let w = sim.world();
-    let p = &r.ports;
+    let p = &r.tables["ports"];
     let total: usize = (0..w.nodes.len() as u32)
         .map(|n| w.node_ports(n).len())
         .sum();
@@ -82,20 +82,21 @@ fn a_queue_named_by_its_neighbour_is_the_port_facing_it() {
     let by_peer = json!({"duration": "2ms", "topology": two_tor(), "traffic": traffic(),
         "measure": {"interval": "5us", "queues": [{"node": "tor0", "peer": "spine1"}]}});
     let (_, r) = run(&by_peer);
-    let i = (0..r.ports.rows())
+    let i = (0..r.tables["ports"].rows())
         .find(|&i| {
-            strs(&r.ports, "node_name")[i] == "tor0" && strs(&r.ports, "peer_name")[i] == "spine1"
+            strs(&r.tables["ports"], "node_name")[i] == "tor0"
+                && strs(&r.tables["ports"], "peer_name")[i] == "spine1"
         })
         .unwrap();
-    let name = format!("tor0:{}", ints(&r.ports, "port")[i]);
-    let got = strs(&r.queues, "port");
+    let name = format!("tor0:{}", ints(&r.tables["ports"], "port")[i]);
+    let got = strs(&r.tables["queues"], "port");
     assert!(!got.is_empty());
     assert!(got.iter().all(|n| *n == name), "{got:?} vs {name}");
     // The same series as naming the port by its index.
     let by_index = json!({"duration": "2ms", "topology": two_tor(), "traffic": traffic(),
         "measure": {"interval": "5us", "queues": [name.clone()]}});
     let (_, r2) = run(&by_index);
-    assert_eq!(r.queues, r2.queues);
+    assert_eq!(r.tables["queues"], r2.tables["queues"]);
 }
 
 fn rejected(s: &Value) -> (String, String) {
@@ -152,7 +153,7 @@ fn incast(pfc_log: bool) -> Value {
 fn every_pfc_frame_is_logged_where_it_is_sent_and_where_it_is_received() {
     let (sim, r) = run(&incast(true));
     let w = sim.world();
-    let t = &r.pfc;
+    let t = &r.tables["pfc"];
     assert!(t.rows() > 0, "the incast pauses");
     let (time, node, port, prio) = (
         ints(t, "time_ps"),
@@ -213,10 +214,13 @@ fn every_pfc_frame_is_logged_where_it_is_sent_and_where_it_is_received() {
 fn the_pfc_log_can_be_switched_off_without_changing_the_run() {
     let (_, on) = run(&incast(true));
     let (_, off) = run(&incast(false));
-    assert_eq!(off.pfc.rows(), 0);
-    assert!(on.pfc.rows() > 0);
+    assert_eq!(off.tables["pfc"].rows(), 0);
+    assert!(on.tables["pfc"].rows() > 0);
     // (Whole tables hold NaN latency columns, which never compare equal.)
-    assert_eq!(ints(&on.flows, "fct_ps"), ints(&off.flows, "fct_ps"));
-    assert_eq!(on.throughput, off.throughput);
+    assert_eq!(
+        ints(&on.tables["flows"], "fct_ps"),
+        ints(&off.tables["flows"], "fct_ps")
+    );
+    assert_eq!(on.tables["throughput"], off.tables["throughput"]);
     assert_eq!(on.counters, off.counters);
 }

@@ -56,7 +56,7 @@ fn scenario(topo: Value, mw: Value, flows_list: &[(u32, u32, &str)]) -> Value {
 
 /// Sum of a tenants-table counter column over every tenant.
 fn tenant_sum(r: &braid_sim::Results, col: &str) -> f64 {
-    match r.tenants.get(col) {
+    match r.tables["tenants"].get(col) {
         Some(braid_sim::Column::F64(v)) => v.iter().sum(),
         Some(braid_sim::Column::U64(v)) => v.iter().map(|&x| x as f64).sum(),
         Some(braid_sim::Column::I64(v)) => v.iter().map(|&x| x as f64).sum(),
@@ -245,7 +245,7 @@ fn two_tier_sweep() {
 }
 
 fn col(r: &braid_sim::Results, name: &str, row: usize) -> f64 {
-    match r.tenants.get(name) {
+    match r.tables["tenants"].get(name) {
         Some(braid_sim::Column::F64(v)) => v[row],
         Some(braid_sim::Column::U64(v)) => v[row] as f64,
         _ => panic!("no column {name}"),
@@ -349,13 +349,22 @@ fn the_run_seed_draws_the_member_ports() {
         let mut sim = build(&s);
         sim.run();
         let r = sim.results();
-        assert!(ints(&r.flows, "fct_ps")[0] > 0, "seed {seed}: unfinished");
+        assert!(
+            ints(&r.tables["flows"], "fct_ps")[0] > 0,
+            "seed {seed}: unfinished"
+        );
         r
     };
     let (a, b, a2) = (run(1), run(2), run(1));
     // Member 0's port is the application QP's (the flow's `sport`).
-    assert_ne!(ints(&a.flows, "sport"), ints(&b.flows, "sport"));
+    assert_ne!(
+        ints(&a.tables["flows"], "sport"),
+        ints(&b.tables["flows"], "sport")
+    );
     // (Compared as text: unmeasured latencies are NaN, which equals nothing.)
-    assert_eq!(format!("{:?}", a.flows), format!("{:?}", a2.flows));
+    assert_eq!(
+        format!("{:?}", a.tables["flows"]),
+        format!("{:?}", a2.tables["flows"])
+    );
     assert_eq!(a.counters, a2.counters);
 }

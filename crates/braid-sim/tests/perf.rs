@@ -504,8 +504,8 @@ fn hardware_pause_goes_on_when_b_apps_qps_fail() {
     // Host 0's QPs whose transport gave up (on spine0): the failure did hit the rotation.
     let failed = |r: &braid_sim::Results| {
         let (h, t) = (
-            common::numbers(&r.transport, "host"),
-            common::numbers(&r.transport, "timeouts"),
+            common::numbers(&r.tables["transport"], "host"),
+            common::numbers(&r.tables["transport"], "timeouts"),
         );
         h.iter()
             .zip(&t)

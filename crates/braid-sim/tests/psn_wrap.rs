@@ -27,7 +27,7 @@ fn scenario(initial_psn: Option<u32>) -> Value {
 /// What a run's results say, PSNs aside: every flow's finish, every counter.
 fn outcome(s: &Value) -> (Vec<i64>, Vec<(String, u64)>) {
     let (_, r) = run(s);
-    let fin = ints(&r.flows, "finish_ps");
+    let fin = ints(&r.tables["flows"], "finish_ps");
     assert!(fin.iter().all(|&f| f > 0), "every flow finished: {fin:?}");
     let mut c: Vec<(String, u64)> = r.counters.iter().map(|(k, v)| (k.clone(), *v)).collect();
     c.sort();

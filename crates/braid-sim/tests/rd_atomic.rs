@@ -21,11 +21,11 @@ fn read_goodput(depth: u32) -> f64 {
     });
     let (_, r) = run(&s);
     assert!(
-        ints(&r.flows, "finish_ps")[0] > 0,
+        ints(&r.tables["flows"], "finish_ps")[0] > 0,
         "depth {depth}: finished"
     );
-    assert_eq!(ints(&r.flows, "size")[0], 1600 * SIZE as i64);
-    r.flows.f64("goodput_gbps")[0]
+    assert_eq!(ints(&r.tables["flows"], "size")[0], 1600 * SIZE as i64);
+    r.tables["flows"].f64("goodput_gbps")[0]
 }
 
 #[test]

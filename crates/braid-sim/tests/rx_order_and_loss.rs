@@ -73,7 +73,7 @@ fn lossless_runs_with_the_qp_cache_on_never_go_back_n() {
 
 /// Every flow and application of the run completed.
 fn all_finished(r: &braid_sim::Results, what: &str) {
-    let fin = ints(&r.flows, "finish_ps");
+    let fin = ints(&r.tables["flows"], "finish_ps");
     assert!(
         fin.iter().all(|&t| t > 0),
         "{what}: every flow finishes: {fin:?} {:?}",
@@ -172,7 +172,7 @@ fn go_back_n_completes_when_acks_and_naks_are_lost() {
     let (sim, r) = run(&s);
     let c = &r.counters;
     all_finished(&r, "10% loss");
-    assert_eq!(ints(&r.flows, "finish_ps").len(), 4);
+    assert_eq!(ints(&r.tables["flows"], "finish_ps").len(), 4);
     assert_eq!(
         sim.verify_delivery().unwrap(),
         500_000 + 300_000,

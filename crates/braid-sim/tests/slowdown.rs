@@ -57,13 +57,13 @@ fn alone(topology: Value, transport: Value, size: &str) -> (u64, u64, u64, f64) 
         "traffic": [{"pattern": "flows", "flows": [{"src": 0, "dst": 2, "size": size}]}],
     });
     let (_, r) = run(&s);
-    let fct = ints(&r.flows, "fct_ps")[0];
+    let fct = ints(&r.tables["flows"], "fct_ps")[0];
     assert!(fct > 0, "{size} under {transport}: unfinished");
     (
         fct as u64,
-        ints(&r.flows, "ideal_fct_ps")[0] as u64,
-        ints(&r.flows, "path_ideal_fct_ps")[0] as u64,
-        floats(&r.flows, "slowdown")[0],
+        ints(&r.tables["flows"], "ideal_fct_ps")[0] as u64,
+        ints(&r.tables["flows"], "path_ideal_fct_ps")[0] as u64,
+        floats(&r.tables["flows"], "slowdown")[0],
     )
 }
 
@@ -105,9 +105,9 @@ fn software_multipath_flow_is_measured_against_the_fabric() {
     // the fabric's ideal is the 10G host link's, ~3.4 ms for 4 MB, not the 1G path's 34 ms.
     let s = experiment("multipath/virtuoso-paths.toml");
     let (_, r) = run(&s);
-    let fct = ints(&r.flows, "fct_ps")[0] as u64;
-    let ideal = ints(&r.flows, "ideal_fct_ps")[0] as u64;
-    let sd = floats(&r.flows, "slowdown")[0];
+    let fct = ints(&r.tables["flows"], "fct_ps")[0] as u64;
+    let ideal = ints(&r.tables["flows"], "ideal_fct_ps")[0] as u64;
+    let sd = floats(&r.tables["flows"], "slowdown")[0];
     let body = ser(3_999 * (1000 + HDR), 10.0);
     assert!(
         ideal > body && ideal < body + 50_000_000,

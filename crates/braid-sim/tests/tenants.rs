@@ -34,7 +34,7 @@ fn two_tenants_on_one_host_have_their_own_stacks_and_results() {
         vec![vec!["raw"], vec!["raw", "raw"]],
         "host 0's two client tenants"
     );
-    let t = &r.tenants;
+    let t = &r.tables["tenants"];
     let labels = strs(t, "label");
     let row = |l: &str| labels.iter().position(|x| x == l).unwrap();
     let (lat, bw) = (row("apps[0].client"), row("apps[1].client"));
@@ -87,7 +87,7 @@ fn traffic_tables_are_tenants_with_their_own_middleware() {
     let (sim, r) = run(&s);
     // Host 0 sends for both tables: two sender tenants, each with its table's stack.
     assert_eq!(sim.stacks()[0], vec![vec!["raw"], vec!["raw", "raw"]]);
-    let labels = strs(&r.tenants, "label");
+    let labels = strs(&r.tables["tenants"], "label");
     assert!(labels.contains(&"traffic[0].sender".to_string()));
     assert!(labels.contains(&"traffic[1].sink".to_string()));
 }

@@ -19,7 +19,7 @@ fn an_unfinished_app_that_moved_data_has_a_goodput() {
         ],
     );
     let (_, r) = run(&s);
-    let labels = match r.tenants.get("label").unwrap() {
+    let labels = match r.tables["tenants"].get("label").unwrap() {
         braid_sim::Column::Str(v) => v.clone(),
         _ => panic!("label"),
     };
@@ -27,10 +27,10 @@ fn an_unfinished_app_that_moved_data_has_a_goodput() {
         .iter()
         .position(|l| l.ends_with(".client"))
         .expect("a client tenant");
-    let finish = ints(&r.flows, "finish_ps")[0];
+    let finish = ints(&r.tables["flows"], "finish_ps")[0];
     assert_eq!(finish, -1, "the app is unfinished at the run's end");
-    let gbps = common::numbers(&r.tenants, "goodput_gbps")[row];
-    let mps = common::numbers(&r.tenants, "msg_rate_mps")[row];
+    let gbps = common::numbers(&r.tables["tenants"], "goodput_gbps")[row];
+    let mps = common::numbers(&r.tables["tenants"], "msg_rate_mps")[row];
     // 16 B messages for 1.8 ms at the per-QP ceiling (12.4 Mmsg/s) = 1.59 Gbit/s of payload.
     assert!(gbps.is_finite() && gbps > 0.0, "goodput {gbps}");
     assert!(mps.is_finite() && mps > 0.0, "message rate {mps}");

@@ -41,10 +41,11 @@ fn f64s(t: &Table, name: &str) -> Vec<f64> {
 }
 
 fn rows(r: &Results, flow: i64) -> Vec<Row> {
-    let c = &r.cc;
+    let c = &r.tables["cc"];
     let (t, fl) = (ints(c, "time_ps"), ints(c, "flow"));
     let (rate, target, alpha) = (f64s(c, "rate_bps"), f64s(c, "target_bps"), f64s(c, "alpha"));
-    let (signals, cuts) = (f64s(c, "signals"), f64s(c, "cuts"));
+    // Counts are integers in the table (null where the controller has none).
+    let (signals, cuts) = (numbers(c, "signals"), numbers(c, "cuts"));
     (0..c.rows())
         .filter(|&i| fl[i] == flow)
         .map(|i| Row {
@@ -67,7 +68,7 @@ fn close(a: f64, b: f64, rel: f64) -> bool {
 fn dcqcn_series_follow_the_reaction_point_equations() {
     let (_, r) = run(&incast());
     assert!(r.counters["cnps"] > 0, "the incast raises CNPs");
-    let kinds = match r.cc.get("kind").unwrap() {
+    let kinds = match r.tables["cc"].get("kind").unwrap() {
         Column::Str(v) => v.clone(),
         _ => unreachable!(),
     };
@@ -175,7 +176,7 @@ fn dcqcn_series_follow_the_reaction_point_equations() {
 /// Results with the trace outputs and wall-clock figures taken out.
 fn measured(r: &Results, keep_events: bool) -> String {
     let mut r = r.clone();
-    r.cc = Table::default();
+    r.tables["cc"] = Table::default();
     r.pcap.clear();
     r.stats.retain(|k, _| {
         !matches!(
@@ -191,7 +192,7 @@ fn tracing_does_not_change_what_a_run_measures() {
     let mut plain = incast();
     plain["measure"] = json!({"interval": "50us", "queues": ["swR:0"]});
     let (_, a) = run(&plain);
-    assert_eq!(a.cc.rows(), 0);
+    assert_eq!(a.tables["cc"].rows(), 0);
     assert!(a.pcap.is_empty());
     // Sampled on the measurement grid: not even the event count changes.
     let mut same_grid = plain.clone();
@@ -199,7 +200,7 @@ fn tracing_does_not_change_what_a_run_measures() {
     same_grid["measure"]["pcap"] =
         json!({"flows": [0, 2], "ports": [{"node": "swL", "peer": "swR"}], "snaplen": 256});
     let (_, b) = run(&same_grid);
-    assert!(b.cc.rows() > 0 && !b.pcap.is_empty());
+    assert!(b.tables["cc"].rows() > 0 && !b.pcap.is_empty());
     assert!(measured(&a, true) == measured(&b, true), "results differ");
     // On a grid of its own (extra sampling events), captured at the senders: the same too.
     let mut own = same_grid.clone();
@@ -211,7 +212,10 @@ fn tracing_does_not_change_what_a_run_measures() {
     // And the traces themselves are deterministic.
     let (_, d) = run(&own);
     // (Debug text: NaN, a field a controller lacks, equals itself there.)
-    assert!(format!("{:?}", c.cc) == format!("{:?}", d.cc), "cc differs");
+    assert!(
+        format!("{:?}", c.tables["cc"]) == format!("{:?}", d.tables["cc"]),
+        "cc differs"
+    );
     assert!(c.pcap == d.pcap, "pcap differs");
 }
 
@@ -220,7 +224,7 @@ fn all_takes_the_sending_qps_up_to_the_cap() {
     let mut s = incast();
     s["measure"]["cc"] = json!({"qps": "all", "interval": "10us", "max_qps": 2});
     let (_, r) = run(&s);
-    let (h, q) = (ints(&r.cc, "host"), ints(&r.cc, "qpn"));
+    let (h, q) = (ints(&r.tables["cc"], "host"), ints(&r.tables["cc"], "qpn"));
     let mut qps: Vec<(i64, i64)> = h.iter().copied().zip(q.iter().copied()).collect();
     qps.sort();
     qps.dedup();
@@ -229,13 +233,13 @@ fn all_takes_the_sending_qps_up_to_the_cap() {
     assert!(qps.iter().all(|&(h, _)| h <= 2), "{qps:?}");
     s["measure"]["cc"]["max_qps"] = json!(100);
     let (_, r) = run(&s);
-    let (h, f) = (ints(&r.cc, "host"), ints(&r.cc, "flow"));
+    let (h, f) = (ints(&r.tables["cc"], "host"), ints(&r.tables["cc"], "flow"));
     let mut hosts: Vec<i64> = h.clone();
     hosts.sort();
     hosts.dedup();
     assert_eq!(hosts, vec![0, 1, 2]);
     // Each row names the flow its QP carries.
-    for i in 0..r.cc.rows() {
+    for i in 0..r.tables["cc"].rows() {
         assert_eq!(f[i], h[i], "host k sends flow k");
     }
 }
@@ -251,7 +255,7 @@ fn mp_rdma_rows_carry_the_window_and_no_rate() {
         "measure": {"interval": "10us", "cc": {"qps": [0], "interval": "2us"}},
     });
     let (_, r) = run(&s);
-    let c = &r.cc;
+    let c = &r.tables["cc"];
     assert!(c.rows() > 50);
     let t = ints(c, "time_ps");
     let cwnd = c.f64("cwnd");

@@ -81,7 +81,7 @@ fn pattern(flow: u32, len: usize) -> Vec<u8> {
 
 /// A tenant counter of the virtuoso layer (`virtuoso_<name>`) for host `h`'s traffic tenant.
 fn counter(r: &braid_sim::Results, h: u64, name: &str) -> f64 {
-    let t = &r.tenants;
+    let t = &r.tables["tenants"];
     let hosts = ints(t, "host");
     let col = format!("virtuoso_{name}");
     let v = match t.get(&col).unwrap_or_else(|| panic!("no column {col}")) {
@@ -99,7 +99,7 @@ fn counter(r: &braid_sim::Results, h: u64, name: &str) -> f64 {
 }
 
 fn fct_ms(r: &braid_sim::Results) -> Vec<f64> {
-    ints(&r.flows, "fct_ps")
+    ints(&r.tables["flows"], "fct_ps")
         .iter()
         .map(|&x| x as f64 / 1e9)
         .collect()
@@ -368,7 +368,7 @@ fn perftest_apps_run_unmodified() {
         let mut sim = build(&s);
         sim.run();
         let r = sim.results();
-        let t = &r.tenants;
+        let t = &r.tables["tenants"];
         let labels = match t.get("label").unwrap() {
             braid_sim::Column::Str(v) => v.clone(),
             _ => unreachable!(),

@@ -5,9 +5,10 @@
 //!
 //! [`Transport::cc_state`]: crate::transport::Transport::cc_state
 
-use crate::api::{Column, ConfigError, ScenarioError, Table};
+use crate::api::{Column, ColumnType as T, ConfigError, ScenarioError, Table};
 use crate::build::err;
 use crate::measure::SharedLog;
+use crate::tables::{col, nullable, Col, Null, Source, TableSpec};
 use crate::transport::CcState;
 use crate::world::World;
 use braid_engine::Time;
@@ -280,11 +281,62 @@ impl CcSampler {
         }
     }
 
-    /// The `cc` results table: time_ps, host, qpn, flow (-1: none), kind, then the state's
-    /// fields (NaN where the controller has no such field).
+    /// The `cc` results table ([`SPEC`]; -1 and NaN where a value is missing, nulls once
+    /// [`TableSpec::finish`]ed).
     pub fn table(&self) -> Table {
         table(&self.rows)
     }
+}
+
+pub const SPEC: TableSpec = TableSpec {
+    name: "cc",
+    doc: "the congestion controller's state of the QPs `measure.cc` chose, per sample: DCQCN rate Rc, target Rt, α; MP-RDMA cwnd; in flight, CNPs/ECN ACKs, cuts (docs/scenario.md, \"Congestion-control time series\")",
+    columns: COLUMNS,
+    extra: None,
+    build,
+};
+
+const COLUMNS: &[Col] = &[
+    col(
+        "time_ps",
+        T::U64,
+        "sample time (multiples of `measure.cc.interval`)",
+    ),
+    col("host", T::U64, "host index"),
+    col("qpn", T::U64, "QP number"),
+    nullable(
+        "flow",
+        T::I64,
+        Null::Negative,
+        "the flow the QP carries; null if none",
+    ),
+    col("kind", T::Str, "`dcqcn` or `mp-rdma`"),
+    nullable(
+        "rate_bps",
+        T::F64,
+        Null::Nan,
+        "DCQCN's current rate Rc; null for other controllers",
+    ),
+    nullable("target_bps", T::F64, Null::Nan, "DCQCN's target rate Rt"),
+    nullable("alpha", T::F64, Null::Nan, "DCQCN's α"),
+    nullable("cwnd", T::F64, Null::Nan, "MP-RDMA's window (bytes)"),
+    nullable("inflight", T::F64, Null::Nan, "bytes in flight"),
+    nullable("srtt_us", T::F64, Null::Nan, "smoothed RTT"),
+    nullable(
+        "signals",
+        T::I64,
+        Null::Negative,
+        "congestion signals so far (DCQCN: CNPs; MP-RDMA: ECN-marked ACKs)",
+    ),
+    nullable("cuts", T::I64, Null::Negative, "rate or window cuts so far"),
+];
+
+fn build(src: &Source) -> Table {
+    src.world
+        .measure
+        .cc
+        .as_ref()
+        .map_or_else(|| table(&[]), |c| c.table())
 }
 
 fn table(rows: &[CcRow]) -> Table {
@@ -326,12 +378,15 @@ fn table(rows: &[CcRow]) -> Table {
     t.push("cwnd", f(&|s| s.cwnd));
     t.push("inflight", f(&|s| s.inflight));
     t.push("srtt_us", f(&|s| s.srtt_us));
-    t.push("signals", f(&|s| s.signals.map(|x| x as f64)));
-    t.push("cuts", f(&|s| s.cuts.map(|x| x as f64)));
+    // Counts: integers, -1 where the controller has none (a null in the results).
+    let n = |g: &dyn Fn(&CcState) -> Option<u64>| {
+        Column::I64(
+            rows.iter()
+                .map(|r| g(&r.state).map_or(-1, |x| x as i64))
+                .collect(),
+        )
+    };
+    t.push("signals", n(&|s| s.signals));
+    t.push("cuts", n(&|s| s.cuts));
     t
-}
-
-/// The `cc` table of a run without `measure.cc`: the columns, no rows.
-pub fn empty_table() -> Table {
-    table(&[])
 }

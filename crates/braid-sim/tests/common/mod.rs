@@ -48,9 +48,9 @@ pub fn ints(r: &braid_sim::Table, name: &str) -> Vec<i64> {
 
 /// Mean goodput (Gbit/s) of each flow between two times, from the sampled series.
 pub fn mean_gbps(r: &Results, nflows: usize, from_ps: u64, to_ps: u64) -> Vec<f64> {
-    let t = r.throughput.u64("time_ps");
-    let f = r.throughput.u64("flow");
-    let b = r.throughput.u64("bytes");
+    let t = r.tables["throughput"].u64("time_ps");
+    let f = r.tables["throughput"].u64("flow");
+    let b = r.tables["throughput"].u64("bytes");
     let mut bytes = vec![0u64; nflows];
     for i in 0..t.len() {
         if t[i] > from_ps && t[i] <= to_ps {
@@ -147,7 +147,7 @@ pub fn numbers(t: &braid_sim::Table, name: &str) -> Vec<f64> {
 
 /// One column's value for the tenant labelled `label` in the tenants table.
 pub fn tenant_value(r: &Results, label: &str, col: &str) -> f64 {
-    let labels = match r.tenants.get("label").unwrap() {
+    let labels = match r.tables["tenants"].get("label").unwrap() {
         braid_sim::Column::Str(v) => v.clone(),
         _ => unreachable!(),
     };
@@ -155,5 +155,5 @@ pub fn tenant_value(r: &Results, label: &str, col: &str) -> f64 {
         .iter()
         .position(|l| l == label)
         .unwrap_or_else(|| panic!("no tenant {label} in {labels:?}"));
-    numbers(&r.tenants, col)[i]
+    numbers(&r.tables["tenants"], col)[i]
 }
