@@ -22,7 +22,7 @@ fn told_and_built(s: &Value) -> (f64, usize) {
     let sc = Scenario::from_json(&text).unwrap();
     let e = estimate(&sc, Path::new("."));
     let sim = Simulation::from_json(&text, Path::new("."), Some(7)).unwrap();
-    (e.flows, sim.results().flows.rows())
+    (e.flows, sim.results().tables["flows"].rows())
 }
 
 #[test]

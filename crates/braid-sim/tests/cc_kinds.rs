@@ -36,11 +36,11 @@ fn rejected(s: &Value) -> (String, String) {
 /// Mean sampled queue at the receiver's port while the incast runs (bytes) and the last finish.
 fn queue_and_finish(s: &Value) -> (f64, u64, i64) {
     let (_, r) = run(s);
-    let fin = ints(&r.flows, "finish_ps");
+    let fin = ints(&r.tables["flows"], "finish_ps");
     assert!(fin.iter().all(|&t| t > 0), "unfinished: {fin:?}");
     let last = *fin.iter().max().unwrap();
-    let q = r.queues.u64("bytes");
-    let t = ints(&r.queues, "time_ps");
+    let q = r.tables["queues"].u64("bytes");
+    let t = ints(&r.tables["queues"], "time_ps");
     let during: Vec<u64> = q
         .iter()
         .zip(&t)
@@ -63,8 +63,8 @@ fn dcqcn_through_transport_cc_is_the_dcqcn_of_transport_dcqcn() {
     let new = incast(json!({"kind": "rc", "cc": cc}));
     let (_, a) = run(&old);
     let (_, b) = run(&new);
-    assert_eq!(ints(&a.flows, "finish_ps"), ints(&b.flows, "finish_ps"));
-    assert_eq!(a.queues.u64("bytes"), b.queues.u64("bytes"));
+    assert_eq!(ints(&a.tables["flows"], "finish_ps"), ints(&b.tables["flows"], "finish_ps"));
+    assert_eq!(a.tables["queues"].u64("bytes"), b.tables["queues"].u64("bytes"));
 }
 
 #[test]
@@ -117,10 +117,10 @@ fn timely_cuts_the_rate_as_the_rtt_gradient_rises() {
     let mut s = incast(json!({"cc": {"kind": "timely"}}));
     s["duration"] = json!("500ms");
     let (_, r) = run(&s);
-    let rate = numbers(&r.cc, "rate_bps");
-    let rtt = numbers(&r.cc, "srtt_us");
-    let qpn = ints(&r.cc, "qpn");
-    let host = ints(&r.cc, "host");
+    let rate = numbers(&r.tables["cc"], "rate_bps");
+    let rtt = numbers(&r.tables["cc"], "srtt_us");
+    let qpn = ints(&r.tables["cc"], "qpn");
+    let host = ints(&r.tables["cc"], "host");
     let mut by_qp: std::collections::BTreeMap<(i64, i64), Vec<(f64, f64)>> = Default::default();
     for i in 0..rate.len() {
         by_qp

@@ -41,7 +41,7 @@ impl Outcome {
 
 fn outcome(s: &Value) -> Outcome {
     let (_, r) = run(s);
-    let fin = ints(&r.flows, "finish_ps");
+    let fin = ints(&r.tables["flows"], "finish_ps");
     assert!(fin.iter().all(|&f| f > 0), "unfinished: {:?}", r.counters);
     let mut counters: Vec<(String, u64)> =
         r.counters.iter().map(|(k, v)| (k.clone(), *v)).collect();
@@ -215,14 +215,14 @@ fn reads_and_sends(seed: u64) {
     });
     let (_, r) = run(&s);
     assert!(
-        ints(&r.flows, "finish_ps").iter().all(|&f| f > 0),
+        ints(&r.tables["flows"], "finish_ps").iter().all(|&f| f > 0),
         "{:?} {:?}",
-        ints(&r.flows, "finish_ps"),
+        ints(&r.tables["flows"], "finish_ps"),
         r.counters
     );
     assert!(r.counters["drops_loss_read_resp"] > 0 && r.counters["drops_loss_data"] > 0);
     // Completed messages by operation (the flow's WRITE is one more).
-    let ops: Vec<String> = match r.messages.get("op") {
+    let ops: Vec<String> = match r.tables["messages"].get("op") {
         Some(braid_sim::Column::Str(v)) => v.iter().map(|x| x.to_string()).collect(),
         _ => panic!("no op column"),
     };
@@ -255,7 +255,7 @@ fn reads_over_a_lossy_link_finish_no_later_than_under_go_back_n() {
                       "iterations": 200}],
         });
         let (_, r) = run(&s);
-        let done = ints(&r.messages, "complete_ps");
+        let done = ints(&r.tables["messages"], "complete_ps");
         assert_eq!(done.len(), 200, "{recovery} seed {seed}: {:?}", r.counters);
         *done.iter().max().unwrap()
     };

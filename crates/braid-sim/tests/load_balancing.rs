@@ -55,7 +55,7 @@ fn scenario(lb: Value, n: u32, size: &str, slow: &str) -> Value {
 }
 
 fn all_finished(r: &braid_sim::Results) -> bool {
-    ints(&r.flows, "fct_ps").iter().all(|&f| f > 0)
+    ints(&r.tables["flows"], "fct_ps").iter().all(|&f| f > 0)
 }
 
 #[test]
@@ -64,7 +64,7 @@ fn ecmp_by_name_is_the_default_bit_for_bit() {
     let (a, ra) = run(&s);
     s["switch"].as_object_mut().unwrap().remove("lb");
     let (b, rb) = run(&s);
-    assert_eq!(ints(&ra.flows, "fct_ps"), ints(&rb.flows, "fct_ps"));
+    assert_eq!(ints(&ra.tables["flows"], "fct_ps"), ints(&rb.tables["flows"], "fct_ps"));
     assert_eq!(uplink_bytes(&a), uplink_bytes(&b));
 }
 
@@ -191,15 +191,15 @@ fn failover_scenario(failover: Option<&str>) -> Value {
 fn failover_restores_delivery_after_the_detection_delay() {
     // Without failover the flows hashed onto s0 black-hole until their QPs give up.
     let (_, r) = run(&failover_scenario(None));
-    let stuck = ints(&r.flows, "fct_ps").iter().filter(|&&f| f < 0).count();
+    let stuck = ints(&r.tables["flows"], "fct_ps").iter().filter(|&&f| f < 0).count();
     assert!(
         stuck > 0,
         "some flow crossed s0: {:?}",
-        ints(&r.flows, "fct_ps")
+        ints(&r.tables["flows"], "fct_ps")
     );
     // With a 2 ms detection delay every flow finishes, the rerouted ones after 1 + 2 ms.
     let (_, r) = run(&failover_scenario(Some("2ms")));
-    let fct = ints(&r.flows, "fct_ps");
+    let fct = ints(&r.tables["flows"], "fct_ps");
     assert!(fct.iter().all(|&f| f > 0), "{fct:?}");
     let late = fct.iter().filter(|&&f| f > 3_000_000_000).count();
     assert_eq!(
@@ -230,7 +230,7 @@ fn each_policy_is_deterministic_per_seed() {
         s["seed"] = json!(3);
         let (a, ra) = run(&s);
         let (b, rb) = run(&s);
-        assert_eq!(ints(&ra.flows, "fct_ps"), ints(&rb.flows, "fct_ps"), "{lb}");
+        assert_eq!(ints(&ra.tables["flows"], "fct_ps"), ints(&rb.tables["flows"], "fct_ps"), "{lb}");
         assert_eq!(uplink_bytes(&a), uplink_bytes(&b), "{lb}");
     }
 }
@@ -326,7 +326,7 @@ fn asymmetric_fabric_per_policy() {
 /// One run's table cells, and its share of bytes on the slow uplink.
 fn measure(s: &Value) -> (String, f64) {
     let (sim, r) = run(s);
-    let fct = ints(&r.flows, "fct_ps");
+    let fct = ints(&r.tables["flows"], "fct_ps");
     let done: Vec<f64> = fct
         .iter()
         .filter(|&&f| f > 0)

@@ -37,7 +37,7 @@ fn scenario(initial_psn: Option<u32>, loss: f64, seed: u64) -> Value {
 /// What a run's results say, PSNs aside: every flow's finish, every counter.
 fn outcome(s: &Value) -> (Vec<i64>, Vec<(String, u64)>) {
     let (_, r) = run(s);
-    let fin = ints(&r.flows, "finish_ps");
+    let fin = ints(&r.tables["flows"], "finish_ps");
     assert!(
         !fin.is_empty() && fin.iter().all(|&f| f > 0),
         "every flow finished: {fin:?}, counters {:?}",
