@@ -184,13 +184,11 @@ fn schema_part() -> String {
 const SCHEMA: u64 = 0xb2a4564d9354e7ac;
 
 /// All of `braid schema` (the apps' types moved crates; nothing else may move with them).
-// Re-pinned with the wave's new NIC keys (initial_psn, max_mr, wqe_pipelined, tx_prefetch_time, ...),
-// then with `transport.cc` (issue 30: the congestion controller's tagged table, in [transport]
-// and in every transport override).
-// then with `switch.lb`, `switch.lb_at` and `switch.failover` (docs/load-balancing.md).
-// Re-pinned with the tagged `AppSpec` (above); nothing else in the schema moved with it.
-// then with transport.recovery and [transport.irn] (selective repeat).
-const WHOLE_SCHEMA: u64 = 0x2dab78fefbbd17d0;
+// Re-pinned with the wave's new NIC keys (initial_psn, max_mr, wqe_pipelined, tx_prefetch_time, ...);
+// then with the tagged `AppSpec` (above), `transport.cc` (issue 30: the congestion controller's
+// tagged table, in [transport] and every override), `transport.recovery`/`transport.irn`
+// (docs/irn.md) and `switch.lb`, `switch.lb_at`, `switch.failover` (docs/load-balancing.md).
+const WHOLE_SCHEMA: u64 = 0x3407e5e371c8678f;
 
 /// A key set on kinds that do not take it, and the other per-kind refusals: (path, message).
 fn refusals() -> Vec<(String, String)> {
