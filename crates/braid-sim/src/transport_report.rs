@@ -68,7 +68,7 @@ fn qp_type_name(t: QpType) -> &'static str {
 
 pub const SPEC: TableSpec = TableSpec {
     name: "transport",
-    doc: "per QP: host, QP number and type, transport kind (`dcqcn`, `none`, `mp-rdma`), peer, bytes sent and received, retransmitted packets, timeouts, DCQCN rate; the transport's own counters (MP-RDMA: cwnd, ACKs, ECN ACKs, pruned ACKs, NACKs, recoveries, probes, bitmap drops, ...) and, for MP-RDMA receivers, the out-of-order degree's 50th/99th/99.9th percentiles and maximum (docs/mp-rdma.md)",
+    doc: "per QP: host, QP number and type, transport kind (`dcqcn`, `none`, `mp-rdma`), peer, bytes sent and received, retransmitted packets, timeouts, DCQCN rate; the transport's own counters (MP-RDMA: cwnd, ACKs, ECN ACKs, pruned ACKs, NACKs, recoveries, probes, bitmap drops, ...; RC with `recovery = \"irn\"`: `irn_nacks`, `irn_recoveries`, `irn_retransmitted`, `irn_capped`, `irn_ooo_accepted`, docs/irn.md) and, for MP-RDMA receivers, the out-of-order degree's 50th/99th/99.9th percentiles and maximum (docs/mp-rdma.md)",
     columns: COLUMNS,
     extra: Some(Extra {
         ty: None,
