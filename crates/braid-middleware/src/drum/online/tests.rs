@@ -360,8 +360,11 @@ fn the_decider_is_picked_by_name_and_bad_parameters_are_refused_by_name() {
 /// rate, floored at 1e-4 Q) caps it and the re-solve gives A the rest of Q.
 #[test]
 fn a_measured_demand_change_re_solves_and_frees_the_capacity() {
+    // Without the agent's path delay: this checks the decider's demand rule on the arrivals
+    // alone (with the delay, A's 2000 WRs drain at 165 ns each and A ended at the floor too).
     let c = DrumConfig {
         solve_interval: braid_units::Duration(10_000_000),
+        path_delay: false,
         ..cfg(OnlineDecider::default())
     };
     let (mut net, a, b) = net_of(&c);
