@@ -259,6 +259,7 @@ impl DrumAgent {
                     posted: c.posted,
                     posted_bytes: c.posted_bytes,
                     two_sided: c.two_sided,
+                    signaled: c.signaled,
                     received: c.received,
                     sport: None,
                 })
@@ -315,9 +316,10 @@ impl DrumAgent {
         for (i, st) in stats.iter().enumerate() {
             if let Some(c) = s.conns.get_mut(&st.conn) {
                 c.x = d.x.get(i).copied().unwrap_or(0.0);
-                // A connection left out keeps its CQE rate: what it has on the shared QP
-                // still completes.
-                let z = d.z.get(i).copied().unwrap_or(0.0).max(c.x);
+                // The poller paces at the decided CQE rate (below x for a tenant that signals
+                // one WR in a batch: the joint allocation); a connection left out keeps its
+                // CQE rate: what it has on the shared QP still completes.
+                let z = d.z.get(i).copied().unwrap_or(0.0);
                 if z > 0.0 {
                     c.z = z;
                 }

@@ -41,6 +41,8 @@ pub struct Stat {
     /// Payload bytes of the `posted` WRs.
     pub posted_bytes: u64,
     pub two_sided: u64,
+    /// Of `posted`, the signaled WRs (a completion each for the tenant).
+    pub signaled: u64,
     /// Two-sided messages received from the peer since the connection was made.
     pub received: u64,
     /// The UDP source port of the shared QP carrying it (what ECMP hashes), once bound.
@@ -358,6 +360,7 @@ mod tests {
             posted: 0,
             posted_bytes: 0,
             two_sided: 0,
+            signaled: 0,
             received: 0,
         }
     }
