@@ -16,9 +16,16 @@ from .registry import Row, Run, experiment
 DOC = "docs/drum-agent.md (Measured)"
 TC1 = "drum/test-case-1.toml"
 
-# DRUM is the scenario file's own agent (Q = C = 52 M WQEs/s, shared QPs sized to their rates'
-# bandwidth-delay product); RAW and SHARE replace it.
-MECHANISMS = {"RAW": ('middleware.default=["raw"]',), "SHARE": ('middleware.default=["share"]',), "DRUM": ()}
+# DRUM is the scenario file's own agent (the online decider, beta > 0, joint QP and CQ
+# allocation; Q = C = 52 M WQEs/s, shared QPs sized to their rates' bandwidth-delay product);
+# RAW and SHARE replace it, and so does the baseline "DRUM-equal": the same agent deciding by a
+# host-local one-sided solve with a = 1 and beta = 0, which at equal weights is an equal split.
+MECHANISMS = {
+    "RAW": ('middleware.default=["raw"]',),
+    "SHARE": ('middleware.default=["share"]',),
+    "DRUM": (),
+    "DRUM-equal": ('middleware.default=[{ kind = "drum", decider = "local", pipe_bdp = 1.0, wqe_rate = 52e6, cqe_rate = 52e6 }]',),
+}
 CCS = (20, 50, 100)
 # The paper's 80th percentiles (Fig. 10 and §V), µs; None where it gives none.
 PAPER = {20: (7.1, 7.2, 8.8), 50: (26.5, None, 14.5), 100: (90.4, 41.0, 24.0)}
