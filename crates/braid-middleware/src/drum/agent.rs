@@ -55,6 +55,9 @@ struct Pipe {
     pending: Option<SendWr>,
     /// A receive flagged `IMM_APP` waiting for its companion: (local connection, arrival).
     pairing: Pairing<(Option<QpNum>, Arrival)>,
+    /// WRs the scheduler posted on it in this turn of the pipes (`path_delay`: a pipe keeps
+    /// the turn for one WR per connection on it, so a pass is over connections, not pipes).
+    turn_served: usize,
 }
 
 impl Pipe {
@@ -70,6 +73,7 @@ impl Pipe {
             tracked: false,
             pending: None,
             pairing: Pairing::default(),
+            turn_served: 0,
         }
     }
 
@@ -457,7 +461,8 @@ impl DrumAgent {
                         self.wr_posted += 1;
                         idle_rounds = 0;
                         self.sched.run(now, per_wr);
-                        last_served = Some(pi);
+                        last_served = Some((pi, members.len()));
+                        pipe.turn_served += 1;
                         if !self.sched.free(now) {
                             break;
                         }
@@ -491,7 +496,8 @@ impl DrumAgent {
                         self.wr_posted += n as u64;
                         idle_rounds = 0;
                         self.sched.run(now, per_wr);
-                        last_served = Some(pi);
+                        last_served = Some((pi, members.len()));
+                        pipe.turn_served += 1;
                         if mode == Mode::Share {
                             let contended = members.iter().any(|&q| {
                                 q != vq && st.conns.get(&q).is_some_and(|c| c.outstanding() > 0)
@@ -513,10 +519,18 @@ impl DrumAgent {
             }
             pipe.rr = k % members.len();
         }
-        // Busy: the next pass starts after the pipe served last, so that every pipe gets its
-        // turn when a pass ends after one WR.
-        if let Some(pi) = last_served {
-            self.pipe_cursor = pi + 1;
+        // The next call starts at the pipe served last while it has had fewer WRs this turn
+        // than it has connections, then at the next: the scheduler's round robin is over the
+        // host's connections (the paper's scheduler fetches per application), one WR each,
+        // whichever pipe carries them.
+        if let Some((pi, members)) = last_served {
+            let pipe = self.pipes.get_mut(&keys[pi]).expect("listed");
+            if pipe.turn_served >= members {
+                pipe.turn_served = 0;
+                self.pipe_cursor = pi + 1;
+            } else {
+                self.pipe_cursor = pi;
+            }
         }
         if let Some(t) = lock_wait {
             self.share_wait = Some(self.share_wait.map_or(t, |w| w.min(t)));

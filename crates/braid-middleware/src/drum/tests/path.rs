@@ -20,9 +20,9 @@ fn gaps_of(net: &FakeNet, fg: QpNum) -> Vec<u64> {
     at.windows(2).map(|w| w[1] - w[0]).collect()
 }
 
-/// `n` connections (mux_ratio 5, so `n / 5` full shared QPs), 60 WRITEs each posted at once;
-/// the gaps of the first connection's posts, and the agent's counters.
-fn pass(n: u32, path_delay: bool) -> (Vec<u64>, f64, f64, f64) {
+/// `n` connections (mux_ratio 5: shared QPs of 5 and one of the rest), 60 WRITEs each posted
+/// at once; the gaps of connection `which`'s posts, and the agent's counters.
+fn pass(n: u32, which: usize, path_delay: bool) -> (Vec<u64>, f64, f64, f64) {
     let cfg = DrumConfig {
         // Rates far above what the thread can do: the thread binds, not the tokens.
         wqe_rate: 1e9,
@@ -47,7 +47,7 @@ fn pass(n: u32, path_delay: bool) -> (Vec<u64>, f64, f64, f64) {
         assert_eq!(poll(&mut net, e).len(), 60);
     }
     (
-        gaps_of(&net, ea[0].qp),
+        gaps_of(&net, ea[which].qp),
         counter(&net, H1, AGENT, "busy_ns_scheduler"),
         counter(&net, H1, AGENT, "wr_posted"),
         counter(&net, H1, AGENT, "cqe_delivered"),
@@ -59,7 +59,7 @@ fn a_connections_wrs_leave_one_pass_of_the_scheduler_apart() {
     let d = DrumConfig::default();
     let per_wr = d.convert_ns + d.qp_map_ns + d.post_ns; // 165 ns
     for n in [10u32, 40] {
-        let (gaps, busy, posted, _) = pass(n, true);
+        let (gaps, busy, posted, _) = pass(n, 0, true);
         // Steady state: past the first pass, before the connections start running dry.
         let mid = &gaps[5..gaps.len() - 5];
         let want = n as f64 * per_wr * 1e3;
@@ -74,16 +74,33 @@ fn a_connections_wrs_leave_one_pass_of_the_scheduler_apart() {
     }
     // Without the delay the same WRs leave as the tokens and the shared QPs' completions
     // allow, far more often than once a pass.
-    let (gaps, busy, _, _) = pass(40, false);
+    let (gaps, busy, _, _) = pass(40, 0, false);
     let mid = &gaps[5..gaps.len() - 5];
     let mean = mid.iter().sum::<u64>() as f64 / mid.len() as f64;
     assert!(mean < 0.25 * 40.0 * per_wr * 1e3, "{mean} ps: {mid:?}");
     assert_eq!(busy, 0.0);
 }
 
+/// The round robin is over connections, not shared QPs: a connection alone on its shared QP
+/// (the 11th, with mux_ratio 5) still waits for the other ten, not for the other two QPs.
+#[test]
+fn a_connection_alone_on_its_shared_qp_waits_for_every_other_connection() {
+    let d = DrumConfig::default();
+    let per_wr = d.convert_ns + d.qp_map_ns + d.post_ns;
+    let (gaps, _, _, _) = pass(11, 10, true);
+    let mid = &gaps[5..gaps.len() - 5];
+    let want = 11.0 * per_wr * 1e3;
+    for &g in mid {
+        assert!(
+            (g as f64 - want).abs() <= 0.02 * want,
+            "gap {g} ps, a pass over 11 connections is {want} ps ({mid:?})"
+        );
+    }
+}
+
 #[test]
 fn the_poller_hands_out_a_completion_per_turn_of_its_thread() {
-    let (_, _, _, delivered) = pass(10, true);
+    let (_, _, _, delivered) = pass(10, 0, true);
     assert_eq!(delivered, 600.0);
     // The scheduler free and the WRs all in flight at once, so that their completions reach
     // the shared CQ together; the poller takes 1 µs a completion.
