@@ -24,7 +24,7 @@ MECHANISMS = {
     "RAW": ('middleware.default=["raw"]',),
     "SHARE": ('middleware.default=["share"]',),
     "DRUM": (),
-    "DRUM-equal": ('middleware.default=[{ kind = "drum", decider = "local", pipe_bdp = 1.0, wqe_rate = 52e6, cqe_rate = 52e6 }]',),
+    "DRUM-equal": ('middleware.default=[{ kind = "drum", decider = "local", path_delay = true, pipe_bdp = 1.0, wqe_rate = 52e6, cqe_rate = 52e6 }]',),
 }
 CCS = (20, 50, 100)
 # The paper's 80th percentiles (Fig. 10 and §V), µs; None where it gives none.

@@ -23,8 +23,8 @@ SCALE = "drum/scale.toml"
 MECHANISMS = {
     "RAW": '["raw"]',
     "SHARE": '["share"]',
-    "DRUM": '[{ kind = "drum", decider = "online", beta = 1e-3 }]',
-    "DRUM-equal": '["drum"]',
+    "DRUM": '[{ kind = "drum", decider = "online", beta = 1e-3, path_delay = true }]',
+    "DRUM-equal": '[{ kind = "drum", path_delay = true }]',
 }
 SERVERS = 6
 
@@ -226,7 +226,7 @@ def _tc4_runs(full: bool) -> List[Run]:
     runs = []
     for clients, interval in TC4_POINTS:
         per = clients // SERVERS
-        o = tuple(f"apps[{a}].qps={per}" for a in range(SERVERS)) + (f'middleware.default=[{{ kind = "drum", decider = "online", beta = 1e-3, solve_interval = "{interval}" }}]',)
+        o = tuple(f"apps[{a}].qps={per}" for a in range(SERVERS)) + (f'middleware.default=[{{ kind = "drum", decider = "online", beta = 1e-3, path_delay = true, solve_interval = "{interval}" }}]',)
         runs.append(Run(f"{clients} {interval}", TC4, 1, agent_cpu, o))
     return runs
 

@@ -113,6 +113,7 @@ fn the_poller_hands_out_a_completion_per_turn_of_its_thread() {
         qp_map_ns: 0.0,
         post_ns: 0.0,
         poll_cqe_ns: 1000.0,
+        path_delay: true,
         ..DrumConfig::default()
     };
     let (mut net, ea, eb) = setup(&cfg, 1);
