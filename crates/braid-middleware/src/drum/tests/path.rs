@@ -1,8 +1,8 @@
 //! The agent's software path costs time (`path_delay`): with every connection backlogged and
 //! the rates not binding, the scheduler's thread is the bottleneck, and a connection's WRs
-//! leave the pool one pass of the round robin apart: (connections) x (convert_ns + qp_map_ns
-//! + post_ns). So a WR's wait grows with the host's connections, as DRUM's latency does in the
-//! paper's Fig. 10.
+//! leave the pool one pass of the round robin apart, (connections) x (convert_ns, qp_map_ns
+//! and post_ns summed). So a WR's wait grows with the host's connections, as DRUM's latency
+//! does in the paper's Fig. 10.
 
 use super::*;
 
