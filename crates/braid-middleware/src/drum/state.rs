@@ -145,6 +145,9 @@ pub struct Conn {
     pub posted_bytes: u64,
     /// Of `posted`, the WRs whose completion lands at the peer (SEND, *_WITH_IMM): two-sided.
     pub two_sided: u64,
+    /// Of `posted`, the signaled WRs: those that give the tenant a completion (the CQEs per
+    /// WQE `a` of the paper's eq. 13).
+    pub signaled: u64,
     /// Two-sided messages that arrived from the peer (receive completions).
     pub received: u64,
     pub completed: u64,
@@ -295,6 +298,7 @@ impl HostState {
                 posted: 0,
                 posted_bytes: 0,
                 two_sided: 0,
+                signaled: 0,
                 received: 0,
                 completed: 0,
                 active: true,

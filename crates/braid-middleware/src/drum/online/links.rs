@@ -160,6 +160,7 @@ mod tests {
             posted: 10,
             posted_bytes: 10 * bytes,
             two_sided: 0,
+            signaled: 0,
             received: 0,
             sport,
         }

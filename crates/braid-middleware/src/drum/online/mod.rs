@@ -52,6 +52,8 @@ const BOARD_BACKOFF0: u64 = 1_000_000;
 const BOARD_BACKOFF_MAX: u64 = 1_000_000_000;
 /// Rates travel to the solver in millions per second (the scale its tests use).
 const MOPS: f64 = 1e6;
+/// The smallest CQEs per WQE declared (`Obs::a`).
+const A_FLOOR: f64 = 1.0 / 64.0;
 /// A fraction of two-sided WRs is declared again only when it moved by more than this.
 const FRAC_STEP: f64 = 0.05;
 /// Records kept per host (the oldest are not dropped: recording stops).
@@ -66,6 +68,8 @@ struct Obs {
     /// ops/s (infinite: none)
     demand: f64,
     frac: f64,
+    /// CQEs per WQE (the paper's a, eq. 13), as last declared.
+    a: f64,
     receives: bool,
 }
 
@@ -239,6 +243,7 @@ impl OnlineSolve {
                 backlogged: false,
                 demand: f64::INFINITY,
                 frac: 0.0,
+                a: 1.0,
                 receives: false,
             });
             o.arrivals += s.arrivals;
@@ -269,6 +274,17 @@ impl OnlineSolve {
             if (f > 0.0) != (o.frac > 0.0) || (f - o.frac).abs() > FRAC_STEP {
                 o.frac = f;
             }
+            // The tenant's completions per WR (its signaling, 1 / the batch of a `cq_mod`): the
+            // joint QP and CQ allocation of eq. 13. Declared again only when it moved by a
+            // quarter; floored at 1/64, so that a tenant that rarely signals keeps a CQE rate.
+            let a = if s.posted > 0 {
+                (s.signaled as f64 / s.posted as f64).clamp(A_FLOOR, 1.0)
+            } else {
+                1.0
+            };
+            if (a - o.a).abs() > 0.25 * o.a {
+                o.a = a;
+            }
             o.receives = s.received > 0;
             keep.insert(s.conn, o);
             if !act {
@@ -293,7 +309,7 @@ impl OnlineSolve {
             conns.push(Connection {
                 id: s.conn,
                 weight: s.weight,
-                a: 1.0,
+                a: o.a,
                 demand: if self.p.demand {
                     o.demand / MOPS
                 } else {

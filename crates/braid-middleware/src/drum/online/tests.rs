@@ -360,8 +360,11 @@ fn the_decider_is_picked_by_name_and_bad_parameters_are_refused_by_name() {
 /// rate, floored at 1e-4 Q) caps it and the re-solve gives A the rest of Q.
 #[test]
 fn a_measured_demand_change_re_solves_and_frees_the_capacity() {
+    // Without the agent's path delay: this checks the decider's demand rule on the arrivals
+    // alone (with the delay, A's 2000 WRs drain at 165 ns each and A ended at the floor too).
     let c = DrumConfig {
         solve_interval: braid_units::Duration(10_000_000),
+        path_delay: false,
         ..cfg(OnlineDecider::default())
     };
     let (mut net, a, b) = net_of(&c);
@@ -650,4 +653,45 @@ fn print_solver_round_cost() {
             );
         }
     }
+}
+
+/// The joint QP and CQ allocation (eq. 13): a tenant that signals one WRITE in four gives the
+/// instance a = 1/4 CQEs per WQE, so its CQ row carries x / 4 (one-sided: z = a x exactly).
+/// Q = C = 10 Mops: Q binds, x = 10 Mops, z = 2.5 Mops (with a = 1, z would be 10).
+#[test]
+fn a_tenant_signaling_one_wr_in_four_gets_a_quarter_of_its_wqe_rate_in_cqes() {
+    let (mut net, a, b) = net_of(&cfg(lossless()));
+    let ea = end(&mut net, H1, a);
+    let eb = end(&mut net, H2, b);
+    let rq = |e: &End| RemoteQp {
+        host: e.host,
+        qpn: e.qp,
+        udp_sport: None,
+    };
+    net.call_as(H1, a, |v| v.connect_qp(ea.qp, rq(&eb)))
+        .unwrap();
+    net.call_as(H2, b, |v| v.connect_qp(eb.qp, rq(&ea)))
+        .unwrap();
+    for k in 0..400 {
+        let mut w = SendWr::new(
+            k,
+            SendOp::Write,
+            vec![Sge {
+                addr: ea.mr.addr,
+                length: 64,
+                lkey: ea.mr.lkey,
+            }],
+        );
+        w.remote_addr = eb.mr.addr;
+        w.rkey = eb.mr.rkey;
+        w.signaled = k % 4 == 3;
+        net.call_as(H1, a, |v| v.post_send(ea.qp, w)).unwrap();
+    }
+    net.run();
+    let (x, z) = (
+        counter(&net, H1, "online_x_total"),
+        counter(&net, H1, "online_z_total"),
+    );
+    assert!(close(x, 10e6, 1e-3), "x = {x}");
+    assert!(close(z, 2.5e6, 1e-3), "z = {z}, a x = 2.5e6");
 }
