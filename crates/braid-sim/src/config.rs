@@ -14,8 +14,7 @@ pub use crate::nic::config::{AckPriority, ArbiterPolicy, NicConfig};
 pub use crate::stacks::MiddlewareConfig;
 pub use crate::trace::ports::{QueueFacing, QueueSpec};
 pub use crate::transport::config::{
-    IrnConfig, MpRdmaConfig, Recovery, SyncMode, TransportConfig, TransportKind,
-    TransportOverride,
+    IrnConfig, MpRdmaConfig, Recovery, SyncMode, TransportConfig, TransportKind, TransportOverride,
 };
 pub use crate::world::config::{LinkEvent, RouteAddr, RouteSrc, StaticRoute};
 

@@ -63,8 +63,14 @@ fn dcqcn_through_transport_cc_is_the_dcqcn_of_transport_dcqcn() {
     let new = incast(json!({"kind": "rc", "cc": cc}));
     let (_, a) = run(&old);
     let (_, b) = run(&new);
-    assert_eq!(ints(&a.tables["flows"], "finish_ps"), ints(&b.tables["flows"], "finish_ps"));
-    assert_eq!(a.tables["queues"].u64("bytes"), b.tables["queues"].u64("bytes"));
+    assert_eq!(
+        ints(&a.tables["flows"], "finish_ps"),
+        ints(&b.tables["flows"], "finish_ps")
+    );
+    assert_eq!(
+        a.tables["queues"].u64("bytes"),
+        b.tables["queues"].u64("bytes")
+    );
 }
 
 #[test]

@@ -64,7 +64,10 @@ fn ecmp_by_name_is_the_default_bit_for_bit() {
     let (a, ra) = run(&s);
     s["switch"].as_object_mut().unwrap().remove("lb");
     let (b, rb) = run(&s);
-    assert_eq!(ints(&ra.tables["flows"], "fct_ps"), ints(&rb.tables["flows"], "fct_ps"));
+    assert_eq!(
+        ints(&ra.tables["flows"], "fct_ps"),
+        ints(&rb.tables["flows"], "fct_ps")
+    );
     assert_eq!(uplink_bytes(&a), uplink_bytes(&b));
 }
 
@@ -191,7 +194,10 @@ fn failover_scenario(failover: Option<&str>) -> Value {
 fn failover_restores_delivery_after_the_detection_delay() {
     // Without failover the flows hashed onto s0 black-hole until their QPs give up.
     let (_, r) = run(&failover_scenario(None));
-    let stuck = ints(&r.tables["flows"], "fct_ps").iter().filter(|&&f| f < 0).count();
+    let stuck = ints(&r.tables["flows"], "fct_ps")
+        .iter()
+        .filter(|&&f| f < 0)
+        .count();
     assert!(
         stuck > 0,
         "some flow crossed s0: {:?}",
@@ -230,7 +236,11 @@ fn each_policy_is_deterministic_per_seed() {
         s["seed"] = json!(3);
         let (a, ra) = run(&s);
         let (b, rb) = run(&s);
-        assert_eq!(ints(&ra.tables["flows"], "fct_ps"), ints(&rb.tables["flows"], "fct_ps"), "{lb}");
+        assert_eq!(
+            ints(&ra.tables["flows"], "fct_ps"),
+            ints(&rb.tables["flows"], "fct_ps"),
+            "{lb}"
+        );
         assert_eq!(uplink_bytes(&a), uplink_bytes(&b), "{lb}");
     }
 }

@@ -2,8 +2,8 @@
 //! (`per_host`, an app's or a flow's `transport`) that override them.
 
 use crate::cc::CongestionConfig;
-pub use crate::transport::irn::{IrnConfig, Recovery};
 use crate::dcqcn::config::DcqcnConfig;
+pub use crate::transport::irn::{IrnConfig, Recovery};
 use braid_topo::units::{Bytes, Duration};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
