@@ -14,7 +14,7 @@ from collections import deque
 import pytest
 
 from braid import api
-from braid.cost import estimate
+from braid.api import estimate
 from braid.reproduce import experiments_dir, registry, reproduce, select
 from braid.reproduce import partition
 from braid.reproduce.registry import Experiment, Run
@@ -149,7 +149,7 @@ def test_the_large_topology_is_the_papers_128_hosts_and_12_routers():
     path = experiments_dir() / partition.LARGE
     sc = api.validate(path)
     e = estimate(sc)
-    assert (e.hosts, e.switches) == (128, 12)
+    assert (e["hosts"], e["switches"]) == (128, 12)
     t = sc.data["topology"]
     # 8 second-level routers of 16 hosts, each linked to all 4 first-level ones: hosts 0 and 19
     # are on leaves 0 and 1, four equal-cost paths apart.
