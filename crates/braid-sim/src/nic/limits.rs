@@ -26,7 +26,7 @@
 //! blocked, a managed QP not yet enabled) is processed from then: the engine cannot run ahead
 //! of a WAIT or past the enable count.
 
-use crate::config::NicConfig;
+use crate::nic::config::NicConfig;
 use braid_engine::time::{Time, S};
 
 /// The limits, as spacings in picoseconds (0 = none), computed once from the config.

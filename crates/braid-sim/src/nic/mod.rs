@@ -12,10 +12,11 @@
 //! retirement) and `rx` (the receive path, feedback and timers).
 
 use crate::arbiter::{Ets, Rotations};
-use crate::config::{AckPriority, ArbiterPolicy, NicConfig, TransportConfig};
 use crate::memory::{Memory, RegLimits};
+use crate::nic::config::{AckPriority, ArbiterPolicy, NicConfig};
 use crate::packet::*;
 use crate::qp_cache::QpCache;
+use crate::transport::config::TransportConfig;
 use crate::transport::rc::RcTransport;
 pub use crate::transport::TimerKind;
 use crate::transport::{DataInfo, Feedback, Plan, Reply, RetryLimits, RxClass, Transport, TxFx};

@@ -37,7 +37,8 @@ mod feedback {
     //! never made, is dropped, never fails or completes the victim's WRs.
 
     use super::super::*;
-    use crate::config::{NicConfig, TransportConfig};
+    use crate::nic::config::NicConfig;
+    use crate::transport::config::TransportConfig;
 
     const PEER: u32 = 1;
 
@@ -208,7 +209,7 @@ mod feedback {
     #[test]
     fn under_selective_repeat_ghost_acks_and_sacks_of_unsent_psns_are_dropped() {
         let t = TransportConfig {
-            recovery: crate::config::Recovery::Irn,
+            recovery: crate::transport::config::Recovery::Irn,
             ..TransportConfig::default()
         };
         let mut b = bench_with(t);

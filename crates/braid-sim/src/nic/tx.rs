@@ -3,7 +3,7 @@
 //! WQEs and WQE timing. The policies themselves are in `crate::arbiter`.
 
 use super::{Effects, NextTx, Nic, NicParams, QpState, Served, Status};
-use crate::config::ArbiterPolicy;
+use crate::nic::config::ArbiterPolicy;
 use crate::packet::*;
 use crate::transport::Plan;
 use braid_engine::time::Time;

@@ -5,8 +5,8 @@ use super::{
     addr_node, host_alias, op_of, wc, Cq, Effect, Effects, Nic, NicParams, PsnSet, Qp, QpState,
     RecvWqe, SendWqe, QPN_BITS, QPN_MASK,
 };
-use crate::config::TransportKind;
 use crate::memory::SgeFault;
+use crate::transport::config::TransportKind;
 use crate::transport::irn::Recovery;
 use crate::transport::mp_rdma::{MpRdmaParams, MpRdmaTransport};
 use crate::transport::rc::{RcConfig, RcTransport};

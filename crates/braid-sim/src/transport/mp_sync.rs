@@ -27,7 +27,7 @@
 //!   dropped synchronise packets never fill the bitmap and so never cause the overflow NACK that
 //!   would otherwise report a lost predecessor.
 
-use crate::config::SyncMode;
+use crate::transport::config::SyncMode;
 use braid_engine::Time;
 
 /// What the sender may do with the synchronise message at its cursor.

@@ -9,8 +9,8 @@
 //! machinery and PFC), `hosts` (NIC effects, applications and notifications) and `events` (the
 //! event handler and sampling).
 
-use crate::config::SwitchConfig;
 use crate::measure::Measure;
+use crate::net::config::SwitchConfig;
 use crate::net::{Port, Switch};
 use crate::nic::{Nic, NicParams, TimerKind};
 use crate::packet::{PacketPool, PktId};
@@ -192,7 +192,7 @@ pub struct World {
     link_detected_down: Vec<bool>,
     /// The static routes and node names, kept to install them again after a reroute.
     static_routes: Option<(
-        Vec<crate::config::StaticRoute>,
+        Vec<crate::world::config::StaticRoute>,
         std::collections::HashMap<String, u32>,
     )>,
 }

@@ -3,12 +3,13 @@
 //! ideal-FCT queries, and scheduled link events.
 
 use super::{port_at, table, AppSlot, Counters, Ev, Host, Node, NodeHot, Role, World};
-use crate::config::{LinkEvent, SwitchConfig};
 use crate::measure::Measure;
+use crate::net::config::SwitchConfig;
 use crate::net::{auto_headroom, ecmp_hash, Port, Switch, MAX_PRIO};
 use crate::nic::{addr_node, host_alias, Nic, NicParams};
 use crate::packet::{Packet, PacketPool, PktKind};
 use crate::progress::Progress;
+use crate::world::config::LinkEvent;
 use braid_engine::{EventQueue, RngStream, Time};
 use braid_topo::topology::{Graph, NodeKind};
 use std::collections::HashMap;
@@ -268,7 +269,7 @@ impl World {
     /// Installs static routes (after the shortest-path ones). Errors name the key path.
     pub fn install_routes(
         &mut self,
-        routes: &[crate::config::StaticRoute],
+        routes: &[crate::world::config::StaticRoute],
         names: &HashMap<String, u32>,
     ) -> Result<(), (String, String)> {
         if self.sw.failover.is_some() && !routes.is_empty() {
@@ -356,8 +357,8 @@ impl World {
             let mut src = Vec::new();
             for (j, x) in srcs.iter().enumerate() {
                 let (h, k) = match *x {
-                    crate::config::RouteSrc::Host(h) => (h, None),
-                    crate::config::RouteSrc::Addr(a) => (a.host, Some(a.addr)),
+                    crate::world::config::RouteSrc::Host(h) => (h, None),
+                    crate::world::config::RouteSrc::Addr(a) => (a.host, Some(a.addr)),
                 };
                 if h >= n_hosts {
                     return Err((

@@ -46,7 +46,7 @@ mod window;
 
 use super::mp_sync::SyncSender;
 use super::{RetryBudget, RetryLimits};
-use crate::config::MpRdmaConfig;
+use crate::transport::config::MpRdmaConfig;
 use braid_engine::{RngStream, Time};
 use std::collections::VecDeque;
 

@@ -79,7 +79,7 @@ fn with_alpha_zero_or_acknowledged_predecessors_a_sync_message_goes_at_once() {
 
 #[test]
 fn stop_wait_sends_a_sync_message_only_when_everything_before_is_acknowledged() {
-    use crate::config::SyncMode;
+    use crate::transport::config::SyncMode;
     let mut m = t(MpRdmaConfig {
         iw: Some(8),
         probe_p: 0.0,
