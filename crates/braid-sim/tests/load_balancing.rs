@@ -334,6 +334,51 @@ fn asymmetric_fabric_per_policy() {
 }
 
 /// One run's table cells, and its share of bytes on the slow uplink.
+/// The same fabric with IRN's selective repeat (`transport.recovery = "irn"`, PFC on as in the
+/// file): what spraying and adaptive routing need from the NIC (docs/load-balancing.md).
+#[test]
+#[ignore = "a measurement: cargo test -p braid-sim --test load_balancing asymmetric_fabric_with_irn -- --ignored --nocapture"]
+fn asymmetric_fabric_with_irn() {
+    let base = with_keys(
+        experiment("load-balancing/asymmetric.toml"),
+        &[("transport.recovery", json!("irn"))],
+    );
+    let policies = [
+        ("ecmp", json!({"kind": "ecmp"})),
+        ("spray random", json!({"kind": "spray"})),
+        (
+            "spray round-robin",
+            json!({"kind": "spray", "order": "round-robin"}),
+        ),
+        ("adaptive DRILL(2,1)", json!({"kind": "adaptive"})),
+        (
+            "adaptive, all ports",
+            json!({"kind": "adaptive", "samples": 0}),
+        ),
+        ("wcmp (rates)", json!({"kind": "wcmp"})),
+    ];
+    println!("| policy (IRN) | seed | finished | last FCT (ms) | mean FCT (ms) | goodput (Gbit/s) | retransmitted pkts | bytes on the 25G uplink |");
+    println!("|---|---|---|---|---|---|---|---|");
+    let mut out = Vec::new();
+    for (name, lb) in &policies {
+        for seed in [1, 2] {
+            let s = with_keys(
+                base.clone(),
+                &[("switch.lb", lb.clone()), ("seed", json!(seed))],
+            );
+            let row = measure(&s);
+            println!("| {name} | {seed} | {} |", row.0);
+            out.push((*name, row.0));
+        }
+    }
+    // Selective repeat takes reordering in its stride: every sprayed flow finishes.
+    for (name, row) in &out {
+        if name.starts_with("spray") {
+            assert!(row.starts_with("8/8"), "{name}: {row}");
+        }
+    }
+}
+
 fn measure(s: &Value) -> (String, f64) {
     let (sim, r) = run(s);
     let fct = ints(&r.tables["flows"], "fct_ps");
