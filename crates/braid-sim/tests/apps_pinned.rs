@@ -187,8 +187,9 @@ const SCHEMA: u64 = 0xb2a4564d9354e7ac;
 // Re-pinned with the wave's new NIC keys (initial_psn, max_mr, wqe_pipelined, tx_prefetch_time, ...);
 // then with the tagged `AppSpec` (above), `transport.cc` (issue 30: the congestion controller's
 // tagged table, in [transport] and every override), `transport.recovery`/`transport.irn`
-// (docs/irn.md) and `switch.lb`, `switch.lb_at`, `switch.failover` (docs/load-balancing.md).
-const WHOLE_SCHEMA: u64 = 0x3407e5e371c8678f;
+// (docs/irn.md), `switch.lb`, `switch.lb_at`, `switch.failover` (docs/load-balancing.md) and the
+// DRUM agent's `path_delay`, `post_ns`, `poll_cqe_ns` (docs/drum-agent.md).
+const WHOLE_SCHEMA: u64 = 0x0fb481a5156e98f6;
 
 /// A key set on kinds that do not take it, and the other per-kind refusals: (path, message).
 fn refusals() -> Vec<(String, String)> {
