@@ -96,6 +96,15 @@ pub fn assemble(
     sum("qp_cache_hits", &|s| s.cache_hits);
     sum("remote_access_errors", &|s| s.access_errors);
     sum("cq_overruns", &|s| s.cq_overruns);
+    // The translation cache's counters only where it is modelled (`nic.mtt.entries` > 0): a run
+    // without it reports the same counters as before.
+    if world.hosts.iter().any(|h| h.nic.mtt.enabled()) {
+        let mtt = |f: &dyn Fn(&crate::nic::mtt::MttCache) -> u64| -> u64 {
+            world.hosts.iter().map(|h| f(&h.nic.mtt)).sum()
+        };
+        k.insert("mtt_cache_misses".into(), mtt(&|c| c.misses));
+        k.insert("mtt_cache_hits".into(), mtt(&|c| c.hits));
+    }
     k.insert(
         "mr_refused".into(),
         world.hosts.iter().map(|h| h.nic.mem.refused).sum(),

@@ -224,6 +224,7 @@ impl Scenario {
                 return Err(err(k, "expected messages per second >= 0 (0 = unlimited)"));
             }
         }
+        nic.mtt.validate().map_err(|(k, m)| err(k, m))?;
         check_transport("transport", &self.transport, self.nic.ack_every)?;
         // Transport overrides: each is resolved (its keys over the ones it inherits) and checked
         // like the full table, errors naming the override's own key path.

@@ -45,6 +45,8 @@ pub struct NicConfig {
     pub qp_cache: u32,
     /// Cost of a QP-context cache miss: a PCIe round trip during which the pipeline stalls.
     pub qp_cache_miss: Duration,
+    /// The memory translation and protection (MPT/MTT) cache (`nic/mtt.rs`); off by default.
+    pub mtt: super::mtt::MttConfig,
     /// Serial processing time per WQE, NIC-wide, on top of the message rates (every WR is a
     /// WQE: data, zero-byte, WAIT, SEND_ENABLE, RECV_ENABLE, NOP; `nic/limits.rs`). Default 0:
     /// no source separates it from the message rates below, which already bound WQE processing.
@@ -127,6 +129,7 @@ impl Default for NicConfig {
             priority: 3,
             qp_cache: 0,
             qp_cache_miss: Duration(1_000_000),
+            mtt: Default::default(),
             wqe_time: Duration(0),
             max_msg_rate: 107.5e6,
             max_qp_msg_rate: 12.4e6,

@@ -28,6 +28,7 @@ mod build;
 pub mod config;
 mod feedback;
 mod limits;
+pub mod mtt;
 mod rx;
 mod tx;
 mod verbs;
@@ -408,6 +409,8 @@ pub struct Nic {
     /// port's line rate if that is more.
     read_ahead: u64,
     cache: QpCache,
+    /// The MPT/MTT cache the receive pipeline resolves remote keys through (`nic.mtt`).
+    pub mtt: mtt::MttCache,
     tx_stall_until: Time,
     /// The NIC-wide WQE pipeline (processing time, message-rate ceiling).
     wqe: limits::WqePipeline,
@@ -458,6 +461,7 @@ impl Nic {
                     / braid_engine::time::S as u128) as u64,
             ),
             cache: QpCache::new(p.nic.qp_cache),
+            mtt: p.nic.mtt.build(p.nic.qp_cache_miss),
             tx_stall_until: 0,
             wqe: limits::WqePipeline::default(),
             rx_busy_until: 0,

@@ -16,19 +16,39 @@ impl Nic {
     /// Whether a packet arriving now must wait for the receive pipeline (QP-cache misses);
     /// returns the time its processing completes.
     pub fn rx_admit(&mut self, now: Time, pkt: &Packet, p: &NicParams) -> Time {
-        if !self.cache.enabled() || pkt.kind == PktKind::Pfc {
+        if (!self.cache.enabled() && !self.mtt.enabled()) || pkt.kind == PktKind::Pfc {
             return now;
         }
         let start = now.max(self.rx_busy_until);
         let mut done = start;
-        if !self.cache.access(pkt.dst_qp) {
-            self.stats.cache_misses += 1;
-            done += p.nic.qp_cache_miss.0;
-        } else {
-            self.stats.cache_hits += 1;
+        if self.cache.enabled() {
+            if !self.cache.access(pkt.dst_qp) {
+                self.stats.cache_misses += 1;
+                done += p.nic.qp_cache_miss.0;
+            } else {
+                self.stats.cache_hits += 1;
+            }
+        }
+        if self.mtt.enabled() {
+            done += self.translate(pkt, p);
         }
         self.rx_busy_until = done;
         done
+    }
+
+    /// The MPT/MTT lookups a packet's remote key needs at this responder (`nic/mtt.rs`): a
+    /// WRITE's data packet the page it lands in, a READ request every page it reads; their
+    /// misses' cost. The key is resolved as the packet carries it, before the protection check
+    /// (a refused access costs its lookups too).
+    fn translate(&mut self, pkt: &Packet, p: &NicParams) -> u64 {
+        match pkt.kind {
+            PktKind::Data if pkt.op == DataOp::Write && pkt.msg_len > 0 => {
+                let len = (pkt.payload as u64).min(p.nic.mtu as u64);
+                self.mtt.access(pkt.aux, pkt.addr, len)
+            }
+            PktKind::ReadReq if pkt.msg_len > 0 => self.mtt.access(pkt.imm, pkt.addr, pkt.msg_len),
+            _ => 0,
+        }
     }
 
     /// Receive-pipeline backlog bookkeeping (bytes waiting for processing) and PFC towards the
