@@ -1,9 +1,9 @@
 //! The memory-registration flood: `regions` registrations of `size` bytes each, one after the
 //! other, kept (never deregistered), as Husky's attacks on the NIC's translation and protection
 //! tables (MTT/MPT) do. A NIC with a registration limit refuses the ones past it; the attacker
-//! counts what was granted and what was refused. Whether the victim's traffic suffers depends on
-//! the NIC model having those tables and their caches; the simulator's NIC has neither (see
-//! docs/perf.md), so there it measures only that registering cannot touch another tenant.
+//! counts what was granted and what was refused. Registering alone never touches the victim's
+//! traffic: the simulator's translation cache (`nic.mtt`, docs/scenario.md) charges accesses,
+//! not registrations, so here it measures that registering cannot touch another tenant.
 
 use super::{AttackEnds, Tally};
 use crate::SharedMeter;
