@@ -27,8 +27,9 @@ def test_drum_agent_test_case_1_reproduces_the_shape():
         assert r.braid and "nan" not in r.braid.lower(), r
     judged = [r for r in o.rows if r.ok is not None]
     # Every direction holds but cc = 20's order (the paper's DRUM is the slowest there, braid's is
-    # not: docs/drum-agent.md) and the background's goodput: the agent's thread, at 165 ns a WR,
-    # carries ~6 M WRs/s of 32 B WRITEs, far below RAW's (the paper gives no number).
+    # not: docs/drum-agent.md, "Causes of the misses") and the background's goodput: the agent's
+    # thread, at 165 ns a WR, carries ~6 M WRs/s of 32 B WRITEs, far below RAW's (the paper
+    # gives no number).
     missed = [r.quantity for r in judged if not r.ok]
     assert judged and [q.split(" (")[0] for q in missed] == ["p80 RAW / SHARE / DRUM at cc=20", "background goodput RAW / SHARE / DRUM / DRUM-equal at cc=20 | 50 | 100"], [(r.quantity, r.braid) for r in judged]
     speed = [r for r in o.rows if r.quantity.startswith("DRUM faster than")]

@@ -425,3 +425,49 @@ fn bad_input_names_the_key() {
     assert!(h.handle_message(0, 1, b"nonsense").is_err());
     assert_eq!(h.stats().malformed, 1);
 }
+
+/// docs/drum-agent.md, "Causes of the misses" (test case 4): one host of 240 one-sided
+/// connections (α = 1, β = 10⁻³, Q = C = 20 Mops, all unbounded), solved; then most of them get
+/// a finite demand (KV clients' 2,000–40,000 WQE/s, the rest stay unbounded) and the host
+/// re-solves warm, against a fresh solver on the same new instance. Prints the rounds of each;
+/// the agent's run of experiments/drum/test-case-4.toml measured 113 warm against 30 cold.
+#[test]
+#[ignore]
+fn print_warm_against_cold_after_a_demand_change() {
+    let conn = |id: u32, demand: f64| braid_drum::online::Connection {
+        id,
+        weight: 1.0,
+        a: 1.0,
+        demand,
+        out: vec![],
+        links: vec![],
+    };
+    let inst = |demand: &dyn Fn(u32) -> f64| LocalInstance {
+        alpha: 1.0,
+        beta: 1e-3,
+        q_cap: 20.0,
+        c_cap: 20.0,
+        links: vec![],
+        conns: (1..=240).map(|j| conn(j, demand(j))).collect(),
+        inbound: vec![],
+    };
+    let first = inst(&|_| f64::INFINITY);
+    let changed = inst(&|j| {
+        if j % 8 == 0 {
+            f64::INFINITY
+        } else {
+            0.002 * (1 + j % 20) as f64
+        }
+    });
+    let cfg = NetConfig::default();
+    let mut net = TestNet::new(vec![first], OnlineConfig::default(), cfg.clone()).unwrap();
+    let r0 = net.run(10_000_000);
+    net.hosts[0].set_instance(changed.clone()).unwrap();
+    let warm = net.run(10_000_000);
+    let mut cold = TestNet::new(vec![changed], OnlineConfig::default(), cfg).unwrap();
+    let c = cold.run(10_000_000);
+    println!(
+        "first solve {} rounds; after the demand change: warm {} rounds, cold {} rounds (settled {} / {})",
+        r0.iterations, warm.iterations, c.iterations, warm.settled, c.settled
+    );
+}

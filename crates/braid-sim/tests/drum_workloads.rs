@@ -477,3 +477,97 @@ fn print_test_case_3_clients() {
         tc3_row("kv one-sided 95/5", c, &kv_one(0.95));
     }
 }
+
+/// The agent row of host `h` (0: the clients' host) of a run's tenants table: every `drum_*`
+/// counter whose name contains one of `keys`, printed (a diagnostic for docs/drum-agent.md).
+fn print_agent_row(r: &braid_sim::Results, h: usize, keys: &[&str]) {
+    let t = &r.tables["tenants"];
+    let labels = match t.get("label") {
+        Some(braid_sim::Column::Str(l)) => l.clone(),
+        _ => panic!("no labels"),
+    };
+    let i = labels
+        .iter()
+        .enumerate()
+        .filter(|(_, l)| *l == "agent")
+        .nth(h)
+        .expect("agent row")
+        .0;
+    for (n, c) in &t.columns {
+        if n.starts_with("drum_") && keys.iter().any(|k| n.contains(k)) {
+            if let braid_sim::Column::F64(v) = c {
+                println!("  host {h} {n} = {}", v[i]);
+            }
+        }
+    }
+}
+
+/// Test case 4 (240 clients, the §V agent of experiments/drum/test-case-4.toml) and test case 3's
+/// two-sided KV at 300 clients: the online solver's rounds, solves, epochs and episodes per
+/// host (`DIAG_INTERVAL`, default 500us).
+#[test]
+#[ignore]
+fn print_online_solver_counters() {
+    let iv = std::env::var("DIAG_INTERVAL").unwrap_or("500us".into());
+    let mw = json!([{"kind": "drum", "decider": "online", "beta": 1e-3, "path_delay": true,
+                     "solve_interval": iv}]);
+    let apps: Vec<Value> = (1..=6)
+        .map(|h| {
+            json!({"kind": "kv", "src": 0, "dst": h, "qps": 40, "tx_depth": 1,
+                   "size": "4KB", "min_size": "32B", "duration": "1ms", "start": "100us"})
+        })
+        .collect();
+    let s = json!({"duration": "1.5ms", "nic": nic(), "topology": star(7),
+                   "middleware": {"default": mw}, "apps": apps});
+    let (_, r) = run(&s);
+    println!("tc4 240 clients, solve_interval {iv}:");
+    print_agent_row(&r, 0, &["online_", "cpu_ns", "decisions", "wr_posted"]);
+    if std::env::var("DIAG_TC3").is_err() {
+        return;
+    }
+    // Test case 3's two-sided KV, 50/50, 300 clients, beside the batch tenant.
+    let mw = json!([{"kind": "drum", "decider": "online", "beta": 1e-3, "path_delay": true}]);
+    let mut apps: Vec<Value> = (1..=6)
+        .map(|h| {
+            let mut a = kv_two(0.5);
+            for (k, v) in [
+                ("src", json!(0)),
+                ("dst", json!(h)),
+                ("qps", json!(50)),
+                ("tx_depth", json!(1)),
+                ("duration", json!("1ms")),
+                ("start", json!("100us")),
+            ] {
+                a[k] = v;
+            }
+            a
+        })
+        .collect();
+    apps.push(
+        json!({"kind": "write_bw", "src": 0, "dst": 1, "size": "1KB", "qps": 50,
+                     "tx_depth": 20, "cq_mod": 20, "duration": "1.2ms", "start": "50us"}),
+    );
+    let s = json!({"duration": "3ms", "nic": nic(), "topology": star(7),
+                   "middleware": {"default": mw}, "apps": apps});
+    let (sim, r) = run(&s);
+    let mut all = braid_sim::measure::FlowRecord::clone(&sim.flows()[0]);
+    for f in &sim.flows()[1..6] {
+        all.latencies.extend_from_slice(&f.latencies);
+    }
+    let p = perf(&all, 1e-3);
+    println!("tc3 two-sided 300: {:.1} us, {:.0} Kops", p.mean_us, p.kops);
+    for h in [0, 1, 2] {
+        print_agent_row(
+            &r,
+            h,
+            &[
+                "online_",
+                "cpu_ns",
+                "decisions",
+                "wr_posted",
+                "busy",
+                "wait",
+            ],
+        );
+    }
+}
