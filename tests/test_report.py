@@ -19,7 +19,7 @@ import pytest
 from click.testing import CliRunner
 from conftest import SMALL_TOML
 
-from braid import plots
+from braid.report import plots
 from braid.cli import main
 from braid.scenario import packaged_scenario
 
@@ -123,7 +123,7 @@ def test_report_with_o_writes_only_that_file(runs, tmp_path):
 
 def test_report_is_deterministic(runs):
     from braid.folders import load_run
-    from braid.html import render
+    from braid.report.html import render
     from braid.report import run_page
 
     pages = []
@@ -350,7 +350,7 @@ def test_compare_out_dir_that_holds_results_is_refused(runs):
 
 def test_sweep_page_escapes_keys_values_and_errors():
     from braid.folders import Sweep
-    from braid.html import render
+    from braid.report.html import render
     from braid.report import sweep_page
 
     bad = "<img src=x onerror=alert(1)>"

@@ -16,11 +16,11 @@ from typing import List, Optional, Sequence
 import polars as pl
 
 from . import plots
-from .folders import DEMO, RUN, SWEEP, Run, Sweep, headline_value, kind_of, load_run, load_sweep, table_files, unique_names
+from ..folders import DEMO, RUN, SWEEP, Run, Sweep, headline_value, kind_of, load_run, load_sweep, table_files, unique_names
 from .html import Page, fmt, render, toml_dump
-from .results import check_out_file, write_text_atomic
-from .scenario import BraidError
-from .show import COUNTER_ORDER, HEADLINE_LABELS, HEADLINE_ORDER
+from ..results import check_out_file, write_text_atomic
+from ..scenario import BraidError
+from ..show import COUNTER_ORDER, HEADLINE_LABELS, HEADLINE_ORDER
 
 __all__ = ["Comparison", "load_inputs", "compare"]
 
@@ -102,7 +102,7 @@ def _label(m: str) -> str:
 
 def sweeps_table(cmp: Comparison) -> pl.DataFrame:
     """One row per (sweep, grid point): the swept keys, seeds, and each metric's mean over seeds."""
-    from .report import sweep_stats
+    from .pages import sweep_stats
 
     keys = cmp.sweeps[0].keys
     frames = []
@@ -126,7 +126,7 @@ def sweeps_table(cmp: Comparison) -> pl.DataFrame:
 
 
 def sweep_metric_names(sweeps: Sequence[Sweep]) -> List[str]:
-    from .report import default_sweep_metrics
+    from .pages import default_sweep_metrics
 
     out: List[str] = []
     for sw in sweeps:
@@ -166,7 +166,7 @@ def figures(cmp: Comparison) -> List[tuple]:
         if f is not None:
             out.append(("throughput", "total goodput over time", f))
     else:
-        from .report import sweep_figures
+        from .pages import sweep_figures
 
         # Each sweep's own fixed overrides, named (they are what tells the sweeps apart).
         sub = "\n".join(plots.title_of(sw.name, "", sw.fixed).replace(sw.name + "\n", sw.name + ": ", 1) for sw in cmp.sweeps if sw.fixed)
@@ -178,7 +178,7 @@ def figures(cmp: Comparison) -> List[tuple]:
 def terminal_tables(cmp: Comparison, table: pl.DataFrame) -> list:
     from rich.table import Table
 
-    from .show import fmt as sfmt
+    from ..show import fmt as sfmt
 
     out = []
     if cmp.kind == RUN:
@@ -270,7 +270,7 @@ def compare(paths: Sequence[str], metrics: Sequence[str] = (), out_dir: Optional
     pngs = {stem: plots.png(f) for stem, _a, f in figs}
     written: List[Path] = []
     if out is not None:
-        from .sweep.store import _write_atomic
+        from ..sweep.store import _write_atomic
 
         try:
             out.mkdir(parents=True, exist_ok=True)

@@ -9,11 +9,11 @@ from typing import Iterable, List, Optional, Sequence
 import polars as pl
 
 from . import plots
-from .folders import RUN, SWEEP, Run, Sweep, kind_of, load_run, load_sweep, table_files
+from ..folders import RUN, SWEEP, Run, Sweep, kind_of, load_run, load_sweep, table_files
 from .html import Page, Section, fmt, render, toml_dump
-from .results import check_out_file, layer_table_names, read_json_file, write_text_atomic
-from .scenario import BraidError
-from .show import COUNTER_ORDER, HEADLINE_LABELS, HEADLINE_ORDER, fmt_ps
+from ..results import check_out_file, layer_table_names, read_json_file, write_text_atomic
+from ..scenario import BraidError
+from ..show import COUNTER_ORDER, HEADLINE_LABELS, HEADLINE_ORDER, fmt_ps
 
 __all__ = ["make_report", "plot_run", "run_page", "sweep_page", "run_figures", "run_images", "MAX_FLOW_LINES"]
 
@@ -335,7 +335,7 @@ def sweep_page(sw: Sweep, metrics: Optional[Sequence[str]] = None) -> Page:
     src = Path(str(meta.get("scenario", "")))
     text = None
     if src.is_file():
-        from .sweep.store import file_sha256
+        from ..sweep.store import file_sha256
 
         if file_sha256(src) == meta.get("scenario_sha256"):
             try:
@@ -400,7 +400,7 @@ def make_report(folder: Path, out: Optional[Path] = None, metrics: Optional[Sequ
                 raise BraidError("--metric", f"{bad[0]!r} is not a numeric column of {folder / 'sweep.parquet'}; expected one of {', '.join(sw.metrics())}")
         page = sweep_page(sw, metrics)
     else:
-        from .demo import write_demo_report
+        from ..demo import write_demo_report
 
         meta = read_json_file(folder / "demo.json")
         page, made = demo_page(folder, meta, write_parts=out is None)

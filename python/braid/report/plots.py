@@ -21,7 +21,7 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 import polars as pl
 
-from .scenario import BraidError
+from ..scenario import BraidError
 
 __all__ = [
     "MAX_FLOW_LINES",
@@ -431,6 +431,6 @@ def png(fig, dpi: int = 100) -> bytes:
 
 def save(data: bytes, path: Path) -> Path:
     """Whole or absent: a full disk leaves no ``.NAME.tmp-*`` and is one BraidError."""
-    from .results import write_file_atomic
+    from ..results import write_file_atomic
 
     return write_file_atomic(path, lambda t: t.write_bytes(data))
