@@ -239,6 +239,9 @@ def run(
     out = out_dir if isinstance(out_dir, ResultsDir) or out_dir is None else ResultsDir(out_dir, overwrite=overwrite)
     res = None
     try:
+        if out is not None:
+            # Before the run, not after it: a finished simulation is never lost to a full disk.
+            out.check_space(estimate(scenario, overrides)["outputs"])
         res = _run(scenario, seed, overrides, progress, slices)
         if out is not None:
             from .results import write_results

@@ -153,7 +153,7 @@ impl Simulation {
 
 /// `capacity(scenario_json, base_dir=".", check=True)`: what the scenario will cost, estimated
 /// before anything is built or drawn (`braid_sim::capacity`): a dict of `hosts`, `switches`,
-/// `qps`, `flows`, `samples`, `memory` (bytes), `by_key` (bytes by the key that causes them),
+/// `qps`, `flows`, `samples`, `memory` (bytes), `outputs` (bytes of the results folder), `by_key` (bytes by the key that causes them),
 /// `line` (the text `braid validate` prints) and `warnings` (lines). With `check`, raises `ScenarioError` naming the costliest key when the
 /// memory exceeds `BRAID_MEMORY_LIMIT` (else the memory available), or on invalid input.
 #[pyfunction]
@@ -179,6 +179,7 @@ pub fn capacity<'py>(
     d.set_item("flows", e.flows)?;
     d.set_item("samples", e.samples)?;
     d.set_item("memory", e.memory)?;
+    d.set_item("outputs", e.outputs)?;
     d.set_item("line", e.line())?;
     d.set_item("warnings", PyList::new(py, &e.warnings)?)?;
     let by_key = PyDict::new(py);
