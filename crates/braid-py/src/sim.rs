@@ -190,6 +190,25 @@ pub fn capacity<'py>(
     Ok(d)
 }
 
+/// `parse_bytes("10KB")` -> 10000: a size as the scenario reads one (`braid_units::Bytes`,
+/// the one parser), for the front's options that take sizes (`braid plot --buckets`). A bad size
+/// is a ValueError carrying the parser's message.
+#[pyfunction]
+pub fn parse_bytes(text: &str) -> PyResult<u64> {
+    text.parse::<braid_units::Bytes>()
+        .map(|b| b.0)
+        .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))
+}
+
+/// `parse_duration_ps("10us")` -> 10_000_000: a duration as the scenario reads one, in
+/// picoseconds (`braid plot --window`). A bad duration is a ValueError with the parser's message.
+#[pyfunction]
+pub fn parse_duration_ps(text: &str) -> PyResult<u64> {
+    text.parse::<braid_units::Duration>()
+        .map(|d| d.0)
+        .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))
+}
+
 /// The scenario schema as JSON Schema text.
 #[pyfunction]
 pub fn scenario_schema() -> String {
@@ -317,6 +336,8 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("ScenarioError", scenario_error_type(m.py())?)?;
     m.add_function(wrap_pyfunction!(scenario_schema, m)?)?;
     m.add_function(wrap_pyfunction!(capacity, m)?)?;
+    m.add_function(wrap_pyfunction!(parse_bytes, m)?)?;
+    m.add_function(wrap_pyfunction!(parse_duration_ps, m)?)?;
     m.add_function(wrap_pyfunction!(table_specs, m)?)?;
     Ok(())
 }

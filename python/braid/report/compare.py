@@ -15,7 +15,7 @@ from typing import List, Optional, Sequence
 
 import polars as pl
 
-from . import plots
+from . import buckets, latency, plots
 from ..folders import DEMO, RUN, SWEEP, Run, Sweep, headline_value, kind_of, load_run, load_sweep, table_files, unique_names
 from .html import Page, fmt, render, toml_dump
 from ..results import check_out_file, write_text_atomic
@@ -111,7 +111,7 @@ def sweeps_table(cmp: Comparison) -> pl.DataFrame:
         for m in cmp.metrics:
             if m not in sw.data.columns:
                 continue
-            st = sweep_stats(sw, m, keys).rename({"mean": m}).drop("min", "max", "seeds")
+            st = sweep_stats(sw, m, keys).rename({"mean": m}).drop("min", "max", "seeds", "ci95")
             base = st if base is None else base.join(st, on=keys or ["point"], how="full", coalesce=True, nulls_equal=True)
         if base is None:
             continue
@@ -165,6 +165,15 @@ def figures(cmp: Comparison) -> List[tuple]:
         f = plots.overlay_throughput_figure({r.name: r.table("throughput") for r in cmp.runs}, "total goodput over time")
         if f is not None:
             out.append(("throughput", "total goodput over time", f))
+        f = plots.slowdown_buckets_figure({r.name: buckets.slowdown_by_size(r.table("flows")) for r in cmp.runs}, "FCT slowdown by flow size")
+        if f is not None:
+            out.append(("slowdown_by_size", "FCT slowdown by flow size", f))
+        tm = pl.concat(
+            [latency.tenant_messages(r.table("messages"), r.table("tenants")).with_columns((pl.lit(f"{r.name}: ") + pl.col("tenant")).alias("tenant")) for r in cmp.runs]
+        )
+        f = plots.latency_cdf_figure(tm, "latency per tenant")
+        if f is not None:
+            out.append(("latency_cdf", "latency CDF per tenant", f))
     else:
         from .pages import sweep_figures
 
