@@ -55,7 +55,7 @@ def test_a_run_too_large_for_the_disk_is_refused_before_it_runs(tmp_path, small_
     assert "Traceback" not in r.output
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1, r.stderr
-    assert lines[0].startswith(f"error: {out}") and "free" in lines[0] and "results need" in lines[0], lines[0]
+    assert lines[0].startswith(f"error: {out}") and "no space left on the device" in lines[0] and "they need" in lines[0], lines[0]
     # Nothing half-written: no folder, no temporary folder, no lock left beside it.
     assert sorted(p.name for p in tmp_path.iterdir()) == ["small.toml"]
 

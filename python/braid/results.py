@@ -263,7 +263,7 @@ class ResultsDir:
         if free < needed:
             raise BraidError(
                 str(self.target),
-                f"the results need ~{_fmt_bytes(needed)} but its file system has {_fmt_bytes(free)} free; free some space or write elsewhere (-o)",
+                f"no space left on the device for the results: they need ~{_fmt_bytes(needed)}, its file system has {_fmt_bytes(free)} free (checked before the run; free some space or write elsewhere)",
             )
 
     def _unreserve(self) -> None:
