@@ -10,7 +10,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 RUST_SRC := Cargo.toml Cargo.lock .cargo/config.toml scripts/build-ext.sh scripts/pgo-train.py $(shell find crates -name '*.rs' -o -name Cargo.toml 2>/dev/null)
 
-.PHONY: demo test setup setup-test rust-test py-test lint bench clean
+.PHONY: demo test setup setup-test rust-test py-test lint bench clean api-docs
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -50,6 +50,11 @@ lint: setup-test
 
 bench: setup
 	$(BIN)/braid bench
+
+# The Python API page, generated from the docstrings by pdoc (in the test extra; docs/report.md,
+# "The Python API"): target/api-docs/braid.html. tests/test_latency_and_buckets.py builds it.
+api-docs: setup-test
+	$(BIN)/python -m pdoc braid braid.sweep braid.report -o target/api-docs
 
 clean:
 	rm -rf $(VENV) target braid-demo

@@ -19,7 +19,7 @@ import pytest
 from click.testing import CliRunner
 from conftest import SMALL_TOML
 
-from braid import plots
+from braid.report import plots
 from braid.cli import main
 from braid.scenario import packaged_scenario
 
@@ -91,7 +91,8 @@ def test_run_report_is_one_self_contained_page(runs):
     assert "[topology]" in html and 'kind = &#34;two-tor&#34;' in html
     # Plots embedded as PNG; nothing fetched from anywhere; no script at all.
     pngs = _pngs(html)
-    assert len(pngs) == 3 and all(p.startswith(b"\x89PNG\r\n\x1a\n") for p in pngs)
+    # throughput, FCT CDFs, slowdown by flow size, latency CDF and latency over time per tenant, queues.
+    assert len(pngs) == 6 and all(p.startswith(b"\x89PNG\r\n\x1a\n") for p in pngs)
     assert not re.search(r'(src|href)="(https?:)?//', html)
     assert "<script" not in html.lower()
     assert "default-src &#39;none&#39;" in html or "default-src 'none'" in html
@@ -123,7 +124,7 @@ def test_report_with_o_writes_only_that_file(runs, tmp_path):
 
 def test_report_is_deterministic(runs):
     from braid.folders import load_run
-    from braid.html import render
+    from braid.report.html import render
     from braid.report import run_page
 
     pages = []
@@ -169,10 +170,10 @@ def test_compare_runs_side_by_side(runs, tmp_path):
         assert float(row["ecn_marks"]) == s["counters"]["ecn_marks"]
     pq = pl.read_parquet(out / "compare.parquet")
     assert pq.height == 2 and pq["overrides"][0] == f"transport.kind=none {NAME_OVERRIDE}"
-    for f in ("fct_cdf.png", "throughput.png"):
+    for f in ("fct_cdf.png", "throughput.png", "slowdown_by_size.png", "latency_cdf.png"):
         assert (out / f).read_bytes().startswith(b"\x89PNG")
     html = _html(tmp_path / "cmp.html")
-    assert len(_pngs(html)) == 2 and XSS not in html and "&lt;script&gt;" in html
+    assert len(_pngs(html)) == 4 and XSS not in html and "&lt;script&gt;" in html
 
 
 def test_compare_metric_option(runs):
@@ -284,7 +285,7 @@ def test_titles_name_the_overrides_and_axes_use_the_unit_that_fits(runs):
     from braid.report import run_figures
 
     figs = run_figures(load_run(runs / "a" / "run"))
-    assert [s for s, _w, _f in figs] == ["throughput", "fct_cdf", "queues"]
+    assert [s for s, _w, _f in figs] == ["throughput", "fct_cdf", "slowdown_by_size", "latency_cdf", "latency_time", "queues"]
     for _s, _w, f in figs:
         title = f.axes[0].get_title() + (f._suptitle.get_text() if f._suptitle else "")
         assert "--set transport.kind=none" in title, title
@@ -350,7 +351,7 @@ def test_compare_out_dir_that_holds_results_is_refused(runs):
 
 def test_sweep_page_escapes_keys_values_and_errors():
     from braid.folders import Sweep
-    from braid.html import render
+    from braid.report.html import render
     from braid.report import sweep_page
 
     bad = "<img src=x onerror=alert(1)>"

@@ -94,7 +94,7 @@ def test_the_report_lists_every_table(tmp_path):
 
 
 def test_compare_lists_every_table_of_the_runs(tmp_path):
-    from braid.compare import table_rows
+    from braid.report.compare import table_rows
     from braid.folders import load_run
 
     braid.run(tomllib.loads(SCENARIO), out_dir=tmp_path / "a")

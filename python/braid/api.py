@@ -239,6 +239,9 @@ def run(
     out = out_dir if isinstance(out_dir, ResultsDir) or out_dir is None else ResultsDir(out_dir, overwrite=overwrite)
     res = None
     try:
+        if out is not None:
+            # Before the run, not after it: a finished simulation is never lost to a full disk.
+            out.check_space(estimate(scenario, overrides)["outputs"])
         res = _run(scenario, seed, overrides, progress, slices)
         if out is not None:
             from .results import write_results
@@ -310,13 +313,19 @@ def collect(sc: Scenario, sim: Any, seed: int, wall: float, cpu: float) -> RunRe
     if unfinished and "start_ps" in flows.columns:
         end = stats.get("sim_time_ps", 0)
         not_started = int(flows.filter(pl.col("finish_ps").is_null() & (pl.col("start_ps") > end)).height)
+    from .report import buckets, latency
+
+    headline = dict(raw["headline"])
+    # A tenant's latency and the slowdown by flow size, first-class (report/latency.py, buckets.py).
+    headline.update(latency.headline_keys(tables))
+    headline.update(buckets.headline_keys(tables))
     res = RunResult(
         scenario=sc,
         seed=seed,
         tables=tables,
         pcap=raw.get("pcap"),
         counters=dict(raw["counters"]),
-        headline=dict(raw["headline"]),
+        headline=headline,
         stats=stats,
         wall_s=wall,
         cpu_s=cpu,

@@ -276,6 +276,7 @@ def bench(only: tuple, quick: bool, scale: bool, repeat: int, anchors: Optional[
 from .cli_compare import compare  # noqa: E402
 from .cli_drum import drum  # noqa: E402
 from .cli_perftest import conformance, perftest  # noqa: E402
+from .cli_plot import plot  # noqa: E402
 from .cli_reproduce import reproduce  # noqa: E402
 from .cli_sweep import sweep  # noqa: E402
 from .hpcc_compare import compare_hpcc  # noqa: E402
@@ -287,6 +288,7 @@ main.add_command(drum, "drum")
 main.add_command(reproduce, "reproduce")
 main.add_command(sweep, "sweep")
 main.add_command(compare, "compare")
+main.add_command(plot, "plot")
 main.add_command(perftest, "perftest")
 main.add_command(conformance, "conformance")
 

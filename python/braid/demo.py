@@ -228,7 +228,7 @@ def run_demo(out: Path, seed: Optional[int] = None) -> Path:
         meta["incast"] = {"columns": [l for l, _ in inc], "rows": [[label, vals] for label, vals in irows]}
         meta["wall_s"] = time.perf_counter() - t0
         write_json(tmp / "demo.json", meta)
-        from .html import render
+        from .report.html import render
         from .report import demo_page
         from .results import write_text_atomic
 

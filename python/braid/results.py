@@ -253,6 +253,19 @@ class ResultsDir:
             self._unlock()
             raise BraidError(str(target), f"cannot write in the output folder's parent {parent}: {e.strerror or e}") from None
 
+    def check_space(self, needed: float) -> None:
+        """Refuses (one line, before anything runs) when the output file system has less free
+        space than ``needed`` bytes: what the core's estimate says the results folder takes."""
+        try:
+            free = shutil.disk_usage(self.tmp).free
+        except OSError:
+            return
+        if free < needed:
+            raise BraidError(
+                str(self.target),
+                f"no space left on the device for the results: they need ~{_fmt_bytes(needed)}, its file system has {_fmt_bytes(free)} free (checked before the run; free some space or write elsewhere)",
+            )
+
     def _unreserve(self) -> None:
         if self.reserved:
             with contextlib.suppress(OSError):
@@ -314,6 +327,13 @@ class ResultsDir:
             shutil.rmtree(self.tmp, ignore_errors=True)
         self._unreserve()
         self._unlock()
+
+
+def _fmt_bytes(n: float) -> str:
+    for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.3g} {unit}"
+    return f"{n:.0f} B"
 
 
 def _content_state(target: Path) -> str:

@@ -153,7 +153,7 @@ impl Simulation {
 
 /// `capacity(scenario_json, base_dir=".", check=True)`: what the scenario will cost, estimated
 /// before anything is built or drawn (`braid_sim::capacity`): a dict of `hosts`, `switches`,
-/// `qps`, `flows`, `samples`, `memory` (bytes), `by_key` (bytes by the key that causes them),
+/// `qps`, `flows`, `samples`, `memory` (bytes), `outputs` (bytes of the results folder), `by_key` (bytes by the key that causes them),
 /// `line` (the text `braid validate` prints) and `warnings` (lines). With `check`, raises `ScenarioError` naming the costliest key when the
 /// memory exceeds `BRAID_MEMORY_LIMIT` (else the memory available), or on invalid input.
 #[pyfunction]
@@ -179,6 +179,7 @@ pub fn capacity<'py>(
     d.set_item("flows", e.flows)?;
     d.set_item("samples", e.samples)?;
     d.set_item("memory", e.memory)?;
+    d.set_item("outputs", e.outputs)?;
     d.set_item("line", e.line())?;
     d.set_item("warnings", PyList::new(py, &e.warnings)?)?;
     let by_key = PyDict::new(py);
@@ -187,6 +188,25 @@ pub fn capacity<'py>(
     }
     d.set_item("by_key", by_key)?;
     Ok(d)
+}
+
+/// `parse_bytes("10KB")` -> 10000: a size as the scenario reads one (`braid_units::Bytes`,
+/// the one parser), for the front's options that take sizes (`braid plot --buckets`). A bad size
+/// is a ValueError carrying the parser's message.
+#[pyfunction]
+pub fn parse_bytes(text: &str) -> PyResult<u64> {
+    text.parse::<braid_units::Bytes>()
+        .map(|b| b.0)
+        .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))
+}
+
+/// `parse_duration_ps("10us")` -> 10_000_000: a duration as the scenario reads one, in
+/// picoseconds (`braid plot --window`). A bad duration is a ValueError with the parser's message.
+#[pyfunction]
+pub fn parse_duration_ps(text: &str) -> PyResult<u64> {
+    text.parse::<braid_units::Duration>()
+        .map(|d| d.0)
+        .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))
 }
 
 /// The scenario schema as JSON Schema text.
@@ -316,6 +336,8 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("ScenarioError", scenario_error_type(m.py())?)?;
     m.add_function(wrap_pyfunction!(scenario_schema, m)?)?;
     m.add_function(wrap_pyfunction!(capacity, m)?)?;
+    m.add_function(wrap_pyfunction!(parse_bytes, m)?)?;
+    m.add_function(wrap_pyfunction!(parse_duration_ps, m)?)?;
     m.add_function(wrap_pyfunction!(table_specs, m)?)?;
     Ok(())
 }

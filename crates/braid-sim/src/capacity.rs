@@ -18,6 +18,13 @@
 //! * a congestion-control sample (`measure.cc`) about 400 B at its peak;
 //! * a captured frame min(`snaplen`, `nic.mtu` + 80) + 16 bytes, held three times at the end
 //!   (the core's buffer, the file it assembles, the front's copy): `max_packets` at most.
+//!
+//! The results folder (`outputs`, what the front checks the output file system holds before a
+//! run) is priced per row of its Parquet files as polars writes them, measured (see
+//! docs/performance.md, "The outputs estimate"): a flow row, a message row (one per traffic
+//! flow; an application's `iterations` × `qps`, or as many of its `size` as its host's line rate
+//! carries over its duration when it runs for a time), a time-series row, a congestion-control
+//! row, a captured frame once, and the folder's fixed files (summary, the other tables' headers).
 
 use crate::api::ScenarioError;
 use crate::config::QueueSpec;
@@ -39,6 +46,13 @@ const BYTES_PER_CC_SAMPLE: f64 = 400.0;
 /// `braid run` on a one-flow k = 4 fat-tree, 100.0 MB (twice; docs/performance.md, "The memory
 /// estimate against peak RSS"). It was 50 MB in cost.py, from an older front.
 const BASE_BYTES: f64 = 100_000_000.0;
+/// Results-folder bytes per row, upper-bound-ish (measured; module doc).
+const OUT_PER_FLOW: f64 = 64.0;
+const OUT_PER_MESSAGE: f64 = 40.0;
+const OUT_PER_SAMPLE: f64 = 16.0;
+const OUT_PER_CC_SAMPLE: f64 = 48.0;
+/// summary.json and the headers of the tables a run always writes, empty or not.
+const OUT_BASE: f64 = 100_000.0;
 
 /// One key's share of the memory, and what it is.
 #[derive(Clone, Debug, PartialEq)]
@@ -58,6 +72,8 @@ pub struct Estimate {
     pub samples: f64,
     /// Bytes, the base included.
     pub memory: f64,
+    /// Bytes the results folder will take (its Parquet files, summary and packet trace).
+    pub outputs: f64,
     /// By the key that causes them, in scenario order (for naming the culprit).
     pub parts: Vec<Part>,
     /// What will not run as the scenario seems to mean it (one line each, key first).
@@ -74,15 +90,17 @@ impl Estimate {
         }
     }
 
-    /// `36 nodes, 138,404 QPs, 69,202 flows, 0 time-series samples, ~369 MB of memory`.
+    /// `36 nodes, 138,404 QPs, 69,202 flows, 0 time-series samples, ~369 MB of memory, ~5.1 MB
+    /// of results`.
     pub fn line(&self) -> String {
         format!(
-            "{} nodes, {} QPs, {} flows, {} time-series samples, ~{} of memory",
+            "{} nodes, {} QPs, {} flows, {} time-series samples, ~{} of memory, ~{} of results",
             count(self.hosts + self.switches),
             count(self.qps),
             count(self.flows),
             count(self.samples),
-            fmt_bytes(self.memory)
+            fmt_bytes(self.memory),
+            fmt_bytes(self.outputs)
         )
     }
 
@@ -177,6 +195,7 @@ pub fn estimate(sc: &Scenario, base_dir: &Path) -> Estimate {
     let mut e = Estimate::default();
     let Ok(t) = sc.topology.size(base_dir) else {
         e.memory = BASE_BYTES;
+        e.outputs = OUT_BASE;
         return e;
     };
     let (hosts, switches) = (t.hosts as f64, t.switches as f64);
@@ -218,11 +237,21 @@ pub fn estimate(sc: &Scenario, base_dir: &Path) -> Estimate {
         }
     }
     let mut series = e.flows.min(4.0 * hosts.max(1.0));
+    // One message per traffic flow; the applications' are added below.
+    let mut messages = e.flows;
     for (i, a) in sc.apps.iter().enumerate() {
         if !a.enabled {
             continue;
         }
-        let q = a.spec.common().qps.max(1) as f64;
+        let c = a.spec.common();
+        messages += match c.iterations {
+            Some(n) => n as f64 * c.qps.max(1) as f64,
+            None => {
+                let secs = c.duration.unwrap_or(duration).min(duration) as f64 / 1e12;
+                secs * t.host_rate_bps as f64 / (8.0 * c.size.max(1) as f64)
+            }
+        };
+        let q = c.qps.max(1) as f64;
         e.qps += 2.0 * q;
         e.flows += 1.0;
         series += 1.0;
@@ -269,6 +298,7 @@ pub fn estimate(sc: &Scenario, base_dir: &Path) -> Estimate {
             0.0
         };
         e.samples += rows;
+        e.outputs += rows * OUT_PER_CC_SAMPLE;
         e.add(
             "measure.cc.interval",
             rows * BYTES_PER_CC_SAMPLE,
@@ -279,9 +309,15 @@ pub fn estimate(sc: &Scenario, base_dir: &Path) -> Estimate {
             ),
         );
     }
+    let messages = if m.messages { messages } else { 0.0 };
+    e.outputs = OUT_BASE
+        + e.flows * OUT_PER_FLOW
+        + messages * OUT_PER_MESSAGE
+        + intervals * series * OUT_PER_SAMPLE;
     let p = &m.pcap;
     if !p.flows.is_empty() || !p.ports.is_empty() {
         let snap = (p.snaplen as f64).min(sc.nic.mtu as f64 + 80.0);
+        e.outputs += p.max_packets as f64 * (snap + 16.0);
         e.add(
             "measure.pcap.max_packets",
             3.0 * p.max_packets as f64 * (snap + 16.0),

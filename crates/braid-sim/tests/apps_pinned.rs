@@ -28,14 +28,18 @@ impl std::fmt::Debug for Pinned<'_> {
     }
 }
 
-/// Everything a run measured except wall-clock statistics. The flows table's `dport` column came
-/// after the pins (an app has none: 0 in every row here), so the pinned text leaves it out. The
+/// Everything a run measured except wall-clock statistics. The flows table's `dport` column and
+/// the messages table's `tenant` column came after the pins (an app has no dport: 0 in every row
+/// here; `tenant` names the owner, measured nothing new), so the pinned text leaves them out. The
 /// middleware layers' tables print as the map `Results::layer_tables` was when pinned.
 fn fingerprint(s: &Value) -> u64 {
     let (_sim, mut r) = run(s);
     r.tables["flows"]
         .columns
         .retain(|(name, _)| name != "dport");
+    r.tables["messages"]
+        .columns
+        .retain(|(name, _)| name != "tenant");
     let layer_tables: std::collections::BTreeMap<&str, Pinned> =
         r.layer_tables().map(|(n, t)| (n, Pinned(t))).collect();
     hash(&format!(

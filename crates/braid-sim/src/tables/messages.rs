@@ -5,7 +5,8 @@ use crate::api::{Column, ColumnType as T, Table};
 
 pub const SPEC: TableSpec = TableSpec {
     name: "messages",
-    doc: "per message: host, QP, opcode, bytes, post and completion time",
+    doc:
+        "per message: host, QP, opcode, bytes, post and completion time, the tenant that posted it",
     columns: COLUMNS,
     extra: None,
     build,
@@ -30,6 +31,12 @@ const COLUMNS: &[Col] = &[
         T::U64,
         "the work request id the application gave it",
     ),
+    nullable(
+        "tenant",
+        T::U64,
+        Null::Is(u32::MAX as u64),
+        "the tenant slot on `host` that owns the QP (`tenants.parquet`); null if none",
+    ),
 ];
 
 fn build(src: &Source) -> Table {
@@ -47,6 +54,13 @@ fn build(src: &Source) -> Table {
         m.post.push(rec.post_ps);
         m.complete.push(rec.complete_ps);
         m.wr_id.push(rec.wr_id);
+        // Who posted it: per-tenant latency (report, compare) joins on (host, tenant).
+        let owners = &world.hosts[*h as usize].owners.qp;
+        m.tenant.push(
+            owners
+                .get(rec.qpn as usize)
+                .map_or(u32::MAX as u64, |&t| t as u64),
+        );
     }
     t.push("host", Column::U64(m.host));
     t.push("qpn", Column::U64(m.qpn));
@@ -60,6 +74,7 @@ fn build(src: &Source) -> Table {
         Column::U64(m.complete.iter().zip(&m.post).map(|(c, p)| c - p).collect()),
     );
     t.push("wr_id", Column::U64(m.wr_id));
+    t.push("tenant", Column::U64(m.tenant));
 
     t
 }
@@ -74,4 +89,5 @@ struct MsgCols {
     post: Vec<u64>,
     complete: Vec<u64>,
     wr_id: Vec<u64>,
+    tenant: Vec<u64>,
 }

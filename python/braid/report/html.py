@@ -158,7 +158,7 @@ def render(page: Page) -> str:
     """The page as HTML text; every value escaped (jinja2 autoescape)."""
     import jinja2
 
-    from . import __version__
+    from .. import __version__
 
     env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
     if not page.version:
@@ -178,7 +178,7 @@ def _key(k: str) -> str:
 
 
 def _value(v: Any) -> str:
-    from .sweep.plan import toml_text
+    from ..sweep.plan import toml_text
 
     try:
         return toml_text(v)

@@ -8,7 +8,11 @@ Conventions every figure follows:
 * more than :data:`MAX_FLOW_LINES` flows are drawn as percentile bands (p10-p90, p50, mean)
   across flows per interval, so no flow is dropped from the picture;
 * queue plots mark PFC pause intervals (``pfc.parquet``): a strip below the queues with one row
-  per paused port, and a shaded span on the queue of a port that was itself paused.
+  per paused port, and a shaded span on the queue of a port that was itself paused;
+* ready for a paper: axis labels in words with their units (:func:`axis_label`), a series' colour,
+  marker and line style distinct from every other series' (:func:`styles`), sweeps' error bars
+  the 95% confidence interval of the mean over seeds (Student's t; :func:`ci95`), and every
+  figure as PNG, SVG or PDF (:func:`render_figure`).
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 import polars as pl
 
-from .scenario import BraidError
+from ..scenario import BraidError
 
 __all__ = [
     "MAX_FLOW_LINES",
@@ -34,6 +38,14 @@ __all__ = [
     "overlay_fct_figure",
     "overlay_throughput_figure",
     "sweep_metric_figure",
+    "latency_cdf_figure",
+    "latency_time_figure",
+    "slowdown_buckets_figure",
+    "axis_label",
+    "styles",
+    "ci95",
+    "FORMATS",
+    "render_figure",
     "png",
     "save",
 ]
@@ -47,6 +59,67 @@ _UNITS = (("s", 1e12), ("ms", 1e9), ("µs", 1e6), ("ns", 1e3))
 
 
 _FONTS_SET = False
+
+#: Formats a figure can be written in.
+FORMATS = ("png", "svg", "pdf")
+
+#: Two-sided 95% quantiles of Student's t for 1..30 degrees of freedom (any statistics table,
+#: e.g. NIST/SEMATECH e-Handbook of Statistical Methods, 1.3.6.7.2); 1.96 (the normal's) beyond.
+_T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
+         2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
+
+
+def ci95(std: float, n: int) -> float:
+    """Half-width of the 95% confidence interval of a mean of ``n`` samples with sample standard
+    deviation ``std``: t(0.975, n-1) · std / √n; 0 for fewer than two samples (no interval)."""
+    if n is None or n < 2 or std is None or not np.isfinite(std):
+        return 0.0
+    t = _T975[n - 2] if n - 1 <= len(_T975) else 1.96
+    return float(t * std / np.sqrt(n))
+
+
+_WORDS = {"fct": "flow completion time", "lat": "latency", "msg": "message", "rate": "rate", "goodput": "goodput", "slowdown": "FCT slowdown",
+          "aggregate": "aggregate", "app": "application", "flow": "flow", "sum": "sum", "mean": "mean", "jain": "Jain's fairness index",
+          "drops": "packets dropped", "pfc": "PFC", "pauses": "pauses", "ecn": "ECN", "marks": "marks", "retransmissions": "retransmitted packets",
+          "timeouts": "retransmission timeouts", "flows": "flows", "completed": "completed"}
+_UNIT_WORDS = {"us": "µs", "ms": "ms", "ns": "ns", "gbps": "Gbit/s", "mps": "million messages/s", "mb": "MB", "kb": "KB"}
+
+
+def axis_label(metric: str) -> str:
+    """A metric's name as an axis label in words with its unit: ``fct_p99_us`` -> "flow
+    completion time, 99th percentile (µs)", ``apps[1].lat_p999_us`` -> "apps[1]: latency, 99.9th
+    percentile (µs)", ``slowdown_p50_0-10KB`` -> "FCT slowdown, median, flows 0-10KB (× ideal FCT)"."""
+    owner, _, name = metric.rpartition(".") if "]." in metric else ("", "", metric)
+    parts = name.split("_")
+    unit = ""
+    bucket = ""
+    if parts and parts[-1].lower() in _UNIT_WORDS:
+        unit = _UNIT_WORDS[parts.pop().lower()]
+    if parts and parts[0] == "slowdown":
+        unit = "× ideal FCT"
+        if len(parts) > 2:
+            bucket = "_".join(parts[2:])
+            parts = parts[:2]
+    words, pct = [], ""
+    for w in parts:
+        if w.startswith("p") and w[1:].isdigit():
+            q = w[1:]
+            pct = "median" if q == "50" else f"{q[:2]}.{q[2:]}th percentile" if len(q) > 2 else f"{q}th percentile"
+        else:
+            words.append(_WORDS.get(w, w))
+    text = " ".join(words) + (f", {pct}" if pct else "") + (f", flows {bucket}" if bucket else "")
+    text = (f"{owner}: " if owner else "") + (text[:1].upper() + text[1:] if not owner else text)
+    return f"{text} ({unit})" if unit else text
+
+
+def styles(n: int) -> List[dict]:
+    """``n`` series styles, each distinct: 10 colours (matplotlib's tab10) × 4 markers × 3 line
+    styles; past 10 series the marker and the line style change with the colour cycle."""
+    import matplotlib
+
+    colours = matplotlib.colormaps["tab10"].colors
+    markers, dashes = ("o", "s", "^", "D"), ("-", "--", ":")
+    return [{"color": colours[i % 10], "marker": markers[(i // 10) % 4], "linestyle": dashes[(i // 40) % 3]} for i in range(n)]
 
 
 def plt():
@@ -372,10 +445,11 @@ def overlay_throughput_figure(runs: Mapping[str, pl.DataFrame], title: str):
 
 
 def sweep_metric_figure(series: Mapping[str, pl.DataFrame], x: str, metric: str, title: str, group: Optional[str] = None):
-    """``metric`` against the swept key ``x``: the mean over seeds with min-max whiskers; one line
-    per (sweep, value of ``group``, a column whose values label the lines). Each frame has
-    columns x, [group], mean, min, max. A key with text values is drawn as categories, in order
-    of appearance; a key with a few numeric values has a tick at each."""
+    """``metric`` against the swept key ``x``: the mean over seeds with its 95% confidence
+    interval (``ci95``, the half-width; none with one seed); one line per (sweep, value of
+    ``group``, a column whose values label the lines), each in a style of its own. Each frame has
+    columns x, [group], mean, ci95. A key with text values is drawn as categories, in order of
+    appearance; a key with a few numeric values has a tick at each."""
     p = plt()
     fig, ax = p.subplots(figsize=(7.5, 4.0))
     numeric = all(v[x].dtype.is_numeric() for v in series.values() if v.height)
@@ -386,21 +460,22 @@ def sweep_metric_figure(series: Mapping[str, pl.DataFrame], x: str, metric: str,
                 if c not in cats:
                     cats.append(c)
     drawn = 0
+    all_parts = []
     for name, df in series.items():
         if df.height == 0:
             continue
-        parts = df.partition_by(group, maintain_order=True, as_dict=False) if group else [df]
-        for part in parts:
-            part = part.sort(x) if numeric else part
-            xs = part[x].to_numpy().astype(float) if numeric else np.array([cats.index(c) for c in part[x].cast(pl.String).to_list()], dtype=float)
-            m = part["mean"].to_numpy().astype(float)
-            lo = m - part["min"].to_numpy().astype(float)
-            hi = part["max"].to_numpy().astype(float) - m
-            label = name
-            if group:
-                label = f"{name}: {part[group][0]}" if name else str(part[group][0])
-            ax.errorbar(xs, m, yerr=[lo, hi], marker="o", ms=4, capsize=3, lw=1.2, label=label or None)
-            drawn += 1
+        for part in df.partition_by(group, maintain_order=True, as_dict=False) if group else [df]:
+            all_parts.append((name, part))
+    for (name, part), st in zip(all_parts, styles(len(all_parts))):
+        part = part.sort(x) if numeric else part
+        xs = part[x].to_numpy().astype(float) if numeric else np.array([cats.index(c) for c in part[x].cast(pl.String).to_list()], dtype=float)
+        m = part["mean"].to_numpy().astype(float)
+        err = part["ci95"].fill_null(0.0).to_numpy().astype(float)
+        label = name
+        if group:
+            label = f"{name}: {part[group][0]}" if name else str(part[group][0])
+        ax.errorbar(xs, m, yerr=err, ms=4, capsize=3, lw=1.2, label=label or None, **st)
+        drawn += 1
     if numeric:
         xs_all = sorted({float(v) for f in series.values() if f.height for v in f[x].to_list() if v is not None})
         if 0 < len(xs_all) <= 12:
@@ -409,12 +484,98 @@ def sweep_metric_figure(series: Mapping[str, pl.DataFrame], x: str, metric: str,
     else:
         ax.set_xticks(range(len(cats)))
         ax.set_xticklabels(cats, fontsize=8, rotation=20 if len(cats) > 4 else 0)
-    ax.set_xlabel(x)
-    ax.set_ylabel(metric)
-    ax.set_title(title, fontsize=9)
+    ax.set_xlabel(axis_label(x) if x != "point" else "grid point")
+    ax.set_ylabel(axis_label(metric))
+    ax.set_title(title + "\n(mean over seeds, 95% confidence interval)", fontsize=9)
     ax.grid(alpha=0.3)
     if drawn > 1 or group:
         ax.legend(fontsize=7, loc="best")
+    return fig
+
+
+# --- a tenant's latency, FCT slowdown by flow size ----------------------------------------------
+
+
+def latency_cdf_figure(tm: pl.DataFrame, title: str):
+    """The CDF of each tenant's message latency (``latency.tenant_messages``), one line each."""
+    if tm is None or tm.height == 0:
+        return None
+    p = plt()
+    fig, ax = p.subplots(figsize=(7.5, 4.0))
+    names = tm["tenant"].unique(maintain_order=True).to_list()
+    for name, st in zip(names, styles(len(names))):
+        v = np.sort(tm.filter(pl.col("tenant") == name)["latency_us"].to_numpy())
+        ax.step(v, np.arange(1, len(v) + 1) / len(v), where="post", color=st["color"], linestyle=st["linestyle"], lw=1.4, label=f"{name} ({len(v):,} messages)")
+    v = tm["latency_us"].to_numpy()
+    if v.min() > 0 and v.max() / v.min() > 50:
+        ax.set_xscale("log")
+    ax.set_xlabel("Message latency, post to completion (µs)")
+    ax.set_ylabel("Fraction of messages")
+    ax.set_ylim(0, 1.02)
+    ax.set_title(title, fontsize=9)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="lower right")
+    return fig
+
+
+def latency_time_figure(tm: pl.DataFrame, title: str, window_ps: Optional[float] = None):
+    """Each tenant's latency over time: the median and 99th percentile of the messages completed
+    in each window (``window_ps``; default 1/50 of the span), against the window's end."""
+    if tm is None or tm.height == 0:
+        return None
+    t0, t1 = float(tm["complete_ps"].min()), float(tm["complete_ps"].max())
+    w = float(window_ps) if window_ps else max((t1 - t0) / 50.0, 1.0)
+    unit, scale = time_unit(t1)
+    p = plt()
+    fig, ax = p.subplots(figsize=(7.5, 4.0))
+    names = tm["tenant"].unique(maintain_order=True).to_list()
+    for name, st in zip(names, styles(len(names))):
+        b = (
+            tm.filter(pl.col("tenant") == name)
+            .with_columns(((pl.col("complete_ps").cast(pl.Float64) / w).floor() * w + w).alias("end"))
+            .group_by("end")
+            .agg(pl.col("latency_us").quantile(0.5, "linear").alias("p50"), pl.col("latency_us").quantile(0.99, "linear").alias("p99"))
+            .sort("end")
+        )
+        t = b["end"].to_numpy() / scale
+        ax.plot(t, b["p50"].to_numpy(), color=st["color"], marker=st["marker"], ms=3, lw=1.3, label=f"{name}: median")
+        ax.plot(t, b["p99"].to_numpy(), color=st["color"], marker=st["marker"], ms=3, lw=1.0, ls="--", label=f"{name}: 99th percentile")
+    ax.set_xlabel(f"Simulated time ({unit})")
+    ax.set_ylabel("Message latency, post to completion (µs)")
+    ax.set_title(title, fontsize=9)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="best")
+    return fig
+
+
+def slowdown_buckets_figure(tables: Mapping[str, pl.DataFrame], title: str):
+    """FCT slowdown by flow-size bucket (``buckets.slowdown_by_size`` per run): the median as
+    bars and the 99th percentile as a marker above each, one colour per run, buckets side by
+    side."""
+    tables = {k: v for k, v in tables.items() if v is not None and v.height}
+    if not tables:
+        return None
+    buckets: List[str] = []
+    for v in tables.values():
+        for b in v["bucket"].to_list():
+            if b not in buckets:
+                buckets.append(b)
+    p = plt()
+    fig, ax = p.subplots(figsize=(7.5, 4.0))
+    n = len(tables)
+    width = 0.8 / n
+    for i, ((name, v), st) in enumerate(zip(tables.items(), styles(n))):
+        xs = np.array([buckets.index(b) for b in v["bucket"].to_list()], dtype=float) - 0.4 + width * (i + 0.5)
+        ax.bar(xs, v["slowdown_p50"].to_numpy(), width=width, color=st["color"], alpha=0.75, label=f"{name}: median" if name else "median")
+        ax.plot(xs, v["slowdown_p99"].to_numpy(), ls="none", color=st["color"], marker="v", ms=6, label=f"{name}: 99th percentile" if name else "99th percentile")
+    ax.set_xticks(range(len(buckets)))
+    ax.set_xticklabels(buckets, fontsize=8)
+    ax.set_yscale("log")
+    ax.set_xlabel("Flow size (bytes; 1 KB = 1000 bytes)")
+    ax.set_ylabel("FCT slowdown (× ideal FCT)")
+    ax.set_title(title, fontsize=9)
+    ax.grid(alpha=0.3, axis="y")
+    ax.legend(fontsize=7, loc="best")
     return fig
 
 
@@ -423,14 +584,23 @@ def sweep_metric_figure(series: Mapping[str, pl.DataFrame], x: str, metric: str,
 
 def png(fig, dpi: int = 100) -> bytes:
     """The figure as PNG bytes (and closes it)."""
+    return render_figure(fig, "png", dpi)
+
+
+def render_figure(fig, fmt: str = "png", dpi: int = 100) -> bytes:
+    """The figure as ``fmt`` bytes (``png``, ``svg`` or ``pdf``; vector formats for papers), and
+    closes it. No creation date or software in the file: the same figure, the same bytes."""
+    if fmt not in FORMATS:
+        raise BraidError("--format", f"expected one of {', '.join(FORMATS)}, got {fmt!r}")
+    meta = {"png": {"Software": None}, "svg": {"Date": None, "Creator": None}, "pdf": {"CreationDate": None, "Creator": None, "Producer": None}}[fmt]
     buf = io.BytesIO()
-    fig.savefig(buf, dpi=dpi, bbox_inches="tight", format="png", metadata={"Software": None})
+    fig.savefig(buf, dpi=dpi, bbox_inches="tight", format=fmt, metadata=meta)
     plt().close(fig)
     return buf.getvalue()
 
 
 def save(data: bytes, path: Path) -> Path:
     """Whole or absent: a full disk leaves no ``.NAME.tmp-*`` and is one BraidError."""
-    from .results import write_file_atomic
+    from ..results import write_file_atomic
 
     return write_file_atomic(path, lambda t: t.write_bytes(data))

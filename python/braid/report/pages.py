@@ -8,12 +8,12 @@ from typing import Iterable, List, Optional, Sequence
 
 import polars as pl
 
-from . import plots
-from .folders import RUN, SWEEP, Run, Sweep, kind_of, load_run, load_sweep, table_files
+from . import buckets, latency, plots
+from ..folders import RUN, SWEEP, Run, Sweep, kind_of, load_run, load_sweep, table_files
 from .html import Page, Section, fmt, render, toml_dump
-from .results import check_out_file, layer_table_names, read_json_file, write_text_atomic
-from .scenario import BraidError
-from .show import COUNTER_ORDER, HEADLINE_LABELS, HEADLINE_ORDER, fmt_ps
+from ..results import check_out_file, layer_table_names, read_json_file, write_text_atomic
+from ..scenario import BraidError
+from ..show import COUNTER_ORDER, HEADLINE_LABELS, HEADLINE_ORDER, fmt_ps
 
 __all__ = ["make_report", "plot_run", "run_page", "sweep_page", "run_figures", "run_images", "MAX_FLOW_LINES"]
 
@@ -36,14 +36,19 @@ SWEEP_METRICS = (
 # --- one run ---------------------------------------------------------------------------------
 
 
-def run_figures(run: Run) -> List[tuple]:
-    """[(file stem, alt text, Figure)] for a run: goodput per flow, FCT CDFs, queues (with PFC),
-    the congestion controllers' state (``measure.cc``)."""
+def run_figures(run: Run, edges: Sequence[int] = buckets.DEFAULT_EDGES, window_ps: Optional[float] = None) -> List[tuple]:
+    """[(file stem, alt text, Figure)] for a run: goodput per flow, FCT CDFs, FCT slowdown by
+    flow size (``edges``), each tenant's latency CDF and latency over time (``window_ps``), queues
+    (with PFC), the congestion controllers' state (``measure.cc``)."""
     name, ov = run.scenario_name, run.overrides
     out = []
+    tm = lambda: latency.tenant_messages(run.table("messages"), run.table("tenants"))  # noqa: E731
     for stem, what, fig in (
         ("throughput", "goodput per flow", lambda t: plots.throughput_figure(run.table("throughput"), run.table("flows"), t)),
         ("fct_cdf", "flow completion", lambda t: plots.fct_figure(run.table("flows"), t)),
+        ("slowdown_by_size", "FCT slowdown by flow size", lambda t: plots.slowdown_buckets_figure({"": buckets.slowdown_by_size(run.table("flows"), edges)}, t)),
+        ("latency_cdf", "latency per tenant", lambda t: plots.latency_cdf_figure(tm(), t)),
+        ("latency_time", "latency over time per tenant", lambda t: plots.latency_time_figure(tm(), t, window_ps)),
         ("queues", "queue length", lambda t: plots.queues_figure(run.table("queues"), t, run.table("pfc"), run.end_ps)),
         ("cc", "congestion control", lambda t: plots.cc_figure(run.table("cc"), t)),
     ):
@@ -149,6 +154,7 @@ def run_page(run: Run, page: Optional[Page] = None, level: int = 2, images: Opti
     if "flows" in h:
         hs.text("FCT and slowdown figures cover completed flows only; Jain's index covers every started flow (an unfinished one with its goodput so far).")
     hs.table(["metric", "value"], _headline_rows(h))
+    _latency_and_buckets(page, run, level)
     images = run_images(run) if images is None else images
     if images:
         ps = page.section("Plots", level=level)
@@ -190,6 +196,24 @@ def run_page(run: Run, page: Optional[Page] = None, level: int = 2, images: Opti
         ],
     )
     return page
+
+
+def _latency_and_buckets(page: Page, run: Run, level: int) -> None:
+    """A tenant's latency (p50/p99/p99.9 and message rate) and the FCT slowdown by flow size."""
+    lat = latency.tenant_latency(run.table("messages"), run.table("tenants"))
+    if lat.height:
+        page.section("Latency per tenant", level=level).table(
+            ["tenant", "messages", "p50 (µs)", "p99 (µs)", "p99.9 (µs)", "message rate (M/s)"],
+            lat.rows(),
+            caption="each message the tenant posted, from post to completion (messages.parquet with tenants.parquet)",
+        )
+    b = buckets.slowdown_by_size(run.table("flows"))
+    if b.height:
+        page.section("FCT slowdown by flow size", level=level).table(
+            ["flow size", "flows", "slowdown p50", "slowdown p99"],
+            b.select("bucket", "flows", "slowdown_p50", "slowdown_p99").rows(),
+            caption="completed traffic flows; slowdown = FCT / ideal FCT on the idle fabric",
+        )
 
 
 def _run_meta(run: Run) -> List[tuple]:
@@ -257,14 +281,17 @@ def plot_run(folder: Path, run: Optional[Run] = None, images: Optional[List[tupl
 
 
 def sweep_stats(sw: Sweep, metric: str, keys: Sequence[str]) -> pl.DataFrame:
-    """Per point of the grid (over seeds): mean, min, max of ``metric`` and how many seeds."""
+    """Per point of the grid (over seeds): mean, min, max of ``metric``, how many seeds, and
+    ``ci95``, the half-width of the mean's 95% confidence interval (Student's t; 0 with one seed)."""
     d = sw.ok.filter(pl.col(metric).is_not_null())
     d = d.filter(pl.col(metric).cast(pl.Float64).is_not_nan())
     if not keys:
         d = d.with_columns(pl.lit("all").alias("point"))
         keys = ["point"]
     m = pl.col(metric).cast(pl.Float64)
-    return d.group_by(list(keys), maintain_order=True).agg(m.mean().alias("mean"), m.min().alias("min"), m.max().alias("max"), pl.len().alias("seeds"))
+    st = d.group_by(list(keys), maintain_order=True).agg(m.mean().alias("mean"), m.min().alias("min"), m.max().alias("max"), pl.len().alias("seeds"), m.std().alias("std"))
+    ci = [plots.ci95(sd, n) for sd, n in zip(st["std"].to_list(), st["seeds"].to_list())]
+    return st.with_columns(pl.Series("ci95", ci, dtype=pl.Float64)).drop("std")
 
 
 def sweep_figures(series: dict, keys: Sequence[str], metrics: Sequence[str], title_fixed: Sequence[str] = (), title: str = "", subtitle: str = "") -> List[tuple]:
@@ -335,7 +362,7 @@ def sweep_page(sw: Sweep, metrics: Optional[Sequence[str]] = None) -> Page:
     src = Path(str(meta.get("scenario", "")))
     text = None
     if src.is_file():
-        from .sweep.store import file_sha256
+        from ..sweep.store import file_sha256
 
         if file_sha256(src) == meta.get("scenario_sha256"):
             try:
@@ -400,7 +427,7 @@ def make_report(folder: Path, out: Optional[Path] = None, metrics: Optional[Sequ
                 raise BraidError("--metric", f"{bad[0]!r} is not a numeric column of {folder / 'sweep.parquet'}; expected one of {', '.join(sw.metrics())}")
         page = sweep_page(sw, metrics)
     else:
-        from .demo import write_demo_report
+        from ..demo import write_demo_report
 
         meta = read_json_file(folder / "demo.json")
         page, made = demo_page(folder, meta, write_parts=out is None)

@@ -15,12 +15,12 @@ from typing import List, Optional, Sequence
 
 import polars as pl
 
-from . import plots
-from .folders import DEMO, RUN, SWEEP, Run, Sweep, headline_value, kind_of, load_run, load_sweep, table_files, unique_names
+from . import buckets, latency, plots
+from ..folders import DEMO, RUN, SWEEP, Run, Sweep, headline_value, kind_of, load_run, load_sweep, table_files, unique_names
 from .html import Page, fmt, render, toml_dump
-from .results import check_out_file, write_text_atomic
-from .scenario import BraidError
-from .show import COUNTER_ORDER, HEADLINE_LABELS, HEADLINE_ORDER
+from ..results import check_out_file, write_text_atomic
+from ..scenario import BraidError
+from ..show import COUNTER_ORDER, HEADLINE_LABELS, HEADLINE_ORDER
 
 __all__ = ["Comparison", "load_inputs", "compare"]
 
@@ -102,7 +102,7 @@ def _label(m: str) -> str:
 
 def sweeps_table(cmp: Comparison) -> pl.DataFrame:
     """One row per (sweep, grid point): the swept keys, seeds, and each metric's mean over seeds."""
-    from .report import sweep_stats
+    from .pages import sweep_stats
 
     keys = cmp.sweeps[0].keys
     frames = []
@@ -111,7 +111,7 @@ def sweeps_table(cmp: Comparison) -> pl.DataFrame:
         for m in cmp.metrics:
             if m not in sw.data.columns:
                 continue
-            st = sweep_stats(sw, m, keys).rename({"mean": m}).drop("min", "max", "seeds")
+            st = sweep_stats(sw, m, keys).rename({"mean": m}).drop("min", "max", "seeds", "ci95")
             base = st if base is None else base.join(st, on=keys or ["point"], how="full", coalesce=True, nulls_equal=True)
         if base is None:
             continue
@@ -126,7 +126,7 @@ def sweeps_table(cmp: Comparison) -> pl.DataFrame:
 
 
 def sweep_metric_names(sweeps: Sequence[Sweep]) -> List[str]:
-    from .report import default_sweep_metrics
+    from .pages import default_sweep_metrics
 
     out: List[str] = []
     for sw in sweeps:
@@ -165,8 +165,17 @@ def figures(cmp: Comparison) -> List[tuple]:
         f = plots.overlay_throughput_figure({r.name: r.table("throughput") for r in cmp.runs}, "total goodput over time")
         if f is not None:
             out.append(("throughput", "total goodput over time", f))
+        f = plots.slowdown_buckets_figure({r.name: buckets.slowdown_by_size(r.table("flows")) for r in cmp.runs}, "FCT slowdown by flow size")
+        if f is not None:
+            out.append(("slowdown_by_size", "FCT slowdown by flow size", f))
+        tm = pl.concat(
+            [latency.tenant_messages(r.table("messages"), r.table("tenants")).with_columns((pl.lit(f"{r.name}: ") + pl.col("tenant")).alias("tenant")) for r in cmp.runs]
+        )
+        f = plots.latency_cdf_figure(tm, "latency per tenant")
+        if f is not None:
+            out.append(("latency_cdf", "latency CDF per tenant", f))
     else:
-        from .report import sweep_figures
+        from .pages import sweep_figures
 
         # Each sweep's own fixed overrides, named (they are what tells the sweeps apart).
         sub = "\n".join(plots.title_of(sw.name, "", sw.fixed).replace(sw.name + "\n", sw.name + ": ", 1) for sw in cmp.sweeps if sw.fixed)
@@ -178,7 +187,7 @@ def figures(cmp: Comparison) -> List[tuple]:
 def terminal_tables(cmp: Comparison, table: pl.DataFrame) -> list:
     from rich.table import Table
 
-    from .show import fmt as sfmt
+    from ..show import fmt as sfmt
 
     out = []
     if cmp.kind == RUN:
@@ -270,7 +279,7 @@ def compare(paths: Sequence[str], metrics: Sequence[str] = (), out_dir: Optional
     pngs = {stem: plots.png(f) for stem, _a, f in figs}
     written: List[Path] = []
     if out is not None:
-        from .sweep.store import _write_atomic
+        from ..sweep.store import _write_atomic
 
         try:
             out.mkdir(parents=True, exist_ok=True)
