@@ -386,6 +386,10 @@ fn asymmetric_fabric_with_irn() {
             "rack 200us",
             json!({"loss_detection": "rack", "reo_wnd": "200us"}),
         ),
+        (
+            "rack 1ms",
+            json!({"loss_detection": "rack", "reo_wnd": "1ms"}),
+        ),
     ];
     println!("| policy (IRN) | loss detection | seed | finished | last FCT (ms) | mean FCT (ms) | goodput (Gbit/s) | retransmitted pkts | bytes on the 25G uplink |");
     println!("|---|---|---|---|---|---|---|---|---|");
