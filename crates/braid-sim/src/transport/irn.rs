@@ -520,10 +520,10 @@ impl SelectiveRepeat {
             self.stats.nacks += 1;
         }
         match fb {
-            Feedback::Ack { sack: Some(s), .. } | Feedback::SackNak { sack: s, .. } => {
-                if s >= snd_una {
-                    self.sack(s);
-                }
+            Feedback::Ack { sack: Some(s), .. } | Feedback::SackNak { sack: s, .. }
+                if s >= snd_una =>
+            {
+                self.sack(s);
             }
             Feedback::Nak { .. } | Feedback::SyncNak { .. } | Feedback::RnrNak { .. } => {
                 // The receiver kept nothing it did not SACK (see `on_feedback`).
