@@ -303,6 +303,11 @@ fn rack_recovers_real_losses_about_n_p_over_1_minus_p() {
         "{lost} data transmissions lost, N·p/(1-p) = {expect:.0}"
     );
     println!("rack: {retx} retransmissions for {lost} lost, N·p/(1-p) = {expect:.0}");
+    // Deterministic per seed, as every model.
+    let mut s = lossy("irn", 1);
+    s["transport"]["irn"]["loss_detection"] = json!("rack");
+    let (a, b) = (outcome(&s), outcome(&s));
+    assert_eq!((a.finish_ps, &a.counters), (b.finish_ps, &b.counters));
     let mut s = lossy("irn", 9);
     s["transport"]["irn"]["loss_detection"] = json!("rack");
     s["transport"]["kind"] = json!("dcqcn");

@@ -12,7 +12,8 @@
 //!   SACKed and a later PSN has been SACKed; lost PSNs are retransmitted once each per recovery
 //!   episode, before any new packet. Recovery ends when the cumulative acknowledgement passes the
 //!   last PSN sent before it began (the recovery sequence). A timeout starts recovery with every
-//!   unacknowledged, un-SACKed PSN lost.
+//!   unacknowledged, un-SACKed PSN lost. With `loss_detection = "rack"` the time-based rule of
+//!   RFC 8985 (`irn_rack.rs`) decides what is lost instead, tolerating reordering.
 //! - **Two timeouts**: RTO_low when fewer than N PSNs are in flight (a lost tail would otherwise
 //!   wait for the long timeout), RTO_high otherwise.
 //! - **BDP-FC**: at most one bandwidth-delay product of PSNs outstanding beyond the cumulative
