@@ -12,7 +12,8 @@
 //!   SACKed and a later PSN has been SACKed; lost PSNs are retransmitted once each per recovery
 //!   episode, before any new packet. Recovery ends when the cumulative acknowledgement passes the
 //!   last PSN sent before it began (the recovery sequence). A timeout starts recovery with every
-//!   unacknowledged, un-SACKed PSN lost.
+//!   unacknowledged, un-SACKed PSN lost. With `loss_detection = "rack"` the time-based rule of
+//!   RFC 8985 (`irn_rack.rs`) decides what is lost instead, tolerating reordering.
 //! - **Two timeouts**: RTO_low when fewer than N PSNs are in flight (a lost tail would otherwise
 //!   wait for the long timeout), RTO_high otherwise.
 //! - **BDP-FC**: at most one bandwidth-delay product of PSNs outstanding beyond the cumulative
@@ -23,6 +24,7 @@
 //! in order or trigger a re-request, as under go-back-N), its per-packet header extensions
 //! (a NACK here is a BTH-sized control packet like any other), and the NIC resource costs.
 
+use super::irn_rack::Rack;
 use super::{Feedback, Reply, RxClass, TimerKind, TxFx};
 use braid_engine::time::{Time, S};
 use braid_topo::units::{Bytes, Duration};
@@ -47,6 +49,25 @@ impl Recovery {
     }
 }
 
+/// How the selective-repeat sender decides a PSN is lost (`transport.irn.loss_detection`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum LossDetection {
+    /// IRN's rule (§3.1 of the paper): a NACK reports a later PSN SACKed, so every PSN not
+    /// acknowledged or SACKed below it is lost at once. Any reordering is taken as loss.
+    #[default]
+    Nack,
+    /// Time-based, RACK (RFC 8985): lost once a PSN sent later was delivered and a reordering
+    /// window (min_RTT / 4, grown by DSACKs) has passed (`irn_rack.rs`).
+    Rack,
+}
+
+impl LossDetection {
+    pub fn is_default(&self) -> bool {
+        *self == LossDetection::Nack
+    }
+}
+
 /// IRN's parameters (`[transport.irn]`). Defaults are the paper's (§4.1, its default
 /// 40 Gbit/s three-tier fat tree).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -64,6 +85,15 @@ pub struct IrnConfig {
     pub rto_high: Duration,
     /// N: the in-flight count below which `rto_low` applies (paper: 3).
     pub low_threshold: u32,
+    /// `"nack"` (IRN's, the default) or `"rack"` (RFC 8985's time-based detection, which
+    /// tolerates reordering: what a NIC behind packet-spraying switches needs).
+    #[serde(skip_serializing_if = "LossDetection::is_default")]
+    pub loss_detection: LossDetection,
+    /// RACK only: a fixed reordering window in place of RFC 8985's adaptive one (min_RTT / 4,
+    /// grown by DSACKs, at most SRTT). Not from the RFC: for a fabric whose path-delay spread
+    /// is known (e.g. the deepest queue a sprayed path can hold, over its rate).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reo_wnd: Option<Duration>,
 }
 
 impl Default for IrnConfig {
@@ -74,6 +104,8 @@ impl Default for IrnConfig {
             rto_low: Duration(100_000_000),
             rto_high: Duration(320_000_000),
             low_threshold: 3,
+            loss_detection: LossDetection::Nack,
+            reo_wnd: None,
         }
     }
 }
@@ -100,6 +132,8 @@ impl IrnConfig {
             rto_low: self.rto_low.0,
             rto_high: self.rto_high.0,
             low_threshold: self.low_threshold,
+            rack: self.loss_detection == LossDetection::Rack,
+            reo_wnd: self.reo_wnd.map(|d| d.0),
         }
     }
 }
@@ -112,6 +146,10 @@ pub struct IrnParams {
     pub rto_low: Time,
     pub rto_high: Time,
     pub low_threshold: u32,
+    /// RACK's time-based loss detection instead of IRN's NACK rule.
+    pub rack: bool,
+    /// RACK's fixed reordering window, if set (else RFC 8985's adaptive one).
+    pub reo_wnd: Option<Time>,
 }
 
 /// A window of PSN flags from `base` (inclusive) over `span` PSNs, on a ring of 64-bit words
@@ -153,6 +191,16 @@ impl PsnBitmap {
         let (w, b) = self.slot(psn);
         self.words[w] |= b;
         true
+    }
+    /// Clears `psn`'s flag; whether it was set (inside the window).
+    pub fn unset(&mut self, psn: u32) -> bool {
+        if !self.covers(psn) {
+            return false;
+        }
+        let (w, b) = self.slot(psn);
+        let was = self.words[w] & b != 0;
+        self.words[w] &= !b;
+        was
     }
     /// Whether `psn` is flagged: below the window counts as flagged (it is behind the base).
     pub fn get(&self, psn: u32) -> bool {
@@ -242,6 +290,8 @@ pub struct SelectiveRepeat {
     lost_limit: u32,
     /// A READ whose response went missing, to ask for again from this PSN (before anything).
     reread: Option<u32>,
+    /// RACK's time-based loss detection (`loss_detection = "rack"`); None: IRN's NACK rule.
+    rack: Option<Box<Rack>>,
     /// Generation of the pending retransmission timer (older ones are void) and when it fires.
     rto_gen: u32,
     rto_at: Option<Time>,
@@ -271,6 +321,7 @@ impl SelectiveRepeat {
             retx_next: 0,
             lost_limit: 0,
             reread: None,
+            rack: p.rack.then(|| Box::new(Rack::new(p.cap, p.reo_wnd))),
             rto_gen: 0,
             rto_at: None,
             received: PsnBitmap::new(p.cap),
@@ -299,7 +350,11 @@ impl SelectiveRepeat {
             }
             self.reread = None;
         }
-        if self.in_recovery {
+        if let Some(r) = self.rack.as_deref() {
+            if let Some(p) = r.first_lost(snd_una, next_new) {
+                return Next::Psn(p);
+            }
+        } else if self.in_recovery {
             self.retx_next = self.retx_next.max(snd_una);
             while self.retx_next < self.lost_limit.min(next_new) {
                 if !self.sacked.get(self.retx_next) && !self.resent.get(self.retx_next) {
@@ -318,9 +373,19 @@ impl SelectiveRepeat {
         Next::Psn(next_new)
     }
 
-    /// A packet covering `npsn` PSNs from `psn` left; `max_sent` is the end of what was sent
-    /// before it.
-    pub fn on_sent(&mut self, psn: u32, npsn: u32, max_sent: u32) {
+    /// A packet covering `npsn` PSNs from `psn` left at `now`; `max_sent` is the end of what
+    /// was sent before it.
+    pub fn on_sent(&mut self, now: Time, psn: u32, npsn: u32, snd_una: u32, max_sent: u32) {
+        if let Some(r) = self.rack.as_deref_mut() {
+            r.on_sent(now, psn, npsn, snd_una, psn < max_sent);
+            if psn < max_sent {
+                self.stats.retransmitted += 1;
+                if self.reread == Some(psn) {
+                    self.reread = None;
+                }
+            }
+            return;
+        }
         if psn < max_sent {
             self.stats.retransmitted += 1;
             if self.reread == Some(psn) {
@@ -341,6 +406,9 @@ impl SelectiveRepeat {
         self.resent.advance_to(snd_una);
         if self.in_recovery && snd_una >= self.recovery_seq {
             self.in_recovery = false;
+            if let Some(r) = self.rack.as_deref_mut() {
+                r.recovery_ended();
+            }
         }
     }
 
@@ -362,9 +430,19 @@ impl SelectiveRepeat {
         }
     }
 
-    /// Feedback after the caller moved its cumulative point to `snd_una`. Returns whether the
-    /// sender may have something to (re)send now.
-    pub fn on_feedback(&mut self, fb: Feedback, snd_una: u32, max_sent: u32) -> bool {
+    /// Feedback at `now` after the caller moved its cumulative point to `snd_una`. Returns
+    /// whether the sender may have something to (re)send now.
+    pub fn on_feedback(
+        &mut self,
+        now: Time,
+        fb: Feedback,
+        snd_una: u32,
+        max_sent: u32,
+        fx: &mut TxFx,
+    ) -> bool {
+        if self.rack.is_some() {
+            return self.rack_feedback(now, fb, snd_una, max_sent, fx);
+        }
         self.acked_to(snd_una);
         match fb {
             Feedback::Ack { sack, .. } => {
@@ -402,18 +480,115 @@ impl SelectiveRepeat {
         }
     }
 
+    /// Feedback under RACK: record what was delivered (RFC 8985 §6.2 steps 1–4), then call
+    /// lost what was sent before the latest delivered PSN by more than the reordering window
+    /// (step 5), arming the reordering timer for the rest (step 6).
+    fn rack_feedback(
+        &mut self,
+        now: Time,
+        fb: Feedback,
+        snd_una: u32,
+        max_sent: u32,
+        fx: &mut TxFx,
+    ) -> bool {
+        let una_before = self.sacked.base();
+        let (sack, dsack) = match fb {
+            Feedback::Ack { sack, retx, .. } => {
+                // The receiver answers a duplicate with an ACK echoing its ReTx bit and naming
+                // it: a resent PSN the sender already knew delivered is a DSACK.
+                let dup = sack.is_some_and(|s| s < una_before || self.sacked.get(s));
+                (sack, retx && dup)
+            }
+            Feedback::SackNak { sack, .. } => (Some(sack), false),
+            _ => (None, false),
+        };
+        let r = self.rack.as_deref_mut().expect("rack");
+        r.on_feedback(
+            now,
+            una_before,
+            snd_una,
+            sack,
+            &self.sacked,
+            dsack,
+            max_sent,
+        );
+        self.acked_to(snd_una);
+        let mut kick = false;
+        if matches!(
+            fb,
+            Feedback::SackNak { .. } | Feedback::Nak { .. } | Feedback::SyncNak { .. }
+        ) {
+            self.stats.nacks += 1;
+        }
+        match fb {
+            Feedback::Ack { sack: Some(s), .. } | Feedback::SackNak { sack: s, .. }
+                if s >= snd_una =>
+            {
+                self.sack(s);
+            }
+            Feedback::Nak { .. } | Feedback::SyncNak { .. } | Feedback::RnrNak { .. } => {
+                // The receiver kept nothing it did not SACK (see `on_feedback`).
+                self.restart_recovery(snd_una, max_sent);
+                kick = true;
+            }
+            _ => {}
+        }
+        self.rack_detect(now, snd_una, max_sent, fx) || kick
+    }
+
+    /// RACK's loss detection now; arms the reordering timer for PSNs still within the window.
+    fn rack_detect(&mut self, now: Time, snd_una: u32, max_sent: u32, fx: &mut TxFx) -> bool {
+        let sacked_count = self.sacked.count_below(max_sent);
+        let r = self.rack.as_deref_mut().expect("rack");
+        let reo = r.reo_wnd(self.in_recovery, sacked_count);
+        let (found, wait) = r.detect(now, snd_una, max_sent, &self.sacked, reo);
+        if let Some((at, gen)) = r.arm(now, wait) {
+            fx.timers.push((at, TimerKind::Early, gen));
+        }
+        if found > 0 {
+            self.enter_recovery(snd_una, max_sent, max_sent);
+        }
+        found > 0
+    }
+
+    /// The reordering timer fired: detect again. Returns whether something is now lost.
+    pub fn on_reorder_timer(
+        &mut self,
+        now: Time,
+        gen: u32,
+        snd_una: u32,
+        max_sent: u32,
+        fx: &mut TxFx,
+    ) -> bool {
+        let live = self.rack.as_deref_mut().is_some_and(|r| r.timer_fired(gen));
+        live && self.rack_detect(now, snd_una, max_sent, fx)
+    }
+
     /// A new recovery episode in which everything sent and not SACKed is lost (retransmitted
     /// or not: the receiver dropped or refused what it did not SACK).
     fn restart_recovery(&mut self, snd_una: u32, max_sent: u32) {
         self.resent.clear();
         self.in_recovery = false;
         self.enter_recovery(snd_una, max_sent, max_sent);
+        if let Some(r) = self.rack.as_deref_mut() {
+            r.all_lost(snd_una, snd_una, max_sent, &self.sacked);
+        }
     }
 
-    /// The retransmission timer expired with no progress: retransmissions may have been lost
-    /// too, so everything not SACKed goes again.
-    pub fn on_timeout(&mut self, snd_una: u32, max_sent: u32) {
-        self.restart_recovery(snd_una, max_sent);
+    /// The retransmission timer expired with no progress at `now`: under IRN's rule every
+    /// PSN not SACKed goes again (retransmissions may have been lost too); under RACK the one
+    /// at the cumulative point and those whose reordering window expired (RFC 8985 §6.3).
+    pub fn on_timeout(&mut self, now: Time, snd_una: u32, max_sent: u32) {
+        let Some(r) = self.rack.as_deref_mut() else {
+            return self.restart_recovery(snd_una, max_sent);
+        };
+        self.resent.clear();
+        self.in_recovery = false;
+        let sacked_count = self.sacked.count_below(max_sent);
+        // In RTO recovery: the window is 0 until reordering has been seen.
+        let reo = r.reo_wnd(true, sacked_count);
+        r.on_timeout(now, snd_una, max_sent, &self.sacked, reo);
+        self.enter_recovery(snd_una, max_sent, max_sent);
     }
 
     /// A READ response is missing: ask again from `psn`. The responder's answer to the
@@ -424,6 +599,10 @@ impl SelectiveRepeat {
         self.reread = Some(psn);
         self.restart_recovery(snd_una, max_sent);
         self.retx_next = psn.max(snd_una);
+        if let Some(r) = self.rack.as_deref_mut() {
+            // Lost from the re-requested PSN on, as under IRN's rule (not what precedes it).
+            r.clear_lost_below(psn.max(snd_una));
+        }
     }
 
     /// PSNs in flight: sent, not acknowledged and not SACKed.
@@ -522,15 +701,21 @@ impl SelectiveRepeat {
         self.received.advance_run()
     }
 
-    pub fn counters(&self) -> [(&'static str, u64); 5] {
+    pub fn counters(&self) -> Vec<(&'static str, u64)> {
         let s = &self.stats;
-        [
+        let mut c = vec![
             ("irn_nacks", s.nacks),
             ("irn_recoveries", s.recoveries),
             ("irn_retransmitted", s.retransmitted),
             ("irn_capped", s.capped),
             ("irn_ooo_accepted", s.ooo_accepted),
-        ]
+        ];
+        if let Some(r) = self.rack.as_deref() {
+            // (Only under RACK, so that IRN's tables keep their columns.)
+            c.push(("irn_dsacks", r.dsacks));
+            c.push(("irn_reo_wnd_ps", r.reo_wnd(false, 0)));
+        }
+        c
     }
 }
 

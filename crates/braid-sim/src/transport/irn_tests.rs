@@ -14,6 +14,8 @@ fn params(cap: u32) -> IrnParams {
         rto_low: 100 * US,
         rto_high: 320 * US,
         low_threshold: 3,
+        rack: false,
+        reo_wnd: None,
     }
 }
 
@@ -45,6 +47,8 @@ enum Ev {
 struct Run {
     /// PSNs sent again, in order.
     retransmitted: Vec<u32>,
+    /// When each of them was sent again.
+    retx_at: Vec<Time>,
     /// Data packets the receiver accepted (placed), in arrival order.
     placed: Vec<u32>,
     /// The receiver's cumulative point at the end.
@@ -80,6 +84,18 @@ fn reply_to_feedback(r: Reply) -> Option<Feedback> {
 /// Sends `n` packets, one per microsecond at most, over a wire of `delay` each way; the
 /// transmissions in `lose`, (PSN, attempt) with attempt 0 the first, are lost.
 fn transfer(irn: Option<IrnParams>, n: u32, delay: Time, lose: &[(u32, u32)]) -> Run {
+    transfer_late(irn, n, delay, lose, &[])
+}
+
+/// As [`transfer`], and the first transmissions in `late`, (PSN, extra), take `extra` longer
+/// on the wire (overtaken by the PSNs after them: reordering without loss).
+fn transfer_late(
+    irn: Option<IrnParams>,
+    n: u32,
+    delay: Time,
+    lose: &[(u32, u32)],
+    late: &[(u32, Time)],
+) -> Run {
     let mut s = rc(irn);
     let mut r = rc(irn);
     let mut q: BTreeMap<(Time, u64), Ev> = BTreeMap::new();
@@ -136,13 +152,18 @@ fn transfer(irn: Option<IrnParams>, n: u32, delay: Time, lose: &[(u32, u32)]) ->
                 let retx = psn < next_new;
                 if retx {
                     run.retransmitted.push(psn);
+                    run.retx_at.push(now);
                 } else {
                     next_new += 1;
                 }
                 s.on_sent(now, psn, 1, 1000, true, &mut fx);
                 let a = attempts.entry(psn).or_insert(0);
                 if !lose.contains(&(psn, *a)) {
-                    push(&mut q, now + delay, Ev::Data { psn, retx });
+                    let extra = late
+                        .iter()
+                        .find(|l| l.0 == psn && *a == 0)
+                        .map_or(0, |l| l.1);
+                    push(&mut q, now + delay + extra, Ev::Data { psn, retx });
                 }
                 *a += 1;
                 next_send = now + US;
@@ -315,4 +336,83 @@ fn the_cap_follows_the_link_rate() {
         ..IrnConfig::default()
     };
     assert_eq!(c.cap_packets(100_000_000_000, 4096), 2);
+}
+
+fn rack(cap: u32) -> IrnParams {
+    IrnParams {
+        rack: true,
+        ..params(cap)
+    }
+}
+
+// RACK (RFC 8985) on the same wire: 5 us each way, one packet per microsecond, so every RTT
+// sample is 10 us and reo_wnd = min_RTT / 4 = 2.5 us (§6.2 step 4).
+
+#[test]
+fn rack_leaves_a_reordering_shorter_than_its_window_alone() {
+    // PSN 5 takes 2 us longer and arrives after 6 and 7: overtaken, not lost. Its SACK-less
+    // window runs to 5 + 10 + 2.5 = 17.5 us; its ACK is back at 17 us.
+    let late = [(5, 2 * US)];
+    let r = transfer_late(Some(rack(64)), 40, 5 * US, &[], &late);
+    assert_eq!(r.delivered, 40);
+    assert_eq!(r.retransmitted, Vec::<u32>::new());
+    assert_eq!(r.timeouts, 0);
+    // IRN's rule calls it lost on the first SACK past it and sends it again for nothing.
+    let nack = transfer_late(Some(params(64)), 40, 5 * US, &[], &late);
+    assert_eq!(nack.retransmitted, vec![5]);
+}
+
+#[test]
+fn rack_retransmits_a_real_loss_once_after_the_window() {
+    let r = transfer(Some(rack(64)), 40, 5 * US, &[(5, 0)]);
+    assert_eq!(r.delivered, 40);
+    assert_eq!(r.retransmitted, vec![5]);
+    assert_eq!(r.timeouts, 0);
+    // Sent at 5 us, RACK.rtt 10 us, reo_wnd 2.5 us: lost at 17.5 us, resent in the next
+    // sending slot (the sender sends on whole microseconds: 18 us).
+    assert_eq!(r.retx_at, vec![18 * US]);
+    // IRN's rule resends it on the first SACK, PSN 6's, back at 16 us.
+    let nack = transfer(Some(params(64)), 40, 5 * US, &[(5, 0)]);
+    assert_eq!(nack.retx_at, vec![16 * US]);
+    // Several losses: each resent exactly once, nothing else.
+    let lose = [(3, 0), (7, 0), (20, 0)];
+    let r = transfer(Some(rack(64)), 40, 5 * US, &lose);
+    assert_eq!(r.delivered, 40);
+    assert_eq!(r.retransmitted, vec![3, 7, 20]);
+    assert_eq!(r.timeouts, 0);
+}
+
+#[test]
+fn rack_finds_a_lost_retransmission_without_a_timeout_and_the_tail_by_rto_low() {
+    // PSN 5 lost twice: the resend (at 18 us) is itself followed by new PSNs whose delivery
+    // shows it lost too (RACK orders by send time, RFC 8985 §3.3), so no timeout is needed;
+    // IRN's rule needs one (`a_lost_retransmission_and_a_lost_tail_are_recovered_by_the_timeouts`).
+    let r = transfer(Some(rack(64)), 40, 5 * US, &[(5, 0), (5, 1)]);
+    assert_eq!(r.delivered, 40);
+    assert_eq!(r.retransmitted, vec![5, 5]);
+    assert_eq!(r.timeouts, 0);
+    // The resend left at 18 us; in recovery with no reordering seen the window is 0 (§6.2
+    // step 4), so the SACK of the PSN sent after it (at 19 us, back at 29 us) shows it lost.
+    assert_eq!(r.retx_at, vec![18 * US, 29 * US]);
+    // The tail: no later PSN is delivered, RACK has nothing to go on; IRN's RTO_low (one PSN
+    // in flight < N = 3) recovers it.
+    let tail = transfer(Some(rack(64)), 20, 5 * US, &[(19, 0)]);
+    assert_eq!(tail.delivered, 20);
+    assert_eq!(tail.retransmitted, vec![19]);
+    assert_eq!(tail.timeouts, 1);
+    assert!(tail.end >= 19 * US + 100 * US && tail.end < 19 * US + 320 * US);
+}
+
+#[test]
+fn rack_grows_its_window_after_a_dsack() {
+    // PSN 5 4 us late (beyond the 2.5 us window): resent spuriously; the receiver reports the
+    // duplicate (the DSACK) and reo_wnd_mult becomes 2, a 5 us window (§6.2 step 4). PSN 30,
+    // 4 us late as well, is then left alone.
+    let late = [(5, 4 * US), (30, 4 * US)];
+    let r = transfer_late(Some(rack(64)), 60, 5 * US, &[], &late);
+    assert_eq!(r.delivered, 60);
+    assert_eq!(r.retransmitted, vec![5]);
+    // Without the first one, the window stays 2.5 us and PSN 30 goes twice.
+    let r = transfer_late(Some(rack(64)), 60, 5 * US, &[], &late[1..]);
+    assert_eq!(r.retransmitted, vec![30]);
 }

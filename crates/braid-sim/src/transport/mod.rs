@@ -20,6 +20,7 @@
 
 pub mod config;
 pub mod irn;
+pub mod irn_rack;
 pub mod mp_rdma;
 pub mod mp_sync;
 pub mod psn;

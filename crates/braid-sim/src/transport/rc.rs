@@ -385,6 +385,8 @@ impl Transport for RcTransport {
                 }
             }
             TimerKind::Rto if self.sr.is_some() => self.sr_timeout(now, gen, first_missing, fx),
+            // Selective repeat's RACK reordering timer (`irn_rack.rs`).
+            TimerKind::Early if self.sr.is_some() => self.sr_reorder_timer(now, gen, fx),
             TimerKind::Rto => {
                 if self.snd_una >= self.max_sent && first_missing >= self.max_sent {
                     self.rto_pending = false;

@@ -29,7 +29,7 @@ impl RcTransport {
         self.pace(now, wire);
         let idle = self.snd_una >= before;
         let (una, max) = (self.snd_una, self.max_sent);
-        self.sr().on_sent(psn, npsn, before);
+        self.sr().on_sent(now, psn, npsn, una, before);
         if reliable && self.cfg.reliable {
             if idle {
                 self.last_progress = now;
@@ -68,7 +68,7 @@ impl RcTransport {
         let (una, max, lp) = (self.snd_una, self.max_sent, self.last_progress);
         let sr = self.sr();
         // Moving the cumulative point may open the BDP cap; a NACK may leave a hole to repair.
-        let kick = sr.on_feedback(fb, una, max) || una > una_before;
+        let kick = sr.on_feedback(now, fb, una, max, fx) || una > una_before;
         if una < max {
             // The flight may have shrunk below N: the timer comes earlier (RTO_low).
             sr.arm(lp, una, max, fx);
@@ -102,7 +102,7 @@ impl RcTransport {
         }
         self.last_progress = now;
         let sr = self.sr();
-        sr.on_timeout(una, max);
+        sr.on_timeout(now, una, max);
         if first_missing < una {
             // A READ's responses went missing after its PSNs were acknowledged by later
             // traffic: ask for them again.
@@ -113,6 +113,14 @@ impl RcTransport {
         // repaired without telling it: IRN leaves congestion to the controller's own signals).
         self.lost(now, fx);
         fx.kick = true;
+    }
+
+    /// RACK's reordering timer (`loss_detection = "rack"`): PSNs whose window ran out are lost.
+    pub(super) fn sr_reorder_timer(&mut self, now: Time, gen: u32, fx: &mut TxFx) {
+        let (una, max) = (self.snd_una, self.max_sent);
+        if self.sr().on_reorder_timer(now, gen, una, max, fx) {
+            fx.kick = true;
+        }
     }
 
     /// The NIC placed a packet the selective-repeat receiver accepted: move the cumulative point

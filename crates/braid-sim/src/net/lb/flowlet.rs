@@ -5,8 +5,14 @@
 //! which is how LetFlow balances asymmetric fabrics without measuring them.
 //!
 //! The default gap, 500 µs, is the flowlet inactivity timeout of CONGA's switch implementation
-//! (Alizadeh et al., SIGCOMM '14), the hardware LetFlow was built on. The table is exact (one
-//! entry per flow hash) where a switch's is a fixed-size hashed array: no two flows collide here.
+//! (Alizadeh et al., SIGCOMM '14), the hardware LetFlow was built on.
+//!
+//! The flowlet table is a switch's fixed-size hashed array: `table_size` entries indexed by the
+//! flow hash modulo the size, each holding one (last arrival, port). Flows whose hashes meet in
+//! an entry share it, as in hardware: the entry is evicted by whichever flow arrives, and a flow
+//! arriving within `gap` of another's packet rides the other's flowlet. The default, 64K
+//! entries, is the size of CONGA's flowlet table (§4 of its paper), which LetFlow reuses.
+//! Only the entries in use are stored (the behaviour is the array's).
 
 use super::{LbKind, LbSite, LoadBalancer, Pick};
 use braid_engine::{RngStream, Time};
@@ -22,12 +28,15 @@ use std::collections::HashMap;
 pub struct FlowletLb {
     /// Idle time after which a flow's next packet starts a new flowlet.
     pub gap: Duration,
+    /// Entries of the flowlet table (flows hash into it; a collision shares an entry).
+    pub table_size: u32,
 }
 
 impl Default for FlowletLb {
     fn default() -> Self {
         FlowletLb {
             gap: Duration(500 * braid_engine::time::US),
+            table_size: 65_536,
         }
     }
 }
@@ -37,8 +46,12 @@ impl LbKind for FlowletLb {
         if self.gap.0 == 0 {
             return Err("switch.lb.gap: expected a positive duration such as \"500us\"".into());
         }
+        if self.table_size == 0 {
+            return Err("switch.lb.table_size: expected a positive number of entries".into());
+        }
         Ok(Some(Box::new(Flowlets {
             gap: self.gap.0,
+            size: self.table_size as u64,
             rng: RngStream::new(site.seed, "lb-flowlet", &[site.switch as u64]),
             table: HashMap::new(),
         })))
@@ -47,14 +60,20 @@ impl LbKind for FlowletLb {
 
 struct Flowlets {
     gap: Time,
+    /// Entries of the table.
+    size: u64,
     rng: RngStream,
-    /// Per flow (its 5-tuple hash): its last packet's arrival and its flowlet's port.
+    /// Per entry in use (the flow hash modulo `size`): its last packet's arrival and its
+    /// flowlet's port.
     table: HashMap<u64, (Time, u16)>,
 }
 
 impl LoadBalancer for Flowlets {
     fn pick(&mut self, at: &Pick<'_>) -> usize {
-        let e = self.table.entry(at.hash).or_insert((Time::MAX, u16::MAX));
+        let e = self
+            .table
+            .entry(at.hash % self.size)
+            .or_insert((Time::MAX, u16::MAX));
         let (last, port) = *e;
         let same = last != Time::MAX && at.now.saturating_sub(last) <= self.gap;
         // A port no longer in the group (a link failed over) ends the flowlet too.

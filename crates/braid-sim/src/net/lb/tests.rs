@@ -224,9 +224,41 @@ fn a_flowlet_changes_port_only_after_the_gap() {
     assert_eq!(
         spec_gap,
         LbSpec::Flowlet(FlowletLb {
-            gap: Duration(10 * braid_engine::time::US)
+            gap: Duration(10 * braid_engine::time::US),
+            table_size: 65_536,
         })
     );
+}
+
+#[test]
+fn flows_that_hash_into_one_flowlet_entry_share_it() {
+    // Eight flows' packets interleaved 1 us apart (each flow's own packets 8 us apart, within
+    // the 10 us gap). With one entry they are one flowlet on one port, the entry evicted by
+    // whichever flow comes; with CONGA's 64K entries each flow keeps its own port.
+    let ps = ports(&[100; 4]);
+    let used = |size: u32| {
+        let mut lb = build(
+            &spec(json!({"kind": "flowlet", "gap": "10us", "table_size": size})),
+            &ps,
+            1,
+        );
+        let p = picks(
+            lb.as_mut(),
+            &ps,
+            &[0, 1, 2, 3],
+            800,
+            |i| 1000 + (i % 8) as u64,
+            |i| i as u64 * braid_engine::time::US,
+        );
+        let mut per_flow: Vec<Vec<usize>> = vec![Vec::new(); 8];
+        for (i, &x) in p.iter().enumerate() {
+            per_flow[i % 8].push(x);
+        }
+        assert!(per_flow.iter().all(|f| f.iter().all(|&x| x == f[0])));
+        counts(&p, 4).iter().filter(|&&c| c > 0).count()
+    };
+    assert_eq!(used(1), 1);
+    assert!(used(65_536) > 1);
 }
 
 #[test]
@@ -326,6 +358,7 @@ fn bad_parameters_are_refused_with_their_key() {
     };
     let err = |s: serde_json::Value| spec(s).kind().build(&site).err().expect("refused");
     assert!(err(json!({"kind": "flowlet", "gap": "0s"})).starts_with("switch.lb.gap: "));
+    assert!(err(json!({"kind": "flowlet", "table_size": 0})).starts_with("switch.lb.table_size: "));
     let w = |peer: &str, weight: f64| json!({"kind": "wcmp", "weights": [{"node": "sw", "peer": peer, "weight": weight}]});
     assert!(err(w("zz", 1.0)).starts_with("switch.lb.weights[0].peer: "));
     assert!(err(w("a", 0.0)).starts_with("switch.lb.weights[0].weight: "));
