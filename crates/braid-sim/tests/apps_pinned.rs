@@ -188,8 +188,8 @@ const SCHEMA: u64 = 0xb2a4564d9354e7ac;
 // then with the tagged `AppSpec` (above), `transport.cc` (issue 30: the congestion controller's
 // tagged table, in [transport] and every override), `transport.recovery`/`transport.irn`
 // (docs/irn.md), `switch.lb`, `switch.lb_at`, `switch.failover` (docs/load-balancing.md) and the
-// DRUM agent's `path_delay`, `post_ns`, `poll_cqe_ns` (docs/drum-agent.md).
-const WHOLE_SCHEMA: u64 = 0x0fb481a5156e98f6;
+// DRUM agent's `path_delay`, `post_ns`, `poll_cqe_ns` (docs/drum-agent.md); then HPCC (`transport.cc.kind = "hpcc"`, docs/scenario.md).
+const WHOLE_SCHEMA: u64 = 0x21e11678bcbc6c47;
 
 /// A key set on kinds that do not take it, and the other per-kind refusals: (path, message).
 fn refusals() -> Vec<(String, String)> {
