@@ -108,7 +108,10 @@ fn hpcc_holds_a_near_zero_queue_at_high_utilisation_where_dcqcn_builds_one() {
         us.len()
     );
     assert!(util > 0.85, "summed rate {util:.3} of the line");
-    assert!(fin_h < work_conserving * 16 / 10, "hpcc finished at {fin_h} ps");
+    assert!(
+        fin_h < work_conserving * 16 / 10,
+        "hpcc finished at {fin_h} ps"
+    );
     assert!((0.8..1.2).contains(&mean_u), "mean U {mean_u}");
 }
 
