@@ -239,7 +239,10 @@ def _config(tmp_path: Path, edit) -> Path:
         (lambda t: t.replace("SIMULATOR_STOP_TIME 2.005\n", ""), "SIMULATOR_STOP_TIME is not set"),
         (lambda t: t.replace("ERROR_RATE_PER_LINK 0.001", "ERROR_RATE_PER_LINK 2"), "error rate between 0 and 1"),
         (lambda t: t.replace("mix/topo-star4.txt", "mix/nope.txt"), "TOPOLOGY_FILE mix/nope.txt: file not found"),
-        (lambda t: t.replace("CC_MODE 1", "CC_MODE 3"), "CC_MODE 3 (HPCC) is not supported; braid models DCQCN (1)"),
+        (lambda t: t.replace("CC_MODE 1", "CC_MODE 10"), "CC_MODE 10 (HPCC-PINT) is not supported; braid models DCQCN (1), HPCC (3)"),
+        (lambda t: t.replace("CC_MODE 1", "CC_MODE 3"), "HAS_WIN 0: braid's HPCC always limits its window"),
+        (lambda t: t.replace("CC_MODE 1", "CC_MODE 3").replace("HAS_WIN 0", "HAS_WIN 1") + "U_TARGET 1.5\n", "U_TARGET: expected a utilisation in (0, 1]"),
+        (lambda t: t.replace("CC_MODE 1", "CC_MODE 3").replace("HAS_WIN 0", "HAS_WIN 1") + "SAMPLE_FEEDBACK 1\n", "SAMPLE_FEEDBACK 1"),
         (lambda t: t.replace("HAS_WIN 0", "HAS_WIN 1"), "HAS_WIN 1"),
         (lambda t: t.replace("L2_BACK_TO_ZERO 0", "L2_BACK_TO_ZERO 1"), "L2_BACK_TO_ZERO 1"),
     ],
@@ -270,10 +273,10 @@ def test_bad_topology_file_names_line(tmp_path: Path) -> None:
 
 
 def test_fallbacks(tmp_path: Path) -> None:
-    cfg = _config(tmp_path, lambda t: t.replace("CC_MODE 1", "CC_MODE 3").replace("HAS_WIN 0", "HAS_WIN 1"))
+    cfg = _config(tmp_path, lambda t: t.replace("CC_MODE 1", "CC_MODE 10").replace("HAS_WIN 0", "HAS_WIN 1"))
     imp = hi.convert(cfg, cc_fallback="dcqcn", lenient=True)
     assert imp.scenario["transport"]["kind"] == "dcqcn"
-    assert any("CC_MODE 3 (HPCC) is not supported" in n for n in imp.notes)
+    assert any("CC_MODE 10 (HPCC-PINT) is not supported" in n for n in imp.notes)
     assert any(n.startswith("approximated: HAS_WIN 1") for n in imp.notes)
     imp = hi.convert(cfg, cc_fallback="none", lenient=True)
     assert imp.scenario["transport"]["kind"] == "none"
@@ -302,6 +305,39 @@ def test_timely_and_dctcp_modes_map_to_transport_cc(tmp_path: Path) -> None:
     assert "not for DCTCP" in dict(imp.ignored)["RATE_AI"]
     assert 'kind = "dctcp"' in imp.toml
     _core_build(imp.scenario, tmp_path)
+
+
+def test_hpcc_mode_maps_to_transport_cc_with_its_int_settings(tmp_path: Path) -> None:
+    # CC_MODE 3 (HPCC): U_TARGET is eta, MI_THRESH maxStage, RATE_AI its W_AI rate, MIN_RATE its
+    # floor, FAST_REACT per-ACK reaction (config_doc.txt); the INT header's settings braid does
+    # not need are listed, DCQCN's timers and gain are ignored.
+    extra = "U_TARGET 0.9\nMI_THRESH 3\nFAST_REACT 0\nINT_MULTI 1\nMULTI_RATE 0\nSAMPLE_FEEDBACK 0\nGLOBAL_T 1\n"
+    cfg = _config(tmp_path, lambda t: t.replace("CC_MODE 1", "CC_MODE 3").replace("HAS_WIN 0", "HAS_WIN 1") + extra)
+    imp = hi.convert(cfg)
+    tr = imp.scenario["transport"]
+    assert tr["kind"] == "dcqcn" and "dcqcn" not in tr, tr
+    assert tr["cc"] == {
+        "kind": "hpcc",
+        "eta": 0.9,
+        "max_stage": 3,
+        "rate_ai": "40Mbps",
+        "min_rate": "100Mbps",
+        "fast_react": False,
+    }, tr
+    keys = dict(imp.ignored)
+    assert "multiplicative" in keys["RATE_HAI"]
+    assert "DCQCN-only" in keys["EWMA_GAIN"]
+    assert "exact" in keys["INT_MULTI"]
+    assert keys["MULTI_RATE"].startswith("0:") and keys["SAMPLE_FEEDBACK"].startswith("0:")
+    assert "HAS_WIN" in keys
+    assert any("GLOBAL_T 1" in n for n in imp.notes)
+    assert 'kind = "hpcc"' in imp.toml
+    _core_build(imp.scenario, tmp_path)
+    # MULTI_RATE 1 is approximated: refused without --lenient, noted with it.
+    cfg = _config(tmp_path, lambda t: t.replace("CC_MODE 1", "CC_MODE 3").replace("HAS_WIN 0", "HAS_WIN 1") + "MULTI_RATE 1\n")
+    with pytest.raises(hi.HpccImportError, match="MULTI_RATE 1"):
+        hi.convert(cfg)
+    assert any("MULTI_RATE 1" in n for n in hi.convert(cfg, lenient=True).notes)
 
 
 def test_units_formatting() -> None:

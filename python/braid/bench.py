@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import resource
 import statistics
 import subprocess
@@ -56,6 +57,24 @@ def _hpcc_dcqcn(anchors: Path, config: str, topo: str, flows: str) -> dict:
 
     sc = convert(anchors / config, topology=str(anchors / topo), flows=str(anchors / flows)).scenario
     sc["name"] = f"HPCC anchors: {Path(flows).stem}"
+    sc["measure"] = {"interval": "0ns", "messages": False}
+    return sc
+
+
+def _hpcc_mode(anchors: Path, config: str, topo: str, flows: str) -> dict:
+    """The same anchor run with HPCC (CC_MODE 3) instead of DCQCN: the config's keys with
+    CC_MODE 3 and HPCC's window on (HAS_WIN 1, VAR_WIN 1, FAST_REACT 1), imported as
+    `braid import-hpcc` would, so switches stamp INT on every data packet."""
+    from .hpcc_import import convert
+
+    text = (anchors / config).read_text()
+    for key, value in (("CC_MODE", "3"), ("HAS_WIN", "1"), ("VAR_WIN", "1"), ("FAST_REACT", "1")):
+        text = re.sub(rf"(?m)^{key} .*$", f"{key} {value}", text)
+    with tempfile.TemporaryDirectory() as d:
+        cfg = Path(d) / config.replace("dcqcn", "hpcc")
+        cfg.write_text(text)
+        sc = convert(cfg, topology=str(anchors / topo), flows=str(anchors / flows)).scenario
+    sc["name"] = f"HPCC anchors, HPCC mode: {Path(flows).stem}"
     sc["measure"] = {"interval": "0ns", "messages": False}
     return sc
 
@@ -193,6 +212,14 @@ def benchmarks(anchors: Optional[Path], quick: bool, scale_only: bool = False, w
                     "hpcc-fattree",
                     "HPCC anchors 2 (headline): fat-tree 320 hosts, 3,100 web-search flows, DCQCN",
                     _hpcc_dcqcn(anchors, "config-dcqcn-fattree-websearch.txt", "topology-fattree-320.txt", "flows-websearch-320h-30pct-5ms.txt"),
+                    anchors,
+                )
+            )
+            out.append(
+                (
+                    "hpcc-fattree-hpcc",
+                    "HPCC anchors 2 with HPCC (CC_MODE 3, INT on every data packet) instead of DCQCN",
+                    _hpcc_mode(anchors, "config-dcqcn-fattree-websearch.txt", "topology-fattree-320.txt", "flows-websearch-320h-30pct-5ms.txt"),
                     anchors,
                 )
             )

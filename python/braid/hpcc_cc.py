@@ -1,7 +1,8 @@
 """``braid import-hpcc``: HPCC ns-3's congestion-control keys → ``[transport]``.
 
-``CC_MODE`` 1 (DCQCN) maps to ``[transport.dcqcn]`` (HPCC's own DCQCN model), 7 (TIMELY) and 8
-(DCTCP) to ``transport.cc`` (``crates/braid-sim/src/cc/``); other modes need ``--cc-fallback``.
+``CC_MODE`` 1 (DCQCN) maps to ``[transport.dcqcn]`` (HPCC's own DCQCN model), 3 (HPCC, with its
+INT settings), 7 (TIMELY) and 8 (DCTCP) to ``transport.cc`` (``crates/braid-sim/src/cc/``); other
+modes (10, HPCC-PINT) need ``--cc-fallback``.
 Split from ``hpcc_import.py`` (module size); ``h`` is that module, whose parsers and error type
 are used here. Only the format is used, none of HPCC's code.
 """
@@ -20,22 +21,24 @@ def transport(
     e = get("CC_MODE")
     if e is not None:
         mode = h._int(cpath, e)
-    if mode not in (1, 7, 8):
+    if mode not in (1, 3, 7, 8):
         name = h.CC_NAMES.get(mode, "unknown")
-        msg = f"CC_MODE {mode} ({name}) is not supported; braid models DCQCN (1), TIMELY (7) and DCTCP (8)"
+        msg = f"CC_MODE {mode} ({name}) is not supported; braid models DCQCN (1), HPCC (3), TIMELY (7) and DCTCP (8)"
         if cc_fallback is None:
             raise h.HpccImportError(msg + "; pass --cc-fallback dcqcn (or none) to import it with DCQCN (or no congestion control)")
         notes.append(f"{msg}: imported with transport.kind = {cc_fallback!r} (--cc-fallback)")
         kind = cc_fallback
     elif mode != 1:
-        # TIMELY and DCTCP: an RC QP with another controller (transport.cc, crates/braid-sim/src/cc/).
+        # HPCC, TIMELY and DCTCP: an RC QP with another controller (transport.cc, crates/braid-sim/src/cc/).
         kind = "dcqcn"
     else:
         kind = "dcqcn" if qcn else "none"
         if not qcn:
             notes.append("ENABLE_QCN 0 → no ECN marking, so DCQCN never reacts: transport.kind = \"none\" (line rate)")
     transport: dict = {"kind": kind}
-    if mode in (7, 8):
+    if mode == 3:
+        transport["cc"] = _hpcc(h, cpath, get, ignored, notes, approx)
+    elif mode in (7, 8):
         transport["cc"] = _other_cc(h, mode, cpath, get, ignored, notes)
     elif get("DCTCP_RATE_AI") is not None:
         ignored.append(("DCTCP_RATE_AI", "DCTCP-only (CC_MODE 8)"))
@@ -54,8 +57,10 @@ def transport(
         e = get(key)
         if e is None:
             continue
-        if mode in (7, 8):
-            if key not in ("RATE_AI", "MIN_RATE", "EWMA_GAIN"):
+        if mode == 3 and key == "RATE_HAI":
+            continue  # _hpcc lists it
+        if mode in (3, 7, 8):
+            if key not in ("RATE_AI", "MIN_RATE", "EWMA_GAIN") or (mode == 3 and key == "EWMA_GAIN"):
                 ignored.append((key, f"DCQCN-only (CC_MODE 1); this config runs {h.CC_NAMES[mode]}"))
             continue
         if conv == "us":
@@ -99,7 +104,15 @@ def transport(
             h._flag(cpath, e)
             if not has_win:
                 ignored.append((key, "windowing is off (HAS_WIN 0)"))
-    if has_win and mode in (7, 8):
+    if mode == 3:
+        # HPCC ns-3's window switches; braid's HPCC always runs the paper's variable window.
+        if not has_win:
+            approx("HAS_WIN 0: braid's HPCC always limits its window (the paper's W; rate = W / T)")
+        ignored.append(("HAS_WIN", "HPCC sets its own window (transport.cc)"))
+        e = get("VAR_WIN")
+        if e is not None and not h._flag(cpath, e):
+            approx("VAR_WIN 0 (a fixed window of one BDP): braid's HPCC varies its window")
+    elif has_win and mode in (7, 8):
         ignored.append(("HAS_WIN", f"1: {h.CC_NAMES[mode]} sets its own window (transport.cc)"))
     elif has_win:
         approx("HAS_WIN 1: braid's DCQCN has no sending window (ignored: HAS_WIN, VAR_WIN, GLOBAL_T)")
@@ -161,4 +174,69 @@ def _other_cc(h, mode: int, cpath: Path, get, ignored: List[Tuple[str, str]], no
         notes.append("CC_MODE 8 → transport.cc = { kind = \"dctcp\" }: the ECN-fraction window, paced at window / base RTT")
     if mode == 7 and get("ENABLE_QCN") is not None:
         notes.append("TIMELY reads RTTs, not ECN: ENABLE_QCN only sets the switches' marking")
+    return cc
+
+
+def _hpcc(h, cpath: Path, get, ignored: List[Tuple[str, str]], notes: List[str], approx) -> dict:
+    """``transport.cc`` for HPCC (CC_MODE 3) from the keys config_doc.txt gives it: U_TARGET is
+    η, MI_THRESH maxStage, RATE_AI the additive step (W_AI = RATE_AI · T), MIN_RATE the floor,
+    FAST_REACT whether it reacts per ACK; the INT settings braid's telemetry has no use for are
+    listed as ignored, those it cannot honour are approximations (``--lenient``)."""
+    cc: dict = {"kind": "hpcc"}
+
+    def rate(key: str) -> Optional[str]:
+        e = get(key)
+        if e is None:
+            return None
+        r = h._rate_bps(cpath, e, e.values[0])
+        if r <= 0:
+            raise h.HpccImportError(f"{h._where(cpath, e)}: must be positive")
+        return h.fmt_rate(r)
+
+    e = get("U_TARGET")
+    if e is not None:
+        eta = h._dec(cpath, e, e.values[0], "a utilisation in (0, 1]")
+        if not 0 < eta <= 1:
+            raise h.HpccImportError(f"{h._where(cpath, e)}: expected a utilisation in (0, 1], got {e.values[0]}")
+        cc["eta"] = float(eta)
+    e = get("MI_THRESH")
+    if e is not None:
+        stage = h._int(cpath, e)
+        if stage < 0:
+            raise h.HpccImportError(f"{h._where(cpath, e)}: expected a count >= 0, got {e.values[0]}")
+        cc["max_stage"] = stage
+    if (a := rate("RATE_AI")) is not None:
+        cc["rate_ai"] = a
+    if (m := rate("MIN_RATE")) is not None:
+        cc["min_rate"] = m
+    e = get("FAST_REACT")
+    if e is not None:
+        cc["fast_react"] = bool(h._flag(cpath, e))
+    if get("RATE_HAI") is not None:
+        ignored.append(("RATE_HAI", "braid's HPCC follows the paper: after maxStage additive rounds its step is multiplicative (Wc·η/U)"))
+    for key in ("DCTCP_RATE_AI",):
+        if get(key) is not None:
+            ignored.append((key, "not used by HPCC (CC_MODE 3)"))
+    e = get("INT_MULTI")
+    if e is not None:
+        h._int(cpath, e)
+        ignored.append(("INT_MULTI", "braid's INT records are exact byte counts (the multiplier only scales HPCC's header fields)"))
+    e = get("MULTI_RATE")
+    if e is not None:
+        if h._flag(cpath, e):
+            approx("MULTI_RATE 1 (one rate per hop): braid's HPCC keeps one window for the path")
+        else:
+            ignored.append(("MULTI_RATE", "0: one rate for all hops, as braid's HPCC"))
+    e = get("SAMPLE_FEEDBACK")
+    if e is not None:
+        if h._flag(cpath, e):
+            approx("SAMPLE_FEEDBACK 1 (INT once per RTT or when a queue is seen): braid echoes INT in every ACK")
+        else:
+            ignored.append(("SAMPLE_FEEDBACK", "0: INT in every ACK, as braid"))
+    e = get("GLOBAL_T")
+    if e is not None and h._flag(cpath, e):
+        notes.append("GLOBAL_T 1 (T = the largest base RTT of the topology): braid's HPCC takes T as the least RTT each QP "
+                     "samples; set transport.cc.base_rtt to give one T to all")
+    notes.append("CC_MODE 3 → transport.cc = { kind = \"hpcc\" }: switches stamp INT on data packets, receivers echo it; "
+                 "eta, max_stage, rate_ai, min_rate and fast_react from U_TARGET, MI_THRESH, RATE_AI, MIN_RATE, FAST_REACT")
     return cc

@@ -3,6 +3,7 @@
 //! 5-tuple, strict priority or DWRR between queues).
 
 pub mod config;
+pub mod int;
 pub mod lb;
 
 use crate::packet::{PacketPool, PktId};

@@ -194,6 +194,8 @@ pub struct PacketPool {
     free: Vec<PktId>,
     live: usize,
     pub created: u64,
+    /// In-band telemetry records of the packets (`net/int.rs`), kept only in runs that read them.
+    pub int: crate::net::int::IntArena,
 }
 
 impl PacketPool {
@@ -201,13 +203,17 @@ impl PacketPool {
     pub fn alloc(&mut self, p: Packet) -> PktId {
         self.live += 1;
         self.created += 1;
-        if let Some(id) = self.free.pop() {
+        let id = if let Some(id) = self.free.pop() {
             self.slots[id as usize] = p;
             id
         } else {
             self.slots.push(p);
             (self.slots.len() - 1) as PktId
+        };
+        if self.int.on {
+            self.int.reset(id);
         }
+        id
     }
     #[inline]
     pub fn free(&mut self, id: PktId) {

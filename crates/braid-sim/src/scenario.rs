@@ -274,6 +274,15 @@ impl Scenario {
                 .map_err(|e| err(format!("{p}.{}", e.key), e.message))?;
             self.validate_victim(i, a, &p)?;
         }
+        if crate::net::int::wanted(self) {
+            if let Some((key, kind)) = crate::net::int::per_packet_lb(self) {
+                // HPCC compares each hop's INT record with the previous ACK's of the same hop.
+                return Err(err(
+                    key,
+                    format!("\"{kind}\" sends one flow's packets on different paths, whose INT records HPCC (transport.cc.kind = \"hpcc\") cannot compare: expected \"ecmp\", \"wcmp\" or \"flowlet\" with it"),
+                ));
+            }
+        }
         self.measure.validate().map_err(|e| e.under("measure"))?;
         self.middleware
             .validate()

@@ -75,6 +75,8 @@ impl Simulation {
             graph,
             mut queue,
         } = crate::build::network(&sc, base_dir, seed, progress)?;
+        // In-band telemetry only where a controller reads it (`net/int.rs`).
+        world.pool.int.on = crate::net::int::wanted(&sc);
         let mut tenants = crate::build::Tenants::new(&sc, seed);
         tenants.traffic(&mut world, &graph, base_dir, progress)?;
         tenants.apps(&mut world)?;

@@ -22,9 +22,11 @@
 
 pub mod dcqcn;
 pub mod dctcp;
+pub mod hpcc;
 pub mod timely;
 
 pub use dctcp::DctcpConfig;
+pub use hpcc::HpccConfig;
 pub use timely::TimelyConfig;
 
 use crate::dcqcn::config::DcqcnConfig;
@@ -85,6 +87,10 @@ pub trait CongestionControl: std::fmt::Debug {
     fn on_ack(&mut self, _now: Time, _ack: &AckSignal, _arm: &mut Vec<Arm>) -> bool {
         false
     }
+    /// In-band telemetry an ACK echoed (`net/int.rs`): told just before that ACK's
+    /// [`CongestionControl::on_ack`], and only in runs where some factory
+    /// [`CcFactory::needs_int`].
+    fn on_int(&mut self, _now: Time, _int: &crate::net::int::IntStack) {}
     /// A CNP arrived.
     fn on_cnp(&mut self, _now: Time, _arm: &mut Vec<Arm>) {}
     /// The receiver asked for a retransmission (sequence NAK) or the retransmission timer fired.
@@ -121,6 +127,11 @@ pub trait CcFactory: std::fmt::Debug {
     fn cnp_interval(&self) -> Option<Time> {
         None
     }
+    /// Whether its controllers read in-band telemetry: switches then stamp INT records on data
+    /// packets and receivers echo them (`net/int.rs`); runs where no factory does pay nothing.
+    fn needs_int(&self) -> bool {
+        false
+    }
     /// Checks the values; Err is (key relative to the table, expected form).
     fn check(&self) -> Result<(), (String, String)> {
         Ok(())
@@ -137,6 +148,8 @@ pub enum CongestionConfig {
     Dctcp(DctcpConfig),
     /// TIMELY: RTT-gradient rate control (CC_MODE 7).
     Timely(TimelyConfig),
+    /// HPCC: inflight utilisation from in-band telemetry (CC_MODE 3).
+    Hpcc(HpccConfig),
 }
 
 /// The externally tagged mirror `braid_topo::tagged::TaggedVisitor` hands the table to, so
@@ -149,6 +162,8 @@ enum CongestionMirror {
     Dctcp(DctcpConfig),
     /// TIMELY: RTT-gradient rate control (CC_MODE 7).
     Timely(TimelyConfig),
+    /// HPCC: inflight utilisation from in-band telemetry (CC_MODE 3).
+    Hpcc(HpccConfig),
 }
 
 impl From<CongestionMirror> for CongestionConfig {
@@ -157,6 +172,7 @@ impl From<CongestionMirror> for CongestionConfig {
             CongestionMirror::Dcqcn(x) => CongestionConfig::Dcqcn(x),
             CongestionMirror::Dctcp(x) => CongestionConfig::Dctcp(x),
             CongestionMirror::Timely(x) => CongestionConfig::Timely(x),
+            CongestionMirror::Hpcc(x) => CongestionConfig::Hpcc(x),
         }
     }
 }
@@ -165,7 +181,7 @@ impl<'de> serde::Deserialize<'de> for CongestionConfig {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         d.deserialize_map(braid_topo::tagged::TaggedVisitor::<CongestionMirror>::new(
             "kind",
-            "a congestion controller table with kind = \"dcqcn\", \"dctcp\" or \"timely\"",
+            "a congestion controller table with kind = \"dcqcn\", \"dctcp\", \"timely\" or \"hpcc\"",
         ))
         .map(Into::into)
     }
@@ -178,6 +194,7 @@ impl CongestionConfig {
             CongestionConfig::Dcqcn(x) => x,
             CongestionConfig::Dctcp(x) => x,
             CongestionConfig::Timely(x) => x,
+            CongestionConfig::Hpcc(x) => x,
         }
     }
 }

@@ -604,6 +604,7 @@ forward! {
     on_sent(now: Time, psn: u32, npsn: u32, wire: u32, reliable: bool, fx: &mut TxFx);
     on_response_sent(now: Time, wire: u32);
     on_feedback(now: Time, fb: Feedback, fx: &mut TxFx);
+    on_int(now: Time, int: &crate::net::int::IntStack);
     on_timer(now: Time, kind: TimerKind, gen: u32, first_missing: u32, fx: &mut TxFx);
     resend_from(now: Time, psn: u32, fx: &mut TxFx);
     on_read_sent(first: u32, npsn: u32);

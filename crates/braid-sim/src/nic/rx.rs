@@ -119,6 +119,10 @@ impl Nic {
         eff: &mut Effects,
     ) {
         let mut pk = pool.get(id).clone();
+        if pool.int.on {
+            // Its slot may be the reply's (`net/int.rs`): the records are kept aside.
+            pool.int.latch(id);
+        }
         pool.free(id);
         let payload = if self.payloads.is_empty() {
             None
@@ -189,6 +193,12 @@ impl Nic {
             }
             PktKind::Pfc => unreachable!("PFC frames are handled by the port"),
         };
+        if pool.int.on && pk.kind == PktKind::Ack && !pool.int.latched().is_empty() {
+            // The echoed telemetry first, then the ACK it came with.
+            if let Ok(q) = self.qp_mut(qpn) {
+                q.t.on_int(now, pool.int.latched());
+            }
+        }
         self.feedback(now, qpn, fb, eff);
     }
 
@@ -321,6 +331,10 @@ impl Nic {
                 _ => {}
             }
             let id = pool.alloc(a);
+            if pool.int.on && kind == PktKind::Ack {
+                // The receiver's echo of the data packet's telemetry (HPCC, §3.2).
+                pool.int.echo_into(id);
+            }
             self.push_ctrl(id, eff);
         }
         replies.clear();

@@ -290,7 +290,7 @@ impl CcSampler {
 
 pub const SPEC: TableSpec = TableSpec {
     name: "cc",
-    doc: "the congestion controller's state of the QPs `measure.cc` chose, per sample: DCQCN rate Rc, target Rt, α; MP-RDMA cwnd; in flight, CNPs/ECN ACKs, cuts (docs/scenario.md, \"Congestion-control time series\")",
+    doc: "the congestion controller's state of the QPs `measure.cc` chose, per sample: DCQCN rate Rc, target Rt, α; MP-RDMA and HPCC cwnd; HPCC's U; in flight, CNPs/ECN ACKs, cuts (docs/scenario.md, \"Congestion-control time series\")",
     columns: COLUMNS,
     extra: None,
     build,
@@ -310,7 +310,11 @@ const COLUMNS: &[Col] = &[
         Null::Negative,
         "the flow the QP carries; null if none",
     ),
-    col("kind", T::Str, "`dcqcn` or `mp-rdma`"),
+    col(
+        "kind",
+        T::Str,
+        "the controller: `dcqcn`, `dctcp`, `timely`, `hpcc`, `mp-rdma`",
+    ),
     nullable(
         "rate_bps",
         T::F64,
@@ -319,7 +323,12 @@ const COLUMNS: &[Col] = &[
     ),
     nullable("target_bps", T::F64, Null::Nan, "DCQCN's target rate Rt"),
     nullable("alpha", T::F64, Null::Nan, "DCQCN's α"),
-    nullable("cwnd", T::F64, Null::Nan, "MP-RDMA's window (bytes)"),
+    nullable(
+        "cwnd",
+        T::F64,
+        Null::Nan,
+        "the window (bytes): MP-RDMA's, DCTCP's, HPCC's",
+    ),
     nullable("inflight", T::F64, Null::Nan, "bytes in flight"),
     nullable("srtt_us", T::F64, Null::Nan, "smoothed RTT"),
     nullable(
@@ -329,6 +338,12 @@ const COLUMNS: &[Col] = &[
         "congestion signals so far (DCQCN: CNPs; MP-RDMA: ECN-marked ACKs)",
     ),
     nullable("cuts", T::I64, Null::Negative, "rate or window cuts so far"),
+    nullable(
+        "utilization",
+        T::F64,
+        Null::Nan,
+        "HPCC's inflight utilisation U (EWMA of the busiest link's, from INT)",
+    ),
 ];
 
 fn build(src: &Source) -> Table {
@@ -388,5 +403,6 @@ fn table(rows: &[CcRow]) -> Table {
     };
     t.push("signals", n(&|s| s.signals));
     t.push("cuts", n(&|s| s.cuts));
+    t.push("utilization", f(&|s| s.utilization));
     t
 }

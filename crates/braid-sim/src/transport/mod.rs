@@ -280,6 +280,9 @@ pub trait Transport: std::fmt::Debug {
     /// A READ response left (rate accounting only).
     fn on_response_sent(&mut self, now: Time, wire: u32);
     fn on_feedback(&mut self, now: Time, fb: Feedback, fx: &mut TxFx);
+    /// The in-band telemetry an ACK echoed (`net/int.rs`), told just before that ACK's
+    /// [`Transport::on_feedback`]; only in runs where some controller reads INT.
+    fn on_int(&mut self, _now: Time, _int: &crate::net::int::IntStack) {}
     /// A timer fired. `first_missing` is the first PSN the NIC still waits for (what a timeout
     /// goes back to).
     fn on_timer(&mut self, now: Time, kind: TimerKind, gen: u32, first_missing: u32, fx: &mut TxFx);
@@ -369,4 +372,6 @@ pub struct CcState {
     pub signals: Option<u64>,
     /// Rate cuts so far (DCQCN: CNPs that cut the rate; at most one per decrease interval).
     pub cuts: Option<u64>,
+    /// HPCC: the inflight utilisation U of the path's busiest link (its EWMA, §3.3).
+    pub utilization: Option<f64>,
 }

@@ -319,6 +319,12 @@ impl Transport for RcTransport {
         self.pace(now, wire);
     }
 
+    fn on_int(&mut self, now: Time, int: &crate::net::int::IntStack) {
+        if let Some(cc) = &mut self.cc {
+            cc.on_int(now, int);
+        }
+    }
+
     fn on_feedback(&mut self, now: Time, fb: Feedback, fx: &mut TxFx) {
         if self.sr.is_some() {
             return self.sr_feedback(now, fb, fx);

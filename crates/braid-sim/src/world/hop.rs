@@ -94,6 +94,9 @@ impl World {
                         self.send_pfc(now, node, in_port as u16, pprio as u8, false, q);
                     }
                 }
+                if self.pool.int.on {
+                    self.stamp_int(pi, id, now);
+                }
                 id
             }
         };
@@ -176,6 +179,27 @@ impl World {
         if more {
             self.wake_at_inline(pi, node, port, now + ser, q);
         }
+    }
+
+    /// In-band telemetry (`net/int.rs`): a data packet leaving a switch port gets the port's
+    /// record. Kept out of line: runs without INT never call it.
+    #[inline(never)]
+    fn stamp_int(&mut self, pi: usize, id: PktId, now: Time) {
+        let pk = self.pool.get(id);
+        if pk.kind != PktKind::Data {
+            return;
+        }
+        let size = pk.size as u64;
+        let p = &self.ports[pi];
+        // `put_on_wire` counts this packet's bytes next: the record includes them.
+        let hop = crate::net::int::IntHop {
+            qlen: p.bytes,
+            tx_bytes: p.tx_bytes + size,
+            ts: now,
+            rate_bps: p.rate,
+            port: pi as u32,
+        };
+        crate::net::int::stamp(&mut self.pool.int, id, hop);
     }
 
     fn drop_packet(&mut self, id: PktId) {

@@ -37,6 +37,9 @@ impl Default for AdaptiveLb {
 }
 
 impl LbKind for AdaptiveLb {
+    fn per_packet(&self) -> Option<&'static str> {
+        Some("adaptive")
+    }
     fn build(&self, site: &LbSite<'_>) -> Result<Option<Box<dyn LoadBalancer>>, String> {
         if self.hysteresis.0 > 0 && !self.memory {
             return Err(

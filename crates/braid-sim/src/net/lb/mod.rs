@@ -70,6 +70,12 @@ pub trait LbKind {
     fn check(&self, _is_node: &dyn Fn(&str) -> bool) -> Result<(), String> {
         Ok(())
     }
+
+    /// Its kind's name if it may send one flow's consecutive packets on different paths (then
+    /// per-hop telemetry of consecutive ACKs does not compare: HPCC refuses it).
+    fn per_packet(&self) -> Option<&'static str> {
+        None
+    }
 }
 
 /// `switch.lb_at` entry: switch `node` (name or numeric node id) runs `lb` instead of

@@ -30,6 +30,9 @@ pub struct SprayLb {
 }
 
 impl LbKind for SprayLb {
+    fn per_packet(&self) -> Option<&'static str> {
+        Some("spray")
+    }
     fn build(&self, site: &LbSite<'_>) -> Result<Option<Box<dyn LoadBalancer>>, String> {
         Ok(Some(match self.order {
             SprayOrder::Random => Box::new(Random {
