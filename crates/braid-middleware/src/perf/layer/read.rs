@@ -257,9 +257,7 @@ impl PerfLayer {
         };
         // The marker may have completed unseen: take the CQ's news first.
         if self.drain(below, cq) {
-            let c = self.cqs.entry(cq).or_default();
-            if c.app_armed && !c.unannounced {
-                c.unannounced = true;
+            if self.cqs.entry(cq).or_default().app.note_news() {
                 below.wake(self.tenant, WAKE_NOTIFY);
             }
         }
