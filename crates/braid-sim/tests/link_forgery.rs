@@ -127,7 +127,10 @@ fn a_forged_pacer_message_from_the_peers_host_is_dropped_and_counted() {
     let (alone, clean) = run_with(false);
     let (attacked, errors) = run_with(true);
     assert_eq!(clean, 0.0);
-    assert!(errors >= 1.0, "the forged INFO reached the pacer QP: {errors}");
+    assert!(
+        errors >= 1.0,
+        "the forged INFO reached the pacer QP: {errors}"
+    );
     assert!(
         attacked >= 0.97 * alone,
         "B_App {attacked:.2} Gbit/s under the forger against {alone:.2} alone"
