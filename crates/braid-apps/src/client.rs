@@ -137,6 +137,110 @@ impl ClientRun {
     }
 }
 
+/// What every request/benchmark client (perftest's, kv's, the request/reply engine's) holds and
+/// does alike: its spec and place (flow, connection ids, slots' base), its ends once opened, the
+/// servers' endpoints once connected, how many it posted per connection against its `target`,
+/// and its run. Each client adds its own bookkeeping beside it.
+pub(crate) struct Client {
+    pub spec: crate::PerfSpec,
+    pub flow: u32,
+    pub conn0: u32,
+    pub log: SharedMeter,
+    pub rdv: Rendezvous,
+    pub base: u64,
+    pub cq: CqId,
+    pub lkey: u32,
+    pub qps: Vec<QpNum>,
+    pub remote: Vec<Endpoint>,
+    pub posted: Vec<u64>,
+    /// Messages per connection (`spec.messages_per_qp()`).
+    pub target: u64,
+    pub run: ClientRun,
+}
+
+impl Client {
+    pub fn new(
+        spec: crate::PerfSpec,
+        flow: u32,
+        conn0: u32,
+        log: SharedMeter,
+        rdv: Rendezvous,
+        base: u64,
+    ) -> Self {
+        let target = spec.messages_per_qp();
+        Client {
+            spec,
+            flow,
+            conn0,
+            log,
+            rdv,
+            base,
+            cq: 0,
+            lkey: 0,
+            qps: vec![],
+            remote: vec![],
+            posted: vec![],
+            target,
+            run: ClientRun::default(),
+        }
+    }
+
+    /// At `start`: opens `spec.qps` connections of `size`-byte slots ([`open_client`]);
+    /// returns how many.
+    pub fn open(
+        &mut self,
+        v: &mut dyn Verbs,
+        size: u64,
+        priority: Option<u8>,
+        qp_type: QpType,
+        access: Access,
+    ) -> usize {
+        let n = self.spec.qps as usize;
+        let ends = open_client(
+            v,
+            ClientSlots {
+                n,
+                size,
+                base: self.base,
+                priority,
+                conn0: self.conn0,
+                flow: self.flow,
+                qp_type,
+                access,
+                start: self.spec.start,
+            },
+            &self.log,
+            &self.rdv,
+        );
+        (self.cq, self.lkey, self.qps, self.run) = (ends.cq, ends.lkey, ends.qps, ends.run);
+        self.posted = vec![0; n];
+        n
+    }
+
+    /// At the CONNECT timer: connects to the servers ([`ClientRun::connect`]).
+    pub fn connect(&mut self, v: &mut dyn Verbs) {
+        self.remote = self.run.connect(
+            v,
+            &self.rdv,
+            self.conn0,
+            &self.qps,
+            &self.log,
+            self.flow,
+            self.spec.duration,
+        );
+    }
+
+    /// Whether connection `i` may post another message at `now`.
+    pub fn may_post(&self, i: usize, now: u64) -> bool {
+        self.run.live(i, now) && self.posted[i] < self.target
+    }
+
+    /// Reports the end once the client is `idle` ([`ClientRun::end_if`]).
+    pub fn end_if(&mut self, idle: bool, now: u64) {
+        self.run.end_if(idle, &self.log, self.flow, now);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -5,10 +5,7 @@
 //! with `size` = the largest value (passive: its memory and connections).
 
 use crate::spec::{app_config, AppCommon, KindConfig};
-use crate::{
-    open_client, sges, ClientRun, ClientSlots, PerfSpec, Rendezvous, SharedMeter, CONNECT,
-};
-use braid_verbs::rendezvous::Endpoint;
+use crate::{sges, Client, PerfSpec, Rendezvous, SharedMeter, CONNECT};
 use braid_verbs::*;
 use std::collections::VecDeque;
 
@@ -18,22 +15,10 @@ pub type KvDraw = Box<dyn FnMut() -> (bool, u64)>;
 /// The KV client: `spec.qps` connections, `spec.tx_depth` requests outstanding on each,
 /// `spec.iterations` requests per connection (or until `spec.duration`).
 pub struct KvClient {
-    spec: PerfSpec,
-    flow: u32,
-    conn0: u32,
-    log: SharedMeter,
-    rdv: Rendezvous,
-    base: u64,
+    c: Client,
     draw: KvDraw,
-    cq: CqId,
-    lkey: u32,
-    qps: Vec<QpNum>,
-    remote: Vec<Endpoint>,
-    posted: Vec<u64>,
     /// Post time and size of each connection's outstanding requests, oldest first.
     out: Vec<VecDeque<(u64, u64)>>,
-    target: u64,
-    run: ClientRun,
     pub gets: u64,
     pub puts: u64,
 }
@@ -48,42 +33,25 @@ impl KvClient {
         base: u64,
         draw: KvDraw,
     ) -> Self {
-        let target = spec.messages_per_qp();
         KvClient {
-            spec,
-            flow,
-            conn0,
-            log,
-            rdv,
-            base,
+            c: Client::new(spec, flow, conn0, log, rdv, base),
             draw,
-            cq: 0,
-            lkey: 0,
-            qps: vec![],
-            remote: vec![],
-            posted: vec![],
             out: vec![],
-            target,
-            run: ClientRun::default(),
             gets: 0,
             puts: 0,
         }
     }
 
-    fn may_post(&self, i: usize, now: u64) -> bool {
-        self.run.live(i, now) && self.posted[i] < self.target
-    }
-
     fn post_one(&mut self, v: &mut dyn Verbs, i: usize) {
         let (get, size) = (self.draw)();
-        let size = size.clamp(1, self.spec.size.max(1));
-        let addr = self.base + i as u64 * self.spec.size.max(1);
+        let size = size.clamp(1, self.c.spec.size.max(1));
+        let addr = self.c.base + i as u64 * self.c.spec.size.max(1);
         let op = if get { SendOp::Read } else { SendOp::Write };
-        let mut wr = SendWr::new(i as u64, op, sges(addr, size, self.lkey));
-        wr.remote_addr = self.remote[i].addr;
-        wr.rkey = self.remote[i].rkey;
-        if v.post_send(self.qps[i], wr).is_ok() {
-            self.posted[i] += 1;
+        let mut wr = SendWr::new(i as u64, op, sges(addr, size, self.c.lkey));
+        wr.remote_addr = self.c.remote[i].addr;
+        wr.rkey = self.c.remote[i].rkey;
+        if v.post_send(self.c.qps[i], wr).is_ok() {
+            self.c.posted[i] += 1;
             self.out[i].push_back((v.now(), size));
             if get {
                 self.gets += 1;
@@ -94,32 +62,17 @@ impl KvClient {
     }
 
     fn check_done(&mut self, now: u64) {
-        let idle = (0..self.qps.len()).all(|i| self.out[i].is_empty() && !self.may_post(i, now));
-        self.run.end_if(idle, &self.log, self.flow, now);
+        let idle =
+            (0..self.c.qps.len()).all(|i| self.out[i].is_empty() && !self.c.may_post(i, now));
+        self.c.end_if(idle, now);
     }
 }
 
 impl App for KvClient {
     fn start(&mut self, v: &mut dyn Verbs) {
-        let n = self.spec.qps as usize;
-        let ends = open_client(
-            v,
-            ClientSlots {
-                n,
-                size: self.spec.size,
-                base: self.base,
-                priority: None,
-                conn0: self.conn0,
-                flow: self.flow,
-                qp_type: QpType::Rc,
-                access: Access::ALL,
-                start: self.spec.start,
-            },
-            &self.log,
-            &self.rdv,
-        );
-        (self.cq, self.lkey, self.qps, self.run) = (ends.cq, ends.lkey, ends.qps, ends.run);
-        self.posted = vec![0; n];
+        let n = self
+            .c
+            .open(v, self.c.spec.size, None, QpType::Rc, Access::ALL);
         self.out = vec![VecDeque::new(); n];
     }
 
@@ -127,18 +80,10 @@ impl App for KvClient {
         let now = v.now();
         match ev {
             Event::Timer(CONNECT) => {
-                self.remote = self.run.connect(
-                    v,
-                    &self.rdv,
-                    self.conn0,
-                    &self.qps,
-                    &self.log,
-                    self.flow,
-                    self.spec.duration,
-                );
-                for i in 0..self.qps.len() {
-                    for _ in 0..self.spec.tx_depth {
-                        if self.may_post(i, now) {
+                self.c.connect(v);
+                for i in 0..self.c.qps.len() {
+                    for _ in 0..self.c.spec.tx_depth {
+                        if self.c.may_post(i, now) {
                             self.post_one(v, i);
                         }
                     }
@@ -150,21 +95,21 @@ impl App for KvClient {
                 let mut wcs = Vec::new();
                 poll_and_rearm(v, cq, &mut wcs).expect("poll own CQ");
                 for wc in wcs {
-                    let i = wc.wr_id as usize % self.qps.len().max(1);
+                    let i = wc.wr_id as usize % self.c.qps.len().max(1);
                     let Some((t, size)) = self.out[i].pop_front() else {
                         continue;
                     };
                     if wc.status != WcStatus::Success {
-                        self.run.failed[i] = true;
+                        self.c.run.failed[i] = true;
                         self.out[i].clear();
                         continue;
                     }
                     {
-                        let mut log = self.log.borrow_mut();
-                        log.latency(self.flow, now - t);
-                        log.progress(self.flow, size);
+                        let mut log = self.c.log.borrow_mut();
+                        log.latency(self.c.flow, now - t);
+                        log.progress(self.c.flow, size);
                     }
-                    if self.may_post(i, now) {
+                    if self.c.may_post(i, now) {
                         self.post_one(v, i);
                     }
                 }
@@ -174,7 +119,7 @@ impl App for KvClient {
     }
 
     fn is_done(&self) -> bool {
-        self.run.is_done()
+        self.c.run.is_done()
     }
 }
 

@@ -109,7 +109,7 @@ pub(crate) fn sges(addr: u64, len: u64, lkey: u32) -> Vec<Sge> {
 mod client;
 mod flow;
 mod perf;
-pub(crate) use client::{open_client, ClientRun, ClientSlots};
+pub(crate) use client::Client;
 pub use flow::{FlowSender, FlowSink, SendFlow};
 pub use perf::{peak_bandwidth, PerfApp, PerfClient, PerfKind, PerfServer, PerfSpec};
 

@@ -264,20 +264,8 @@ impl PerfSpec {
 
 /// The client side of a perftest-like benchmark: posts the work and measures.
 pub struct PerfClient {
-    spec: PerfSpec,
-    flow: u32,
-    conn0: u32,
-    log: SharedMeter,
-    rdv: Rendezvous,
-    base: u64,
-    cq: CqId,
-    lkey: u32,
-    qps: Vec<QpNum>,
-    remote: Vec<Endpoint>,
-    posted: Vec<u64>,
+    c: Client,
     completed: Vec<u64>,
-    target: u64,
-    run: ClientRun,
     lat_sent: Vec<u64>,
     /// wqe_lat: post times of each QP's outstanding WRs, oldest first.
     sent_at: Vec<std::collections::VecDeque<u64>>,
@@ -297,22 +285,9 @@ impl PerfClient {
         base: u64,
         sync: Option<SyncDraw>,
     ) -> Self {
-        let target = spec.messages_per_qp();
         PerfClient {
-            spec,
-            flow,
-            conn0,
-            log,
-            rdv,
-            base,
-            cq: 0,
-            lkey: 0,
-            qps: vec![],
-            remote: vec![],
-            posted: vec![],
+            c: Client::new(spec, flow, conn0, log, rdv, base),
             completed: vec![],
-            target,
-            run: ClientRun::default(),
             lat_sent: vec![],
             sent_at: vec![],
             sync,
@@ -321,17 +296,17 @@ impl PerfClient {
     }
 
     fn size(&self) -> u64 {
-        self.spec.size
+        self.c.spec.size
     }
 
     fn post_one(&mut self, v: &mut dyn Verbs, i: usize) {
         // perftest --cq-mod: only every n-th WR asks for a completion.
-        let signaled = (self.posted[i] + 1).is_multiple_of(self.spec.cq_mod as u64)
-            || self.posted[i] + 1 == self.target
+        let signaled = (self.c.posted[i] + 1).is_multiple_of(self.c.spec.cq_mod as u64)
+            || self.c.posted[i] + 1 == self.c.target
             || self.per_wr();
         let wr = self.make_wr(i, signaled);
-        if v.post_send(self.qps[i], wr).is_ok() {
-            self.posted[i] += 1;
+        if v.post_send(self.c.qps[i], wr).is_ok() {
+            self.c.posted[i] += 1;
             if !self.ping_pong() {
                 self.sent_at[i].push_back(v.now());
             }
@@ -340,28 +315,28 @@ impl PerfClient {
 
     /// WRs a signaled completion stands for: `cq_mod`, or a post list's length.
     fn moderation(&self) -> u64 {
-        if self.spec.post_list > 1 {
-            self.spec.post_list as u64
+        if self.c.spec.post_list > 1 {
+            self.c.spec.post_list as u64
         } else {
-            self.spec.cq_mod as u64
+            self.c.spec.cq_mod as u64
         }
     }
 
     /// perftest's bandwidth loop with -l: whole lists of `post_list` WRs (the last one shorter
     /// if the iterations end there) while one fits in `tx_depth`, each list's last WR signaled.
     fn post_lists(&mut self, v: &mut dyn Verbs, i: usize, now: u64) {
-        let depth = self.spec.tx_depth as u64;
-        while self.may_post(i, now) {
-            let n = (self.spec.post_list as u64).min(self.target - self.posted[i]);
-            if self.posted[i] - self.completed[i] + n > depth {
+        let depth = self.c.spec.tx_depth as u64;
+        while self.c.may_post(i, now) {
+            let n = (self.c.spec.post_list as u64).min(self.c.target - self.c.posted[i]);
+            if self.c.posted[i] - self.completed[i] + n > depth {
                 return;
             }
             let wrs: Vec<SendWr> = (0..n).map(|k| self.make_wr(i, k + 1 == n)).collect();
-            let posted = match v.post_send_list(self.qps[i], wrs) {
+            let posted = match v.post_send_list(self.c.qps[i], wrs) {
                 Ok(()) => n,
                 Err(bad) => bad.index as u64,
             };
-            self.posted[i] += posted;
+            self.c.posted[i] += posted;
             for _ in 0..posted {
                 self.sent_at[i].push_back(now);
             }
@@ -372,19 +347,19 @@ impl PerfClient {
     }
 
     fn make_wr(&mut self, i: usize, signaled: bool) -> SendWr {
-        let op = match self.spec.kind {
+        let op = match self.c.spec.kind {
             PerfKind::WriteBw | PerfKind::WqeLat => SendOp::Write,
             PerfKind::ReadBw | PerfKind::ReadLat => SendOp::Read,
             PerfKind::SendBw | PerfKind::SendLat => SendOp::Send,
-            PerfKind::WriteLat => SendOp::WriteWithImm(self.posted[i] as u32),
+            PerfKind::WriteLat => SendOp::WriteWithImm(self.c.posted[i] as u32),
         };
-        let addr = self.base + i as u64 * self.size().max(1);
-        let mut wr = SendWr::new(i as u64, op, sges(addr, self.size(), self.lkey));
-        wr.remote_addr = self.remote[i].addr;
-        wr.rkey = self.remote[i].rkey;
+        let addr = self.c.base + i as u64 * self.size().max(1);
+        let mut wr = SendWr::new(i as u64, op, sges(addr, self.size(), self.c.lkey));
+        wr.remote_addr = self.c.remote[i].addr;
+        wr.rkey = self.c.remote[i].rkey;
         if self.qp_type == QpType::Ud {
             // UD (send_bw, send_lat): every SEND names its destination.
-            wr.ud_dest = Some(self.remote[i].remote());
+            wr.ud_dest = Some(self.c.remote[i].remote());
         }
         // A fraction of the stream is flagged synchronise (MP-RDMA §5.2.5).
         wr.fence = self.sync.as_mut().is_some_and(|d| d());
@@ -394,12 +369,12 @@ impl PerfClient {
 
     /// One message at a time, timed from its post to the peer's answer (write_lat, send_lat).
     fn ping_pong(&self) -> bool {
-        matches!(self.spec.kind, PerfKind::WriteLat | PerfKind::SendLat)
+        matches!(self.c.spec.kind, PerfKind::WriteLat | PerfKind::SendLat)
     }
 
     /// Every WR is signaled and timed (wqe_lat, read_lat).
     fn per_wr(&self) -> bool {
-        matches!(self.spec.kind, PerfKind::WqeLat | PerfKind::ReadLat)
+        matches!(self.c.spec.kind, PerfKind::WqeLat | PerfKind::ReadLat)
     }
 
     /// The QPs' transport (RC by default; UC for WRITE and SEND tests, as perftest's `-c UC`;
@@ -409,45 +384,30 @@ impl PerfClient {
         self
     }
 
-    fn may_post(&self, i: usize, now: u64) -> bool {
-        self.run.live(i, now) && self.posted[i] < self.target
-    }
-
     fn check_done(&mut self, now: u64) {
-        let all_in = (0..self.qps.len())
-            .all(|i| self.completed[i] >= self.posted[i] && !self.may_post(i, now));
-        self.run.end_if(all_in, &self.log, self.flow, now);
+        let all_in = (0..self.c.qps.len())
+            .all(|i| self.completed[i] >= self.c.posted[i] && !self.c.may_post(i, now));
+        self.c.end_if(all_in, now);
     }
 }
 
 impl App for PerfClient {
     fn start(&mut self, v: &mut dyn Verbs) {
-        let n = self.spec.qps as usize;
-        let ends = open_client(
+        let n = self.c.open(
             v,
-            ClientSlots {
-                n,
-                size: self.size(),
-                base: self.base,
-                priority: self.spec.priority,
-                conn0: self.conn0,
-                flow: self.flow,
-                qp_type: self.qp_type,
-                access: Access::ALL,
-                start: self.spec.start,
-            },
-            &self.log,
-            &self.rdv,
+            self.size(),
+            self.c.spec.priority,
+            self.qp_type,
+            Access::ALL,
         );
-        (self.cq, self.lkey, self.qps, self.run) = (ends.cq, ends.lkey, ends.qps, ends.run);
-        if matches!(self.spec.kind, PerfKind::ReadBw | PerfKind::ReadLat) {
-            for &qp in &self.qps {
-                self.log
+        if matches!(self.c.spec.kind, PerfKind::ReadBw | PerfKind::ReadLat) {
+            for &qp in &self.c.qps {
+                self.c
+                    .log
                     .borrow_mut()
-                    .receiving_qp(self.flow, v.local_host(), qp);
+                    .receiving_qp(self.c.flow, v.local_host(), qp);
             }
         }
-        self.posted = vec![0; n];
         self.completed = vec![0; n];
         self.lat_sent = vec![0; n];
         self.sent_at = vec![Default::default(); n];
@@ -457,33 +417,25 @@ impl App for PerfClient {
         let now = v.now();
         match ev {
             Event::Timer(CONNECT) => {
-                self.remote = self.run.connect(
-                    v,
-                    &self.rdv,
-                    self.conn0,
-                    &self.qps,
-                    &self.log,
-                    self.flow,
-                    self.spec.duration,
-                );
-                for i in 0..self.qps.len() {
+                self.c.connect(v);
+                for i in 0..self.c.qps.len() {
                     if self.ping_pong() {
                         let len = self.size();
                         let _ = v.post_recv(
-                            self.qps[i],
+                            self.c.qps[i],
                             RecvWr {
                                 wr_id: i as u64,
-                                sg_list: sges(self.base, len, self.lkey),
+                                sg_list: sges(self.c.base, len, self.c.lkey),
                             },
                         );
                         self.lat_sent[i] = now;
                         self.post_one(v, i);
-                    } else if self.spec.post_list > 1 {
+                    } else if self.c.spec.post_list > 1 {
                         self.post_lists(v, i, now);
                     } else {
-                        let depth = self.spec.tx_depth as u64;
+                        let depth = self.c.spec.tx_depth as u64;
                         for _ in 0..depth {
-                            if !self.may_post(i, now) {
+                            if !self.c.may_post(i, now) {
                                 break;
                             }
                             self.post_one(v, i);
@@ -497,30 +449,30 @@ impl App for PerfClient {
                 let mut wcs = Vec::new();
                 poll_and_rearm(v, cq, &mut wcs).expect("poll own CQ");
                 for wc in wcs {
-                    let i = wc.wr_id as usize % self.qps.len().max(1);
+                    let i = wc.wr_id as usize % self.c.qps.len().max(1);
                     if wc.status != WcStatus::Success {
                         // The QP is in Error: the rest of its WRs are flushed; post no more.
-                        self.run.failed[i] = true;
-                        self.completed[i] = self.posted[i];
+                        self.c.run.failed[i] = true;
+                        self.completed[i] = self.c.posted[i];
                         continue;
                     }
-                    match (self.spec.kind, wc.opcode) {
+                    match (self.c.spec.kind, wc.opcode) {
                         (PerfKind::WriteLat, WcOpcode::RecvWithImm)
                         | (PerfKind::SendLat, WcOpcode::Recv) => {
                             // Pong arrived: one round trip.
                             self.completed[i] += 1;
                             {
-                                let mut log = self.log.borrow_mut();
-                                log.latency(self.flow, now - self.lat_sent[i]);
-                                log.progress(self.flow, self.size());
+                                let mut log = self.c.log.borrow_mut();
+                                log.latency(self.c.flow, now - self.lat_sent[i]);
+                                log.progress(self.c.flow, self.size());
                             }
-                            if self.may_post(i, now) {
+                            if self.c.may_post(i, now) {
                                 let len = self.size();
                                 let _ = v.post_recv(
-                                    self.qps[i],
+                                    self.c.qps[i],
                                     RecvWr {
                                         wr_id: i as u64,
-                                        sg_list: sges(self.base, len, self.lkey),
+                                        sg_list: sges(self.c.base, len, self.c.lkey),
                                     },
                                 );
                                 self.lat_sent[i] = now;
@@ -531,35 +483,35 @@ impl App for PerfClient {
                         (PerfKind::WqeLat | PerfKind::ReadLat, _) => {
                             self.completed[i] += 1;
                             if let Some(t) = self.sent_at[i].pop_front() {
-                                let mut log = self.log.borrow_mut();
-                                log.latency(self.flow, now - t);
-                                log.progress(self.flow, self.size());
+                                let mut log = self.c.log.borrow_mut();
+                                log.latency(self.c.flow, now - t);
+                                log.progress(self.c.flow, self.size());
                             }
-                            if self.may_post(i, now) {
+                            if self.c.may_post(i, now) {
                                 self.post_one(v, i);
                             }
                         }
                         _ => {
                             // A signaled completion stands for cq_mod WRs (or the remainder).
-                            let n = (self.posted[i] - self.completed[i])
+                            let n = (self.c.posted[i] - self.completed[i])
                                 .min(self.moderation())
                                 .max(1);
                             self.completed[i] += n;
                             {
-                                let mut log = self.log.borrow_mut();
-                                log.progress(self.flow, n * self.size());
+                                let mut log = self.c.log.borrow_mut();
+                                log.progress(self.c.flow, n * self.size());
                                 // Each message's post and completion times (perftest's peak).
                                 for _ in 0..n {
                                     if let Some(t) = self.sent_at[i].pop_front() {
-                                        log.message(self.flow, t, now);
+                                        log.message(self.c.flow, t, now);
                                     }
                                 }
                             }
-                            if self.spec.post_list > 1 {
+                            if self.c.spec.post_list > 1 {
                                 self.post_lists(v, i, now);
                             } else {
                                 for _ in 0..n {
-                                    if self.may_post(i, now) {
+                                    if self.c.may_post(i, now) {
                                         self.post_one(v, i);
                                     }
                                 }
@@ -573,7 +525,7 @@ impl App for PerfClient {
     }
 
     fn is_done(&self) -> bool {
-        self.run.is_done()
+        self.c.run.is_done()
     }
 }
 

@@ -13,6 +13,7 @@
 pub mod drum;
 pub mod justitia;
 pub mod partition;
+pub mod peer_link;
 pub mod perf;
 pub mod raw;
 pub mod virtuoso;

@@ -20,12 +20,14 @@ mod stack;
 pub mod table;
 pub mod testing;
 mod types;
+pub mod vcq;
 
 pub use cost::{CpuCost, Work};
 pub use host::{AgentShares, BuildError, HostCtx, MiddlewareFactory, ShareSlot, TenantId, AGENT};
 pub use stack::{Middleware, Raw, Stack};
 pub use table::{LayerColumn, LayerTable};
 pub use types::*;
+pub use vcq::VirtualCq;
 
 /// The verbs an application (or a middleware, on the layer below it) can call.
 ///

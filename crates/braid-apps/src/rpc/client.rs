@@ -1,8 +1,7 @@
 //! The request/reply client: requests out, replies in, each request's time a sample.
 
 use super::*;
-use crate::{open_client, sges, ClientRun, ClientSlots, Rendezvous, SharedMeter, CONNECT};
-use braid_verbs::rendezvous::Endpoint;
+use crate::{sges, Client, Rendezvous, SharedMeter, CONNECT};
 use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::rc::Rc;
@@ -23,22 +22,10 @@ struct Outstanding {
 /// `spec.size` bytes. Every request's time from post to its reply's arrival is a latency
 /// sample; its value bytes are progress.
 pub struct RpcClient {
-    spec: crate::PerfSpec,
+    c: Client,
     rpc: RpcSpec,
-    flow: u32,
-    conn0: u32,
-    log: SharedMeter,
-    rdv: Rendezvous,
-    base: u64,
     draw: ReqDraw,
-    cq: CqId,
-    lkey: u32,
-    qps: Vec<QpNum>,
-    remote: Vec<Endpoint>,
-    posted: Vec<u64>,
     out: Vec<VecDeque<Outstanding>>,
-    target: u64,
-    run: ClientRun,
     /// With `verify`: each connection's keys' values as the server must hold them.
     shadow: Vec<Vec<Vec<u8>>>,
     stats: Rc<RefCell<RpcStats>>,
@@ -56,24 +43,11 @@ impl RpcClient {
         base: u64,
         draw: ReqDraw,
     ) -> Self {
-        let target = spec.messages_per_qp();
         RpcClient {
-            spec,
+            c: Client::new(spec, flow, conn0, log, rdv, base),
             rpc,
-            flow,
-            conn0,
-            log,
-            rdv,
-            base,
             draw,
-            cq: 0,
-            lkey: 0,
-            qps: vec![],
-            remote: vec![],
-            posted: vec![],
             out: vec![],
-            target,
-            run: ClientRun::default(),
             shadow: vec![],
             stats: Rc::default(),
         }
@@ -85,27 +59,23 @@ impl RpcClient {
     }
 
     fn msg(&self) -> u64 {
-        HDR + self.spec.size.max(1)
+        HDR + self.c.spec.size.max(1)
     }
     fn depth(&self) -> u64 {
-        self.spec.tx_depth.max(1) as u64
+        self.c.spec.tx_depth.max(1) as u64
     }
     fn slot_len(&self) -> u64 {
         2 * self.depth() * self.msg()
     }
     fn req_buf(&self, i: usize, slot: u64) -> u64 {
-        self.base + i as u64 * self.slot_len() + 2 * slot * self.msg()
+        self.c.base + i as u64 * self.slot_len() + 2 * slot * self.msg()
     }
     fn reply_buf(&self, i: usize, slot: u64) -> u64 {
         self.req_buf(i, slot) + self.msg()
     }
 
-    fn may_post(&self, i: usize, now: u64) -> bool {
-        self.run.live(i, now) && self.posted[i] < self.target
-    }
-
     fn fail(&mut self, i: usize) {
-        self.run.failed[i] = true;
+        self.c.run.failed[i] = true;
         self.out[i].clear();
     }
 
@@ -114,9 +84,9 @@ impl RpcClient {
         req.key %= KEYS;
         req.size = match req.op {
             Op::Ping => 0,
-            _ => req.size.clamp(1, self.spec.size.max(1)),
+            _ => req.size.clamp(1, self.c.spec.size.max(1)),
         };
-        let slot = self.posted[i] % self.depth();
+        let slot = self.c.posted[i] % self.depth();
         let (rq, rp) = (self.req_buf(i, slot), self.reply_buf(i, slot));
         let mut expect = None;
         if self.rpc.verify {
@@ -124,7 +94,8 @@ impl RpcClient {
             let k = req.key as usize;
             match req.op {
                 Op::Put => {
-                    let val = value_bytes(self.conn0 + i as u32, req.key, self.posted[i], req.size);
+                    let val =
+                        value_bytes(self.c.conn0 + i as u32, req.key, self.c.posted[i], req.size);
                     self.shadow[i][k][..req.size as usize].copy_from_slice(&val);
                     m.extend_from_slice(&val);
                 }
@@ -137,7 +108,7 @@ impl RpcClient {
             }
         }
         // The reply's buffers first, so that it never waits for one.
-        let (rlen, qp) = (req.reply_len(), self.qps[i]);
+        let (rlen, qp) = (req.reply_len(), self.c.qps[i]);
         let recvs: Vec<(u64, u64)> = match self.rpc.wire {
             Wire::TwoSided => pieces(rlen, self.rpc.chunk),
             Wire::OneSided => vec![(0, 0)],
@@ -146,7 +117,7 @@ impl RpcClient {
             let sg = if l == 0 {
                 vec![]
             } else {
-                sges(rp + off, l, self.lkey)
+                sges(rp + off, l, self.c.lkey)
             };
             let r = v.post_recv(
                 qp,
@@ -160,16 +131,16 @@ impl RpcClient {
                 return;
             }
         }
-        let r = &self.remote[i];
+        let r = &self.c.remote[i];
         let inbox = (r.addr + slot * self.msg(), r.rkey);
-        let sg = sges(rq, req.request_len(), self.lkey);
+        let sg = sges(rq, req.request_len(), self.c.lkey);
         let id = wr_id(i, SEND_PIECE, slot);
-        let seq = self.posted[i] as u32;
+        let seq = self.c.posted[i] as u32;
         if post_message(v, qp, &self.rpc, &sg, req.request_len(), inbox, seq, id).is_err() {
             self.fail(i);
             return;
         }
-        self.posted[i] += 1;
+        self.c.posted[i] += 1;
         {
             let mut s = self.stats.borrow_mut();
             match req.op {
@@ -209,48 +180,34 @@ impl RpcClient {
             self.stats.borrow_mut().verified += 1;
         }
         {
-            let mut log = self.log.borrow_mut();
-            log.latency(self.flow, now - o.at);
-            log.progress(self.flow, o.req.value_bytes());
+            let mut log = self.c.log.borrow_mut();
+            log.latency(self.c.flow, now - o.at);
+            log.progress(self.c.flow, o.req.value_bytes());
         }
-        if self.may_post(i, now) {
+        if self.c.may_post(i, now) {
             self.post_one(v, i);
         }
     }
 
     fn check_done(&mut self, now: u64) {
-        let idle = (0..self.qps.len()).all(|i| self.out[i].is_empty() && !self.may_post(i, now));
-        self.run.end_if(idle, &self.log, self.flow, now);
+        let idle =
+            (0..self.c.qps.len()).all(|i| self.out[i].is_empty() && !self.c.may_post(i, now));
+        self.c.end_if(idle, now);
     }
 }
 
 impl App for RpcClient {
     fn start(&mut self, v: &mut dyn Verbs) {
-        let n = self.spec.qps as usize;
-        let ends = open_client(
+        let n = self.c.open(
             v,
-            ClientSlots {
-                n,
-                size: self.slot_len(),
-                base: self.base,
-                priority: self.spec.priority,
-                conn0: self.conn0,
-                flow: self.flow,
-                qp_type: QpType::Rc,
-                access: access(self.rpc.verify),
-                start: self.spec.start,
-            },
-            &self.log,
-            &self.rdv,
+            self.slot_len(),
+            self.c.spec.priority,
+            QpType::Rc,
+            access(self.rpc.verify),
         );
-        self.cq = ends.cq;
-        self.lkey = ends.lkey;
-        self.qps = ends.qps;
-        self.run = ends.run;
-        self.posted = vec![0; n];
         self.out = (0..n).map(|_| VecDeque::new()).collect();
         if self.rpc.verify {
-            let s = self.spec.size.max(1) as usize;
+            let s = self.c.spec.size.max(1) as usize;
             self.shadow = vec![vec![vec![0u8; s]; KEYS as usize]; n];
         }
     }
@@ -259,18 +216,10 @@ impl App for RpcClient {
         let now = v.now();
         match ev {
             Event::Timer(CONNECT) => {
-                self.remote = self.run.connect(
-                    v,
-                    &self.rdv,
-                    self.conn0,
-                    &self.qps,
-                    &self.log,
-                    self.flow,
-                    self.spec.duration,
-                );
-                for i in 0..self.qps.len() {
-                    for _ in 0..self.spec.tx_depth.max(1) {
-                        if self.may_post(i, now) {
+                self.c.connect(v);
+                for i in 0..self.c.qps.len() {
+                    for _ in 0..self.c.spec.tx_depth.max(1) {
+                        if self.c.may_post(i, now) {
                             self.post_one(v, i);
                         }
                     }
@@ -284,7 +233,7 @@ impl App for RpcClient {
                 poll_and_rearm(v, cq, &mut wcs).expect("poll own CQ");
                 for wc in wcs {
                     let i = wr_conn(wc.wr_id);
-                    if i >= self.qps.len() || self.run.failed[i] {
+                    if i >= self.c.qps.len() || self.c.run.failed[i] {
                         continue;
                     }
                     if wc.status != WcStatus::Success {
@@ -308,6 +257,6 @@ impl App for RpcClient {
     }
 
     fn is_done(&self) -> bool {
-        self.run.is_done()
+        self.c.run.is_done()
     }
 }

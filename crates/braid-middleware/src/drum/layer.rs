@@ -6,15 +6,16 @@ use super::state::{flush, send_opcode, HostState, Pooled};
 use super::{WAKE_AGENT, WAKE_CQE};
 use braid_verbs::*;
 use std::cell::RefCell;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::rc::Rc;
 
 /// Virtual CQ numbers start here.
 const VCQ0: CqId = 0x4400_0000;
 
 struct VCq {
-    q: VecDeque<WorkCompletion>,
-    armed: bool,
+    q: VirtualCq,
+    /// The application's CQ depth: completions beyond it are lost (counted), as on an
+    /// overrun CQ.
     depth: u32,
     overruns: u64,
 }
@@ -71,9 +72,8 @@ impl DrumLayer {
                 c.overruns += 1;
                 continue;
             }
-            c.q.push_back(wc);
-            if c.armed {
-                c.armed = false;
+            c.q.push(wc);
+            if c.q.take_event(false) {
                 notify.push(cq);
             }
         }
@@ -104,8 +104,7 @@ impl Middleware for DrumLayer {
         self.cqs.insert(
             id,
             VCq {
-                q: VecDeque::new(),
-                armed: false,
+                q: VirtualCq::new(),
                 depth: depth.max(1),
                 overruns: 0,
             },
@@ -132,7 +131,7 @@ impl Middleware for DrumLayer {
 
     fn req_notify_cq(&mut self, _below: &mut dyn Verbs, cq: CqId) -> Result<(), VerbsError> {
         let c = self.cqs.get_mut(&cq).ok_or(VerbsError::NoSuchCq(cq))?;
-        c.armed = true;
+        c.q.arm();
         Ok(())
     }
 
@@ -148,8 +147,7 @@ impl Middleware for DrumLayer {
         let Some(c) = self.cqs.get_mut(&cq) else {
             return 0;
         };
-        let n = c.q.len().min(max);
-        out.extend(c.q.drain(..n));
+        let n = c.q.poll(max, out);
         below.charge(Work::Poll(n as u32));
         n
     }

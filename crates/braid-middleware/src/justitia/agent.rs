@@ -4,6 +4,7 @@
 //! halves or grows the capacity against the latency target.
 
 use super::{Class, JustitiaConfig, WAKE_AGENT, WAKE_GRANT};
+use crate::peer_link::PeerLink;
 use braid_verbs::rendezvous::{BoardWait, Endpoint, LinkKeys, LinkPhase as Phase};
 use braid_verbs::*;
 use std::cell::RefCell;
@@ -363,12 +364,6 @@ const RECVS: u32 = 16;
 /// Where the agent's 64-byte region lives in the host's address space (probe target and source).
 const AGENT_ADDR: u64 = 0x4A55_0000_0000_0000;
 
-struct Link {
-    qp: QpNum,
-    phase: Phase,
-    remote: Option<Endpoint>,
-}
-
 /// The board key of the pacer connection between two hosts (`ready`: the "connected" record).
 fn board_key(a: u32, b: u32, ready: bool) -> u64 {
     let (lo, hi) = (a.min(b) as u64 & 0x7FF_FFFF, a.max(b) as u64 & 0x7FF_FFFF);
@@ -381,7 +376,7 @@ pub struct JustitiaAgent {
     board: rendezvous::SharedBoard,
     cq: Option<CqId>,
     mr: Option<MemoryRegion>,
-    links: BTreeMap<u32, Link>,
+    links: BTreeMap<u32, PeerLink>,
     window: Window,
     /// The outstanding probe: (peer, posted at).
     probe: Option<(u32, u64)>,
@@ -483,14 +478,7 @@ impl JustitiaAgent {
                 rkey: mr.rkey,
             };
             keys(p).publish(&self.board, ep);
-            self.links.insert(
-                p,
-                Link {
-                    qp,
-                    phase: Phase::Published,
-                    remote: None,
-                },
-            );
+            self.links.insert(p, PeerLink::published(p, qp));
         }
         // Gated links wait for the peer only as long as the board's patience: then only a
         // classification here (which wakes the agent) creates them.
@@ -504,8 +492,7 @@ impl JustitiaAgent {
                 rkey: mr.rkey,
             };
             let was = l.phase;
-            let mut remote = None;
-            let step = keys(p).advance(v, &self.board, ep, &mut l.phase, |v, peer| {
+            let step = l.advance(v, &self.board, keys(p), ep, |v, _| {
                 for i in 0..RECVS {
                     let _ = v.post_recv(
                         ep.qpn,
@@ -515,9 +502,7 @@ impl JustitiaAgent {
                         },
                     );
                 }
-                remote = Some(peer);
             });
-            l.remote = l.remote.or(remote);
             match step {
                 Ok(w) => waiting |= w,
                 Err(_) => self.link_errors += 1,
@@ -532,8 +517,7 @@ impl JustitiaAgent {
             self.gate_gave_up |= gated;
             // The peer runs no pacer: give up on what is still waiting.
             for l in self.links.values_mut() {
-                if matches!(l.phase, Phase::Published | Phase::Connected) {
-                    l.phase = Phase::Failed;
+                if l.give_up() {
                     self.peers_missing += 1;
                 }
             }
@@ -551,8 +535,8 @@ impl JustitiaAgent {
             s.counts()
         };
         let imm = ((b + t).min(0xFFFF) << 16) | l.min(0xFFFF);
-        for link in self.links.values().filter(|l| l.phase == Phase::Ready) {
-            let r = link.remote.expect("a ready link knows its peer");
+        for link in self.links.values().filter(|l| l.is_ready()) {
+            let r = link.remote().expect("a ready link knows its peer");
             let mut wr = SendWr::new(INFO_ID, SendOp::WriteWithImm(imm), vec![]);
             wr.remote_addr = r.addr;
             wr.rkey = r.rkey;
@@ -571,10 +555,10 @@ impl JustitiaAgent {
         let (Some(link), Some(mr)) = (self.links.get(&peer), self.mr) else {
             return;
         };
-        if link.phase != Phase::Ready {
+        if !link.is_ready() {
             return;
         }
-        let r = link.remote.expect("a ready link knows its peer");
+        let r = link.remote().expect("a ready link knows its peer");
         let size = self.st.borrow().cfg().probe_size.0 as u32;
         let sge = Sge {
             addr: mr.addr + 32,
@@ -605,8 +589,7 @@ impl JustitiaAgent {
             };
             if wc.status != WcStatus::Success {
                 if let Some(l) = self.links.get_mut(&peer) {
-                    if l.phase != Phase::Failed {
-                        l.phase = Phase::Failed;
+                    if l.fail() {
                         self.link_errors += 1;
                     }
                 }
@@ -617,11 +600,17 @@ impl JustitiaAgent {
             }
             match wc.opcode {
                 WcOpcode::RecvWithImm => {
-                    let imm = wc.imm.unwrap_or(0);
-                    self.st
-                        .borrow_mut()
-                        .set_remote(peer, imm >> 16, imm & 0xFFFF);
-                    let qp = self.links[&peer].qp;
+                    let link = self.links.get_mut(&peer).expect("found");
+                    if link.from_peer(&wc) {
+                        let imm = wc.imm.unwrap_or(0);
+                        self.st
+                            .borrow_mut()
+                            .set_remote(peer, imm >> 16, imm & 0xFFFF);
+                    } else {
+                        self.link_errors += 1;
+                    }
+                    // (A forged message consumed a receive too.)
+                    let qp = link.qp;
                     let _ = v.post_recv(
                         qp,
                         RecvWr {
@@ -694,11 +683,7 @@ impl Middleware for JustitiaAgent {
     fn counters(&self) -> Vec<(&'static str, f64)> {
         let s = self.st.borrow();
         let (b, t, l) = s.counts();
-        let ready = self
-            .links
-            .values()
-            .filter(|l| l.phase == Phase::Ready)
-            .count();
+        let ready = self.links.values().filter(|l| l.is_ready()).count();
         vec![
             ("capacity_gbps", s.capacity() as f64 / 1e9),
             ("target_misses", s.misses as f64),

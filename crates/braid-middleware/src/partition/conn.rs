@@ -85,13 +85,6 @@ pub(super) struct Inflight {
     pub(super) slot: Option<u32>,
 }
 
-#[derive(Debug, Default)]
-pub(super) struct AppCq {
-    pub(super) armed: bool,
-    pub(super) buf: VecDeque<WorkCompletion>,
-    pub(super) fresh: bool,
-}
-
 #[derive(Debug, Default, Clone)]
 pub(super) struct Counters {
     pub chunks: [u64; MAX_QPS as usize],

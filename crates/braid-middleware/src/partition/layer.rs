@@ -62,7 +62,7 @@ pub struct PartitionLayer {
     pub(super) next_addr: u64,
     pub(super) conns: BTreeMap<QpNum, Conn>,
     pub(super) member_of: BTreeMap<QpNum, (QpNum, usize)>,
-    pub(super) app_cqs: BTreeMap<CqId, AppCq>,
+    pub(super) app_cqs: BTreeMap<CqId, VirtualCq>,
     pub(super) inflight: BTreeMap<u64, Inflight>,
     pub(super) next_wr: u64,
     /// Receive buffers by index: (application QP, member, address, lkey).
@@ -137,11 +137,7 @@ impl PartitionLayer {
 
     /// A completion for the application's CQ `cq`.
     pub(super) fn push_app(&mut self, cq: CqId, wc: WorkCompletion) {
-        let c = self.app_cqs.entry(cq).or_default();
-        c.buf.push_back(wc);
-        if c.armed {
-            c.fresh = true;
-        }
+        self.app_cqs.entry(cq).or_default().push(wc);
     }
 
     /// Announces fresh completions of armed CQs: into `up` inside an event, else by a wake to
@@ -150,15 +146,13 @@ impl PartitionLayer {
         match up {
             Some(up) => {
                 for (&cq, c) in self.app_cqs.iter_mut() {
-                    if c.armed && c.fresh {
-                        c.armed = false;
-                        c.fresh = false;
+                    if c.take_event(false) {
                         up.push(Event::Completion(cq));
                     }
                 }
             }
             None => {
-                let any = self.app_cqs.values().any(|c| c.armed && c.fresh);
+                let any = self.app_cqs.values().any(VirtualCq::event_due);
                 if any && !self.wake_pending {
                     self.wake_pending = true;
                     below.wake(below.tenant(), WAKE_NOTIFY);
@@ -230,9 +224,7 @@ impl Middleware for PartitionLayer {
     fn req_notify_cq(&mut self, below: &mut dyn Verbs, cq: CqId) -> Result<(), VerbsError> {
         below.req_notify_cq(cq)?;
         // (The application may arm a CQ before it creates the QPs that use it.)
-        let c = self.app_cqs.entry(cq).or_default();
-        c.armed = true;
-        c.fresh = false;
+        self.app_cqs.entry(cq).or_default().arm_for_new();
         Ok(())
     }
 
@@ -437,7 +429,7 @@ impl Middleware for PartitionLayer {
         self.conns.remove(&qp);
         self.inflight.retain(|_, f| f.app_qp != qp);
         for c in self.app_cqs.values_mut() {
-            c.buf.retain(|w| w.qp_num != qp);
+            c.retain(|w| w.qp_num != qp);
         }
         Ok(())
     }
@@ -474,7 +466,7 @@ impl Middleware for PartitionLayer {
                 self.inflight.retain(|_, f| f.app_qp != qp);
                 self.bufs.retain(|b| b.0 != qp);
                 for c in self.app_cqs.values_mut() {
-                    c.buf.retain(|w| w.qp_num != qp);
+                    c.retain(|w| w.qp_num != qp);
                 }
             }
             QpModify::UdpSport(_) => below.modify_qp(qp, m)?,
@@ -671,12 +663,7 @@ impl Middleware for PartitionLayer {
             return below.poll_cq(cq, max, out);
         }
         self.drain(below, None);
-        let c = self.app_cqs.get_mut(&cq).expect("checked");
-        let n = max.min(c.buf.len());
-        out.extend(c.buf.drain(..n));
-        if c.buf.is_empty() {
-            c.fresh = false;
-        }
+        let n = self.app_cqs.get_mut(&cq).expect("checked").poll(max, out);
         // QPs the layer does not manage (UD, UC) may share the CQ.
         n + if n < max {
             below.poll_cq(cq, max - n, out)
@@ -691,9 +678,8 @@ impl Middleware for PartitionLayer {
             Event::Completion(cq) if self.app_cqs.contains_key(&cq) => {
                 // An unmanaged QP's completion on the application's CQ.
                 let c = self.app_cqs.get_mut(&cq).expect("checked");
-                if c.armed {
-                    c.armed = false;
-                    c.fresh = false;
+                if c.is_armed() {
+                    c.disarm();
                     up.push(event);
                 }
             }

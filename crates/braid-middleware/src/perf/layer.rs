@@ -28,7 +28,7 @@ use super::state::{HostState, UNGATED};
 use super::PerfConfig;
 use braid_verbs::*;
 use std::cell::RefCell;
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
 
 mod hw;
@@ -46,14 +46,10 @@ const TIMER_RESCHEDULE: u64 = 1;
 
 #[derive(Debug, Default)]
 struct CqState {
-    /// The application armed it and has not been notified since.
-    app_armed: bool,
+    /// What the application sees of it.
+    app: VirtualCq,
     /// The layer armed the CQ below.
     below_armed: bool,
-    /// Completions the application has yet to poll.
-    buf: VecDeque<WorkCompletion>,
-    /// New completions in `buf` that no event announced yet.
-    unannounced: bool,
 }
 
 #[derive(Debug, Default, Clone, Copy)]
@@ -307,10 +303,7 @@ impl PerfLayer {
     /// A completion made by the layer itself (a flush): queued for the application, announced
     /// by a wake to ourselves if it armed the CQ.
     fn deliver_local(&mut self, below: &mut dyn Verbs, cq: CqId, wc: WorkCompletion) {
-        let c = self.cqs.entry(cq).or_default();
-        c.buf.push_back(wc);
-        if c.app_armed && !c.unannounced {
-            c.unannounced = true;
+        if self.cqs.entry(cq).or_default().app.push(wc) {
             below.wake(self.tenant, WAKE_NOTIFY);
         }
     }
@@ -335,7 +328,7 @@ impl PerfLayer {
             let q = match self.qps.get_mut(&wc.qp_num) {
                 Some(q) if !is_recv && q.send_cq == cq => q,
                 _ => {
-                    self.cqs.entry(cq).or_default().buf.push_back(wc);
+                    self.cqs.entry(cq).or_default().app.extend([wc]);
                     fresh = true;
                     continue;
                 }
@@ -347,14 +340,13 @@ impl PerfLayer {
                 self.c.hidden += 1;
             } else {
                 fresh = true;
-                self.cqs.entry(cq).or_default().buf.extend(apps);
+                self.cqs.entry(cq).or_default().app.extend(apps);
             }
             if failed && q.failed && q.has_work() {
                 let mut out = Vec::new();
                 q.flush_sw(&mut out);
-                let c = self.cqs.entry(cq).or_default();
                 fresh |= !out.is_empty();
-                c.buf.extend(out);
+                self.cqs.entry(cq).or_default().app.extend(out);
             }
             touched.insert(wc.qp_num);
         }
@@ -370,9 +362,9 @@ impl PerfLayer {
                 .get(&qpn)
                 .is_some_and(|q| q.refused && !q.moved_to_error)
             {
-                let out_before = self.cqs.get(&cq).map_or(0, |c| c.buf.len());
+                let out_before = self.cqs.get(&cq).map_or(0, |c| c.app.len());
                 self.fail_if_refused(below, qpn);
-                fresh |= self.cqs.get(&cq).map_or(0, |c| c.buf.len()) > out_before;
+                fresh |= self.cqs.get(&cq).map_or(0, |c| c.app.len()) > out_before;
             }
             self.sync_work(qpn);
             self.publish(qpn, None);
@@ -390,7 +382,7 @@ impl PerfLayer {
             }
             // (A QP may wait for another's completions: a slot held by a draining QP.)
             // Serving WRITEs (READ conversion) are answered on their completion.
-            let need = self.cqs.get(&cq).is_some_and(|c| c.app_armed)
+            let need = self.cqs.get(&cq).is_some_and(|c| c.app.is_armed())
                 || (!self.work.is_empty()
                     && self
                         .qps
@@ -471,11 +463,11 @@ impl Middleware for PerfLayer {
         if !self.cqs.contains_key(&cq) {
             return below.req_notify_cq(cq);
         }
-        self.cqs.get_mut(&cq).expect("checked").app_armed = true;
         let c = self.cqs.get_mut(&cq).expect("checked");
+        c.app.arm();
         if !c.below_armed {
             below.req_notify_cq(cq)?;
-            self.cqs.get_mut(&cq).expect("checked").below_armed = true;
+            c.below_armed = true;
         }
         Ok(())
     }
@@ -680,7 +672,7 @@ impl Middleware for PerfLayer {
         self.flush_timer(below);
         if let Some(cq) = self.qps.get(&qp).map(|q| q.send_cq) {
             if self.arm_if_needed(below, cq) {
-                self.cqs.entry(cq).or_default().unannounced = true;
+                self.cqs.entry(cq).or_default().app.mark_fresh();
             }
         }
         Ok(())
@@ -714,13 +706,7 @@ impl Middleware for PerfLayer {
         if self.drain(below, cq) {
             self.refill_all(below);
         }
-        let c = self.cqs.get_mut(&cq).expect("checked");
-        let n = max.min(c.buf.len());
-        out.extend(c.buf.drain(..n));
-        if c.buf.is_empty() {
-            c.unannounced = false;
-        }
-        n
+        self.cqs.get_mut(&cq).expect("checked").app.poll(max, out)
     }
 
     fn on_event(&mut self, below: &mut dyn Verbs, event: Event, up: &mut Vec<Event>) {
@@ -730,11 +716,13 @@ impl Middleware for PerfLayer {
                 let mut fresh = self.drain(below, cq);
                 self.refill_all(below);
                 fresh |= self.arm_if_needed(below, cq);
-                let c = self.cqs.get_mut(&cq).expect("checked");
-                fresh |= c.unannounced;
-                if fresh && c.app_armed && !c.buf.is_empty() {
-                    c.app_armed = false;
-                    c.unannounced = false;
+                if self
+                    .cqs
+                    .get_mut(&cq)
+                    .expect("checked")
+                    .app
+                    .take_event(fresh)
+                {
                     up.push(Event::Completion(cq));
                 }
             }
@@ -744,12 +732,8 @@ impl Middleware for PerfLayer {
                 self.refill_all(below);
             }
             Event::Wake(WAKE_NOTIFY) => {
-                let cqs: Vec<CqId> = self.cqs.keys().copied().collect();
-                for cq in cqs {
-                    let c = self.cqs.get_mut(&cq).expect("listed");
-                    if c.unannounced && c.app_armed && !c.buf.is_empty() {
-                        c.app_armed = false;
-                        c.unannounced = false;
+                for (&cq, c) in self.cqs.iter_mut() {
+                    if c.app.take_event(false) {
                         up.push(Event::Completion(cq));
                     }
                 }

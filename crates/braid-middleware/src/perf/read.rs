@@ -21,7 +21,8 @@
 //! [`ReadHub`] is what the layers and the agent share (inside [`super::state::HostState`]);
 //! [`Links`] is the agent's connections.
 
-use braid_verbs::rendezvous::{BoardWait, Endpoint, LinkKeys, LinkPhase as Phase, SharedBoard};
+use crate::peer_link::PeerLink;
+use braid_verbs::rendezvous::{BoardWait, Endpoint, LinkKeys, SharedBoard};
 use braid_verbs::*;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
@@ -179,9 +180,8 @@ fn board_key(a: u32, b: u32, ready: bool) -> u64 {
 }
 
 struct Link {
-    qp: QpNum,
+    link: PeerLink,
     mr: MemoryRegion,
-    phase: Phase,
     free: VecDeque<u64>,
 }
 
@@ -274,9 +274,8 @@ impl Links {
             self.links.insert(
                 p,
                 Link {
-                    qp,
+                    link: PeerLink::published(p, qp),
                     mr,
-                    phase: Phase::Published,
                     free: (RECVS..RECVS + SENDS).collect(),
                 },
             );
@@ -285,13 +284,13 @@ impl Links {
         for (&p, l) in self.links.iter_mut() {
             let ep = Endpoint {
                 host: me,
-                qpn: l.qp,
+                qpn: l.link.qp,
                 addr: l.mr.addr,
                 rkey: l.mr.rkey,
             };
             let mr = l.mr;
-            let was = l.phase;
-            let step = keys(p).advance(v, &board, ep, &mut l.phase, |v, _| {
+            let was = l.link.is_ready();
+            let step = l.link.advance(v, &board, keys(p), ep, |v, _| {
                 for i in 0..RECVS {
                     let _ = v.post_recv(ep.qpn, recv_wr(&mr, i));
                 }
@@ -300,15 +299,14 @@ impl Links {
                 Ok(w) => waiting |= w,
                 Err(_) => self.errors += 1,
             }
-            if was != Phase::Ready && l.phase == Phase::Ready {
+            if !was && l.link.is_ready() {
                 hub.ready.insert(p);
             }
         }
         if self.wait.after_pass(v, waiting, TIMER_BOARD) {
             // Those peers run no PeRF: their READs stay sub-READs.
             for l in self.links.values_mut() {
-                if matches!(l.phase, Phase::Published | Phase::Connected) {
-                    l.phase = Phase::Failed;
+                if l.link.give_up() {
                     self.peers_missing += 1;
                 }
             }
@@ -323,11 +321,7 @@ impl Links {
     /// Sends what waits in the outbox (requests while a send slot is free).
     fn send(&mut self, v: &mut dyn Verbs, hub: &mut ReadHub) {
         while let Some(&(peer, msg)) = hub.outbox.front() {
-            let Some(l) = self
-                .links
-                .get_mut(&peer)
-                .filter(|l| l.phase == Phase::Ready)
-            else {
+            let Some(l) = self.links.get_mut(&peer).filter(|l| l.link.is_ready()) else {
                 // The link is gone: its requests fail, a DONE for it is dropped.
                 hub.lose_peer(v, peer);
                 continue;
@@ -352,7 +346,7 @@ impl Links {
                     SendWr::new(NO_SLOT, SendOp::SendWithImm(done_imm(id, ok)), vec![])
                 }
             };
-            match v.post_send(l.qp, wr) {
+            match v.post_send(l.link.qp, wr) {
                 Ok(()) => {
                     if matches!(msg, Msg::Request(_)) {
                         l.free.pop_front();
@@ -362,7 +356,7 @@ impl Links {
                 Err(VerbsError::QueueFull) => return,
                 Err(_) => {
                     self.errors += 1;
-                    l.phase = Phase::Failed;
+                    l.link.fail();
                     hub.lose_peer(v, peer);
                 }
             }
@@ -387,11 +381,17 @@ impl Links {
             };
             let l = self.links.get_mut(&peer).expect("indexed");
             if wc.status != WcStatus::Success {
-                if l.phase != Phase::Failed {
-                    l.phase = Phase::Failed;
+                if l.link.fail() {
                     self.errors += 1;
                 }
                 hub.lose_peer(v, peer);
+                continue;
+            }
+            let is_recv = matches!(wc.opcode, WcOpcode::Recv | WcOpcode::RecvWithImm);
+            if is_recv && !l.link.from_peer(&wc) {
+                // Not from the peer's agent: dropped, its receive put back.
+                self.errors += 1;
+                let _ = v.post_recv(l.link.qp, recv_wr(&l.mr, wc.wr_id));
                 continue;
             }
             match wc.opcode {
@@ -401,7 +401,7 @@ impl Links {
                     let bytes = v
                         .read_local(l.mr.addr + slot * SLOT, REQUEST_BYTES as u64)
                         .ok();
-                    let _ = v.post_recv(l.qp, recv_wr(&l.mr, slot));
+                    let _ = v.post_recv(l.link.qp, recv_wr(&l.mr, slot));
                     let Some(r) = bytes.as_deref().and_then(Request::decode) else {
                         self.errors += 1;
                         continue;
@@ -424,7 +424,7 @@ impl Links {
                     }
                 }
                 WcOpcode::RecvWithImm => {
-                    let _ = v.post_recv(l.qp, recv_wr(&l.mr, wc.wr_id));
+                    let _ = v.post_recv(l.link.qp, recv_wr(&l.mr, wc.wr_id));
                     let imm = wc.imm.unwrap_or(0);
                     let (id, ok) = (imm >> 1, imm & 1 == 1);
                     let st = if ok {
@@ -440,10 +440,7 @@ impl Links {
     }
 
     pub fn ready_links(&self) -> usize {
-        self.links
-            .values()
-            .filter(|l| l.phase == Phase::Ready)
-            .count()
+        self.links.values().filter(|l| l.link.is_ready()).count()
     }
 }
 

@@ -218,7 +218,7 @@ impl VirtuosoLayer {
         };
         if conn.plain {
             let cq = if is_recv { conn.recv_cq } else { conn.send_cq };
-            self.ready.entry(cq).or_default().push_back(wc);
+            self.ready.entry(cq).or_default().push(wc);
             return;
         }
         match (role, is_recv) {
@@ -270,7 +270,7 @@ impl VirtuosoLayer {
                     out.opcode = WcOpcode::Recv;
                 }
                 let cq = conn.recv_cq;
-                self.ready.entry(cq).or_default().push_back(out);
+                self.ready.entry(cq).or_default().push(out);
             }
             (_, true) => {}
             (_, false) => self.on_send_wc(below, wc.wr_id, wc.status),
@@ -320,7 +320,7 @@ impl VirtuosoLayer {
                     src_host: 0,
                     src_qp: 0,
                 };
-                self.ready.entry(conn.send_cq).or_default().push_back(wc);
+                self.ready.entry(conn.send_cq).or_default().push(wc);
             }
         }
     }

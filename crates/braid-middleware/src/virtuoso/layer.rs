@@ -6,7 +6,7 @@ use super::VirtuosoConfig;
 use braid_verbs::rendezvous::SharedBoard;
 use braid_verbs::*;
 use std::cell::RefCell;
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
 
 /// Where the layer's own memory lives in the tenant's address space: far above what the
@@ -105,8 +105,8 @@ pub struct VirtuosoLayer {
     /// The application's regions by lkey (their rkey is what an advert names).
     pub(super) mrs: HashMap<u32, MemoryRegion>,
     /// Completions made for the application's CQs, in order.
-    pub(super) ready: BTreeMap<CqId, VecDeque<WorkCompletion>>,
-    pub(super) armed: BTreeSet<CqId>,
+    /// The application's CQs as it sees them (its completions of MP_ operations).
+    pub(super) ready: BTreeMap<CqId, VirtualCq>,
     pub(super) stats: Stats,
     /// Estimates and trunk sizes per peer host.
     pub(super) peers: BTreeMap<u32, Rc<RefCell<PeerPaths>>>,
@@ -129,7 +129,6 @@ impl VirtuosoLayer {
             next_wr: 1,
             mrs: HashMap::new(),
             ready: BTreeMap::new(),
-            armed: BTreeSet::new(),
             stats: Stats::default(),
             peers: BTreeMap::new(),
         }
@@ -530,15 +529,11 @@ impl VirtuosoLayer {
 
     /// Tells the application its CQs have completions, once per arming.
     pub(super) fn notify(&mut self, up: &mut Vec<Event>) {
-        let ready: Vec<CqId> = self
-            .ready
-            .iter()
-            .filter(|(cq, q)| !q.is_empty() && self.armed.contains(*cq))
-            .map(|(cq, _)| *cq)
-            .collect();
-        for cq in ready {
-            self.armed.remove(&cq);
-            up.push(Event::Completion(cq));
+        for (&cq, q) in self.ready.iter_mut() {
+            // Whatever waits counts as news: the progress that called this just moved it.
+            if q.take_event(true) {
+                up.push(Event::Completion(cq));
+            }
         }
     }
 

@@ -424,14 +424,7 @@ impl Middleware for VirtuosoLayer {
             return 0;
         }
         self.progress(below, false);
-        let mut n = 0;
-        if let Some(q) = self.ready.get_mut(&cq) {
-            while n < max {
-                let Some(wc) = q.pop_front() else { break };
-                out.push(wc);
-                n += 1;
-            }
-        }
+        let mut n = self.ready.get_mut(&cq).map_or(0, |q| q.poll(max, out));
         if n < max {
             n += below.poll_cq(cq, max - n, out);
         }
@@ -439,7 +432,7 @@ impl Middleware for VirtuosoLayer {
     }
 
     fn req_notify_cq(&mut self, below: &mut dyn Verbs, cq: CqId) -> Result<(), VerbsError> {
-        self.armed.insert(cq);
+        self.ready.entry(cq).or_default().arm();
         below.req_notify_cq(cq)
     }
 
@@ -450,7 +443,9 @@ impl Middleware for VirtuosoLayer {
                 self.notify(up);
             }
             Event::Completion(cq) => {
-                self.armed.remove(&cq);
+                if let Some(q) = self.ready.get_mut(&cq) {
+                    q.disarm();
+                }
                 up.push(event);
             }
             e => up.push(e),

@@ -25,6 +25,7 @@ pub mod mp_rdma;
 pub mod mp_sync;
 pub mod psn;
 pub mod rc;
+pub mod rto;
 
 use braid_engine::Time;
 

@@ -7,6 +7,7 @@
 //! in by `rc_irn.rs`).
 
 use super::irn::{IrnParams, SelectiveRepeat};
+use super::rto::{RtoFired, RtoTimer};
 use super::{
     DataInfo, Feedback, Plan, Reply, RetryBudget, RetryLimits, RxClass, TimerKind, Transport, TxFx,
 };
@@ -48,7 +49,7 @@ pub struct RcTransport {
     next_tx_ps: Time,
     rnr_until: Time,
     last_progress: Time,
-    rto_pending: bool,
+    rto: RtoTimer,
     cc: Option<Box<dyn CongestionControl>>,
     /// The controller limits bytes in flight ([`CongestionControl::window`]).
     windowed: bool,
@@ -111,7 +112,7 @@ impl RcTransport {
             next_tx_ps: 0,
             rnr_until: 0,
             last_progress: 0,
-            rto_pending: false,
+            rto: RtoTimer::default(),
             cc,
             windowed,
             sent_at: Default::default(),
@@ -308,10 +309,9 @@ impl Transport for RcTransport {
         self.snd_nxt = psn + npsn;
         self.max_sent = self.max_sent.max(psn + npsn);
         self.pace(now, wire);
-        if reliable && self.cfg.reliable && !self.rto_pending {
-            self.rto_pending = true;
-            self.last_progress = now;
-            fx.timers.push((now + self.cfg.rto, TimerKind::Rto, 0));
+        if reliable && self.cfg.reliable {
+            self.rto
+                .start(now, self.cfg.rto, &mut self.last_progress, fx);
         }
     }
 
@@ -394,24 +394,19 @@ impl Transport for RcTransport {
             // Selective repeat's RACK reordering timer (`irn_rack.rs`).
             TimerKind::Early if self.sr.is_some() => self.sr_reorder_timer(now, gen, fx),
             TimerKind::Rto => {
-                if self.snd_una >= self.max_sent && first_missing >= self.max_sent {
-                    self.rto_pending = false;
+                let outstanding = self.snd_una < self.max_sent || first_missing < self.max_sent;
+                let fired = self.rto.fire(
+                    now,
+                    self.cfg.rto,
+                    outstanding,
+                    &mut self.last_progress,
+                    &mut self.budget,
+                    fx,
+                );
+                self.timeouts += fired.timed_out() as u64;
+                if fired != RtoFired::Retransmit {
                     return;
                 }
-                let deadline = self.last_progress + self.cfg.rto;
-                if now < deadline {
-                    fx.timers.push((deadline, TimerKind::Rto, 0));
-                    return;
-                }
-                self.timeouts += 1;
-                if let Err(f) = self.budget.timeout() {
-                    // retry_cnt retransmissions went unanswered: give up.
-                    self.rto_pending = false;
-                    fx.fatal = Some(f);
-                    return;
-                }
-                self.last_progress = now;
-                fx.timers.push((now + self.cfg.rto, TimerKind::Rto, 0));
                 self.snd_nxt = first_missing;
                 self.lost(now, fx);
                 fx.kick = true;

@@ -256,12 +256,8 @@ impl PerfLayer {
             return;
         };
         // The marker may have completed unseen: take the CQ's news first.
-        if self.drain(below, cq) {
-            let c = self.cqs.entry(cq).or_default();
-            if c.app_armed && !c.unannounced {
-                c.unannounced = true;
-                below.wake(self.tenant, WAKE_NOTIFY);
-            }
+        if self.drain(below, cq) && self.cqs.entry(cq).or_default().app.note_news() {
+            below.wake(self.tenant, WAKE_NOTIFY);
         }
         let Some(q) = self.qps.get_mut(&qpn) else {
             return;

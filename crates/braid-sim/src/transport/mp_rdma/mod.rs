@@ -211,7 +211,7 @@ pub struct MpRdmaTransport {
     /// When the last ACK arrived: the burst timer waits for ACKs to stop.
     last_ack: Time,
     rnr_until: Time,
-    rto_pending: bool,
+    rto: crate::transport::rto::RtoTimer,
     last_progress: Time,
     timeouts: u64,
     budget: RetryBudget,

@@ -1,6 +1,7 @@
 //! MP-RDMA sender timers: burst control, RTO, the hole timer and early retransmission (§3.5).
 
 use super::{Credit, MpRdmaTransport, Src};
+use crate::transport::rto::RtoFired;
 use crate::transport::{TimerKind, TxFx};
 use braid_engine::Time;
 
@@ -46,25 +47,19 @@ impl MpRdmaTransport {
                 }
             }
             TimerKind::Rto => {
-                if self.snd_una >= self.snd_nxt {
-                    self.rto_pending = false;
-                    return;
-                }
-                let deadline = self.last_progress + self.p.rto;
-                if now < deadline {
-                    fx.timers.push((deadline, TimerKind::Rto, 0));
+                let fired = self.rto.fire(
+                    now,
+                    self.p.rto,
+                    self.snd_una < self.snd_nxt,
+                    &mut self.last_progress,
+                    &mut self.budget,
+                    fx,
+                );
+                self.timeouts += fired.timed_out() as u64;
+                if fired != RtoFired::Retransmit {
                     return;
                 }
                 // Last resort: retransmit everything unacknowledged, clocked from IW random VPs.
-                self.timeouts += 1;
-                if let Err(f) = self.budget.timeout() {
-                    // retry_cnt timeouts in a row without progress: give up (as RC does).
-                    self.rto_pending = false;
-                    fx.fatal = Some(f);
-                    return;
-                }
-                self.last_progress = now;
-                fx.timers.push((now + self.p.rto, TimerKind::Rto, 0));
                 self.in_recovery = true;
                 self.stats.recoveries += 1;
                 self.recovery = self.snd_nxt;

@@ -54,7 +54,7 @@ impl MpRdmaTransport {
             last_activity: 0,
             last_ack: 0,
             rnr_until: 0,
-            rto_pending: false,
+            rto: Default::default(),
             last_progress: 0,
             timeouts: 0,
             budget,
@@ -178,10 +178,6 @@ impl MpRdmaTransport {
     }
 
     pub(super) fn rto_arm(&mut self, now: Time, fx: &mut TxFx) {
-        if !self.rto_pending {
-            self.rto_pending = true;
-            self.last_progress = now;
-            fx.timers.push((now + self.p.rto, TimerKind::Rto, 0));
-        }
+        self.rto.start(now, self.p.rto, &mut self.last_progress, fx);
     }
 }
