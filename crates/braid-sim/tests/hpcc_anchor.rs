@@ -80,3 +80,76 @@ fn dcqcn_incast_matches_hpcc_ns3() {
         );
     }
 }
+
+/// HPCC ns-3's own HPCC run of the fat-tree anchor (320 hosts, 3,100 web-search flows at 30% load,
+/// CC_MODE 3 with its `run.py`'s HPCC settings at 100G: U_TARGET 0.95, MI_THRESH 0, RATE_AI
+/// 40 Mb/s, HAS_WIN 1, VAR_WIN 1, FAST_REACT 1, INT_MULTI 4, ACK_HIGH_PRIO 0), bucketed as
+/// `braid.hpcc_compare.bucket_table` does: (bucket, flows, p50, p99, mean). Produced with HPCC ns-3
+/// built from its public repository (docs/topologies.md, "Reproducing HPCC ns-3's side"); the same
+/// build reproduces the DCQCN anchor's table exactly.
+const HPCC_NS3_HPCC_FATTREE: [(&str, usize, f64, f64, f64); 6] = [
+    ("< 10 KB", 489, 1.01, 1.45, 1.04),
+    ("10–100 KB", 1184, 1.09, 1.95, 1.18),
+    ("0.1–1 MB", 495, 1.42, 3.97, 1.60),
+    ("1–10 MB", 841, 1.66, 4.61, 1.83),
+    ("> 10 MB", 91, 1.86, 3.11, 1.91),
+    ("all", 3100, 1.16, 3.91, 1.42),
+];
+
+/// numpy's default percentile (linear between order statistics), as `hpcc_compare.quantile`.
+fn quantile(sorted: &[f64], q: f64) -> f64 {
+    let pos = q * (sorted.len() - 1) as f64;
+    let (lo, hi) = (pos.floor() as usize, pos.ceil() as usize);
+    sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - lo as f64)
+}
+
+/// braid's HPCC on the fat-tree anchor against HPCC ns-3's HPCC, slowdown by flow size. Prints the
+/// table (docs/topologies.md, "HPCC mode"); run with `--ignored --nocapture` (about a minute).
+#[test]
+#[ignore]
+fn hpcc_mode_fattree_slowdown_by_size_against_hpcc_ns3() {
+    let Some(a) = anchors() else {
+        eprintln!("skipped: ../shared/anchors not present");
+        return;
+    };
+    let topo = a.join("topology-fattree-320.txt");
+    let base_rtt = std::env::var("HPCC_BASE_RTT").unwrap_or_else(|_| "12240ns".into());
+    // What `braid import-hpcc` makes of that config, with HPCC's GLOBAL_T (one T for the whole
+    // topology: HPCC ns-3 prints maxRtt = 12240 ns for this fat-tree) given as `base_rtt`.
+    let s = json!({
+        "duration": "2.1s",
+        "topology": {"kind": "hpcc", "file": topo},
+        "switch": {"buffer": "32MiB", "priorities": 8, "lossless": [1, 2, 3, 4, 5, 6, 7],
+                   "ecn": {"enabled": true, "by_rate": [
+                       {"rate": "100Gbps", "kmin": "400KB", "kmax": "1600KB", "pmax": 0.2},
+                       {"rate": "400Gbps", "kmin": "1600KB", "kmax": "6400KB", "pmax": 0.2}]},
+                   "pfc": {"enabled": true, "dynamic": true, "alpha": 0.125}},
+        "nic": {"mtu": 1000, "ack_every": 1, "ack_priority": "data", "priority": 3},
+        "transport": {"kind": "dcqcn", "cc": {"kind": "hpcc", "eta": 0.95, "max_stage": 0,
+            "rate_ai": "40Mbps", "min_rate": "1Gbps", "fast_react": true, "base_rtt": base_rtt}},
+        "measure": {"interval": "0us", "messages": false},
+        "traffic": [{"pattern": "hpcc", "file": a.join("flows-websearch-320h-30pct-5ms.txt"), "topology": topo}],
+    });
+    let (_, r) = common::run(&s);
+    let size = common::ints(&r.tables["flows"], "size");
+    let fct = common::ints(&r.tables["flows"], "fct_ps");
+    let ideal = common::ints(&r.tables["flows"], "path_ideal_fct_ps");
+    let edges = [0i64, 10_000, 100_000, 1_000_000, 10_000_000, i64::MAX];
+    println!("| size | flows | HPCC p50 | HPCC p99 | HPCC mean | braid p50 | braid p99 | braid mean | p50 ratio | p99 ratio |");
+    println!("|---|---|---|---|---|---|---|---|---|---|");
+    for (k, (label, n, p50, p99, mean)) in HPCC_NS3_HPCC_FATTREE.iter().enumerate() {
+        let mut sd: Vec<f64> = (0..size.len())
+            .filter(|&i| fct[i] >= 0 && ideal[i] > 0 && (k == 5 || (size[i] >= edges[k] && size[i] < edges[k + 1])))
+            .map(|i| fct[i] as f64 / ideal[i] as f64)
+            .collect();
+        sd.sort_by(|x, y| x.partial_cmp(y).unwrap());
+        let (b50, b99) = (quantile(&sd, 0.5), quantile(&sd, 0.99));
+        let bmean = sd.iter().sum::<f64>() / sd.len() as f64;
+        println!(
+            "| {label} | {} ({n}) | {p50:.2} | {p99:.2} | {mean:.2} | {b50:.2} | {b99:.2} | {bmean:.2} | {:.2} | {:.2} |",
+            sd.len(),
+            b50 / p50,
+            b99 / p99
+        );
+    }
+}
