@@ -52,7 +52,7 @@ def _hpcc_dcqcn(anchors: Path, config: str, topo: str, flows: str) -> dict:
     config's timers and rates, per-rate ECN maps, 32 MiB buffers, dynamic PFC, 1000-byte
     payloads, high-priority ACKs). Time series and per-message records are off: the benchmark
     measures the simulator, as HPCC's own run wrote only its FCT file."""
-    from .hpcc_import import convert
+    from .hpcc import convert
 
     sc = convert(anchors / config, topology=str(anchors / topo), flows=str(anchors / flows)).scenario
     sc["name"] = f"HPCC anchors: {Path(flows).stem}"
