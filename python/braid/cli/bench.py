@@ -19,7 +19,15 @@ import click
 @click.option("--repeat", default=1, show_default=True, metavar="N", type=int, help="Run each scenario N times; report median times and memory.")
 @click.option("--anchors", metavar="DIR", help="HPCC anchor folder (default: ../shared/anchors/hpcc or /work/shared/anchors/hpcc).")
 @click.option("--json", "json_out", metavar="FILE", help="Also write the figures as JSON.")
-def bench(only: tuple, quick: bool, scale: bool, repeat: int, anchors: Optional[str], json_out: Optional[str]) -> None:
+@click.option(
+    "--hpcc-ns3",
+    "hpcc_ns3",
+    metavar="PATH",
+    help="Also run your HPCC ns-3 build on the HPCC anchors' inputs, right after braid, and print both CPU times and "
+    "their ratio. PATH is an executable called as `PATH CONFIG` (CONFIG: a config.txt): the built "
+    "simulation/build/scratch/third, or a script such as `cd .../simulation && exec ./waf --run \"scratch/third $1\"`.",
+)
+def bench(only: tuple, quick: bool, scale: bool, repeat: int, anchors: Optional[str], json_out: Optional[str], hpcc_ns3: Optional[str]) -> None:
     """Run fixed scenarios, each in its own process; print events/s, simulated time per
     wall-second, CPU time and peak memory.
 
@@ -38,13 +46,15 @@ def bench(only: tuple, quick: bool, scale: bool, repeat: int, anchors: Optional[
       a2a-1000               hosts on one switch (99 / 299 / 999 QPs active per host), repeated
                              to ~1 M flows each; events/s should not depend on QPs per host
 
-    The HPCC scenarios need the anchor folder (--anchors). The default run is all of them
+    The HPCC scenarios need the anchor folder (--anchors). braid's figures are its own; with
+    --hpcc-ns3 PATH, HPCC ns-3 runs on the same anchor inputs in the same sitting and both CPU
+    times are printed side by side (docs/performance.md). The default run is all of them
     (~10 minutes of CPU; ft-k48 alone ~4). "built MB" is the RSS once a run is built, before any event; "peak
     MB" the peak RSS (ru_maxrss of the child process).
     """
     from ..bench import run_bench
 
-    run_bench(only=only, quick=quick, anchors=anchors, json_out=json_out, scale=scale, repeat=repeat)
+    run_bench(only=only, quick=quick, anchors=anchors, json_out=json_out, scale=scale, repeat=repeat, hpcc_ns3=hpcc_ns3)
 
 
 COMMANDS = (bench,)
