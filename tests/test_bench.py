@@ -153,3 +153,99 @@ def test_the_large_points_are_k34_and_k48_fat_trees_for_1ms_outside_the_fits():
     # The window is a parameter; a drain may follow it.
     ((_, _, sc, _), _) = large_benchmarks(window_us=100, drain_us=50)
     assert sc["traffic"][0]["duration"] == "100us" and sc["duration"] == "150us"
+
+
+# --- --hpcc-ns3: HPCC ns-3 run side by side, on the same anchor inputs --------------------------
+
+STAND_IN = """#!{python}
+# A stand-in for HPCC ns-3: records how it was called, burns CPU in a child of its own (CPU of
+# processes it waits for counts too, as waf's would), and writes one FCT line per flow.
+import json, os, subprocess, sys, time
+cfg_path = sys.argv[1]
+cfg = dict(line.split(maxsplit=1) for line in open(cfg_path).read().splitlines() if line.strip())
+subprocess.run([sys.executable, "-c", "import time\\nt = time.process_time()\\nwhile time.process_time() - t < {burn}: pass"], check=True)
+flows = open(cfg["FLOW_FILE"]).read().split()
+n = int(flows[0])
+with open(cfg["FCT_OUTPUT_FILE"], "w") as f:
+    for i in range(n):
+        f.write("0b000201 0b000101 10000 100 1000 2000000000 5000 4000\\n")
+with open(os.environ["STAND_IN_LOG"], "a") as log:
+    log.write(json.dumps({{"argv": sys.argv, "cwd": os.getcwd(), "config": cfg}}) + "\\n")
+"""
+
+
+def _fake_anchors(tmp_path):
+    """An anchor folder of the small HPCC test inputs under the anchors' names (hpcc-incast)."""
+    import shutil
+    from pathlib import Path
+
+    data = Path(__file__).parent / "data" / "hpcc"
+    anchors = tmp_path / "anchors"
+    anchors.mkdir()
+    shutil.copy(data / "config-small.txt", anchors / "config-dcqcn-incast.txt")
+    shutil.copy(data / "mix" / "topo-star4.txt", anchors / "topology-star-65.txt")
+    shutil.copy(data / "mix" / "flows-star4.txt", anchors / "flows-incast-2to1.txt")
+    shutil.copy(data / "mix" / "topo-star4.txt", anchors / "topology-fattree-320.txt")  # marks the folder
+    return anchors
+
+
+def test_hpcc_ns3_runs_side_by_side_on_the_same_inputs(tmp_path, monkeypatch):
+    import os
+    import sys
+
+    anchors = _fake_anchors(tmp_path)
+    exe = tmp_path / "hpcc-ns3.py"
+    exe.write_text(STAND_IN.format(python=sys.executable, burn=0.4))
+    exe.chmod(0o755)
+    log = tmp_path / "calls.jsonl"
+    monkeypatch.setenv("STAND_IN_LOG", str(log))
+    res = CliRunner().invoke(
+        main, ["bench", "--quick", "--only", "hpcc-incast", "--anchors", str(anchors), "--hpcc-ns3", str(exe), "--json", str(tmp_path / "b.json")], catch_exceptions=False
+    )
+    assert res.exit_code == 0, res.output
+    (r,) = json.loads((tmp_path / "b.json").read_text())["scenarios"]
+    h = r["hpcc_ns3"]
+    assert "error" not in h and "error" not in r, (h, r.get("error"))
+    # The child's CPU time is measured, its own children's included (0.4 s burnt by a grandchild).
+    assert 0.4 <= h["cpu_s"] < 30, h
+    assert h["flows_completed"] == 3
+    # The inputs passed: the anchor's config with its own keys, the anchor's topology and flows.
+    (call,) = [json.loads(line) for line in log.read_text().splitlines()]
+    cfg = call["config"]
+    assert call["argv"][1] == os.path.join(call["cwd"], "config.txt")
+    assert cfg["TOPOLOGY_FILE"] == str((anchors / "topology-star-65.txt").resolve())
+    assert cfg["FLOW_FILE"] == str((anchors / "flows-incast-2to1.txt").resolve())
+    assert cfg["FCT_OUTPUT_FILE"].startswith(call["cwd"])
+    original = dict(line.split(maxsplit=1) for line in (anchors / "config-dcqcn-incast.txt").read_text().splitlines() if line.strip())
+    for key, value in original.items():
+        if not key.endswith("_FILE"):
+            assert cfg[key] == value, key
+    # Both CPU times and their ratio are printed; no constant measured elsewhere, no issue named.
+    out = " ".join(res.output.split())
+    assert "side by side" in out and f"{h['cpu_s'] / r['cpu_s']:.1f}x" in out, res.output
+    assert "issue" not in res.output and "220.5" not in res.output
+
+
+@pytest.mark.parametrize("kind", ["missing", "folder", "not executable"])
+def test_hpcc_ns3_bad_path_is_one_line(tmp_path, kind):
+    anchors = _fake_anchors(tmp_path)
+    path = tmp_path / "ns3"
+    if kind == "folder":
+        path.mkdir()
+    elif kind == "not executable":
+        path.write_text("#!/bin/sh\n")
+    res = CliRunner().invoke(main, ["bench", "--quick", "--only", "hpcc-incast", "--anchors", str(anchors), "--hpcc-ns3", str(path)], catch_exceptions=False)
+    assert res.exit_code == 2, res.output
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: --hpcc-ns3: "), res.stderr
+    assert str(path) in lines[0]
+    # Refused before anything runs.
+    assert "hpcc-incast:" not in res.stdout
+
+
+def test_hpcc_ns3_without_an_hpcc_benchmark_is_refused(tmp_path):
+    exe = tmp_path / "ns3"
+    exe.write_text("#!/bin/sh\n")
+    exe.chmod(0o755)
+    res = CliRunner().invoke(main, ["bench", "--quick", "--only", "two-tor", "--anchors", str(_fake_anchors(tmp_path)), "--hpcc-ns3", str(exe)], catch_exceptions=False)
+    assert res.exit_code == 2 and "error: --hpcc-ns3: " in res.stderr, res.output

@@ -239,3 +239,32 @@ def test_bench_unknown_name():
 def test_extension_commands_registered(command):
     assert command in main.commands
     assert invoke(command, "--help").exit_code == 0
+
+
+# Every command `braid` had before the CLI became a package (braid/cli/), by name.
+COMMANDS = [
+    "bench", "compare", "compare-hpcc", "conformance", "demo", "drum", "export", "import-hpcc", "perftest",
+    "plot", "report", "reproduce", "run", "schema", "sweep", "validate",
+]
+
+
+def test_every_command_is_registered():
+    assert sorted(main.commands) == COMMANDS
+    for name in COMMANDS:
+        if main.commands[name].add_help_option:  # perftest and conformance hand --help to their binary
+            assert invoke(name, "--help").exit_code == 0, name
+
+
+def test_every_cli_module_is_registered():
+    # The one way of adding a command: a module in braid/cli/ defining COMMANDS, and its name in
+    # COMMAND_MODULES. A module left out of the list would define commands nobody can run.
+    import importlib
+    import pkgutil
+
+    import braid.cli as cli
+
+    modules = {m.name for m in pkgutil.iter_modules(cli.__path__) if not m.name.startswith("_")}
+    assert modules == set(cli.COMMAND_MODULES)
+    for name in cli.COMMAND_MODULES:
+        for cmd in importlib.import_module(f"braid.cli.{name}").COMMANDS:
+            assert main.commands[cmd.name] is cmd, (name, cmd.name)

@@ -6,7 +6,7 @@ import polars as pl
 import pytest
 from click.testing import CliRunner
 
-from braid.cli_drum import drum
+from braid.cli.drum import drum
 
 
 def run(*args):

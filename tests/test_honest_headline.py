@@ -129,7 +129,7 @@ def test_report_on_a_flows_table_without_fct(tmp_path):
 
 def test_import_hpcc_notes_are_current():
     """D15: the notes said braid has no packet trace and counts pauses only in summary.json."""
-    from braid.hpcc_import import IGNORED
+    from braid.hpcc import IGNORED
 
     assert "no packet trace" not in IGNORED["ENABLE_TRACE"] and "measure.pcap" in IGNORED["ENABLE_TRACE"]
     assert "pfc.parquet" in IGNORED["PFC_OUTPUT_FILE"] and "export --format hpcc" in IGNORED["PFC_OUTPUT_FILE"]

@@ -15,7 +15,7 @@ from click.testing import CliRunner
 
 import braid
 from braid.cli import main
-from braid.hpcc_compare import BUCKETS, bucket_table, format_table, quantile, read_braid, read_hpcc_fct
+from braid.hpcc.compare import BUCKETS, bucket_table, format_table, quantile, read_braid, read_hpcc_fct
 
 
 def invoke(*args):

@@ -1,13 +1,12 @@
 """`braid import-hpcc`: HPCC ns-3 config.txt → braid scenario.
 
-The importer needs only click and the standard library, so it is loaded from its file: these tests
-run without the compiled core. Where the core is importable, the imported scenarios are also built
-by it (schema, files, topology, flows). The anchor configs in ../shared/anchors/hpcc are used when
-present (skipped on users' machines)."""
+The importer reads HPCC's topology and flow files with the core's reader (braid-topo, through
+`braid._core`), the one a run uses; the imported scenarios are also built by the core (schema,
+files, topology, flows). The anchor configs in ../shared/anchors/hpcc are used when present
+(skipped on users' machines)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
 import sys
@@ -16,13 +15,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from braid import _core
+from braid import hpcc as hi
+from braid.cli.hpcc import import_hpcc
+
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data" / "hpcc"
-
-_spec = importlib.util.spec_from_file_location("braid_hpcc_import", ROOT / "python" / "braid" / "hpcc_import.py")
-hi = importlib.util.module_from_spec(_spec)
-sys.modules["braid_hpcc_import"] = hi
-_spec.loader.exec_module(hi)
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -49,20 +47,11 @@ def _runner() -> CliRunner:
 
 
 def run_cli(*args: str):
-    return _runner().invoke(hi.import_hpcc, list(args), catch_exceptions=False)
+    return _runner().invoke(import_hpcc, list(args), catch_exceptions=False)
 
 
 def _core_build(scenario: dict, base_dir: Path) -> None:
-    """Builds the scenario with the compiled core when it is importable (schema + world + flows)."""
-    try:
-        sys.path.insert(0, str(ROOT / "python"))
-        from braid import _core  # type: ignore
-    except Exception:
-        return
-    finally:
-        sys.path.pop(0)
-    if "default_loss" not in _core.scenario_schema():
-        pytest.skip("the compiled core predates this importer (rebuild it: maturin develop)")
+    """Builds the scenario with the compiled core (schema + world + flows)."""
     _core.Simulation(json.dumps(scenario), str(base_dir), 1)
 
 
@@ -356,3 +345,32 @@ def test_config_doc_parses() -> None:
         pytest.skip("HPCC anchor files not present")
     cfg = hi.parse_config(ANCHORS / "config_doc.txt")
     assert set(cfg) == set(hi.ARITY)
+
+
+def test_one_reader_for_hpcc_files(tmp_path: Path) -> None:
+    # The importer reads HPCC's topology and flow files with the core's reader, the one a run
+    # uses: a file the run refuses, the importer refuses too, in the same words.
+    cfg = _config(tmp_path, lambda t: t)
+    scenario = hi.convert(cfg, out_dir=tmp_path).scenario
+    _core_build(scenario, tmp_path)  # the good files build
+    flows = tmp_path / "mix" / "flows-star4.txt"
+    for text, words in (
+        ("1\n0 1 3 100 1000 2.0\n", "node 0 is a switch, not a host"),  # node 0: the star's switch
+        ("1\n2 9 3 100 1000 2.0\n", "node 9 does not exist"),
+        ("1\n2 1 3 100 0 2.0\n", "flow size is 0 bytes"),
+        ("2\n2 1 3 100 1000 2.0\n", "file ends early"),
+    ):
+        flows.write_text(text)
+        r = run_cli(str(cfg))
+        assert r.exit_code == 2, (text, r.stderr)
+        assert words in r.stderr, r.stderr
+        with pytest.raises(_core.ScenarioError) as e:
+            _core_build(scenario, tmp_path)
+        importer = r.stderr.strip().splitlines()[-1].removeprefix("error: ")
+        assert importer == e.value.message, (importer, e.value.message)
+    # The topology likewise.
+    (tmp_path / "mix" / "topo-star4.txt").write_text("5 1 4\n0\n0 1 100Gbps 1000ns 0\n0 1 100Gbps 1000ns 0\n0 2 fast 1000ns 0\n")
+    with pytest.raises(ValueError) as e:
+        _core.hpcc_topology(str(tmp_path / "mix" / "topo-star4.txt"))
+    r = run_cli(str(cfg))
+    assert r.exit_code == 2 and r.stderr.strip().endswith(str(e.value)), (r.stderr, str(e.value))

@@ -303,12 +303,12 @@ HPCC = Path(__file__).parent / "data" / "hpcc"
 @pytest.mark.parametrize(
     "flows, topo, fragment",
     [
-        ("1\n0 1 3 100 1000 2.0\n", None, "flow source 0 is a switch"),
-        ("1\n9 1 3 100 1000 2.0\n", None, "flow source 9 does not exist"),
+        ("1\n0 1 3 100 1000 2.0\n", None, "node 0 is a switch, not a host"),
+        ("1\n9 1 3 100 1000 2.0\n", None, "node 9 does not exist (the topology has 5 nodes)"),
         ("3\n2 1 3 100 1000 2.0\n", None, "declares 3 flows, the file has 1"),
         ("1\n2 1 3 100 1000 soon\n", None, "start time"),
         (None, "5 1 4\n0\n0 1 100Gbps 1000ns 0\n0 2 100Gbps 1000ns 0\n0 3 100Gbps 1000ns 0\n0 7 40Gbps 1us 0\n", "node 7 does not exist"),
-        (None, "5 1 1\n9\n0 1 100Gbps 1000ns 0\n", "node 9 does not exist"),
+        (None, "5 1 1\n9\n0 1 100Gbps 1000ns 0\n", "switch 9 does not exist (line 1 declares 5 nodes"),
     ],
 )
 def test_import_hpcc_checks_its_files(tmp_path, flows, topo, fragment):

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from braid.scenario import BraidError, apply_override, load_scenario, parse_override, read_toml, refine_error
+from braid.scenario import BraidError, apply_override, load_scenario, parse_override, read_toml
 
 
 def test_values_are_read_as_toml_else_string():
@@ -148,14 +148,26 @@ def test_non_finite_numbers_rejected():
     assert e.value.path == "switch.ecn.pmax"
 
 
-def test_refine_error_paths():
-    d = {"topology": {"kind": "two-tor", "host_link": {"rate": "40Gbs", "delay": "1us"}, "spines": 3}, "traffic": [{"sizes": 1}]}
-    assert refine_error(d, "topology", 'expected a rate like "40Gbps", got "40Gbs" at line 1 column 9') == (
-        "topology.host_link.rate",
-        'expected a rate like "40Gbps", got "40Gbs"',
-    )
-    assert refine_error(d, "topology", "unknown field `spines`, expected ...")[0] == "topology.spines"
-    assert refine_error(d, "traffic[0]", "unknown field `sizes`, expected `size`")[0] == "traffic[0].sizes"
-    # Ambiguous or unrelated: the path stays.
-    assert refine_error(d, "topology", "missing field `paths`")[0] == "topology"
-    assert refine_error(d, "nic.mtu", "bad")[0] == "nic.mtu"
+@pytest.mark.parametrize(
+    "override, path, words",
+    [
+        ('topology.host_link.rate="40Gbs"', "topology.host_link.rate", 'got "40Gbs"'),
+        ("topology.spines=3", "topology.spines", "unknown field"),
+        ("traffic[0].sizes=1", "traffic[0].sizes", "unknown field"),
+        ("topology.paths=-1", "topology.paths", "expected a whole number from 0 to 4294967295, got -1"),
+        ('traffic[0]={pattern="incast", receiver=0, senders="x", size="1KB"}', "traffic[0].senders", 'expected a number of senders (e.g. 8) or a list of host indices (e.g. [1, 2, 3]), got "x"'),
+        ("measure.cc.qps=3", "measure.cc.qps", "got 3"),
+    ],
+)
+def test_core_errors_come_in_the_users_terms(small_file, override, path, words):
+    # The core words its refusals (crates/braid-sim/src/scenario/wording.rs): the culprit's key
+    # path and the expected form, no Rust type names, no JSON positions; Python passes them on.
+    from braid import _core
+
+    sc = load_scenario(small_file, [override])
+    with pytest.raises(_core.ScenarioError) as e:
+        _core.capacity(sc.to_json(), str(sc.base_dir), False)
+    assert e.value.path == path, (e.value.path, e.value.message)
+    assert words in e.value.message, e.value.message
+    for rust in ("u32", "untagged", "enum ", "struct ", "sequence", " at line "):
+        assert rust not in e.value.message, e.value.message

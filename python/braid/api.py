@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterable, Mapping, Optional, Union
 import polars as pl
 
 from . import _core
-from .scenario import BraidError, Scenario, load_scenario, refine_error
+from .scenario import BraidError, Scenario, load_scenario
 from .tables import TABLES, frame
 
 __all__ = ["RunResult", "run", "build", "validate", "estimate", "ScenarioError"]
@@ -115,28 +115,16 @@ def build(scenario: Union[str, Path, Mapping, Scenario], seed: Optional[int] = N
     cb, close = reporter(sc, progress)
     try:
         sim = _core.Simulation(sc.to_json(), str(sc.base_dir), seed, cb)
-    except _core.ScenarioError as e:
-        _refine(sc, e)
-        raise
     finally:
         close()
     eff = seed if seed is not None else int(sc.data.get("seed", 1))
     return sc, sim, eff
 
 
-def _refine(sc: Scenario, e: Exception) -> None:
-    """Sharpens a core ScenarioError's key path and message in place (``refine_error``)."""
-    path, message = refine_error(sc.data, getattr(e, "path", ""), getattr(e, "message", str(e)))
-    e.path, e.message = path, message
-    e.args = (f"{path}: {message}" if path else message,)
-
-
 def _capacity(sc: Scenario, check: bool) -> dict:
-    try:
-        return _core.capacity(sc.to_json(), str(sc.base_dir), check)
-    except _core.ScenarioError as e:
-        _refine(sc, e)
-        raise
+    # The core's errors come in the user's terms: the key path and the expected form
+    # (crates/braid-sim/src/scenario/wording.rs).
+    return _core.capacity(sc.to_json(), str(sc.base_dir), check)
 
 
 def estimate(scenario: Union[str, Path, Mapping, Scenario], overrides: Iterable[str] = (), check: bool = False) -> dict:

@@ -26,7 +26,7 @@ from typing import Dict, Iterable, List, Optional, Sequence
 
 from .scenario import BraidError, load_scenario, packaged_scenario
 
-__all__ = ["run_bench", "find_anchors", "benchmarks", "scale_benchmarks", "large_benchmarks", "scale_fits", "fit_line", "SCALE_SERIES", "qp_benchmarks", "QP_HOSTS"]
+__all__ = ["run_bench", "find_anchors", "run_hpcc_ns3", "hpcc_ns3_config", "HPCC_ANCHOR_INPUTS", "benchmarks", "scale_benchmarks", "large_benchmarks", "scale_fits", "fit_line", "SCALE_SERIES", "qp_benchmarks", "QP_HOSTS"]
 
 
 def find_anchors(explicit: Optional[str] = None) -> Optional[Path]:
@@ -53,7 +53,7 @@ def _hpcc_dcqcn(anchors: Path, config: str, topo: str, flows: str) -> dict:
     config's timers and rates, per-rate ECN maps, 32 MiB buffers, dynamic PFC, 1000-byte
     payloads, high-priority ACKs). Time series and per-message records are off: the benchmark
     measures the simulator, as HPCC's own run wrote only its FCT file."""
-    from .hpcc_import import convert
+    from .hpcc import convert
 
     sc = convert(anchors / config, topology=str(anchors / topo), flows=str(anchors / flows)).scenario
     sc["name"] = f"HPCC anchors: {Path(flows).stem}"
@@ -65,7 +65,7 @@ def _hpcc_mode(anchors: Path, config: str, topo: str, flows: str) -> dict:
     """The same anchor run with HPCC (CC_MODE 3) instead of DCQCN: the config's keys with
     CC_MODE 3 and HPCC's window on (HAS_WIN 1, VAR_WIN 1, FAST_REACT 1), imported as
     `braid import-hpcc` would, so switches stamp INT on every data packet."""
-    from .hpcc_import import convert
+    from .hpcc import convert
 
     text = (anchors / config).read_text()
     for key, value in (("CC_MODE", "3"), ("HAS_WIN", "1"), ("VAR_WIN", "1"), ("FAST_REACT", "1")):
@@ -79,9 +79,87 @@ def _hpcc_mode(anchors: Path, config: str, topo: str, flows: str) -> dict:
     return sc
 
 
-#: HPCC ns-3's own CPU time on the fat-tree anchor (built and run for the comparison in
-#: docs/topologies.md), the yardstick of the `hpcc-fattree` row.
-HPCC_NS3_ANCHOR_CPU_S = 220.5
+#: The HPCC anchors' inputs (config, topology, flows in the anchor folder), by benchmark: braid runs
+#: them as `braid import-hpcc` converts them, and `--hpcc-ns3` runs HPCC ns-3 on the same files.
+HPCC_ANCHOR_INPUTS: Dict[str, tuple] = {
+    "hpcc-incast": ("config-dcqcn-incast.txt", "topology-star-65.txt", "flows-incast-2to1.txt"),
+    "hpcc-fattree": ("config-dcqcn-fattree-websearch.txt", "topology-fattree-320.txt", "flows-websearch-320h-30pct-5ms.txt"),
+}
+
+#: The keys of an HPCC config that name files: the inputs point at the anchor folder, the outputs
+#: (and the trace list, an input HPCC reads whatever ENABLE_TRACE says) into the run's own folder.
+_HPCC_FILE_KEYS = ("TOPOLOGY_FILE", "FLOW_FILE", "TRACE_FILE", "TRACE_OUTPUT_FILE", "FCT_OUTPUT_FILE", "PFC_OUTPUT_FILE", "QLEN_MON_FILE")
+
+
+def check_hpcc_ns3(path: str) -> Path:
+    """``--hpcc-ns3 PATH``: an executable file, HPCC ns-3's ``third`` binary or a script that runs
+    it; either is called as ``PATH CONFIG`` with the path of an HPCC config.txt."""
+    p = Path(path)
+    what = "expected HPCC ns-3's built `third` binary or a run script taking a config.txt path (docs/performance.md)"
+    if not p.exists():
+        raise BraidError("--hpcc-ns3", f"{path}: no such file; {what}")
+    if not p.is_file():
+        raise BraidError("--hpcc-ns3", f"{path}: not a file; {what}")
+    if not os.access(p, os.X_OK):
+        raise BraidError("--hpcc-ns3", f"{path}: not executable (chmod +x); {what}")
+    return p.resolve()
+
+
+def hpcc_ns3_config(anchors: Path, inputs: tuple, out: Path) -> Path:
+    """The anchor's config.txt for a run of HPCC ns-3 in `out`: every key as in the anchor, the
+    topology and flow files the anchor folder's, every output (FCT, PFC, queue lengths, trace) in
+    `out`, and an empty trace list (HPCC reads it even with ENABLE_TRACE 0)."""
+    config, topo, flows = inputs
+    files = {
+        "TOPOLOGY_FILE": anchors / topo,
+        "FLOW_FILE": anchors / flows,
+        "TRACE_FILE": out / "trace.txt",
+        "TRACE_OUTPUT_FILE": out / "mix.tr",
+        "FCT_OUTPUT_FILE": out / "fct.txt",
+        "PFC_OUTPUT_FILE": out / "pfc.txt",
+        "QLEN_MON_FILE": out / "qlen.txt",
+    }
+    (out / "trace.txt").write_text("0\n")
+    lines = []
+    for line in (anchors / config).read_text().splitlines():
+        key = line.split(maxsplit=1)[0] if line.strip() else ""
+        lines.append(f"{key} {files[key].resolve()}" if key in _HPCC_FILE_KEYS else line)
+    cfg = out / "config.txt"
+    cfg.write_text("\n".join(lines) + "\n")
+    return cfg
+
+
+def run_hpcc_ns3(exe: Path, anchors: Path, inputs: tuple) -> dict:
+    """One run of the user's HPCC ns-3 (`exe CONFIG`, in a fresh folder) on an anchor's inputs: its
+    CPU time (user + system of the child and every process it waited for: with `./waf --run`,
+    waf's own build check counts too), wall time, peak memory and the flows in its FCT file."""
+    with tempfile.TemporaryDirectory(prefix="braid-hpcc-ns3-") as d:
+        out = Path(d)
+        cfg = hpcc_ns3_config(anchors, inputs, out)
+        with open(out / "stdout.txt", "w+") as fo, open(out / "stderr.txt", "w+") as fe:
+            t0 = time.perf_counter()
+            p = subprocess.Popen([str(exe), str(cfg)], cwd=out, stdout=fo, stderr=fe, stdin=subprocess.DEVNULL)
+            try:
+                _, status, ru = os.wait4(p.pid, 0)
+            except BaseException:
+                p.kill()
+                p.wait()
+                raise
+            wall = time.perf_counter() - t0
+            p.returncode = os.waitstatus_to_exitcode(status)
+            fe.seek(0)
+            stderr = fe.read()
+        r = {"command": f"{exe} CONFIG", "cpu_s": ru.ru_utime + ru.ru_stime, "wall_s": wall, "max_rss_mb": ru.ru_maxrss / 1024.0}
+        if p.returncode != 0:
+            last = (stderr.strip().splitlines() or ["(no output)"])[-1]
+            r["error"] = f"exit {p.returncode}: {last}"
+            return r
+        fct = out / "fct.txt"
+        if not fct.is_file():
+            r["error"] = "wrote no FCT file (FCT_OUTPUT_FILE): not HPCC ns-3, or it did not run the config"
+            return r
+        r["flows_completed"] = sum(1 for line in fct.read_text().splitlines() if line.strip())
+    return r
 
 #: The scale series: which benchmarks each memory fit runs through, and its x variable.
 SCALE_SERIES: Dict[str, List[str]] = {
@@ -204,14 +282,14 @@ def benchmarks(anchors: Optional[Path], quick: bool, scale_only: bool = False, w
     ]
     if anchors is not None:
         out.append(
-            ("hpcc-incast", "HPCC anchors 1: star of 65, 2 x 200 MB to one host, DCQCN", _hpcc_dcqcn(anchors, "config-dcqcn-incast.txt", "topology-star-65.txt", "flows-incast-2to1.txt"), anchors)
+            ("hpcc-incast", "HPCC anchors 1: star of 65, 2 x 200 MB to one host, DCQCN", _hpcc_dcqcn(anchors, *HPCC_ANCHOR_INPUTS["hpcc-incast"]), anchors)
         )
         if not quick:
             out.append(
                 (
                     "hpcc-fattree",
                     "HPCC anchors 2 (headline): fat-tree 320 hosts, 3,100 web-search flows, DCQCN",
-                    _hpcc_dcqcn(anchors, "config-dcqcn-fattree-websearch.txt", "topology-fattree-320.txt", "flows-websearch-320h-30pct-5ms.txt"),
+                    _hpcc_dcqcn(anchors, *HPCC_ANCHOR_INPUTS["hpcc-fattree"]),
                     anchors,
                 )
             )
@@ -367,6 +445,36 @@ def run_repeated(name: str, source, base_dir: Optional[Path], repeat: int) -> di
     return r
 
 
+def _median_runs(runs: List[dict]) -> dict:
+    """The first failed run, else the first run with its times and memory the medians."""
+    bad = [r for r in runs if "error" in r]
+    if bad:
+        return bad[0]
+    r = dict(runs[0])
+    for k in ("cpu_s", "wall_s", "max_rss_mb"):
+        r[k] = statistics.median(x[k] for x in runs)
+    if len(runs) > 1:
+        r["repeat"] = len(runs)
+    return r
+
+
+def _side_by_side(rows: List[dict], repeat: int) -> List[str]:
+    """braid and the user's HPCC ns-3 on the same anchor inputs, in this sitting: one line each."""
+    med = f"medians of {repeat} runs each, " if repeat > 1 else ""
+    out = [f"braid and HPCC ns-3 side by side (same inputs, this machine, this sitting; {med}CPU time of each child process):"]
+    for r in rows:
+        h = r["hpcc_ns3"]
+        if "error" in r or "error" in h:
+            out.append(f"  {r['name']}: [red]{r.get('error') or h.get('error')}[/red]")
+            continue
+        ratio = f"{h['cpu_s'] / r['cpu_s']:.1f}x" if r["cpu_s"] > 0 else "-"
+        out.append(
+            f"  {r['name']}: braid {r['cpu_s']:.2f} s, HPCC ns-3 {h['cpu_s']:.2f} s; HPCC ns-3 / braid = {ratio} "
+            f"(peak {r['max_rss_mb']:.0f} / {h['max_rss_mb']:.0f} MB; flows done {int(r['headline'].get('flows_completed', 0))} / {h['flows_completed']})"
+        )
+    return out
+
+
 def _mb(v: float) -> str:
     return "-" if math.isnan(v) else f"{v:.0f}"
 
@@ -383,9 +491,14 @@ def run_bench(
     scale: bool = False,
     repeat: int = 1,
     window_us: float = SCALE_WINDOW_US,
+    hpcc_ns3: Optional[str] = None,
 ) -> dict:
     """Runs the benchmarks (`scale`: only the scale series) and prints their tables. Returns
-    {"scenarios": [one dict per benchmark], "fits": scale_fits(...)}, which --json also writes."""
+    {"scenarios": [one dict per benchmark], "fits": scale_fits(...)}, which --json also writes.
+    `hpcc_ns3` (an executable: HPCC ns-3's `third` or a script running it, called as `PATH
+    CONFIG`) runs HPCC ns-3 on each HPCC anchor right after braid, on the same inputs: its
+    figures go into the anchor's row as `hpcc_ns3`, and a table sets both CPU times side by side
+    with their ratio."""
     from rich.table import Table
 
     from .show import console, fmt
@@ -403,6 +516,13 @@ def run_bench(
             if o not in names:
                 raise BraidError("--only", f"unknown benchmark {o!r}; available: {', '.join(sorted(names))}")
         todo = [b for b in todo if b[0] in only]
+    ns3 = None
+    if hpcc_ns3 is not None:
+        ns3 = check_hpcc_ns3(hpcc_ns3)
+        if anc is None:
+            raise BraidError("--hpcc-ns3", "needs the HPCC anchor folder (--anchors DIR): HPCC ns-3 runs on the anchors' inputs")
+        if not any(b[0] in HPCC_ANCHOR_INPUTS for b in todo):
+            raise BraidError("--hpcc-ns3", f"runs beside the HPCC benchmarks ({', '.join(HPCC_ANCHOR_INPUTS)}); none is selected")
     c = console()
     if anc is None and not scale:
         c.print("[dim]HPCC anchors not found (../shared/anchors/hpcc): skipping the HPCC scenarios[/dim]")
@@ -416,6 +536,10 @@ def run_bench(
         rows.append(r)
         med = f" (median of {repeat})" if repeat > 1 else ""
         c.print(" [red]failed[/red]" if "error" in r else f" {r['cpu_s']:.2f} s CPU{med}")
+        if ns3 is not None and name in HPCC_ANCHOR_INPUTS:
+            c.print(f"[bold]{name}[/bold] in HPCC ns-3 ({ns3}) ...", end="")
+            r["hpcc_ns3"] = h = _median_runs([run_hpcc_ns3(ns3, anc, HPCC_ANCHOR_INPUTS[name]) for _ in range(repeat)])
+            c.print(f" [red]failed: {h['error']}[/red]" if "error" in h else f" {h['cpu_s']:.2f} s CPU{med}")
     qp_rows = [r for r in rows if r["name"].startswith("a2a-")]
     main_rows = [r for r in rows if "series" not in r and r not in qp_rows]
     scale_rows = [r for r in rows if "series" in r]
@@ -441,13 +565,10 @@ def run_bench(
                 f"{int(h.get('flows_completed', 0))}/{int(h.get('flows', 0))}",
             )
         c.print(t)
-        anchor = [r for r in rows if r["name"] == "hpcc-fattree" and "error" not in r]
-        if anchor:
-            cpu = anchor[0]["cpu_s"]
-            c.print(
-                f"HPCC ns-3 on the fat-tree anchor: 118.8 M events, {HPCC_NS3_ANCHOR_CPU_S} s CPU, 347 MB peak; braid {cpu:.2f} s, "
-                f"{HPCC_NS3_ANCHOR_CPU_S / cpu:.0f}x faster (issue 16's target: 50x, <= {HPCC_NS3_ANCHOR_CPU_S / 50:.1f} s)."
-            )
+        side = [r for r in rows if "hpcc_ns3" in r]
+        if side:
+            for line in _side_by_side(side, repeat):
+                c.print(line)
     fits = scale_fits(rows)
     if scale_rows:
         t = Table(title="braid bench: scale (fat-tree, 100G/400G, DCQCN, web-search at 0.3 load; ft-k48: the large point)", header_style="bold")

@@ -1,7 +1,7 @@
 """Scenario values in braid's units ("100Gbps", "32MiB", "1.5us") and the TOML subset scenarios
 use (strings, numbers, booleans, arrays, tables), written without a TOML library.
 
-Standard library only: ``hpcc_import`` loads it without the compiled core.
+Standard library only (``braid.hpcc.convert`` writes its scenarios with it).
 """
 
 from __future__ import annotations

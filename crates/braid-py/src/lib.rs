@@ -3,6 +3,7 @@
 use pyo3::prelude::*;
 
 mod drum;
+mod hpcc;
 mod sim;
 
 #[pymodule]
@@ -18,5 +19,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__build__", build)?;
     sim::register(m)?;
     drum::register(m)?;
+    hpcc::register(m)?;
     Ok(())
 }

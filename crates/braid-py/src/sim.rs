@@ -215,7 +215,7 @@ pub fn scenario_schema() -> String {
     braid_sim::scenario_json_schema()
 }
 
-fn numeric<'py, T: Copy>(
+pub(crate) fn numeric<'py, T: Copy>(
     py: Python<'py>,
     frombuffer: &Bound<'py, PyAny>,
     v: &[T],

@@ -362,7 +362,8 @@ pub fn check_json(json: &str, base_dir: &Path) -> Result<Estimate, ScenarioError
     let sc = Scenario::from_json(json)?;
     let e = estimate(&sc, base_dir);
     if let Some((budget, source)) = memory_budget()? {
-        e.check(budget, source)?;
+        e.check(budget, source)
+            .map_err(|e| crate::scenario::wording::in_document(json, e))?;
     }
     Ok(e)
 }

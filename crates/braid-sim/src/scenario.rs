@@ -12,6 +12,8 @@ use serde::de::value::MapAccessDeserializer;
 use serde::de::{DeserializeSeed, Deserializer, IntoDeserializer, MapAccess, Visitor};
 use serde::{Deserialize, Serialize, Serializer};
 
+pub(crate) mod wording;
+
 /// A braid scenario: a topology, the models' parameters, traffic and applications.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -61,15 +63,18 @@ fn err(path: impl Into<String>, message: impl Into<String>) -> ScenarioError {
 }
 
 impl Scenario {
-    /// Parses a scenario from JSON, naming the key path of the first error.
+    /// Parses a scenario from JSON, naming the key path of the first error and saying what was
+    /// expected in the scenario's terms (`scenario/wording.rs`).
     pub fn from_json(json: &str) -> Result<Scenario, ScenarioError> {
         let de = &mut serde_json::Deserializer::from_str(json);
-        let s: Scenario = serde_path_to_error::deserialize(de).map_err(|e| {
-            let path = e.path().to_string();
-            let path = if path == "." { String::new() } else { path };
-            err(path, e.into_inner().to_string())
-        })?;
-        s.validate()?;
+        let s: Scenario = serde_path_to_error::deserialize(de)
+            .map_err(|e| {
+                let path = e.path().to_string();
+                let path = if path == "." { String::new() } else { path };
+                err(path, e.into_inner().to_string())
+            })
+            .map_err(|e| wording::in_document(json, e))?;
+        s.validate().map_err(|e| wording::in_document(json, e))?;
         Ok(s)
     }
 

@@ -36,7 +36,7 @@ impl Simulation {
         seed: Option<u64>,
     ) -> Result<Self, ScenarioError> {
         let sc = Scenario::from_json(json)?;
-        Self::build(sc, base_dir, seed)
+        Self::build(sc, base_dir, seed).map_err(|e| crate::scenario::wording::in_document(json, e))
     }
 
     /// [`Simulation::from_json`], reporting the build's progress to `progress` (stage, done,
@@ -54,6 +54,7 @@ impl Simulation {
             seed,
             &mut crate::progress::Progress::new(progress),
         )
+        .map_err(|e| crate::scenario::wording::in_document(json, e))
     }
 
     /// Builds a run: the network (step 1), its tenants with their stacks (step 2), the host

@@ -268,7 +268,7 @@ fn transport_override_errors_name_the_key_path() {
         (
             json!({"traffic": [{"pattern": "flows", "flows": [], "transport": {"mp_rdma": {"vp_min": "x"}}}]}),
             "traffic[0].transport.mp_rdma.vp_min",
-            "invalid type",
+            "expected a whole number from 0 to 65535, got \"x\"",
         ),
         (
             json!({"traffic": [{"transport": {"foo": 1}, "pattern": "flows", "flows": []}]}),
@@ -282,7 +282,7 @@ fn transport_override_errors_name_the_key_path() {
         ),
         (
             json!({"traffic": [{"pattern": "flows", "flows": [], "transport": {}, "bogus": 1}]}),
-            "traffic[0]",
+            "traffic[0].bogus",
             "unknown field `bogus`",
         ),
     ];

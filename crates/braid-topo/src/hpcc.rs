@@ -14,6 +14,7 @@
 
 use crate::input::shown;
 use crate::topology::{Graph, LinkDesc, NodeDesc, NodeKind};
+use crate::traffic::FlowDesc;
 use crate::units::{Duration, Rate};
 use std::path::Path;
 
@@ -30,7 +31,7 @@ pub struct HpccFlow {
 
 struct Tokens<'a> {
     file: String,
-    it: Box<dyn Iterator<Item = (usize, &'a str)> + 'a>,
+    it: std::iter::Peekable<Box<dyn Iterator<Item = (usize, &'a str)> + 'a>>,
     last_line: usize,
 }
 
@@ -42,9 +43,13 @@ impl<'a> Tokens<'a> {
             .flat_map(|(i, l)| l.split_whitespace().map(move |t| (i + 1, t)));
         Tokens {
             file: path.display().to_string(),
-            it: Box::new(it),
+            it: (Box::new(it) as Box<dyn Iterator<Item = (usize, &'a str)> + 'a>).peekable(),
             last_line: 1,
         }
+    }
+
+    fn peek(&mut self) -> Option<&(usize, &'a str)> {
+        self.it.peek()
     }
 
     fn err(&self, line: usize, msg: impl std::fmt::Display) -> String {
@@ -111,13 +116,13 @@ pub fn parse_topology(path: &Path, text: &str) -> Result<Graph, String> {
             return Err(t.err(
                 l,
                 format!(
-                    "switch id {id} is out of range (nodes are 0..{})",
+                    "switch {id} does not exist (line 1 declares {n_nodes} nodes: ids 0 to {})",
                     n_nodes - 1
                 ),
             ));
         }
         if nodes[id as usize].kind == NodeKind::Switch {
-            return Err(t.err(l, format!("switch id {id} is listed twice")));
+            return Err(t.err(l, format!("switch {id} is listed twice")));
         }
         nodes[id as usize].kind = NodeKind::Switch;
     }
@@ -133,7 +138,7 @@ pub fn parse_topology(path: &Path, text: &str) -> Result<Graph, String> {
                 return Err(t.err(
                     l,
                     format!(
-                        "node id {id} is out of range (nodes are 0..{})",
+                        "node {id} does not exist (line 1 declares {n_nodes} nodes: ids 0 to {})",
                         n_nodes - 1
                     ),
                 ));
@@ -187,7 +192,14 @@ pub fn parse_flows(path: &Path, text: &str) -> Result<Vec<HpccFlow>, String> {
     let mut t = Tokens::new(path, text);
     let (_, n) = t.int::<u64>("the number of flows")?;
     let mut flows = Vec::with_capacity(n.min(50_000_000) as usize);
-    for _ in 0..n {
+    for i in 0..n {
+        // A short file, said in its own terms: the count on line 1 against the flows there are.
+        if t.peek().is_none() {
+            return Err(t.err(
+                t.last_line,
+                format!("file ends early: line 1 declares {n} flows, the file has {i}"),
+            ));
+        }
         let (l, src) = t.int::<u32>("a flow's source node id")?;
         let (_, dst) = t.int::<u32>("a flow's destination node id")?;
         let (lp, priority) = t.int::<u32>("a flow's priority")?;
@@ -219,6 +231,56 @@ pub fn parse_flows(path: &Path, text: &str) -> Result<Vec<HpccFlow>, String> {
         });
     }
     Ok(flows)
+}
+
+/// The flows of an HPCC flow file on the host indices of `topology`, the HPCC topology its node
+/// ids refer to: read and checked as a run reads `pattern = "hpcc"` with `topology` (every flow
+/// between two hosts that exist, none of 0 bytes). `braid import-hpcc` reads the files through
+/// this too (braid-py's `hpcc_flows`), so the importer and the run refuse the same files in the
+/// same words.
+pub fn read_flows_on(path: &Path, topology: &Graph) -> Result<Vec<FlowDesc>, String> {
+    let raw = read_flows(path)?;
+    let idx = topology.host_index_map();
+    to_hosts(path, &raw, |id| graph_host(&idx, id))
+}
+
+/// Node id `id` as a host index, through a graph's `host_index_map`.
+pub(crate) fn graph_host(idx: &[Option<u32>], id: u32) -> Result<u32, String> {
+    match idx.get(id as usize) {
+        Some(Some(h)) => Ok(*h),
+        Some(None) => Err(format!("node {id} is a switch, not a host")),
+        None => Err(format!(
+            "node {id} does not exist (the topology has {} nodes)",
+            idx.len()
+        )),
+    }
+}
+
+/// `raw` with node ids mapped to host indices by `lookup`; read whole, so a bad line anywhere
+/// refuses the file before any flow runs. Errors name the file and the flow.
+pub(crate) fn to_hosts(
+    path: &Path,
+    raw: &[HpccFlow],
+    lookup: impl Fn(u32) -> Result<u32, String>,
+) -> Result<Vec<FlowDesc>, String> {
+    let mut out = Vec::with_capacity(raw.len());
+    for (i, f) in raw.iter().enumerate() {
+        let at = |m: String| format!("{}: flow {} (of {}): {m}", path.display(), i + 1, raw.len());
+        let src = lookup(f.src).map_err(at)?;
+        let dst = lookup(f.dst).map_err(at)?;
+        if f.size == 0 {
+            return Err(at("flow size is 0 bytes".into()));
+        }
+        out.push(FlowDesc {
+            src,
+            dst,
+            size: f.size,
+            start_ps: f.start_ps,
+            priority: f.priority,
+            dport: f.dport,
+        });
+    }
+    Ok(out)
 }
 
 /// Seconds as a plain decimal ("2.000000261", "2", "1e-3") → picoseconds, exactly.
@@ -260,9 +322,15 @@ mod tests {
         let e = parse_topology(&p(), "4 1 3\n0\n0 1 100Gbps 1000ns 0\n").unwrap_err();
         assert!(e.starts_with("t.txt:3: file ends early"), "{e}");
         let e = parse_topology(&p(), "4 1 1\n9\n").unwrap_err();
-        assert!(e.starts_with("t.txt:2: switch id 9"), "{e}");
+        assert!(
+            e.starts_with("t.txt:2: switch 9 does not exist (line 1 declares 4 nodes"),
+            "{e}"
+        );
         let e = parse_topology(&p(), "4 1 1\n0\n0 7 1Gbps 1us 0\n").unwrap_err();
-        assert!(e.starts_with("t.txt:3: node id 7"), "{e}");
+        assert!(
+            e.starts_with("t.txt:3: node 7 does not exist (line 1 declares 4 nodes: ids 0 to 3)"),
+            "{e}"
+        );
         let e = parse_topology(&p(), "4 1 1\n0\n0 1 1Gbps 1us 2\n").unwrap_err();
         assert!(e.contains("error rate"), "{e}");
         let e = parse_topology(&p(), "x 1 1\n").unwrap_err();
@@ -297,6 +365,15 @@ mod tests {
         let e = parse_flows(&p(), "1\n2 1 3 100 5 2s\n").unwrap_err();
         assert!(e.starts_with("t.txt:2: expected a start time"), "{e}");
         let e = parse_flows(&p(), "3\n2 1 3 100 5 2\n").unwrap_err();
-        assert!(e.contains("file ends early"), "{e}");
+        assert!(
+            e.starts_with("t.txt:2: file ends early: line 1 declares 3 flows, the file has 1"),
+            "{e}"
+        );
+        // A flow cut short mid-line is its own error.
+        let e = parse_flows(&p(), "1\n2 1 3\n").unwrap_err();
+        assert!(
+            e.contains("file ends early: expected a flow's destination port"),
+            "{e}"
+        );
     }
 }

@@ -43,7 +43,10 @@ impl Default for CcConfig {
 
 /// `measure.cc.qps`: `"all"`, or a list of flow ids and `{ host, qpn }` tables.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(untagged)]
+#[serde(
+    untagged,
+    expecting = "expected \"all\" or a list of flow ids and { host, qpn } tables (e.g. [0, { host = 1, qpn = 2 }])"
+)]
 pub enum CcQps {
     All(String),
     List(Vec<QpSel>),
@@ -51,7 +54,10 @@ pub enum CcQps {
 
 /// One entry of `measure.cc.qps`.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(untagged)]
+#[serde(
+    untagged,
+    expecting = "expected a flow id (e.g. 3) or { host = 1, qpn = 2 }"
+)]
 pub enum QpSel {
     /// A flow id.
     Flow(u32),

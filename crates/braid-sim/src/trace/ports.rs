@@ -10,7 +10,10 @@ use std::collections::HashMap;
 
 /// A sampled queue: "node:port" / "all-fabric", or a port named by the neighbour it faces.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(untagged)]
+#[serde(
+    untagged,
+    expecting = "expected \"node:port\" (e.g. \"tor0:5\"), \"all-fabric\" or { node = \"tor0\", peer = \"spine1\" }"
+)]
 pub enum QueueSpec {
     Name(String),
     Facing(QueueFacing),

@@ -239,9 +239,10 @@ fn patch<T: Serialize + serde::de::DeserializeOwned>(
     for (k, x) in keys {
         obj.insert(k.clone(), x.clone());
     }
+    let keys = serde_json::Value::Object(keys.clone());
     serde_path_to_error::deserialize(v).map_err(|e| {
         let path = e.path().to_string();
-        let msg = e.into_inner().to_string();
-        (if path == "." { String::new() } else { path }, msg)
+        let path = if path == "." { String::new() } else { path };
+        crate::scenario::wording::refine(Some(&keys), &path, &e.into_inner().to_string())
     })
 }

@@ -36,7 +36,10 @@ pub struct StaticRoute {
 /// A source a static route matches: a host index (every address of that host) or
 /// `{host, addr}` (one of its addresses).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(untagged)]
+#[serde(
+    untagged,
+    expecting = "expected a host index (e.g. 3) or { host = 3, addr = 1 }"
+)]
 pub enum RouteSrc {
     /// Every address of this host (index).
     Host(u32),

@@ -10,7 +10,10 @@ use std::path::Path;
 
 /// A node named by id or by name (`"spine0"`, `"n12"`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(untagged)]
+#[serde(
+    untagged,
+    expecting = "expected a node id (e.g. 3) or a node name (e.g. \"spine0\")"
+)]
 pub enum NodeRef {
     Id(u32),
     Name(String),
@@ -27,7 +30,10 @@ impl fmt::Display for NodeRef {
 
 /// `nodes` of an explicit edge list: a count (names `n0`, `n1`, …) or a list of names.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(untagged)]
+#[serde(
+    untagged,
+    expecting = "expected a number of nodes (e.g. 6) or a list of names (e.g. [\"h0\", \"sw0\"])"
+)]
 pub enum NodesSpec {
     Count(u32),
     Names(Vec<String>),

@@ -2,7 +2,7 @@
 
 #[allow(unused_imports)] // for the doc link
 use super::TrafficSpec;
-use super::{e, FlowDesc, FlowIter, NodeMap, TrafficCtx, TrafficPattern, TrafficVolume};
+use super::{e, FlowIter, NodeMap, TrafficCtx, TrafficPattern, TrafficVolume};
 use crate::hpcc;
 use crate::topology::resolve;
 use braid_engine::RngStream;
@@ -45,8 +45,8 @@ impl TrafficPattern for Hpcc {
             }
             None => ctx.map,
         };
-        let lookup: Box<dyn Fn(u32) -> Result<u32, String>> = match map {
-            NodeMap::Identity(n) => Box::new(move |id: u32| {
+        let out = match map {
+            NodeMap::Identity(n) => hpcc::to_hosts(&path, &raw, |id: u32| {
                 if id < n {
                     Ok(id)
                 } else {
@@ -59,39 +59,10 @@ impl TrafficPattern for Hpcc {
             }),
             NodeMap::Graph(g) => {
                 let idx = g.host_index_map();
-                Box::new(move |id: u32| match idx.get(id as usize) {
-                    Some(Some(h)) => Ok(*h),
-                    Some(None) => Err(format!("node {id} is a switch, not a host")),
-                    None => Err(format!(
-                        "node {id} does not exist (the topology has {} nodes)",
-                        idx.len()
-                    )),
-                })
+                hpcc::to_hosts(&path, &raw, |id| hpcc::graph_host(&idx, id))
             }
-        };
-        // Read whole: a bad line anywhere refuses the file before any flow runs.
-        let mut out = Vec::with_capacity(raw.len());
-        for (i, f) in raw.iter().enumerate() {
-            let at = |m: String| {
-                e(
-                    "file",
-                    format!("{}: flow {} (of {}): {m}", path.display(), i + 1, raw.len()),
-                )
-            };
-            let src = lookup(f.src).map_err(at)?;
-            let dst = lookup(f.dst).map_err(at)?;
-            if f.size == 0 {
-                return Err(at("flow size is 0 bytes".into()));
-            }
-            out.push(FlowDesc {
-                src,
-                dst,
-                size: f.size,
-                start_ps: f.start_ps,
-                priority: f.priority,
-                dport: f.dport,
-            });
         }
+        .map_err(|m| e("file", m))?;
         Ok(out.into())
     }
 

@@ -12,7 +12,10 @@ use std::collections::HashSet;
 
 /// `senders` of an incast: a count (the lowest-numbered hosts other than the receiver) or a list.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(untagged)]
+#[serde(
+    untagged,
+    expecting = "expected a number of senders (e.g. 8) or a list of host indices (e.g. [1, 2, 3])"
+)]
 pub enum Senders {
     Count(u32),
     List(Vec<u32>),

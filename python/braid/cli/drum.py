@@ -1,6 +1,6 @@
 """``braid drum``: solve DRUM instances and plot their convergence.
 
-Importable on its own (``from braid.cli_drum import drum``). User mistakes raise
+Importable on its own (``from braid.cli.drum import drum``). User mistakes raise
 ``click.UsageError``/``click.BadParameter`` (exit code 2), never a traceback.
 """
 
@@ -18,7 +18,7 @@ def _user_errors(f):
 
     @functools.wraps(f)
     def wrapper(*a, **kw):
-        from .drum import DrumInputError
+        from ..drum import DrumInputError
 
         try:
             return f(*a, **kw)
@@ -51,7 +51,7 @@ def _finite_nonneg(ctx, param, value):
 
 
 def _alpha(ctx, param, value):
-    from .drum import MAX_ALPHA
+    from ..drum import MAX_ALPHA
 
     if not (0 < value <= MAX_ALPHA):
         raise click.BadParameter(f"must be a number in (0, {MAX_ALPHA:g}], got {value}")
@@ -105,11 +105,11 @@ def solve_cmd(n, m, op, alpha, beta, k, method, rho, rho_policy, relax, loss, st
     from rich.console import Console
     from rich.table import Table
 
-    from . import drum as D
+    from .. import drum as D
 
     if out.suffix not in (".parquet", ".csv"):
         raise click.BadParameter("must end in .parquet or .csv", param_hint="'--out'")
-    from .results import check_out_file
+    from ..results import check_out_file
 
     # Before the solve: a bad --out is an error now, not after the work.
     check_out_file(out, "--out")
@@ -215,7 +215,7 @@ def solve_cmd(n, m, op, alpha, beta, k, method, rho, rho_policy, relax, loss, st
 @_user_errors
 def plot_cmd(traces, kind, out, title):
     """Draw the paper's Fig. 4-6 style plots from traces written by `braid drum solve`."""
-    from .drum.plot import plot_traces, read_trace
+    from ..drum.plot import plot_traces, read_trace
 
     dfs = []
     for t in traces:
@@ -233,3 +233,6 @@ def plot_cmd(traces, kind, out, title):
         dfs.append(d)
     path = plot_traces(dfs, out, kind=kind, title=title)
     click.echo(f"wrote {path}")
+
+
+COMMANDS = (drum,)

@@ -8,8 +8,8 @@ from typing import Optional
 
 import click
 
-from .cli_dask import dask_options
-from .scenario import BraidError
+from ._dask import dask_options
+from ..scenario import BraidError
 
 
 @click.command()
@@ -39,11 +39,11 @@ def sweep(source: Optional[str], grids: tuple, seeds: Optional[str], overrides: 
 
     --dask slurm submits SLURM jobs whose Dask workers run the points (a [dask.slurm] table in
     the sweep file holds the same options); docs/sweep.md."""
-    from .cli_dask import check_forms, choose, pop_slurm
-    from .show import console
-    from .signals import workers_stop_with_us
-    from .sweep import SweepDir, collect, make_executor, make_plan, run_sweep
-    from .sweep.progress import TaskBar
+    from ._dask import check_forms, choose, pop_slurm
+    from ..show import console
+    from ..signals import workers_stop_with_us
+    from ..sweep import SweepDir, collect, make_executor, make_plan, run_sweep
+    from ..sweep.progress import TaskBar
 
     err = console(stderr=True)
     slurm = pop_slurm(slurm_args)
@@ -93,3 +93,6 @@ def sweep(source: Optional[str], grids: tuple, seeds: Optional[str], overrides: 
             click.echo(f"... and {len(oc.failed) - 10} more (see {out.errors})", err=True)
         click.echo(f"error: {len(oc.failed)} of {oc.total} points failed; run the same command to retry them", err=True)
         sys.exit(1)
+
+
+COMMANDS = (sweep,)

@@ -1,4 +1,4 @@
-"""``braid compare-hpcc RESULTS_DIR [--hpcc FCT.txt]``: slowdown by flow size, braid beside HPCC.
+"""Slowdown by flow size, braid beside HPCC (``braid compare-hpcc RESULTS_DIR [--hpcc FCT.txt]``).
 
 HPCC ns-3's ``fct.txt`` (one line per flow: ``sip dip sport dport size start_ns fct_ns
 standalone_fct_ns``) and a braid results folder (``flows.parquet``) both give, per flow, a size
@@ -15,9 +15,7 @@ import math
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
-import click
-
-__all__ = ["BUCKETS", "bucket_table", "read_hpcc_fct", "read_braid", "format_table", "compare_hpcc"]
+__all__ = ["BUCKETS", "bucket_table", "read_hpcc_fct", "read_braid", "format_table"]
 
 #: (label, smallest size, first size of the next bucket), bytes.
 BUCKETS: List[Tuple[str, int, Optional[int]]] = [
@@ -66,10 +64,10 @@ def bucket_table(sizes: Sequence[int], slowdowns: Sequence[float]) -> List[Dict[
 
 def read_hpcc_fct(path: Path) -> Tuple[List[int], List[float]]:
     """Sizes and slowdowns (fct / standalone_fct) of an HPCC ns-3 ``fct.txt``."""
-    from .scenario import BraidError
+    from ..scenario import BraidError
 
     try:
-        from .inputs import read_input_text
+        from ..inputs import read_input_text
 
         text = read_input_text(Path(path))
     except OSError as e:
@@ -94,10 +92,10 @@ def read_hpcc_fct(path: Path) -> Tuple[List[int], List[float]]:
 def read_braid(results) -> Tuple[List[int], List[float]]:
     """Sizes and slowdowns of the completed flows of a braid run (a results folder or a
     ``braid.run`` result)."""
-    from .scenario import BraidError
+    from ..scenario import BraidError
 
     if isinstance(results, (str, Path)):
-        from .results import read_results
+        from ..results import read_results
 
         p = Path(results)
         if not (p / "flows.parquet").is_file():
@@ -143,17 +141,3 @@ def format_table(rows: List[Dict[str, object]], ref: Optional[List[Dict[str, obj
             f"{f(r['p50'])} | {f(r['p99'])} | {f(r['mean'])} | {f(r50)} | {f(r99)} |"
         )
     return "\n".join(out)
-
-
-@click.command("compare-hpcc")
-@click.argument("folder", metavar="RESULTS_DIR")
-@click.option("--hpcc", "fct", metavar="FCT_TXT", help="HPCC ns-3's fct.txt for the same inputs: its columns are printed beside braid's.")
-def compare_hpcc(folder: str, fct: Optional[str]) -> None:
-    """Slowdown by flow size (p50, p99, mean per decade of size) of a braid run, beside HPCC
-    ns-3's fct.txt for the same inputs (docs/topologies.md, "HPCC fidelity")."""
-    sizes, sd = read_braid(folder)
-    rows = bucket_table(sizes, sd)
-    ref = None
-    if fct is not None:
-        ref = bucket_table(*read_hpcc_fct(Path(fct)))
-    click.echo(format_table(rows, ref))

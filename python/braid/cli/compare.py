@@ -16,8 +16,8 @@ def compare(folders: tuple, metrics: tuple, out_dir: Optional[str], html: Option
     """Compare results folders (runs) or sweep folders: headline metrics side by side, overlaid
     FCT/slowdown CDFs and goodput over time for runs; for sweeps, each metric against the swept
     key(s), one line per sweep. Names are the folder names (made unique)."""
-    from .report.compare import compare as do_compare
-    from .show import console
+    from ..report.compare import compare as do_compare
+    from ..show import console
 
     _cmp, _table, tables, written = do_compare(folders, metrics, out_dir, html)
     c = console()
@@ -25,3 +25,6 @@ def compare(folders: tuple, metrics: tuple, out_dir: Optional[str], html: Option
         c.print(t)
     for p in written:
         click.echo(str(p))
+
+
+COMMANDS = (compare,)

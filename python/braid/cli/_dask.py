@@ -7,7 +7,7 @@ from typing import Any, Callable, Optional, Tuple
 
 import click
 
-from .scenario import BraidError
+from ..scenario import BraidError
 
 SLURM_KEYS = ("partition", "account", "cores", "memory", "walltime", "jobs", "extra", "prologue", "interface")
 
@@ -33,7 +33,7 @@ def dask_options(f: Callable) -> Callable:
 
 def pop_slurm(kwargs: dict):
     """Takes the ``slurm_*`` arguments out of a command's kwargs as SlurmOptions."""
-    from .sweep.slurm import SlurmOptions
+    from ..sweep.slurm import SlurmOptions
 
     vals = {k: kwargs.pop(f"slurm_{k}") for k in SLURM_KEYS}
     for k in ("extra", "prologue"):
@@ -43,7 +43,7 @@ def pop_slurm(kwargs: dict):
 
 def check_forms(dask: Optional[str], jobs: Optional[int], slurm: Any) -> None:
     """Each option's own form (before a sweep file is read)."""
-    from .sweep.executors import check_dask_spec
+    from ..sweep.executors import check_dask_spec
 
     if jobs is not None and jobs < 1:
         raise BraidError("--jobs", f"expected a positive integer, got {jobs}")
@@ -55,7 +55,7 @@ def check_forms(dask: Optional[str], jobs: Optional[int], slurm: Any) -> None:
 def choose(dask: Optional[str], jobs: Optional[int], slurm: Any, file_dask: Optional[str] = None, file_slurm: Any = None) -> Tuple[Optional[str], Any]:
     """The cluster to use and its SLURM options (a sweep file's, with the command line's on top),
     checked: one BraidError naming the option otherwise."""
-    from .sweep.slurm import SlurmOptions, check_available
+    from ..sweep.slurm import SlurmOptions, check_available
 
     check_forms(dask, jobs, slurm)
     spec = dask or file_dask

@@ -20,14 +20,14 @@ from typing import Optional
 
 import click
 
-from .scenario import BraidError
+from ..scenario import BraidError
 
 BUILD = "cargo build --release -p braid-rdma --features rdma --bins"
 
 
 def find_tool(name: str) -> Optional[Path]:
     """The binary ``name``: $BRAID_RDMA_BIN/name, then PATH, then the source tree's target/ (an
-    editable install: python/braid is two folders below the workspace)."""
+    editable install: this file is three folders below the workspace)."""
     env = os.environ.get("BRAID_RDMA_BIN")
     if env:
         p = Path(env) / name
@@ -35,7 +35,7 @@ def find_tool(name: str) -> Optional[Path]:
     hit = shutil.which(name)
     if hit:
         return Path(hit)
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     for profile in ("release", "debug"):
         p = root / "target" / profile / name
         if p.is_file() and os.access(p, os.X_OK):
@@ -78,3 +78,6 @@ def conformance(args: tuple) -> None:
     """The verbs conformance suite on a real RDMA device (``-d DEV [--middleware NAME]
     [--busy-poll]``). Runs braid-conformance."""
     sys.exit(run_tool("braid-conformance", args))
+
+
+COMMANDS = (perftest, conformance)

@@ -19,7 +19,10 @@ import click
 def plot(folders: tuple, figures: tuple, metrics: tuple, group: Optional[str], bucket_edges: Optional[str], window: Optional[str], fmt: str, out_dir: Optional[str]) -> None:
     """Redraw figures from results (one run, several runs overlaid, or sweeps) with other
     options, without re-running: one file per figure, FIGURE.FORMAT."""
-    from .report.replot import replot
+    from ..report.replot import replot
 
     for p in replot(folders, figures, metrics, group, bucket_edges, window, fmt, out_dir):
         click.echo(str(p))
+
+
+COMMANDS = (plot,)

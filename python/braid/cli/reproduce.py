@@ -10,8 +10,8 @@ from typing import Optional
 
 import click
 
-from .cli_dask import dask_options
-from .scenario import BraidError
+from ._dask import dask_options
+from ..scenario import BraidError
 
 MARK = {True: "[green]yes[/green]", False: "[red]no[/red]", None: "[dim]·[/dim]"}
 
@@ -40,11 +40,11 @@ def reproduce(ids: tuple, list_only: bool, full: bool, include_slow: bool, jobs:
     from rich import box
     from rich.table import Table
 
-    from .reproduce import execute, registry, select
-    from .show import console
-    from .signals import workers_stop_with_us
-    from .sweep.executors import make_executor
-    from .sweep.progress import TaskBar
+    from ..reproduce import execute, registry, select
+    from ..show import console
+    from ..signals import workers_stop_with_us
+    from ..sweep.executors import make_executor
+    from ..sweep.progress import TaskBar
 
     c = console()
     if list_only:
@@ -56,7 +56,7 @@ def reproduce(ids: tuple, list_only: bool, full: bool, include_slow: bool, jobs:
             t.add_row(e.id, e.source, e.title, e.cost)
         c.print(t)
         return
-    from .cli_dask import choose, pop_slurm
+    from ._dask import choose, pop_slurm
 
     dask, slurm = choose(dask, jobs, pop_slurm(slurm_args))
     if out_dir is not None:
@@ -66,7 +66,7 @@ def reproduce(ids: tuple, list_only: bool, full: bool, include_slow: bool, jobs:
         # Plots are written where the summaries run (this process), which reads it from here.
         os.environ["BRAID_REPRODUCE_OUT"] = str(od)
     if json_out:
-        from .results import check_out_file
+        from ..results import check_out_file
 
         # Checked before the experiments run, not after minutes of work.
         check_out_file(json_out, "--json")
@@ -93,7 +93,7 @@ def reproduce(ids: tuple, list_only: bool, full: bool, include_slow: bool, jobs:
     except KeyboardInterrupt:
         bar.stop()
         if out_dir:
-            from .reproduce.store import RunStore
+            from ..reproduce.store import RunStore
 
             kept = len(RunStore(Path(out_dir)).done()) if (Path(out_dir) / "runs").is_dir() else 0
             click.echo(f"stopped: {kept} finished runs are kept in {Path(out_dir) / 'runs'}; run the same command to resume", err=True)
@@ -102,7 +102,7 @@ def reproduce(ids: tuple, list_only: bool, full: bool, include_slow: bool, jobs:
         raise
     finally:
         bar.stop()
-    from .reproduce.registry import Verdicts
+    from ..reproduce.registry import Verdicts
 
     verdicts = Verdicts()
     for o in outcomes:
@@ -151,9 +151,12 @@ def reproduce(ids: tuple, list_only: bool, full: bool, include_slow: bool, jobs:
                 for o in outcomes
             ],
         }
-        from .results import write_text_atomic
+        from ..results import write_text_atomic
 
         write_text_atomic(Path(json_out), json.dumps(doc, indent=1, default=float) + "\n")
     if check and verdicts.failures:
         click.echo(f"{verdicts.failures} verdicts miss the paper (direction, or magnitude not documented as a difference)", err=True)
         sys.exit(1)
+
+
+COMMANDS = (reproduce,)

@@ -3,8 +3,7 @@
 ``CC_MODE`` 1 (DCQCN) maps to ``[transport.dcqcn]`` (HPCC's own DCQCN model), 3 (HPCC, with its
 INT settings), 7 (TIMELY) and 8 (DCTCP) to ``transport.cc`` (``crates/braid-sim/src/cc/``); other
 modes (10, HPCC-PINT) need ``--cc-fallback``.
-Split from ``hpcc_import.py`` (module size); ``h`` is that module, whose parsers and error type
-are used here. Only the format is used, none of HPCC's code.
+``h`` is ``braid.hpcc.convert``, whose parsers (from ``config.py``) and error type are used here. Only the format is used, none of HPCC's code.
 """
 
 from __future__ import annotations

@@ -1,0 +1,5 @@
+"""``python -m braid.cli``: the ``braid`` command."""
+
+from . import main
+
+main()
