@@ -22,9 +22,11 @@
 
 pub mod dcqcn;
 pub mod dctcp;
+pub mod swift;
 pub mod timely;
 
 pub use dctcp::DctcpConfig;
+pub use swift::SwiftConfig;
 pub use timely::TimelyConfig;
 
 use crate::dcqcn::config::DcqcnConfig;
@@ -63,6 +65,10 @@ pub struct AckSignal {
     /// when the controller does not ask for RTTs ([`CongestionControl::wants_rtt`]) or the
     /// packet was retransmitted (Karn's rule: the sample would be ambiguous).
     pub rtt: Option<Time>,
+    /// The part of that round trip spent in the two NICs' receive pipelines (the data packet
+    /// at the responder, this ACK here): the endpoint delay Swift keeps apart from the
+    /// fabric's (`rtt − endpoint`). 0 when no NIC made them wait.
+    pub endpoint: Time,
     /// The next new PSN the sender would send: a controller that acts once per round trip ends
     /// its round when `cum` passes the `snd_nxt` it noted at the round's start.
     pub snd_nxt: u32,
@@ -137,6 +143,8 @@ pub enum CongestionConfig {
     Dctcp(DctcpConfig),
     /// TIMELY: RTT-gradient rate control (CC_MODE 7).
     Timely(TimelyConfig),
+    /// Swift: fabric and endpoint delay against their targets (AIMD on two windows).
+    Swift(SwiftConfig),
 }
 
 /// The externally tagged mirror `braid_topo::tagged::TaggedVisitor` hands the table to, so
@@ -149,6 +157,8 @@ enum CongestionMirror {
     Dctcp(DctcpConfig),
     /// TIMELY: RTT-gradient rate control (CC_MODE 7).
     Timely(TimelyConfig),
+    /// Swift: fabric and endpoint delay against their targets (AIMD on two windows).
+    Swift(SwiftConfig),
 }
 
 impl From<CongestionMirror> for CongestionConfig {
@@ -157,6 +167,7 @@ impl From<CongestionMirror> for CongestionConfig {
             CongestionMirror::Dcqcn(x) => CongestionConfig::Dcqcn(x),
             CongestionMirror::Dctcp(x) => CongestionConfig::Dctcp(x),
             CongestionMirror::Timely(x) => CongestionConfig::Timely(x),
+            CongestionMirror::Swift(x) => CongestionConfig::Swift(x),
         }
     }
 }
@@ -165,7 +176,7 @@ impl<'de> serde::Deserialize<'de> for CongestionConfig {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         d.deserialize_map(braid_topo::tagged::TaggedVisitor::<CongestionMirror>::new(
             "kind",
-            "a congestion controller table with kind = \"dcqcn\", \"dctcp\" or \"timely\"",
+            "a congestion controller table with kind = \"dcqcn\", \"dctcp\", \"timely\" or \"swift\"",
         ))
         .map(Into::into)
     }
@@ -178,6 +189,7 @@ impl CongestionConfig {
             CongestionConfig::Dcqcn(x) => x,
             CongestionConfig::Dctcp(x) => x,
             CongestionConfig::Timely(x) => x,
+            CongestionConfig::Swift(x) => x,
         }
     }
 }

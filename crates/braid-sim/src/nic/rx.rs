@@ -145,6 +145,7 @@ impl Nic {
                 echo_sport: pk.echo_sport,
                 ece: pk.ece,
                 retx: pk.retx,
+                endpoint: pk.endpoint_ps,
             },
             PktKind::Nak if pk.aux == NAK_REMOTE_ACCESS => {
                 return self.on_access_nak(now, qpn, pk.psn, pk.sport, eff)
@@ -291,6 +292,8 @@ impl Nic {
                     a.echo_sport = echo_sport;
                     a.ece = ece;
                     a.retx = retx;
+                    // The responder's share of the endpoint delay (Swift).
+                    a.endpoint_ps = pk.endpoint_ps;
                 }
                 Reply::SyncNak { psn, .. } => a.sack = wire(psn),
                 Reply::SackNak { sack, .. } => {
@@ -690,6 +693,7 @@ impl Nic {
                 echo_sport: sport,
                 ece: false,
                 retx: false,
+                endpoint: 0,
             };
             self.feedback(now, qpn, fb, eff);
         }
@@ -765,6 +769,7 @@ impl Nic {
                 echo_sport: pk.sport,
                 ece: pk.ce,
                 retx: pk.retx,
+                endpoint: pk.endpoint_ps,
             },
             eff,
         );
