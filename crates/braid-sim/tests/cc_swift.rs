@@ -77,9 +77,9 @@ fn swift_holds_the_queueing_delay_near_its_target_while_the_link_stays_busy() {
     // utilisation. Here the fabric target is base_target (15 µs) + the flow term at each
     // flow's window (≈ 45 packets: 0.3 µs), no hops configured, so the queue should settle
     // where the RTT meets the target: queueing ≈ 15.3 − 4.2 ≈ 11 µs. AIMD oscillates around
-    // it: the mean within ±30%, the p99 below the whole target (the queue never holds more
-    // than one target's delay for long), and the 4 × 8 MB done within 5% of what the
-    // receiver's link could deliver. Measured from 0.5 ms on (the start's burst, before the
+    // it: the mean within ±10%, the p99 within +20% of it, and the 4 × 8 MB done within 2% of
+    // what the receiver's link could deliver (measured: mean 11.25 µs, p99 11.47 µs,
+    // expected 11.12 µs; finished 0.15% after the work-conserving time). Measured from 0.5 ms on (the start's burst, before the
     // first RTT, has settled) to the first flow's end.
     let s = incast(json!({"cc": {"kind": "swift"}}), "8MB", "20ms");
     let m = measure(&s, 500_000_000);
@@ -92,17 +92,17 @@ fn swift_holds_the_queueing_delay_near_its_target_while_the_link_stays_busy() {
     );
     assert_eq!(m.finished, 4);
     assert!(
-        (m.mean_us - expect).abs() <= 0.3 * expect,
-        "mean queueing delay {:.2} us, expected {expect:.2} ± 30%",
+        (m.mean_us - expect).abs() <= 0.1 * expect,
+        "mean queueing delay {:.2} us, expected {expect:.2} ± 10%",
         m.mean_us
     );
     assert!(
-        m.p99_us <= target,
-        "p99 queueing delay {:.2} us above the target {target} us",
+        m.p99_us <= 1.2 * expect,
+        "p99 queueing delay {:.2} us, more than 20% above {expect:.2} us",
         m.p99_us
     );
     assert!(
-        (m.last_ps as f64) <= work_conserving * 1.05,
+        (m.last_ps as f64) <= work_conserving * 1.02,
         "finished at {} ps, work-conserving {work_conserving:.0} ps",
         m.last_ps
     );
