@@ -52,7 +52,9 @@ fn measure(s: &Value, from_ps: i64) -> Incast {
         .collect();
     d.sort_by(f64::total_cmp);
     let mean = d.iter().sum::<f64>() / d.len().max(1) as f64;
-    let p99 = d.get((d.len() * 99 / 100).min(d.len().saturating_sub(1))).copied();
+    let p99 = d
+        .get((d.len() * 99 / 100).min(d.len().saturating_sub(1)))
+        .copied();
     Incast {
         mean_us: mean,
         p99_us: p99.unwrap_or(0.0),
@@ -125,7 +127,9 @@ fn swift_sensitivity_to_the_parameters_the_paper_gives_no_number_for() {
         ("hops 3", json!({"hops": 3})),
     ];
     let work_conserving = 4.0 * 8e6 * WIRE * 8.0 / 100e9 * 1e12;
-    println!("| Swift keys | queueing delay mean (µs) | p99 (µs) | last finish / work-conserving |");
+    println!(
+        "| Swift keys | queueing delay mean (µs) | p99 (µs) | last finish / work-conserving |"
+    );
     println!("|---|---|---|---|");
     for (name, mut keys) in runs {
         keys["kind"] = json!("swift");
@@ -147,10 +151,7 @@ fn timely_with_the_paper_delta_recovers_slowly_from_its_floor() {
     // 5 ms at 100 Mb/s): the 4 × 2 MB incast does not finish in 50 ms, when a work-conserving
     // link needs 0.68 ms. With δ raised to 1 Gb/s (or the floor to 1 Gb/s) it finishes. Not a
     // bug: the paper's δ was chosen for 10 Gb/s links.
-    let slow = measure(
-        &incast(json!({"cc": {"kind": "timely"}}), "2MB", "50ms"),
-        0,
-    );
+    let slow = measure(&incast(json!({"cc": {"kind": "timely"}}), "2MB", "50ms"), 0);
     eprintln!("timely defaults: {} of 4 finished in 50 ms", slow.finished);
     assert!(slow.finished < 4, "all finished by {} ps", slow.last_ps);
     let fast = measure(
@@ -198,7 +199,11 @@ fn timely_sensitivity_to_delta_and_the_floor() {
             "| delta {delta}, min_rate {floor} | {} | {} / {} |",
             m.finished,
             ms(m.first_ps),
-            if m.finished == 4 { ms(m.last_ps) } else { "—".into() }
+            if m.finished == 4 {
+                ms(m.last_ps)
+            } else {
+                "—".into()
+            }
         );
     }
 }

@@ -138,7 +138,10 @@ impl CcFactory for SwiftConfig {
             return bad("max_mdf", "expected a factor in (0, 1)");
         }
         if !(self.min_cwnd > 0.0 && self.min_cwnd.is_finite()) {
-            return bad("min_cwnd", "expected a positive window in packets, e.g. 0.001");
+            return bad(
+                "min_cwnd",
+                "expected a positive window in packets, e.g. 0.001",
+            );
         }
         if !(self.max_cwnd == 0.0 || self.max_cwnd >= self.min_cwnd.max(1.0)) {
             return bad(
@@ -159,7 +162,8 @@ struct Window {
 
 impl Window {
     fn can_decrease(&self, now: Time, rtt: Time) -> bool {
-        self.last_decrease.is_none_or(|t| now.saturating_sub(t) >= rtt)
+        self.last_decrease
+            .is_none_or(|t| now.saturating_sub(t) >= rtt)
     }
 
     /// One ACK's worth of Algorithm 1: `delay` against `target` (seconds), `n` packets newly
