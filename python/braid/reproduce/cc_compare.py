@@ -193,7 +193,7 @@ def _claims(m: Dict[str, List[dict]]) -> List[Row]:
 
     for base in ("DCQCN", "TIMELY"):
         q = f"HPCC vs {base}: p99 slowdown of flows {SHORT} (web-search)"
-        paper = f"shorter, by up to 95% (abstract)"
+        paper = "shorter, by up to 95% (abstract)"
         h, b = got(ws, "HPCC"), got(ws, base)
         if h is None or b is None:
             rows.append(pending(q, paper))
