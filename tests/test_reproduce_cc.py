@@ -36,7 +36,7 @@ def test_a_short_run_is_measured_and_charted(tmp_path, monkeypatch):
     w = cc.WORKLOADS[1]
     m = {}
     for c in ("DCQCN", "Swift"):
-        res = run(experiments_dir() / w.scenario, seed=1, overrides=list(cc.CONTROLLERS[c]) + ['duration="3ms"'])
+        res = run(experiments_dir() / w.scenario, seed=1, overrides=list(cc.CONTROLLERS[c]) + ['duration="6ms"'])
         m[f"{w.label} | {c}"] = [cc.measure_incast(res)]
     for ms in m.values():
         x = ms[0]

@@ -5,12 +5,12 @@ The controllers braid has (:data:`CONTROLLERS`: DCQCN, DCTCP, TIMELY, Swift; eac
 overrides of ``transport.cc``; adding one, e.g. HPCC, is one entry there) run the same two
 scenario files (python/braid/experiments/cc/compare-*.toml): the HPCC paper's 3-tier fat-tree
 scaled down from 320 hosts to k = 4 (16 hosts, 20 switches; the same 100G host and 400G fabric
-links, 1 µs) with web-search at 30% load, alone and with a 12-to-1 incast of 500 KB (the paper's
+links, 1 µs) with web-search at 30% load for 10 ms, alone and with a 12-to-1 incast of 500 KB (the paper's
 60-to-1, scaled with the hosts). Scaled down so that the whole sweep stays within ~10 minutes
 on a busy two-core machine; the headers of the scenario files say what they keep.
 
 Per run: FCT slowdown (FCT over the idle-fabric FCT, the ``flows`` table's ``slowdown``) p50
-and p99 by flow-size bucket, the sampled queue (p99 and maximum over the fabric ports, and the
+and p99 by flow-size bucket, the sampled queue (p99 and maximum over every switch port, and the
 incast receiver's port), PFC pauses and unfinished flows. One row per workload and controller,
 one chart (``cc-compare.png`` in ``--out``, or ``$BRAID_REPRODUCE_OUT``, default
 ``./braid-reproduce``), and the HPCC paper's headline claims as rows: those need HPCC and say
@@ -123,7 +123,7 @@ def _m(ms: List[dict], key: str) -> float:
 def describe(w: Workload, ms: List[dict]) -> str:
     parts = [f"{name} {_fmt(_m(ms, f'p50 {name}'))}/{_fmt(_m(ms, f'p99 {name}'))}" for name, _, _ in BUCKETS]
     s = "slowdown p50/p99: " + ", ".join(parts)
-    s += f"; fabric queue p99/max {_fmt(_m(ms, 'queue_p99_kb'))}/{_fmt(_m(ms, 'queue_max_kb'))} KB"
+    s += f"; switch queue p99/max {_fmt(_m(ms, 'queue_p99_kb'))}/{_fmt(_m(ms, 'queue_max_kb'))} KB"
     if w.receiver:
         s += f"; receiver port p99/max {_fmt(_m(ms, 'rx_p99_kb'))}/{_fmt(_m(ms, 'rx_max_kb'))} KB"
     s += f"; PFC pauses {_fmt(_m(ms, 'pfc_pauses'), 0)}"
@@ -164,7 +164,7 @@ def chart(m: Dict[str, List[dict]], path: Path) -> Path:
         pfc = [_m(m[f"{w.label} | {c}"], "pfc_pauses") for c in names]
         row[1].bar(range(len(names)), [0 if math.isnan(v) else v for v in q], color="#3b75af")
         row[1].set_xticks(range(len(names)), names, fontsize=8)
-        row[1].set_ylabel(("receiver port" if w.receiver else "fabric") + " queue p99 (KB)", fontsize=8, color="#3b75af")
+        row[1].set_ylabel(("receiver port" if w.receiver else "switch ports") + " queue p99 (KB)", fontsize=8, color="#3b75af")
         tw = row[1].twinx()
         tw.plot(range(len(names)), pfc, "o", color="#d1802f")
         tw.set_ylabel("PFC pauses", fontsize=8, color="#d1802f")
@@ -201,7 +201,7 @@ def _claims(m: Dict[str, List[dict]]) -> List[Row]:
         x, y = _m(h, f"p99 {SHORT}"), _m(b, f"p99 {SHORT}")
         cut = 100 * (1 - x / y) if y else math.nan
         rows.append(Row(q, paper, f"HPCC {_fmt(x, 2)}, {base} {_fmt(y, 2)}: {_fmt(cut, 0)}% shorter", x < y, "the paper's 95% is its largest gain (\"up to\")", 95.0, cut))
-    q = "HPCC vs DCQCN: fabric queue p99 (web-search)"
+    q = "HPCC vs DCQCN: switch queue p99 (web-search)"
     h, b = got(ws, "HPCC"), got(ws, "DCQCN")
     if h is None or b is None:
         rows.append(pending(q, "near-zero queues (abstract, §5)"))
