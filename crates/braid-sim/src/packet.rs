@@ -114,6 +114,11 @@ pub struct Packet {
     pub msg_len: u64,
     /// Time the packet left its source NIC.
     pub sent_ps: u64,
+    /// Endpoint delay (Swift's host delay, kept apart from the fabric's): time spent waiting
+    /// for a receiving NIC's pipeline. A data packet gathers its wait at the responder; the ACK
+    /// answering it starts with that and adds its own wait at the requester. 0 when no NIC made
+    /// it wait (written only then: nothing on the common path).
+    pub endpoint_ps: u64,
 }
 
 /// The packet classes link loss counts separately (`Packet::loss_class` indexes them; results
@@ -183,6 +188,7 @@ impl Packet {
             in_port: 0,
             in_hdrm: false,
             sent_ps: 0,
+            endpoint_ps: 0,
         }
     }
 }

@@ -194,7 +194,7 @@ const SCHEMA: u64 = 0xb2a4564d9354e7ac;
 // (docs/irn.md), `switch.lb`, `switch.lb_at`, `switch.failover` (docs/load-balancing.md) and the
 // DRUM agent's `path_delay`, `post_ns`, `poll_cqe_ns` (docs/drum-agent.md); then `nic.mtt`
 // (the translation cache, docs/scenario.md), HPCC (`transport.cc.kind = "hpcc"`), IRN's
-// `loss_detection`/`reo_wnd` and the flowlet `table_size` (re-pinned after the last merge).
+// `loss_detection`/`reo_wnd`, the flowlet `table_size` and Swift (re-pinned after the last merge).
 const WHOLE_SCHEMA: u64 = 0x36a2151360c33eb5;
 
 /// A key set on kinds that do not take it, and the other per-kind refusals: (path, message).

@@ -27,6 +27,7 @@ MODULES = (
     "braid.reproduce.partition",
     "braid.reproduce.virtuoso",
     "braid.reproduce.multipath_compare",
+    "braid.reproduce.cc_compare",
 )
 
 

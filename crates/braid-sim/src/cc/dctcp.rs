@@ -197,6 +197,7 @@ mod tests {
             newly_acked: newly,
             ece,
             rtt,
+            endpoint: 0,
             snd_nxt,
             mss: 1048,
         }

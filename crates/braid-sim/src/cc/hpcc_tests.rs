@@ -23,6 +23,7 @@ fn ack(cum: u32, snd_nxt: u32) -> AckSignal {
         rtt: None,
         snd_nxt,
         mss: 1048,
+        endpoint: 0,
     }
 }
 

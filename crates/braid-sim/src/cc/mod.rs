@@ -23,10 +23,12 @@
 pub mod dcqcn;
 pub mod dctcp;
 pub mod hpcc;
+pub mod swift;
 pub mod timely;
 
 pub use dctcp::DctcpConfig;
 pub use hpcc::HpccConfig;
+pub use swift::SwiftConfig;
 pub use timely::TimelyConfig;
 
 use crate::dcqcn::config::DcqcnConfig;
@@ -65,6 +67,10 @@ pub struct AckSignal {
     /// when the controller does not ask for RTTs ([`CongestionControl::wants_rtt`]) or the
     /// packet was retransmitted (Karn's rule: the sample would be ambiguous).
     pub rtt: Option<Time>,
+    /// The part of that round trip spent in the two NICs' receive pipelines (the data packet
+    /// at the responder, this ACK here): the endpoint delay Swift keeps apart from the
+    /// fabric's (`rtt − endpoint`). 0 when no NIC made them wait.
+    pub endpoint: Time,
     /// The next new PSN the sender would send: a controller that acts once per round trip ends
     /// its round when `cum` passes the `snd_nxt` it noted at the round's start.
     pub snd_nxt: u32,
@@ -150,6 +156,8 @@ pub enum CongestionConfig {
     Timely(TimelyConfig),
     /// HPCC: inflight utilisation from in-band telemetry (CC_MODE 3).
     Hpcc(HpccConfig),
+    /// Swift: fabric and endpoint delay against their targets (AIMD on two windows).
+    Swift(SwiftConfig),
 }
 
 /// The externally tagged mirror `braid_topo::tagged::TaggedVisitor` hands the table to, so
@@ -164,6 +172,8 @@ enum CongestionMirror {
     Timely(TimelyConfig),
     /// HPCC: inflight utilisation from in-band telemetry (CC_MODE 3).
     Hpcc(HpccConfig),
+    /// Swift: fabric and endpoint delay against their targets (AIMD on two windows).
+    Swift(SwiftConfig),
 }
 
 impl From<CongestionMirror> for CongestionConfig {
@@ -173,6 +183,7 @@ impl From<CongestionMirror> for CongestionConfig {
             CongestionMirror::Dctcp(x) => CongestionConfig::Dctcp(x),
             CongestionMirror::Timely(x) => CongestionConfig::Timely(x),
             CongestionMirror::Hpcc(x) => CongestionConfig::Hpcc(x),
+            CongestionMirror::Swift(x) => CongestionConfig::Swift(x),
         }
     }
 }
@@ -181,7 +192,7 @@ impl<'de> serde::Deserialize<'de> for CongestionConfig {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         d.deserialize_map(braid_topo::tagged::TaggedVisitor::<CongestionMirror>::new(
             "kind",
-            "a congestion controller table with kind = \"dcqcn\", \"dctcp\", \"timely\" or \"hpcc\"",
+            "a congestion controller table with kind = \"dcqcn\", \"dctcp\", \"timely\", \"hpcc\" or \"swift\"",
         ))
         .map(Into::into)
     }
@@ -195,6 +206,7 @@ impl CongestionConfig {
             CongestionConfig::Dctcp(x) => x,
             CongestionConfig::Timely(x) => x,
             CongestionConfig::Hpcc(x) => x,
+            CongestionConfig::Swift(x) => x,
         }
     }
 }

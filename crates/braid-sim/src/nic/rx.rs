@@ -169,6 +169,7 @@ impl Nic {
                 echo_sport: pk.echo_sport,
                 ece: pk.ece,
                 retx: pk.retx,
+                endpoint: pk.endpoint_ps,
             },
             PktKind::Nak if pk.aux == NAK_REMOTE_ACCESS => {
                 return self.on_access_nak(now, qpn, pk.psn, pk.sport, eff)
@@ -321,6 +322,8 @@ impl Nic {
                     a.echo_sport = echo_sport;
                     a.ece = ece;
                     a.retx = retx;
+                    // The responder's share of the endpoint delay (Swift).
+                    a.endpoint_ps = pk.endpoint_ps;
                 }
                 Reply::SyncNak { psn, .. } => a.sack = wire(psn),
                 Reply::SackNak { sack, .. } => {
@@ -724,6 +727,7 @@ impl Nic {
                 echo_sport: sport,
                 ece: false,
                 retx: false,
+                endpoint: 0,
             };
             self.feedback(now, qpn, fb, eff);
         }
@@ -799,6 +803,7 @@ impl Nic {
                 echo_sport: pk.sport,
                 ece: pk.ce,
                 retx: pk.retx,
+                endpoint: pk.endpoint_ps,
             },
             eff,
         );

@@ -71,6 +71,7 @@ fn reply_to_feedback(r: Reply) -> Option<Feedback> {
             echo_sport,
             ece,
             retx,
+            endpoint: 0,
         },
         Reply::Nak { expected } => Feedback::Nak {
             expected,

@@ -59,13 +59,16 @@ pub enum Plan {
 pub enum Feedback {
     /// Every PSN below `cum` arrived. `sack` is the PSN that triggered this ACK (if the ACK is
     /// per packet), `echo_sport` the source port it came on, `ece` whether it was ECN-marked.
-    /// `retx` echoes the ReTx bit of the data packet (MP-RDMA, Fig. 3).
+    /// `retx` echoes the ReTx bit of the data packet (MP-RDMA, Fig. 3). `endpoint` is the
+    /// time the data packet and this ACK waited in the two NICs' receive pipelines
+    /// ([`crate::packet::Packet::endpoint_ps`]): the round trip less it is the fabric's delay.
     Ack {
         cum: u32,
         sack: Option<u32>,
         echo_sport: u16,
         ece: bool,
         retx: bool,
+        endpoint: Time,
     },
     /// Sequence error: the receiver expects `expected`; resend from there. `echo_sport` is the
     /// source port the NAK came on: for MP-RDMA the VP of the data packet it answers.

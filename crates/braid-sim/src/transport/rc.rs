@@ -177,8 +177,17 @@ impl RcTransport {
         self.arm(&arms, fx);
     }
 
-    /// Tells the controller of an ACK (`old_una`: the acknowledged point before it).
-    fn ack_cc(&mut self, now: Time, old_una: u32, sack: Option<u32>, ece: bool, fx: &mut TxFx) {
+    /// Tells the controller of an ACK (`old_una`: the acknowledged point before it;
+    /// `endpoint`: the NICs' share of its round trip).
+    fn ack_cc(
+        &mut self,
+        now: Time,
+        old_una: u32,
+        sack: Option<u32>,
+        ece: bool,
+        endpoint: Time,
+        fx: &mut TxFx,
+    ) {
         if !self.reads_acks {
             return;
         }
@@ -203,6 +212,7 @@ impl RcTransport {
             newly_acked: self.snd_una - old_una,
             ece,
             rtt,
+            endpoint,
             snd_nxt: self.max_sent,
             mss: self.cfg.mtu + ROCE_HEADER,
         };
@@ -330,10 +340,16 @@ impl Transport for RcTransport {
             return self.sr_feedback(now, fb, fx);
         }
         match fb {
-            Feedback::Ack { cum, sack, ece, .. } => {
+            Feedback::Ack {
+                cum,
+                sack,
+                ece,
+                endpoint,
+                ..
+            } => {
                 let old_una = self.snd_una;
                 self.ack_point(now, cum);
-                self.ack_cc(now, old_una, sack, ece, fx);
+                self.ack_cc(now, old_una, sack, ece, endpoint, fx);
             }
             Feedback::Nak { expected, .. }
             | Feedback::SyncNak { expected, .. }

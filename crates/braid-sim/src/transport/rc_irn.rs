@@ -42,10 +42,16 @@ impl RcTransport {
     pub(super) fn sr_feedback(&mut self, now: Time, fb: Feedback, fx: &mut TxFx) {
         let una_before = self.snd_una;
         match fb {
-            Feedback::Ack { cum, sack, ece, .. } => {
+            Feedback::Ack {
+                cum,
+                sack,
+                ece,
+                endpoint,
+                ..
+            } => {
                 let old_una = self.snd_una;
                 self.ack_point(now, cum);
-                self.ack_cc(now, old_una, sack, ece, fx);
+                self.ack_cc(now, old_una, sack, ece, endpoint, fx);
             }
             Feedback::Nak { expected, .. }
             | Feedback::SyncNak { expected, .. }

@@ -311,6 +311,11 @@ impl World {
                 if done > now || nic.rx_backlog > 0 {
                     let mut eff = Effects::default();
                     let size = pk.size as i64;
+                    if done > now {
+                        // The wait is the endpoint's delay, not the fabric's (Swift).
+                        self.pool.get_mut(id).endpoint_ps += done - now;
+                    }
+                    let nic = &mut self.hosts[h as usize].nic;
                     nic.rx_backlog_change(size, &self.params, &mut eff);
                     q.schedule(done, Ev::NicRx { host: h, pkt: id });
                     self.apply(now, h, eff, q);

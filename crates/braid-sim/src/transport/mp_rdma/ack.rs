@@ -86,6 +86,7 @@ impl MpRdmaTransport {
                 echo_sport,
                 ece,
                 retx,
+                ..
             } => {
                 self.stats.acks += 1;
                 self.last_activity = now;

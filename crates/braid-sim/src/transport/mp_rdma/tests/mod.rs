@@ -43,6 +43,7 @@ fn ack(m: &mut MpRdmaTransport, now: Time, cum: u32, sack: u32, vp: u16, ece: bo
             echo_sport: vp,
             ece,
             retx: false,
+            endpoint: 0,
         },
         &mut fx,
     );
@@ -155,6 +156,7 @@ fn an_ack_far_behind_the_highest_sack_prunes_its_path() {
             echo_sport: slow,
             ece: false,
             retx: true,
+            endpoint: 0,
         },
         &mut fx,
     );
@@ -429,6 +431,7 @@ fn a_timeout_lets_the_acks_of_the_resent_packets_clock_again() {
             echo_sport: vp,
             ece: false,
             retx: true,
+            endpoint: 0,
         },
         &mut TxFx::default(),
     );
@@ -483,6 +486,7 @@ fn nack_credits_go_back_to_their_vps_and_wait_for_the_hole() {
             echo_sport: x,
             ece: false,
             retx: true,
+            endpoint: 0,
         },
         &mut fx,
     );

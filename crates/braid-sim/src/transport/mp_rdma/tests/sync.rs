@@ -116,6 +116,7 @@ fn stop_wait_sends_a_sync_message_only_when_everything_before_is_acknowledged() 
             echo_sport: sent[0].1,
             ece: false,
             retx: true,
+            endpoint: 0,
         },
         &mut fx,
     );
@@ -237,6 +238,7 @@ fn a_sync_nack_recovers_the_hole_then_resends_the_dropped_packets() {
             echo_sport: 7,
             ece: false,
             retx: true,
+            endpoint: 0,
         },
         &mut fx,
     );
