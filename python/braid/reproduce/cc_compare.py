@@ -1,8 +1,8 @@
 """Congestion controllers side by side on the HPCC paper's fabric (issue 30): ``braid reproduce
 cc/compare``.
 
-The controllers braid has (:data:`CONTROLLERS`: DCQCN, DCTCP, TIMELY, Swift; each one set of
-overrides of ``transport.cc``; adding one, e.g. HPCC, is one entry there) run the same two
+The controllers braid has (:data:`CONTROLLERS`: DCQCN, DCTCP, TIMELY, Swift, HPCC; each one set of
+overrides of ``transport.cc``; adding one is one entry there) run the same two
 scenario files (python/braid/experiments/cc/compare-*.toml): the HPCC paper's 3-tier fat-tree
 scaled down from 320 hosts to k = 4 (16 hosts, 20 switches; the same 100G host and 400G fabric
 links, 1 µs) with web-search at 30% load for 10 ms, alone and with a 12-to-1 incast of 500 KB (the paper's
@@ -31,13 +31,13 @@ from .registry import Row, Run, experiment
 
 DOC = "docs/congestion.md (cc/compare)"
 
-#: One set of overrides per controller; DCQCN is what the scenario files run. HPCC, once
-#: `cc/hpcc.rs` is merged: ``"HPCC": ('transport.cc={kind="hpcc"}',)``.
+#: One set of overrides per controller; DCQCN is what the scenario files run.
 CONTROLLERS: Dict[str, Tuple[str, ...]] = {
     "DCQCN": (),
     "DCTCP": ('transport.cc={kind="dctcp"}',),
     "TIMELY": ('transport.cc={kind="timely"}',),
     "Swift": ('transport.cc={kind="swift"}',),
+    "HPCC": ('transport.cc={kind="hpcc"}',),
 }
 
 
