@@ -163,6 +163,17 @@ pub struct HostSolver {
     stats: Stats,
 }
 
+/// A new demand that changes whether the row's demand bound binds: it cuts the rate the row
+/// had, or the old bound was binding (the rate at it) and the bound moved. A demand that moves
+/// far above the rate changes nothing of the row's solve and keeps its state.
+fn demand_moves_row(e: &Entry, demand: f64) -> bool {
+    if demand == e.hi {
+        return false;
+    }
+    let was_bound = e.hi.is_finite() && e.x >= e.hi * (1.0 - 1e-9);
+    was_bound || e.x > demand
+}
+
 fn rel(num2: f64, den2: f64) -> f64 {
     if num2 == 0.0 {
         0.0
@@ -225,7 +236,8 @@ impl HostSolver {
     }
 
     /// Replace the instance (connections, capacities, weights, demands): a new epoch, solved
-    /// warm from the current state of the connections (and rows, and pairs) that remain.
+    /// warm from the current state of the connections (and rows, and pairs) that remain; a row
+    /// whose demand bound starts or stops binding starts over as a new row (see `install`).
     pub fn set_instance(&mut self, inst: LocalInstance) -> Result<(), DrumError> {
         inst.validate(self.host)?;
         if inst.alpha != self.inst.alpha {
@@ -347,6 +359,42 @@ impl HostSolver {
                 })
                 .collect();
             let e = match prev {
+                Some(p) if demand_moves_row(&p, c.demand) => {
+                    // The row's penalty was the curvature at the row sum it was first seen
+                    // with, and its price the CQ utility's marginal there; a demand bound
+                    // that starts or stops binding moves the row sum (and with β/z² the
+                    // curvature as its fourth power), so both are stale and far off the new
+                    // optimum's (kept, the re-solve took 423 rounds against 131 cold in
+                    // tests/online.rs, and stopped 3 % off the optimum). The row starts over
+                    // as a new one: its penalty from the new row sum, its price 0, as a cold
+                    // start has them. Its rate starts where it was, raised to the cold start's
+                    // equal split (a lifted bound lets it rise) and cut to the demand: not
+                    // lowered to the equal split, which puts it far from the kept rows'
+                    // optimum (resetting every changed row so took 3,000 rounds there).
+                    let mut ins = ins;
+                    for q in &mut ins {
+                        q.y = 0.0;
+                        q.init = false;
+                    }
+                    Entry {
+                        id: c.id,
+                        w: c.weight,
+                        a: c.a,
+                        hi: c.demand,
+                        x: p.x.max(fresh_x).min(c.demand),
+                        outs,
+                        z: 0.0,
+                        v: 0.0,
+                        rho_base: 0.0,
+                        curv: f64::NAN,
+                        price: None,
+                        self_y: 0.0,
+                        self_init: false,
+                        self_qa: 0.0,
+                        self_qb: 0.0,
+                        ins,
+                    }
+                }
                 Some(p) => {
                     // A row that gains or loses its remote pairs (one-sided <-> two-sided)
                     // gets the penalty of its new kind; its price is kept.
