@@ -509,7 +509,7 @@ fn warm_resolve_after_a_demand_change_is_no_slower_than_cold() {
         "a demand binding nowhere restarted the warm solve: {} rounds",
         kept.iterations
     );
-    // the capped demands lifted: the rows that were bound start over (measured 11 rounds
+    // the capped demands lifted: the host's rows start over (measured 11 rounds
     // against 4 cold, whose equal split is this instance's optimum; not asserted)
     net.hosts[0].set_instance(inst(&|_| f64::INFINITY)).unwrap();
     let lifted = net.run(10_000_000);
