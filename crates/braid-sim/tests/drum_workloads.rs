@@ -504,13 +504,15 @@ fn print_agent_row(r: &braid_sim::Results, h: usize, keys: &[&str]) {
 
 /// Test case 4 (240 clients, the §V agent of experiments/drum/test-case-4.toml) and test case 3's
 /// two-sided KV at 300 clients: the online solver's rounds, solves, epochs and episodes per
-/// host (`DIAG_INTERVAL`, default 500us).
+/// host (`DIAG_INTERVAL`, default 500us; `DIAG_COLD=1` re-solves cold).
 #[test]
 #[ignore]
 fn print_online_solver_counters() {
     let iv = std::env::var("DIAG_INTERVAL").unwrap_or("500us".into());
+    // DIAG_COLD=1: every re-solve starts cold (`online.warm = false`), for comparison
+    let warm = std::env::var("DIAG_COLD").is_err();
     let mw = json!([{"kind": "drum", "decider": "online", "beta": 1e-3, "path_delay": true,
-                     "solve_interval": iv}]);
+                     "solve_interval": iv, "online": {"warm": warm}}]);
     let apps: Vec<Value> = (1..=6)
         .map(|h| {
             json!({"kind": "kv", "src": 0, "dst": h, "qps": 40, "tx_depth": 1,

@@ -163,6 +163,17 @@ pub struct HostSolver {
     stats: Stats,
 }
 
+/// A new demand that changes whether the row's demand bound binds: it cuts the rate the row
+/// had, or the old bound was binding (the rate at it) and the bound moved. A demand that moves
+/// far above the rate changes nothing of the row's solve and keeps its state.
+fn demand_moves_row(e: &Entry, demand: f64) -> bool {
+    if demand == e.hi {
+        return false;
+    }
+    let was_bound = e.hi.is_finite() && e.x >= e.hi * (1.0 - 1e-9);
+    was_bound || e.x > demand
+}
+
 fn rel(num2: f64, den2: f64) -> f64 {
     if num2 == 0.0 {
         0.0
@@ -225,7 +236,8 @@ impl HostSolver {
     }
 
     /// Replace the instance (connections, capacities, weights, demands): a new epoch, solved
-    /// warm from the current state of the connections (and rows, and pairs) that remain.
+    /// warm from the current state of the connections (and rows, and pairs) that remain; if a
+    /// demand bound starts or stops binding, the rows start over from the rates (see `install`).
     pub fn set_instance(&mut self, inst: LocalInstance) -> Result<(), DrumError> {
         inst.validate(self.host)?;
         if inst.alpha != self.inst.alpha {
@@ -298,6 +310,14 @@ impl HostSolver {
     fn install(&mut self, inst: LocalInstance) {
         let mut old: HashMap<u32, Entry> = self.ents.drain(..).map(|e| (e.id, e)).collect();
         let fresh_x = inst.q_cap / inst.conns.len().max(1) as f64;
+        // A demand bound that starts or stops binding on any row moves the host's capacity
+        // prices and with them every row's share: all the rows restart (see below), not only
+        // the changed ones (those alone: 7,289 rounds in test case 4 at a decision every
+        // 50 µs, against 5,137 cold and 3,965 so).
+        let restart = inst.conns.iter().any(|c| {
+            old.get(&c.id)
+                .is_some_and(|p| demand_moves_row(p, c.demand))
+        });
         let mut ents = Vec::with_capacity(inst.conns.len());
         for c in &inst.conns {
             let prev = old.remove(&c.id);
@@ -347,6 +367,43 @@ impl HostSolver {
                 })
                 .collect();
             let e = match prev {
+                Some(p) if restart => {
+                    // A row's penalty was the curvature at the row sum it was first seen
+                    // with, and its price the CQ utility's marginal there; a demand bound
+                    // that starts or stops binding moves the row sums (and with β/z² the
+                    // curvature as their fourth power), so both are stale and far off the new
+                    // optimum's (kept, the re-solve took 423 rounds against 131 cold in
+                    // tests/online.rs, and stopped 3 % off the optimum). The row starts over
+                    // as a new one: its penalty from the new row sum, its price 0, as a cold
+                    // start has them. Its rate starts where it was, raised to the cold start's
+                    // equal split (a lifted bound lets it rise) and cut to the demand: not
+                    // lowered to the equal split, far from where the solve had brought it
+                    // (restarting from it only the rows whose bound binds nowhere took
+                    // 3,000 rounds there, against 3 kept).
+                    let mut ins = ins;
+                    for q in &mut ins {
+                        q.y = 0.0;
+                        q.init = false;
+                    }
+                    Entry {
+                        id: c.id,
+                        w: c.weight,
+                        a: c.a,
+                        hi: c.demand,
+                        x: p.x.max(fresh_x).min(c.demand),
+                        outs,
+                        z: 0.0,
+                        v: 0.0,
+                        rho_base: 0.0,
+                        curv: f64::NAN,
+                        price: None,
+                        self_y: 0.0,
+                        self_init: false,
+                        self_qa: 0.0,
+                        self_qb: 0.0,
+                        ins,
+                    }
+                }
                 Some(p) => {
                     // A row that gains or loses its remote pairs (one-sided <-> two-sided)
                     // gets the penalty of its new kind; its price is kept.
