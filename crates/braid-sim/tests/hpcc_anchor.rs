@@ -115,7 +115,8 @@ fn hpcc_mode_fattree_slowdown_by_size_against_hpcc_ns3() {
     };
     let topo = a.join("topology-fattree-320.txt");
     let base_rtt = std::env::var("HPCC_BASE_RTT").unwrap_or_else(|_| "12240ns".into());
-    let seed: u64 = std::env::var("HPCC_SEED").map_or(1, |s| s.parse().expect("HPCC_SEED: a whole number"));
+    let seed: u64 =
+        std::env::var("HPCC_SEED").map_or(1, |s| s.parse().expect("HPCC_SEED: a whole number"));
     let cc = if base_rtt == "none" {
         json!({"kind": "hpcc", "eta": 0.95, "max_stage": 0, "rate_ai": "40Mbps", "min_rate": "1Gbps", "fast_react": true})
     } else {
@@ -148,7 +149,11 @@ fn hpcc_mode_fattree_slowdown_by_size_against_hpcc_ns3() {
     println!("|---|---|---|---|---|---|---|---|---|---|");
     for (k, (label, n, p50, p99, mean)) in HPCC_NS3_HPCC_FATTREE.iter().enumerate() {
         let mut sd: Vec<f64> = (0..size.len())
-            .filter(|&i| fct[i] >= 0 && ideal[i] > 0 && (k == 5 || (size[i] >= edges[k] && size[i] < edges[k + 1])))
+            .filter(|&i| {
+                fct[i] >= 0
+                    && ideal[i] > 0
+                    && (k == 5 || (size[i] >= edges[k] && size[i] < edges[k + 1]))
+            })
             .map(|i| fct[i] as f64 / ideal[i] as f64)
             .collect();
         sd.sort_by(|x, y| x.partial_cmp(y).unwrap());
@@ -160,10 +165,19 @@ fn hpcc_mode_fattree_slowdown_by_size_against_hpcc_ns3() {
             b50 / p50,
             b99 / p99
         );
-        assert_eq!(sd.len(), *n, "{label}: every flow finishes, as in HPCC ns-3");
+        assert_eq!(
+            sd.len(),
+            *n,
+            "{label}: every flow finishes, as in HPCC ns-3"
+        );
         if (b50 / p50 - 1.0).abs() > 0.10 || (b99 / p99 - 1.0).abs() > 0.25 {
-            misses.push(format!("{label}: p50 {b50:.2} vs {p50:.2}, p99 {b99:.2} vs {p99:.2}"));
+            misses.push(format!(
+                "{label}: p50 {b50:.2} vs {p50:.2}, p99 {b99:.2} vs {p99:.2}"
+            ));
         }
     }
-    assert!(misses.is_empty(), "outside p50 ±10% / p99 ±25% of HPCC ns-3's HPCC: {misses:?}");
+    assert!(
+        misses.is_empty(),
+        "outside p50 ±10% / p99 ±25% of HPCC ns-3's HPCC: {misses:?}"
+    );
 }

@@ -30,6 +30,7 @@ mod feedback;
 mod limits;
 pub mod mtt;
 mod rx;
+mod rx_data;
 mod tx;
 mod verbs;
 
