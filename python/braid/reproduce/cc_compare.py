@@ -238,7 +238,7 @@ def summarize(m: Dict[str, List[dict]], write_chart: bool = True) -> List[Row]:
 @experiment(
     "cc/compare",
     "HPCC (SIGCOMM'19) §5 and abstract; issue 30",
-    "DCQCN, DCTCP, TIMELY, Swift (and HPCC once merged) on the HPCC fat-tree (k = 4) with web-search 30%, alone and with an incast: slowdown by size, queues, PFC pauses",
+    "DCQCN, DCTCP, TIMELY, Swift and HPCC on the HPCC fat-tree (k = 4) with web-search 30%, alone and with an incast: slowdown by size, queues, PFC pauses",
     _runs,
     doc=DOC,
     scenarios=tuple(sorted({w.scenario for w in WORKLOADS})),
