@@ -134,19 +134,24 @@ def transport(
     return transport
 
 
+def _rate_of(h, cpath: Path, get, key: str) -> Optional[str]:
+    """A rate key's value as braid writes rates, or None when the config does not set it."""
+    e = get(key)
+    if e is None:
+        return None
+    r = h._rate_bps(cpath, e, e.values[0])
+    if r <= 0:
+        raise h.HpccImportError(f"{h._where(cpath, e)}: must be positive")
+    return h.fmt_rate(r)
+
+
 def _other_cc(h, mode: int, cpath: Path, get, ignored: List[Tuple[str, str]], notes: List[str]) -> dict:
     """``transport.cc`` for HPCC's TIMELY (CC_MODE 7) or DCTCP (CC_MODE 8): the keys HPCC's
     config_doc.txt gives those modes (RATE_AI is "not for DCTCP", DCTCP_RATE_AI DCTCP's own,
     EWMA_GAIN "for DCQCN and DCTCP", MIN_RATE every mode's floor)."""
 
     def rate(key: str) -> Optional[str]:
-        e = get(key)
-        if e is None:
-            return None
-        r = h._rate_bps(cpath, e, e.values[0])
-        if r <= 0:
-            raise h.HpccImportError(f"{h._where(cpath, e)}: must be positive")
-        return h.fmt_rate(r)
+        return _rate_of(h, cpath, get, key)
 
     cc: dict = {"kind": "timely" if mode == 7 else "dctcp"}
     if (m := rate("MIN_RATE")) is not None:
@@ -184,13 +189,7 @@ def _hpcc(h, cpath: Path, get, ignored: List[Tuple[str, str]], notes: List[str],
     cc: dict = {"kind": "hpcc"}
 
     def rate(key: str) -> Optional[str]:
-        e = get(key)
-        if e is None:
-            return None
-        r = h._rate_bps(cpath, e, e.values[0])
-        if r <= 0:
-            raise h.HpccImportError(f"{h._where(cpath, e)}: must be positive")
-        return h.fmt_rate(r)
+        return _rate_of(h, cpath, get, key)
 
     e = get("U_TARGET")
     if e is not None:

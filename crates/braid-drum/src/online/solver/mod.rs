@@ -163,6 +163,29 @@ pub struct HostSolver {
     stats: Stats,
 }
 
+/// A row as a cold start has it: no penalty, price or CQ state yet; its rate `x` cut to the
+/// demand.
+fn new_row(c: &super::Connection, x: f64, outs: Vec<OutPair>, ins: Vec<InPair>) -> Entry {
+    Entry {
+        id: c.id,
+        w: c.weight,
+        a: c.a,
+        hi: c.demand,
+        x: x.min(c.demand),
+        outs,
+        z: 0.0,
+        v: 0.0,
+        rho_base: 0.0,
+        curv: f64::NAN,
+        price: None,
+        self_y: 0.0,
+        self_init: false,
+        self_qa: 0.0,
+        self_qb: 0.0,
+        ins,
+    }
+}
+
 /// A new demand that changes whether the row's demand bound binds: it cuts the rate the row
 /// had, or the old bound was binding (the rate at it) and the bound moved. A demand that moves
 /// far above the rate changes nothing of the row's solve and keeps its state.
@@ -385,24 +408,7 @@ impl HostSolver {
                         q.y = 0.0;
                         q.init = false;
                     }
-                    Entry {
-                        id: c.id,
-                        w: c.weight,
-                        a: c.a,
-                        hi: c.demand,
-                        x: p.x.max(fresh_x).min(c.demand),
-                        outs,
-                        z: 0.0,
-                        v: 0.0,
-                        rho_base: 0.0,
-                        curv: f64::NAN,
-                        price: None,
-                        self_y: 0.0,
-                        self_init: false,
-                        self_qa: 0.0,
-                        self_qb: 0.0,
-                        ins,
-                    }
+                    new_row(c, p.x.max(fresh_x), outs, ins)
                 }
                 Some(p) => {
                     // A row that gains or loses its remote pairs (one-sided <-> two-sided)
@@ -427,24 +433,7 @@ impl HostSolver {
                         ..p
                     }
                 }
-                None => Entry {
-                    id: c.id,
-                    w: c.weight,
-                    a: c.a,
-                    hi: c.demand,
-                    x: fresh_x.min(c.demand),
-                    outs,
-                    z: 0.0,
-                    v: 0.0,
-                    rho_base: 0.0,
-                    curv: f64::NAN,
-                    price: None,
-                    self_y: 0.0,
-                    self_init: false,
-                    self_qa: 0.0,
-                    self_qb: 0.0,
-                    ins,
-                },
+                None => new_row(c, fresh_x, outs, ins),
             };
             ents.push(e);
         }
