@@ -312,6 +312,9 @@ def test_hpcc_mode_maps_to_transport_cc_with_its_int_settings(tmp_path: Path) ->
         "rate_ai": "40Mbps",
         "min_rate": "100Mbps",
         "fast_react": False,
+        # GLOBAL_T 1: the star's largest base RTT, host 1/2/3 to host 4 (40G, 1 us): 2 x 2000 ns
+        # + 1024 B at 100G (81 ns, whole ns) + at 40G (204 ns).
+        "base_rtt": "4285ns",
     }, tr
     keys = dict(imp.ignored)
     assert "multiplicative" in keys["RATE_HAI"]
@@ -319,7 +322,7 @@ def test_hpcc_mode_maps_to_transport_cc_with_its_int_settings(tmp_path: Path) ->
     assert "exact" in keys["INT_MULTI"]
     assert keys["MULTI_RATE"].startswith("0:") and keys["SAMPLE_FEEDBACK"].startswith("0:")
     assert "HAS_WIN" in keys
-    assert any("GLOBAL_T 1" in n for n in imp.notes)
+    assert any("GLOBAL_T 1" in n and "4285ns" in n for n in imp.notes)
     assert 'kind = "hpcc"' in imp.toml
     _core_build(imp.scenario, tmp_path)
     # MULTI_RATE 1 is approximated: refused without --lenient, noted with it.
@@ -374,3 +377,24 @@ def test_one_reader_for_hpcc_files(tmp_path: Path) -> None:
         _core.hpcc_topology(str(tmp_path / "mix" / "topo-star4.txt"))
     r = run_cli(str(cfg))
     assert r.exit_code == 2 and r.stderr.strip().endswith(str(e.value)), (r.stderr, str(e.value))
+
+
+def test_global_t_is_hpcc_ns3s_largest_base_rtt() -> None:
+    # HPCC ns-3 prints maxRtt=12240 for the fat-tree anchor (320 hosts; 1 us links, 100G to the
+    # hosts and 400G above: 12 x 1000 ns + 1000 B at 100G twice (80 ns) and at 400G four times
+    # (20 ns)). The star below: hosts are never a middle point, so 1 -> 3 is not through 2.
+    from braid.hpcc.rtt import base_rtts_ns, max_base_rtt_ns
+
+    star = [(1, 0, 100 * 10**9, 1_000_000, 0.0), (2, 0, 100 * 10**9, 1_000_000, 0.0), (3, 0, 40 * 10**9, 2_000_000, 0.0),
+            (1, 2, 100 * 10**9, 1_000_000, 0.0)]
+    rtts = base_rtts_ns([1, 2, 3], [0], star, 1000)
+    assert rtts[(1, 2)] == 2 * 1000 + 80  # the direct link, one hop
+    assert rtts[(1, 3)] == rtts[(3, 1)] == 2 * 3000 + 80 + 200
+    assert max_base_rtt_ns([1, 2, 3], [0], star, 1000) == 6280
+    assert max_base_rtt_ns([1], [0], star[:1], 1000) == 0
+    anchors = ROOT / ".." / "shared" / "anchors" / "hpcc"
+    if (anchors / "topology-fattree-320.txt").exists():
+        from braid import _core
+
+        t = _core.hpcc_topology(str(anchors / "topology-fattree-320.txt"))
+        assert max_base_rtt_ns(t["hosts"], t["switches"], t["links"], 1000) == 12240

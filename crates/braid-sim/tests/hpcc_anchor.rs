@@ -123,8 +123,8 @@ fn hpcc_mode_fattree_slowdown_by_size_against_hpcc_ns3() {
         json!({"kind": "hpcc", "eta": 0.95, "max_stage": 0, "rate_ai": "40Mbps", "min_rate": "1Gbps", "fast_react": true,
                "base_rtt": base_rtt})
     };
-    // What `braid import-hpcc` makes of that config, with HPCC's GLOBAL_T (one T for the whole
-    // topology: HPCC ns-3 prints maxRtt = 12240 ns for this fat-tree) given as `base_rtt`.
+    // What `braid import-hpcc` makes of that config, HPCC's GLOBAL_T 1 (one T for the whole
+    // topology: HPCC ns-3 prints maxRtt = 12240 ns for this fat-tree) as `base_rtt`.
     let s = json!({
         "duration": "2.1s",
         "topology": {"kind": "hpcc", "file": topo},

@@ -11,9 +11,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import List, Optional, Tuple
 
+from .rtt import max_base_rtt_ns
+
 
 def transport(
-    h, cpath: Path, cfg, get, qcn: bool, cc_fallback: Optional[str], ignored: List[Tuple[str, str]], notes: List[str], approx
+    h, cpath: Path, cfg, get, qcn: bool, cc_fallback: Optional[str], ignored: List[Tuple[str, str]], notes: List[str], approx, info
 ) -> dict:
     """The ``[transport]`` table of an HPCC config (``get`` reads a key and marks it used)."""
     mode = 1
@@ -36,7 +38,7 @@ def transport(
             notes.append("ENABLE_QCN 0 → no ECN marking, so DCQCN never reacts: transport.kind = \"none\" (line rate)")
     transport: dict = {"kind": kind}
     if mode == 3:
-        transport["cc"] = _hpcc(h, cpath, get, ignored, notes, approx)
+        transport["cc"] = _hpcc(h, cpath, get, ignored, notes, approx, info)
     elif mode in (7, 8):
         transport["cc"] = _other_cc(h, mode, cpath, get, ignored, notes)
     elif get("DCTCP_RATE_AI") is not None:
@@ -181,7 +183,7 @@ def _other_cc(h, mode: int, cpath: Path, get, ignored: List[Tuple[str, str]], no
     return cc
 
 
-def _hpcc(h, cpath: Path, get, ignored: List[Tuple[str, str]], notes: List[str], approx) -> dict:
+def _hpcc(h, cpath: Path, get, ignored: List[Tuple[str, str]], notes: List[str], approx, info) -> dict:
     """``transport.cc`` for HPCC (CC_MODE 3) from the keys config_doc.txt gives it: U_TARGET is
     η, MI_THRESH maxStage, RATE_AI the additive step (W_AI = RATE_AI · T), MIN_RATE the floor,
     FAST_REACT whether it reacts per ACK; the INT settings braid's telemetry has no use for are
@@ -232,9 +234,16 @@ def _hpcc(h, cpath: Path, get, ignored: List[Tuple[str, str]], notes: List[str],
         else:
             ignored.append(("SAMPLE_FEEDBACK", "0: INT in every ACK, as braid"))
     e = get("GLOBAL_T")
-    if e is not None and h._flag(cpath, e):
-        notes.append("GLOBAL_T 1 (T = the largest base RTT of the topology): braid's HPCC takes T as the least RTT each QP "
-                     "samples; set transport.cc.base_rtt to give one T to all")
+    if e is None or h._flag(cpath, e):  # HPCC ns-3's default is 1
+        p = get("PACKET_PAYLOAD_SIZE")
+        payload = h._int(cpath, p) if p is not None else 1000  # HPCC ns-3's default payload
+        t_ns = max_base_rtt_ns(info.hosts, info.switches, info.links, payload)
+        if t_ns > 0:
+            cc["base_rtt"] = f"{t_ns}ns"
+            notes.append(f"GLOBAL_T 1 → transport.cc.base_rtt = \"{t_ns}ns\": one T for every flow, the topology's largest "
+                         "base RTT as HPCC ns-3 computes it (twice the links' delays plus one payload's serialization per link)")
+    else:
+        notes.append("GLOBAL_T 0 (T = each pair's base RTT): braid's HPCC takes T as the least RTT each QP samples")
     notes.append("CC_MODE 3 → transport.cc = { kind = \"hpcc\" }: switches stamp INT on data packets, receivers echo it; "
                  "eta, max_stage, rate_ai, min_rate and fast_react from U_TARGET, MI_THRESH, RATE_AI, MIN_RATE, FAST_REACT")
     return cc

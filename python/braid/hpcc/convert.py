@@ -96,6 +96,7 @@ class TopologyInfo:
     switches: List[int]
     hosts: List[int]
     link_rates: List[int]
+    links: List[tuple]  # (a, b, rate bit/s, delay ps, error rate)
 
 
 @dataclass
@@ -158,7 +159,7 @@ def convert(
     scen["switch"], qcn = _switch(cpath, get, notes, info, prios, flow_path)
     scen["nic"] = _nic(cpath, get, notes, prios)
     # ---- transport (cc.py: CC_MODE and the keys of each controller)
-    scen["transport"] = cc.transport(sys.modules[__name__], cpath, cfg, get, qcn, cc_fallback, ignored, notes, approx)
+    scen["transport"] = cc.transport(sys.modules[__name__], cpath, cfg, get, qcn, cc_fallback, ignored, notes, approx, info)
     events = _link_events(cpath, get, ignored, notes, info, topo_path)
     if events is not None:
         scen["link_events"] = events
@@ -208,7 +209,7 @@ def _read_inputs(topo_path: Path, flow_path: Path) -> Tuple[TopologyInfo, List[i
         f = _core.hpcc_flows(str(flow_path), str(topo_path))
     except ValueError as e:
         raise HpccImportError(str(e)) from None
-    info = TopologyInfo(t["nodes"], list(t["switches"]), list(t["hosts"]), [link[2] for link in t["links"]])
+    info = TopologyInfo(t["nodes"], list(t["switches"]), list(t["hosts"]), [link[2] for link in t["links"]], list(t["links"]))
     return info, sorted({int(p) for p in f["priority"]})
 
 
