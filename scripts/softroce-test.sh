@@ -8,6 +8,7 @@
 # Env:   SOFTROCE_DIR   work directory (default target/softroce)
 #        SOFTROCE_TIMEOUT  seconds before the guest is killed (default 480)
 #        BRAID_PROFILE  cargo profile of the braid binaries (default dev)
+#        CARGO_TARGET_DIR  where cargo builds them (default target/), honoured as cargo does
 #        SOFTROCE_QUICK=1 (conformance only, one guest), SOFTROCE_TWO_GUESTS=0 (skip the
 #        two-guest stage), SOFTROCE_TWO_ONLY=1 (only the two-guest stage)
 # Needs root (or sudo) for apt-get the first time; everything comes from Debian's archive.
@@ -49,13 +50,16 @@ fi
 # 3. The binaries under test.
 log "building braid-conformance and braid-perftest (profile $PROFILE)"
 CARGO_INCREMENTAL=0 cargo build -q --profile "$PROFILE" -p braid-rdma --features rdma --bins
-case $PROFILE in dev) TDIR=target/debug ;; *) TDIR=target/$PROFILE ;; esac
+# Where cargo put them: CARGO_TARGET_DIR (relative to the workspace, as cargo reads it) or target/.
+TBASE=${CARGO_TARGET_DIR:-target}
+case $TBASE in /*) ;; *) TBASE=$ROOT/$TBASE ;; esac
+case $PROFILE in dev) TDIR=$TBASE/debug ;; *) TDIR=$TBASE/$PROFILE ;; esac
 
 # 4. The initramfs: busybox, iproute2's ip and rdma, kmod's modules, rdma-core, perftest, ours.
 IR=$WORK/initramfs
 rm -rf "$IR" && mkdir -p "$IR"/{bin,sbin,etc,proc,sys,dev,tmp,lib,lib64,usr/lib/x86_64-linux-gnu,modules}
 cp /bin/busybox "$IR/bin/busybox"
-for a in sh mount mkdir cat echo sleep dd grep ls printf head tail date seq true false awk sed tr cut wc ln timeout ping; do ln -sf busybox "$IR/bin/$a"; done
+for a in sh mount mkdir cat echo sleep dd grep ls printf head tail date seq true false awk sed tr cut wc ln timeout ping dmesg; do ln -sf busybox "$IR/bin/$a"; done
 copy_with_libs() {
     local f=$1 dest=$2
     cp -L "$f" "$IR/$dest"
@@ -74,8 +78,8 @@ copy_with_libs "$(command -v ib_write_lat)" bin/ib_write_lat
 copy_with_libs "$(command -v ib_read_lat)" bin/ib_read_lat
 copy_with_libs "$(command -v ib_send_bw)" bin/ib_send_bw
 copy_with_libs "$(command -v ib_send_lat)" bin/ib_send_lat
-copy_with_libs "$ROOT/$TDIR/braid-conformance" bin/braid-conformance
-copy_with_libs "$ROOT/$TDIR/braid-perftest" bin/braid-perftest
+copy_with_libs "$TDIR/braid-conformance" bin/braid-conformance
+copy_with_libs "$TDIR/braid-perftest" bin/braid-perftest
 strip --strip-debug "$IR/bin/braid-conformance" "$IR/bin/braid-perftest"
 ML=/usr/lib/x86_64-linux-gnu
 copy_with_libs "$ML/libibverbs.so.1" usr/lib/x86_64-linux-gnu/libibverbs.so.1
@@ -106,6 +110,9 @@ exit_with() { # isa-debug-exit: QEMU exits with (value << 1) | 1.
     printf "\\$(printf %o $1)" | dd of=/dev/port bs=1 seek=244 count=1 2>/dev/null
     sleep 5
 }
+# Whatever ends this shell (a fatal error in an arithmetic expansion ends busybox sh) reports a
+# failure instead of killing init, which panics the guest and loses the tests after it.
+trap 'exit_with 1' EXIT
 role=$(sed -n 's/.*braid_role=\([a-z]*\).*/\1/p' /proc/cmdline)
 if [ -n "$role" ]; then
     # Two guests joined by two socket-backed links: a real two-path network. Each guest is a
@@ -161,7 +168,7 @@ if [ -n "$role" ]; then
         port=$((port + 2))
         if [ "$role" = server ]; then
             echo "=== $name (server)"
-            timeout 240 "$@" -p $port > /tmp/out.txt 2>&1 || { cat /tmp/out.txt; echo "guest: $name server failed"; [ $counted = 1 ] && rc=1; }
+            timeout 240 "$@" -p $port > /tmp/out.txt 2>&1 || { cat /tmp/out.txt; echo "guest: $name server failed"; dmesg | tail -n 20; [ $counted = 1 ] && rc=1; }
         else
             sleep 2
             echo "=== $name (client, two guests)"
@@ -172,7 +179,7 @@ if [ -n "$role" ]; then
                 break
             done
             cat /tmp/out.txt
-            [ $r = 0 ] || { echo "guest: $name client failed"; [ $counted = 1 ] && rc=1; }
+            [ $r = 0 ] || { echo "guest: $name client failed (exit $r)"; dmesg | tail -n 20; [ $counted = 1 ] && rc=1; }
         fi
     }
     for s in $(echo "$tests" | grep -q perftest && echo 4096 65536); do
@@ -212,11 +219,16 @@ if [ -n "$role" ]; then
     if [ "$role" = client ]; then
         set -- $(cat /tmp/part-dynamic-clean); c2=$4; c1=$3
         set -- $(cat /tmp/part-dynamic-lossy); l2=$4; l1=$3
-        echo "guest: share of chunks on link 2: clean $(( 100 * c2 / (c1 + c2) ))%, lossy $(( 100 * l2 / (l1 + l2) ))%"
-        # Dynamic assignment moves chunks off the lossy path: its share falls below 2/3 of the
-        # clean share.
-        if [ $(( 3 * l2 * (c1 + c2) )) -ge $(( 2 * c2 * (l1 + l2) )) ]; then
-            echo "guest: partition did not move traffic off the lossy link"; rc=1
+        if [ $((c1 + c2)) -eq 0 ] || [ $((l1 + l2)) -eq 0 ]; then
+            # A run that failed reported no chunks (its failure is counted above).
+            echo "guest: partition: no chunk counts (clean $c1/$c2, lossy $l1/$l2): the lossy-link check cannot run"; rc=1
+        else
+            echo "guest: share of chunks on link 2: clean $(( 100 * c2 / (c1 + c2) ))%, lossy $(( 100 * l2 / (l1 + l2) ))%"
+            # Dynamic assignment moves chunks off the lossy path: its share falls below 2/3 of
+            # its clean share.
+            if [ $(( 3 * l2 * (c1 + c2) )) -ge $(( 2 * c2 * (l1 + l2) )) ]; then
+                echo "guest: partition did not move traffic off the lossy link"; rc=1
+            fi
         fi
         /sbin/ip netns exec rt /sbin/tc qdisc del dev eth1 root
     fi

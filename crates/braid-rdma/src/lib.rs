@@ -11,6 +11,7 @@
 pub mod memory;
 pub mod oob;
 pub mod psn;
+pub mod wr_ledger;
 
 #[cfg(feature = "rdma")]
 pub mod real {

@@ -27,6 +27,8 @@ fn bad_arguments_exit_2_with_the_option_named() {
         (vec!["read_lat", "-c", "UC"], "UC has no RDMA READ"),
         (vec!["send_bw", "-c", "XRC"], "-c expects RC, UC or UD"),
         (vec!["write_bw", "--frobnicate"], "unknown option"),
+        (vec!["write_bw", "-Q", "0"], "-Q must be at least 1"),
+        (vec!["write_lat", "-Q", "100"], "latency tests signal every message"),
         (vec![], "no test given"),
     ] {
         let (code, err) = run(PERF, &args);

@@ -1,11 +1,15 @@
 //! `braid-perftest TEST [options] [SERVER]`: perftest's benchmarks on a real RDMA device, run by
 //! braid's own portable applications (`braid_apps::PerfClient`/`PerfServer`) through any braid
-//! middleware stack. Server without SERVER, client with it; endpoints are exchanged over TCP as
-//! perftest does. Output: perftest's table, or one JSON object with `--json`.
+//! middleware stack. Server without SERVER, client with it; endpoints are exchanged over TCP on
+//! perftest's port with braid's own exchange, which is not perftest's wire format: it cannot
+//! pair with `ib_write_bw` and friends, only with another braid-perftest. Defaults are
+//! perftest's: 2-byte messages for latency tests, 65536 for bandwidth tests, and a signaled
+//! completion every 100 messages for bandwidth tests (perftest's CQ moderation, at most the TX
+//! depth). Output: perftest's table, or one JSON object with `--json`.
 
 use std::process::exit;
 
-const USAGE: &str = "usage: braid-perftest write_bw|write_lat|send_bw|send_lat|read_bw|read_lat [-d DEV] [-x GID_INDEX] [-s BYTES] [-n ITERS] [-D SECONDS] [-q QPS] [-t TX_DEPTH] [-c RC|UC|UD] [-p PORT] [--busy-poll] [--report_gbits] [--middleware NAME[:KEY=VALUE...][,NAME...]] [--verify] [--json] [SERVER_ADDR]";
+const USAGE: &str = "usage: braid-perftest write_bw|write_lat|send_bw|send_lat|read_bw|read_lat [-d DEV] [-x GID_INDEX] [-s BYTES] [-n ITERS] [-D SECONDS] [-q QPS] [-t TX_DEPTH] [-Q CQ_MOD] [-c RC|UC|UD] [-p PORT] [--busy-poll] [--report_gbits] [--middleware NAME[:KEY=VALUE...][,NAME...]] [--verify] [--json] [SERVER_ADDR]";
 
 /// The tests this binary runs: perftest's, each braid's [`braid_apps::PerfKind`] of that name,
 /// built by the same config (`braid_apps::PerfApp::new` over the keys every kind takes,
@@ -25,6 +29,7 @@ pub struct Opts {
     device: Option<String>,
     gid: Option<u8>,
     size: u64,
+    cq_mod: Option<u32>,
     iters: Option<u64>,
     duration_s: Option<u64>,
     qps: u32,
@@ -51,7 +56,8 @@ fn parse(args: &[String]) -> Opts {
         test: String::new(),
         device: None,
         gid: None,
-        size: 65536,
+        size: 0,
+        cq_mod: None,
         iters: None,
         duration_s: None,
         qps: 1,
@@ -88,7 +94,8 @@ fn parse(args: &[String]) -> Opts {
                 )
             }
             "-x" | "--gid-index" => o.gid = Some(num("-x", v, "a GID index (0-255)")),
-            "-s" | "--size" => o.size = num("-s", v, "a message size in bytes"),
+            "-s" | "--size" => o.size = num("-s", v, "a message size in bytes (1 or more)"),
+            "-Q" | "--cq-mod" => o.cq_mod = Some(num("-Q", v, "a CQ moderation (1 or more)")),
             "-n" | "--iters" => o.iters = Some(num("-n", v, "a number of iterations")),
             "-D" | "--duration" => o.duration_s = Some(num("-D", v, "a duration in whole seconds")),
             "-q" | "--qp" => o.qps = num("-q", v, "a number of QPs (1 or more)"),
@@ -163,8 +170,16 @@ fn parse(args: &[String]) -> Opts {
             o.test
         ));
     }
-    if o.qps == 0 || o.tx_depth == 0 || o.size == 0 {
-        bad("-q, -t and -s must be at least 1".into());
+    let lat = o.test.ends_with("_lat");
+    if !args.iter().any(|a| a == "-s" || a == "--size") {
+        // perftest's DEF_SIZE_LAT and DEF_SIZE_BW (perftest_parameters.h).
+        o.size = if lat { 2 } else { 65536 };
+    }
+    if o.qps == 0 || o.tx_depth == 0 || o.size == 0 || o.cq_mod == Some(0) {
+        bad("-q, -t, -s and -Q must be at least 1".into());
+    }
+    if lat && o.cq_mod.is_some_and(|m| m > 1) {
+        bad("-Q: latency tests signal every message (perftest's CQ moderation is for bandwidth tests)".into());
     }
     if o.iters.is_some() && o.duration_s.is_some() {
         bad("-n and -D exclude each other".into());
@@ -267,7 +282,12 @@ mod run {
             }),
             duration: o.duration_s.map(|s| s * 1_000_000_000_000),
             start: 0,
-            cq_mod: 1,
+            // perftest's DEF_CQ_MOD (100), capped by the TX depth as perftest caps it.
+            cq_mod: if lat {
+                1
+            } else {
+                o.cq_mod.unwrap_or(100).min(o.tx_depth)
+            },
             priority: None,
         };
         let perf = match PerfApp::new(kind, &common, 1, 0.0) {
@@ -445,7 +465,21 @@ mod run {
         l.completed.sort_unstable();
         let peak = peak_bandwidth(&l.posted, &l.completed, o.size);
         let (Some(t0), Some(t1)) = (l.started, l.finished) else {
-            return fail(format!("the test did not finish ({end:?}; a QP failed?)"));
+            // Say why: the device's error completions and the layers' counters.
+            for e in host.nic.error_completions() {
+                eprintln!("braid-perftest: error completion: {e}");
+            }
+            for (t, layer, k, x) in host.counters() {
+                eprintln!("braid-perftest: counter {t}.{layer}.{k} = {x}");
+            }
+            return fail(format!(
+                "the test did not finish ({end:?}; {} error completions, first: {})",
+                host.nic.error_completions().len(),
+                host.nic
+                    .error_completions()
+                    .first()
+                    .map_or("none", String::as_str)
+            ));
         };
         let secs = (t1 - t0) as f64 / 1e12;
         let msgs = l.bytes / o.size;
@@ -613,6 +647,12 @@ mod run {
             o.tx_depth
         };
         println!(" TX depth        : {depth}");
+        let cq_mod = if o.test.ends_with("_lat") {
+            1
+        } else {
+            o.cq_mod.unwrap_or(100).min(o.tx_depth)
+        };
+        println!(" CQ Moderation   : {cq_mod}");
         println!(" Mtu             : {mtu}[B]");
         println!(" Link type       : Ethernet");
         println!(" GID index       : {gid}");

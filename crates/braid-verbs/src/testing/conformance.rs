@@ -11,17 +11,22 @@
 //! protection (ibverbs' rules for protection domains and rkeys): an rkey of another PD than the
 //! responder QP's refused for WRITE and READ, an access outside the region refused, an rkey
 //! without the access flag refused, an lkey of another PD refused locally, and a PD still in
-//! use not deallocated; `max_rd_atomic` (0 refused, a READ burst through one READ resource).
+//! use not deallocated; `max_rd_atomic` (0 refused, a READ burst through one READ resource);
+//! the queues (a send and a receive sharing a wr_id told apart when flushed, a full send queue
+//! taking a post list's head and refusing the rest at the right index, a SEND recovering from
+//! receiver-not-ready by retrying, a receive too small for its SEND, a READ with a bad rkey).
 
 use crate::*;
 use errors::*;
 use protection::*;
+use queues::*;
 use rd_atomic::*;
 use std::cell::RefCell;
 use std::rc::Rc;
 
 mod errors;
 mod protection;
+mod queues;
 mod rd_atomic;
 
 /// What a case found.
@@ -138,6 +143,10 @@ struct Setup {
     b_pd: bool,
     /// Both QPs' `max_rd_atomic` and `max_dest_rd_atomic`.
     rd_atomic: u8,
+    /// Both QPs' send queue depth (ibverbs `cap.max_send_wr`).
+    max_send_wr: u32,
+    /// A's receive queue completes on B's CQ (a QP with a send CQ and a receive CQ of its own).
+    a_recv_on_cq_b: bool,
 }
 
 const RC: Setup = Setup {
@@ -148,6 +157,8 @@ const RC: Setup = Setup {
     rnr_retry: 7,
     b_pd: false,
     rd_atomic: MAX_RD_ATOMIC,
+    max_send_wr: 64,
+    a_recv_on_cq_b: false,
 };
 
 struct Script {
@@ -183,7 +194,7 @@ impl Script {
             .reg_mr(BASE, MR_LEN, Access::ALL.tracked())
             .map_err(|x| e("reg_mr", x))?;
         let init = |cq| QpInit {
-            max_send_wr: 64,
+            max_send_wr: s.max_send_wr,
             max_recv_wr: 64,
             retry_cnt: s.retry_cnt,
             rnr_retry: s.rnr_retry,
@@ -200,7 +211,12 @@ impl Script {
         } else {
             (DEFAULT_PD, None)
         };
-        let qa = v.create_qp(&init(cq_a)).map_err(|x| e("create_qp", x))?;
+        let qa = v
+            .create_qp(&QpInit {
+                recv_cq: if s.a_recv_on_cq_b { cq_b } else { cq_a },
+                ..init(cq_a)
+            })
+            .map_err(|x| e("create_qp", x))?;
         let qb = v
             .create_qp(&QpInit {
                 pd: pd_b,
@@ -737,6 +753,11 @@ pub fn cases() -> Vec<Case> {
         c("pd_foreign_lkey", 2000 * MS, pd_foreign_lkey),
         c("dealloc_busy_pd", 100 * MS, dealloc_busy_pd),
         c("max_rd_atomic", 2000 * MS, max_rd_atomic),
+        c("shared_wr_id_flush", 2000 * MS, shared_wr_id_flush),
+        c("sq_full_partial_list", 2000 * MS, sq_full_partial_list),
+        c("rnr_retry_recovers", 2000 * MS, rnr_retry_recovers),
+        c("recv_too_small", 2000 * MS, recv_too_small),
+        c("read_bad_rkey", 2000 * MS, read_bad_rkey),
     ]
 }
 

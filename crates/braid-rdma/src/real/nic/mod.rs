@@ -8,6 +8,7 @@
 
 use super::consts::*;
 use crate::memory::Memory;
+use crate::wr_ledger::{PostedRecv, PostedSend, Retired, WrLedger};
 use braid_verbs::*;
 use rdma_mummy_sys as sys;
 use std::collections::{HashMap, VecDeque};
@@ -68,13 +69,14 @@ struct Qp {
     init: QpInit,
     remote: Option<RemoteQp>,
     flow_label: u32,
+    /// The UDP source port set through mlx5dv (when `caps.sport_control`), else 0.
+    udp_sport: u16,
     /// The initial PSN it sends from (ibverbs `sq_psn`), drawn at random when it is created
     /// ([`crate::psn`]).
     sq_psn: u32,
-    /// Send WRs posted and not yet completed: (wr_id, signaled, opcode).
-    sends: VecDeque<(u64, bool, WcOpcode)>,
-    /// Receives posted and not yet completed: (wr_id, GRH slot for UD).
-    recvs: VecDeque<(u64, u64)>,
+    /// Its send and receive queues: every WR posted under a tag of its own, so a completion
+    /// (an error one too, whose opcode ibverbs leaves undefined) finds its request.
+    wrs: WrLedger,
     grh_next: u64,
     /// UD: where its receives put their 40-byte GRH (hidden from the seam): the registered
     /// area and its number of slots.
@@ -132,7 +134,13 @@ pub struct Nic {
     /// Notifications of armed CQs come from polling them (busy mode), not from the completion
     /// channel: set by [`crate::real::host::Host`] when it busy-polls.
     pub soft_notify: bool,
+    /// The first error completions the device gave (the layers' hidden ones too), for a run's
+    /// diagnostics: when a test fails, which request failed how says why.
+    errors: Vec<String>,
 }
+
+/// How many error completions [`Nic::error_completions`] keeps.
+const ERRORS_KEPT: usize = 16;
 
 fn ipv4_of_gid(raw: &[u8; 16]) -> Option<u32> {
     (raw[..10].iter().all(|&b| b == 0) && raw[10] == 0xff && raw[11] == 0xff)
@@ -173,6 +181,16 @@ fn line_rate(width: u8, speed: u8) -> u64 {
         _ => 10_000_000_000,
     };
     lanes * per_lane
+}
+
+/// Whether the context is an mlx5 device (`mlx5dv_query_device` answers only for those; without
+/// libmlx5, or on rxe, it fails with EOPNOTSUPP).
+///
+/// # Safety
+/// `c` is an open device context.
+unsafe fn is_mlx5(c: *mut sys::ibv_context) -> bool {
+    let mut dv: sys::mlx5dv_context = std::mem::zeroed();
+    sys::mlx5dv_query_device(c, &mut dv) == 0
 }
 
 /// The flow label whose RoCEv2 UDP source port (rdma_flow_label_to_udp_sport, as mlx5 derives
@@ -317,9 +335,10 @@ impl Nic {
             // it), the stack cannot run them. See docs/rdma.md.
             cross_channel: false,
             local_addrs: addrs,
-            // rxe derives the UDP source port from the QPN, not the flow label; only NICs that
-            // hash the flow label (mlx5) would honour it.
-            sport_control: false,
+            // A connected QP's RoCEv2 UDP source port can be set only through mlx5's direct
+            // verb (`mlx5dv_modify_qp_udp_sport(3)`: RC/UC QPs in RTS); rxe and the other
+            // providers derive it from the QPN (and the flow label) themselves.
+            sport_control: is_mlx5(c),
             data_tracking: true,
             mtu: mtu_bytes(pattr.active_mtu),
             line_rate_bps: line_rate(pattr.active_width, pattr.active_speed),
@@ -344,6 +363,7 @@ impl Nic {
             epoch: Instant::now(),
             pending: Pending::default(),
             soft_notify: false,
+            errors: Vec::new(),
         })
     }
 
@@ -356,6 +376,11 @@ impl Nic {
     }
     pub fn caps(&self) -> &Caps {
         &self.caps
+    }
+    /// The first error completions seen (at most 16), one line each: QP, wr_id, status and the
+    /// opcode of the request it retired.
+    pub fn error_completions(&self) -> &[String] {
+        &self.errors
     }
     /// The completion channel's file descriptor (non-blocking).
     pub fn event_fd(&self) -> i32 {
@@ -550,7 +575,8 @@ impl Nic {
                 if unsafe { sys::ibv_poll_cq(c.cq.as_ptr(), 1, &mut w) } != 1 {
                     continue;
                 }
-                let wc = self.convert(&w);
+                // A completion of a request no QP has any more (reset) is not reported.
+                let Some(wc) = self.convert(&w) else { continue };
                 self.cqs[id].as_mut().expect("present").stash.push_back(wc);
             }
             let c = self.cqs[id].as_mut().expect("present");

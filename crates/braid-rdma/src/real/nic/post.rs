@@ -9,9 +9,9 @@ impl Nic {
             return Ok(());
         }
         let bad0 = |error| BadWr { index: 0, error };
-        let (qp, pd, init) = {
+        let (qp, pd, init, tag0) = {
             let q = self.own_qp(t, qpn).map_err(bad0)?;
-            (q.qp, q.pd, q.init.clone())
+            (q.qp, q.pd, q.init.clone(), q.wrs.send_tag(0))
         };
         let mut sges: Vec<Vec<sys::ibv_sge>> = Vec::with_capacity(wrs.len());
         let mut raw: Vec<sys::ibv_send_wr> = Vec::with_capacity(wrs.len());
@@ -90,7 +90,8 @@ impl Nic {
             };
             // SAFETY: zeroed is a valid ibv_send_wr (null pointers, zero counts).
             let mut w: sys::ibv_send_wr = unsafe { std::mem::zeroed() };
-            w.wr_id = wr.wr_id;
+            // The device sees the ledger's tag; completions map it back to wr.wr_id.
+            w.wr_id = (tag0 + index as u64) & !(1 << 63);
             w.num_sge = list.len() as i32;
             w.opcode = opcode;
             w.send_flags = flags;
@@ -147,8 +148,12 @@ impl Nic {
                 SendOp::Read => WcOpcode::Read,
                 _ => WcOpcode::Send,
             };
-            q.sends
-                .push_back((wr.wr_id, w.send_flags & IBV_SEND_SIGNALED != 0, op));
+            q.wrs.push_send(PostedSend {
+                tag: w.wr_id,
+                wr_id: wr.wr_id,
+                signaled: w.send_flags & IBV_SEND_SIGNALED != 0,
+                op,
+            });
         }
         if r != 0 {
             return Err(BadWr {
@@ -177,6 +182,7 @@ impl Nic {
         let mut list = Vec::with_capacity(wr.sg_list.len() + 1);
         let ud = q.init.qp_type == QpType::Ud;
         let slot = q.grh_next % grh.map_or(1, |g| g.2);
+        let tag = q.wrs.recv_tag();
         if ud {
             let (lkey, base, _) = grh.expect("UD QPs have a GRH area");
             list.push(sys::ibv_sge {
@@ -194,7 +200,7 @@ impl Nic {
         }
         // SAFETY: zeroed is a valid ibv_recv_wr.
         let mut w: sys::ibv_recv_wr = unsafe { std::mem::zeroed() };
-        w.wr_id = wr.wr_id;
+        w.wr_id = tag;
         w.num_sge = list.len() as i32;
         w.sg_list = if list.is_empty() {
             null_mut()
@@ -214,7 +220,11 @@ impl Nic {
         if ud {
             q.grh_next += 1;
         }
-        q.recvs.push_back((wr.wr_id, slot));
+        q.wrs.push_recv(PostedRecv {
+            tag,
+            wr_id: wr.wr_id,
+            slot,
+        });
         Ok(())
     }
 
@@ -246,8 +256,11 @@ impl Nic {
             // SAFETY: the provider filled `got` entries.
             unsafe { wcs.set_len(got as usize) };
             for w in wcs.drain(..) {
-                out.push(self.convert(&w));
-                n += 1;
+                // A completion of a request no QP has any more (reset) is not reported.
+                if let Some(c) = self.convert(&w) {
+                    out.push(c);
+                    n += 1;
+                }
             }
             if (got as usize) < k {
                 break;
@@ -256,7 +269,9 @@ impl Nic {
         n
     }
 
-    pub(super) fn convert(&mut self, w: &sys::ibv_wc) -> WorkCompletion {
+    /// The seam's completion for a device one, or None when it retired no outstanding request
+    /// of a QP of this device (a QP since reset or destroyed: mlx5 removes those from the CQ).
+    pub(super) fn convert(&mut self, w: &sys::ibv_wc) -> Option<WorkCompletion> {
         let status = match w.status {
             IBV_WC_SUCCESS => WcStatus::Success,
             IBV_WC_LOC_LEN_ERR => WcStatus::LocalLengthError,
@@ -281,23 +296,22 @@ impl Nic {
             IBV_WC_RECV_RDMA_WITH_IMM => WcOpcode::RecvWithImm,
             _ => WcOpcode::Nop,
         };
-        if let Some(q) = self.qps.get_mut(&w.qp_num) {
-            let grh = q.grh.as_ref().map(|g| g.1.as_ptr());
-            let ok = w.status == IBV_WC_SUCCESS;
-            // An error completion's opcode is undefined in ibverbs: tell a send from a receive
-            // by what was posted (a send's wr_id among the outstanding sends).
-            let is_recv = if ok {
-                w.opcode & IBV_WC_RECV != 0
-            } else {
-                !q.sends.iter().any(|s| s.0 == w.wr_id)
-            };
-            if !is_recv {
+        let q = self.qps.get_mut(&w.qp_num)?;
+        let grh = q.grh.as_ref().map(|g| g.1.as_ptr());
+        let ok = w.status == IBV_WC_SUCCESS;
+        // The tag says whether a send or a receive completed (an error completion's opcode
+        // is undefined in ibverbs, and a send and a receive may share a wr_id).
+        let wr_id = match q.wrs.complete(w.wr_id)? {
+            Retired::Send(s) => {
                 // ibverbs defines imm_data for receive completions only (rxe also flags
                 // the requester's completion of a *_WITH_IMM).
                 imm = None;
+                if !ok {
+                    opcode = s.op;
+                }
+                s.wr_id
             }
-            if is_recv {
-                let slot = q.recvs.pop_front().map(|r| r.1).unwrap_or(0);
+            Retired::Recv(r) => {
                 if !ok {
                     opcode = WcOpcode::Recv;
                 } else if q.init.qp_type == QpType::Ud {
@@ -307,7 +321,7 @@ impl Nic {
                         // SAFETY: the slot lies inside the GRH buffer.
                         let g = unsafe {
                             std::slice::from_raw_parts(
-                                b.add((slot * GRH_BYTES as u64) as usize),
+                                b.add((r.slot * GRH_BYTES as u64) as usize),
                                 GRH_BYTES as usize,
                             )
                         };
@@ -321,24 +335,15 @@ impl Nic {
                             ipv4_of_gid(&raw).unwrap_or(0)
                         };
                     }
-                } else if let Some(r) = q.remote {
-                    src_host = r.host;
-                    src_qp = r.qpn;
+                } else if let Some(rq) = q.remote {
+                    src_host = rq.host;
+                    src_qp = rq.qpn;
                 }
-            } else {
-                // A send completion retires the unsignaled WRs before it and itself.
-                while let Some((id, signaled, op)) = q.sends.pop_front() {
-                    if id == w.wr_id && (signaled || !ok) {
-                        if !ok {
-                            opcode = op;
-                        }
-                        break;
-                    }
-                }
+                r.wr_id
             }
-        }
-        WorkCompletion {
-            wr_id: w.wr_id,
+        };
+        let wc = WorkCompletion {
+            wr_id,
             status,
             opcode,
             byte_len,
@@ -346,6 +351,18 @@ impl Nic {
             qp_num: w.qp_num,
             src_host,
             src_qp,
+        };
+        if !ok && self.errors.len() < ERRORS_KEPT {
+            self.errors.push(format!(
+                "QP {} wr {} {:?} {:?} (vendor error {:#x}) at {} us",
+                w.qp_num,
+                wr_id,
+                status,
+                opcode,
+                w.vendor_err,
+                self.epoch.elapsed().as_micros()
+            ));
         }
+        Some(wc)
     }
 }

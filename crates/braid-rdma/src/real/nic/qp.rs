@@ -115,9 +115,9 @@ impl Nic {
                 init: init.clone(),
                 remote: None,
                 flow_label: 0,
+                udp_sport: 0,
                 sq_psn,
-                sends: VecDeque::new(),
-                recvs: VecDeque::new(),
+                wrs: WrLedger::default(),
                 grh_next: 0,
                 grh,
             },
@@ -221,10 +221,34 @@ impl Nic {
             mask |= IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
         }
         self.modify(qp, &mut a, mask)?;
+        let mut sport = 0;
+        if let (Some(p), true, true) = (
+            remote.udp_sport,
+            self.caps.sport_control,
+            init.qp_type != QpType::Ud,
+        ) {
+            self.set_udp_sport(qp, p)?;
+            sport = p;
+        }
         let q = self.qps.get_mut(&qpn).expect("owned");
         q.remote = (init.qp_type != QpType::Ud).then_some(remote);
         q.flow_label = fl;
+        q.udp_sport = sport;
         Ok(())
+    }
+
+    /// mlx5dv_modify_qp_udp_sport on an RC/UC QP in RTS.
+    fn set_udp_sport(&self, qp: NonNull<sys::ibv_qp>, sport: u16) -> Result<(), VerbsError> {
+        // SAFETY: a valid QP; the wrapper returns EOPNOTSUPP where libmlx5 is absent.
+        match unsafe { sys::mlx5dv_modify_qp_udp_sport(qp.as_ptr(), sport) } {
+            0 => Ok(()),
+            libc::EOPNOTSUPP => Err(VerbsError::Unsupported(
+                "mlx5dv_modify_qp_udp_sport: not supported by this device or firmware",
+            )),
+            _ => Err(VerbsError::InvalidState(
+                "mlx5dv_modify_qp_udp_sport refused (the QP must be RC or UC and in RTS)",
+            )),
+        }
     }
 
     fn state(&self, qp: NonNull<sys::ibv_qp>) -> Result<QpState, VerbsError> {
@@ -257,20 +281,36 @@ impl Nic {
                 self.modify(qp, &mut a, IBV_QP_STATE)?;
                 let q = self.qps.get_mut(&qpn).expect("owned");
                 q.remote = None;
-                q.sends.clear();
-                q.recvs.clear();
+                q.udp_sport = 0;
+                q.wrs.clear();
+                Ok(())
+            }
+            QpModify::UdpSport(p) if self.caps.sport_control => {
+                if self.state(qp)? != QpState::Rts {
+                    return Err(VerbsError::InvalidState(
+                        "the UDP source port changes on a connected QP (Rts) only",
+                    ));
+                }
+                self.set_udp_sport(qp, p)?;
+                self.qps.get_mut(&qpn).expect("owned").udp_sport = p;
                 Ok(())
             }
             QpModify::UdpSport(_) => Err(VerbsError::Unsupported(
-                "changing the UDP source port of a connected QP (this NIC derives it from the QPN: caps().sport_control is false)",
+                "changing the UDP source port of a connected QP (this NIC derives it from the QPN: caps().sport_control is false; only mlx5 devices have mlx5dv_modify_qp_udp_sport)",
             )),
         }
     }
 
     pub fn query_qp(&mut self, t: TenantId, qpn: QpNum) -> Result<QpAttr, VerbsError> {
-        let (qp, init, remote, outstanding) = {
+        let (qp, init, remote, outstanding, udp_sport) = {
             let q = self.own_qp(t, qpn)?;
-            (q.qp, q.init.clone(), q.remote, q.sends.len() as u32)
+            (
+                q.qp,
+                q.init.clone(),
+                q.remote,
+                q.wrs.send_outstanding() as u32,
+                q.udp_sport,
+            )
         };
         let state = self.state(qp)?;
         Ok(QpAttr {
@@ -278,7 +318,7 @@ impl Nic {
             qp_type: init.qp_type,
             state,
             local_addr: self.caps.local_addrs[init.local_addr as usize],
-            udp_sport: 0,
+            udp_sport,
             remote: if state == QpState::Rts { remote } else { None },
             retry_cnt: init.retry_cnt,
             rnr_retry: init.rnr_retry,
