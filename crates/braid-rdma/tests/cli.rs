@@ -28,7 +28,10 @@ fn bad_arguments_exit_2_with_the_option_named() {
         (vec!["send_bw", "-c", "XRC"], "-c expects RC, UC or UD"),
         (vec!["write_bw", "--frobnicate"], "unknown option"),
         (vec!["write_bw", "-Q", "0"], "-Q must be at least 1"),
-        (vec!["write_lat", "-Q", "100"], "latency tests signal every message"),
+        (
+            vec!["write_lat", "-Q", "100"],
+            "latency tests signal every message",
+        ),
         (vec![], "no test given"),
     ] {
         let (code, err) = run(PERF, &args);

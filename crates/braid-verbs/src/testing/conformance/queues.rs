@@ -144,7 +144,9 @@ pub(super) fn rnr_retry_recovers(out: SharedOutcome) -> Box<dyn App> {
                 .map(|w| (w.wr_id, w.status, w.byte_len))
                 .collect();
             check(a == [(1, WcStatus::Success)], || format!("sender {a:?}"))?;
-            check(b == [(2, WcStatus::Success, 21)], || format!("receiver {b:?}"))?;
+            check(b == [(2, WcStatus::Success, 21)], || {
+                format!("receiver {b:?}")
+            })?;
             let got = v.read_local(BASE + B_OFF, 21).map_err(err)?;
             check(&got[..] == b"not ready, then ready", || {
                 "the retried SEND's bytes".into()
@@ -172,7 +174,8 @@ pub(super) fn recv_too_small(out: SharedOutcome) -> Box<dyn App> {
             // and the fake NIC do); rxe gives IBV_WC_LOC_QP_OP_ERR. Either way it fails.
             let b: Vec<_> = c.b_wcs().iter().map(|w| (w.wr_id, w.status)).collect();
             check(
-                b.first().is_some_and(|&(id, st)| id == 1 && st != WcStatus::Success),
+                b.first()
+                    .is_some_and(|&(id, st)| id == 1 && st != WcStatus::Success),
                 || format!("receiver {b:?}: the too-small receive did not fail"),
             )?;
             // ibverbs (RC): the responder NAKs (Invalid Request) and goes to Error, the requester
