@@ -93,9 +93,17 @@ impl Nic {
                     .expect("a retransmitted PSN belongs to an outstanding WQE");
             let w = &q.sq[i];
             let f = w.first_psn.unwrap();
-            // A READ is asked for again from its first missing response.
+            // A READ is asked for again from its first missing response (at or after `psn`:
+            // a response placed out of order is not missing).
             let k = if w.wr.op == SendOp::Read {
-                (psn - f).max(w.read_got)
+                let mut k = (psn - f).max(w.read_got);
+                while w.read_ahead.contains(&k) {
+                    k += 1;
+                }
+                if k >= w.npkts && w.read_got < w.npkts {
+                    k = w.read_got;
+                }
+                k
             } else {
                 psn - f
             };
@@ -113,13 +121,16 @@ impl Nic {
             SendOp::Read => {
                 pk.kind = PktKind::ReadReq;
                 pk.size = READ_REQ_SIZE;
+                // The request covers the rest of the READ up to the first response already
+                // placed out of order (selective repeat asks only for what it lacks);
+                // responses come back on their PSNs.
+                let end = w.read_ahead.range(k..).next().copied().unwrap_or(w.npkts);
                 pk.addr = w.wr.remote_addr + off;
-                pk.msg_len = w.bytes - off.min(w.bytes);
-                pk.aux = w.npkts - k;
+                pk.msg_len = (end as u64 * mtu).min(w.bytes) - off.min(w.bytes);
+                pk.aux = end - k;
                 pk.imm = w.wr.rkey;
                 pk.last = true;
-                // The request covers the rest of the READ; responses come back on their PSNs.
-                npsn = first_psn + w.npkts - psn;
+                npsn = first_psn + end - psn;
                 if new {
                     q.t.on_read_sent(first_psn, w.npkts);
                     q.cur += 1;

@@ -165,6 +165,9 @@ struct SendWqe {
     wait_target: Option<u64>,
     /// READ: response packets received in order.
     read_got: u32,
+    /// READ under selective repeat: responses placed out of order beyond `read_got`, by their
+    /// index in the READ (always empty for an in-order requester).
+    read_ahead: std::collections::BTreeSet<u32>,
     signaled: bool,
     /// MP-RDMA: message sequence number (among messages that consume a RECV).
     msn: u32,

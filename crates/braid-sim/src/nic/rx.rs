@@ -362,6 +362,9 @@ impl Nic {
                 .mem
                 .check_remote(pd, pk.imm, pk.addr, pk.msg_len, false);
         let q = self.qps[pk.dst_qp as usize].as_mut().unwrap();
+        // Selective repeat (IRN) asks again only for the responses it lacks (`build.rs`); an
+        // in-order requester asks for everything from the missing one on.
+        let selective = reads_out_of_order(&q.t) && pk.psn < q.t.expected();
         let mut replies = Vec::new();
         let class = q.t.on_read_request(now, pk.psn, pk.aux, &mut replies);
         if class == RxClass::Accept && !ok_access {
@@ -373,9 +376,18 @@ impl Nic {
             return;
         }
         if class == RxClass::Accept {
-            // A re-request replaces whatever answer was in progress from that PSN on.
-            q.reads.retain(|j| j.first_psn + j.npkts <= pk.psn);
-            if q.reads.len() >= q.max_dest_rd_atomic as usize {
+            let (lo, hi) = (pk.psn, pk.psn + pk.aux);
+            if selective {
+                // It replaces only an answer it covers entirely; the others go on (re-requests
+                // of overlapping runs, after a timeout, must not wipe each other's answers).
+                q.reads
+                    .retain(|j| j.first_psn + j.next < lo || j.first_psn + j.npkts > hi);
+            } else {
+                // A re-request replaces whatever answer was in progress from that PSN on.
+                q.reads.retain(|j| j.first_psn + j.npkts <= lo);
+            }
+            // A repeated READ is answered with the resource its first execution held.
+            if !selective && q.reads.len() >= q.max_dest_rd_atomic as usize {
                 // Every READ resource (`max_dest_rd_atomic`) is answering a READ: the requester
                 // ignored its `max_rd_atomic`. NAK Invalid Request (reported as a remote access
                 // error: the seam has no REM_INV_REQ status) and the responder goes to Error,
@@ -386,13 +398,20 @@ impl Nic {
                 self.enter_error(pk.dst_qp, None, eff);
                 return;
             }
-            q.reads.push_back(ReadJob {
+            let job = ReadJob {
                 first_psn: pk.psn,
                 npkts: pk.aux,
                 next: 0,
                 remote_addr: pk.addr,
                 len: pk.msg_len,
-            });
+            };
+            if selective {
+                // Repairs go first, as the selective-repeat sender resends lost PSNs before
+                // new ones (its requester places responses in any order).
+                q.reads.push_front(job);
+            } else {
+                q.reads.push_back(job);
+            }
             if let Some(a) = q.rx_audit.as_mut() {
                 for k in 0..pk.aux {
                     a.insert(pk.psn + k);
@@ -437,8 +456,12 @@ impl Nic {
         self.enter_error(qpn, Some((at, WcStatus::RemoteAccessError)), eff);
     }
 
-    /// A READ response at the requester: in order, it is placed and acknowledges its PSN; a gap
-    /// makes the requester ask again from the missing PSN (once per gap).
+    /// A READ response at the requester. In order, it is placed and acknowledges its PSN. Out
+    /// of order, an in-order requester (go-back-N, MP-RDMA) drops it and asks again from the
+    /// missing PSN, which the responder answers with everything after it; selective repeat
+    /// (IRN, SIGCOMM '18) places it as it places WRITE data out of order and asks again only
+    /// for the missing run before it. Either asks once per gap; selective repeat also asks for
+    /// the next hole as soon as one is filled if responses beyond it are placed already.
     pub(super) fn on_read_resp(
         &mut self,
         now: Time,
@@ -453,45 +476,87 @@ impl Nic {
             return;
         };
         let space = q.space;
-        let mut expected = None;
+        let any_order = reads_out_of_order(&q.t);
+        // The response wanted next in order (the first READ still missing one), and the READ
+        // holding this PSN with the response's index in it.
+        let mut want = None;
+        let mut owner = None;
         for (i, w) in q.sq.iter().enumerate() {
-            if w.wr.op == SendOp::Read && !w.done {
-                if let Some(f) = w.first_psn {
-                    expected = Some((i, f + w.read_got));
-                }
+            if w.wr.op != SendOp::Read || w.done {
+                continue;
+            }
+            let Some(f) = w.first_psn else { break };
+            want.get_or_insert(f + w.read_got);
+            if pk.psn >= f && pk.psn < f + w.npkts {
+                owner = Some((i, pk.psn - f));
+                break;
+            }
+            if !any_order {
                 break;
             }
         }
-        let Some((i, want)) = expected else { return };
+        let Some(want) = want else { return };
         let mut fx = TxFx::default();
         if pk.psn != want {
             if pk.psn > want && !q.read_rewound {
                 q.read_rewound = true;
-                self.stats.ooo_drops += 1;
+                self.stats.ooo_drops += !any_order as u64;
                 q.t.resend_from(now, want, &mut fx);
                 self.transport_fx(qpn, fx, eff);
             }
+            if !any_order {
+                return;
+            }
+        }
+        let Some(q) = self.qps[qpn as usize].as_mut() else {
+            return;
+        };
+        let Some((i, k)) = owner else { return };
+        let w = &mut q.sq[i];
+        if k < w.read_got || w.read_ahead.contains(&k) {
+            // Already placed (an answer to a re-request that crossed the original).
             return;
         }
-        q.read_rewound = false;
+        if pk.psn == want {
+            q.read_rewound = false;
+        }
         q.rx_bytes += pk.payload as u64;
         let w = &mut q.sq[i];
-        let off = w.read_got as u64 * mtu;
-        w.read_got += 1;
+        if k == w.read_got {
+            w.read_got += 1;
+            while w.read_ahead.remove(&w.read_got) {
+                w.read_got += 1;
+            }
+        } else {
+            w.read_ahead.insert(k);
+        }
         let sg = w.wr.sg_list.clone();
         let read_done = w.read_got == w.npkts;
         if read_done {
             w.done = true;
         }
+        // The response acknowledges its own PSN and everything before it (the responder
+        // executed the READ only after every earlier PSN had arrived), except a READ response
+        // still missing (selective repeat placed this one out of order).
+        let missing = q.sq.iter().find_map(|w| {
+            (w.wr.op == SendOp::Read && !w.done)
+                .then(|| w.first_psn.map(|f| f + w.read_got))
+                .flatten()
+        });
+        let cum = missing.map_or(pk.psn + 1, |m| m.min(pk.psn + 1));
+        // A hole filled, and responses after the next one missing are placed already: no later
+        // arrival will reveal it, so it is lost by IRN's rule; ask for it now.
+        let next_hole = (any_order && pk.psn == want)
+            .then(|| missing.filter(|_| placed_beyond(&q.sq)))
+            .flatten();
         if let Some(b) = payload {
-            self.mem.scatter(space, &sg, off, &b);
+            self.mem.scatter(space, &sg, k as u64 * mtu, &b);
         }
-        // The response acknowledges its own PSN (and everything before it).
         self.feedback(
             now,
             qpn,
             Feedback::Ack {
-                cum: pk.psn + 1,
+                cum,
                 sack: Some(pk.psn),
                 echo_sport: pk.sport,
                 ece: pk.ce,
@@ -500,9 +565,34 @@ impl Nic {
             },
             eff,
         );
+        if let Some(hole) = next_hole {
+            if let Some(q) = self.qps[qpn as usize].as_mut() {
+                q.read_rewound = true;
+                let mut fx = TxFx::default();
+                q.t.resend_from(now, hole, &mut fx);
+                self.transport_fx(qpn, fx, eff);
+            }
+        }
         if read_done {
             // A READ waiting for one of `max_rd_atomic` may start now.
             self.activate(qpn, eff);
         }
     }
+}
+
+/// Whether a requester on this transport takes READ responses out of order: RC's selective
+/// repeat does (IRN); go-back-N and MP-RDMA (single-path READ responses) do not.
+fn reads_out_of_order(t: &super::QpTransport) -> bool {
+    matches!(t, super::QpTransport::Rc(_)) && t.out_of_order()
+}
+
+/// Whether a READ response beyond the first missing one has been placed (selective repeat).
+fn placed_beyond(sq: &std::collections::VecDeque<super::SendWqe>) -> bool {
+    let mut reads = sq
+        .iter()
+        .filter(|w| w.wr.op == SendOp::Read && !w.done && w.first_psn.is_some());
+    let Some(first) = reads.next() else {
+        return false;
+    };
+    !first.read_ahead.is_empty() || reads.any(|w| w.read_got > 0 || !w.read_ahead.is_empty())
 }

@@ -526,6 +526,7 @@ impl Nic {
             done: false,
             wait_target,
             read_got: 0,
+            read_ahead: Default::default(),
             signaled,
             msn: 0,
             loc_prot,

@@ -19,10 +19,13 @@
 //! - **BDP-FC**: at most one bandwidth-delay product of PSNs outstanding beyond the cumulative
 //!   acknowledgement. It bounds the bitmaps (the receiver never sees a PSN further ahead) and
 //!   keeps queues short without PFC.
+//! - **READ responses** (the requester is their receiver): placed out of order into the READ's
+//!   buffer like WRITE data (`nic/rx.rs`); a gap asks once for the missing run only, and the
+//!   responder answers that run without restarting its other answers. A timeout still asks
+//!   for everything from the first missing response on.
 //!
-//! Not modelled: IRN's READ-response reordering at the requester (READ responses still arrive
-//! in order or trigger a re-request, as under go-back-N), its per-packet header extensions
-//! (a NACK here is a BTH-sized control packet like any other), and the NIC resource costs.
+//! Not modelled: IRN's per-packet header extensions (a NACK here is a BTH-sized control packet
+//! like any other), and the NIC resource costs.
 
 use super::irn_rack::Rack;
 use super::{Feedback, Reply, RxClass, TimerKind, TxFx};
@@ -603,6 +606,12 @@ impl SelectiveRepeat {
             // Lost from the re-requested PSN on, as under IRN's rule (not what precedes it).
             r.clear_lost_below(psn.max(snd_una));
         }
+    }
+
+    /// A READ response is missing while later ones were placed out of order: ask again for the
+    /// missing run alone (the requester names it), outside any recovery episode.
+    pub fn reread(&mut self, psn: u32) {
+        self.reread = Some(psn);
     }
 
     /// PSNs in flight: sent, not acknowledged and not SACKed.

@@ -105,6 +105,9 @@ pub enum TimerKind {
     /// MP-RDMA: an allowed packet waits for loss to be suspected of an unacknowledged one
     /// (early retransmission, §3.5).
     Early,
+    /// MP-RDMA: no READ response came for the loss-suspicion age (a lost last response or
+    /// re-request, which no later response reveals).
+    ReadRetry,
 }
 
 /// What a transport wants done after a call.

@@ -427,7 +427,7 @@ impl Transport for RcTransport {
                 self.lost(now, fx);
                 fx.kick = true;
             }
-            TimerKind::Burst | TimerKind::Hole | TimerKind::Early => {}
+            TimerKind::Burst | TimerKind::Hole | TimerKind::Early | TimerKind::ReadRetry => {}
         }
     }
 
@@ -436,10 +436,14 @@ impl Transport for RcTransport {
     }
 
     fn resend_from(&mut self, now: Time, psn: u32, fx: &mut TxFx) {
-        if let Some(sr) = self.sr.as_deref_mut() {
-            sr.reread_from(psn, self.snd_una, self.max_sent);
-        }
         self.last_progress = now;
+        if let Some(sr) = self.sr.as_deref_mut() {
+            // The requester placed the later responses and asks again only for the missing
+            // run (`nic/build.rs`); the responder's other answers go on.
+            sr.reread(psn);
+            fx.kick = true;
+            return;
+        }
         self.snd_nxt = psn;
         fx.kick = true;
     }

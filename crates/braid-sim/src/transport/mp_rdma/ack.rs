@@ -114,6 +114,10 @@ impl MpRdmaTransport {
                     self.rtt_sample(now, s);
                 }
                 if let Some(s) = sack {
+                    if self.read_at(s).is_some() {
+                        // A READ response: the READ re-request timer waits from here.
+                        self.read_progress = now;
+                    }
                     self.read_response(s);
                 }
                 self.ack_point(now, cum);

@@ -99,6 +99,8 @@ pub struct MpStats {
     /// request, or a timeout), and the READ requests they sent.
     pub read_rewinds: u64,
     pub read_retx: u64,
+    /// Rewinds the READ re-request timer started (no response for the suspicion age).
+    pub read_timer: u64,
     /// Receiver: duplicates (a retransmission of a packet already received).
     pub dup_rx: u64,
     pub max_ood: u32,
@@ -223,6 +225,10 @@ pub struct MpRdmaTransport {
     reads: VecDeque<read::ReadOut>,
     /// READs being asked for again (go-back-N), if any.
     read_rewind: Option<read::Rewind>,
+    /// When a READ last made progress (a request left or a response arrived), and whether the
+    /// re-request timer is pending (one at a time).
+    read_progress: Time,
+    read_timer_armed: bool,
     // ---- receiver ----
     pub rcv_nxt: u32,
     bitmap: Vec<Slot>,

@@ -20,6 +20,8 @@
 //! responses are flowing restarts that READ at the responder and drops every answer after it.
 
 use super::{MpRdmaTransport, Src};
+use crate::transport::{TimerKind, TxFx};
+use braid_engine::Time;
 
 /// A READ outstanding at the requester: its PSNs [first, end), and the next response PSN it
 /// waits for (responses arrive in order; the NIC hands over only the one it waits for).
@@ -105,5 +107,48 @@ impl MpRdmaTransport {
                 None
             }
         }
+    }
+
+    /// The READ re-request timer: the early retransmission of READs (`early_retx`, FUSO's
+    /// principle, §3.5 of the paper: recover a tail loss before the RTO). A lost response is
+    /// revealed by the next one (a gap), but a lost *last* response, or a lost re-request,
+    /// reveals itself to nothing before the RTO. While READs are outstanding, one timer waits
+    /// for the loss-suspicion age (srtt + 4·rttvar, as early retransmission) after the READs'
+    /// last progress; with no progress by then the READs are asked for again from the first
+    /// missing response (go-back-N, on the latest ACK's VP: a path that delivers).
+    pub(super) fn arm_read_timer(&mut self, now: Time, fx: &mut TxFx) {
+        if !self.p.cfg.early_retx || self.read_timer_armed || self.reads.is_empty() {
+            return;
+        }
+        self.read_timer_armed = true;
+        let age = self.suspicion_age().max(1);
+        let mut due = self.read_progress + age;
+        if due <= now {
+            // Progress is older than the age but a re-request is still to go out (or just
+            // went): look again an age from now, never in a loop.
+            due = now + age;
+        }
+        fx.timers.push((due, TimerKind::ReadRetry, 0));
+    }
+
+    pub(super) fn read_timer_fired(&mut self, now: Time, fx: &mut TxFx) {
+        self.read_timer_armed = false;
+        let floor = self.read_floor();
+        if floor == u32::MAX || self.read_rewind.is_some() {
+            // Nothing outstanding, or a re-request is already on its way (it progresses).
+            return;
+        }
+        if now < self.read_progress + self.suspicion_age() {
+            // Progress since it was armed: `arm_read_timer` (after this) waits again.
+            return;
+        }
+        self.stats.read_timer += 1;
+        self.read_progress = now;
+        let vp = match self.last_ack_vp {
+            Some(vp) => vp,
+            None => self.random_vp(),
+        };
+        self.rewind_reads(floor, vp, Src::Nack);
+        fx.kick = true;
     }
 }

@@ -1,4 +1,5 @@
-//! MP-RDMA sender timers: burst control, RTO, the hole timer and early retransmission (§3.5).
+//! MP-RDMA sender timers: burst control, RTO, the hole timer and early retransmission (§3.5);
+//! the READ re-request timer is in `read.rs`.
 
 use super::{Credit, MpRdmaTransport, Src};
 use crate::transport::rto::RtoFired;
@@ -115,6 +116,7 @@ impl MpRdmaTransport {
                     fx.kick = true;
                 }
             }
+            TimerKind::ReadRetry => self.read_timer_fired(now, fx),
             TimerKind::Alpha | TimerKind::RateInc | TimerKind::RateDec => {}
         }
     }

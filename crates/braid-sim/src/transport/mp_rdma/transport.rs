@@ -279,7 +279,11 @@ impl Transport for MpRdmaTransport {
             }
         }
         self.snd_nxt = self.snd_nxt.max(psn + npsn);
+        if pick == Pick::ReadRetx || (pick == Pick::New && self.read_at(psn).is_some()) {
+            self.read_progress = now;
+        }
         self.arm_early(now, fx);
+        self.arm_read_timer(now, fx);
         if reliable {
             self.rto_arm(now, fx);
         }
@@ -310,6 +314,7 @@ impl Transport for MpRdmaTransport {
             fx.kick = true;
         }
         self.arm_early(now, fx);
+        self.arm_read_timer(now, fx);
     }
 
     fn on_timer(
@@ -322,6 +327,7 @@ impl Transport for MpRdmaTransport {
     ) {
         self.timer(now, kind, gen, first_missing, fx);
         self.arm_early(now, fx);
+        self.arm_read_timer(now, fx);
     }
 
     fn acked(&self) -> u32 {
@@ -404,6 +410,7 @@ impl Transport for MpRdmaTransport {
             ("dup_rx", s.dup_rx as f64),
             ("read_rewinds", s.read_rewinds as f64),
             ("read_retx", s.read_retx as f64),
+            ("read_timer", s.read_timer as f64),
             ("max_ood", s.max_ood as f64),
             ("vps_used", self.vps_used.len() as f64),
             ("sync_sent", self.sync.stats.sent as f64),

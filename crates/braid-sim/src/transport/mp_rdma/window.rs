@@ -56,6 +56,8 @@ impl MpRdmaTransport {
             rnr_until: 0,
             rto: Default::default(),
             last_progress: 0,
+            read_progress: 0,
+            read_timer_armed: false,
             timeouts: 0,
             budget,
             vps_used: Default::default(),

@@ -157,3 +157,88 @@ fn early_retransmission_never_asks_again_for_a_read() {
     assert!(out.is_empty(), "no READ PSN resent early: {out:?}");
     assert_eq!(m.stats.early_retx, 0);
 }
+
+/// The READ re-request timer (`read.rs`): the last response of the last READ is lost, so no
+/// later response reveals the gap. The READ is asked for again from that response once no
+/// response came for the loss-suspicion age (srtt + 4·rttvar, as early retransmission),
+/// long before the RTO; while responses keep coming the timer asks for nothing.
+#[test]
+fn a_lost_last_response_is_asked_for_again_after_the_suspicion_age_not_the_rto() {
+    let mut m = reads_transport();
+    let mut next = 0;
+    post_reads(&mut m, 0, &mut next, 2);
+    let mut fx = TxFx::default();
+    // Responses 0..7 arrive, one per µs; 7 (the last of the second READ) is lost.
+    for psn in 0..7 {
+        let now = 10 * US + psn as Time * US;
+        ack(&mut m, now, psn + 1, psn, 900, false);
+    }
+    let last = 16 * US;
+    let age = m.suspicion_age();
+    assert!(age < m.p.rto / 4, "age {age} ps against RTO {} ps", m.p.rto);
+    // A timer fired before the age has passed since the last response asks for nothing.
+    m.on_timer(last + age - 1, TimerKind::ReadRetry, 0, 7, &mut fx);
+    assert!(
+        resends(&mut m, last + age - 1, next).is_empty(),
+        "responses came within the age"
+    );
+    assert!(
+        fx.timers.iter().any(|x| x.1 == TimerKind::ReadRetry),
+        "it waits again: {:?}",
+        fx.timers
+    );
+    let mut fx = TxFx::default();
+    m.on_timer(last + age, TimerKind::ReadRetry, 0, 7, &mut fx);
+    assert!(fx.kick);
+    assert_eq!(m.stats.read_timer, 1);
+    assert_eq!(m.timeouts(), 0, "no RTO");
+    let out = resends(&mut m, last + age, next);
+    assert_eq!(
+        out.iter().map(|x| x.0).collect::<Vec<_>>(),
+        vec![7],
+        "the missing response only (the READ from its first missing PSN): {out:?}"
+    );
+    // Its answer arrives: nothing is outstanding, no timer is armed again.
+    let mut fx = TxFx::default();
+    m.on_feedback(
+        last + age + 5 * US,
+        Feedback::Ack {
+            cum: 8,
+            sack: Some(7),
+            echo_sport: 900,
+            ece: false,
+            retx: true,
+            endpoint: 0,
+        },
+        &mut fx,
+    );
+    assert_eq!(m.acked(), 8);
+    assert!(
+        !fx.timers.iter().any(|x| x.1 == TimerKind::ReadRetry),
+        "{:?}",
+        fx.timers
+    );
+}
+
+/// With `early_retx = false` (the paper's RTO as the only tail-loss recovery) the timer is
+/// never armed.
+#[test]
+fn without_early_retransmission_no_read_timer_is_armed() {
+    let mut m = t(MpRdmaConfig {
+        iw: Some(16),
+        probe_p: 0.0,
+        early_retx: false,
+        ..Default::default()
+    });
+    let mut fx = TxFx::default();
+    let Plan::Send { psn, .. } = m.plan(0, 0, true) else {
+        panic!("a READ goes out")
+    };
+    m.on_read_sent(psn, READ_PSNS);
+    m.on_sent(0, psn, READ_PSNS, 64, true, &mut fx);
+    assert!(
+        !fx.timers.iter().any(|x| x.1 == TimerKind::ReadRetry),
+        "{:?}",
+        fx.timers
+    );
+}
