@@ -148,6 +148,9 @@ if [ -n "$role" ]; then
         [ "$g" = "0000:0000:0000:0000:0000:ffff:0a00:010$h" ] && gid1=$i
     done
     echo "guest $role: $(rdma link show | tr '\n' ' ') (GID index of 10.0.1.$h: $gid1)"
+    # rxe's own counters that are not zero (retries, sequence errors, duplicates: what the
+    # responder and requester saw when a run failed).
+    rxe_counters() { (cd /sys/class/infiniband/rxe0/ports/1/hw_counters 2>/dev/null && for f in *; do v=$(cat $f); [ "$v" = 0 ] || printf '%s=%s ' $f $v; done); }
     # Bytes sent on each link (the router's eth0 and eth1).
     link_tx() { /sbin/ip netns exec rt cat /proc/net/dev | tr ':' ' ' | awk -v d=$1 '$1==d {print $10}'; }
     tests=$(cat /two-tests 2>/dev/null || echo "perftest partition agents")
@@ -179,7 +182,7 @@ if [ -n "$role" ]; then
                 break
             done
             cat /tmp/out.txt
-            [ $r = 0 ] || { echo "guest: $name client failed (exit $r)"; dmesg | tail -n 20; [ $counted = 1 ] && rc=1; }
+            [ $r = 0 ] || { echo "guest: $name client failed (exit $r)"; dmesg | tail -n 20; echo "guest: rxe0 counters: $(rxe_counters)"; [ $counted = 1 ] && rc=1; }
         fi
     }
     for s in $(echo "$tests" | grep -q perftest && echo 4096 65536); do
@@ -238,6 +241,7 @@ if [ -n "$role" ]; then
     if [ "$role" = client ] && echo "$tests" | grep -q agents; then
         grep -q '"0\.justitia[a-z_]*\.links_ready":1' /tmp/out.txt || { echo "guest: the Justitia agents did not connect across the hosts"; rc=1; }
     fi
+    echo "guest $role: rxe0 counters at the end: $(rxe_counters)"
     exit_with $rc
 fi
 /sbin/ip link add veth0 type veth peer name veth1

@@ -3,9 +3,9 @@
 //! middleware stack. Server without SERVER, client with it; endpoints are exchanged over TCP on
 //! perftest's port with braid's own exchange, which is not perftest's wire format: it cannot
 //! pair with `ib_write_bw` and friends, only with another braid-perftest. Defaults are
-//! perftest's: 2-byte messages for latency tests, 65536 for bandwidth tests, and a signaled
-//! completion every 100 messages for bandwidth tests (perftest's CQ moderation, at most the TX
-//! depth). Output: perftest's table, or one JSON object with `--json`.
+//! perftest's: 2-byte messages for latency tests, 65536 for bandwidth tests, and perftest's CQ
+//! moderation for bandwidth tests (a signaled completion every 100 messages up to 8 KiB, every
+//! message above on RC/UC, at most the TX depth). Output: perftest's table, or one JSON object with `--json`.
 
 use std::process::exit;
 
@@ -187,6 +187,18 @@ fn parse(args: &[String]) -> Opts {
     o
 }
 
+/// A signaled completion every this many messages, as perftest chooses it
+/// (`perftest_parameters.c`): `-Q`, else `DEF_CQ_MOD` (100) for bandwidth tests, but 1
+/// (`DISABLED_CQ_MOD_VALUE`) for messages above `MSG_SIZE_CQ_MOD_LIMIT` (8192 B) on a connected
+/// QP; at most the TX depth; latency tests signal every message.
+fn cq_mod(o: &Opts) -> u32 {
+    if o.test.ends_with("_lat") {
+        return 1;
+    }
+    let default = if o.size > 8192 && !o.ud { 1 } else { 100 };
+    o.cq_mod.unwrap_or(default).min(o.tx_depth)
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let o = parse(&args);
@@ -282,12 +294,7 @@ mod run {
             }),
             duration: o.duration_s.map(|s| s * 1_000_000_000_000),
             start: 0,
-            // perftest's DEF_CQ_MOD (100), capped by the TX depth as perftest caps it.
-            cq_mod: if lat {
-                1
-            } else {
-                o.cq_mod.unwrap_or(100).min(o.tx_depth)
-            },
+            cq_mod: super::cq_mod(o),
             priority: None,
         };
         let perf = match PerfApp::new(kind, &common, 1, 0.0) {
@@ -647,12 +654,7 @@ mod run {
             o.tx_depth
         };
         println!(" TX depth        : {depth}");
-        let cq_mod = if o.test.ends_with("_lat") {
-            1
-        } else {
-            o.cq_mod.unwrap_or(100).min(o.tx_depth)
-        };
-        println!(" CQ Moderation   : {cq_mod}");
+        println!(" CQ Moderation   : {}", super::cq_mod(o));
         println!(" Mtu             : {mtu}[B]");
         println!(" Link type       : Ethernet");
         println!(" GID index       : {gid}");
@@ -665,5 +667,32 @@ mod run {
             }
         );
         println!("{LINE}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn opts(args: &[&str]) -> Opts {
+        parse(&args.iter().map(|s| s.to_string()).collect::<Vec<_>>())
+    }
+
+    /// perftest's defaults (perftest_parameters.h/.c): DEF_SIZE_LAT 2, DEF_SIZE_BW 65536,
+    /// DEF_CQ_MOD 100, disabled (1) above MSG_SIZE_CQ_MOD_LIMIT 8192 on RC/UC, -Q wins, the TX
+    /// depth caps it; what Debian's ib_write_bw printed beside braid-perftest on rxe0.
+    #[test]
+    fn defaults_are_perftests() {
+        assert_eq!(opts(&["write_lat"]).size, 2);
+        assert_eq!(opts(&["send_lat"]).size, 2);
+        assert_eq!(opts(&["write_bw"]).size, 65536);
+        assert_eq!(cq_mod(&opts(&["write_bw", "-s", "4096"])), 100);
+        assert_eq!(cq_mod(&opts(&["write_bw"])), 1);
+        assert_eq!(cq_mod(&opts(&["write_bw", "-s", "8192"])), 100);
+        assert_eq!(cq_mod(&opts(&["write_bw", "-s", "8193", "-c", "UC"])), 1);
+        assert_eq!(cq_mod(&opts(&["send_bw", "-s", "1024", "-c", "UD"])), 100);
+        assert_eq!(cq_mod(&opts(&["write_bw", "-Q", "7"])), 7);
+        assert_eq!(cq_mod(&opts(&["write_bw", "-s", "4096", "-t", "16"])), 16);
+        assert_eq!(cq_mod(&opts(&["write_lat", "-s", "4096"])), 1);
     }
 }
