@@ -34,7 +34,12 @@ pub fn parse(value: Option<&str>) -> Result<Choice, String> {
         serde_json::Value::String(v.to_string()).to_string()
     };
     let entry: MiddlewareEntry = serde_json::from_str(&json)
-        .map_err(|e| format!("BRAID_MIDDLEWARE={v}: {e}; expected a mechanism's name, e.g. raw"))?;
+        .map_err(|e| {
+            // serde's position suffix says nothing about an environment variable.
+            let m = e.to_string();
+            let m = m.split(" at line ").next().unwrap_or(&m).to_string();
+            format!("BRAID_MIDDLEWARE={v}: {m}; expected a mechanism's name, e.g. raw")
+        })?;
     let name = entry.0.name();
     if name != "raw" {
         return Err(format!(
