@@ -50,7 +50,7 @@ pub struct AppVerbs {
 
 fn errno_to_seam(e: c_int) -> VerbsError {
     match e {
-        12 => VerbsError::QueueFull,                        // ENOMEM: the queue is full
+        12 => VerbsError::QueueFull, // ENOMEM: the queue is full
         22 => VerbsError::InvalidWr("the provider refused the work request (EINVAL)"),
         _ => VerbsError::InvalidState("the provider refused the post"),
     }
@@ -72,9 +72,10 @@ impl AppVerbs {
         }
     }
 
-    pub fn adopt_qp(&mut self, qp: *mut ibv_qp) {
-        // SAFETY: the provider just returned it.
-        let (qpn, t) = unsafe { ((*qp).qp_num, (*qp).qp_type) };
+    /// # Safety
+    /// `qp` is a live QP of this context (the provider just returned it).
+    pub unsafe fn adopt_qp(&mut self, qp: *mut ibv_qp) {
+        let (qpn, t) = ((*qp).qp_num, (*qp).qp_type);
         self.qps.insert(qpn, AdoptedQp { qp, qp_type: t });
     }
     pub fn forget_qp(&mut self, qpn: QpNum) {
@@ -224,12 +225,11 @@ impl Verbs for AppVerbs {
         let mut list = Vec::with_capacity(wrs.len());
         for (index, (w, sg)) in wrs.iter().zip(sgs.iter_mut()).enumerate() {
             let ahs = &self.ahs;
-            let c = convert::send_from_seam(w, sg, &|i| ahs.get(i as usize).copied()).ok_or(
-                BadWr {
+            let c =
+                convert::send_from_seam(w, sg, &|i| ahs.get(i as usize).copied()).ok_or(BadWr {
                     index,
                     error: VerbsError::Unsupported("cross-channel and NOP WRs on a real NIC"),
-                },
-            )?;
+                })?;
             list.push(c);
         }
         if list.is_empty() {
@@ -298,9 +298,7 @@ pub fn link<T: Linked>(list: &mut [T]) {
 }
 
 fn index_of<T>(list: &[T], bad: *const T) -> usize {
-    list.iter()
-        .position(|w| std::ptr::eq(w, bad))
-        .unwrap_or(0)
+    list.iter().position(|w| std::ptr::eq(w, bad)).unwrap_or(0)
 }
 
 pub trait Linked {

@@ -27,19 +27,21 @@ impl Choice {
 
 /// `BRAID_MIDDLEWARE`'s value, parsed; the error is the line to print.
 pub fn parse(value: Option<&str>) -> Result<Choice, String> {
-    let v = value.map(str::trim).filter(|v| !v.is_empty()).unwrap_or("raw");
+    let v = value
+        .map(str::trim)
+        .filter(|v| !v.is_empty())
+        .unwrap_or("raw");
     let json = if v.starts_with('{') {
         v.to_string()
     } else {
         serde_json::Value::String(v.to_string()).to_string()
     };
-    let entry: MiddlewareEntry = serde_json::from_str(&json)
-        .map_err(|e| {
-            // serde's position suffix says nothing about an environment variable.
-            let m = e.to_string();
-            let m = m.split(" at line ").next().unwrap_or(&m).to_string();
-            format!("BRAID_MIDDLEWARE={v}: {m}; expected a mechanism's name, e.g. raw")
-        })?;
+    let entry: MiddlewareEntry = serde_json::from_str(&json).map_err(|e| {
+        // serde's position suffix says nothing about an environment variable.
+        let m = e.to_string();
+        let m = m.split(" at line ").next().unwrap_or(&m).to_string();
+        format!("BRAID_MIDDLEWARE={v}: {m}; expected a mechanism's name, e.g. raw")
+    })?;
     let name = entry.0.name();
     if name != "raw" {
         return Err(format!(
@@ -66,9 +68,15 @@ mod tests {
     #[test]
     fn bad_values_name_the_key_and_the_expected_form() {
         let e = parse(Some("nope")).unwrap_err();
-        assert!(e.starts_with("BRAID_MIDDLEWARE=nope:") && e.contains("expected"), "{e}");
+        assert!(
+            e.starts_with("BRAID_MIDDLEWARE=nope:") && e.contains("expected"),
+            "{e}"
+        );
         let e = parse(Some("justitia")).unwrap_err();
-        assert!(e.contains("only `raw`") && e.contains("expected raw"), "{e}");
+        assert!(
+            e.contains("only `raw`") && e.contains("expected raw"),
+            "{e}"
+        );
         assert!(!e.contains('\n'));
     }
 }

@@ -7,9 +7,7 @@
 //! byte order in libibverbs and in host order in the seam.
 
 use crate::ffi::*;
-use braid_verbs::{
-    RecvWr, RemoteQp, SendOp, SendWr, Sge, WcOpcode, WcStatus, WorkCompletion,
-};
+use braid_verbs::{RecvWr, RemoteQp, SendOp, SendWr, Sge, WcOpcode, WcStatus, WorkCompletion};
 use std::ffi::c_uint;
 
 /// The send flags the seam carries; a WR with any other flag is passed through.
@@ -319,7 +317,10 @@ mod tests {
         assert_eq!(b.opcode, w.opcode);
         assert_eq!(b.send_flags, w.send_flags);
         assert_eq!(b.imm_data.to_ne_bytes(), [1, 2, 3, 4]);
-        assert_eq!(unsafe { (b.wr.rdma.remote_addr, b.wr.rdma.rkey) }, (0xdead_0000, 99));
+        assert_eq!(
+            unsafe { (b.wr.rdma.remote_addr, b.wr.rdma.rkey) },
+            (0xdead_0000, 99)
+        );
         assert_eq!(back_sg, sg.to_vec());
     }
 
@@ -359,7 +360,10 @@ mod tests {
         assert_eq!(s.ud_dest.unwrap().qpn, 0x11);
         let b = send_from_seam(&s, &mut Vec::new(), &|i| table.get(i as usize).copied()).unwrap();
         let ud = unsafe { b.wr.ud };
-        assert_eq!((ud.ah, ud.remote_qpn, ud.remote_qkey), (ah, 0x11, 0x1111_1111));
+        assert_eq!(
+            (ud.ah, ud.remote_qpn, ud.remote_qkey),
+            (ah, 0x11, 0x1111_1111)
+        );
     }
 
     #[test]
@@ -385,7 +389,13 @@ mod tests {
         });
         assert_eq!((e.status, e.opcode), (WcStatus::Flushed, WcOpcode::Read));
         let back = wc_from_seam(&e);
-        assert_eq!((back.status, back.opcode), (IBV_WC_WR_FLUSH_ERR, IBV_WC_RDMA_READ));
-        assert_eq!(wc_to_seam(&ibv_wc { status: 21, ..wc }).status, WcStatus::Other(21));
+        assert_eq!(
+            (back.status, back.opcode),
+            (IBV_WC_WR_FLUSH_ERR, IBV_WC_RDMA_READ)
+        );
+        assert_eq!(
+            wc_to_seam(&ibv_wc { status: 21, ..wc }).status,
+            WcStatus::Other(21)
+        );
     }
 }

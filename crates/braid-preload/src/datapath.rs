@@ -290,7 +290,10 @@ pub unsafe extern "C" fn braid_post_srq_recv(
 ) -> c_int {
     let f = {
         let mut st = lock();
-        match st.find((*srq).context).and_then(|cx| cx.backend.ops.post_srq_recv) {
+        match st
+            .find((*srq).context)
+            .and_then(|cx| cx.backend.ops.post_srq_recv)
+        {
             Some(f) => f,
             None => return EINVAL,
         }

@@ -110,8 +110,14 @@ fn the_data_path_goes_through_braid_and_the_provider_sees_what_the_app_posted() 
             .unwrap();
         assert!(adopt_context(ctx, raw));
         // The five data-path pointers and create_qp_ex are braid's now.
-        assert_eq!((*ctx).ops.post_send.map(|f| f as usize), Some(braid_post_send as *const () as usize));
-        assert_eq!((*ctx).ops.poll_cq.map(|f| f as usize), Some(braid_poll_cq as *const () as usize));
+        assert_eq!(
+            (*ctx).ops.post_send.map(|f| f as usize),
+            Some(braid_post_send as *const () as usize)
+        );
+        assert_eq!(
+            (*ctx).ops.poll_cq.map(|f| f as usize),
+            Some(braid_poll_cq as *const () as usize)
+        );
         assert_eq!(
             v.create_qp_ex.map(|f| f as usize),
             Some(crate::interpose::braid_create_qp_ex as *const () as usize)
@@ -150,7 +156,11 @@ fn the_data_path_goes_through_braid_and_the_provider_sees_what_the_app_posted() 
             },
         ];
         let [s0, s1, s2] = &mut sg;
-        let mut w = [wr(1, IBV_WR_RDMA_WRITE, s0), wr(2, 6, s1), wr(3, IBV_WR_RDMA_READ, s2)];
+        let mut w = [
+            wr(1, IBV_WR_RDMA_WRITE, s0),
+            wr(2, 6, s1),
+            wr(3, IBV_WR_RDMA_READ, s2),
+        ];
         let p: *mut ibv_send_wr = w.as_mut_ptr();
         (*p).next = p.add(1);
         (*p.add(1)).next = p.add(2);
@@ -226,6 +236,9 @@ fn the_data_path_goes_through_braid_and_the_provider_sees_what_the_app_posted() 
         assert_eq!(counter("send_wrs_passthrough") - pass, 1);
 
         release_context(ctx);
-        assert_eq!((*ctx).ops.post_send.map(|f| f as usize), Some(fake_post_send as *const () as usize));
+        assert_eq!(
+            (*ctx).ops.post_send.map(|f| f as usize),
+            Some(fake_post_send as *const () as usize)
+        );
     }
 }

@@ -67,7 +67,10 @@ fn warn_once(flag: &AtomicUsize, line: &str) {
 /// libibverbs' contract for each function below.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_open_device(device: *mut ibv_device) -> *mut ibv_context {
-    let Some(f) = real!("ibv_open_device", unsafe extern "C" fn(*mut ibv_device) -> *mut ibv_context) else {
+    let Some(f) = real!(
+        "ibv_open_device",
+        unsafe extern "C" fn(*mut ibv_device) -> *mut ibv_context
+    ) else {
         return std::ptr::null_mut();
     };
     let ctx = f(device);
@@ -76,7 +79,9 @@ pub unsafe extern "C" fn ibv_open_device(device: *mut ibv_device) -> *mut ibv_co
             Ok(layer) => {
                 adopt_context(ctx, layer);
             }
-            Err(e) => eprintln!("braid-preload: BRAID_MIDDLEWARE: {e}; this context runs without braid"),
+            Err(e) => {
+                eprintln!("braid-preload: BRAID_MIDDLEWARE: {e}; this context runs without braid")
+            }
         }
     }
     ctx
@@ -86,7 +91,10 @@ pub unsafe extern "C" fn ibv_open_device(device: *mut ibv_device) -> *mut ibv_co
 /// As above.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_close_device(ctx: *mut ibv_context) -> c_int {
-    let Some(f) = real!("ibv_close_device", unsafe extern "C" fn(*mut ibv_context) -> c_int) else {
+    let Some(f) = real!(
+        "ibv_close_device",
+        unsafe extern "C" fn(*mut ibv_context) -> c_int
+    ) else {
         return ENOSYS;
     };
     release_context(ctx);
@@ -97,7 +105,10 @@ pub unsafe extern "C" fn ibv_close_device(ctx: *mut ibv_context) -> c_int {
 /// As above.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_alloc_pd(ctx: *mut ibv_context) -> *mut ibv_pd {
-    let Some(f) = real!("ibv_alloc_pd", unsafe extern "C" fn(*mut ibv_context) -> *mut ibv_pd) else {
+    let Some(f) = real!(
+        "ibv_alloc_pd",
+        unsafe extern "C" fn(*mut ibv_context) -> *mut ibv_pd
+    ) else {
         return std::ptr::null_mut();
     };
     add(&c::pds, 1);
@@ -107,8 +118,16 @@ pub unsafe extern "C" fn ibv_alloc_pd(ctx: *mut ibv_context) -> *mut ibv_pd {
 /// # Safety
 /// As above.
 #[no_mangle]
-pub unsafe extern "C" fn ibv_reg_mr(pd: *mut ibv_pd, addr: *mut c_void, len: usize, access: c_int) -> *mut ibv_mr {
-    let Some(f) = real!("ibv_reg_mr", unsafe extern "C" fn(*mut ibv_pd, *mut c_void, usize, c_int) -> *mut ibv_mr) else {
+pub unsafe extern "C" fn ibv_reg_mr(
+    pd: *mut ibv_pd,
+    addr: *mut c_void,
+    len: usize,
+    access: c_int,
+) -> *mut ibv_mr {
+    let Some(f) = real!(
+        "ibv_reg_mr",
+        unsafe extern "C" fn(*mut ibv_pd, *mut c_void, usize, c_int) -> *mut ibv_mr
+    ) else {
         return std::ptr::null_mut();
     };
     add(&c::mrs, 1);
@@ -118,8 +137,17 @@ pub unsafe extern "C" fn ibv_reg_mr(pd: *mut ibv_pd, addr: *mut c_void, len: usi
 /// # Safety
 /// As above.
 #[no_mangle]
-pub unsafe extern "C" fn ibv_reg_mr_iova(pd: *mut ibv_pd, addr: *mut c_void, len: usize, iova: u64, access: c_int) -> *mut ibv_mr {
-    let Some(f) = real!("ibv_reg_mr_iova", unsafe extern "C" fn(*mut ibv_pd, *mut c_void, usize, u64, c_int) -> *mut ibv_mr) else {
+pub unsafe extern "C" fn ibv_reg_mr_iova(
+    pd: *mut ibv_pd,
+    addr: *mut c_void,
+    len: usize,
+    iova: u64,
+    access: c_int,
+) -> *mut ibv_mr {
+    let Some(f) = real!(
+        "ibv_reg_mr_iova",
+        unsafe extern "C" fn(*mut ibv_pd, *mut c_void, usize, u64, c_int) -> *mut ibv_mr
+    ) else {
         return std::ptr::null_mut();
     };
     add(&c::mrs, 1);
@@ -129,8 +157,17 @@ pub unsafe extern "C" fn ibv_reg_mr_iova(pd: *mut ibv_pd, addr: *mut c_void, len
 /// # Safety
 /// As above.
 #[no_mangle]
-pub unsafe extern "C" fn ibv_reg_mr_iova2(pd: *mut ibv_pd, addr: *mut c_void, len: usize, iova: u64, access: c_uint) -> *mut ibv_mr {
-    let Some(f) = real!("ibv_reg_mr_iova2", unsafe extern "C" fn(*mut ibv_pd, *mut c_void, usize, u64, c_uint) -> *mut ibv_mr) else {
+pub unsafe extern "C" fn ibv_reg_mr_iova2(
+    pd: *mut ibv_pd,
+    addr: *mut c_void,
+    len: usize,
+    iova: u64,
+    access: c_uint,
+) -> *mut ibv_mr {
+    let Some(f) = real!(
+        "ibv_reg_mr_iova2",
+        unsafe extern "C" fn(*mut ibv_pd, *mut c_void, usize, u64, c_uint) -> *mut ibv_mr
+    ) else {
         return std::ptr::null_mut();
     };
     add(&c::mrs, 1);
@@ -140,8 +177,23 @@ pub unsafe extern "C" fn ibv_reg_mr_iova2(pd: *mut ibv_pd, addr: *mut c_void, le
 /// # Safety
 /// As above.
 #[no_mangle]
-pub unsafe extern "C" fn ibv_create_cq(ctx: *mut ibv_context, cqe: c_int, cq_context: *mut c_void, channel: *mut ibv_comp_channel, comp_vector: c_int) -> *mut ibv_cq {
-    let Some(f) = real!("ibv_create_cq", unsafe extern "C" fn(*mut ibv_context, c_int, *mut c_void, *mut ibv_comp_channel, c_int) -> *mut ibv_cq) else {
+pub unsafe extern "C" fn ibv_create_cq(
+    ctx: *mut ibv_context,
+    cqe: c_int,
+    cq_context: *mut c_void,
+    channel: *mut ibv_comp_channel,
+    comp_vector: c_int,
+) -> *mut ibv_cq {
+    let Some(f) = real!(
+        "ibv_create_cq",
+        unsafe extern "C" fn(
+            *mut ibv_context,
+            c_int,
+            *mut c_void,
+            *mut ibv_comp_channel,
+            c_int,
+        ) -> *mut ibv_cq
+    ) else {
         return std::ptr::null_mut();
     };
     let cq = f(ctx, cqe, cq_context, channel, comp_vector);
@@ -175,7 +227,10 @@ pub unsafe extern "C" fn ibv_destroy_cq(cq: *mut ibv_cq) -> c_int {
 /// As above.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_create_qp(pd: *mut ibv_pd, attr: *mut c_void) -> *mut ibv_qp {
-    let Some(f) = real!("ibv_create_qp", unsafe extern "C" fn(*mut ibv_pd, *mut c_void) -> *mut ibv_qp) else {
+    let Some(f) = real!(
+        "ibv_create_qp",
+        unsafe extern "C" fn(*mut ibv_pd, *mut c_void) -> *mut ibv_qp
+    ) else {
         return std::ptr::null_mut();
     };
     let qp = f(pd, attr);
@@ -215,7 +270,10 @@ pub unsafe extern "C" fn ibv_destroy_qp(qp: *mut ibv_qp) -> c_int {
 /// As above.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_modify_qp(qp: *mut ibv_qp, attr: *mut c_void, mask: c_int) -> c_int {
-    let Some(f) = real!("ibv_modify_qp", unsafe extern "C" fn(*mut ibv_qp, *mut c_void, c_int) -> c_int) else {
+    let Some(f) = real!(
+        "ibv_modify_qp",
+        unsafe extern "C" fn(*mut ibv_qp, *mut c_void, c_int) -> c_int
+    ) else {
         return ENOSYS;
     };
     add(&c::modify_qp, 1);
@@ -226,7 +284,10 @@ pub unsafe extern "C" fn ibv_modify_qp(qp: *mut ibv_qp, attr: *mut c_void, mask:
 /// As above.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_create_srq(pd: *mut ibv_pd, attr: *mut c_void) -> *mut ibv_srq {
-    let Some(f) = real!("ibv_create_srq", unsafe extern "C" fn(*mut ibv_pd, *mut c_void) -> *mut ibv_srq) else {
+    let Some(f) = real!(
+        "ibv_create_srq",
+        unsafe extern "C" fn(*mut ibv_pd, *mut c_void) -> *mut ibv_srq
+    ) else {
         return std::ptr::null_mut();
     };
     add(&c::srqs, 1);
@@ -237,7 +298,10 @@ pub unsafe extern "C" fn ibv_create_srq(pd: *mut ibv_pd, attr: *mut c_void) -> *
 /// As above.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_create_comp_channel(ctx: *mut ibv_context) -> *mut ibv_comp_channel {
-    let Some(f) = real!("ibv_create_comp_channel", unsafe extern "C" fn(*mut ibv_context) -> *mut ibv_comp_channel) else {
+    let Some(f) = real!(
+        "ibv_create_comp_channel",
+        unsafe extern "C" fn(*mut ibv_context) -> *mut ibv_comp_channel
+    ) else {
         return std::ptr::null_mut();
     };
     add(&c::comp_channels, 1);
@@ -248,8 +312,15 @@ pub unsafe extern "C" fn ibv_create_comp_channel(ctx: *mut ibv_context) -> *mut 
 /// As above. Under `raw` no completion is hidden, so the application's channel is the
 /// provider's own and its events are passed on as they come (counted).
 #[no_mangle]
-pub unsafe extern "C" fn ibv_get_cq_event(ch: *mut ibv_comp_channel, cq: *mut *mut ibv_cq, cq_context: *mut *mut c_void) -> c_int {
-    let Some(f) = real!("ibv_get_cq_event", unsafe extern "C" fn(*mut ibv_comp_channel, *mut *mut ibv_cq, *mut *mut c_void) -> c_int) else {
+pub unsafe extern "C" fn ibv_get_cq_event(
+    ch: *mut ibv_comp_channel,
+    cq: *mut *mut ibv_cq,
+    cq_context: *mut *mut c_void,
+) -> c_int {
+    let Some(f) = real!(
+        "ibv_get_cq_event",
+        unsafe extern "C" fn(*mut ibv_comp_channel, *mut *mut ibv_cq, *mut *mut c_void) -> c_int
+    ) else {
         return -1;
     };
     let rc = f(ch, cq, cq_context);
@@ -265,7 +336,10 @@ pub unsafe extern "C" fn ibv_get_cq_event(ch: *mut ibv_comp_channel, cq: *mut *m
 ///
 /// # Safety
 /// The provider's `create_qp_ex` contract.
-pub unsafe extern "C" fn braid_create_qp_ex(ctx: *mut ibv_context, attr: *mut ibv_qp_init_attr_ex) -> *mut ibv_qp {
+pub unsafe extern "C" fn braid_create_qp_ex(
+    ctx: *mut ibv_context,
+    attr: *mut ibv_qp_init_attr_ex,
+) -> *mut ibv_qp {
     let Some(f) = lock().find(ctx).and_then(|cx| cx.create_qp_ex) else {
         return std::ptr::null_mut();
     };
@@ -293,7 +367,10 @@ pub unsafe extern "C" fn braid_create_qp_ex(ctx: *mut ibv_context, attr: *mut ib
 ///
 /// # Safety
 /// The provider's `create_cq_ex` contract.
-pub unsafe extern "C" fn braid_create_cq_ex(ctx: *mut ibv_context, attr: *mut ibv_cq_init_attr_ex) -> *mut ibv_cq {
+pub unsafe extern "C" fn braid_create_cq_ex(
+    ctx: *mut ibv_context,
+    attr: *mut ibv_cq_init_attr_ex,
+) -> *mut ibv_cq {
     let mut st = lock();
     let Some(f) = st.find(ctx).and_then(|cx| cx.create_cq_ex) else {
         return std::ptr::null_mut();

@@ -11,6 +11,7 @@ pub mod backend;
 pub mod config;
 pub mod convert;
 pub mod datapath;
+pub mod elf;
 pub mod ffi;
 pub mod interpose;
 pub mod stats;
@@ -21,9 +22,8 @@ static CHOICE: OnceLock<config::Choice> = OnceLock::new();
 
 /// The mechanism of this process (read at load; `raw` if the constructor did not run).
 pub fn choice() -> &'static config::Choice {
-    CHOICE.get_or_init(|| {
-        config::parse(None).unwrap_or_else(|_| unreachable!("the default parses"))
-    })
+    CHOICE
+        .get_or_init(|| config::parse(None).unwrap_or_else(|_| unreachable!("the default parses")))
 }
 
 /// Runs when the library is loaded: a bad `BRAID_MIDDLEWARE` stops the application before it

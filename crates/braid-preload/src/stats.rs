@@ -88,7 +88,10 @@ mod tests {
 
     #[test]
     fn the_stats_path_takes_the_pid_and_counters_are_json() {
-        assert_eq!(stats_path(Some("/tmp/s-{pid}.json"), 7).unwrap(), "/tmp/s-7.json");
+        assert_eq!(
+            stats_path(Some("/tmp/s-{pid}.json"), 7).unwrap(),
+            "/tmp/s-7.json"
+        );
         assert_eq!(stats_path(Some(""), 7), None);
         add(&c::mlx5dv_calls, 2);
         let v: serde_json::Value = serde_json::from_str(&json("raw")).unwrap();
