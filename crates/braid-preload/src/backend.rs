@@ -11,7 +11,34 @@ use braid_verbs::{
 };
 use std::collections::{HashMap, VecDeque};
 use std::ffi::c_int;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::time::Instant;
+
+/// QP numbers, CQ ids and object addresses are already well spread and never chosen by an
+/// adversary inside one process: one multiply (Fibonacci hashing) instead of SipHash, which was
+/// a fifth of a post's instructions (callgrind, docs/preload.md).
+#[derive(Default)]
+pub struct IdHasher(u64);
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ b as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+    fn write_u32(&mut self, n: u32) {
+        self.write_u64(n as u64);
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0 ^ n).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+    fn write_usize(&mut self, n: usize) {
+        self.write_u64(n as u64);
+    }
+}
+pub type IdMap<K, V> = HashMap<K, V, BuildHasherDefault<IdHasher>>;
 
 /// The provider's data-path functions of one context, saved before the swap.
 #[derive(Clone, Copy)]
@@ -34,18 +61,22 @@ const RAW_KEEP: usize = 4096;
 
 pub struct AppVerbs {
     pub ops: ProviderOps,
-    pub qps: HashMap<QpNum, AdoptedQp>,
+    pub qps: IdMap<QpNum, AdoptedQp>,
     cqs: Vec<Option<*mut ibv_cq>>,
-    cq_ids: HashMap<usize, CqId>,
+    cq_ids: IdMap<usize, CqId>,
     ahs: Vec<(*mut ibv_ah, u32)>,
     /// The provider's completions as polled, per CQ, so that the application gets the provider's
     /// own record (wc_flags, sl, slid, pkey_index, vendor_err) of each completion a layer passes up.
-    raw: HashMap<CqId, VecDeque<ibv_wc>>,
+    raw: IdMap<CqId, VecDeque<ibv_wc>>,
     /// The errno of the last provider call that failed (what the application gets back).
     pub last_errno: c_int,
     caps: Caps,
     start: Instant,
     wc_buf: Vec<ibv_wc>,
+    /// Scratch for building a post's WR list and its SGEs (kept between posts: no allocation
+    /// per post once warm).
+    wr_buf: Vec<ibv_send_wr>,
+    sg_buf: Vec<ibv_sge>,
 }
 
 fn errno_to_seam(e: c_int) -> VerbsError {
@@ -60,15 +91,17 @@ impl AppVerbs {
     pub fn new(ops: ProviderOps) -> Self {
         AppVerbs {
             ops,
-            qps: HashMap::new(),
+            qps: IdMap::default(),
             cqs: Vec::new(),
-            cq_ids: HashMap::new(),
+            cq_ids: IdMap::default(),
             ahs: Vec::new(),
-            raw: HashMap::new(),
+            raw: IdMap::default(),
             last_errno: 0,
             caps: Caps::default(),
             start: Instant::now(),
             wc_buf: Vec::new(),
+            wr_buf: Vec::new(),
+            sg_buf: Vec::new(),
         }
     }
 
@@ -221,34 +254,61 @@ impl Verbs for AppVerbs {
     }
     fn post_send_list(&mut self, qpn: QpNum, wrs: Vec<SendWr>) -> Result<(), BadWr> {
         let qp = self.qp(qpn).map_err(|error| BadWr { index: 0, error })?.qp;
-        let mut sgs: Vec<Vec<ibv_sge>> = vec![Vec::new(); wrs.len()];
-        let mut list = Vec::with_capacity(wrs.len());
-        for (index, (w, sg)) in wrs.iter().zip(sgs.iter_mut()).enumerate() {
+        let mut list = std::mem::take(&mut self.wr_buf);
+        let mut sg = std::mem::take(&mut self.sg_buf);
+        list.clear();
+        sg.clear();
+        let mut one = Vec::new();
+        for (index, w) in wrs.iter().enumerate() {
             let ahs = &self.ahs;
-            let c =
-                convert::send_from_seam(w, sg, &|i| ahs.get(i as usize).copied()).ok_or(BadWr {
+            let Some(mut c) =
+                convert::send_from_seam(w, &mut one, &|i| ahs.get(i as usize).copied())
+            else {
+                self.wr_buf = list;
+                self.sg_buf = sg;
+                return Err(BadWr {
                     index,
                     error: VerbsError::Unsupported("cross-channel and NOP WRs on a real NIC"),
-                })?;
+                });
+            };
+            // The SGEs go into one buffer; `sg_list` holds the start index until it stops growing.
+            c.sg_list = sg.len() as *mut ibv_sge;
+            sg.extend_from_slice(&one);
             list.push(c);
         }
-        if list.is_empty() {
-            return Ok(());
-        }
-        link(&mut list);
-        let mut bad: *mut ibv_send_wr = std::ptr::null_mut();
-        // SAFETY: `list` and the SGEs it points to live until the provider returns (it copies
-        // WRs into its queue during the call, as ibv_post_send promises).
-        let rc = unsafe { (self.ops.post_send)(qp, list.as_mut_ptr(), &mut bad) };
-        if rc == 0 {
-            return Ok(());
-        }
-        self.last_errno = rc;
-        let index = index_of(&list, bad);
-        Err(BadWr {
-            index,
-            error: errno_to_seam(rc),
-        })
+        let rc = if list.is_empty() {
+            0
+        } else {
+            for c in list.iter_mut() {
+                let start = c.sg_list as usize;
+                c.sg_list = if c.num_sge == 0 {
+                    std::ptr::null_mut()
+                } else {
+                    // SAFETY: start + num_sge <= sg.len(), by construction above.
+                    unsafe { sg.as_mut_ptr().add(start) }
+                };
+            }
+            link(&mut list);
+            let mut bad: *mut ibv_send_wr = std::ptr::null_mut();
+            // SAFETY: `list` and the SGEs it points to live until the provider returns (it
+            // copies WRs into its queue during the call, as ibv_post_send promises).
+            let rc = unsafe { (self.ops.post_send)(qp, list.as_mut_ptr(), &mut bad) };
+            if rc != 0 {
+                self.last_errno = rc;
+                let index = index_of(&list, bad);
+                self.wr_buf = list;
+                self.sg_buf = sg;
+                return Err(BadWr {
+                    index,
+                    error: errno_to_seam(rc),
+                });
+            }
+            rc
+        };
+        self.wr_buf = list;
+        self.sg_buf = sg;
+        debug_assert_eq!(rc, 0);
+        Ok(())
     }
     fn post_recv(&mut self, qpn: QpNum, wr: RecvWr) -> Result<(), VerbsError> {
         let qp = self.qp(qpn)?.qp;

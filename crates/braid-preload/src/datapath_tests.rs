@@ -242,3 +242,91 @@ fn the_data_path_goes_through_braid_and_the_provider_sees_what_the_app_posted() 
         );
     }
 }
+
+unsafe extern "C" fn noop_post_send(
+    _qp: *mut ibv_qp,
+    _wr: *mut ibv_send_wr,
+    _bad: *mut *mut ibv_send_wr,
+) -> c_int {
+    0
+}
+unsafe extern "C" fn one_cqe(_cq: *mut ibv_cq, _n: c_int, wc: *mut ibv_wc) -> c_int {
+    *wc = ibv_wc {
+        wr_id: 1,
+        qp_num: 0x33,
+        opcode: IBV_WC_RDMA_WRITE,
+        ..Default::default()
+    };
+    1
+}
+
+/// What the preload adds per verb on the CPU, against calling the provider's function directly
+/// (a provider that does nothing, so only braid's part is timed). A measurement, not a check:
+/// `cargo test -p braid-preload overhead -- --ignored --nocapture` (test profile, opt-level 2).
+#[test]
+#[ignore]
+fn overhead_per_verb() {
+    unsafe {
+        let mut v: Box<verbs_context> = Box::new(MaybeUninit::zeroed().assume_init());
+        v.context.ops.post_send = Some(noop_post_send);
+        v.context.ops.post_recv = Some(fake_post_recv);
+        v.context.ops.poll_cq = Some(one_cqe);
+        v.context.ops.req_notify_cq = Some(fake_notify);
+        let ctx: *mut ibv_context = &mut v.context;
+        let raw = RawConfig::default()
+            .build(&mut braid_verbs::HostCtx::new(0, Default::default()), 1)
+            .unwrap();
+        assert!(adopt_context(ctx, raw));
+        let mut cq: ibv_cq = MaybeUninit::zeroed().assume_init();
+        cq.context = ctx;
+        let mut qp: ibv_qp = MaybeUninit::zeroed().assume_init();
+        qp.context = ctx;
+        qp.qp_num = 0x33;
+        qp.qp_type = IBV_QPT_RC;
+        {
+            let mut st = lock();
+            let cx = st.find(ctx).unwrap();
+            cx.backend.adopt_qp(&mut qp);
+            cx.backend.adopt_cq(&mut cq);
+        }
+        let mut sg = ibv_sge {
+            addr: 0x1000,
+            length: 64,
+            lkey: 1,
+        };
+        let mut w = wr(1, IBV_WR_RDMA_WRITE, &mut sg);
+        let mut wc = [ibv_wc::default(); 16];
+        let mut bad = std::ptr::null_mut();
+        let n: u32 = std::env::var("BRAID_OVERHEAD_N")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(1_000_000);
+        let time = |f: &mut dyn FnMut()| {
+            let t = std::time::Instant::now();
+            for _ in 0..n {
+                f();
+            }
+            t.elapsed().as_nanos() as f64 / n as f64
+        };
+        let post = (*ctx).ops.post_send.unwrap();
+        let poll = (*ctx).ops.poll_cq.unwrap();
+        let direct_post = time(&mut || {
+            std::hint::black_box(noop_post_send(&mut qp, &mut w, &mut bad));
+        });
+        let braid_post = time(&mut || {
+            std::hint::black_box(post(&mut qp, &mut w, &mut bad));
+        });
+        let direct_poll = time(&mut || {
+            std::hint::black_box(one_cqe(&mut cq, 16, wc.as_mut_ptr()));
+        });
+        let braid_poll = time(&mut || {
+            std::hint::black_box(poll(&mut cq, 16, wc.as_mut_ptr()));
+        });
+        release_context(ctx);
+        println!(
+            "overhead per verb (ns): post_send direct {direct_post:.1}, through braid \
+             {braid_post:.1}; poll_cq (1 CQE) direct {direct_poll:.1}, through braid {braid_poll:.1}"
+        );
+        assert_eq!(wc[0].qp_num, 0x33);
+    }
+}
