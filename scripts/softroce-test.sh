@@ -310,6 +310,7 @@ chmod +x "$IR/init"
 [ -n "${SOFTROCE_QUICK:-}" ] && touch "$IR/quick"
 [ -n "${SOFTROCE_MECHANISMS:-}" ] && echo "$SOFTROCE_MECHANISMS" > "$IR/mechanisms"
 [ -n "${SOFTROCE_TWO_TESTS:-}" ] && echo "$SOFTROCE_TWO_TESTS" > "$IR/two-tests"
+. "$ROOT/scripts/softroce-preload.sh"  # the preload stage: Debian tools under libbraid_preload.so (SOFTROCE_PRELOAD=0 skips it)
 (cd "$IR" && find . | cpio -o -H newc --quiet) > "$WORK/boot.cpio"
 t1=$(date +%s)
 log "initramfs $(du -h "$WORK/boot.cpio" | cut -f1), prepared in $((t1 - t0)) s; booting $KVER under TCG"
