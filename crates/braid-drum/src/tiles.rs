@@ -108,8 +108,18 @@ pub fn relaxed_row_sums(lay: &Layout, x: &[f64], y: &[f64], relax: f64, hsum: &m
 /// `out_k = scale · sum over the pairs q of entry k of rs_row · coef_q · (v_row − y_q)`: the
 /// x-update's linear coefficient (`scale` = rho, `y` the pairs' y, `v` the rows' duals). With
 /// `y` empty, `out_k = scale · sum rs · coef · v_row` (Pᵀ applied to rs∘v). `rs` empty means
-/// all ones (the same bits: 1·c = c).
-pub fn x_linear(lay: &Layout, scale: f64, rs: &[f64], v: &[f64], y: &[f64], out: &mut [f64]) {
+/// all ones (the same bits: 1·c = c). With per-pair penalties (`sig` non-empty, one scale per
+/// sender entry, [`crate::admm::Admm::set_pair_penalties`]) the term is
+/// `coef_q · (rs_row v_row − sig_k y_q)`.
+pub fn x_linear(
+    lay: &Layout,
+    scale: f64,
+    rs: &[f64],
+    sig: &[f64],
+    v: &[f64],
+    y: &[f64],
+    out: &mut [f64],
+) {
     debug_assert!(lay.app_tiled && out.len() == lay.n * lay.m);
     let o = SendPtr(out.as_mut_ptr());
     let coef = &lay.pair_coef;
@@ -119,6 +129,10 @@ pub fn x_linear(lay: &Layout, scale: f64, rs: &[f64], v: &[f64], y: &[f64], out:
             let mut b = 0.0;
             for q in qs {
                 let r = row[q] as usize;
+                if !sig.is_empty() && !y.is_empty() {
+                    b += coef[q] * (rs[r] * v[r] - sig[k] * y[q]);
+                    continue;
+                }
                 let c = if rs.is_empty() {
                     coef[q]
                 } else {
@@ -147,6 +161,7 @@ pub fn y_update(
     relax: f64,
     rho: f64,
     rs: &[f64],
+    sig: &[f64],
     v: &[f64],
     dv: &[f64],
     y: &mut [f64],
@@ -169,8 +184,20 @@ pub fn y_update(
                     // SAFETY: the pairs of the tile's entries belong to it alone
                     let yq = unsafe { &mut *yp.get().add(q) };
                     let hv = relax * p * x[k] + (1.0 - relax) * *yq;
-                    let ynew = hv - dv[r];
                     let px = p * x[k];
+                    if !sig.is_empty() {
+                        // per-pair penalties (`x_linear`)
+                        let ynew = hv - dv[r] * rsr / sig[k];
+                        s.r2 += (px - ynew) * (px - ynew);
+                        dual += sig[k] * p * (ynew - *yq);
+                        atv += rsr * p * v[r];
+                        s.ax2 += px * px;
+                        s.y2 += ynew * ynew;
+                        *yq = ynew;
+                        b += p * (rsr * v[r] - sig[k] * ynew);
+                        continue;
+                    }
+                    let ynew = hv - dv[r];
                     s.r2 += (px - ynew) * (px - ynew);
                     dual += rsr * p * (ynew - *yq);
                     atv += rsr * p * v[r];

@@ -93,6 +93,9 @@ pub struct Admm {
     pub base_ok: bool,
     /// every row penalty is 1 (two-sided, where row scaling is off): the tiled passes skip `rs`
     pub rs_unit: bool,
+    /// per-pair penalties (two-sided, [`Admm::set_pair_penalties`]): the relative penalty of
+    /// every pair of entry k is `sig[k]`; empty: a pair takes its row's `rs`
+    pub sig: Vec<f64>,
 }
 
 /// Sizes of the whole instance and where this state's hosts start in it: the stopping rule
@@ -105,6 +108,13 @@ pub struct Global {
     /// global index of this state's first host
     pub host0: usize,
 }
+
+/// Largest ratio of a pair's penalty to the median's (and its inverse): the curvatures of the
+/// α = 5 binding-C instance span 10⁷ (docs/drum.md); the span keeps a rate near 0 from
+/// freezing its pairs.
+const PAIR_SPAN: f64 = 1e6;
+/// The per-pair penalties are re-estimated at PAIR_EVERY · 2^j iterations.
+const PAIR_EVERY: usize = 25;
 
 /// Split a mutable slice into per-host chunks of m.
 fn host_chunks<T: Send>(v: &mut [T], m: usize) -> rayon::slice::ChunksMut<'_, T> {
@@ -124,7 +134,13 @@ impl Admm {
             pairs: lay.pairs(),
             host0: 0,
         };
+        let pair = opt.pair_penalty && !lay.diag;
         let mut st = Admm::from_parts(p, lay, sc, opt, rho0, rs, glob);
+        if pair {
+            // until the first re-estimate (`run`), each pair takes its sender's row scale
+            let sig = st.rs[..st.x.len()].to_vec();
+            st.set_pair_penalties(sig);
+        }
         st.gather_rows();
         st.z.copy_from_slice(&st.hsum);
         st
@@ -205,7 +221,90 @@ impl Admm {
             base: Vec::new(),
             base_ok: false,
             rs_unit,
+            sig: Vec::new(),
         }
+    }
+
+    /// Per-pair penalties: every pair of sender entry k gets `rho_q = rho sig[k]` (in place of
+    /// its row's `rho rs_e`). Two-sided, the senders of a row are other hosts' entries whose
+    /// curvatures `αw x^{−α−1}` can lie decades apart (a binding CQE capacity at α = 5), and
+    /// one penalty per row cannot match them all (docs/drum.md, "Per-pair penalties").
+    ///
+    /// ADMM on the same splitting with a penalty per pair: the y-block (the y's of a row given
+    /// z_e) is `min Σ_q ρ_q/2 (y_q − t_q)²` on `Σ_q y_q = z_e`, whose value is
+    /// `(z_e − Σt)²/(2 S_e)` with `S_e = Σ_q 1/ρ_q`; its multiplier makes the unscaled duals
+    /// of all pairs of a row equal, `ν_e`. Writing `ν_e = ρ rs_e v_e` with
+    /// `rs_e = n_e / Σ_q (1/sig_q)` (the harmonic mean of the pairs' scales) the z- and dual
+    /// updates are exactly the per-row ones with that `rs_e`; what changes is per pair:
+    /// `y_q = h_q − dv_e rs_e/sig_q`, the x-update's linear term `ρ Σ_q p (rs_e v_e − sig_q
+    /// y_q)`, its quadratic one `ρ Σ_q sig_q p²` and the dual residual `ρ Σ_q sig_q p Δy_q`.
+    /// With `sig` equal to the row scales this is the per-row method. Call before the first
+    /// iteration (y and v are still the start's).
+    pub fn set_pair_penalties(&mut self, sig: Vec<f64>) {
+        let lay = &*self.lay;
+        assert!(!lay.diag && sig.len() == self.x.len());
+        for r in 0..lay.rows {
+            let (a, b) = (lay.row_ptr[r] as usize, lay.row_ptr[r + 1] as usize);
+            if a == b {
+                continue;
+            }
+            let inv: f64 = (a..b)
+                .map(|t| 1.0 / sig[lay.sender_of(lay.row_pair[t] as usize)])
+                .sum();
+            self.rs[r] = (b - a) as f64 / inv;
+        }
+        for (k, r) in self.rp2.iter_mut().enumerate() {
+            *r = sig[k] * lay.sum_p2[k];
+        }
+        self.rs_unit = false;
+        self.base_ok = false;
+        self.sig = sig;
+    }
+
+    /// Per-pair scales from the curvature of each sender entry's utility at `x` (scaled units),
+    /// `αw x^{−α−1} / Σ_q p_q²`, relative to their median, which is returned too (the penalty
+    /// they call for). Inactive entries take 1.
+    pub fn pair_scales_at(&self, x: &[f64]) -> (Vec<f64>, f64) {
+        let sc = &self.sc;
+        let c: Vec<f64> = (0..x.len())
+            .map(|k| {
+                let xk = x[k];
+                if sc.w[k] > 0.0 && xk > 0.0 {
+                    sc.al.a * sc.w[k] * sc.al.inv_pow(xk) / xk / self.lay.sum_p2[k].max(1e-300)
+                } else {
+                    f64::NAN
+                }
+            })
+            .collect();
+        let fin: Vec<f64> = c
+            .iter()
+            .copied()
+            .filter(|v| v.is_finite() && *v > 0.0)
+            .collect();
+        let med = median_rho(&fin);
+        let sig = c
+            .iter()
+            .map(|&v| {
+                if v.is_finite() && v > 0.0 {
+                    (v / med).clamp(1.0 / PAIR_SPAN, PAIR_SPAN)
+                } else {
+                    1.0
+                }
+            })
+            .collect();
+        (sig, med)
+    }
+
+    /// New per-pair scales and penalty keeping the unscaled duals `ν = ρ rs v` (and y): a
+    /// change of the penalties between iterations, as residual balancing makes.
+    pub fn rescale_pairs(&mut self, sig: Vec<f64>, rho: f64) {
+        let (old, rho_old) = (self.rs.clone(), self.rho);
+        self.set_pair_penalties(sig);
+        for (e, v) in self.v.iter_mut().enumerate() {
+            *v *= rho_old * old[e] / (rho * self.rs[e]);
+        }
+        self.rho = rho;
+        self.base_ok = false;
     }
 
     /// x-update for all hosts except the lost ones; computes h for their pairs.
@@ -235,6 +334,7 @@ impl Admm {
         let y = &self.y;
         let rs = &self.rs;
         let rp2 = &self.rp2;
+        let sig = &self.sig;
         let h_ptr = SendPtr(self.h.as_mut_ptr());
         host_chunks(&mut self.x[h0 * m..h1 * m], m)
             .zip(self.lam[h0..h1].par_iter_mut())
@@ -262,7 +362,11 @@ impl Admm {
                         let mut b = 0.0;
                         for q in lay.send_ptr[k] as usize..lay.send_ptr[k + 1] as usize {
                             let row = lay.pair_row[q] as usize;
-                            b += rs[row] * lay.pair_coef[q] * (v[row] - y[q]);
+                            b += if sig.is_empty() {
+                                rs[row] * lay.pair_coef[q] * (v[row] - y[q])
+                            } else {
+                                lay.pair_coef[q] * (rs[row] * v[row] - sig[k] * y[q])
+                            };
                         }
                         base[j] = rho * b;
                     }
@@ -309,7 +413,15 @@ impl Admm {
         }
         if !self.base_ok {
             let rs: &[f64] = if self.rs_unit { &[] } else { &self.rs };
-            crate::tiles::x_linear(&self.lay, rho, rs, &self.v, &self.y, &mut self.base);
+            crate::tiles::x_linear(
+                &self.lay,
+                rho,
+                rs,
+                &self.sig,
+                &self.v,
+                &self.y,
+                &mut self.base,
+            );
             self.base_ok = true;
         }
         let sc = &self.sc;
@@ -344,6 +456,7 @@ impl Admm {
             self.opt.relax,
             self.rho,
             rs,
+            &self.sig,
             &self.v,
             &self.dv,
             &mut self.y,
@@ -529,6 +642,7 @@ impl Admm {
         let x = &self.x;
         let rho = self.rho;
         let rs = &self.rs;
+        let sig = &self.sig;
         let y_ptr = SendPtr(self.y.as_mut_ptr());
         (h0..h1)
             .into_par_iter()
@@ -542,10 +656,14 @@ impl Admm {
                         let p = lay.pair_coef[q];
                         // SAFETY: pair ranges of different hosts are disjoint
                         let yq = unsafe { &mut *y_ptr.get().add(q) };
-                        let ynew = h[q] - dv[row];
+                        let (ynew, sq) = if sig.is_empty() {
+                            (h[q] - dv[row], rs[row])
+                        } else {
+                            (h[q] - dv[row] * rs[row] / sig[k], sig[k])
+                        };
                         let px = p * x[k];
                         s.r2 += (px - ynew) * (px - ynew);
-                        dual += rs[row] * p * (ynew - *yq);
+                        dual += sq * p * (ynew - *yq);
                         atv += rs[row] * p * v[row];
                         s.ax2 += px * px;
                         s.y2 += ynew * ynew;
@@ -690,6 +808,16 @@ impl Admm {
             if k >= self.opt.min_iter && (stop || gap_ok) {
                 converged = true;
                 break;
+            }
+            if !self.sig.is_empty() && k % PAIR_EVERY == 0 && (k / PAIR_EVERY).is_power_of_two() {
+                // per-pair penalties from the curvatures at the iterate, at iterations 25, 50,
+                // 100, ...: the start's estimate misses by decades where a binding C sets the
+                // rates, and a geometric schedule changes them finitely often in any run (as
+                // ADMM's convergence with varying penalties wants); 3 × the median curvature,
+                // as the two-sided start takes (docs/drum.md, "Per-pair penalties")
+                let (sig, med) = self.pair_scales_at(&self.x);
+                self.rescale_pairs(sig, 3.0 * med);
+                continue;
             }
             self.adapt(&s);
         }
