@@ -226,10 +226,15 @@ mod tests {
 
     /// The tiled passes give the host-major passes' iterates bit for bit (m not a multiple of
     /// the tile, a top-k active set, alpha 1 and 2, with row scaling forced on so that `rs` is
-    /// read), and residual sums equal to rounding.
+    /// read), with per-pair penalties (set, then re-estimated at iteration 20), and residual
+    /// sums equal to rounding.
     #[test]
     fn tiled_steps_equal_generic() {
-        for (alpha, k, row_scaling) in [(1.0, None, false), (2.0, Some(7), true)] {
+        for (alpha, k, row_scaling, pair) in [
+            (1.0, None, false, false),
+            (2.0, Some(7), true, false),
+            (5.0, None, false, true),
+        ] {
             let p = Arc::new(generate(&GenParams {
                 n: 9,
                 m: 21,
@@ -264,7 +269,22 @@ mod tests {
                         .collect();
                 }
             }
+            if pair {
+                for st in [&mut a, &mut b] {
+                    st.set_pair_penalties(
+                        (0..p.entries())
+                            .map(|k| 0.3 + (k % 7) as f64 * 0.4)
+                            .collect(),
+                    );
+                }
+            }
             for it in 0..40 {
+                if pair && it == 20 {
+                    for st in [&mut a, &mut b] {
+                        let (sig, med) = st.pair_scales_at(&st.x);
+                        st.rescale_pairs(sig, 3.0 * med);
+                    }
+                }
                 // a lost host now and then
                 let lost: Vec<bool> = (0..p.n).map(|i| it % 7 == 3 && i == 2).collect();
                 a.x_step(&lost);
@@ -304,6 +324,45 @@ mod tests {
                 }
                 o
             });
+        }
+    }
+
+    /// Per-pair penalties all equal to 1 are the per-row method with unit row penalties (the
+    /// derivation in `Admm::set_pair_penalties`): the same iterates to rounding.
+    #[test]
+    fn unit_pair_penalties_are_the_row_method() {
+        let p = Arc::new(generate(&GenParams {
+            n: 9,
+            m: 21,
+            two_sided: true,
+            alpha: 2.0,
+            seed: 3,
+            ..Default::default()
+        }));
+        let lay = Arc::new(Layout::build(&p));
+        let opt = AdmmOptions {
+            row_scaling: false,
+            ..Default::default()
+        };
+        let mut a = Admm::new(p.clone(), lay.clone(), opt.clone());
+        let mut b = Admm::new(p.clone(), lay.clone(), opt);
+        assert!(a.rs.iter().all(|&r| r == 1.0));
+        b.set_pair_penalties(vec![1.0; p.entries()]);
+        for it in 0..60 {
+            for st in [&mut a, &mut b] {
+                st.x_step_tiled(&[]);
+                st.rows_tiled();
+                st.z_step();
+                let s = st.y_step_tiled();
+                st.adapt(&s);
+            }
+            assert_eq!(a.rho, b.rho, "iteration {it}");
+            for (u, w) in a.x.iter().zip(&b.x).chain(a.v.iter().zip(&b.v)) {
+                assert!(
+                    (u - w).abs() <= 1e-9 * u.abs().max(1e-9),
+                    "iteration {it}: {u} vs {w}"
+                );
+            }
         }
     }
 }
