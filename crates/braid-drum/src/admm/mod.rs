@@ -128,6 +128,8 @@ impl Admm {
         let curv = curvature(&sc, &lay, Some(&z0));
         let rho0 = median_rho(&sample_curvature(&curv[..p.entries()], 0, p.entries()));
         let rs = row_scales(&curv, rho0, opt.row_scaling);
+        // freed before the iterates are allocated: 16 bytes per variable off the peak
+        drop((curv, z0));
         let glob = Global {
             n: p.n,
             entries: p.entries(),
@@ -141,9 +143,33 @@ impl Admm {
             let sig = st.rs[..st.x.len()].to_vec();
             st.set_pair_penalties(sig);
         }
-        st.gather_rows();
-        st.z.copy_from_slice(&st.hsum);
+        st.start_rows();
         st
+    }
+
+    /// z at the start: the row sums of the start's pair values (one-sided each row's one pair,
+    /// y = p x itself, without the row arrays the fused step never reads).
+    pub fn start_rows(&mut self) {
+        if self.lay.diag {
+            self.z.copy_from_slice(&self.y);
+        } else {
+            self.gather_rows();
+            self.z.copy_from_slice(&self.hsum);
+        }
+    }
+
+    /// Allocate h, the row sums and the dual steps for the unfused passes. One-sided states
+    /// start without them: [`Admm::step_diag`] (the solve's and the sharded solve's one-sided
+    /// iteration) never reads them, and they are 24 of ~160 bytes per variable (issue 31 §3:
+    /// 5·10⁷ one-sided in ≤ 8 GB).
+    fn ensure_rows(&mut self) {
+        if self.hsum.len() != self.lay.rows {
+            self.hsum = huge::filled(self.lay.rows, 0.0);
+            self.dv = huge::filled(self.lay.rows, 0.0);
+        }
+        if self.h.len() != self.y.len() && !self.lay.app_tiled {
+            self.h = self.y.clone();
+        }
     }
 
     /// The state before the first row sums: x at the equal split, y = h = p x. `rho0` is the
@@ -197,8 +223,11 @@ impl Admm {
         let rows = lay.rows;
         let n = p.n;
         let rs_unit = rs.iter().all(|&r| r == 1.0);
-        let mut h = vec![0.0; np];
-        h.copy_from_slice(&y);
+        // one-sided: no h, row sums, dual steps or rp2 until an unfused pass asks
+        // (`ensure_rows`; the fused step computes c2 from rs and p)
+        let diag = lay.diag;
+        let h = if diag { Vec::new() } else { y.clone() };
+        let rp2 = if diag { Vec::new() } else { rp2 };
         Admm {
             p,
             lay,
@@ -208,10 +237,18 @@ impl Admm {
             x,
             z: huge::filled(rows, 0.0),
             v: huge::filled(rows, 0.0),
-            dv: huge::filled(rows, 0.0),
+            dv: if diag {
+                Vec::new()
+            } else {
+                huge::filled(rows, 0.0)
+            },
             y,
             h,
-            hsum: huge::filled(rows, 0.0),
+            hsum: if diag {
+                Vec::new()
+            } else {
+                huge::filled(rows, 0.0)
+            },
             lam: vec![0.0; n],
             mu: vec![0.0; n],
             iter: 0,
@@ -327,6 +364,9 @@ impl Admm {
     }
 
     fn x_step_h(&mut self, lost: &[bool], h0: usize, h1: usize, write_h: bool) {
+        if write_h || !self.lay.diag {
+            self.ensure_rows();
+        }
         let (m, rho, relax) = (self.p.m, self.rho, self.opt.relax);
         let sc = &self.sc;
         let lay = &*self.lay;
@@ -468,6 +508,7 @@ impl Admm {
 
     /// hsum_e = sum of h over the pairs of row e.
     pub fn gather_rows(&mut self) {
+        self.ensure_rows();
         let lay = &*self.lay;
         let h = &self.h;
         if lay.diag {
@@ -495,6 +536,7 @@ impl Admm {
 
     /// z-update and dual update of the CQ rows of hosts h0..h1 (and of the link rows if asked).
     pub fn z_step_range(&mut self, h0: usize, h1: usize, links: bool) {
+        self.ensure_rows();
         let (m, rho) = (self.p.m, self.rho);
         let nn = self.p.entries();
         let sc = &self.sc;
@@ -634,6 +676,7 @@ impl Admm {
 
     /// y-update of the pairs of hosts h0..h1 and their residual sums.
     pub fn y_step_range(&mut self, h0: usize, h1: usize) -> Sums {
+        self.ensure_rows();
         let m = self.p.m;
         let lay = &*self.lay;
         let dv = &self.dv;
@@ -849,11 +892,7 @@ impl Admm {
         converged: bool,
         solve_time: f64,
     ) -> SolveResult {
-        let sc = &self.sc;
         let nn = self.p.entries();
-        let (xf, zf) = self.recover(&self.x);
-        let objective = sc.to_user(sc.objective(&self.x, &self.z));
-        let objective_feasible = sc.to_user(sc.objective(&xf, &zf));
         let dual_bound = if self.opt.dual_bound {
             let nu: Vec<f64> = self
                 .v
@@ -861,29 +900,64 @@ impl Admm {
                 .zip(&self.rs)
                 .map(|(v, r)| self.rho * r * v)
                 .collect();
+            let sc = &self.sc;
             Some(sc.to_user(crate::dual::upper_bound_at(sc, &self.lay, &nu, &self.x).0))
         } else {
             None
         };
+        // the iterates the result does not carry are freed before the feasible point is made,
+        // and the result's arrays are the state's, rescaled in place (same bits as a scaled
+        // copy): the end of a solve no longer holds state and result at once (issue 31 §3)
+        let Admm {
+            sc,
+            lay,
+            mut x,
+            mut z,
+            lam,
+            mu,
+            iter,
+            rho,
+            v,
+            dv,
+            y,
+            h,
+            hsum,
+            rs,
+            rp2,
+            base,
+            sig,
+            ..
+        } = self;
+        // (fields left in a destructured value would live to the end of the function)
+        drop((v, dv, y, h, hsum, rs, rp2, base, sig));
+        let (mut xf, mut zf) = recover(&sc, &lay, &x);
+        drop(lay);
+        let objective = sc.to_user(sc.objective(&x, &z));
+        let objective_feasible = sc.to_user(sc.objective(&xf, &zf));
         let sx = sc.sx;
         let lf = sc.sf / sx;
+        z.truncate(nn);
+        zf.truncate(nn);
+        for v in [&mut x, &mut z, &mut xf, &mut zf] {
+            v.iter_mut().for_each(|e| *e *= sx);
+        }
         SolveResult {
             method: method.to_string(),
-            x: self.x.iter().map(|v| v * sx).collect(),
-            z: self.z[..nn].iter().map(|v| v * sx).collect(),
-            x_feasible: xf.iter().map(|v| v * sx).collect(),
-            z_feasible: zf[..nn].iter().map(|v| v * sx).collect(),
+            x,
+            z,
+            x_feasible: xf,
+            z_feasible: zf,
             objective,
             objective_feasible,
             dual_bound,
-            iterations: self.iter,
+            iterations: iter,
             converged,
             trace,
             setup_time: 0.0,
             solve_time,
-            lambda: self.lam.iter().map(|l| l * lf).collect(),
-            mu: self.mu.iter().map(|l| l * lf).collect(),
-            rho_final: self.rho,
+            lambda: lam.iter().map(|l| l * lf).collect(),
+            mu: mu.iter().map(|l| l * lf).collect(),
+            rho_final: rho,
         }
     }
 }

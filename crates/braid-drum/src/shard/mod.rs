@@ -317,9 +317,14 @@ pub fn solve_sharded(piece: &Piece, opt: AdmmOptions, comm: &mut dyn Comm) -> Re
     };
     let lay = Arc::new(lay);
     let mut st = Admm::from_parts(p.clone(), lay.clone(), sc, opt.clone(), rho0, rs, glob);
-    st.gather_rows();
-    ex.combine(&mut st.hsum, comm)?;
-    st.z[..nn].copy_from_slice(&st.hsum[..nn]);
+    if lay.diag {
+        // one-sided: no ghost rows, each row its own pair (`Admm::start_rows`)
+        st.start_rows();
+    } else {
+        st.gather_rows();
+        ex.combine(&mut st.hsum, comm)?;
+        st.z[..nn].copy_from_slice(&st.hsum[..nn]);
+    }
     let setup_time = t_setup.elapsed().as_secs_f64();
 
     let t0 = Instant::now();
