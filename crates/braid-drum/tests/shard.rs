@@ -351,7 +351,9 @@ fn sharded_two_sided_refuses_pair_penalties_by_name() {
         },
     );
     for r in res {
-        let e = r.err().expect("refused");
+        let Err(e) = r else {
+            panic!("the sharded solve ran with pair_penalty")
+        };
         assert_eq!(e.param, "pair_penalty", "{e}");
     }
 }

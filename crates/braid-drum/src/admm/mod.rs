@@ -23,8 +23,10 @@
 
 mod kernels;
 mod options;
+mod pairs;
 mod penalty;
 mod recover;
+mod result;
 
 pub(crate) use kernels::SendPtr;
 use kernels::{diag_coefs, x_host, zy_host_diag};
@@ -108,13 +110,6 @@ pub struct Global {
     /// global index of this state's first host
     pub host0: usize,
 }
-
-/// Largest ratio of a pair's penalty to the median's (and its inverse): the curvatures of the
-/// α = 5 binding-C instance span 10⁷ (docs/drum.md); the span keeps a rate near 0 from
-/// freezing its pairs.
-const PAIR_SPAN: f64 = 1e6;
-/// The per-pair penalties are re-estimated at PAIR_EVERY · 2^j iterations.
-const PAIR_EVERY: usize = 25;
 
 /// Split a mutable slice into per-host chunks of m.
 fn host_chunks<T: Send>(v: &mut [T], m: usize) -> rayon::slice::ChunksMut<'_, T> {
@@ -260,88 +255,6 @@ impl Admm {
             rs_unit,
             sig: Vec::new(),
         }
-    }
-
-    /// Per-pair penalties: every pair of sender entry k gets `rho_q = rho sig[k]` (in place of
-    /// its row's `rho rs_e`). Two-sided, the senders of a row are other hosts' entries whose
-    /// curvatures `αw x^{−α−1}` can lie decades apart (a binding CQE capacity at α = 5), and
-    /// one penalty per row cannot match them all (docs/drum.md, "Per-pair penalties").
-    ///
-    /// ADMM on the same splitting with a penalty per pair: the y-block (the y's of a row given
-    /// z_e) is `min Σ_q ρ_q/2 (y_q − t_q)²` on `Σ_q y_q = z_e`, whose value is
-    /// `(z_e − Σt)²/(2 S_e)` with `S_e = Σ_q 1/ρ_q`; its multiplier makes the unscaled duals
-    /// of all pairs of a row equal, `ν_e`. Writing `ν_e = ρ rs_e v_e` with
-    /// `rs_e = n_e / Σ_q (1/sig_q)` (the harmonic mean of the pairs' scales) the z- and dual
-    /// updates are exactly the per-row ones with that `rs_e`; what changes is per pair:
-    /// `y_q = h_q − dv_e rs_e/sig_q`, the x-update's linear term `ρ Σ_q p (rs_e v_e − sig_q
-    /// y_q)`, its quadratic one `ρ Σ_q sig_q p²` and the dual residual `ρ Σ_q sig_q p Δy_q`.
-    /// With `sig` equal to the row scales this is the per-row method. Call before the first
-    /// iteration (y and v are still the start's).
-    pub fn set_pair_penalties(&mut self, sig: Vec<f64>) {
-        let lay = &*self.lay;
-        assert!(!lay.diag && sig.len() == self.x.len());
-        for r in 0..lay.rows {
-            let (a, b) = (lay.row_ptr[r] as usize, lay.row_ptr[r + 1] as usize);
-            if a == b {
-                continue;
-            }
-            let inv: f64 = (a..b)
-                .map(|t| 1.0 / sig[lay.sender_of(lay.row_pair[t] as usize)])
-                .sum();
-            self.rs[r] = (b - a) as f64 / inv;
-        }
-        for (k, r) in self.rp2.iter_mut().enumerate() {
-            *r = sig[k] * lay.sum_p2[k];
-        }
-        self.rs_unit = false;
-        self.base_ok = false;
-        self.sig = sig;
-    }
-
-    /// Per-pair scales from the curvature of each sender entry's utility at `x` (scaled units),
-    /// `αw x^{−α−1} / Σ_q p_q²`, relative to their median, which is returned too (the penalty
-    /// they call for). Inactive entries take 1.
-    pub fn pair_scales_at(&self, x: &[f64]) -> (Vec<f64>, f64) {
-        let sc = &self.sc;
-        let c: Vec<f64> = (0..x.len())
-            .map(|k| {
-                let xk = x[k];
-                if sc.w[k] > 0.0 && xk > 0.0 {
-                    sc.al.a * sc.w[k] * sc.al.inv_pow(xk) / xk / self.lay.sum_p2[k].max(1e-300)
-                } else {
-                    f64::NAN
-                }
-            })
-            .collect();
-        let fin: Vec<f64> = c
-            .iter()
-            .copied()
-            .filter(|v| v.is_finite() && *v > 0.0)
-            .collect();
-        let med = median_rho(&fin);
-        let sig = c
-            .iter()
-            .map(|&v| {
-                if v.is_finite() && v > 0.0 {
-                    (v / med).clamp(1.0 / PAIR_SPAN, PAIR_SPAN)
-                } else {
-                    1.0
-                }
-            })
-            .collect();
-        (sig, med)
-    }
-
-    /// New per-pair scales and penalty keeping the unscaled duals `ν = ρ rs v` (and y): a
-    /// change of the penalties between iterations, as residual balancing makes.
-    pub fn rescale_pairs(&mut self, sig: Vec<f64>, rho: f64) {
-        let (old, rho_old) = (self.rs.clone(), self.rho);
-        self.set_pair_penalties(sig);
-        for (e, v) in self.v.iter_mut().enumerate() {
-            *v *= rho_old * old[e] / (rho * self.rs[e]);
-        }
-        self.rho = rho;
-        self.base_ok = false;
     }
 
     /// x-update for all hosts except the lost ones; computes h for their pairs.
@@ -852,7 +765,10 @@ impl Admm {
                 converged = true;
                 break;
             }
-            if !self.sig.is_empty() && k % PAIR_EVERY == 0 && (k / PAIR_EVERY).is_power_of_two() {
+            if !self.sig.is_empty()
+                && k % pairs::PAIR_EVERY == 0
+                && (k / pairs::PAIR_EVERY).is_power_of_two()
+            {
                 // per-pair penalties from the curvatures at the iterate, at iterations 25, 50,
                 // 100, ...: the start's estimate misses by decades where a binding C sets the
                 // rates, and a geometric schedule changes them finitely often in any run (as
@@ -866,98 +782,5 @@ impl Admm {
         }
         let solve_time = t0.elapsed().as_secs_f64();
         self.finish("admm", trace, converged, solve_time)
-    }
-
-    /// The duality gap of the current iterate, normalized: `(UB(ν) − f(x̃))/Σw` (user units)
-    /// with the dual bound at the scaled duals' prices ν = ρ rs v and the feasible recovery x̃.
-    /// Costs about one x- and one z-update plus the recovery.
-    pub fn certified_gap(&self, wsum: f64) -> f64 {
-        let sc = &self.sc;
-        let nu: Vec<f64> = self
-            .v
-            .iter()
-            .zip(&self.rs)
-            .map(|(v, r)| self.rho * r * v)
-            .collect();
-        let ub = sc.to_user(crate::dual::upper_bound_at(sc, &self.lay, &nu, &self.x).0);
-        let (xf, zf) = self.recover(&self.x);
-        let ff = sc.to_user(sc.objective(&xf, &zf));
-        (ub - ff) / wsum
-    }
-
-    pub fn finish(
-        self,
-        method: &str,
-        trace: Trace,
-        converged: bool,
-        solve_time: f64,
-    ) -> SolveResult {
-        let nn = self.p.entries();
-        let dual_bound = if self.opt.dual_bound {
-            let nu: Vec<f64> = self
-                .v
-                .iter()
-                .zip(&self.rs)
-                .map(|(v, r)| self.rho * r * v)
-                .collect();
-            let sc = &self.sc;
-            Some(sc.to_user(crate::dual::upper_bound_at(sc, &self.lay, &nu, &self.x).0))
-        } else {
-            None
-        };
-        // the iterates the result does not carry are freed before the feasible point is made,
-        // and the result's arrays are the state's, rescaled in place (same bits as a scaled
-        // copy): the end of a solve no longer holds state and result at once (issue 31 §3)
-        let Admm {
-            sc,
-            lay,
-            mut x,
-            mut z,
-            lam,
-            mu,
-            iter,
-            rho,
-            v,
-            dv,
-            y,
-            h,
-            hsum,
-            rs,
-            rp2,
-            base,
-            sig,
-            ..
-        } = self;
-        // (fields left in a destructured value would live to the end of the function)
-        drop((v, dv, y, h, hsum, rs, rp2, base, sig));
-        let (mut xf, mut zf) = recover(&sc, &lay, &x);
-        drop(lay);
-        let objective = sc.to_user(sc.objective(&x, &z));
-        let objective_feasible = sc.to_user(sc.objective(&xf, &zf));
-        let sx = sc.sx;
-        let lf = sc.sf / sx;
-        z.truncate(nn);
-        zf.truncate(nn);
-        for v in [&mut x, &mut z, &mut xf, &mut zf] {
-            v.iter_mut().for_each(|e| *e *= sx);
-        }
-        SolveResult {
-            method: method.to_string(),
-            x,
-            z,
-            x_feasible: xf,
-            z_feasible: zf,
-            objective,
-            objective_feasible,
-            dual_bound,
-            iterations: iter,
-            converged,
-            trace,
-            setup_time: 0.0,
-            solve_time,
-            lambda: lam.iter().map(|l| l * lf).collect(),
-            mu: mu.iter().map(|l| l * lf).collect(),
-            rho_final: rho,
-        }
     }
 }
