@@ -1,6 +1,6 @@
 //! Iterations to a certified 1e-4 gap on the paper's generator (`Problem.random`):
-//! `cargo run --release -p braid-drum --example cert_iters -- n m one|two alpha seed [norows]`
-//! (`norows`: `row_scaling = false`)
+//! `cargo run --release -p braid-drum --example cert_iters -- n m one|two alpha seed [norows|pair]`
+//! (`norows`: `row_scaling = false`; `pair`: `pair_penalty = true`)
 use braid_drum::*;
 fn main() {
     let a: Vec<String> = std::env::args().skip(1).collect();
@@ -23,6 +23,8 @@ fn main() {
         max_iter: 2000,
         certified_gap_tol: Some(1e-4),
         trace: false,
+        row_scaling: a.get(5).map(|s| s != "norows").unwrap_or(true),
+        pair_penalty: a.get(5).is_some_and(|s| s == "pair"),
         ..Default::default()
     };
     let r = solve_admm(&p, opt).unwrap();

@@ -278,7 +278,7 @@ pub fn prices(lay: &Layout, nu: &[f64]) -> Vec<f64> {
     let nn = lay.n * lay.m;
     if lay.app_tiled {
         let mut q = vec![0.0; nn];
-        crate::tiles::x_linear(lay, 1.0, &[], nu, &[], &mut q);
+        crate::tiles::x_linear(lay, 1.0, &[], &[], nu, &[], &mut q);
         q
     } else {
         (0..nn)

@@ -108,8 +108,18 @@ pub fn relaxed_row_sums(lay: &Layout, x: &[f64], y: &[f64], relax: f64, hsum: &m
 /// `out_k = scale · sum over the pairs q of entry k of rs_row · coef_q · (v_row − y_q)`: the
 /// x-update's linear coefficient (`scale` = rho, `y` the pairs' y, `v` the rows' duals). With
 /// `y` empty, `out_k = scale · sum rs · coef · v_row` (Pᵀ applied to rs∘v). `rs` empty means
-/// all ones (the same bits: 1·c = c).
-pub fn x_linear(lay: &Layout, scale: f64, rs: &[f64], v: &[f64], y: &[f64], out: &mut [f64]) {
+/// all ones (the same bits: 1·c = c). With per-pair penalties (`sig` non-empty, one scale per
+/// sender entry, [`crate::admm::Admm::set_pair_penalties`]) the term is
+/// `coef_q · (rs_row v_row − sig_k y_q)`.
+pub fn x_linear(
+    lay: &Layout,
+    scale: f64,
+    rs: &[f64],
+    sig: &[f64],
+    v: &[f64],
+    y: &[f64],
+    out: &mut [f64],
+) {
     debug_assert!(lay.app_tiled && out.len() == lay.n * lay.m);
     let o = SendPtr(out.as_mut_ptr());
     let coef = &lay.pair_coef;
@@ -119,6 +129,10 @@ pub fn x_linear(lay: &Layout, scale: f64, rs: &[f64], v: &[f64], y: &[f64], out:
             let mut b = 0.0;
             for q in qs {
                 let r = row[q] as usize;
+                if !sig.is_empty() && !y.is_empty() {
+                    b += coef[q] * (rs[r] * v[r] - sig[k] * y[q]);
+                    continue;
+                }
                 let c = if rs.is_empty() {
                     coef[q]
                 } else {
@@ -147,6 +161,7 @@ pub fn y_update(
     relax: f64,
     rho: f64,
     rs: &[f64],
+    sig: &[f64],
     v: &[f64],
     dv: &[f64],
     y: &mut [f64],
@@ -169,8 +184,20 @@ pub fn y_update(
                     // SAFETY: the pairs of the tile's entries belong to it alone
                     let yq = unsafe { &mut *yp.get().add(q) };
                     let hv = relax * p * x[k] + (1.0 - relax) * *yq;
-                    let ynew = hv - dv[r];
                     let px = p * x[k];
+                    if !sig.is_empty() {
+                        // per-pair penalties (`x_linear`)
+                        let ynew = hv - dv[r] * rsr / sig[k];
+                        s.r2 += (px - ynew) * (px - ynew);
+                        dual += sig[k] * p * (ynew - *yq);
+                        atv += rsr * p * v[r];
+                        s.ax2 += px * px;
+                        s.y2 += ynew * ynew;
+                        *yq = ynew;
+                        b += p * (rsr * v[r] - sig[k] * ynew);
+                        continue;
+                    }
+                    let ynew = hv - dv[r];
                     s.r2 += (px - ynew) * (px - ynew);
                     dual += rsr * p * (ynew - *yq);
                     atv += rsr * p * v[r];
@@ -199,10 +226,15 @@ mod tests {
 
     /// The tiled passes give the host-major passes' iterates bit for bit (m not a multiple of
     /// the tile, a top-k active set, alpha 1 and 2, with row scaling forced on so that `rs` is
-    /// read), and residual sums equal to rounding.
+    /// read), with per-pair penalties (set, then re-estimated at iteration 20), and residual
+    /// sums equal to rounding.
     #[test]
     fn tiled_steps_equal_generic() {
-        for (alpha, k, row_scaling) in [(1.0, None, false), (2.0, Some(7), true)] {
+        for (alpha, k, row_scaling, pair) in [
+            (1.0, None, false, false),
+            (2.0, Some(7), true, false),
+            (5.0, None, false, true),
+        ] {
             let p = Arc::new(generate(&GenParams {
                 n: 9,
                 m: 21,
@@ -237,7 +269,22 @@ mod tests {
                         .collect();
                 }
             }
+            if pair {
+                for st in [&mut a, &mut b] {
+                    st.set_pair_penalties(
+                        (0..p.entries())
+                            .map(|k| 0.3 + (k % 7) as f64 * 0.4)
+                            .collect(),
+                    );
+                }
+            }
             for it in 0..40 {
+                if pair && it == 20 {
+                    for st in [&mut a, &mut b] {
+                        let (sig, med) = st.pair_scales_at(&st.x);
+                        st.rescale_pairs(sig, 3.0 * med);
+                    }
+                }
                 // a lost host now and then
                 let lost: Vec<bool> = (0..p.n).map(|i| it % 7 == 3 && i == 2).collect();
                 a.x_step(&lost);
@@ -277,6 +324,45 @@ mod tests {
                 }
                 o
             });
+        }
+    }
+
+    /// Per-pair penalties all equal to 1 are the per-row method with unit row penalties (the
+    /// derivation in `Admm::set_pair_penalties`): the same iterates to rounding.
+    #[test]
+    fn unit_pair_penalties_are_the_row_method() {
+        let p = Arc::new(generate(&GenParams {
+            n: 9,
+            m: 21,
+            two_sided: true,
+            alpha: 2.0,
+            seed: 3,
+            ..Default::default()
+        }));
+        let lay = Arc::new(Layout::build(&p));
+        let opt = AdmmOptions {
+            row_scaling: false,
+            ..Default::default()
+        };
+        let mut a = Admm::new(p.clone(), lay.clone(), opt.clone());
+        let mut b = Admm::new(p.clone(), lay.clone(), opt);
+        assert!(a.rs.iter().all(|&r| r == 1.0));
+        b.set_pair_penalties(vec![1.0; p.entries()]);
+        for it in 0..60 {
+            for st in [&mut a, &mut b] {
+                st.x_step_tiled(&[]);
+                st.rows_tiled();
+                st.z_step();
+                let s = st.y_step_tiled();
+                st.adapt(&s);
+            }
+            assert_eq!(a.rho, b.rho, "iteration {it}");
+            for (u, w) in a.x.iter().zip(&b.x).chain(a.v.iter().zip(&b.v)) {
+                assert!(
+                    (u - w).abs() <= 1e-9 * u.abs().max(1e-9),
+                    "iteration {it}: {u} vs {w}"
+                );
+            }
         }
     }
 }

@@ -332,3 +332,28 @@ fn memory_per_rank_falls_with_the_ranks() {
         }
     }
 }
+
+/// Per-pair penalties need every rank's senders of a row (their harmonic mean) and the global
+/// median curvature; the sharded solve does not exchange them, so it refuses the option by
+/// name on every rank instead of running something else.
+#[test]
+fn sharded_two_sided_refuses_pair_penalties_by_name() {
+    let g = gen(6, 4, true, 2);
+    let pieces = split(6, 2)
+        .into_iter()
+        .map(|(a, b)| Piece::generate(&g, a, b))
+        .collect();
+    let res = run_ranks(
+        pieces,
+        AdmmOptions {
+            pair_penalty: true,
+            ..opts(0.0)
+        },
+    );
+    for r in res {
+        let Err(e) = r else {
+            panic!("the sharded solve ran with pair_penalty")
+        };
+        assert_eq!(e.param, "pair_penalty", "{e}");
+    }
+}

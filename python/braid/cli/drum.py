@@ -89,6 +89,8 @@ def drum():
               help="admm: stop when the certified gap (duality gap of the feasible point, no f* needed) is below this")
 @click.option("--certify-every", type=click.IntRange(min=0), default=0, show_default=True,
               help="admm: certify the gap every this many iterations (0: only with --certified-gap-tol, then 25)")
+@click.option("--pair-penalty", is_flag=True, default=False,
+              help="admm, two-sided: one penalty per (row, sender) pair (docs/drum.md, \"Per-pair penalties\")")
 @click.option("--step", type=float, default=1e-3, show_default=True, callback=_positive, help="dual method: step/sqrt(k)")
 @click.option("--units", type=float, default=1.0, show_default=True, callback=_positive, help="rate unit multiplier (1 = Mops)")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
@@ -99,7 +101,7 @@ def drum():
 @click.option("--label", default=None, help="label stored in the trace (for plots)")
 @_user_errors
 def solve_cmd(n, m, op, alpha, beta, k, method, rho, rho_policy, relax, loss, stop, eps_abs, eps_rel,
-              max_iter, certified_gap_tol, certify_every, step, units, seed, reference, out, label):
+              max_iter, certified_gap_tol, certify_every, pair_penalty, step, units, seed, reference, out, label):
     """Generate the paper's random instance, solve it, print a summary, write the trace."""
     import polars as pl
     from rich.console import Console
@@ -127,6 +129,8 @@ def solve_cmd(n, m, op, alpha, beta, k, method, rho, rho_policy, relax, loss, st
         raise click.BadParameter("loss applies to the admm method", param_hint="'--loss'")
     if (certified_gap_tol is not None or certify_every) and method != "admm":
         raise click.BadParameter("applies to the admm method", param_hint="'--certified-gap-tol'")
+    if pair_penalty and method != "admm":
+        raise click.BadParameter("applies to the admm method", param_hint="'--pair-penalty'")
     console = Console()
     p = D.Problem.random(n, m, two_sided=(op == "two"), alpha=alpha, beta=beta, k=k, seed=seed,
                          units=units * 1.0)
@@ -143,7 +147,7 @@ def solve_cmd(n, m, op, alpha, beta, k, method, rho, rho_policy, relax, loss, st
             r = D.solve(p, "admm", rho=rho, rho_policy=rho_policy, relax=relax, loss=loss,
                         loss_seed=seed, stop=stop, eps_abs=eps_abs, eps_rel=eps_rel,
                         max_iter=max_iter, reference=fstar, certified_gap_tol=certified_gap_tol,
-                        certify_every=certify_every)
+                        certify_every=certify_every, pair_penalty=pair_penalty)
         elif method == "dual":
             r = D.solve(p, "dual", step=step, max_iter=max_iter, reference=fstar)
         else:

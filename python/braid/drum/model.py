@@ -451,6 +451,7 @@ def admm_options(
     row_scaling: bool = True,
     certify_every: int = 0,
     certified_gap_tol: Optional[float] = None,
+    pair_penalty: bool = False,
 ) -> dict:
     """Validated ADMM options. ``rho_policy``: "adaptive" (residual balancing from ``rho`` or
     the automatic start), "fixed" (``rho`` or automatic, never changed), "paper" (no scaling,
@@ -458,7 +459,10 @@ def admm_options(
     that many iterations record the certified gap ``(UB - f(x~))/sum w`` (an upper bound on the
     true normalized gap, no f* needed) in ``trace_arrays["certified_gap"]`` /
     ``["certified_iter"]``; ``certified_gap_tol``: stop at the first check below it (checks every
-    25 iterations unless ``certify_every`` says otherwise)."""
+    25 iterations unless ``certify_every`` says otherwise). ``pair_penalty`` (two-sided): one
+    penalty per (row, sender) pair from the sender's curvature, re-estimated at iterations 25,
+    50, 100, ...; converges where a binding CQE capacity at alpha >= 2 leaves one penalty per row
+    stuck (docs/drum.md, "Per-pair penalties"); not for sharded solves."""
     if rho_policy not in ("adaptive", "fixed", "paper"):
         raise _err("rho_policy", f"must be adaptive, fixed or paper, got {rho_policy!r}")
     if rho is not None and not (rho > 0 and math.isfinite(rho)):
@@ -496,6 +500,7 @@ def admm_options(
         gap_tol=None if gap_tol is None else float(gap_tol), dual_bound=bool(dual_bound),
         row_scaling=bool(row_scaling), certify_every=int(certify_every),
         certified_gap_tol=None if certified_gap_tol is None else float(certified_gap_tol),
+        pair_penalty=bool(pair_penalty),
     )
 
 

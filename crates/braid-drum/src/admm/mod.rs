@@ -23,8 +23,10 @@
 
 mod kernels;
 mod options;
+mod pairs;
 mod penalty;
 mod recover;
+mod result;
 
 pub(crate) use kernels::SendPtr;
 use kernels::{diag_coefs, x_host, zy_host_diag};
@@ -93,6 +95,9 @@ pub struct Admm {
     pub base_ok: bool,
     /// every row penalty is 1 (two-sided, where row scaling is off): the tiled passes skip `rs`
     pub rs_unit: bool,
+    /// per-pair penalties (two-sided, [`Admm::set_pair_penalties`]): the relative penalty of
+    /// every pair of entry k is `sig[k]`; empty: a pair takes its row's `rs`
+    pub sig: Vec<f64>,
 }
 
 /// Sizes of the whole instance and where this state's hosts start in it: the stopping rule
@@ -118,16 +123,48 @@ impl Admm {
         let curv = curvature(&sc, &lay, Some(&z0));
         let rho0 = median_rho(&sample_curvature(&curv[..p.entries()], 0, p.entries()));
         let rs = row_scales(&curv, rho0, opt.row_scaling);
+        // freed before the iterates are allocated: 16 bytes per variable off the peak
+        drop((curv, z0));
         let glob = Global {
             n: p.n,
             entries: p.entries(),
             pairs: lay.pairs(),
             host0: 0,
         };
+        let pair = opt.pair_penalty && !lay.diag;
         let mut st = Admm::from_parts(p, lay, sc, opt, rho0, rs, glob);
-        st.gather_rows();
-        st.z.copy_from_slice(&st.hsum);
+        if pair {
+            // until the first re-estimate (`run`), each pair takes its sender's row scale
+            let sig = st.rs[..st.x.len()].to_vec();
+            st.set_pair_penalties(sig);
+        }
+        st.start_rows();
         st
+    }
+
+    /// z at the start: the row sums of the start's pair values (one-sided each row's one pair,
+    /// y = p x itself, without the row arrays the fused step never reads).
+    pub fn start_rows(&mut self) {
+        if self.lay.diag {
+            self.z.copy_from_slice(&self.y);
+        } else {
+            self.gather_rows();
+            self.z.copy_from_slice(&self.hsum);
+        }
+    }
+
+    /// Allocate h, the row sums and the dual steps for the unfused passes. One-sided states
+    /// start without them: [`Admm::step_diag`] (the solve's and the sharded solve's one-sided
+    /// iteration) never reads them, and they are 24 of ~160 bytes per variable (issue 31 §3:
+    /// 5·10⁷ one-sided in ≤ 8 GB).
+    fn ensure_rows(&mut self) {
+        if self.hsum.len() != self.lay.rows {
+            self.hsum = huge::filled(self.lay.rows, 0.0);
+            self.dv = huge::filled(self.lay.rows, 0.0);
+        }
+        if self.h.len() != self.y.len() && !self.lay.app_tiled {
+            self.h = self.y.clone();
+        }
     }
 
     /// The state before the first row sums: x at the equal split, y = h = p x. `rho0` is the
@@ -181,8 +218,11 @@ impl Admm {
         let rows = lay.rows;
         let n = p.n;
         let rs_unit = rs.iter().all(|&r| r == 1.0);
-        let mut h = vec![0.0; np];
-        h.copy_from_slice(&y);
+        // one-sided: no h, row sums, dual steps or rp2 until an unfused pass asks
+        // (`ensure_rows`; the fused step computes c2 from rs and p)
+        let diag = lay.diag;
+        let h = if diag { Vec::new() } else { y.clone() };
+        let rp2 = if diag { Vec::new() } else { rp2 };
         Admm {
             p,
             lay,
@@ -192,10 +232,18 @@ impl Admm {
             x,
             z: huge::filled(rows, 0.0),
             v: huge::filled(rows, 0.0),
-            dv: huge::filled(rows, 0.0),
+            dv: if diag {
+                Vec::new()
+            } else {
+                huge::filled(rows, 0.0)
+            },
             y,
             h,
-            hsum: huge::filled(rows, 0.0),
+            hsum: if diag {
+                Vec::new()
+            } else {
+                huge::filled(rows, 0.0)
+            },
             lam: vec![0.0; n],
             mu: vec![0.0; n],
             iter: 0,
@@ -205,6 +253,7 @@ impl Admm {
             base: Vec::new(),
             base_ok: false,
             rs_unit,
+            sig: Vec::new(),
         }
     }
 
@@ -228,6 +277,9 @@ impl Admm {
     }
 
     fn x_step_h(&mut self, lost: &[bool], h0: usize, h1: usize, write_h: bool) {
+        if write_h || !self.lay.diag {
+            self.ensure_rows();
+        }
         let (m, rho, relax) = (self.p.m, self.rho, self.opt.relax);
         let sc = &self.sc;
         let lay = &*self.lay;
@@ -235,6 +287,7 @@ impl Admm {
         let y = &self.y;
         let rs = &self.rs;
         let rp2 = &self.rp2;
+        let sig = &self.sig;
         let h_ptr = SendPtr(self.h.as_mut_ptr());
         host_chunks(&mut self.x[h0 * m..h1 * m], m)
             .zip(self.lam[h0..h1].par_iter_mut())
@@ -262,7 +315,11 @@ impl Admm {
                         let mut b = 0.0;
                         for q in lay.send_ptr[k] as usize..lay.send_ptr[k + 1] as usize {
                             let row = lay.pair_row[q] as usize;
-                            b += rs[row] * lay.pair_coef[q] * (v[row] - y[q]);
+                            b += if sig.is_empty() {
+                                rs[row] * lay.pair_coef[q] * (v[row] - y[q])
+                            } else {
+                                lay.pair_coef[q] * (rs[row] * v[row] - sig[k] * y[q])
+                            };
                         }
                         base[j] = rho * b;
                     }
@@ -309,7 +366,15 @@ impl Admm {
         }
         if !self.base_ok {
             let rs: &[f64] = if self.rs_unit { &[] } else { &self.rs };
-            crate::tiles::x_linear(&self.lay, rho, rs, &self.v, &self.y, &mut self.base);
+            crate::tiles::x_linear(
+                &self.lay,
+                rho,
+                rs,
+                &self.sig,
+                &self.v,
+                &self.y,
+                &mut self.base,
+            );
             self.base_ok = true;
         }
         let sc = &self.sc;
@@ -344,6 +409,7 @@ impl Admm {
             self.opt.relax,
             self.rho,
             rs,
+            &self.sig,
             &self.v,
             &self.dv,
             &mut self.y,
@@ -355,6 +421,7 @@ impl Admm {
 
     /// hsum_e = sum of h over the pairs of row e.
     pub fn gather_rows(&mut self) {
+        self.ensure_rows();
         let lay = &*self.lay;
         let h = &self.h;
         if lay.diag {
@@ -382,6 +449,7 @@ impl Admm {
 
     /// z-update and dual update of the CQ rows of hosts h0..h1 (and of the link rows if asked).
     pub fn z_step_range(&mut self, h0: usize, h1: usize, links: bool) {
+        self.ensure_rows();
         let (m, rho) = (self.p.m, self.rho);
         let nn = self.p.entries();
         let sc = &self.sc;
@@ -521,6 +589,7 @@ impl Admm {
 
     /// y-update of the pairs of hosts h0..h1 and their residual sums.
     pub fn y_step_range(&mut self, h0: usize, h1: usize) -> Sums {
+        self.ensure_rows();
         let m = self.p.m;
         let lay = &*self.lay;
         let dv = &self.dv;
@@ -529,6 +598,7 @@ impl Admm {
         let x = &self.x;
         let rho = self.rho;
         let rs = &self.rs;
+        let sig = &self.sig;
         let y_ptr = SendPtr(self.y.as_mut_ptr());
         (h0..h1)
             .into_par_iter()
@@ -542,10 +612,14 @@ impl Admm {
                         let p = lay.pair_coef[q];
                         // SAFETY: pair ranges of different hosts are disjoint
                         let yq = unsafe { &mut *y_ptr.get().add(q) };
-                        let ynew = h[q] - dv[row];
+                        let (ynew, sq) = if sig.is_empty() {
+                            (h[q] - dv[row], rs[row])
+                        } else {
+                            (h[q] - dv[row] * rs[row] / sig[k], sig[k])
+                        };
                         let px = p * x[k];
                         s.r2 += (px - ynew) * (px - ynew);
-                        dual += rs[row] * p * (ynew - *yq);
+                        dual += sq * p * (ynew - *yq);
                         atv += rs[row] * p * v[row];
                         s.ax2 += px * px;
                         s.y2 += ynew * ynew;
@@ -691,71 +765,22 @@ impl Admm {
                 converged = true;
                 break;
             }
+            if !self.sig.is_empty()
+                && k % pairs::PAIR_EVERY == 0
+                && (k / pairs::PAIR_EVERY).is_power_of_two()
+            {
+                // per-pair penalties from the curvatures at the iterate, at iterations 25, 50,
+                // 100, ...: the start's estimate misses by decades where a binding C sets the
+                // rates, and a geometric schedule changes them finitely often in any run (as
+                // ADMM's convergence with varying penalties wants); 3 × the median curvature,
+                // as the two-sided start takes (docs/drum.md, "Per-pair penalties")
+                let (sig, med) = self.pair_scales_at(&self.x);
+                self.rescale_pairs(sig, 3.0 * med);
+                continue;
+            }
             self.adapt(&s);
         }
         let solve_time = t0.elapsed().as_secs_f64();
         self.finish("admm", trace, converged, solve_time)
-    }
-
-    /// The duality gap of the current iterate, normalized: `(UB(ν) − f(x̃))/Σw` (user units)
-    /// with the dual bound at the scaled duals' prices ν = ρ rs v and the feasible recovery x̃.
-    /// Costs about one x- and one z-update plus the recovery.
-    pub fn certified_gap(&self, wsum: f64) -> f64 {
-        let sc = &self.sc;
-        let nu: Vec<f64> = self
-            .v
-            .iter()
-            .zip(&self.rs)
-            .map(|(v, r)| self.rho * r * v)
-            .collect();
-        let ub = sc.to_user(crate::dual::upper_bound_at(sc, &self.lay, &nu, &self.x).0);
-        let (xf, zf) = self.recover(&self.x);
-        let ff = sc.to_user(sc.objective(&xf, &zf));
-        (ub - ff) / wsum
-    }
-
-    pub fn finish(
-        self,
-        method: &str,
-        trace: Trace,
-        converged: bool,
-        solve_time: f64,
-    ) -> SolveResult {
-        let sc = &self.sc;
-        let nn = self.p.entries();
-        let (xf, zf) = self.recover(&self.x);
-        let objective = sc.to_user(sc.objective(&self.x, &self.z));
-        let objective_feasible = sc.to_user(sc.objective(&xf, &zf));
-        let dual_bound = if self.opt.dual_bound {
-            let nu: Vec<f64> = self
-                .v
-                .iter()
-                .zip(&self.rs)
-                .map(|(v, r)| self.rho * r * v)
-                .collect();
-            Some(sc.to_user(crate::dual::upper_bound_at(sc, &self.lay, &nu, &self.x).0))
-        } else {
-            None
-        };
-        let sx = sc.sx;
-        let lf = sc.sf / sx;
-        SolveResult {
-            method: method.to_string(),
-            x: self.x.iter().map(|v| v * sx).collect(),
-            z: self.z[..nn].iter().map(|v| v * sx).collect(),
-            x_feasible: xf.iter().map(|v| v * sx).collect(),
-            z_feasible: zf[..nn].iter().map(|v| v * sx).collect(),
-            objective,
-            objective_feasible,
-            dual_bound,
-            iterations: self.iter,
-            converged,
-            trace,
-            setup_time: 0.0,
-            solve_time,
-            lambda: self.lam.iter().map(|l| l * lf).collect(),
-            mu: self.mu.iter().map(|l| l * lf).collect(),
-            rho_final: self.rho,
-        }
     }
 }

@@ -51,6 +51,9 @@ pub struct AdmmOptions {
     /// stop at the first check whose certified gap is below this (an upper bound on the true
     /// normalized gap, so the stop is safe where f* is unknown: two-sided, large)
     pub certified_gap_tol: Option<f64>,
+    /// two-sided: one penalty per pair, its sender's (`Admm::set_pair_penalties`), instead of
+    /// one per row shared by all the row's senders
+    pub pair_penalty: bool,
 }
 
 impl Default for AdmmOptions {
@@ -76,6 +79,7 @@ impl Default for AdmmOptions {
             row_scaling: true,
             certify_every: 0,
             certified_gap_tol: None,
+            pair_penalty: false,
         }
     }
 }

@@ -274,7 +274,19 @@ fn objectives(
 /// Solve this rank's piece together with the other ranks' (every rank calls it).
 pub fn solve_sharded(piece: &Piece, opt: AdmmOptions, comm: &mut dyn Comm) -> Result<ShardResult> {
     let t_setup = Instant::now();
-    let local = crate::check_admm_options(&opt).and_then(|_| piece.validate());
+    let local = crate::check_admm_options(&opt)
+        .and_then(|_| piece.validate())
+        .and_then(|_| {
+            // the pair scales' row means and median would need the other ranks' senders
+            if opt.pair_penalty && piece.p.two_sided {
+                Err(DrumError::new(
+                    "pair_penalty",
+                    "per-pair penalties are not supported by the sharded solve; set it to false",
+                ))
+            } else {
+                Ok(())
+            }
+        });
     agree(comm, local)?;
     let starts = tile(piece, comm);
     agree(comm, starts.as_ref().map(|_| ()).map_err(|e| e.clone()))?;
@@ -305,9 +317,14 @@ pub fn solve_sharded(piece: &Piece, opt: AdmmOptions, comm: &mut dyn Comm) -> Re
     };
     let lay = Arc::new(lay);
     let mut st = Admm::from_parts(p.clone(), lay.clone(), sc, opt.clone(), rho0, rs, glob);
-    st.gather_rows();
-    ex.combine(&mut st.hsum, comm)?;
-    st.z[..nn].copy_from_slice(&st.hsum[..nn]);
+    if lay.diag {
+        // one-sided: no ghost rows, each row its own pair (`Admm::start_rows`)
+        st.start_rows();
+    } else {
+        st.gather_rows();
+        ex.combine(&mut st.hsum, comm)?;
+        st.z[..nn].copy_from_slice(&st.hsum[..nn]);
+    }
     let setup_time = t_setup.elapsed().as_secs_f64();
 
     let t0 = Instant::now();
