@@ -103,3 +103,11 @@ def test_alpha_at_the_limit_is_finite_and_certified(tmp_path):
     # the review: "--alpha 100" printed a negative duality gap (a bound below the optimum)
     line = next(ln for ln in r.output.splitlines() if "duality gap / sum w" in ln)
     assert float(line.split()[-2]) >= 0, line
+
+
+def test_pair_penalty_flag(tmp_path):
+    """`--pair-penalty` reaches the two-sided ADMM; with another method it is refused by name."""
+    r = run("solve", "--n", "10", "--m", "4", "--op", "two", "--pair-penalty", "--out", str(tmp_path / "p.parquet"))
+    assert r.exit_code == 0, r.output
+    r = run("solve", "--n", "10", "--m", "4", "--method", "dual", "--pair-penalty", "--out", str(tmp_path / "d.parquet"))
+    assert r.exit_code == 2 and "--pair-penalty" in r.output, r.output
