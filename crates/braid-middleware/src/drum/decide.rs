@@ -102,7 +102,7 @@ pub struct DeciderCtx {
     pub host: u32,
     pub caps: Caps,
     /// The run's fabric links (asked for only by a decider that uses them).
-    pub fabric: Option<braid_verbs::host::FabricSlot>,
+    pub fabric: Option<super::fabric_model::FabricSlot>,
 }
 
 /// A decider's config is its factory.
