@@ -155,6 +155,7 @@ mod tests {
             weight: 1.0,
             backlog: 1,
             arrivals: 0,
+            paced: 0,
             window_ps: 0,
             remote: Some((peer, 9)),
             posted: 10,
