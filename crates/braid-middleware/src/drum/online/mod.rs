@@ -141,6 +141,8 @@ pub struct OnlineSolve {
     /// `delay`: the last round whose rates are out (its id and the rates).
     released: Option<(u32, u64)>,
     released_rates: BTreeMap<u32, (f64, f64)>,
+    /// `delay`: control messages that arrived while the thread was busy, in order.
+    inbox: Vec<(u32, Vec<u8>)>,
 }
 
 impl OnlineSolve {
@@ -204,6 +206,7 @@ impl OnlineSolve {
             ready_at: 0,
             released: None,
             released_rates: BTreeMap::new(),
+            inbox: Vec::new(),
             p,
         }
     }
@@ -423,9 +426,24 @@ impl OnlineSolve {
         }
     }
 
-    /// Runs the solver's due timeout.
+    /// Hands the solver control messages.
+    fn handle(&mut self, now_ns: u64, now_ps: u64, got: Vec<(u32, Vec<u8>)>) {
+        for (from, b) in got {
+            if let Some(s) = &mut self.solver {
+                // Malformed bytes are counted by the solver and change nothing.
+                let _ = s.handle_message(now_ns, from, &b);
+            }
+            self.note(now_ps);
+        }
+    }
+
+    /// Runs the solver's due timeout (first the messages that waited for a busy thread).
     fn pump(&mut self, now_ps: u64) {
         let now_ns = now_ps / 1000;
+        if !self.busy(now_ps) && !self.inbox.is_empty() {
+            let got = std::mem::take(&mut self.inbox);
+            self.handle(now_ns, now_ps, got);
+        }
         let busy = self.busy(now_ps);
         if let Some(s) = &mut self.solver {
             if !busy && s.poll_timeout().is_some_and(|t| t <= now_ns) {
@@ -582,7 +600,11 @@ impl OnlineSolve {
         }
         let due = self.solver.as_ref().and_then(|s| s.poll_timeout());
         // Busy: the next look is when the rounds are done (outputs out, the next timeout).
-        let due = if busy { Some(self.ready_at) } else { due.map(|t| t.saturating_mul(1000)) };
+        let due = if busy {
+            Some(self.ready_at)
+        } else {
+            due.map(|t| t.saturating_mul(1000))
+        };
         if let Some(t) = due {
             let at = t.max(now + 1);
             if self.armed.is_none_or(|a| at < a || a <= now) {
@@ -654,12 +676,11 @@ impl RateDecider for OnlineSolve {
                 let cost = self.p.cpu.message_ps() * got.len() as u64;
                 self.cpu_pending_ps += cost;
                 self.cpu_total_ps += cost;
-                for (from, b) in got {
-                    if let Some(s) = &mut self.solver {
-                        // Malformed bytes are counted by the solver and change nothing.
-                        let _ = s.handle_message(now_ns, from, &b);
-                    }
-                    self.note(v.now());
+                if self.busy(v.now()) {
+                    // The thread is computing rounds: the messages wait for it.
+                    self.inbox.extend(got);
+                } else {
+                    self.handle(now_ns, v.now(), got);
                 }
                 self.pump(v.now());
                 self.after(v);

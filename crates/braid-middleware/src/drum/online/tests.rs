@@ -767,7 +767,10 @@ fn a_one_sided_hosts_rounds_take_time_on_the_schedulers_thread() {
     );
     let busy = counter(&net, H1, "busy_ns_scheduler");
     let solver = counter(&net, H1, "cpu_ns_solver");
-    assert!(solver > 0.0 && busy >= solver, "busy {busy} ns, solver {solver} ns");
+    assert!(
+        solver > 0.0 && busy >= solver,
+        "busy {busy} ns, solver {solver} ns"
+    );
     // The rates still reach Q (Algorithm 1, solved locally), once computed.
     assert!(close(counter(&net, H1, "online_x_total"), 10e6, 1e-3));
 }
