@@ -89,6 +89,9 @@ struct Base {
     malformed: u64,
 }
 
+/// (x, z) per connection id, Mops.
+type RatesById = BTreeMap<u32, (f64, f64)>;
+
 /// DRUM's online solver as the agent's [`RateDecider`].
 pub struct OnlineSolve {
     p: OnlineDecider,
@@ -140,7 +143,7 @@ pub struct OnlineSolve {
     ready_at: u64,
     /// `delay`: the last round whose rates are out (its id and the rates).
     released: Option<(u32, u64)>,
-    released_rates: BTreeMap<u32, (f64, f64)>,
+    released_rates: RatesById,
     /// `delay`: control messages that arrived while the thread was busy, in order.
     inbox: Vec<(u32, Vec<u8>)>,
 }
@@ -218,7 +221,7 @@ impl OnlineSolve {
     }
 
     /// The id and rates of the solver's last finished round.
-    fn current(&self) -> (Option<(u32, u64)>, BTreeMap<u32, (f64, f64)>) {
+    fn current(&self) -> (Option<(u32, u64)>, RatesById) {
         let r = self.solver.as_ref().and_then(|s| s.rates());
         (
             self.current_id(),
@@ -234,10 +237,8 @@ impl OnlineSolve {
 
     /// `delay`: lets out the last finished round's rates once their rounds are computed.
     fn release(&mut self, now_ps: u64) {
-        if self.delay && !self.busy(now_ps) {
-            if self.current_id() != self.released {
-                (self.released, self.released_rates) = self.current();
-            }
+        if self.delay && !self.busy(now_ps) && self.current_id() != self.released {
+            (self.released, self.released_rates) = self.current();
         }
     }
 
