@@ -5,6 +5,7 @@ use crate::api::{ConfigError, ScenarioError};
 use crate::build::{err, join};
 use crate::world::{Ev, World};
 use braid_engine::EventQueue;
+use braid_middleware::drum::fabric_model::FabricSlot;
 use braid_middleware::{MiddlewareEntry, MiddlewareSpec};
 use braid_verbs::rendezvous::SharedBoard as Rendezvous;
 use braid_verbs::{HostCtx, Middleware};
@@ -65,8 +66,9 @@ pub(crate) struct StackBuilder {
     hosts: BTreeMap<u32, HostCtx>,
     /// The run's rendezvous board, which host agents share with the applications.
     board: Rendezvous,
-    /// The fabric's links for the agents that ask for them (filled in `finish`).
-    fabric: braid_verbs::host::FabricSlot,
+    /// The fabric's links for the agents that ask for them (DRUM's fabric model, offered to every
+    /// host as a service; filled in `finish`).
+    fabric: FabricSlot,
 }
 
 impl StackBuilder {
@@ -93,7 +95,7 @@ impl StackBuilder {
                 .with_shares(world.hosts[h as usize].nic.mem.shares.clone())
                 .with_seed(world.seed)
                 .with_board(board.clone())
-                .with_fabric(fabric.clone())
+                .with_service(fabric.clone())
         });
         entries
             .iter()
@@ -114,7 +116,7 @@ impl StackBuilder {
         let wanting: Vec<u32> = self
             .hosts
             .iter()
-            .filter(|(_, c)| c.fabric_wanted())
+            .filter(|(_, c)| c.service_wanted::<FabricSlot>())
             .map(|(&h, _)| world.hosts[h as usize].node)
             .collect();
         if !wanting.is_empty() {

@@ -11,7 +11,7 @@ use crate::rendezvous::SharedBoard;
 use crate::{Caps, Middleware};
 use std::any::{Any, TypeId};
 use std::cell::RefCell;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
 
 /// A tenant of a host: 0 is the host's agent slot, applications are numbered from 1.
@@ -63,8 +63,10 @@ pub struct HostCtx {
     shared: HashMap<TypeId, Rc<dyn Any>>,
     agents: Vec<Box<dyn Middleware>>,
     board: Option<SharedBoard>,
-    fabric: Option<FabricSlot>,
-    fabric_asked: bool,
+    /// What the backend offers mechanisms beyond the verbs, by type.
+    services: HashMap<TypeId, Rc<dyn Any>>,
+    /// The services some mechanism asked for (the backend prepares only those).
+    asked: HashSet<TypeId>,
     seed: u64,
     shares: Option<ShareSlot>,
 }
@@ -105,65 +107,6 @@ impl AgentShares {
 /// [`HostCtx::agent_shares`].
 pub type ShareSlot = Rc<RefCell<AgentShares>>;
 
-/// One directed fabric link as the backend knows it: its capacity and the (source, destination)
-/// host pairs, by host address, whose traffic crosses it on every route they may take.
-#[derive(Debug, Clone, PartialEq)]
-pub struct FabricLink {
-    /// A name for reports (e.g. "leaf0->spine0").
-    pub name: String,
-    /// Capacity, payload bytes per second (what the backend can carry of a WR's bytes).
-    pub cap: f64,
-    pub pairs: Vec<(u32, u32)>,
-    /// The pairs whose traffic crosses it on some of their routes (ECMP: a superset of `pairs`).
-    pub may: Vec<(u32, u32)>,
-    /// The host (address) that keeps the link's row in a distributed solve: the lowest address
-    /// among the hosts that asked for the fabric and may send across it (None: nobody may).
-    pub owner: Option<u32>,
-}
-
-/// The backend's own route computation: which links one QP's packets cross.
-pub trait FabricRoutes {
-    /// Indices into [`FabricLinks::links`] of the links that packets from host address `src`
-    /// with UDP source port `sport` to host address `dst` cross (the backend's ECMP replayed).
-    fn links_of(&self, src: u32, sport: u16, dst: u32) -> Vec<usize>;
-}
-
-/// The fabric's links, out of band (what a network controller would tell the hosts' agents).
-#[derive(Clone, Default)]
-pub struct FabricLinks {
-    /// The hosts' addresses (each host's first), in host order.
-    pub hosts: Vec<u32>,
-    pub links: Vec<FabricLink>,
-    /// Per-QP routes (ECMP-aware), when the backend can replay them.
-    pub routes: Option<Rc<dyn FabricRoutes>>,
-}
-
-impl std::fmt::Debug for FabricLinks {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("FabricLinks")
-            .field("hosts", &self.hosts)
-            .field("links", &self.links)
-            .field("routes", &self.routes.is_some())
-            .finish()
-    }
-}
-
-impl PartialEq for FabricLinks {
-    fn eq(&self, o: &Self) -> bool {
-        self.hosts == o.hosts
-            && self.links == o.links
-            && match (&self.routes, &o.routes) {
-                (None, None) => true,
-                (Some(a), Some(b)) => Rc::ptr_eq(a, b),
-                _ => false,
-            }
-    }
-}
-
-/// Where the backend puts the fabric's links once the run is built; empty until then, and only
-/// filled when some mechanism asked for it ([`HostCtx::fabric`]).
-pub type FabricSlot = Rc<RefCell<Option<FabricLinks>>>;
-
 impl HostCtx {
     pub fn new(host: u32, caps: Caps) -> Self {
         HostCtx {
@@ -172,8 +115,8 @@ impl HostCtx {
             shared: HashMap::new(),
             agents: Vec::new(),
             board: None,
-            fabric: None,
-            fabric_asked: false,
+            services: HashMap::new(),
+            asked: HashSet::new(),
             seed: 0,
             shares: None,
         }
@@ -205,23 +148,27 @@ impl HostCtx {
         self.seed
     }
 
-    /// Gives the host the run's fabric-link slot (the backend shares one among its hosts).
-    pub fn with_fabric(mut self, slot: FabricSlot) -> Self {
-        self.fabric = Some(slot);
+    /// Offers mechanisms a service of the backend's, found by its type `T` (one per type; a
+    /// second offer replaces the first). The seam knows no service: a mechanism defines the type
+    /// it wants, a backend that can provide it inserts it.
+    pub fn with_service<T: Clone + 'static>(mut self, service: T) -> Self {
+        self.services.insert(TypeId::of::<T>(), Rc::new(service));
         self
     }
 
-    /// The run's fabric links, for a mechanism that wants them: asking marks the slot as wanted
-    /// (the backend fills it after the build, see [`HostCtx::fabric_wanted`]). None if the
-    /// backend knows no fabric.
-    pub fn fabric(&mut self) -> Option<FabricSlot> {
-        self.fabric_asked = true;
-        self.fabric.clone()
+    /// The backend's service of type `T`, for a mechanism that wants it: asking marks it as
+    /// wanted (a backend may prepare it only then, see [`HostCtx::service_wanted`]). None if the
+    /// backend offers no such service.
+    pub fn service<T: Clone + 'static>(&mut self) -> Option<T> {
+        let key = TypeId::of::<T>();
+        self.asked.insert(key);
+        let s = self.services.get(&key)?;
+        Some(s.downcast_ref::<T>().expect("keyed by type").clone())
     }
 
-    /// Whether a mechanism on this host asked for the fabric's links.
-    pub fn fabric_wanted(&self) -> bool {
-        self.fabric_asked
+    /// Whether a mechanism on this host asked for the service of type `T`.
+    pub fn service_wanted<T: 'static>(&self) -> bool {
+        self.asked.contains(&TypeId::of::<T>())
     }
 
     /// The run's out-of-band board ([`crate::rendezvous`]), on which host agents exchange the
@@ -300,6 +247,21 @@ mod tests {
         let (c, first_string) = h.shared(String::new);
         assert!(first_string);
         assert!(c.borrow().is_empty());
+    }
+
+    #[test]
+    fn a_service_is_found_by_type_and_asking_marks_it_wanted() {
+        #[derive(Clone, Debug, PartialEq)]
+        struct Model(u32);
+        #[derive(Clone)]
+        struct Other;
+        let mut h = HostCtx::new(3, Caps::default()).with_service(Model(7));
+        assert!(!h.service_wanted::<Model>());
+        assert_eq!(h.service::<Model>(), Some(Model(7)));
+        assert!(h.service_wanted::<Model>());
+        assert!(!h.service_wanted::<Other>());
+        assert!(h.service::<Other>().is_none());
+        assert!(h.service_wanted::<Other>());
     }
 
     #[test]

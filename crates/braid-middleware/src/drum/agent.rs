@@ -340,6 +340,7 @@ impl DrumAgent {
                     }
                     refill(c, now, burst);
                     if c.x_tokens < 1.0 {
+                        c.note_token_wait();
                         idle_rounds += 1;
                         continue;
                     }

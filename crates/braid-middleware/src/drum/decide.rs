@@ -31,6 +31,9 @@ pub struct Stat {
     pub backlog: usize,
     /// WRs the tenant posted since the last decision.
     pub arrivals: u64,
+    /// Of the WRs in the pool since the last decision, those that waited for a WQE token: the
+    /// connection was limited by its decided rate, not by its demand.
+    pub paced: u64,
     /// Length of that window, picoseconds.
     pub window_ps: u64,
     /// The peer connection: (peer host, the peer's connection id).
@@ -102,7 +105,7 @@ pub struct DeciderCtx {
     pub host: u32,
     pub caps: Caps,
     /// The run's fabric links (asked for only by a decider that uses them).
-    pub fabric: Option<braid_verbs::host::FabricSlot>,
+    pub fabric: Option<super::fabric_model::FabricSlot>,
 }
 
 /// A decider's config is its factory.
@@ -354,6 +357,7 @@ mod tests {
             weight,
             backlog,
             arrivals,
+            paced: 0,
             window_ps: 1_000_000_000, // 1 ms
             remote: None,
             sport: None,

@@ -13,8 +13,8 @@
 
 use super::decide::{select_active, DeciderCtx, DeciderFactory, LocalSolve, RateDecider, Stat};
 use super::DrumConfig;
+use crate::drum::fabric_model::{FabricLinks, FabricSlot};
 use braid_drum::problem::{Links, Problem, Traffic};
-use braid_verbs::host::{FabricLinks, FabricSlot};
 use braid_verbs::rendezvous::{Endpoint, SharedBoard, Side};
 use braid_verbs::BuildError;
 use std::collections::BTreeMap;
@@ -326,7 +326,7 @@ impl RateDecider for FabricSolve {
     }
 }
 
-/// [`FabricSolve`]'s factory: it needs the backend's fabric links (`HostCtx::fabric`).
+/// [`FabricSolve`]'s factory: it needs the backend's fabric links (`fabric_model::ask`, a `HostCtx` service).
 pub struct FabricFactory;
 
 impl DeciderFactory for FabricFactory {
@@ -353,7 +353,7 @@ impl DeciderFactory for FabricFactory {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use braid_verbs::host::FabricLink;
+    use crate::drum::fabric_model::FabricLink;
 
     fn conn(host: u32, conn: u32, peer: u32, weight: f64, size: f64) -> Published {
         Published {

@@ -153,6 +153,7 @@ mod tests {
                 inline_data: None,
                 remote: None,
                 sent: 0,
+                waited: false,
             });
             c.recvs.push_back(RecvWr {
                 wr_id: 99,
@@ -247,6 +248,7 @@ mod tests {
             inline_data: None,
             remote: None,
             sent,
+            waited: false,
         };
         for culprit in [true, false] {
             let (mut st, q) = state_with(1);

@@ -444,6 +444,7 @@ impl Middleware for DrumLayer {
                 _ => None,
             },
             sent: 0,
+            waited: false,
             wr: SendWr {
                 sg_list,
                 remote_addr,

@@ -27,6 +27,7 @@ pub mod agent;
 pub(crate) mod bufs;
 pub mod decide;
 pub mod fabric;
+pub mod fabric_model;
 pub(crate) mod fail;
 pub(crate) mod imm;
 pub mod layer;
@@ -327,7 +328,7 @@ pub(crate) fn build(
                     && cfg.online.links == online::links::OnlineLinks::Fabric)
                 && mode == Mode::Drum
             {
-                host.fabric()
+                fabric_model::ask(host)
             } else {
                 None
             },

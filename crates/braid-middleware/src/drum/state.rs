@@ -78,6 +78,8 @@ pub(crate) struct Pooled {
     /// A SEND longer than the agent's receive buffers: its bytes already on the shared QP, in
     /// segments of `bounce_size` (`imm.rs`).
     pub sent: u64,
+    /// It has waited for a WQE token (counted once in its connection's `paced`).
+    pub waited: bool,
 }
 
 /// A work request on a shared QP.
@@ -140,6 +142,9 @@ pub struct Conn {
     pub(crate) refilled: u64,
     /// WRs posted into the pool since the last decision (the IO monitor's demand estimate).
     pub(crate) arrivals: u64,
+    /// WRs that waited in the pool for a WQE token since the last decision: the decided rate,
+    /// not the tenant's demand, limited them.
+    pub(crate) paced: u64,
     pub posted: u64,
     /// Payload bytes of the `posted` WRs (the message size the fabric decider charges links).
     pub posted_bytes: u64,
@@ -161,6 +166,16 @@ pub struct Conn {
 }
 
 impl Conn {
+    /// The head of the pool waits for a WQE token: counted in `paced` once per WR.
+    pub(crate) fn note_token_wait(&mut self) {
+        if let Some(p) = self.pool.front_mut() {
+            if !p.waited {
+                p.waited = true;
+                self.paced += 1;
+            }
+        }
+    }
+
     /// `pipe = "ud"` ordering: whether the head of the pool waits for the other carrier. For
     /// the RC pipes (`rc = true`): the head is a SEND (it goes on the UD QP) or SENDs are still
     /// unacknowledged there. For the UD QP: the head is a SEND and nothing is on the RC pipe
@@ -295,6 +310,7 @@ impl HostState {
                 z_tokens: self.cfg.burst as f64,
                 refilled: 0,
                 arrivals: 0,
+                paced: 0,
                 posted: 0,
                 posted_bytes: 0,
                 two_sided: 0,

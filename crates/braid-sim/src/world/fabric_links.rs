@@ -1,4 +1,4 @@
-//! The fabric's links as host agents see them out of band ([`braid_verbs::host::FabricLinks`]):
+//! The fabric's links as host agents see them out of band ([`braid_middleware::drum::fabric_model::FabricLinks`]):
 //! every directed switch-to-switch link, its capacity in payload bytes/s (its rate less the
 //! RoCE headers of MTU-sized packets), the (source host, destination host) pairs whose traffic
 //! crosses it on every route (`pairs`) and on some route (`may`), replayed with
@@ -10,13 +10,13 @@
 //! given UDP source port cross, from a snapshot of the switches' routing state taken here (the
 //! groups, the per-destination tables, the static source routes and the ECMP seeds) and the
 //! same [`ecmp_hash`] the switches use; `tests/drum_fabric.rs` checks it against
-//! [`World::path_of`]. Built only when a mechanism asked for it (`HostCtx::fabric`).
+//! [`World::path_of`]. Built only when a mechanism asked for it (`HostCtx::service_wanted` of a `FabricSlot`).
 
 use super::{Role, World};
 use crate::net::ecmp_hash;
 use crate::nic::addr_node;
 use crate::packet::ROCE_DPORT;
-use braid_verbs::host::{FabricLink, FabricLinks, FabricRoutes};
+use braid_middleware::drum::fabric_model::{FabricLink, FabricLinks, FabricRoutes};
 use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
 

@@ -25,6 +25,7 @@ impl DrumAgent {
                     weight: c.weight,
                     backlog: c.pool.len(),
                     arrivals: c.arrivals,
+                    paced: c.paced,
                     window_ps: now - self.last_solve,
                     remote: c.remote.map(|r| (r.host, r.qpn)),
                     posted: c.posted,
@@ -61,6 +62,9 @@ impl DrumAgent {
                 if c > 0 {
                     v.charge(Work::Ns(c / 1000));
                     self.cpu_solver_ps += c;
+                    if self.st.borrow().cfg.path_delay {
+                        self.sched.run(now, c);
+                    }
                 }
             }
             None => {
@@ -96,6 +100,7 @@ impl DrumAgent {
                 }
                 c.active = d.active.get(i).copied().unwrap_or(true) && c.x > 0.0;
                 c.arrivals = 0;
+                c.paced = 0;
                 active += c.active as u64;
             }
         }
@@ -108,6 +113,11 @@ impl DrumAgent {
             if cost > 0 {
                 v.charge(Work::Ns(cost / 1000));
                 self.cpu_solver_ps += cost;
+                // The solver runs on the scheduler's thread (§IV: the scheduler's "main
+                // overhead lies in the allocation rate computation"): WRs wait behind it.
+                if self.st.borrow().cfg.path_delay {
+                    self.sched.run(v.now(), cost);
+                }
             }
         }
     }

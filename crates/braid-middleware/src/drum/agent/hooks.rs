@@ -22,7 +22,11 @@ impl DrumAgent {
             while c.state == QpState::Rts && !c.halted && c.ud_turn(false) {
                 if drum {
                     refill(c, now, burst);
-                    if !c.active || c.x_tokens < 1.0 {
+                    if !c.active {
+                        break;
+                    }
+                    if c.x_tokens < 1.0 {
+                        c.note_token_wait();
                         break;
                     }
                     c.x_tokens -= 1.0;

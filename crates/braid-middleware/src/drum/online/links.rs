@@ -1,7 +1,7 @@
 //! `online.links = "fabric"`: the fabric's links in the online decider's instance (DRUM's
 //! link extension, solved distributedly: `braid_drum::online`'s link rows).
 //!
-//! From the backend's [`FabricLinks`] (`HostCtx::fabric`): each active connection with a peer
+//! From the backend's [`FabricLinks`] (`fabric_model::ask`, a `HostCtx` service): each active connection with a peer
 //! on another host crosses the links its pipe's packets take: with per-QP routes
 //! ([`FabricLinks::routes`], ECMP replayed from the pipe's UDP source port) exactly those, else
 //! the links every route of the (host, peer) pair crosses. Its load per WR is its observed bytes
@@ -10,11 +10,11 @@
 //! links it owns, at `link_utilization` of their capacity, and learns their senders from their
 //! contributions. Rates are in millions of WRs per second, so loads and capacities are in MB/s.
 //!
-//! [`FabricLink::owner`]: braid_verbs::host::FabricLink::owner
+//! [`FabricLink::owner`]: crate::drum::fabric_model::FabricLink::owner
 
 use super::Stat;
+use crate::drum::fabric_model::{FabricLinks, FabricSlot};
 use braid_drum::online::{Connection, LinkUse, OwnedLink};
-use braid_verbs::host::{FabricLinks, FabricSlot};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -137,7 +137,7 @@ impl FabricView {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use braid_verbs::host::{FabricLink, FabricRoutes};
+    use crate::drum::fabric_model::{FabricLink, FabricRoutes};
     use std::cell::RefCell;
     use std::rc::Rc;
 
@@ -155,6 +155,7 @@ mod tests {
             weight: 1.0,
             backlog: 1,
             arrivals: 0,
+            paced: 0,
             window_ps: 0,
             remote: Some((peer, 9)),
             posted: 10,

@@ -3,7 +3,8 @@
 //!
 //! [`OnlineSolve`] owns this host's [`HostSolver`] (`braid_drum::online`, sans-IO). From the IO
 //! monitor's per-connection statistics it builds the host's [`LocalInstance`]: one connection
-//! per active tenant connection (weight from the tenant; demand unbounded while backlogged, else
+//! per active tenant connection (weight from the tenant; demand unbounded while backlogged or
+//! while a WR of its waited for a WQE token, else
 //! twice its posting rate, with hysteresis; Q and C from `wqe_rate` / `cqe_rate`), with its
 //! two-sided traffic toward the peer connection (the fraction of its WRs that complete at the
 //! peer: SEND, *_WITH_IMM) and, on the receiving side, the peer connections whose messages
@@ -88,6 +89,9 @@ struct Base {
     malformed: u64,
 }
 
+/// (x, z) per connection id, Mops.
+type RatesById = BTreeMap<u32, (f64, f64)>;
+
 /// DRUM's online solver as the agent's [`RateDecider`].
 pub struct OnlineSolve {
     p: OnlineDecider,
@@ -131,6 +135,17 @@ pub struct OnlineSolve {
     /// Rounds already charged.
     charged_rounds: u64,
     fabric: Option<links::FabricView>,
+    /// `path_delay`: the solver's rounds take time. The rounds run so far are done at
+    /// `ready_at` (ps, each costing `cpu.round_ps` after the last); until then the solver's
+    /// outputs (new rates, control messages) stay inside and no timeout of it runs. Without
+    /// it a one-sided host's whole solve (up to `max_rounds`) takes no time.
+    delay: bool,
+    ready_at: u64,
+    /// `delay`: the last round whose rates are out (its id and the rates).
+    released: Option<(u32, u64)>,
+    released_rates: RatesById,
+    /// `delay`: control messages that arrived while the thread was busy, in order.
+    inbox: Vec<(u32, Vec<u8>)>,
 }
 
 impl OnlineSolve {
@@ -190,7 +205,40 @@ impl OnlineSolve {
                     util: cfg.link_utilization,
                     sizes: BTreeMap::new(),
                 }),
+            delay: cfg.path_delay,
+            ready_at: 0,
+            released: None,
+            released_rates: BTreeMap::new(),
+            inbox: Vec::new(),
             p,
+        }
+    }
+
+    /// The solver's last finished round: (epoch, round).
+    fn current_id(&self) -> Option<(u32, u64)> {
+        let r = self.solver.as_ref().and_then(|s| s.rates());
+        r.map(|r| (r.epoch, r.round))
+    }
+
+    /// The id and rates of the solver's last finished round.
+    fn current(&self) -> (Option<(u32, u64)>, RatesById) {
+        let r = self.solver.as_ref().and_then(|s| s.rates());
+        (
+            self.current_id(),
+            r.map(|r| r.conns.iter().map(|c| (c.id, (c.x, c.z))).collect())
+                .unwrap_or_default(),
+        )
+    }
+
+    /// Whether the solver's thread is still computing the rounds run so far (`delay`).
+    fn busy(&self, now_ps: u64) -> bool {
+        self.delay && now_ps < self.ready_at
+    }
+
+    /// `delay`: lets out the last finished round's rates once their rounds are computed.
+    fn release(&mut self, now_ps: u64) {
+        if self.delay && !self.busy(now_ps) && self.current_id() != self.released {
+            (self.released, self.released_rates) = self.current();
         }
     }
 
@@ -248,8 +296,12 @@ impl OnlineSolve {
             });
             o.arrivals += s.arrivals;
             o.window += s.window_ps;
-            o.backlogged |= s.backlog > 0;
-            if s.backlog > 0 && o.demand.is_finite() {
+            // A WR that waited for a token was held by the decision, not by the tenant: its
+            // arrivals measure the rate decided, and a closed-loop tenant (one request
+            // outstanding) paced at a low rate would keep its estimate there for good.
+            let waiting = s.backlog > 0 || s.paced > 0;
+            o.backlogged |= waiting;
+            if waiting && o.demand.is_finite() {
                 // New work: unbounded at once.
                 o.demand = f64::INFINITY;
                 (o.arrivals, o.window, o.backlogged) = (0, 0, false);
@@ -375,11 +427,27 @@ impl OnlineSolve {
         }
     }
 
-    /// Runs the solver's due timeout.
+    /// Hands the solver control messages.
+    fn handle(&mut self, now_ns: u64, now_ps: u64, got: Vec<(u32, Vec<u8>)>) {
+        for (from, b) in got {
+            if let Some(s) = &mut self.solver {
+                // Malformed bytes are counted by the solver and change nothing.
+                let _ = s.handle_message(now_ns, from, &b);
+            }
+            self.note(now_ps);
+        }
+    }
+
+    /// Runs the solver's due timeout (first the messages that waited for a busy thread).
     fn pump(&mut self, now_ps: u64) {
         let now_ns = now_ps / 1000;
+        if !self.busy(now_ps) && !self.inbox.is_empty() {
+            let got = std::mem::take(&mut self.inbox);
+            self.handle(now_ns, now_ps, got);
+        }
+        let busy = self.busy(now_ps);
         if let Some(s) = &mut self.solver {
-            if s.poll_timeout().is_some_and(|t| t <= now_ns) {
+            if !busy && s.poll_timeout().is_some_and(|t| t <= now_ns) {
                 s.handle_timeout(now_ns);
             }
         }
@@ -400,6 +468,10 @@ impl OnlineSolve {
             self.cpu_pending_ps += cost;
             self.cpu_total_ps += cost;
             self.charged_rounds = rounds;
+            if self.delay {
+                // One round after the other on the agent's thread (`SolverCpu`'s model).
+                self.ready_at = self.ready_at.max(now_ps) + cost;
+            }
         }
         let idle = s.is_idle();
         let cur = s.rates().map(|r| (r.epoch, r.round));
@@ -421,7 +493,12 @@ impl OnlineSolve {
                 let b = &self.base;
                 let c = &self.ctrl.stats;
                 self.records.push(RoundRecord {
-                    t_ps: now_ps,
+                    // `delay`: when the round is computed.
+                    t_ps: if self.delay {
+                        self.ready_at.max(now_ps)
+                    } else {
+                        now_ps
+                    },
                     host_addr: self.me,
                     epoch,
                     round,
@@ -476,11 +553,14 @@ impl OnlineSolve {
     fn after(&mut self, v: &mut dyn Verbs) {
         let now = v.now();
         self.note(now);
+        self.release(now);
+        let busy = self.busy(now);
         let Some(s) = &mut self.solver else {
             return;
         };
         let mut out = Vec::new();
-        while let Some(m) = s.poll_transmit() {
+        // The messages of rounds still being computed leave when they are done.
+        while let Some(m) = (!busy).then(|| s.poll_transmit()).flatten() {
             out.push(m);
         }
         let mut peers: Vec<u32> = self
@@ -519,8 +599,15 @@ impl OnlineSolve {
             v.set_timer(now + self.board_backoff, T_BOARD);
             self.board_backoff = (self.board_backoff * 2).min(BOARD_BACKOFF_MAX);
         }
-        if let Some(t) = self.solver.as_ref().and_then(|s| s.poll_timeout()) {
-            let at = (t.saturating_mul(1000)).max(now + 1);
+        let due = self.solver.as_ref().and_then(|s| s.poll_timeout());
+        // Busy: the next look is when the rounds are done (outputs out, the next timeout).
+        let due = if busy {
+            Some(self.ready_at)
+        } else {
+            due.map(|t| t.saturating_mul(1000))
+        };
+        if let Some(t) = due {
+            let at = t.max(now + 1);
             if self.armed.is_none_or(|a| at < a || a <= now) {
                 self.armed = Some(at);
                 v.set_timer(at, T_SOLVER);
@@ -548,17 +635,15 @@ impl RateDecider for OnlineSolve {
             self.install(inst);
         }
         self.pump(now);
-        let rates: BTreeMap<u32, (f64, f64)> = self
-            .solver
-            .as_ref()
-            .and_then(|s| s.rates())
-            .map(|r| r.conns.iter().map(|c| (c.id, (c.x, c.z))).collect())
-            .unwrap_or_default();
-        self.applied = self
-            .solver
-            .as_ref()
-            .and_then(|s| s.rates())
-            .map(|r| (r.epoch, r.round));
+        let rates = if self.delay {
+            self.release(now);
+            self.applied = self.released;
+            self.released_rates.clone()
+        } else {
+            let (id, rates) = self.current();
+            self.applied = id;
+            rates
+        };
         let n_act = active.iter().filter(|&&a| a).count().max(1) as f64;
         let mut d = Decision {
             x: vec![0.0; m],
@@ -592,12 +677,11 @@ impl RateDecider for OnlineSolve {
                 let cost = self.p.cpu.message_ps() * got.len() as u64;
                 self.cpu_pending_ps += cost;
                 self.cpu_total_ps += cost;
-                for (from, b) in got {
-                    if let Some(s) = &mut self.solver {
-                        // Malformed bytes are counted by the solver and change nothing.
-                        let _ = s.handle_message(now_ns, from, &b);
-                    }
-                    self.note(v.now());
+                if self.busy(v.now()) {
+                    // The thread is computing rounds: the messages wait for it.
+                    self.inbox.extend(got);
+                } else {
+                    self.handle(now_ns, v.now(), got);
                 }
                 self.pump(v.now());
                 self.after(v);
@@ -623,11 +707,11 @@ impl RateDecider for OnlineSolve {
     }
 
     fn wants_decide(&self) -> bool {
-        let cur = self
-            .solver
-            .as_ref()
-            .and_then(|s| s.rates())
-            .map(|r| (r.epoch, r.round));
+        let cur = if self.delay {
+            self.released
+        } else {
+            self.current_id()
+        };
         cur.is_some() && cur != self.applied
     }
 

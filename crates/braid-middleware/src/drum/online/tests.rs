@@ -80,8 +80,16 @@ fn two_sided(net: &mut FakeNet, a: &End, b: &End, n: u64) {
     }
 }
 
+/// One memory per host, as the simulator and a real host have (the protection semantics).
+fn host_memory() -> NetConfig {
+    NetConfig {
+        host_memory: true,
+        ..NetConfig::default()
+    }
+}
+
 fn net_of(c: &DrumConfig) -> (FakeNet, TenantId, TenantId) {
-    let mut net = FakeNet::with_config(2, NetConfig::default());
+    let mut net = FakeNet::with_config(2, host_memory());
     let a = net.add_tenant_with(H1, Box::new(Idle), &[c]).unwrap();
     let b = net.add_tenant_with(H2, Box::new(Idle), &[c]).unwrap();
     net.run();
@@ -176,7 +184,7 @@ fn lost_control_messages_are_replaced_by_the_last_rounds_values() {
 /// first solve settled (connected and posting at once: one change of each host's instance, and
 /// one more at H2 when the first SEND arrives).
 fn arrival(warm: bool) -> Arrival {
-    let mut net = FakeNet::with_config(2, NetConfig::default());
+    let mut net = FakeNet::with_config(2, host_memory());
     let mut t = [Vec::new(), Vec::new()];
     for w in [1.0, 2.0, 3.0, 4.0, 5.0, 6.0] {
         let c = DrumConfig {
@@ -494,7 +502,7 @@ fn ud_pair(o: OnlineDecider) -> FakeNet {
         ctrl: CtrlKind::Ud,
         ..o
     });
-    let mut net = FakeNet::with_config(2, NetConfig::default());
+    let mut net = FakeNet::with_config(2, host_memory());
     for h in [H1, H2] {
         let caps = Caps {
             mtu: 32,
@@ -694,4 +702,120 @@ fn a_tenant_signaling_one_wr_in_four_gets_a_quarter_of_its_wqe_rate_in_cqes() {
     );
     assert!(close(x, 10e6, 1e-3), "x = {x}");
     assert!(close(z, 2.5e6, 1e-3), "z = {z}, a x = 2.5e6");
+}
+
+/// One-sided WRITEs from H1 to H2 (`n` of them, 64 bytes), the agents deciding with `c`;
+/// returns the net and the time the WRs were posted.
+fn one_sided_writes(c: &DrumConfig, n: u64) -> (FakeNet, u64) {
+    let (mut net, a, b) = net_of(c);
+    let ea = end(&mut net, H1, a);
+    let eb = end(&mut net, H2, b);
+    let rq = |e: &End| RemoteQp {
+        host: e.host,
+        qpn: e.qp,
+        udp_sport: None,
+    };
+    net.call_as(H1, a, |v| v.connect_qp(ea.qp, rq(&eb)))
+        .unwrap();
+    net.call_as(H2, b, |v| v.connect_qp(eb.qp, rq(&ea)))
+        .unwrap();
+    net.run();
+    let t0 = net.now();
+    for k in 0..n {
+        let mut w = SendWr::new(
+            k,
+            SendOp::Write,
+            vec![Sge {
+                addr: ea.mr.addr,
+                length: 64,
+                lkey: ea.mr.lkey,
+            }],
+        );
+        w.remote_addr = eb.mr.addr;
+        w.rkey = eb.mr.rkey;
+        net.call_as(H1, a, |v| v.post_send(ea.qp, w)).unwrap();
+    }
+    net.run();
+    (net, t0)
+}
+
+#[test]
+fn a_one_sided_hosts_rounds_take_time_on_the_schedulers_thread() {
+    // `path_delay`: a one-sided host's solve (all its rounds inside one timeout of the
+    // solver) is done only after its rounds' cost, one after the other, and that time is the
+    // scheduler thread's (WRs wait behind it). Without it the same solve takes no time.
+    let delayed = DrumConfig {
+        path_delay: true,
+        ..cfg(lossless())
+    };
+    let (net, _) = one_sided_writes(&delayed, 4);
+    let (free, _) = one_sided_writes(&cfg(lossless()), 4);
+    let t = rounds_table(&net, H1);
+    let (times, rounds) = (col_u(&t, "time_ps"), col_u(&t, "iterations"));
+    let free_times = col_u(&rounds_table(&free, H1), "time_ps");
+    // The first solve starts at the same decision in both runs (nothing differs before it);
+    // its last round is recorded when computed: its rounds' cost later.
+    let n = rounds[0];
+    assert!(n >= 2, "a solve of several rounds: {rounds:?}");
+    let m = SolverCpu::default();
+    // One connection, no remote pair.
+    let round_ps = ((m.round_ns + m.conn_ns) * 1000.0) as u64;
+    assert_eq!(
+        times[0] - free_times[0],
+        n * round_ps,
+        "{n} rounds of {round_ps} ps: {times:?} against {free_times:?}"
+    );
+    let busy = counter(&net, H1, "busy_ns_scheduler");
+    let solver = counter(&net, H1, "cpu_ns_solver");
+    assert!(
+        solver > 0.0 && busy >= solver,
+        "busy {busy} ns, solver {solver} ns"
+    );
+    // The rates still reach Q (Algorithm 1, solved locally), once computed.
+    assert!(close(counter(&net, H1, "online_x_total"), 10e6, 1e-3));
+}
+
+/// The online decider of host 1, alone (no network), for its demand estimate.
+fn lone_decider(c: &DrumConfig) -> super::OnlineSolve {
+    let ctx = DeciderCtx {
+        board: braid_verbs::rendezvous::board(),
+        host: H1,
+        caps: Caps::default(),
+        fabric: None,
+    };
+    super::OnlineSolve::new(c, &ctx)
+}
+
+#[test]
+fn a_connection_whose_wrs_waited_for_a_token_counts_as_backlogged() {
+    // A closed-loop tenant (one request outstanding) paced at a low decided rate posts few
+    // WRs per window: its arrivals measure the decision, not its demand. A WR that waited for
+    // a WQE token in the window makes the connection's demand unbounded, as a backlog does.
+    let c = DrumConfig {
+        decider: DeciderKind::Online,
+        ..DrumConfig::default()
+    };
+    let stat = |paced: u64| Stat {
+        conn: 7,
+        weight: 1.0,
+        backlog: 0,
+        arrivals: 1,
+        paced,
+        window_ps: c.solve_interval.0,
+        remote: None,
+        posted: 1,
+        posted_bytes: 64,
+        two_sided: 0,
+        signaled: 1,
+        received: 0,
+        sport: None,
+    };
+    let mut d = lone_decider(&c);
+    // Nothing waited: the demand is twice the arrivals over the window (here above the floor).
+    let i = d.observe(&[stat(0)], &[true]);
+    let want = 2.0 / (c.solve_interval.0 as f64 * 1e-12) / 1e6;
+    assert!(close(i.conns[0].demand, want, 1e-9), "{:?}", i.conns[0]);
+    // The next window's one WR waited for a token: unbounded at once.
+    let i = d.observe(&[stat(1)], &[true]);
+    assert!(i.conns[0].demand.is_infinite(), "{:?}", i.conns[0]);
 }

@@ -10,7 +10,7 @@ type Seen = Vec<(u64, WcStatus, WcOpcode, u64, Option<u32>)>;
 /// Tenant i of H1 sends to tenant i of H2: SEND_WITH_IMM, WRITE_WITH_IMM and plain SENDs
 /// interleaved, with immediate values that use all 32 bits.
 fn imm_run(f: &dyn MiddlewareFactory) -> Vec<Seen> {
-    let (mut net, a, b) = host_memory_net(f, 2);
+    let (mut net, a, b) = net_of(f, 2);
     let (ea, eb) = pairs(&mut net, &a, &b, Access::ALL, false);
     for e in &eb {
         for k in 0..8 {
@@ -71,7 +71,7 @@ fn the_applications_immediate_data_arrives_bit_exact_through_a_shared_qp() {
     // connection), nothing for the others.
     let (net_sends, _) = {
         let cfg = DrumConfig::default();
-        let (mut net, a, b) = host_memory_net(&cfg, 1);
+        let (mut net, a, b) = net_of(&cfg, 1);
         let ea = end(&mut net, H1, a[0], 0x1000_0000, Access::ALL);
         let eb = end(&mut net, H2, b[0], 0x1000_0000, Access::ALL);
         connect(&mut net, &ea, &eb);
@@ -100,7 +100,7 @@ fn the_applications_immediate_data_arrives_bit_exact_through_a_shared_qp() {
 /// peer's region, READs back, inline SENDs; checked byte by byte through the tenants' own
 /// `read_local`.
 fn bytes_run(f: &dyn MiddlewareFactory, lose: bool) -> Vec<Vec<u8>> {
-    let (mut net, a, b) = host_memory_net(f, 3);
+    let (mut net, a, b) = net_of(f, 3);
     // Host memory: over raw RDMA, tenants of a host need addresses of their own.
     let (ea, eb) = pairs(&mut net, &a, &b, Access::ALL.tracked(), true);
     const N: u64 = 6;
@@ -275,7 +275,7 @@ fn every_byte_of_every_tenant_arrives_once_through_shared_qps_under_loss() {
 
 #[test]
 fn tracked_regions_need_a_tracking_nic_and_stay_each_tenants_own() {
-    let (mut net, a, _b) = host_memory_net(&DrumConfig::default(), 2);
+    let (mut net, a, _b) = net_of(&DrumConfig::default(), 2);
     let t = Access::ALL.tracked();
     let e1 = end(&mut net, H1, a[0], 0x1000_0000, t);
     let e2 = end(&mut net, H1, a[1], 0x1000_0000, t);

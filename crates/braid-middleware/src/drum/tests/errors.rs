@@ -29,7 +29,7 @@ type Ends = (Vec<(u64, WcStatus)>, QpState, Vec<(u64, WcStatus)>, QpState);
 /// sends a SEND (B's first receive takes it), a good WRITE, the bad WR, and a WRITE behind it;
 /// then B posts a WRITE of its own (its QP is in Error by then).
 fn refused_run(f: &dyn MiddlewareFactory, bad: Bad) -> Ends {
-    let (mut net, a, b) = host_memory_net(f, 1);
+    let (mut net, a, b) = net_of(f, 1);
     let ea = end(&mut net, H1, a[0], 0x1000_0000, Access::ALL);
     let access = if bad == Bad::ReadPermission {
         Access {
@@ -180,7 +180,7 @@ fn long_send_run(
     Vec<Vec<u8>>,
     FakeNet,
 ) {
-    let (mut net, a, b) = host_memory_net(f, 2);
+    let (mut net, a, b) = net_of(f, 2);
     let t = Access::ALL.tracked();
     let ea: Vec<End> = (0..2)
         .map(|i| end_sized(&mut net, H1, a[i], 0x1000_0000 << i, 16 << 20, t))
@@ -307,7 +307,7 @@ fn too_long_run(
     Vec<(u64, WcStatus, u64)>,
     QpState,
 ) {
-    let (mut net, a, b) = host_memory_net(f, 1);
+    let (mut net, a, b) = net_of(f, 1);
     let (ea, eb) = pairs(&mut net, &a, &b, Access::ALL, false);
     let (ea, eb) = (ea[0], eb[0]);
     net.call_as(H2, eb.t, |v| {

@@ -153,7 +153,7 @@ fn a_region_deregistered_while_a_write_waits_in_the_pool_is_not_written() {
         pipe_depth: 1,
         ..DrumConfig::default()
     };
-    let (mut net, a, b) = host_memory_net(&cfg, 1);
+    let (mut net, a, b) = net_of(&cfg, 1);
     let (ea, eb) = pairs(&mut net, &a, &b, Access::ALL.tracked(), false);
     let (ea, eb) = (ea[0], eb[0]);
     net.call_as(H1, ea.t, |v| v.write_local(ea.mr.addr, &[7u8; 64]))

@@ -141,16 +141,10 @@ pub(super) fn net_with(
     (net, a, b)
 }
 
-/// [`net_with`] the fake NIC's defaults (memory per tenant).
+/// [`net_with`] one memory per host, as the simulator and a real host have (`host_memory`):
+/// two tenants' regions over the same addresses hold the same bytes, so what keeps a tenant
+/// from another's memory is the protection the agent and the NIC check, not the address space.
 pub(super) fn net_of(
-    f: &dyn MiddlewareFactory,
-    per_host: u32,
-) -> (FakeNet, Vec<TenantId>, Vec<TenantId>) {
-    net_with(f, per_host, NetConfig::default())
-}
-
-/// [`net_with`] one memory per host, as the simulator has (what tracked regions need).
-pub(super) fn host_memory_net(
     f: &dyn MiddlewareFactory,
     per_host: u32,
 ) -> (FakeNet, Vec<TenantId>, Vec<TenantId>) {
