@@ -62,7 +62,10 @@ impl DrumAgent {
                 if c > 0 {
                     v.charge(Work::Ns(c / 1000));
                     self.cpu_solver_ps += c;
-                    if self.st.borrow().cfg.path_delay {
+                    if {
+                        let s = self.st.borrow();
+                        s.cfg.path_delay && s.cfg.online.timed_rounds
+                    } {
                         self.sched.run(now, c);
                     }
                 }
@@ -115,7 +118,10 @@ impl DrumAgent {
                 self.cpu_solver_ps += cost;
                 // The solver runs on the scheduler's thread (§IV: the scheduler's "main
                 // overhead lies in the allocation rate computation"): WRs wait behind it.
-                if self.st.borrow().cfg.path_delay {
+                if {
+                    let s = self.st.borrow();
+                    s.cfg.path_delay && s.cfg.online.timed_rounds
+                } {
                     self.sched.run(v.now(), cost);
                 }
             }

@@ -47,6 +47,13 @@ pub struct OnlineDecider {
     /// `"fabric"`: the fabric's links in the instance, their rows kept by owner hosts
     /// ([`links`]); `"none"`: the NICs' capacities only.
     pub links: links::OnlineLinks,
+    /// With `path_delay`: the solver's rounds take time on the scheduler's thread (one after
+    /// the other at `cpu`'s cost; their rates and messages held until computed, tenants' WRs
+    /// waiting behind them). Off by default: at braid's measured round cost the solver does
+    /// not fit on the thread at §V's scale (test case 3's two-sided KV goes from 28% below
+    /// SHARE to 84% above, docs/drum-agent.md), so it is a sensitivity setting, not the model
+    /// the §V rows use.
+    pub timed_rounds: bool,
 }
 
 impl Default for OnlineDecider {
@@ -70,6 +77,7 @@ impl Default for OnlineDecider {
             ctrl_recvs: 32,
             cpu: SolverCpu::default(),
             links: links::OnlineLinks::None,
+            timed_rounds: false,
         }
     }
 }

@@ -205,7 +205,7 @@ impl OnlineSolve {
                     util: cfg.link_utilization,
                     sizes: BTreeMap::new(),
                 }),
-            delay: cfg.path_delay,
+            delay: cfg.path_delay && p.timed_rounds,
             ready_at: 0,
             released: None,
             released_rates: BTreeMap::new(),

@@ -744,9 +744,14 @@ fn a_one_sided_hosts_rounds_take_time_on_the_schedulers_thread() {
     // `path_delay`: a one-sided host's solve (all its rounds inside one timeout of the
     // solver) is done only after its rounds' cost, one after the other, and that time is the
     // scheduler thread's (WRs wait behind it). Without it the same solve takes no time.
+    let base = cfg(lossless());
     let delayed = DrumConfig {
         path_delay: true,
-        ..cfg(lossless())
+        online: super::OnlineDecider {
+            timed_rounds: true,
+            ..base.online.clone()
+        },
+        ..base
     };
     let (net, _) = one_sided_writes(&delayed, 4);
     let (free, _) = one_sided_writes(&cfg(lossless()), 4);
