@@ -62,10 +62,7 @@ impl DrumAgent {
                 if c > 0 {
                     v.charge(Work::Ns(c / 1000));
                     self.cpu_solver_ps += c;
-                    if {
-                        let s = self.st.borrow();
-                        s.cfg.path_delay && s.cfg.online.timed_rounds
-                    } {
+                    if self.timed_rounds() {
                         self.sched.run(now, c);
                     }
                 }
@@ -118,13 +115,17 @@ impl DrumAgent {
                 self.cpu_solver_ps += cost;
                 // The solver runs on the scheduler's thread (§IV: the scheduler's "main
                 // overhead lies in the allocation rate computation"): WRs wait behind it.
-                if {
-                    let s = self.st.borrow();
-                    s.cfg.path_delay && s.cfg.online.timed_rounds
-                } {
+                if self.timed_rounds() {
                     self.sched.run(v.now(), cost);
                 }
             }
         }
+    }
+
+    /// The solver's rounds take the scheduler thread's time (`path_delay` with
+    /// `online.timed_rounds`).
+    fn timed_rounds(&self) -> bool {
+        let s = self.st.borrow();
+        s.cfg.path_delay && s.cfg.online.timed_rounds
     }
 }
