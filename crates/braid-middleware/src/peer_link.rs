@@ -123,8 +123,7 @@ impl PeerLink {
     /// none of it yet and it is within [`MAX_GENERATIONS`].
     pub fn wants_generation(&self, generation: u32) -> bool {
         self.phase != LinkPhase::Failed
-            && generation >= 1
-            && generation < MAX_GENERATIONS
+            && (1..MAX_GENERATIONS).contains(&generation)
             && !self.legs.iter().any(|l| l.generation == generation)
     }
 

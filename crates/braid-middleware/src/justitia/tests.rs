@@ -424,7 +424,7 @@ fn capacity_halves_on_a_miss_never_below_the_share_and_grows_back() {
 
 #[test]
 fn the_window_takes_the_nearest_rank_percentile_of_its_last_samples() {
-    let mut w = agent::Window::new(100);
+    let mut w = window::Window::new(100);
     for x in 1..=100 {
         w.push(x);
     }
