@@ -6,6 +6,11 @@
 //! traffic uses, so a reference probe in `nic.priority`'s class is served ahead of the standing
 //! queue the victim waits in.
 //!
+//! The same with a late classification: the latency tenant starts after the bandwidth tenants,
+//! so the pacer's link exists (made when the first bandwidth tenant was classified, in the NIC's
+//! default class) before the latency tenants' class is known; the reference flow must then move
+//! to a leg of the link in that class (`peer_link`'s re-class).
+//!
 //! `cargo test -p braid-sim --test justitia_congested -- --nocapture` prints the numbers.
 
 mod common;
@@ -28,9 +33,18 @@ struct Run {
     probe_tail: f64,
     misses: f64,
     capacity: f64,
+    /// The class of the QP host 0's last probe went on (-2: the NIC's default).
+    probe_class: f64,
+    relinks: f64,
 }
 
 fn run_mw(mw: Value) -> Run {
+    run_at(mw, "100us")
+}
+
+/// The scenario with the latency tenant starting at `lat_start` (the bandwidth tenants at
+/// 200 µs).
+fn run_at(mw: Value, lat_start: &str) -> Run {
     let s = json!({
         "duration": "4ms",
         "nic": {"priority": 0},
@@ -38,7 +52,7 @@ fn run_mw(mw: Value) -> Run {
         "middleware": {"default": mw},
         "apps": [
             {"kind": "write_lat", "src": 0, "dst": 2, "size": "16B", "duration": "3ms",
-             "start": "100us", "priority": 3},
+             "start": lat_start, "priority": 3},
             {"kind": "write_bw", "src": 0, "dst": 2, "size": "1MiB", "duration": "3ms",
              "start": "200us", "tx_depth": 16, "priority": 3},
             {"kind": "write_bw", "src": 1, "dst": 2, "size": "1MiB", "duration": "3ms",
@@ -71,6 +85,8 @@ fn run_mw(mw: Value) -> Run {
         probe_tail: pacer("justitia_tail_us"),
         misses: pacer("justitia_target_misses"),
         capacity: pacer("justitia_capacity_gbps"),
+        probe_class: pacer("justitia_probe_class"),
+        relinks: pacer("justitia_relinks"),
     }
 }
 
@@ -98,6 +114,51 @@ fn justitia_r_does_not_make_the_victim_worse_than_raw_under_a_congested_bottlene
         jr.d_p99,
         jr.b_gbps,
         jr.probe_tail,
+        jr.misses,
+        jr.capacity,
+        jr.d_p99 / raw.d_p99
+    );
+    assert!(
+        (jr.probe_tail - jr.d_p99).abs() <= 0.1 * jr.d_p99,
+        "the probe sees the victim's queue: probe p99 {:.2} µs, D_App p99 {:.2} µs",
+        jr.probe_tail,
+        jr.d_p99
+    );
+    assert!(
+        jr.misses > 0.0,
+        "Justitia_R saw the victim's tail miss 15 µs"
+    );
+    assert!(
+        jr.d_p99 <= 2.0 * raw.d_p99,
+        "Justitia_R's victim p99 {:.2} µs vs raw {:.2} µs",
+        jr.d_p99,
+        raw.d_p99
+    );
+}
+
+/// Late classification (the victim starts at 500 µs, after the bandwidth tenants' 200 µs): the
+/// same bounds as above must hold, because the reference flow moves to the latency tenants'
+/// class 3 once the victim is classified. Without the re-class the probe stays in the class the
+/// link was made in (the NIC's default, `nic.priority` 0), is served ahead of the standing queue
+/// and sees the unloaded round trip: it is then far below the victim's p99 and Justitia_R never
+/// misses.
+#[test]
+fn a_latency_tenant_classified_late_moves_the_probe_into_its_class() {
+    let raw = run_at(json!(["raw"]), "500us");
+    let jr = run_at(json!([{"kind": "justitia", "target": "15us"}]), "500us");
+    eprintln!(
+        "late, raw: D p50 {:.2} p99 {:.2} µs, B {:.2} Gbit/s",
+        raw.d_p50, raw.d_p99, raw.b_gbps
+    );
+    eprintln!(
+        "late, Justitia_R: D p50 {:.2} p99 {:.2} µs, B {:.2} Gbit/s, probe tail {:.2} µs in class \
+         {}, {} relinks, {} misses, capacity {:.2} Gbit/s; p99 ratio to raw {:.2}",
+        jr.d_p50,
+        jr.d_p99,
+        jr.b_gbps,
+        jr.probe_tail,
+        jr.probe_class,
+        jr.relinks,
         jr.misses,
         jr.capacity,
         jr.d_p99 / raw.d_p99

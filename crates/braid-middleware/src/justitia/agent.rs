@@ -3,6 +3,7 @@
 //! grants tokens round robin, runs the reference flow to the bandwidth tenants' receiver, and
 //! halves or grows the capacity against the latency target.
 
+use super::window::Window;
 use super::{Class, JustitiaConfig, WAKE_AGENT, WAKE_GRANT};
 use crate::peer_link::PeerLink;
 use braid_verbs::rendezvous::{BoardWait, Endpoint, LinkKeys, LinkPhase as Phase};
@@ -307,67 +308,39 @@ impl HostState {
     }
 }
 
-/// A sliding window of reference samples with an exact percentile.
-#[derive(Debug, Default)]
-pub(crate) struct Window {
-    order: VecDeque<u64>,
-    sorted: BTreeMap<u64, u32>,
-    cap: usize,
-}
-
-impl Window {
-    pub(crate) fn new(cap: usize) -> Self {
-        Window {
-            cap,
-            ..Default::default()
-        }
-    }
-    pub(crate) fn push(&mut self, x: u64) {
-        if self.order.len() == self.cap {
-            if let Some(old) = self.order.pop_front() {
-                if let Some(c) = self.sorted.get_mut(&old) {
-                    *c -= 1;
-                    if *c == 0 {
-                        self.sorted.remove(&old);
-                    }
-                }
-            }
-        }
-        self.order.push_back(x);
-        *self.sorted.entry(x).or_default() += 1;
-    }
-    /// The nearest-rank `q` quantile (the ceil(q·n)-th smallest sample).
-    pub(crate) fn quantile(&self, q: f64) -> u64 {
-        let n = self.order.len();
-        if n == 0 {
-            return 0;
-        }
-        let rank = ((q * n as f64).ceil() as usize).clamp(1, n);
-        // Walk down from the largest: the answer is the (n - rank + 1)-th largest.
-        let mut above = n - rank + 1;
-        for (&v, &c) in self.sorted.iter().rev() {
-            if c as usize >= above {
-                return v;
-            }
-            above -= c as usize;
-        }
-        0
-    }
-}
-
 const T_TOKENS: u64 = 1;
 const T_BOARD: u64 = 2;
 const T_PROBE: u64 = 3;
 const PROBE_ID: u64 = 1;
 const INFO_ID: u64 = 2;
+const RELINK_ID: u64 = 3;
 const RECVS: u32 = 16;
+/// An immediate whose upper half is all ones asks the peer for a new generation of the link
+/// (the lower half); INFO's bandwidth count stays below it.
+const RELINK: u32 = 0xFFFF_0000;
 /// Where the agent's 64-byte region lives in the host's address space (probe target and source).
 const AGENT_ADDR: u64 = 0x4A55_0000_0000_0000;
 
-/// The board key of the pacer connection between two hosts (`ready`: the "connected" record).
-fn board_key(a: u32, b: u32, ready: bool) -> u64 {
-    let (lo, hi) = (a.min(b) as u64 & 0x7FF_FFFF, a.max(b) as u64 & 0x7FF_FFFF);
-    (1 << 63) | (0x4A << 56) | ((ready as u64) << 54) | (lo << 27) | hi
+/// The board key of the pacer connection between two hosts (`ready`: the "connected" record)
+/// in generation `generation` (0: the link's first QP; then its re-class legs).
+fn board_key(a: u32, b: u32, ready: bool, generation: u32) -> u64 {
+    let (lo, hi) = (a.min(b) as u64 & 0xFF_FFFF, a.max(b) as u64 & 0xFF_FFFF);
+    (1 << 63)
+        | (0x4A << 56)
+        | ((ready as u64) << 55)
+        | (lo << 31)
+        | (hi << 7)
+        | (generation as u64 & 0x7F)
+}
+
+/// The keys of the link between `me` and `peer` in generation `generation`.
+fn link_keys(me: u32, peer: u32, generation: u32) -> LinkKeys {
+    LinkKeys::between(
+        me,
+        peer,
+        board_key(me, peer, false, generation),
+        board_key(me, peer, true, generation),
+    )
 }
 
 /// The host's pacer (tenant 0's layer).
@@ -378,8 +351,13 @@ pub struct JustitiaAgent {
     mr: Option<MemoryRegion>,
     links: BTreeMap<u32, PeerLink>,
     window: Window,
-    /// The outstanding probe: (peer, posted at).
-    probe: Option<(u32, u64)>,
+    /// The outstanding probe: (peer, QP, posted at).
+    probe: Option<(u32, QpNum, u64)>,
+    /// The class of the QP the last probe went on (`Some(None)`: the NIC's default).
+    probe_class: Option<Option<u8>>,
+    /// Legs made to move the reference flow into the latency tenants' class (ours and at a
+    /// peer's request).
+    relinks: u32,
     probe_timer: bool,
     /// Waiting on the board for peers' pacers.
     wait: BoardWait,
@@ -401,6 +379,8 @@ impl JustitiaAgent {
             links: BTreeMap::new(),
             window,
             probe: None,
+            probe_class: None,
+            relinks: 0,
             probe_timer: false,
             wait: BoardWait::new(patience),
             peers_missing: 0,
@@ -430,6 +410,7 @@ impl JustitiaAgent {
         if let Some(n) = arm {
             v.set_timer(n, T_TOKENS);
         }
+        self.send_relinks(v);
         self.send_info(v);
         self.maybe_probe(v);
     }
@@ -439,7 +420,14 @@ impl JustitiaAgent {
         let (Some(cq), Some(mr)) = (self.cq, self.mr) else {
             return;
         };
-        if self.wait.idle() && self.st.borrow().peers.len() == self.links.len() {
+        let reclass_to = self.st.borrow().latency_priority();
+        if self.wait.idle()
+            && self.st.borrow().peers.len() == self.links.len()
+            && self
+                .links
+                .values()
+                .all(|l| l.settled() && reclass_to.is_none_or(|c| !l.wants_reclass(c)))
+        {
             // Nothing new, nothing waiting (the common case: every token's service).
             return;
         }
@@ -450,7 +438,7 @@ impl JustitiaAgent {
         let probe_class = self.st.borrow().latency_priority().flatten();
         let mut gated = false;
         let me = v.local_host();
-        let keys = |p| LinkKeys::between(me, p, board_key(me, p, false), board_key(me, p, true));
+        let keys = |p| link_keys(me, p, 0);
         let wanted: Vec<u32> = self.st.borrow().peers.iter().copied().collect();
         for p in wanted {
             if self.links.contains_key(&p) {
@@ -478,7 +466,23 @@ impl JustitiaAgent {
                 rkey: mr.rkey,
             };
             keys(p).publish(&self.board, ep);
-            self.links.insert(p, PeerLink::published(p, qp));
+            self.links
+                .insert(p, PeerLink::published_in(p, qp, probe_class));
+        }
+        // Re-class: the latency tenants' class became known after a link was made in another
+        // (a tenant classified late, after a bandwidth tenant): the reference flow moves to a
+        // leg in that class (`peer_link`), whose generation the peer learns on the link.
+        if let Some(class) = reclass_to {
+            let stale: Vec<u32> = self
+                .links
+                .iter()
+                .filter(|(_, l)| l.wants_reclass(class))
+                .map(|(&p, _)| p)
+                .collect();
+            for p in stale {
+                let g = self.links[&p].next_generation();
+                self.open_leg(v, p, g, class, false);
+            }
         }
         // Gated links wait for the peer only as long as the board's patience: then only a
         // classification here (which wakes the agent) creates them.
@@ -508,6 +512,15 @@ impl JustitiaAgent {
                 Err(_) => self.link_errors += 1,
             }
             became_ready |= was != Phase::Ready && l.phase == Phase::Ready;
+            let ours = |qp| Endpoint {
+                host: me,
+                qpn: qp,
+                addr: mr.addr,
+                rkey: mr.rkey,
+            };
+            let (w, errors) = l.advance_legs(v, &self.board, |g| link_keys(me, p, g), ours);
+            waiting |= w;
+            self.link_errors += errors.len() as u32;
         }
         if became_ready {
             // The new peer learns our counts.
@@ -524,6 +537,61 @@ impl JustitiaAgent {
         }
     }
 
+    /// Creates a leg of the link to `peer` in `class` under generation `generation` and
+    /// publishes its endpoint (`asked`: the peer asked for it).
+    fn open_leg(
+        &mut self,
+        v: &mut dyn Verbs,
+        peer: u32,
+        generation: u32,
+        class: Option<u8>,
+        asked: bool,
+    ) {
+        let (Some(cq), Some(mr)) = (self.cq, self.mr) else {
+            return;
+        };
+        let init = QpInit {
+            max_send_wr: 1024,
+            max_recv_wr: 1,
+            priority: class,
+            ..QpInit::rc(cq)
+        };
+        let Ok(qp) = v.create_qp(&init) else {
+            self.link_errors += 1;
+            return;
+        };
+        let me = v.local_host();
+        link_keys(me, peer, generation).publish(
+            &self.board,
+            Endpoint {
+                host: me,
+                qpn: qp,
+                addr: mr.addr,
+                rkey: mr.rkey,
+            },
+        );
+        if let Some(l) = self.links.get_mut(&peer) {
+            l.reclass(qp, class, generation, asked);
+            self.relinks += 1;
+        }
+    }
+
+    /// Asks each peer, on the link's first QP, to make the legs we made (a 0-byte
+    /// WRITE_WITH_IMM, `RELINK | generation`).
+    fn send_relinks(&mut self, v: &mut dyn Verbs) {
+        for link in self.links.values_mut().filter(|l| l.is_ready()) {
+            let r = link.remote().expect("a ready link knows its peer");
+            for g in link.take_unannounced() {
+                let mut wr = SendWr::new(RELINK_ID, SendOp::WriteWithImm(RELINK | g), vec![]);
+                wr.remote_addr = r.addr;
+                wr.rkey = r.rkey;
+                if v.post_send(link.qp, wr).is_err() {
+                    self.link_errors += 1;
+                }
+            }
+        }
+    }
+
     /// Tells every connected peer how many bandwidth (+ throughput) and latency tenants we have.
     fn send_info(&mut self, v: &mut dyn Verbs) {
         let (b, t, l) = {
@@ -534,7 +602,7 @@ impl JustitiaAgent {
             s.info_dirty = false;
             s.counts()
         };
-        let imm = ((b + t).min(0xFFFF) << 16) | l.min(0xFFFF);
+        let imm = ((b + t).min(0xFFFE) << 16) | l.min(0xFFFF);
         for link in self.links.values().filter(|l| l.is_ready()) {
             let r = link.remote().expect("a ready link knows its peer");
             let mut wr = SendWr::new(INFO_ID, SendOp::WriteWithImm(imm), vec![]);
@@ -555,10 +623,19 @@ impl JustitiaAgent {
         let (Some(link), Some(mr)) = (self.links.get(&peer), self.mr) else {
             return;
         };
-        if !link.is_ready() {
+        // The newest ready QP in the latency tenants' class (a leg once re-classed).
+        let Some((qp, class)) = link.class_qp() else {
             return;
+        };
+        let r = if qp == link.qp {
+            link.remote()
+        } else {
+            link.legs()
+                .iter()
+                .find(|l| l.qp == qp)
+                .and_then(|l| l.remote())
         }
-        let r = link.remote().expect("a ready link knows its peer");
+        .expect("a ready QP knows its peer");
         let size = self.st.borrow().cfg().probe_size.0 as u32;
         let sge = Sge {
             addr: mr.addr + 32,
@@ -570,8 +647,9 @@ impl JustitiaAgent {
         wr.remote_addr = r.addr;
         wr.rkey = r.rkey;
         let at = v.now();
-        if v.post_send(link.qp, wr).is_ok() {
-            self.probe = Some((peer, at));
+        if v.post_send(qp, wr).is_ok() {
+            self.probe = Some((peer, qp, at));
+            self.probe_class = Some(class);
         } else {
             self.link_errors += 1;
         }
@@ -584,16 +662,16 @@ impl JustitiaAgent {
             return;
         }
         for wc in wcs {
-            let Some((&peer, _)) = self.links.iter().find(|(_, l)| l.qp == wc.qp_num) else {
+            let Some((&peer, _)) = self.links.iter().find(|(_, l)| l.owns(wc.qp_num)) else {
                 continue;
             };
             if wc.status != WcStatus::Success {
                 if let Some(l) = self.links.get_mut(&peer) {
-                    if l.fail() {
+                    if l.fail_qp(wc.qp_num) {
                         self.link_errors += 1;
                     }
                 }
-                if self.probe.is_some_and(|p| p.0 == peer) {
+                if self.probe.is_some_and(|p| p.1 == wc.qp_num) {
                     self.probe = None;
                 }
                 continue;
@@ -601,16 +679,28 @@ impl JustitiaAgent {
             match wc.opcode {
                 WcOpcode::RecvWithImm => {
                     let link = self.links.get_mut(&peer).expect("found");
+                    let mut leg = None;
                     if link.from_peer(&wc) {
                         let imm = wc.imm.unwrap_or(0);
-                        self.st
-                            .borrow_mut()
-                            .set_remote(peer, imm >> 16, imm & 0xFFFF);
+                        if imm & RELINK == RELINK {
+                            let g = imm & !RELINK;
+                            leg = link.wants_generation(g).then_some(g);
+                        } else {
+                            self.st
+                                .borrow_mut()
+                                .set_remote(peer, imm >> 16, imm & 0xFFFF);
+                        }
                     } else {
                         self.link_errors += 1;
                     }
                     // (A forged message consumed a receive too.)
-                    let qp = link.qp;
+                    let qp = wc.qp_num;
+                    if let Some(g) = leg {
+                        // The peer moved its end into another class: our end of the new
+                        // generation, in our own reference flow's class.
+                        let class = self.st.borrow().latency_priority().flatten();
+                        self.open_leg(v, peer, g, class, true);
+                    }
                     let _ = v.post_recv(
                         qp,
                         RecvWr {
@@ -619,8 +709,10 @@ impl JustitiaAgent {
                         },
                     );
                 }
-                WcOpcode::Write if wc.wr_id == PROBE_ID => {
-                    if let Some((_, at)) = self.probe.take() {
+                WcOpcode::Write
+                    if wc.wr_id == PROBE_ID && self.probe.is_some_and(|p| p.1 == wc.qp_num) =>
+                {
+                    if let Some((_, _, at)) = self.probe.take() {
                         self.window.push(now.saturating_sub(at));
                         let q = self.st.borrow().cfg().percentile;
                         let tail = self.window.quantile(q);
@@ -698,6 +790,11 @@ impl Middleware for JustitiaAgent {
             ("links_ready", ready as f64),
             ("peers_missing", self.peers_missing as f64),
             ("link_errors", self.link_errors as f64),
+            (
+                "probe_class",
+                self.probe_class.map_or(-1.0, |c| c.map_or(-2.0, f64::from)),
+            ),
+            ("relinks", self.relinks as f64),
         ]
     }
 }

@@ -21,6 +21,7 @@
 
 pub mod agent;
 pub mod layer;
+mod window;
 
 use braid_units::{Bytes, Duration, Rate};
 use braid_verbs::{BuildError, HostCtx, Middleware, MiddlewareFactory, TenantId, AGENT};

@@ -424,7 +424,7 @@ fn capacity_halves_on_a_miss_never_below_the_share_and_grows_back() {
 
 #[test]
 fn the_window_takes_the_nearest_rank_percentile_of_its_last_samples() {
-    let mut w = agent::Window::new(100);
+    let mut w = window::Window::new(100);
     for x in 1..=100 {
         w.push(x);
     }
@@ -679,4 +679,127 @@ fn a_latency_tenants_calls_reach_the_nic_one_for_one() {
         None,
         "no work charged to the layer"
     );
+}
+
+/// The latency tenant's QPs are in class 5.
+fn class5(cq: CqId) -> QpInit {
+    QpInit {
+        priority: Some(5),
+        ..QpInit::rc(cq)
+    }
+}
+
+/// The QPs host `host`'s agent created, with their class, in creation order, and the QPs its
+/// probes (inline WRITEs with the probe's wr_id) went on, in order.
+fn agent_qps(net: &FakeNet, host: u32) -> (Vec<Option<u8>>, Vec<QpNum>) {
+    let mut created = Vec::new();
+    let mut probes = Vec::new();
+    for l in net
+        .calls()
+        .iter()
+        .filter(|l| l.host == host && l.tenant == AGENT && l.ok)
+    {
+        match &l.call {
+            Call::CreateQp(init) => created.push(init.priority),
+            Call::PostSend(qp, w) if w.wr_id == 1 && w.inline => probes.push(*qp),
+            _ => {}
+        }
+    }
+    (created, probes)
+}
+
+/// Late classification: a bandwidth tenant classified first makes the pacer's link before any
+/// latency tenant's class is known (so in the NIC's default class); a latency tenant in class
+/// 5 classified later moves the reference flow to a leg of the link in class 5, which the peer
+/// makes its end of on request; the probes keep coming (on the old QP until the leg is up).
+#[test]
+fn a_late_latency_tenant_moves_the_reference_flow_into_its_class() {
+    let cfg = calm();
+    let mut net = FakeNet::new(2);
+    let f: &dyn MiddlewareFactory = &cfg;
+    let tb = net.add_tenant_with(H1, Box::new(Idle), &[f]).unwrap();
+    let tb2 = net.add_tenant_with(H2, Box::new(Idle), &[f]).unwrap();
+    let tl = net.add_tenant_with(H1, Box::new(Idle), &[f]).unwrap();
+    let tl2 = net.add_tenant_with(H2, Box::new(Idle), &[f]).unwrap();
+    net.run_until(0);
+    let b = end(&mut net, H1, tb, 0x1_0000_0000, 4 * MB, QpInit::rc);
+    let b2 = end(&mut net, H2, tb2, 0x1_0000_0000, 4 * MB, QpInit::rc);
+    connect(&mut net, &b, &b2);
+    let l = end(&mut net, H1, tl, 0x2_0000_0000, 4096, class5);
+    let l2 = end(&mut net, H2, tl2, 0x2_0000_0000, 4096, class5);
+    connect(&mut net, &l, &l2);
+    // (The fake NIC sends a host's messages one after the other: the 1 MB WRITE, posted once
+    // the bucket holds its token at ~80 µs, holds the probes back for its 80 µs of wire.)
+    post(&mut net, &b, write(1, &b, 0, MB, &b2)).unwrap();
+    net.run_until(net.now() + 300_000_000);
+    let (created, probes) = agent_qps(&net, H1);
+    assert_eq!(
+        created,
+        vec![None],
+        "the link, made before any latency class was known"
+    );
+    assert!(!probes.is_empty());
+    assert_eq!(
+        counter(&net, H1, AGENT, "probe_class"),
+        -2.0,
+        "the NIC's default"
+    );
+    assert_eq!(counter(&net, H1, AGENT, "relinks"), 0.0);
+    let first = probes[0];
+    // The latency tenant posts: classified latency, in class 5.
+    post(&mut net, &l, write(7, &l, 0, 16, &l2)).unwrap();
+    let samples = counter(&net, H1, AGENT, "samples");
+    net.run_until(net.now() + 100_000_000);
+    let (created, probes) = agent_qps(&net, H1);
+    assert_eq!(
+        created,
+        vec![None, Some(5)],
+        "a leg in the latency tenants' class"
+    );
+    assert_eq!(counter(&net, H1, AGENT, "relinks"), 1.0);
+    assert_eq!(
+        counter(&net, H2, AGENT, "relinks"),
+        1.0,
+        "the peer made its end"
+    );
+    assert_eq!(counter(&net, H1, AGENT, "probe_class"), 5.0);
+    let last = *probes.last().unwrap();
+    assert_ne!(last, first, "the probes moved to the leg");
+    assert!(
+        probes
+            .iter()
+            .skip_while(|&&q| q == first)
+            .all(|&q| q == last),
+        "once on the leg they stay there"
+    );
+    assert!(counter(&net, H1, AGENT, "samples") > samples + 10.0);
+    assert_eq!(counter(&net, H1, AGENT, "link_errors"), 0.0);
+    assert_eq!(counter(&net, H2, AGENT, "link_errors"), 0.0);
+    assert_eq!(counter(&net, H1, AGENT, "links_ready"), 1.0);
+}
+
+/// A latency class known before the link is made needs no leg.
+#[test]
+fn a_latency_class_known_first_makes_the_link_in_it() {
+    let cfg = calm();
+    let mut net = FakeNet::new(2);
+    let f: &dyn MiddlewareFactory = &cfg;
+    let tb = net.add_tenant_with(H1, Box::new(Idle), &[f]).unwrap();
+    let tb2 = net.add_tenant_with(H2, Box::new(Idle), &[f]).unwrap();
+    let tl = net.add_tenant_with(H1, Box::new(Idle), &[f]).unwrap();
+    let tl2 = net.add_tenant_with(H2, Box::new(Idle), &[f]).unwrap();
+    net.run_until(0);
+    let l = end(&mut net, H1, tl, 0x2_0000_0000, 4096, class5);
+    let l2 = end(&mut net, H2, tl2, 0x2_0000_0000, 4096, class5);
+    connect(&mut net, &l, &l2);
+    post(&mut net, &l, write(7, &l, 0, 16, &l2)).unwrap();
+    let b = end(&mut net, H1, tb, 0x1_0000_0000, 4 * MB, QpInit::rc);
+    let b2 = end(&mut net, H2, tb2, 0x1_0000_0000, 4 * MB, QpInit::rc);
+    connect(&mut net, &b, &b2);
+    post(&mut net, &b, write(1, &b, 0, MB, &b2)).unwrap();
+    net.run_until(net.now() + 100_000_000);
+    assert_eq!(agent_qps(&net, H1).0, vec![Some(5)]);
+    assert_eq!(counter(&net, H1, AGENT, "relinks"), 0.0);
+    assert_eq!(counter(&net, H2, AGENT, "relinks"), 0.0);
+    assert_eq!(counter(&net, H1, AGENT, "probe_class"), 5.0);
 }

@@ -195,3 +195,117 @@ fn a_dead_peer_fails_the_link_once() {
     assert!(waiting.link.give_up());
     assert!(!waiting.link.give_up());
 }
+
+/// A leg (re-class) of an up link over the fake NIC: each end creates a QP in its class and
+/// publishes it under the generation's keys; the class-bound traffic moves to the leg only once
+/// both ends are connected, control stays on the first QP, a leg's receive counts only from the
+/// peer's QP of the same generation, and a failed leg leaves the link up.
+#[test]
+fn a_leg_in_another_class_takes_over_once_both_ends_are_connected() {
+    let mut net = FakeNet::new(3);
+    let (mut a, mut b) = up(&mut net);
+    assert_eq!(a.link.class_qp(), Some((a.ep.qpn, None)));
+    assert!(a.link.wants_reclass(Some(3)) && !a.link.wants_reclass(None));
+    let gen_keys = |e: &End, g: u32| {
+        let (conn, ready) = keys_of(e.host, if e.host == A { B } else { A });
+        LinkKeys::between(
+            e.host,
+            if e.host == A { B } else { A },
+            conn + 1000 * g as u64,
+            ready + 1000 * g as u64,
+        )
+    };
+    let leg = |net: &mut FakeNet, e: &mut End, class: Option<u8>, g: u32| {
+        let qp = net.call_as(e.host, e.tenant, |v| {
+            v.create_qp(&QpInit {
+                priority: class,
+                ..QpInit::rc(e.cq)
+            })
+            .unwrap()
+        });
+        gen_keys(e, g).publish(net.board(), Endpoint { qpn: qp, ..e.ep });
+        e.link.reclass(qp, class, g, false);
+        qp
+    };
+    let step_legs = |net: &mut FakeNet, e: &mut End| {
+        let board = net.board().clone();
+        let ks: Vec<LinkKeys> = (0..4).map(|g| gen_keys(e, g)).collect();
+        let ep = e.ep;
+        let link = &mut e.link;
+        net.call_as(e.host, e.tenant, |v| {
+            link.advance_legs(
+                v,
+                &board,
+                |g| ks[g as usize],
+                |qp| Endpoint { qpn: qp, ..ep },
+            )
+        })
+    };
+    let g = a.link.next_generation();
+    assert_eq!(g, 1);
+    let qa = leg(&mut net, &mut a, Some(3), g);
+    assert!(!a.link.wants_reclass(Some(3)), "a leg on its way counts");
+    assert_eq!(a.link.take_unannounced(), vec![1]);
+    assert!(a.link.take_unannounced().is_empty());
+    // Until the peer has its end, A's traffic stays on the first QP.
+    assert!(step_legs(&mut net, &mut a).0, "waits for the peer");
+    assert_eq!(a.link.class_qp(), Some((a.ep.qpn, None)));
+    assert!(!a.link.settled());
+    // The peer learns the generation (on the first QP) and makes its end in its own class.
+    assert!(b.link.wants_generation(1) && !b.link.wants_generation(MAX_GENERATIONS));
+    let qb = leg(&mut net, &mut b, None, 1);
+    assert!(!b.link.wants_generation(1));
+    let (w, e) = step_legs(&mut net, &mut b);
+    assert!(w && e.is_empty(), "connected, waits for A's ready record");
+    let (w, e) = step_legs(&mut net, &mut a);
+    assert!(!w && e.is_empty());
+    assert_eq!(a.link.class_qp(), Some((qa, Some(3))));
+    assert_eq!(a.link.legs()[0].remote().map(|r| r.qpn), Some(qb));
+    assert!(!step_legs(&mut net, &mut b).0);
+    assert_eq!(b.link.class_qp(), Some((qb, None)));
+    assert!(a.link.settled() && b.link.settled());
+    assert!(a.link.owns(qa) && a.link.owns(a.ep.qpn) && !a.link.owns(qb));
+    // A message on the leg from the peer's leg QP counts; one from the peer's first QP does not.
+    net.call_as(A, a.tenant, |v| {
+        v.post_recv(
+            qa,
+            RecvWr {
+                wr_id: 0,
+                sg_list: vec![],
+            },
+        )
+    })
+    .unwrap();
+    send(&mut net, B, b.tenant, qb, 2);
+    assert_eq!(net.run(), Stop::Idle);
+    let got = receives(&mut net, &a);
+    let on_leg: Vec<_> = got.iter().filter(|w| w.qp_num == qa).collect();
+    assert!(!on_leg.is_empty());
+    assert!(a.link.from_peer(on_leg[0]));
+    let mut wrong = *on_leg[0];
+    wrong.src_qp = b.ep.qpn;
+    assert!(!a.link.from_peer(&wrong));
+    // A failed leg: the traffic returns to the first QP, the link stays up and wants a new
+    // generation for the class.
+    assert!(a.link.fail_qp(qa));
+    assert!(!a.link.fail_qp(qa), "counted once");
+    assert!(a.link.is_ready());
+    assert_eq!(a.link.class_qp(), Some((a.ep.qpn, None)));
+    assert!(a.link.wants_reclass(Some(3)));
+    assert_eq!(a.link.next_generation(), 2);
+}
+
+/// A peer asking for generation after generation gets at most `MAX_GENERATIONS - 1` legs.
+#[test]
+fn generations_are_bounded() {
+    let mut l = PeerLink::published_in(B, 1, None);
+    let mut made = 0;
+    for g in 1..100 {
+        if l.wants_generation(g) {
+            l.reclass(10 + g, Some(g as u8), g, true);
+            made += 1;
+        }
+    }
+    assert_eq!(made, MAX_GENERATIONS - 1);
+    assert!(!l.wants_reclass(Some(200)), "no generation left");
+}
