@@ -222,7 +222,9 @@ fn flows_path_says_the_truth_under_each_policy() {
     let paths = strs(t, "path");
     // Every flow's path is a whole path, and the flows the table puts via s3 are exactly those
     // whose bytes crossed tor0's uplink to s3 (one 1 KB packet each: bytes / packet size).
-    assert!(paths.iter().all(|p| p.starts_with('h') && p.matches('>').count() == 4));
+    assert!(paths
+        .iter()
+        .all(|p| p.starts_with('h') && p.matches('>').count() == 4));
     let via_s3 = paths.iter().filter(|p| p.contains(">s3>")).count() as u64;
     let w = sim.world();
     let tor0 = w.nodes.iter().position(|x| x.name == "tor0").unwrap() as u32;
@@ -235,8 +237,15 @@ fn flows_path_says_the_truth_under_each_policy() {
     let all: u64 = up.iter().map(|p| p.tx_pkts).sum();
     let to_s3 = up.iter().find(|p| p.peer_node == s3).unwrap().tx_pkts;
     // Every flow sends the same packets: the port's share of them is the table's share of flows.
-    assert_eq!(to_s3 * 64, via_s3 * all, "table: {via_s3} of 64 flows via s3; port: {to_s3} of {all} packets");
-    assert!(via_s3 < 16, "WCMP's weights, not ECMP's quarter: {via_s3} of 64");
+    assert_eq!(
+        to_s3 * 64,
+        via_s3 * all,
+        "table: {via_s3} of 64 flows via s3; port: {to_s3} of {all} packets"
+    );
+    assert!(
+        via_s3 < 16,
+        "WCMP's weights, not ECMP's quarter: {via_s3} of 64"
+    );
     assert!(ints(t, "paths").iter().all(|&x| x == 1));
     assert!(ints(t, "path_ideal_fct_ps").iter().all(|&x| x > 0));
     for lb in [

@@ -149,7 +149,11 @@ fn build(src: &Source) -> Table {
             .map(|ports| {
                 ports
                     .iter()
-                    .map(|&sp| world.flow_path(f.src, f.dst, sp, &mut capacity).map(name_path))
+                    .map(|&sp| {
+                        world
+                            .flow_path(f.src, f.dst, sp, &mut capacity)
+                            .map(name_path)
+                    })
                     .collect()
             })
             .unwrap_or_else(|| Some(Vec::new()));

@@ -79,7 +79,10 @@ impl PathCapacity {
 
 /// The one switch host `dst_node` hangs off, if it has one port.
 fn edge_switch(f: &Fabric<'_>, dst_node: u32) -> Option<u32> {
-    let (a, b) = (f.hot[dst_node as usize].first_port, f.hot[dst_node as usize + 1].first_port);
+    let (a, b) = (
+        f.hot[dst_node as usize].first_port,
+        f.hot[dst_node as usize + 1].first_port,
+    );
     (b == a + 1).then(|| f.ports[a as usize].peer_node)
 }
 
