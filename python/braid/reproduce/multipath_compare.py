@@ -248,7 +248,10 @@ _DOWN = "two-ToR, spine link down at 5 ms"
 _FAILOVER = "two-ToR, spine link down at 5 ms, failover"
 
 #: Orderings the baselines' papers claim, judged on braid's runs: (workload, scheme) should beat
-#: (workload, scheme), and where the claim comes from. The direction is the verdict; the
+#: (workload, scheme), and where the claim comes from. Judged on the workload's headline number,
+#: except the failover claims, judged on the slowest flow's goodput (:data:`SLOWEST`): what
+#: rerouting rescues is the flows hashed onto the dead link; the total can fall when the
+#: rerouted flows collide with the others on fewer spines. The direction is the verdict; the
 #: magnitude (braid's relative difference) is reported beside it, not judged: none of these
 #: papers measured this fabric.
 CLAIMS: Tuple[Tuple[Tuple[str, str], Tuple[str, str], str], ...] = (
@@ -256,12 +259,21 @@ CLAIMS: Tuple[Tuple[Tuple[str, str], Tuple[str, str], str], ...] = (
     ((_SYM, "adaptive + IRN"), (_SYM, "ECMP + IRN"), "adaptive routing beats ECMP on a symmetric fabric (DRILL, SIGCOMM '17)"),
     ((_ASYM, "WCMP"), (_ASYM, "DCQCN"), "capacity weights beat ECMP's equal split on an asymmetric fabric (WCMP, EuroSys '14)"),
     ((_ASYM, "adaptive + IRN"), (_ASYM, "spraying + IRN"), "load-aware choice beats oblivious spraying under asymmetry (CONGA, SIGCOMM '14; DRILL §5)"),
-    ((_FAILOVER, "DCQCN"), (_DOWN, "DCQCN"), "rerouting after detection beats black-holing a failed link (BFD, RFC 5880)"),
+    ((_FAILOVER, "DCQCN"), (_DOWN, "DCQCN"), "rerouting after detection rescues the flows on a failed link (BFD, RFC 5880)"),
     ((_FAILOVER, "ECMP + IRN"), (_DOWN, "ECMP + IRN"), "the same with selective repeat"),
 )
 
 
-def claim_rows(table: Dict[Tuple[str, str], float]) -> List[Row]:
+SLOWEST = (_FAILOVER,)
+
+
+def slowest_flow(w: Workload, ms: List[dict]) -> float:
+    """The slowest flow's goodput over the workload's window (Gbps; mean over seeds)."""
+    key = f"goodput_{w.window[0]:g}"
+    return mean(min(m[key]) if m[key] else math.nan for m in ms)
+
+
+def claim_rows(table: Dict[Tuple[str, str], float], m: Optional[Dict[str, List[dict]]] = None) -> List[Row]:
     """One row per claim whose two runs are present: direction judged, magnitude beside it."""
     by_label = {w.label: w for w in WORKLOADS}
     rows = []
@@ -270,11 +282,15 @@ def claim_rows(table: Dict[Tuple[str, str], float]) -> List[Row]:
             continue
         w = by_label[a[0]]
         x, y = table[a], table[b]
-        if math.isnan(x) or math.isnan(y) or y == 0:
+        if a[0] in SLOWEST and m is not None:
+            x = slowest_flow(w, m[f"{a[0]} | {a[1]}"])
+            y = slowest_flow(by_label[b[0]], m[f"{b[0]} | {b[1]}"])
+            source += " (slowest flow's goodput, Gbps)"
+        if math.isnan(x) or math.isnan(y):
             ok, rel = None, math.nan
         else:
             ok = x > y if higher_is_better(w) else x < y
-            rel = (x / y - 1) * 100
+            rel = (x / y - 1) * 100 if y else math.inf
         where = a[1] if a[0] == b[0] else a[0]
         other = b[1] if a[0] == b[0] else b[0]
         rows.append(Row(f"{a[0]}: {a[1]} vs {b[1]}" if a[0] == b[0] else f"{a[1]}: {a[0]} vs {b[0]}", f"{where} better than {other}: {source}", f"{_fmt(x, 2)} vs {_fmt(y, 2)} ({rel:+.1f}%)", ok, "magnitude not judged (no paper number for this fabric)", braid_value=rel))
@@ -309,7 +325,7 @@ def summarize(m: Dict[str, List[dict]], write_chart: bool = True) -> List[Row]:
         # Who wins this workload, and by how much.
         best = (max if higher_is_better(w) else min)(present, key=lambda s: table[(w.label, s)] if not math.isnan(table[(w.label, s)]) else (-math.inf if higher_is_better(w) else math.inf))
         rows.append(Row(f"{w.label}: best", "-", f"{best} ({_fmt(table[(w.label, best)], 2)})"))
-    rows.extend(claim_rows(table))
+    rows.extend(claim_rows(table, m))
     if write_chart and table:
         try:
             path = chart(table, out_dir() / "multipath-compare.png")
