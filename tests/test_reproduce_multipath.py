@@ -21,7 +21,14 @@ def test_compare_is_registered_slow_with_its_scenarios():
     assert "multipath/compare" not in [x.id for x in select([], False)]
     for s in e.scenarios:
         assert (experiments_dir() / s).is_file(), s
-    assert set(mc.MULTIPATH) == {"partition-4 static", "partition-4 dynamic", "partition-8 static", "partition-8 dynamic", "Virtuoso", "Virtuoso, capacities given", "MP-RDMA"}
+    assert set(mc.MULTIPATH) == {"partition-4 static", "partition-4 dynamic", "partition-8 static", "partition-8 dynamic", "Virtuoso", "Virtuoso, capacities given", "MP-RDMA",
+                                 "WCMP", "WCMP + IRN", "flowlets", "flowlets + IRN", "spraying + IRN", "adaptive + IRN", "partition-8 dynamic + IRN", "Virtuoso + IRN"}
+    # Per-packet switch schemes only on selective repeat; every claim names runs of the sweep.
+    for s in ("spraying + IRN", "adaptive + IRN"):
+        assert 'transport.recovery="irn"' in mc.SCHEMES[s]
+    labels_run = {(w.label, s) for w in mc.WORKLOADS for s in mc.SCHEMES}
+    for a, b, _ in mc.CLAIMS:
+        assert a in labels_run and b in labels_run, (a, b)
     labels = {r.label for r in e.runs(False)}
     assert len(labels) == len(mc.WORKLOADS) * len(mc.SCHEMES)
 

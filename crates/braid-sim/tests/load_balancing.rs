@@ -12,6 +12,12 @@ use std::path::Path;
 /// Two ToRs (hosts h0.. below tor0, the next `n` below tor1) joined by four spines; tor0's
 /// uplink to s3 runs at `slow` (the others at 100 Gbit/s).
 fn asymmetric(n: u32, slow: &str) -> Value {
+    asymmetric_at(n, slow, "tor0")
+}
+
+/// [`asymmetric`] with the slow link between s3 and `tor` (tor0: the senders' uplink; tor1: a
+/// hop further, invisible in tor0's own link rates).
+fn asymmetric_at(n: u32, slow: &str, tor: &str) -> Value {
     let mut nodes: Vec<String> = (0..2 * n).map(|i| format!("h{i}")).collect();
     nodes.extend(["tor0", "tor1", "s0", "s1", "s2", "s3"].map(String::from));
     let mut links = Vec::new();
@@ -20,9 +26,10 @@ fn asymmetric(n: u32, slow: &str) -> Value {
         links.push(json!({"a": format!("h{i}"), "b": tor, "rate": "100Gbps", "delay": "1us"}));
     }
     for s in 0..4 {
-        let rate = if s == 3 { slow } else { "100Gbps" };
-        links.push(json!({"a": "tor0", "b": format!("s{s}"), "rate": rate, "delay": "1us"}));
-        links.push(json!({"a": "tor1", "b": format!("s{s}"), "rate": "100Gbps", "delay": "1us"}));
+        for t in ["tor0", "tor1"] {
+            let rate = if s == 3 && t == tor { slow } else { "100Gbps" };
+            links.push(json!({"a": t, "b": format!("s{s}"), "rate": rate, "delay": "1us"}));
+        }
     }
     json!({"kind": "edges", "nodes": nodes, "switches": ["tor0", "tor1", "s0", "s1", "s2", "s3"],
            "links": links})
@@ -161,6 +168,99 @@ fn adaptive_routing_and_wcmp_load_the_slow_uplink_less() {
     // WCMP: 16 flows hashed with weights 25/325: expected 1.2 flows of 16 on s3.
     let wcmp = share(json!({"kind": "wcmp"}));
     assert!(wcmp < 0.2, "wcmp {wcmp}");
+}
+
+#[test]
+fn wcmp_weights_next_hops_by_the_capacity_of_the_paths_behind_them() {
+    // s3's downlink to tor1 at a quarter rate: tor0's four uplinks are all 100G, but the paths
+    // behind them carry 100, 100, 100 and 25 Gbit/s. WCMP (Zhou et al., EuroSys '14) weights
+    // each next hop by its path capacity: a flow goes via s3 with probability 25/325 = 0.0769.
+    // 400 one-packet flows: the share of bytes via s3 is Binomial(400, p)/400, sd 0.0133;
+    // bound 4 sd. ECMP's share is 1/4 (13 sd away), as was WCMP's with local link rates.
+    let share = |lb: Value| {
+        let n = 8;
+        let fl: Vec<(u32, u32, &str)> = (0..400).map(|i| (i % n, n + i % n, "1KB")).collect();
+        let s = json!({"duration": "20ms", "topology": asymmetric_at(n, "25Gbps", "tor1"),
+                       "traffic": flows(&fl), "switch": {"lb": lb}});
+        let (sim, r) = run(&s);
+        assert!(all_finished(&r), "{lb}");
+        let up = uplink_bytes(&sim);
+        up[3] as f64 / up.iter().sum::<u64>() as f64
+    };
+    let wcmp = share(json!({"kind": "wcmp"}));
+    assert!((wcmp - 25.0 / 325.0).abs() < 4.0 * 0.0133, "wcmp {wcmp}");
+    let ecmp = share(json!({"kind": "ecmp"}));
+    assert!((ecmp - 0.25).abs() < 4.0 * 0.0217, "ecmp {ecmp}");
+    // The spine's own choice towards tor1 has one port: nothing to weight there; an explicit
+    // weight still overrides the capacity (s3 at 100 again: the even split).
+    let even = share(json!({"kind": "wcmp",
+        "weights": [{"node": "tor0", "peer": "s3", "weight": 100}]}));
+    assert!((even - 0.25).abs() < 4.0 * 0.0217, "explicit {even}");
+}
+
+fn strs(t: &braid_sim::Table, name: &str) -> Vec<String> {
+    match t.get(name) {
+        Some(braid_sim::Column::Str(v)) => v.clone(),
+        _ => panic!("no string column {name}"),
+    }
+}
+
+#[test]
+fn flows_path_says_the_truth_under_each_policy() {
+    // Under a per-flow policy the table names the one path the flow's packets took (WCMP: its
+    // weighted hash, not ECMP's); under a per-packet or per-flowlet policy there is no single
+    // path: `multiple`, `paths` null, no single-path ideal.
+    let n = 8;
+    let fl: Vec<(u32, u32, &str)> = (0..64).map(|i| (i % n, n + i % n, "1KB")).collect();
+    let s = |lb: Value| {
+        json!({"duration": "20ms", "topology": asymmetric_at(n, "25Gbps", "tor1"),
+               "traffic": flows(&fl), "switch": {"lb": lb}})
+    };
+    let (sim, r) = run(&s(json!({"kind": "wcmp"})));
+    assert!(all_finished(&r));
+    let t = &r.tables["flows"];
+    let paths = strs(t, "path");
+    // Every flow's path is a whole path, and the flows the table puts via s3 are exactly those
+    // whose bytes crossed tor0's uplink to s3 (one 1 KB packet each: bytes / packet size).
+    assert!(paths
+        .iter()
+        .all(|p| p.starts_with('h') && p.matches('>').count() == 4));
+    let via_s3 = paths.iter().filter(|p| p.contains(">s3>")).count() as u64;
+    let w = sim.world();
+    let tor0 = w.nodes.iter().position(|x| x.name == "tor0").unwrap() as u32;
+    let s3 = w.nodes.iter().position(|x| x.name == "s3").unwrap() as u32;
+    let up: Vec<_> = w
+        .node_ports(tor0)
+        .iter()
+        .filter(|p| w.nodes[p.peer_node as usize].name.starts_with('s'))
+        .collect();
+    let all: u64 = up.iter().map(|p| p.tx_pkts).sum();
+    let to_s3 = up.iter().find(|p| p.peer_node == s3).unwrap().tx_pkts;
+    // Every flow sends the same packets: the port's share of them is the table's share of flows.
+    assert_eq!(
+        to_s3 * 64,
+        via_s3 * all,
+        "table: {via_s3} of 64 flows via s3; port: {to_s3} of {all} packets"
+    );
+    assert!(
+        via_s3 < 16,
+        "WCMP's weights, not ECMP's quarter: {via_s3} of 64"
+    );
+    assert!(ints(t, "paths").iter().all(|&x| x == 1));
+    assert!(ints(t, "path_ideal_fct_ps").iter().all(|&x| x > 0));
+    for lb in [
+        json!({"kind": "spray"}),
+        json!({"kind": "adaptive"}),
+        json!({"kind": "flowlet"}),
+    ] {
+        let mut sc = s(lb.clone());
+        sc["transport"] = json!({"kind": "dcqcn", "recovery": "irn"});
+        let (_, r) = run(&sc);
+        let t = &r.tables["flows"];
+        assert!(strs(t, "path").iter().all(|p| p == "multiple"), "{lb}");
+        assert!(strs(t, "path_set").iter().all(|p| p.is_empty()), "{lb}");
+        assert!(ints(t, "path_ideal_fct_ps").iter().all(|&x| x == 0), "{lb}");
+    }
 }
 
 /// Spraying over selective repeat on the asymmetric fabric (PFC on: nothing is lost). IRN's

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 pub const SPEC: TableSpec = TableSpec {
     name: "flows",
-    doc: "per flow: src, dst, size, start, finish, FCT (null if unfinished), ideal FCT (idle fabric at the best rate between the hosts, the same for every scheme; docs/scenario.md), its own path's standalone FCT (`path_ideal_fct_ps`), slowdown (FCT / ideal, unclamped), goodput, UDP source port, `dport` (the traffic table's destination port, HPCC's flow-file field; 0 for apps), path (of that port), `paths` and `path_set` (every path its data took: several for MP-RDMA)",
+    doc: "per flow: src, dst, size, start, finish, FCT (null if unfinished), ideal FCT (idle fabric at the best rate between the hosts, the same for every scheme; docs/scenario.md), its own path's standalone FCT (`path_ideal_fct_ps`), slowdown (FCT / ideal, unclamped), goodput, UDP source port, `dport` (the traffic table's destination port, HPCC's flow-file field; 0 for apps), path (of that port; `multiple` where a switch chooses per packet or per flowlet), `paths` and `path_set` (every path its data took: several for MP-RDMA; null and empty where they are not known)",
     columns: COLUMNS,
     extra: None,
     build,
@@ -24,14 +24,14 @@ const COLUMNS: &[Col] = &[
     nullable("finish_ps", T::I64, Null::Negative, "completion time; null if unfinished"),
     nullable("fct_ps", T::I64, Null::Negative, "flow completion time; null if unfinished"),
     col("ideal_fct_ps", T::I64, "FCT on the idle fabric at the best rate between the hosts (the slowdown's denominator; 0 for applications)"),
-    col("path_ideal_fct_ps", T::I64, "FCT alone on the flow's own path (HPCC's standalone FCT; 0 for applications)"),
+    col("path_ideal_fct_ps", T::I64, "FCT alone on the flow's own path (HPCC's standalone FCT; 0 for applications and for flows without one path: `path` = `multiple`)"),
     nullable("slowdown", T::F64, Null::Nan, "fct / ideal, not clamped; null for applications and unfinished flows"),
     nullable("goodput_gbps", T::F64, Null::Nan, "bytes delivered over the flow's life (so far, if unfinished); null if it lasted no time"),
     col("sport", T::U64, "UDP source port of the sending QP (0 if it has none)"),
     col("dport", T::U64, "the traffic table's destination port (HPCC's flow-file field); 0 for applications"),
-    col("path", T::Str, "the path of `sport`, as node names joined by `>`"),
-    col("paths", T::U64, "how many distinct paths the flow's data took (several for MP-RDMA)"),
-    col("path_set", T::Str, "those paths, joined by a vertical bar"),
+    col("path", T::Str, "the path of `sport`, as node names joined by `>`, as each switch's policy chooses it (ECMP's or WCMP's hash); `multiple` where a switch on the way chooses per packet or per flowlet (spraying, adaptive routing, flowlets: no single path)"),
+    nullable("paths", T::U64, Null::Is(u64::MAX), "how many distinct paths the flow's data took (several for MP-RDMA); null where a switch chooses per packet or per flowlet (not tracked)"),
+    col("path_set", T::Str, "those paths, joined by a vertical bar; empty where `paths` is null"),
     nullable("latency_p50_ps", T::F64, Null::Nan, "median message latency of an application; null without messages"),
     nullable("latency_p99_ps", T::F64, Null::Nan, "99th-percentile message latency; null without messages"),
 ];
@@ -69,6 +69,7 @@ fn build(src: &Source) -> Table {
 
     // Flows.
     let mut fl = FlowCols::default();
+    let mut capacity = crate::world::path_capacity::PathCapacity::default();
     let mut ideals = crate::world::ideal::Ideals::new(world);
     ideals.prepare(
         log.flows
@@ -86,7 +87,8 @@ fn build(src: &Source) -> Table {
                     .map(|q| q.sport)
             })
             .unwrap_or(0);
-        let path = world.path_of(f.src, f.dst, sport);
+        // The routes' own choice per switch; None under a per-packet or per-flowlet policy.
+        let path = world.flow_path(f.src, f.dst, sport, &mut capacity);
         let fct = f.finish_ps.map(|t| t.saturating_sub(f.start_ps));
         let is_flow = f.kind == "flow";
         // The slowdown's denominator describes the fabric (the same for every scheme); the
@@ -94,7 +96,8 @@ fn build(src: &Source) -> Table {
         let (ideal, path_ideal) = if is_flow {
             (
                 ideals.fct(f.src, f.dst, f.size),
-                world.path_ideal_fct(f.src, f.dst, sport, f.size),
+                path.as_ref()
+                    .map_or(0, |p| world.ideal_fct_on(p, f.dst, f.size)),
             )
         } else {
             (0, 0)
@@ -138,26 +141,39 @@ fn build(src: &Source) -> Table {
         });
         fl.sport.push(sport as u64);
         fl.dport.push(f.dport as u64);
-        let own = name_path(path);
+        let own = path.map(name_path);
         // Every distinct path the flow's data took: one per source port its sending QPs used.
-        let mut set: Vec<String> = f
+        let set: Option<Vec<String>> = f
             .src_qp
             .and_then(|qp| sports_by_qp.get(&qp))
             .map(|ports| {
                 ports
                     .iter()
-                    .map(|&sp| name_path(world.path_of(f.src, f.dst, sp)))
+                    .map(|&sp| {
+                        world
+                            .flow_path(f.src, f.dst, sp, &mut capacity)
+                            .map(name_path)
+                    })
                     .collect()
             })
-            .unwrap_or_default();
-        set.sort();
-        set.dedup();
-        if set.is_empty() {
-            set.push(own.clone());
+            .unwrap_or_else(|| Some(Vec::new()));
+        match (own, set) {
+            (Some(own), Some(mut set)) => {
+                set.sort();
+                set.dedup();
+                if set.is_empty() {
+                    set.push(own.clone());
+                }
+                fl.n_paths.push(set.len() as u64);
+                fl.path_set.push(set.join(" | "));
+                fl.path.push(own);
+            }
+            (own, _) => {
+                fl.n_paths.push(u64::MAX);
+                fl.path_set.push(String::new());
+                fl.path.push(own.unwrap_or_else(|| "multiple".into()));
+            }
         }
-        fl.n_paths.push(set.len() as u64);
-        fl.path_set.push(set.join(" | "));
-        fl.path.push(own);
         let mut lat: Vec<f64> = f.latencies.iter().map(|&x| x as f64).collect();
         lat.sort_by(f64::total_cmp);
         fl.lat_p50.push(quantile(&lat, 0.5));

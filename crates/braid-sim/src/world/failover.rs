@@ -80,6 +80,7 @@ impl World {
             self.install_routes(&routes, &names)
                 .expect("static routes were installed once from the same scenario");
         }
+        self.path_capacity.clear();
         self.counters.reroutes += 1;
     }
 }

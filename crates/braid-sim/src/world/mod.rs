@@ -23,8 +23,10 @@ mod facing;
 pub mod failover;
 mod hop;
 pub use fabric_links::{fabric_links, fabric_links_for};
+mod flow_path;
 mod hosts;
 pub mod ideal;
+pub(crate) mod path_capacity;
 mod routes;
 mod table;
 
@@ -190,6 +192,10 @@ pub struct World {
     lb_any: bool,
     /// Per link: its failure has been detected (`switch.failover`); routing avoids it.
     link_detected_down: Vec<bool>,
+    /// The capacity behind next hops, for balancers that weight by it (WCMP), and the buffer
+    /// that passes one pick's to the balancer.
+    path_capacity: path_capacity::PathCapacity,
+    behind: Vec<f64>,
     /// The static routes and node names, kept to install them again after a reroute.
     static_routes: Option<(
         Vec<crate::world::config::StaticRoute>,

@@ -216,6 +216,8 @@ impl World {
             free_tokens: Vec::new(),
             lb_any: false,
             link_detected_down: vec![false; graph.links.len()],
+            path_capacity: Default::default(),
+            behind: Vec::new(),
             static_routes: None,
         };
         if w.sw.pfc.enabled {
@@ -427,7 +429,7 @@ impl World {
 
     /// `pk`'s 5-tuple hash with switch `sw`'s seed.
     #[inline(always)]
-    fn switch_hash(&self, sw: usize, pk: &Packet) -> u64 {
+    pub(super) fn switch_hash(&self, sw: usize, pk: &Packet) -> u64 {
         ecmp_hash(
             self.switches[sw].ecmp_seed,
             pk.src,
@@ -446,7 +448,7 @@ impl World {
     }
 
     /// The group switch `sw` routes `pk` by (static routes included); None: no route.
-    fn group_of(&self, sw: usize, pk: &Packet) -> Option<u32> {
+    pub(super) fn group_of(&self, sw: usize, pk: &Packet) -> Option<u32> {
         // Routing follows the destination's node; a source-specific static route wins.
         let dst = *self.host_index.get(addr_node(pk.dst) as usize)?;
         let s = &self.switches[sw];
@@ -545,6 +547,23 @@ impl World {
         let hash = self.switch_hash(sw, pk);
         let node = self.switches[sw].node;
         let (a, b) = (self.hot[node as usize], self.hot[node as usize + 1]);
+        let lb = self.switches[sw]
+            .lb
+            .as_mut()
+            .expect("routes_at_arrival checked the balancer");
+        self.behind.clear();
+        if lb.wants_path_capacity() {
+            let dst_node = addr_node(pk.dst);
+            let dst = self.host_index[dst_node as usize];
+            let fabric = super::path_capacity::Fabric {
+                ports: &self.ports,
+                hot: &self.hot,
+                routes: &self.routes,
+                groups: &self.groups,
+            };
+            self.path_capacity
+                .behind(&fabric, dst, dst_node, node, cands, &mut self.behind);
+        }
         let at = crate::net::lb::Pick {
             now,
             pk,
@@ -552,11 +571,8 @@ impl World {
             gid,
             candidates: cands,
             ports: &self.ports[a.first_port as usize..b.first_port as usize],
+            behind: &self.behind,
         };
-        let lb = self.switches[sw]
-            .lb
-            .as_mut()
-            .expect("routes_at_arrival checked the balancer");
         cands[lb.pick(&at)]
     }
 
@@ -598,18 +614,7 @@ impl World {
     /// single-path standalone FCT (HPCC ns-3's notion, `path_ideal_fct_ps`); the slowdown's
     /// denominator is the fabric-wide [`super::ideal::Ideals`]. 0 if the path does not arrive.
     pub fn path_ideal_fct(&self, src_host: u32, dst_host: u32, sport: u16, bytes: u64) -> Time {
-        let path = self.path_of(src_host, dst_host, sport);
-        if path.last() != Some(&self.hosts[dst_host as usize].node) {
-            return 0; // unreachable: no ideal
-        }
-        let mut hops = Vec::with_capacity(path.len());
-        for w in path.windows(2) {
-            let Some(p) = self.node_ports(w[0]).iter().find(|p| p.peer_node == w[1]) else {
-                return 0;
-            };
-            hops.push((p.rate, p.delay));
-        }
-        super::ideal::pipeline_fct(&hops, bytes, self.params.nic.mtu as u64)
+        self.ideal_fct_on(&self.path_of(src_host, dst_host, sport), dst_host, bytes)
     }
 
     pub fn schedule_link_events(

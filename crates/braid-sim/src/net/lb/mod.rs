@@ -39,12 +39,28 @@ pub struct Pick<'a> {
     pub candidates: &'a [u16],
     /// The switch's ports, by port number (queue depths, link rates).
     pub ports: &'a [Port],
+    /// Per candidate, the capacity (bit/s) of the paths behind it to the packet's destination
+    /// (`world/path_capacity.rs`); empty unless the balancer [`LoadBalancer::wants_path_capacity`].
+    pub behind: &'a [f64],
 }
 
 /// A switch's load-balancing state.
 pub trait LoadBalancer {
     /// The index in `at.candidates` of the port to send the packet on.
     fn pick(&mut self, at: &Pick<'_>) -> usize;
+
+    /// The pick a packet of this flow gets, if that depends only on the packet's header and the
+    /// routes (per-flow hashing: WCMP); None if it depends on time or the switch's state (a
+    /// queue, a flowlet's last packet, a counter), so that a flow's packets may take several
+    /// paths and none can be replayed (`flows.path`). Must not change the balancer's state.
+    fn replay(&self, _at: &Pick<'_>) -> Option<usize> {
+        None
+    }
+
+    /// Whether its picks read [`Pick::behind`] (the world computes it only then).
+    fn wants_path_capacity(&self) -> bool {
+        false
+    }
 }
 
 /// What a factory knows of the switch it builds for.

@@ -74,6 +74,7 @@ fn picks(
                 gid: 7,
                 candidates: cands,
                 ports,
+                behind: &[],
             })
         })
         .collect()
@@ -155,6 +156,7 @@ fn adaptive_routing_keeps_its_port_within_the_hysteresis() {
             gid: 0,
             candidates: &[0, 1],
             ports: ps,
+            behind: &[],
         })
     };
     assert_eq!(pick(&ps), 0);
@@ -366,4 +368,44 @@ fn bad_parameters_are_refused_with_their_key() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("gapp"), "{e}");
+}
+
+#[test]
+fn wcmp_weights_by_the_capacity_behind_each_port_when_given() {
+    // Four 100G ports whose paths carry 100, 100, 100 and 25 Gbit/s: port 3 takes 25/325 of
+    // the flows (Binomial(10000, 0.0769): sd 26.6; 5 sd), not a quarter.
+    let ps = ports(&[100; 4]);
+    let lb = build(&spec(json!({"kind": "wcmp"})), &ps, 1);
+    assert!(lb.wants_path_capacity());
+    let mut rng = RngStream::new(5, "flows", &[]);
+    let pk = packet(1);
+    let behind = [100e9, 100e9, 100e9, 25e9];
+    let mut c = [0usize; 4];
+    for _ in 0..10_000 {
+        let at = Pick {
+            now: 0,
+            pk: &pk,
+            hash: rng.next_u64(),
+            gid: 7,
+            candidates: &[0, 1, 2, 3],
+            ports: &ps,
+            behind: &behind,
+        };
+        let i = lb.replay(&at).expect("WCMP replays");
+        c[i] += 1;
+    }
+    let expected = 10_000.0 * 25.0 / 325.0;
+    assert!((c[3] as f64 - expected).abs() < 5.0 * 26.6, "{c:?}");
+    // Spraying has no replay: its choice depends on its random stream.
+    let spray = build(&spec(json!({"kind": "spray"})), &ps, 1);
+    let at = Pick {
+        now: 0,
+        pk: &pk,
+        hash: 1,
+        gid: 7,
+        candidates: &[0, 1],
+        ports: &ps,
+        behind: &[],
+    };
+    assert_eq!(spray.replay(&at), None);
 }
