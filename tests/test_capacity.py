@@ -65,7 +65,7 @@ def test_validate_counts_poisson_flows(tmp_path):
 
 
 def test_poisson_beyond_the_memory_limit_is_refused_before_drawing(tmp_path):
-    # ~44,000 flows at ~4.6 KB each is ~200 MB, ~250 MB with the base: over a 200 MB budget. Told
+    # ~44,000 flows at ~3.9 KB each is ~170 MB, ~270 MB with the base: over a 200 MB budget. Told
     # from the parameters: a 1000x longer window (44 M flows, minutes and tens of GB to draw) is
     # refused as fast.
     t0 = time.perf_counter()

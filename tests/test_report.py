@@ -141,7 +141,8 @@ def test_sweep_report_plots_metrics_against_the_swept_key(sweeps, tmp_path):
     r = invoke("report", folder, "-o", out, "--metric", "aggregate_goodput_gbps", "--metric", "fct_p99_us")
     assert r.exit_code == 0, r.output
     html = _html(out)
-    assert len(_pngs(html)) == 2
+    # The two metrics asked for, and the FCT slowdown by flow-size bucket across the points.
+    assert len(_pngs(html)) == 3
     assert "topology.paths" in html and "transport.kind=&#34;none&#34;" in html
     # Every point of the dataset is in the table.
     df = pl.read_parquet(folder / "sweep.parquet")

@@ -2,7 +2,8 @@
 //! Python. `simbench FILE.json [FILE.json ...]` runs scenario files (JSON, as the front end hands
 //! them to the core); `simbench --a2a N [SIZE]` runs an all-to-all of SIZE-byte flows (default
 //! 1KB) among N hosts on one switch (100G links, 1 us, DCQCN). `--repeat R` runs each R times and
-//! reports the median wall time.
+//! reports the median wall time. `SIMBENCH_RSS=1` prints the resident memory (now and peak, from
+//! /proc/self/status) after the build, the run and the results, to tell which stage holds it.
 
 use braid_sim::Simulation;
 use std::path::Path;
@@ -51,10 +52,13 @@ fn main() {
             let mut sim = Simulation::from_json(&json, Path::new("."), None)
                 .unwrap_or_else(|e| panic!("{name}: {e}"));
             let built = t0.elapsed().as_secs_f64();
+            rss("built");
             sim.run();
+            rss("ran");
             let wall = t0.elapsed().as_secs_f64();
             let ev = sim.events();
             let r = sim.results();
+            rss("results");
             walls.push(wall);
             // A digest of every flow's completion time: equal digests = identical results.
             let mut digest: u64 = 0xcbf29ce484222325;
@@ -123,6 +127,27 @@ fn main() {
         }
         let _ = line;
     }
+}
+
+/// With `SIMBENCH_RSS`: `rss <stage>: now X MB, peak Y MB` (VmRSS, VmHWM).
+fn rss(stage: &str) {
+    if std::env::var_os("SIMBENCH_RSS").is_none() {
+        return;
+    }
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let kb = |key: &str| {
+        status
+            .lines()
+            .find(|l| l.starts_with(key))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(f64::NAN)
+    };
+    eprintln!(
+        "rss {stage}: now {:.1} MB, peak {:.1} MB",
+        kb("VmRSS:") / 1e3,
+        kb("VmHWM:") / 1e3
+    );
 }
 
 #[allow(dead_code)]

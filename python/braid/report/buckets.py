@@ -7,7 +7,8 @@ others.
 
 The headline carries ``slowdown_p50_<bucket>`` and ``slowdown_p99_<bucket>`` for every bucket that
 holds a flow (``<bucket>`` as ``0-10KB``, ``10KB-100KB``, ``10MB+``), so ``braid compare`` and
-sweeps see them."""
+sweeps see them. A sweep's report draws them as a grouped bar chart, one bar per grid point in
+each bucket (:func:`sweep_by_size`: the mean over seeds with its 95% confidence interval)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from typing import Dict, List, Optional, Sequence
 
 import polars as pl
 
-__all__ = ["DEFAULT_EDGES", "bucket_names", "slowdown_by_size", "headline_keys", "parse_edges"]
+__all__ = ["DEFAULT_EDGES", "bucket_names", "slowdown_by_size", "headline_keys", "parse_edges", "sweep_by_size"]
 
 #: Upper edges of the buckets but the last, bytes.
 DEFAULT_EDGES = (10_000, 100_000, 1_000_000, 10_000_000)
@@ -76,4 +77,60 @@ def headline_keys(tables: Dict[str, pl.DataFrame]) -> Dict[str, float]:
     for row in slowdown_by_size(tables.get("flows")).iter_rows(named=True):
         out[f"slowdown_p50_{row['bucket']}"] = float(row["slowdown_p50"])
         out[f"slowdown_p99_{row['bucket']}"] = float(row["slowdown_p99"])
+    return out
+
+
+_P50, _P99 = "slowdown_p50_", "slowdown_p99_"
+
+
+def _bucket_low(name: str) -> float:
+    """A bucket's lower edge in bytes from its name (``10KB-100KB`` -> 10000, ``10MB+`` ->
+    10^7), for ordering buckets whose edges were not the default."""
+    head = name.split("-")[0].rstrip("+")
+    for unit, scale in (("GB", 10**9), ("MB", 10**6), ("KB", 10**3), ("B", 1)):
+        if head.endswith(unit) and head[: -len(unit)].isdigit():
+            return float(int(head[: -len(unit)]) * scale)
+    return 0.0 if head == "0" else float("inf")
+
+
+def sweep_by_size(ok: pl.DataFrame, keys: Sequence[str]) -> Dict[str, pl.DataFrame]:
+    """FCT slowdown by flow-size bucket for each grid point of a sweep (``ok``: one row per
+    (point, seed) that ran, with the headline's ``slowdown_p50_<bucket>`` and
+    ``slowdown_p99_<bucket>`` columns): ``{point label: table}``, the label ``key=value, ...``
+    (``all`` without swept keys), the table one row per bucket that held a completed flow at
+    some seed of the point: ``bucket``, ``seeds`` (how many seeds had a flow in it),
+    ``slowdown_p50`` and ``slowdown_p99`` (means over those seeds) and ``slowdown_p50_ci95``,
+    ``slowdown_p99_ci95`` (half-widths of the means' 95% confidence intervals). Buckets in
+    increasing size. Empty when the sweep has no bucket columns."""
+    from .plots import ci95
+
+    names = [c[len(_P50):] for c in ok.columns if c.startswith(_P50) and _P99 + c[len(_P50):] in ok.columns]
+    names.sort(key=_bucket_low)
+    if not names or ok.height == 0:
+        return {}
+    keys = [k for k in keys if k in ok.columns]
+    if keys:
+        label = pl.concat_str([pl.lit(f"{k}=") + pl.col(k).cast(pl.String) for k in keys], separator=", ")
+    else:
+        label = pl.lit("all")
+    d = ok.with_columns(label.alias("__point"))
+    out: Dict[str, pl.DataFrame] = {}
+    for point in d["__point"].unique(maintain_order=True).to_list():
+        rows = []
+        sub = d.filter(pl.col("__point") == point)
+        for b in names:
+            p50 = sub[_P50 + b].cast(pl.Float64).drop_nulls().drop_nans()
+            p99 = sub[_P99 + b].cast(pl.Float64).drop_nulls().drop_nans()
+            if p50.len() == 0:
+                continue
+            rows.append({
+                "bucket": b,
+                "seeds": p50.len(),
+                "slowdown_p50": p50.mean(),
+                "slowdown_p99": p99.mean() if p99.len() else None,
+                "slowdown_p50_ci95": ci95(p50.std(), p50.len()),
+                "slowdown_p99_ci95": ci95(p99.std(), p99.len()) if p99.len() else 0.0,
+            })
+        if rows:
+            out[str(point)] = pl.DataFrame(rows, schema={"bucket": pl.String, "seeds": pl.UInt32, "slowdown_p50": pl.Float64, "slowdown_p99": pl.Float64, "slowdown_p50_ci95": pl.Float64, "slowdown_p99_ci95": pl.Float64})
     return out

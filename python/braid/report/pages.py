@@ -318,6 +318,19 @@ def sweep_figures(series: dict, keys: Sequence[str], metrics: Sequence[str], tit
     return out
 
 
+def sweep_buckets_figure(series: dict, title: str = "", fixed: Sequence[str] = ()):
+    """The grouped bar chart of FCT slowdown by flow-size bucket across a sweep's grid points
+    (``buckets.sweep_by_size``; several sweeps: their points side by side, labelled with the
+    sweep's name), or None when no point has a bucket column."""
+    tables = {}
+    for name, sw in series.items():
+        for point, t in buckets.sweep_by_size(sw.ok, sw.keys).items():
+            tables[f"{name}: {point}" if name else point] = t
+    if not tables:
+        return None
+    return plots.slowdown_buckets_figure(tables, plots.title_of(title or "sweep", "FCT slowdown by flow size, mean over seeds with 95% confidence interval", fixed))
+
+
 def default_sweep_metrics(sw: Sweep) -> List[str]:
     have = sw.metrics()
     return [m for m in SWEEP_METRICS if m in have] or have[:4]
@@ -349,6 +362,11 @@ def sweep_page(sw: Sweep, metrics: Optional[Sequence[str]] = None) -> Page:
         ps.text("Each point: the mean over seeds, whiskers from the smallest to the largest seed's value.")
         for metric, f in figs:
             ps.image(plots.png(f), f"{metric} against {', '.join(sw.keys)}")
+    fig = sweep_buckets_figure({"": sw}, title=sw.name, fixed=sw.fixed)
+    if fig is not None:
+        bs = page.section("FCT slowdown by flow size")
+        bs.text("Per grid point, one bar per flow-size bucket: the median slowdown (FCT / ideal FCT on the idle fabric) of the point's completed traffic flows, the mean over seeds, with its 95% confidence interval; the marker above is the 99th percentile, likewise.")
+        bs.image(plots.png(fig), f"FCT slowdown by flow size for each point of {', '.join(sw.keys) or 'the sweep'}")
     if sw.failed.height:
         fs = page.section("Failed points")
         fs.warn(f"{sw.failed.height} points failed; run the same sweep again to retry them.")

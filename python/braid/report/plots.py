@@ -549,9 +549,11 @@ def latency_time_figure(tm: pl.DataFrame, title: str, window_ps: Optional[float]
 
 
 def slowdown_buckets_figure(tables: Mapping[str, pl.DataFrame], title: str):
-    """FCT slowdown by flow-size bucket (``buckets.slowdown_by_size`` per run): the median as
-    bars and the 99th percentile as a marker above each, one colour per run, buckets side by
-    side."""
+    """FCT slowdown by flow-size bucket (``buckets.slowdown_by_size`` per run, or
+    ``buckets.sweep_by_size`` per grid point of a sweep): the median as bars and the 99th
+    percentile as a marker above each, one colour per run or point, buckets side by side. Tables
+    with ``slowdown_p50_ci95`` / ``slowdown_p99_ci95`` (a sweep's means over seeds) get their
+    95% confidence intervals as whiskers."""
     tables = {k: v for k, v in tables.items() if v is not None and v.height}
     if not tables:
         return None
@@ -568,6 +570,9 @@ def slowdown_buckets_figure(tables: Mapping[str, pl.DataFrame], title: str):
         xs = np.array([buckets.index(b) for b in v["bucket"].to_list()], dtype=float) - 0.4 + width * (i + 0.5)
         ax.bar(xs, v["slowdown_p50"].to_numpy(), width=width, color=st["color"], alpha=0.75, label=f"{name}: median" if name else "median")
         ax.plot(xs, v["slowdown_p99"].to_numpy(), ls="none", color=st["color"], marker="v", ms=6, label=f"{name}: 99th percentile" if name else "99th percentile")
+        if "slowdown_p50_ci95" in v.columns:
+            for col, ci in (("slowdown_p50", "slowdown_p50_ci95"), ("slowdown_p99", "slowdown_p99_ci95")):
+                ax.errorbar(xs, v[col].to_numpy(), yerr=v[ci].fill_null(0.0).to_numpy(), ls="none", ecolor="black", elinewidth=0.8, capsize=2)
     ax.set_xticks(range(len(buckets)))
     ax.set_xticklabels(buckets, fontsize=8)
     ax.set_yscale("log")

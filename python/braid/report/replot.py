@@ -7,7 +7,8 @@
   ``latency_cdf``, ``fct_cdf``, ``throughput``).
 * A sweep folder (or several): each ``--metric`` against the first swept key, the mean over
   seeds with its 95% confidence interval; ``--group KEY`` draws one line per value of that swept
-  key.
+  key. Without ``--metric``, also ``slowdown_by_size``: FCT slowdown by flow-size bucket, a bar
+  per grid point in each bucket.
 
 Figures are written as ``<figure>.<format>`` (``png``, ``svg`` or ``pdf``) into ``-o DIR``
 (default: the first folder), each whole or absent."""
@@ -89,7 +90,15 @@ def _sweep_figures(folders: Sequence[Path], metrics: Sequence[str], group: Optio
         if m not in have:
             raise BraidError("--metric", f"{m!r} is not a metric of these sweeps; expected one of {', '.join(have)}")
     chosen = list(metrics) or default_sweep_metrics(sweeps[0])
-    return list(sweep_figures({s.name: s for s in sweeps}, keys, chosen, title=sweeps[0].name))
+    out = list(sweep_figures({s.name: s for s in sweeps}, keys, chosen, title=sweeps[0].name))
+    if not metrics:
+        from .pages import sweep_buckets_figure
+
+        series = {s.name: s for s in sweeps} if len(sweeps) > 1 else {"": sweeps[0]}
+        fig = sweep_buckets_figure(series, title=sweeps[0].name)
+        if fig is not None:
+            out.append(("slowdown_by_size", fig))
+    return out
 
 
 def replot(
