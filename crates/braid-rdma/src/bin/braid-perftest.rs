@@ -191,6 +191,8 @@ fn parse(args: &[String]) -> Opts {
 /// (`perftest_parameters.c`): `-Q`, else `DEF_CQ_MOD` (100) for bandwidth tests, but 1
 /// (`DISABLED_CQ_MOD_VALUE`) for messages above `MSG_SIZE_CQ_MOD_LIMIT` (8192 B) on a connected
 /// QP; at most the TX depth; latency tests signal every message.
+// Used by the rdma backend's runner (and the tests) only.
+#[cfg_attr(not(feature = "rdma"), allow(dead_code))]
 fn cq_mod(o: &Opts) -> u32 {
     if o.test.ends_with("_lat") {
         return 1;
