@@ -194,8 +194,9 @@ const SCHEMA: u64 = 0xb2a4564d9354e7ac;
 // (docs/irn.md), `switch.lb`, `switch.lb_at`, `switch.failover` (docs/load-balancing.md) and the
 // DRUM agent's `path_delay`, `post_ns`, `poll_cqe_ns` (docs/drum-agent.md); then `nic.mtt`
 // (the translation cache, docs/scenario.md), HPCC (`transport.cc.kind = "hpcc"`), IRN's
-// `loss_detection`/`reo_wnd`, the flowlet `table_size` and Swift (re-pinned after the last merge).
-const WHOLE_SCHEMA: u64 = 0x065aa994fb646bf8;
+// `loss_detection`/`reo_wnd`, the flowlet `table_size` and Swift; then DRUM's `online.timed_rounds`
+// (docs/drum-agent.md; re-pinned after the last merge).
+const WHOLE_SCHEMA: u64 = 0x51d9bf0b4b14f42e;
 
 /// A key set on kinds that do not take it, and the other per-kind refusals: (path, message).
 fn refusals() -> Vec<(String, String)> {
