@@ -73,6 +73,23 @@ pub unsafe fn send_to_seam(
     Some(s)
 }
 
+/// The seam's SGEs as ibverbs SGEs in `sg` (reused), and the list pointer and count a WR
+/// carries (null for an empty list, as ibverbs callers pass it).
+fn fill_sges(list: &[Sge], sg: &mut Vec<ibv_sge>) -> (*mut ibv_sge, i32) {
+    sg.clear();
+    sg.extend(list.iter().map(|s| ibv_sge {
+        addr: s.addr,
+        length: s.length,
+        lkey: s.lkey,
+    }));
+    let ptr = if sg.is_empty() {
+        std::ptr::null_mut()
+    } else {
+        sg.as_mut_ptr()
+    };
+    (ptr, sg.len() as i32)
+}
+
 /// `wr` back in libibverbs' form, its SGEs in `sg` (which must outlive the post). `ah` maps a
 /// UD destination's number back to its address handle and Q_Key. None: an op only braid's own
 /// NICs have (cross-channel WAIT/ENABLE, NOP), which no layer posts on an application's QP.
@@ -81,12 +98,7 @@ pub fn send_from_seam(
     sg: &mut Vec<ibv_sge>,
     ah: &dyn Fn(u32) -> Option<(*mut ibv_ah, u32)>,
 ) -> Option<ibv_send_wr> {
-    sg.clear();
-    sg.extend(wr.sg_list.iter().map(|s| ibv_sge {
-        addr: s.addr,
-        length: s.length,
-        lkey: s.lkey,
-    }));
+    let (sg_list, num_sge) = fill_sges(&wr.sg_list, sg);
     let (opcode, imm) = match wr.op {
         SendOp::Send => (IBV_WR_SEND, 0),
         SendOp::SendWithImm(i) => (IBV_WR_SEND_WITH_IMM, i),
@@ -136,12 +148,8 @@ pub fn send_from_seam(
     Some(ibv_send_wr {
         wr_id: wr.wr_id,
         next: std::ptr::null_mut(),
-        sg_list: if sg.is_empty() {
-            std::ptr::null_mut()
-        } else {
-            sg.as_mut_ptr()
-        },
-        num_sge: sg.len() as i32,
+        sg_list,
+        num_sge,
         opcode,
         send_flags: flags,
         imm_data: imm.to_be(),
@@ -161,21 +169,12 @@ pub unsafe fn recv_to_seam(wr: &ibv_recv_wr) -> RecvWr {
 }
 
 pub fn recv_from_seam(wr: &RecvWr, sg: &mut Vec<ibv_sge>) -> ibv_recv_wr {
-    sg.clear();
-    sg.extend(wr.sg_list.iter().map(|s| ibv_sge {
-        addr: s.addr,
-        length: s.length,
-        lkey: s.lkey,
-    }));
+    let (sg_list, num_sge) = fill_sges(&wr.sg_list, sg);
     ibv_recv_wr {
         wr_id: wr.wr_id,
         next: std::ptr::null_mut(),
-        sg_list: if sg.is_empty() {
-            std::ptr::null_mut()
-        } else {
-            sg.as_mut_ptr()
-        },
-        num_sge: sg.len() as i32,
+        sg_list,
+        num_sge,
     }
 }
 
