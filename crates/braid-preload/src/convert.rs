@@ -178,32 +178,6 @@ pub fn recv_from_seam(wr: &RecvWr, sg: &mut Vec<ibv_sge>) -> ibv_recv_wr {
     }
 }
 
-fn status_to_seam(s: c_uint) -> WcStatus {
-    match s {
-        IBV_WC_SUCCESS => WcStatus::Success,
-        IBV_WC_LOC_LEN_ERR => WcStatus::LocalLengthError,
-        IBV_WC_LOC_PROT_ERR => WcStatus::LocalProtectionError,
-        IBV_WC_WR_FLUSH_ERR => WcStatus::Flushed,
-        IBV_WC_REM_ACCESS_ERR => WcStatus::RemoteAccessError,
-        IBV_WC_RETRY_EXC_ERR => WcStatus::RetryExceeded,
-        IBV_WC_RNR_RETRY_EXC_ERR => WcStatus::RnrRetryExceeded,
-        other => WcStatus::Other(other),
-    }
-}
-
-fn status_from_seam(s: WcStatus) -> c_uint {
-    match s {
-        WcStatus::Success => IBV_WC_SUCCESS,
-        WcStatus::LocalLengthError => IBV_WC_LOC_LEN_ERR,
-        WcStatus::LocalProtectionError => IBV_WC_LOC_PROT_ERR,
-        WcStatus::Flushed => IBV_WC_WR_FLUSH_ERR,
-        WcStatus::RemoteAccessError => IBV_WC_REM_ACCESS_ERR,
-        WcStatus::RetryExceeded => IBV_WC_RETRY_EXC_ERR,
-        WcStatus::RnrRetryExceeded => IBV_WC_RNR_RETRY_EXC_ERR,
-        WcStatus::Other(o) => o,
-    }
-}
-
 /// The seam's view of a completion. Opcodes the seam lacks (atomics, binds, local invalidate)
 /// read as [`WcOpcode::Nop`]: only the application sees them, from the provider's own record.
 pub fn wc_to_seam(wc: &ibv_wc) -> WorkCompletion {
@@ -219,7 +193,7 @@ pub fn wc_to_seam(wc: &ibv_wc) -> WorkCompletion {
     };
     WorkCompletion {
         wr_id: wc.wr_id,
-        status: status_to_seam(wc.status),
+        status: WcStatus::from_ibv(wc.status),
         opcode,
         byte_len: wc.byte_len as u64,
         imm: with_imm.then(|| u32::from_be(wc.imm_data)),
@@ -242,7 +216,7 @@ pub fn wc_from_seam(wc: &WorkCompletion) -> ibv_wc {
     };
     ibv_wc {
         wr_id: wc.wr_id,
-        status: status_from_seam(wc.status),
+        status: WcStatus::to_ibv(wc.status),
         opcode,
         byte_len: wc.byte_len as u32,
         imm_data: wc.imm.unwrap_or(0).to_be(),

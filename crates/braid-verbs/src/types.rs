@@ -374,6 +374,37 @@ pub enum WcStatus {
     Other(u32),
 }
 
+impl WcStatus {
+    /// The seam's status of an ibverbs completion status (`enum ibv_wc_status`, verbs.h: its
+    /// values are rdma-core's stable ABI), as the real backend and the preload library read it.
+    pub fn from_ibv(status: u32) -> Self {
+        match status {
+            0 => WcStatus::Success,
+            1 => WcStatus::LocalLengthError,
+            4 => WcStatus::LocalProtectionError,
+            5 => WcStatus::Flushed,
+            10 => WcStatus::RemoteAccessError,
+            12 => WcStatus::RetryExceeded,
+            13 => WcStatus::RnrRetryExceeded,
+            other => WcStatus::Other(other),
+        }
+    }
+
+    /// The `enum ibv_wc_status` value of this status ([`WcStatus::from_ibv`]'s inverse).
+    pub fn to_ibv(self) -> u32 {
+        match self {
+            WcStatus::Success => 0,
+            WcStatus::LocalLengthError => 1,
+            WcStatus::LocalProtectionError => 4,
+            WcStatus::Flushed => 5,
+            WcStatus::RemoteAccessError => 10,
+            WcStatus::RetryExceeded => 12,
+            WcStatus::RnrRetryExceeded => 13,
+            WcStatus::Other(o) => o,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WcOpcode {
     Send,
@@ -453,3 +484,29 @@ impl std::fmt::Display for BadWr {
 }
 
 impl std::error::Error for BadWr {}
+
+#[cfg(test)]
+mod ibv_status_tests {
+    use super::WcStatus;
+
+    #[test]
+    fn ibverbs_statuses_map_both_ways() {
+        // verbs.h: IBV_WC_SUCCESS 0, LOC_LEN_ERR 1, LOC_PROT_ERR 4, WR_FLUSH_ERR 5,
+        // REM_ACCESS_ERR 10, RETRY_EXC_ERR 12, RNR_RETRY_EXC_ERR 13; REM_INV_REQ_ERR 9 has
+        // no seam name.
+        let named = [
+            (0, WcStatus::Success),
+            (1, WcStatus::LocalLengthError),
+            (4, WcStatus::LocalProtectionError),
+            (5, WcStatus::Flushed),
+            (10, WcStatus::RemoteAccessError),
+            (12, WcStatus::RetryExceeded),
+            (13, WcStatus::RnrRetryExceeded),
+            (9, WcStatus::Other(9)),
+        ];
+        for (v, s) in named {
+            assert_eq!(WcStatus::from_ibv(v), s);
+            assert_eq!(s.to_ibv(), v);
+        }
+    }
+}

@@ -36,13 +36,8 @@ pub const IBV_QPS_RTR: u32 = 2;
 pub const IBV_QPS_RTS: u32 = 3;
 pub const IBV_QPS_ERR: u32 = 6;
 
+// enum ibv_wc_status: the rest through braid_verbs::WcStatus::from_ibv.
 pub const IBV_WC_SUCCESS: u32 = 0;
-pub const IBV_WC_LOC_LEN_ERR: u32 = 1;
-pub const IBV_WC_LOC_PROT_ERR: u32 = 4;
-pub const IBV_WC_WR_FLUSH_ERR: u32 = 5;
-pub const IBV_WC_REM_ACCESS_ERR: u32 = 10;
-pub const IBV_WC_RETRY_EXC_ERR: u32 = 12;
-pub const IBV_WC_RNR_RETRY_EXC_ERR: u32 = 13;
 
 pub const IBV_WC_SEND: u32 = 0;
 pub const IBV_WC_RDMA_WRITE: u32 = 1;

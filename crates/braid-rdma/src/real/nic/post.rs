@@ -272,16 +272,7 @@ impl Nic {
     /// The seam's completion for a device one, or None when it retired no outstanding request
     /// of a QP of this device (a QP since reset or destroyed: mlx5 removes those from the CQ).
     pub(super) fn convert(&mut self, w: &sys::ibv_wc) -> Option<WorkCompletion> {
-        let status = match w.status {
-            IBV_WC_SUCCESS => WcStatus::Success,
-            IBV_WC_LOC_LEN_ERR => WcStatus::LocalLengthError,
-            IBV_WC_WR_FLUSH_ERR => WcStatus::Flushed,
-            IBV_WC_REM_ACCESS_ERR => WcStatus::RemoteAccessError,
-            IBV_WC_LOC_PROT_ERR => WcStatus::LocalProtectionError,
-            IBV_WC_RETRY_EXC_ERR => WcStatus::RetryExceeded,
-            IBV_WC_RNR_RETRY_EXC_ERR => WcStatus::RnrRetryExceeded,
-            s => WcStatus::Other(s),
-        };
+        let status = WcStatus::from_ibv(w.status);
         let mut imm = (w.wc_flags & IBV_WC_WITH_IMM != 0)
             // SAFETY: the union's imm member is what WITH_IMM says is valid.
             .then(|| u32::from_be(unsafe { w.imm_data_invalidated_rkey_union.imm_data }));
