@@ -162,6 +162,17 @@ fn measure_qps(mech: &Mech, qps: &[u32], size: &str) -> Out {
         "apps": apps,
     });
     let (_, r) = run(&s);
+    if matches!(mech, Mech::Justitia(_)) {
+        let g = |k: &str| tenant_value(&r, "agent", &format!("justitia_{k}"));
+        eprintln!(
+            "    Justitia agent: capacity {:.2} Gbit/s, misses {}, tokens {}, unused {:.2} MB, chunk {} B",
+            g("capacity_gbps"),
+            g("target_misses"),
+            g("tokens_granted"),
+            g("unused_mb"),
+            g("chunk_bytes")
+        );
+    }
     let out = Out {
         d_p50: tenant_value(&r, "apps[0].client", "lat_p50_us"),
         d_p99: tenant_value(&r, "apps[0].client", "lat_p99_us"),
