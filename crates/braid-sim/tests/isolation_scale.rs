@@ -115,6 +115,11 @@ fn measure(mech: &Mech, n: usize, size: &str) -> Out {
 
 /// D_App beside one bandwidth tenant per entry of `qps` (its QP count).
 fn measure_qps(mech: &Mech, qps: &[u32], size: &str) -> Out {
+    measure_kind(mech, qps, size, "write_bw")
+}
+
+/// D_App beside one bandwidth tenant of app kind `kind` per entry of `qps`.
+fn measure_kind(mech: &Mech, qps: &[u32], size: &str, kind: &str) -> Out {
     let n = qps.len();
     // Under PeRF the first pings after D_App arrives wait behind the large WRs already in the
     // hardware send queues: `sq_bytes` (2 MiB) of unsplit data per bandwidth QP, drained at
@@ -133,7 +138,7 @@ fn measure_qps(mech: &Mech, qps: &[u32], size: &str) -> Out {
     ];
     for q in qps {
         apps.push(
-            json!({"kind": "write_bw", "src": 0, "dst": 1, "size": size, "qps": q,
+            json!({"kind": kind, "src": 0, "dst": 1, "size": size, "qps": q,
                          "tx_depth": 128, "duration": format!("{b_us}us"), "priority": 2}),
         );
     }
@@ -173,6 +178,15 @@ fn measure_qps(mech: &Mech, qps: &[u32], size: &str) -> Out {
             g("chunk_bytes")
         );
     }
+    if matches!(mech, Mech::Perf(_)) {
+        let g = |k: &str| tenant_value(&r, "agent", &format!("perf_agent_{k}"));
+        eprintln!(
+            "    PeRF agent: reads converted {}, served {}, bandwidth tenants {}",
+            g("reads_converted"),
+            g("reads_served"),
+            g("bandwidth_tenants")
+        );
+    }
     let out = Out {
         d_p50: tenant_value(&r, "apps[0].client", "lat_p50_us"),
         d_p99: tenant_value(&r, "apps[0].client", "lat_p99_us"),
@@ -181,7 +195,7 @@ fn measure_qps(mech: &Mech, qps: &[u32], size: &str) -> Out {
             .collect(),
     };
     eprintln!(
-        "{:>26} N={n} {size:>5} qps {qps:?}: D p50 {:6.2} p99 {:6.2} µs; B total {:6.2} Gbit/s, Jain {:.3}",
+        "{:>26} N={n} {kind} {size:>5} qps {qps:?}: D p50 {:6.2} p99 {:6.2} µs; B total {:6.2} Gbit/s, Jain {:.3}",
         mech.name(),
         out.d_p50,
         out.d_p99,
@@ -393,5 +407,63 @@ fn latency_tenant_beside_64_b_to_1_mib_messages() {
     );
     for h in &harm[4..] {
         assert!((h - harm[3]).abs() <= 0.1 * harm[3], "{harm:?}");
+    }
+}
+
+/// READ-based bandwidth tenants (`read_bw`, 1 MiB, depth 128) beside D_App. The data now leaves
+/// host 1 (the responder), where D_App's pong waits behind the READ responses' read-ahead turns
+/// instead of the ping at host 0: the same arbitration, so the same bounds. SP: the responses go
+/// in the requester QP's class 2, the pong in class 1. Justitia paces and splits the READs at
+/// the requester (5,000 B chunks, 5 tokens). PeRF converts each large READ into WRITEs the
+/// holder's layer schedules under its LMSE (`read_convert`), so its bound is the write case's.
+#[test]
+fn latency_tenant_beside_read_bandwidth_tenants() {
+    let a = alone();
+    let sp_bound = a.d_p99 + sp_slack();
+    let j_bound = a.d_p99 + justitia_slack();
+    for n in [2usize, 4] {
+        let m = |mech: &Mech| measure_kind(mech, &vec![1; n], "1MiB", "read_bw");
+        let raw = m(&Mech::Raw);
+        let sp = m(&Mech::Sp);
+        let j = m(&justitia());
+        let j_off = m(&justitia_off());
+        let perf = m(&perf());
+        let perf_off = m(&perf_with("no split", json!({"sub_wr": "1MiB"})));
+        let raw_floor = a.d_p99 + (n as f64 - 1.0) * turn();
+        let perf_bound = a.d_p99 + perf_slack(n);
+        assert!(raw.d_p99 >= raw_floor, "N={n}: raw p99 {:.2}", raw.d_p99);
+        assert!(raw.d_p99 > sp_bound.max(j_bound).max(perf_bound));
+        assert!(sp.d_p99 <= sp_bound, "N={n}: SP p99 {:.2} µs", sp.d_p99);
+        assert!(j.d_p99 <= j_bound, "N={n}: Justitia p99 {:.2} µs", j.d_p99);
+        assert!(
+            j_off.d_p99 > j_bound,
+            "N={n}: Justitia off p99 {:.2}",
+            j_off.d_p99
+        );
+        assert!(
+            perf.d_p99 <= perf_bound,
+            "N={n}: PeRF p99 {:.2} µs",
+            perf.d_p99
+        );
+        assert!(
+            perf_off.d_p99 > perf_bound,
+            "N={n}: PeRF off p99 {:.2}",
+            perf_off.d_p99
+        );
+        assert!(
+            perf.total() >= 0.95 * raw.total(),
+            "N={n}: PeRF {:.2} vs raw {:.2} Gbit/s",
+            perf.total(),
+            raw.total()
+        );
+        for (name, o) in [
+            ("raw", &raw),
+            ("SP", &sp),
+            ("Justitia", &j),
+            ("PeRF", &perf),
+        ] {
+            assert!(o.jain() >= 0.99, "N={n}: {name} Jain {:.3}", o.jain());
+        }
+        eprintln!("N={n} READ: bounds SP {sp_bound:.2}, Justitia {j_bound:.2}, PeRF {perf_bound:.2}, raw floor {raw_floor:.2} µs");
     }
 }
