@@ -745,16 +745,22 @@ impl Admm {
                 }
             }
             trace.time.push(t0.elapsed().as_secs_f64());
-            let every = match (self.opt.certify_every, self.opt.certified_gap_tol) {
-                (0, Some(_)) => 25,
+            let asked =
+                self.opt.certified_gap_tol.is_some() || self.opt.certified_rel_gap_tol.is_some();
+            let every = match (self.opt.certify_every, asked) {
+                (0, true) => 25,
                 (e, _) => e,
             };
             if every > 0 && k % every == 0 {
-                let g = self.certified_gap(wsum);
+                let (g, rel) = self.certified_gaps(wsum);
                 trace.certified_iter.push(k as u32);
                 trace.certified_gap.push(g);
+                trace.certified_rel_gap.push(rel);
                 if let Some(tol) = self.opt.certified_gap_tol {
                     gap_ok |= g <= tol;
+                }
+                if let Some(tol) = self.opt.certified_rel_gap_tol {
+                    gap_ok |= rel <= tol;
                 }
             }
             let stop = match self.opt.stop {
