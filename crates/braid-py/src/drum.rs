@@ -396,7 +396,6 @@ fn result_dict<'py>(py: Python<'py>, r: &bd::SolveResult) -> PyResult<Bound<'py,
         ("rho", &tr.rho),
         ("time", &tr.time),
         ("certified_gap", &tr.certified_gap),
-        ("certified_rel_gap", &tr.certified_rel_gap),
     ] {
         t.set_item(name, fbytes(py, v))?;
     }
@@ -759,7 +758,6 @@ fn drum_solve_sharded<'py>(
         ("rho", &tr.rho),
         ("time", &tr.time),
         ("certified_gap", &tr.certified_gap),
-        ("certified_rel_gap", &tr.certified_rel_gap),
     ] {
         t.set_item(name, fbytes(py, v))?;
     }

@@ -346,7 +346,6 @@ class Result:
         cols = {"iteration": np.arange(1, k + 1, dtype=np.int64)}
         cit = t.pop("certified_iter", np.zeros(0, dtype=np.uint32))
         cgap = t.pop("certified_gap", np.zeros(0))
-        crel = t.pop("certified_rel_gap", np.zeros(0))
         for name, v in t.items():
             if len(v) == k:
                 cols[name] = v
@@ -357,10 +356,6 @@ class Result:
             c = np.full(k, np.nan)
             c[cit.astype(np.int64) - 1] = cgap
             cols["certified_gap"] = c
-            if len(crel) == len(cit):
-                c = np.full(k, np.nan)
-                c[cit.astype(np.int64) - 1] = crel
-                cols["certified_rel_gap"] = c
         return pl.DataFrame(cols)
 
     def normalized_gap(self, f_star: Optional[float] = None) -> Optional[float]:
@@ -456,7 +451,6 @@ def admm_options(
     row_scaling: bool = True,
     certify_every: int = 0,
     certified_gap_tol: Optional[float] = None,
-    certified_rel_gap_tol: Optional[float] = None,
     pair_penalty: bool = False,
 ) -> dict:
     """Validated ADMM options. ``rho_policy``: "adaptive" (residual balancing from ``rho`` or
@@ -465,10 +459,7 @@ def admm_options(
     that many iterations record the certified gap ``(UB - f(x~))/sum w`` (an upper bound on the
     true normalized gap, no f* needed) in ``trace_arrays["certified_gap"]`` /
     ``["certified_iter"]``; ``certified_gap_tol``: stop at the first check below it (checks every
-    25 iterations unless ``certify_every`` says otherwise). ``certified_rel_gap_tol``: stop at the
-    first check whose relative certified gap ``(UB - f(x~))/|f(x~)|`` (``trace_arrays
-    ["certified_rel_gap"]``) is below it: unit-free, the measure for alpha >> 1, where the
-    normalized gap depends on the rate units as ``rate^(1-alpha)`` (docs/drum.md, "Large α"). ``pair_penalty`` (two-sided): one
+    25 iterations unless ``certify_every`` says otherwise). ``pair_penalty`` (two-sided): one
     penalty per (row, sender) pair from the sender's curvature, re-estimated at iterations 25,
     50, 100, ...; converges where a binding CQE capacity at alpha >= 2 leaves one penalty per row
     stuck (docs/drum.md, "Per-pair penalties"); not for sharded solves."""
@@ -495,10 +486,6 @@ def admm_options(
         raise _err("certify_every", f"must be an integer >= 0 (0: never), got {certify_every!r}")
     if certified_gap_tol is not None and not (certified_gap_tol > 0 and math.isfinite(certified_gap_tol)):
         raise _err("certified_gap_tol", f"must be a number > 0, got {certified_gap_tol!r}")
-    if certified_rel_gap_tol is not None and not (
-        certified_rel_gap_tol > 0 and math.isfinite(certified_rel_gap_tol)
-    ):
-        raise _err("certified_rel_gap_tol", f"must be a number > 0, got {certified_rel_gap_tol!r}")
     if gap_tol is not None and reference is None:
         raise _err("gap_tol", "needs a reference optimum")
     if rho_policy == "paper":
@@ -513,7 +500,6 @@ def admm_options(
         gap_tol=None if gap_tol is None else float(gap_tol), dual_bound=bool(dual_bound),
         row_scaling=bool(row_scaling), certify_every=int(certify_every),
         certified_gap_tol=None if certified_gap_tol is None else float(certified_gap_tol),
-        certified_rel_gap_tol=None if certified_rel_gap_tol is None else float(certified_rel_gap_tol),
         pair_penalty=bool(pair_penalty),
     )
 
