@@ -113,12 +113,17 @@ pub fn check_admm_options(o: &AdmmOptions) -> problem::Result<()> {
             ));
         }
     }
-    if let Some(t) = o.certified_gap_tol {
-        if !(t > 0.0 && t.is_finite()) {
-            return Err(DrumError::new(
-                "certified_gap_tol",
-                format!("must be a number > 0, got {t}"),
-            ));
+    for (key, t) in [
+        ("certified_gap_tol", o.certified_gap_tol),
+        ("certified_rel_gap_tol", o.certified_rel_gap_tol),
+    ] {
+        if let Some(t) = t {
+            if !(t > 0.0 && t.is_finite()) {
+                return Err(DrumError::new(
+                    key,
+                    format!("must be a number > 0, got {t}"),
+                ));
+            }
         }
     }
     if !(o.balance_mu > 1.0 && o.balance_tau > 1.0) {

@@ -205,6 +205,57 @@ fn sharded_certified_stop_and_trace_equal_local() {
     }
 }
 
+/// The relative certificate (`certified_rel_gap_tol`, issue 31 §1 large α) in the sharded solve
+/// is the local solve's: the same checks, the same stopping iteration, values equal to rounding.
+/// α = 10 with a binding CQE capacity, both operation types.
+#[test]
+fn sharded_relative_certified_stop_equals_local() {
+    for two in [false, true] {
+        let g = GenParams {
+            alpha: 10.0,
+            c_range: (2.0, 6.0),
+            ..gen(37, 12, two, 5)
+        };
+        let p = generate(&g);
+        let o = AdmmOptions {
+            trace: false,
+            certify_every: 5,
+            certified_rel_gap_tol: Some(1e-4),
+            stop: StopRule::None,
+            max_iter: 1000,
+            ..Default::default()
+        };
+        let local = solve_admm(&p, o.clone()).unwrap();
+        let lt = &local.trace;
+        assert!(local.converged, "two {two}: not certified");
+        assert_eq!(lt.certified_rel_gap.len(), lt.certified_iter.len());
+        assert!(*lt.certified_rel_gap.last().unwrap() <= 1e-4);
+        for size in [1, 3] {
+            let pieces = split(37, size)
+                .into_iter()
+                .map(|(a, b)| Piece::generate(&g, a, b))
+                .collect();
+            let res = run_ranks(pieces, o.clone());
+            let (_, r0) = joined(&res);
+            let t = &r0.trace;
+            assert!(r0.converged);
+            assert_eq!(r0.iterations, local.iterations, "two {two}, {size} ranks");
+            assert_eq!(t.certified_iter, lt.certified_iter);
+            for (k, (x, y)) in t
+                .certified_rel_gap
+                .iter()
+                .zip(&lt.certified_rel_gap)
+                .enumerate()
+            {
+                assert!(
+                    (x - y).abs() <= 1e-9 * y.abs().max(1e-6),
+                    "[{k}]: {x} vs {y}"
+                );
+            }
+        }
+    }
+}
+
 /// Guarantees, preemption and a top-k set, cut out of a whole problem (the scatter path).
 #[test]
 fn sliced_problem_with_sets_equals_local() {

@@ -51,6 +51,13 @@ pub struct AdmmOptions {
     /// stop at the first check whose certified gap is below this (an upper bound on the true
     /// normalized gap, so the stop is safe where f* is unknown: two-sided, large)
     pub certified_gap_tol: Option<f64>,
+    /// stop at the first check whose *relative* certified gap `(UB − f(x̃))/|f(x̃)|` is below
+    /// this. Unit-free for α ≠ 1: the objective and the gap both scale as `s^{1−α}` when the
+    /// rates are restated in units s, while `Σw` does not, so at α ≫ 1 `certified_gap_tol`
+    /// asks for more than double precision where rates are below the unit (a binding CQE
+    /// capacity) and for nothing where they are above it (docs/drum.md, "Large α"). Not useful
+    /// where f(x̃) is near 0 (α = 1 with rates near the unit): take `certified_gap_tol` there.
+    pub certified_rel_gap_tol: Option<f64>,
     /// two-sided: one penalty per pair, its sender's (`Admm::set_pair_penalties`), instead of
     /// one per row shared by all the row's senders
     pub pair_penalty: bool,
@@ -79,6 +86,7 @@ impl Default for AdmmOptions {
             row_scaling: true,
             certify_every: 0,
             certified_gap_tol: None,
+            certified_rel_gap_tol: None,
             pair_penalty: false,
         }
     }
@@ -106,6 +114,10 @@ pub struct Trace {
     pub certified_iter: Vec<u32>,
     /// ... and the certified gap there, `(UB − f(x̃))/Σw` (≥ the true normalized gap)
     pub certified_gap: Vec<f64>,
+    /// ... and the relative certified gap there, `(UB − f(x̃))/|f(x̃)|` (≥ the true relative gap
+    /// `(f* − f(x̃))/|f(x̃)|`)
+    #[serde(default)]
+    pub certified_rel_gap: Vec<f64>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]

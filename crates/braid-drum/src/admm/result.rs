@@ -7,6 +7,12 @@ impl Admm {
     /// with the dual bound at the scaled duals' prices ν = ρ rs v and the feasible recovery x̃.
     /// Costs about one x- and one z-update plus the recovery.
     pub fn certified_gap(&self, wsum: f64) -> f64 {
+        self.certified_gaps(wsum).0
+    }
+
+    /// The certified gap `(UB − f(x̃))/Σw` and the relative one `(UB − f(x̃))/|f(x̃)|`, from one
+    /// bound and one recovery.
+    pub fn certified_gaps(&self, wsum: f64) -> (f64, f64) {
         let sc = &self.sc;
         let nu: Vec<f64> = self
             .v
@@ -17,7 +23,10 @@ impl Admm {
         let ub = sc.to_user(crate::dual::upper_bound_at(sc, &self.lay, &nu, &self.x).0);
         let (xf, zf) = self.recover(&self.x);
         let ff = sc.to_user(sc.objective(&xf, &zf));
-        (ub - ff) / wsum
+        (
+            (ub - ff) / wsum,
+            (ub - ff) / ff.abs().max(f64::MIN_POSITIVE),
+        )
     }
 
     pub fn finish(

@@ -330,8 +330,9 @@ pub fn solve_sharded(piece: &Piece, opt: AdmmOptions, comm: &mut dyn Comm) -> Re
     let t0 = Instant::now();
     let mut trace = Trace::default();
     let mut converged = false;
-    let every = match (opt.certify_every, opt.certified_gap_tol) {
-        (0, Some(_)) => 25,
+    let asked = opt.certified_gap_tol.is_some() || opt.certified_rel_gap_tol.is_some();
+    let every = match (opt.certify_every, asked) {
+        (0, true) => 25,
         (e, _) => e,
     };
     let traced = opt.trace || opt.gap_tol.is_some();
@@ -394,10 +395,14 @@ pub fn solve_sharded(piece: &Piece, opt: AdmmOptions, comm: &mut dyn Comm) -> Re
                 }
             }
             if check {
-                let g = (st.sc.to_user(o.bound) - ff) / wsum.max(1e-300);
+                let diff = st.sc.to_user(o.bound) - ff;
+                let g = diff / wsum.max(1e-300);
+                let rel = diff / ff.abs().max(f64::MIN_POSITIVE);
                 trace.certified_iter.push(k as u32);
                 trace.certified_gap.push(g);
+                trace.certified_rel_gap.push(rel);
                 gap_ok |= opt.certified_gap_tol.is_some_and(|tol| g <= tol);
+                gap_ok |= opt.certified_rel_gap_tol.is_some_and(|tol| rel <= tol);
             }
         }
         trace.time.push(t0.elapsed().as_secs_f64());
