@@ -23,7 +23,11 @@ pub struct Choice {
 impl Choice {
     /// The layer of tenant `tenant` (one per adopted context) on the process's host; a
     /// host-scoped mechanism's agent joins `host`'s agent slot (`HostCtx::take_agents`).
-    pub fn build(&self, host: &mut HostCtx, tenant: TenantId) -> Result<Box<dyn Middleware>, String> {
+    pub fn build(
+        &self,
+        host: &mut HostCtx,
+        tenant: TenantId,
+    ) -> Result<Box<dyn Middleware>, String> {
         self.entry
             .0
             .factory()
@@ -43,7 +47,9 @@ impl Choice {
 /// `BRAID_CONFIG` names.
 pub fn from_env() -> Result<Choice, String> {
     let mw = std::env::var("BRAID_MIDDLEWARE").ok();
-    let file = std::env::var("BRAID_CONFIG").ok().filter(|f| !f.trim().is_empty());
+    let file = std::env::var("BRAID_CONFIG")
+        .ok()
+        .filter(|f| !f.trim().is_empty());
     match (mw.as_deref().map(str::trim).filter(|v| !v.is_empty()), file) {
         (Some(_), Some(f)) => Err(format!(
             "BRAID_CONFIG={f}: set either BRAID_MIDDLEWARE or BRAID_CONFIG, not both; expected one \
@@ -126,11 +132,17 @@ mod tests {
         assert_eq!(parse(Some("raw")).unwrap().name(), "raw");
         assert_eq!(parse(Some(r#"{"kind":"raw"}"#)).unwrap().name(), "raw");
         assert_eq!(
-            parse(Some("raw")).unwrap().build(&mut host(), 1).unwrap().name(),
+            parse(Some("raw"))
+                .unwrap()
+                .build(&mut host(), 1)
+                .unwrap()
+                .name(),
             "raw"
         );
-        let j = parse(Some(r#"{"kind":"justitia","line_rate":"200Mbps","big_chunk":"16KB"}"#))
-            .unwrap();
+        let j = parse(Some(
+            r#"{"kind":"justitia","line_rate":"200Mbps","big_chunk":"16KB"}"#,
+        ))
+        .unwrap();
         assert_eq!(j.name(), "justitia");
         assert!(j.needs_events());
         assert_eq!(j.build(&mut host(), 1).unwrap().name(), "justitia");

@@ -103,7 +103,8 @@ unsafe fn vctx_with(ctx: *mut ibv_context, field: usize) -> Option<*mut verbs_co
 /// # Safety
 /// `ctx` is a context the provider just returned, not yet used by another thread.
 pub unsafe fn adopt_context(ctx: *mut ibv_context, layer: Box<dyn Middleware>) -> bool {
-    install(ctx, |_| Ok((layer, 1))).unwrap_or(false)
+    // A tenant id no host hands out (hosts count up from 1).
+    install(ctx, |_| Ok((layer, braid_verbs::TenantId::MAX))).unwrap_or(false)
 }
 
 /// Takes over a freshly opened context as a tenant of the process's host, with the layer
@@ -500,3 +501,7 @@ unsafe fn req_notify_locked(st: &mut Preload, cq: *mut ibv_cq, solicited_only: c
 #[cfg(test)]
 #[path = "datapath_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "justitia_tests.rs"]
+mod justitia_tests;

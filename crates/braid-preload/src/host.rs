@@ -10,9 +10,8 @@
 
 use crate::datapath::{lock, Preload};
 use braid_verbs::{
-    Access, BadWr, Caps, CqId, Event, HostCtx, MemoryRegion, Middleware, QpAttr, QpInit,
-    QpModify, QpNum, RecvWr, RemoteQp, SendWr, Stack, TenantId, Verbs, VerbsError,
-    WorkCompletion, AGENT,
+    Access, BadWr, Caps, CqId, Event, HostCtx, MemoryRegion, Middleware, QpAttr, QpInit, QpModify,
+    QpNum, RecvWr, RemoteQp, SendWr, Stack, TenantId, Verbs, VerbsError, WorkCompletion, AGENT,
 };
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
@@ -196,7 +195,9 @@ pub fn run_due(st: &mut Preload) {
         let (tenant, ev) = if let Some((t, tok)) = h.wakes.pop_front() {
             (t, Event::Wake(tok))
         } else if h.next_timer().is_some_and(|at| at <= now_ps()) {
-            let Some(Reverse((_, t, tok))) = h.timers.pop() else { break };
+            let Some(Reverse((_, t, tok))) = h.timers.pop() else {
+                break;
+            };
             (t, Event::Timer(tok))
         } else {
             return;
