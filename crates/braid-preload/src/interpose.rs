@@ -276,6 +276,9 @@ pub unsafe extern "C" fn ibv_create_qp(pd: *mut ibv_pd, attr: *mut c_void) -> *m
 /// Adopts the application's new QP and creates it through the context's stack (the backend
 /// hands the stack the QP the provider already made), so that every layer knows it as it
 /// knows a QP in the simulator: its CQs, its type, whether every WR is signaled.
+///
+/// # Safety
+/// `qp` is a live QP the provider just returned.
 pub unsafe fn adopt_qp(qp: *mut ibv_qp, sq_sig_all: bool) {
     let mut st = lock();
     let Some(cx) = st.find((*qp).context) else {
