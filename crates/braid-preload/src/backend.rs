@@ -12,7 +12,6 @@ use braid_verbs::{
 use std::collections::{HashMap, VecDeque};
 use std::ffi::c_int;
 use std::hash::{BuildHasherDefault, Hasher};
-use std::time::Instant;
 
 /// QP numbers, CQ ids and object addresses are already well spread and never chosen by an
 /// adversary inside one process: one multiply (Fibonacci hashing) instead of SipHash, which was
@@ -56,8 +55,9 @@ pub struct AdoptedQp {
 }
 
 /// How many provider completions a CQ keeps for [`AppVerbs::take_raw`]: a layer that hides
-/// completions leaves its own behind, and the oldest go first.
-const RAW_KEEP: usize = 4096;
+/// completions (Justitia's chunks) leaves its own behind, and the oldest go first. Kept short:
+/// `take_raw` searches it on every completion handed up.
+const RAW_KEEP: usize = 256;
 
 pub struct AppVerbs {
     pub ops: ProviderOps,
@@ -71,7 +71,13 @@ pub struct AppVerbs {
     /// The errno of the last provider call that failed (what the application gets back).
     pub last_errno: c_int,
     caps: Caps,
-    start: Instant,
+    /// This context's tenant on the process's host (crate::host).
+    pub tenant: TenantId,
+    /// The QP `create_qp` hands the stack while the preload adopts an application's QP
+    /// through it (the application's `ibv_create_qp` already made it).
+    pub adopting: Option<QpNum>,
+    /// Timers and wakes the layers asked for, for crate::host::run_due.
+    pub sched: Vec<crate::host::Sched>,
     wc_buf: Vec<ibv_wc>,
     /// Scratch for building a post's WR list and its SGEs (kept between posts: no allocation
     /// per post once warm).
@@ -98,7 +104,9 @@ impl AppVerbs {
             raw: IdMap::default(),
             last_errno: 0,
             caps: Caps::default(),
-            start: Instant::now(),
+            tenant: 1,
+            adopting: None,
+            sched: Vec::new(),
             wc_buf: Vec::new(),
             wr_buf: Vec::new(),
             sg_buf: Vec::new(),
@@ -163,7 +171,7 @@ impl AppVerbs {
 
 impl Verbs for AppVerbs {
     fn now(&self) -> u64 {
-        self.start.elapsed().as_nanos() as u64 * 1000
+        crate::host::now_ps()
     }
     fn local_host(&self) -> u32 {
         0
@@ -172,7 +180,7 @@ impl Verbs for AppVerbs {
         &self.caps
     }
     fn tenant(&self) -> TenantId {
-        1
+        self.tenant
     }
     fn create_cq(&mut self, _depth: u32) -> Result<CqId, VerbsError> {
         Err(VerbsError::Unsupported(
@@ -193,14 +201,17 @@ impl Verbs for AppVerbs {
         Ok(())
     }
     fn create_qp(&mut self, _init: &QpInit) -> Result<QpNum, VerbsError> {
+        if let Some(q) = self.adopting.take() {
+            return Ok(q);
+        }
         Err(VerbsError::Unsupported(
             "objects of a layer's own (the preload adopts the application's; issue 32 §2)",
         ))
     }
-    fn connect_qp(&mut self, _qp: QpNum, _remote: RemoteQp) -> Result<(), VerbsError> {
-        Err(VerbsError::Unsupported(
-            "connecting: the application's own ibv_modify_qp does it",
-        ))
+    fn connect_qp(&mut self, qp: QpNum, _remote: RemoteQp) -> Result<(), VerbsError> {
+        // The application's own ibv_modify_qp to RTR connected it; the preload passes the
+        // connection down the stack afterwards so that the layers learn the peer.
+        self.qp(qp).map(|_| ())
     }
     fn modify_qp(&mut self, _qp: QpNum, _m: QpModify) -> Result<(), VerbsError> {
         Err(VerbsError::Unsupported(
@@ -342,11 +353,12 @@ impl Verbs for AppVerbs {
         }
         n as usize
     }
-    fn set_timer(&mut self, _at: u64, _token: u64) {
-        // Only `raw` is built in the preload today (config.rs refuses the rest), and it sets no
-        // timers: a layer that did would need the helper thread of issue 32 §1.
+    fn set_timer(&mut self, at: u64, token: u64) {
+        self.sched.push(crate::host::Sched::Timer { at, token });
     }
-    fn wake(&mut self, _tenant: TenantId, _token: u64) {}
+    fn wake(&mut self, tenant: TenantId, token: u64) {
+        self.sched.push(crate::host::Sched::Wake { tenant, token });
+    }
 }
 
 /// Links WRs built in a vector into ibverbs' list.

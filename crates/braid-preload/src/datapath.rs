@@ -30,13 +30,23 @@ pub struct Ctx {
 #[derive(Default)]
 pub struct Preload {
     pub ctxs: Vec<Ctx>,
+    /// The process as a braid host (its HostCtx, agent slot, timers and wakes), once a context
+    /// was adopted through [`adopt_with`].
+    pub host: Option<crate::host::Host>,
+    /// Whether the mechanism sets timers or wakes: then every data-path call delivers what is
+    /// due ([`crate::host::run_due`]); under `raw` nothing is looked at.
+    pub events: bool,
 }
 
 // SAFETY: the raw pointers name the application's ibverbs objects, which ibverbs lets any
 // thread use; the layers (which may hold `Rc`s) are only touched while STATE is locked.
 unsafe impl Send for Preload {}
 
-static STATE: Mutex<Preload> = Mutex::new(Preload { ctxs: Vec::new() });
+static STATE: Mutex<Preload> = Mutex::new(Preload {
+    ctxs: Vec::new(),
+    host: None,
+    events: false,
+});
 
 pub fn lock() -> MutexGuard<'static, Preload> {
     STATE.lock().unwrap_or_else(|p| p.into_inner())
@@ -45,6 +55,32 @@ pub fn lock() -> MutexGuard<'static, Preload> {
 impl Preload {
     pub fn find(&mut self, ctx: *mut ibv_context) -> Option<&mut Ctx> {
         self.ctxs.iter_mut().find(|c| c.ctx == ctx)
+    }
+
+    /// Every layer's counters, as `layer.counter` (tenants' summed over contexts) and
+    /// `agent.layer.counter`, plus the host's delivered events.
+    pub fn layer_counters(&self) -> Vec<(String, f64)> {
+        let mut out: Vec<(String, f64)> = Vec::new();
+        let mut put = |k: String, v: f64| match out.iter_mut().find(|(n, _)| *n == k) {
+            Some(e) => e.1 += v,
+            None => out.push((k, v)),
+        };
+        for cx in &self.ctxs {
+            for l in &cx.layers {
+                for (k, v) in l.counters() {
+                    put(format!("{}.{k}", l.name()), v);
+                }
+            }
+        }
+        if let Some(h) = &self.host {
+            for l in &h.agent {
+                for (k, v) in l.counters() {
+                    put(format!("agent.{}.{k}", l.name()), v);
+                }
+            }
+            put("host.events".into(), h.events as f64);
+        }
+        out
     }
 }
 
@@ -67,13 +103,49 @@ unsafe fn vctx_with(ctx: *mut ibv_context, field: usize) -> Option<*mut verbs_co
 /// # Safety
 /// `ctx` is a context the provider just returned, not yet used by another thread.
 pub unsafe fn adopt_context(ctx: *mut ibv_context, layer: Box<dyn Middleware>) -> bool {
+    // A tenant id no host hands out (hosts count up from 1).
+    install(ctx, |_| Ok((layer, braid_verbs::TenantId::MAX))).unwrap_or(false)
+}
+
+/// Takes over a freshly opened context as a tenant of the process's host, with the layer
+/// `choice` builds (a host-scoped mechanism's agent joins the host's agent slot). The error is
+/// the mechanism's own (the context is then left to its provider).
+///
+/// # Safety
+/// As [`adopt_context`].
+pub unsafe fn adopt_with(
+    ctx: *mut ibv_context,
+    choice: &crate::config::Choice,
+    line_rate_bps: u64,
+) -> Result<bool, String> {
+    let events = choice.needs_events();
+    let r = install(ctx, |st| {
+        let h = st
+            .host
+            .get_or_insert_with(|| crate::host::Host::new(line_rate_bps));
+        let t = h.tenant();
+        let layer = choice.build(&mut h.ctx, t)?;
+        h.take_agents();
+        st.events |= events;
+        Ok((layer, t))
+    });
+    if events && r == Ok(true) {
+        crate::host::spawn_helper();
+    }
+    r
+}
+
+unsafe fn install(
+    ctx: *mut ibv_context,
+    build: impl FnOnce(&mut Preload) -> Result<(Box<dyn Middleware>, braid_verbs::TenantId), String>,
+) -> Result<bool, String> {
     let ops = &mut (*ctx).ops;
     let (Some(ps), Some(pr), Some(pc), Some(rn)) =
         (ops.post_send, ops.post_recv, ops.poll_cq, ops.req_notify_cq)
     else {
         add(&c::contexts_not_swapped, 1);
         eprintln!("braid-preload: a device context without data-path ops: left to its provider");
-        return false;
+        return Ok(false);
     };
     let saved = ProviderOps {
         post_send: ps,
@@ -83,6 +155,7 @@ pub unsafe fn adopt_context(ctx: *mut ibv_context, layer: Box<dyn Middleware>) -
         post_srq_recv: ops.post_srq_recv,
     };
     let mut st = lock();
+    let (layer, tenant) = build(&mut st)?;
     let mut entry = Ctx {
         ctx,
         layers: vec![layer],
@@ -90,6 +163,7 @@ pub unsafe fn adopt_context(ctx: *mut ibv_context, layer: Box<dyn Middleware>) -
         create_qp_ex: None,
         create_cq_ex: None,
     };
+    entry.backend.tenant = tenant;
     {
         let mut s = Stack::new(&mut entry.layers, &mut entry.backend);
         s.start_layers();
@@ -116,7 +190,7 @@ pub unsafe fn adopt_context(ctx: *mut ibv_context, layer: Box<dyn Middleware>) -
     st.ctxs.retain(|c| c.ctx != ctx);
     st.ctxs.push(entry);
     add(&c::contexts, 1);
-    true
+    Ok(true)
 }
 
 /// Gives the context its provider's functions back and forgets it (before ibv_close_device).
@@ -154,6 +228,19 @@ pub unsafe extern "C" fn braid_post_send(
     bad: *mut *mut ibv_send_wr,
 ) -> c_int {
     let mut st = lock();
+    let rc = post_send_locked(&mut st, qp, wr, bad);
+    if st.events {
+        crate::host::run_due(&mut st);
+    }
+    rc
+}
+
+unsafe fn post_send_locked(
+    st: &mut Preload,
+    qp: *mut ibv_qp,
+    wr: *mut ibv_send_wr,
+    bad: *mut *mut ibv_send_wr,
+) -> c_int {
     let Some(cx) = st.find((*qp).context) else {
         return EINVAL;
     };
@@ -244,6 +331,19 @@ pub unsafe extern "C" fn braid_post_recv(
     bad: *mut *mut ibv_recv_wr,
 ) -> c_int {
     let mut st = lock();
+    let rc = post_recv_locked(&mut st, qp, wr, bad);
+    if st.events {
+        crate::host::run_due(&mut st);
+    }
+    rc
+}
+
+unsafe fn post_recv_locked(
+    st: &mut Preload,
+    qp: *mut ibv_qp,
+    wr: *mut ibv_recv_wr,
+    bad: *mut *mut ibv_recv_wr,
+) -> c_int {
     let Some(cx) = st.find((*qp).context) else {
         return EINVAL;
     };
@@ -316,6 +416,17 @@ pub unsafe extern "C" fn braid_post_srq_recv(
 /// ibv_poll_cq's contract: `wc` holds `n` entries.
 pub unsafe extern "C" fn braid_poll_cq(cq: *mut ibv_cq, n: c_int, wc: *mut ibv_wc) -> c_int {
     let mut st = lock();
+    if st.events {
+        crate::host::run_due(&mut st);
+    }
+    let rc = poll_cq_locked(&mut st, cq, n, wc);
+    if st.events {
+        crate::host::run_due(&mut st);
+    }
+    rc
+}
+
+unsafe fn poll_cq_locked(st: &mut Preload, cq: *mut ibv_cq, n: c_int, wc: *mut ibv_wc) -> c_int {
     let Some(cx) = st.find((*cq).context) else {
         return -EINVAL;
     };
@@ -360,6 +471,14 @@ pub unsafe extern "C" fn braid_poll_cq(cq: *mut ibv_cq, n: c_int, wc: *mut ibv_w
 /// ibv_req_notify_cq's contract.
 pub unsafe extern "C" fn braid_req_notify_cq(cq: *mut ibv_cq, solicited_only: c_int) -> c_int {
     let mut st = lock();
+    let rc = req_notify_locked(&mut st, cq, solicited_only);
+    if st.events {
+        crate::host::run_due(&mut st);
+    }
+    rc
+}
+
+unsafe fn req_notify_locked(st: &mut Preload, cq: *mut ibv_cq, solicited_only: c_int) -> c_int {
     let Some(cx) = st.find((*cq).context) else {
         return EINVAL;
     };
@@ -382,3 +501,7 @@ pub unsafe extern "C" fn braid_req_notify_cq(cq: *mut ibv_cq, solicited_only: c_
 #[cfg(test)]
 #[path = "datapath_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "justitia_tests.rs"]
+mod justitia_tests;

@@ -326,6 +326,27 @@ pub struct ibv_qp_init_attr_ex {
     pub send_ops_flags: u64,
 }
 
+/// The head of `struct ibv_qp_attr`, up to the destination GID (what the preload reads at RTR:
+/// the QP state, the remote QP number and the remote GID).
+#[repr(C)]
+pub struct ibv_qp_attr_head {
+    pub qp_state: c_uint,
+    pub cur_qp_state: c_uint,
+    pub path_mtu: c_uint,
+    pub path_mig_state: c_uint,
+    pub qkey: u32,
+    pub rq_psn: u32,
+    pub sq_psn: u32,
+    pub dest_qp_num: u32,
+    pub qp_access_flags: c_uint,
+    pub cap: ibv_qp_cap,
+    /// `ah_attr.grh.dgid` (ah_attr starts with grh, grh with dgid; 8-byte aligned).
+    pub dgid: [u8; 16],
+}
+/// `IBV_QP_STATE` in `ibv_modify_qp`'s mask; `IBV_QPS_RTR`.
+pub const IBV_QP_STATE: c_int = 1;
+pub const IBV_QPS_RTR: c_uint = 2;
+
 /// `struct ibv_cq_init_attr_ex` (only passed on).
 #[repr(C)]
 pub struct ibv_cq_init_attr_ex {
@@ -385,5 +406,10 @@ mod tests {
         assert_eq!(offset_of!(ibv_qp_init_attr_ex, send_ops_flags), 128);
         assert_eq!(offset_of!(verbs_context, create_qp_ex), 264);
         assert_eq!(offset_of!(verbs_context, context), 320);
+        // ibv_qp_attr's head: nine 4-byte fields, ibv_qp_cap (20 B), then ah_attr.grh.dgid at
+        // the next 8-byte boundary (union ibv_gid holds two __be64). Derived from verbs.h's
+        // declarations, not yet compared with gcc's offsetof.
+        assert_eq!(offset_of!(ibv_qp_attr_head, dest_qp_num), 28);
+        assert_eq!(offset_of!(ibv_qp_attr_head, dgid), 56);
     }
 }

@@ -6,9 +6,10 @@
 //! mlx5dv and DEVX calls write work queue entries or device commands directly and bypass
 //! libibverbs' data path: they are passed through with one warning line each (first call).
 
-use crate::datapath::{adopt_context, lock, release_context};
+use crate::datapath::{adopt_with, lock, release_context};
 use crate::ffi::*;
 use crate::stats::{add, c};
+use braid_verbs::Verbs as _;
 use std::ffi::{c_char, c_int, c_uint, c_void};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -75,16 +76,46 @@ pub unsafe extern "C" fn ibv_open_device(device: *mut ibv_device) -> *mut ibv_co
     };
     let ctx = f(device);
     if !ctx.is_null() {
-        match crate::choice().build() {
-            Ok(layer) => {
-                adopt_context(ctx, layer);
-            }
-            Err(e) => {
-                eprintln!("braid-preload: BRAID_MIDDLEWARE: {e}; this context runs without braid")
-            }
+        let rate = line_rate(device);
+        if let Err(e) = adopt_with(ctx, crate::choice(), rate) {
+            eprintln!("braid-preload: BRAID_MIDDLEWARE: {e}; this context runs without braid");
         }
     }
     ctx
+}
+
+/// The device's port-1 rate in bit/s from sysfs (`/sys/class/infiniband/<dev>/ports/1/rate`,
+/// e.g. "100 Gb/sec (4X EDR)"), 0 when unknown: a mechanism that needs it (Justitia) then
+/// asks for `line_rate` in its config.
+unsafe fn line_rate(device: *mut ibv_device) -> u64 {
+    let Some(name) = real!(
+        "ibv_get_device_name",
+        unsafe extern "C" fn(*mut ibv_device) -> *const c_char
+    ) else {
+        return 0;
+    };
+    let n = name(device);
+    if n.is_null() {
+        return 0;
+    }
+    let dev = std::ffi::CStr::from_ptr(n).to_string_lossy();
+    std::fs::read_to_string(format!("/sys/class/infiniband/{dev}/ports/1/rate"))
+        .map_or(0, |s| parse_sysfs_rate(&s))
+}
+
+/// "25 Gb/sec (1X EDR)" -> 25e9; "2.5 Gb/sec" -> 2.5e9; anything else 0.
+pub fn parse_sysfs_rate(s: &str) -> u64 {
+    let mut it = s.split_whitespace();
+    let (Some(num), Some(unit)) = (it.next(), it.next()) else {
+        return 0;
+    };
+    let Ok(x) = num.parse::<f64>() else { return 0 };
+    let scale = match unit {
+        "Gb/sec" => 1e9,
+        "Mb/sec" => 1e6,
+        _ => return 0,
+    };
+    (x * scale) as u64
 }
 
 /// # Safety
@@ -235,17 +266,88 @@ pub unsafe extern "C" fn ibv_create_qp(pd: *mut ibv_pd, attr: *mut c_void) -> *m
     };
     let qp = f(pd, attr);
     if !qp.is_null() {
-        adopt_qp(qp);
+        // ibv_qp_init_attr is the head of ibv_qp_init_attr_ex: sq_sig_all sits at one offset.
+        let sig_all = !attr.is_null() && (*(attr as *const ibv_qp_init_attr_ex)).sq_sig_all != 0;
+        adopt_qp(qp, sig_all);
     }
     qp
 }
 
-unsafe fn adopt_qp(qp: *mut ibv_qp) {
-    if let Some(cx) = lock().find((*qp).context) {
-        if !cx.backend.qps.contains_key(&(*qp).qp_num) {
-            cx.backend.adopt_qp(qp);
-            add(&c::qps_adopted, 1);
-        }
+/// Adopts the application's new QP and creates it through the context's stack (the backend
+/// hands the stack the QP the provider already made), so that every layer knows it as it
+/// knows a QP in the simulator: its CQs, its type, whether every WR is signaled.
+///
+/// # Safety
+/// `qp` is a live QP the provider just returned.
+pub unsafe fn adopt_qp(qp: *mut ibv_qp, sq_sig_all: bool) {
+    let mut st = lock();
+    let Some(cx) = st.find((*qp).context) else {
+        return;
+    };
+    let qpn = (*qp).qp_num;
+    if cx.backend.qps.contains_key(&qpn) {
+        return;
+    }
+    cx.backend.adopt_qp(qp);
+    add(&c::qps_adopted, 1);
+    let send_cq = cx.backend.cq_id((*qp).send_cq).unwrap_or(u32::MAX);
+    let recv_cq = cx.backend.cq_id((*qp).recv_cq).unwrap_or(send_cq);
+    let qp_type = match (*qp).qp_type {
+        IBV_QPT_UC => braid_verbs::QpType::Uc,
+        IBV_QPT_UD => braid_verbs::QpType::Ud,
+        _ => braid_verbs::QpType::Rc,
+    };
+    let init = braid_verbs::QpInit {
+        qp_type,
+        recv_cq,
+        sq_sig_all,
+        ..braid_verbs::QpInit::rc(send_cq)
+    };
+    cx.backend.adopting = Some(qpn);
+    let r = braid_verbs::Stack::new(&mut cx.layers, &mut cx.backend).create_qp(&init);
+    cx.backend.adopting = None;
+    match r {
+        Ok(n) if n == qpn => {}
+        Ok(n) => eprintln!(
+            "braid-preload: QP {qpn:#x}: a layer answered create_qp with QP {n:#x}; its posts go \
+             through braid as the application's QP"
+        ),
+        Err(e) => eprintln!(
+            "braid-preload: QP {qpn:#x}: the layers refused it ({e}); its posts still go \
+             through braid"
+        ),
+    }
+    if st.events {
+        crate::host::run_due(&mut st);
+    }
+}
+
+/// The application moved `qp` to RTR: the stack learns the connection (the remote host, keyed
+/// by the low 32 bits of the remote GID, an IPv4 address for RoCEv2, and the remote QP number),
+/// as a layer in the simulator learns it from connect_qp.
+unsafe fn connected(qp: *mut ibv_qp, attr: *const ibv_qp_attr_head) {
+    let mut st = lock();
+    let Some(cx) = st.find((*qp).context) else {
+        return;
+    };
+    let qpn = (*qp).qp_num;
+    if !cx.backend.qps.contains_key(&qpn) {
+        return;
+    }
+    let g = (*attr).dgid;
+    let remote = braid_verbs::RemoteQp {
+        host: u32::from_be_bytes([g[12], g[13], g[14], g[15]]),
+        qpn: (*attr).dest_qp_num,
+        udp_sport: None,
+    };
+    if braid_verbs::Stack::new(&mut cx.layers, &mut cx.backend)
+        .connect_qp(qpn, remote)
+        .is_ok()
+    {
+        add(&c::qps_connected, 1);
+    }
+    if st.events {
+        crate::host::run_due(&mut st);
     }
 }
 
@@ -277,7 +379,15 @@ pub unsafe extern "C" fn ibv_modify_qp(qp: *mut ibv_qp, attr: *mut c_void, mask:
         return ENOSYS;
     };
     add(&c::modify_qp, 1);
-    f(qp, attr, mask)
+    let rc = f(qp, attr, mask);
+    if rc == 0
+        && !attr.is_null()
+        && mask & IBV_QP_STATE != 0
+        && (*(attr as *const ibv_qp_attr_head)).qp_state == IBV_QPS_RTR
+    {
+        connected(qp, attr as *const ibv_qp_attr_head);
+    }
+    rc
 }
 
 /// # Safety
@@ -356,7 +466,7 @@ pub unsafe extern "C" fn braid_create_qp_ex(
             (*qp).qp_num
         );
     } else {
-        adopt_qp(qp);
+        adopt_qp(qp, (*attr).sq_sig_all != 0);
     }
     qp
 }

@@ -13,6 +13,7 @@ pub mod convert;
 pub mod datapath;
 pub mod elf;
 pub mod ffi;
+pub mod host;
 pub mod interpose;
 pub mod stats;
 
@@ -29,8 +30,7 @@ pub fn choice() -> &'static config::Choice {
 /// Runs when the library is loaded: a bad `BRAID_MIDDLEWARE` stops the application before it
 /// starts, with one line and exit code 2.
 extern "C" fn on_load() {
-    let v = std::env::var("BRAID_MIDDLEWARE").ok();
-    match config::parse(v.as_deref()) {
+    match config::from_env() {
         Ok(c) => {
             let _ = CHOICE.set(c);
         }
@@ -46,7 +46,8 @@ extern "C" fn on_exit() {
     let asked = std::env::var_os("BRAID_PRELOAD_STATS").is_some();
     let seen = stats::c::contexts.load(std::sync::atomic::Ordering::Relaxed) > 0;
     if asked || seen {
-        stats::dump(choice().name());
+        let layers = datapath::lock().layer_counters();
+        stats::dump(choice().name(), &layers);
     }
 }
 

@@ -23,6 +23,7 @@ counters!(
     contexts,
     contexts_not_swapped,
     qps_adopted,
+    qps_connected,
     qps_refused_ext_api,
     cqs_adopted,
     cqs_ex,
@@ -53,12 +54,17 @@ pub fn add(c: &AtomicU64, n: u64) {
 }
 
 /// The counters as one JSON object, with the mechanism's name and the pid.
-pub fn json(middleware: &str) -> String {
+pub fn json(middleware: &str, layers: &[(String, f64)]) -> String {
     let mut m = serde_json::Map::new();
     m.insert("pid".into(), std::process::id().into());
     m.insert("middleware".into(), middleware.into());
     for (k, v) in snapshot() {
         m.insert(k.into(), v.into());
+    }
+    // The layers' own counters (`justitia.chunks`, `agent.justitia.capacity_gbps`, ...).
+    for (k, v) in layers {
+        let n = serde_json::Number::from_f64(*v).map_or(serde_json::Value::Null, Into::into);
+        m.insert(k.clone(), n);
     }
     serde_json::Value::Object(m).to_string()
 }
@@ -69,8 +75,8 @@ pub fn stats_path(var: Option<&str>, pid: u32) -> Option<String> {
         .map(|v| v.replace("{pid}", &pid.to_string()))
 }
 
-pub fn dump(middleware: &str) {
-    let line = json(middleware);
+pub fn dump(middleware: &str, layers: &[(String, f64)]) {
+    let line = json(middleware, layers);
     let var = std::env::var("BRAID_PRELOAD_STATS").ok();
     match stats_path(var.as_deref(), std::process::id()) {
         Some(p) => {
@@ -94,8 +100,10 @@ mod tests {
         );
         assert_eq!(stats_path(Some(""), 7), None);
         add(&c::mlx5dv_calls, 2);
-        let v: serde_json::Value = serde_json::from_str(&json("raw")).unwrap();
+        let v: serde_json::Value =
+            serde_json::from_str(&json("raw", &[("raw.x".into(), 3.0)])).unwrap();
         assert_eq!(v["middleware"], "raw");
+        assert_eq!(v["raw.x"], 3.0);
         assert!(v["mlx5dv_calls"].as_u64().unwrap() >= 2);
     }
 }
