@@ -355,24 +355,28 @@ fn a_send_longer_than_its_receive_fails_both_ends_under_the_agent() {
     use WcOpcode::*;
     use WcStatus::*;
     let raw = run_plan("raw", Plan::TooLong);
-    // braid's RNIC today: the receive completes LOC_LEN_ERR and nothing else happens: the
-    // responder's QP stays up (its next receive takes the short SEND) and the requester's SEND
-    // succeeds. IBA (9.9.3.1.3, class C) and the fake NIC fail both ends: the responder's QP
-    // to Error, the requester's WR REM_INV_REQ_ERR. If the RNIC is brought in line, the drum
-    // rows below become raw's on the receiving end.
+    // braid's RNIC, as IBA (9.9.3.1.3, class C) and the fake NIC: the receive completes
+    // LOC_LEN_ERR, the responder NAKs "invalid request" and goes to Error (the rest flushed),
+    // the requester's SEND completes REM_INV_REQ_ERR and its QP goes to Error. (Before issue
+    // 27 the responder's QP stayed up and the requester's SEND succeeded.)
     assert_eq!(
         raw[0].wcs,
-        vec![(1, Success, Send, 4096), (2, Success, Send, 100)]
+        vec![
+            (1, RemoteInvalidRequest, Send, 0),
+            (2, Flushed, Send, 0),
+            (80, Flushed, Write, 0)
+        ]
     );
+    assert_eq!(raw[0].state, Some(QpState::Error));
     assert_eq!(
         raw[1].wcs,
         vec![
             (70, LocalLengthError, Recv, 4096),
-            (71, Success, Recv, 100),
-            (80, Success, Write, 8)
+            (71, Flushed, Recv, 0),
+            (80, Flushed, Write, 0)
         ]
     );
-    assert_eq!(raw[1].state, Some(QpState::Rts));
+    assert_eq!(raw[1].state, Some(QpState::Error));
     for mw in MWS {
         let seen = run_plan(mw, Plan::TooLong);
         // The agent does what ibverbs specifies on the receiving end: LOC_LEN_ERR, then the

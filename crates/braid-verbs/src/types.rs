@@ -370,6 +370,10 @@ pub enum WcStatus {
     /// A local scatter-gather element names a memory region of another protection domain than
     /// the posting QP's (IBV_WC_LOC_PROT_ERR); nothing was sent and the QP is in Error.
     LocalProtectionError,
+    /// The responder refused the request as invalid (AETH NAK "invalid request", IBA
+    /// 9.7.5.2.4), e.g. a SEND longer than the receive it took (IBV_WC_REM_INV_REQ_ERR); the
+    /// requester's QP is in Error.
+    RemoteInvalidRequest,
     /// Any other ibverbs status (`enum ibv_wc_status`), which only a real NIC reports.
     Other(u32),
 }
@@ -383,6 +387,7 @@ impl WcStatus {
             1 => WcStatus::LocalLengthError,
             4 => WcStatus::LocalProtectionError,
             5 => WcStatus::Flushed,
+            9 => WcStatus::RemoteInvalidRequest,
             10 => WcStatus::RemoteAccessError,
             12 => WcStatus::RetryExceeded,
             13 => WcStatus::RnrRetryExceeded,
@@ -397,6 +402,7 @@ impl WcStatus {
             WcStatus::LocalLengthError => 1,
             WcStatus::LocalProtectionError => 4,
             WcStatus::Flushed => 5,
+            WcStatus::RemoteInvalidRequest => 9,
             WcStatus::RemoteAccessError => 10,
             WcStatus::RetryExceeded => 12,
             WcStatus::RnrRetryExceeded => 13,
@@ -492,17 +498,18 @@ mod ibv_status_tests {
     #[test]
     fn ibverbs_statuses_map_both_ways() {
         // verbs.h: IBV_WC_SUCCESS 0, LOC_LEN_ERR 1, LOC_PROT_ERR 4, WR_FLUSH_ERR 5,
-        // REM_ACCESS_ERR 10, RETRY_EXC_ERR 12, RNR_RETRY_EXC_ERR 13; REM_INV_REQ_ERR 9 has
-        // no seam name.
+        // REM_INV_REQ_ERR 9, REM_ACCESS_ERR 10, RETRY_EXC_ERR 12, RNR_RETRY_EXC_ERR 13;
+        // REM_OP_ERR 11 (rxe's answer to a too-small receive) has no seam name.
         let named = [
             (0, WcStatus::Success),
             (1, WcStatus::LocalLengthError),
             (4, WcStatus::LocalProtectionError),
             (5, WcStatus::Flushed),
+            (9, WcStatus::RemoteInvalidRequest),
             (10, WcStatus::RemoteAccessError),
             (12, WcStatus::RetryExceeded),
             (13, WcStatus::RnrRetryExceeded),
-            (9, WcStatus::Other(9)),
+            (11, WcStatus::Other(11)),
         ];
         for (v, s) in named {
             assert_eq!(WcStatus::from_ibv(v), s);

@@ -2,7 +2,7 @@
 //! QP's own numbering (`transport/psn.rs`), and whether an ACK or NAK names a PSN the requester
 //! has outstanding (forged or stale feedback is dropped).
 
-use super::{Nic, Qp, NAK_REMOTE_ACCESS};
+use super::{Nic, Qp, NAK_INVALID_REQUEST, NAK_REMOTE_ACCESS};
 use crate::packet::*;
 use crate::transport::psn::from_wire;
 use braid_verbs::*;
@@ -52,7 +52,7 @@ impl Nic {
             return true;
         }
         let sent = q.cursor_psn();
-        if pk.kind == PktKind::Nak && pk.aux == NAK_REMOTE_ACCESS {
+        if pk.kind == PktKind::Nak && matches!(pk.aux, NAK_REMOTE_ACCESS | NAK_INVALID_REQUEST) {
             return q.t.acked() <= pk.psn
                 && q.sq.iter().any(|w| {
                     w.first_psn

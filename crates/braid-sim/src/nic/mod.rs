@@ -141,6 +141,9 @@ pub fn addr_node(addr: u32) -> u32 {
 
 /// AETH NAK code of a remote access error (IBA 9.7.5.2.4), in a NAK packet's `aux`.
 pub const NAK_REMOTE_ACCESS: u32 = 2;
+/// AETH NAK code of an invalid request (IBA 9.7.5.2.4: a SEND longer than its receive), in a
+/// NAK packet's `aux`.
+pub const NAK_INVALID_REQUEST: u32 = 1;
 /// A NAK's `aux` marking selective repeat's NACK (IRN): its `sack` names the PSN the receiver
 /// accepted out of order (a synchronise NAK's names the PSN it dropped).
 pub const NAK_SACK: u32 = 3;

@@ -4,7 +4,7 @@
 
 use super::{
     addr_node, first_missing, Effects, Nic, NicParams, QpState, ReadJob, TimerKind,
-    NAK_REMOTE_ACCESS, NAK_SACK, QPN_BITS, QPN_MASK,
+    NAK_INVALID_REQUEST, NAK_REMOTE_ACCESS, NAK_SACK, QPN_BITS, QPN_MASK,
 };
 use crate::packet::*;
 use crate::transport::psn::to_wire;
@@ -172,7 +172,12 @@ impl Nic {
                 endpoint: pk.endpoint_ps,
             },
             PktKind::Nak if pk.aux == NAK_REMOTE_ACCESS => {
-                return self.on_access_nak(now, qpn, pk.psn, pk.sport, eff)
+                let st = WcStatus::RemoteAccessError;
+                return self.on_error_nak(now, qpn, pk.psn, pk.sport, st, eff);
+            }
+            PktKind::Nak if pk.aux == NAK_INVALID_REQUEST => {
+                let st = WcStatus::RemoteInvalidRequest;
+                return self.on_error_nak(now, qpn, pk.psn, pk.sport, st, eff);
             }
             PktKind::Nak if pk.aux == NAK_SACK && pk.sack != u32::MAX => Feedback::SackNak {
                 expected: pk.psn,
@@ -290,7 +295,7 @@ impl Nic {
                 | Reply::SyncNak { expected, .. }
                 | Reply::SackNak { expected, .. } => (PktKind::Nak, expected),
                 Reply::RnrNak { psn } => (PktKind::RnrNak, psn),
-                Reply::AccessNak { psn } => (PktKind::Nak, psn),
+                Reply::AccessNak { psn } | Reply::InvalidNak { psn } => (PktKind::Nak, psn),
                 Reply::Cnp => (PktKind::Cnp, 0),
             };
             let psn = if kind == PktKind::Cnp { psn } else { wire(psn) };
@@ -331,6 +336,7 @@ impl Nic {
                     a.aux = NAK_SACK;
                 }
                 Reply::AccessNak { .. } => a.aux = NAK_REMOTE_ACCESS,
+                Reply::InvalidNak { .. } => a.aux = NAK_INVALID_REQUEST,
                 _ => {}
             }
             let id = pool.alloc(a);
@@ -424,10 +430,19 @@ impl Nic {
         self.send_replies(now, pk, &mut replies, p, pool, eff);
     }
 
-    /// A remote access error NAK at the requester: what lies below its PSN is acknowledged (an
-    /// in-order transport's NAK implies it), the WR holding the PSN completes
-    /// `RemoteAccessError`, and the QP goes to Error (the rest flushed).
-    fn on_access_nak(&mut self, now: Time, qpn: QpNum, psn: u32, sport: u16, eff: &mut Effects) {
+    /// A remote access error or invalid request NAK at the requester: what lies below its PSN
+    /// is acknowledged (an in-order transport's NAK implies it), the WR holding the PSN
+    /// completes with `status` (`RemoteAccessError`, `RemoteInvalidRequest`), and the QP goes
+    /// to Error (the rest flushed).
+    fn on_error_nak(
+        &mut self,
+        now: Time,
+        qpn: QpNum,
+        psn: u32,
+        sport: u16,
+        status: WcStatus,
+        eff: &mut Effects,
+    ) {
         let Some(q) = self.qp(qpn) else { return };
         if q.state != QpState::Rts {
             return;
@@ -453,7 +468,7 @@ impl Nic {
             self.stats.stale_feedback_drops += 1;
             return;
         };
-        self.enter_error(qpn, Some((at, WcStatus::RemoteAccessError)), eff);
+        self.enter_error(qpn, Some((at, status)), eff);
     }
 
     /// A READ response at the requester. In order, it is placed and acknowledges its PSN. Out

@@ -51,7 +51,9 @@ impl Nic {
             RxClass::Drop => self.stats.ooo_drops += 1,
             RxClass::Accept => self.accept_data(now, pk, info, payload, p, &mut replies, eff),
         }
-        let refused = replies.iter().any(|r| matches!(r, Reply::AccessNak { .. }));
+        let refused = replies
+            .iter()
+            .any(|r| matches!(r, Reply::AccessNak { .. } | Reply::InvalidNak { .. }));
         self.send_replies(now, pk, &mut replies, p, pool, eff);
         self.replies = replies;
         if refused {
@@ -135,6 +137,17 @@ impl Nic {
                 return;
             }
             q.recv_off = 0;
+        }
+        if pk.op == DataOp::Send && qp_type == QpType::Rc {
+            let capacity = q.rq.front().map_or(0, |r| sg_len(&r.wr.sg_list));
+            if q.recv_off + pk.payload as u64 > capacity {
+                // The SEND outgrows its receive (IBA 9.9.3.1.3, class C): the receive completes
+                // IBV_WC_LOC_LEN_ERR, the responder NAKs "invalid request" (the requester's WR
+                // completes IBV_WC_REM_INV_REQ_ERR) and goes to Error (`on_data`). UC and UD
+                // have no NAK: their receive completes with the error at the message's end.
+                let r = q.rq.pop_front().expect("checked at the first packet");
+                return self.fail_recv_too_small(pk, r, qpn, replies, eff);
+            }
         }
         q.rx_bytes += pk.payload as u64;
         if let Some(bytes) = &payload {
@@ -236,6 +249,16 @@ impl Nic {
                     return;
                 }
             }
+            if pk.op == DataOp::Send
+                && pk.addr + pk.payload as u64 > sg.as_deref().map_or(0, sg_len)
+            {
+                // Out of order, the packet that lands beyond the receive's end (its offset
+                // is in `addr`) fails it, whichever arrives first (see `accept_data`).
+                let i = (pk.msn as u64 - q.recv_base) as usize;
+                let r = q.rq.remove(i).expect("found above");
+                q.recv_base += 1;
+                return self.fail_recv_too_small(pk, r, qpn, replies, eff);
+            }
         }
         q.rx_bytes += pk.payload as u64;
         if let Some(a) = q.rx_audit.as_mut() {
@@ -314,4 +337,39 @@ impl Nic {
             self.push_cqe(cq, c, eff);
         }
     }
+
+    /// An RC SEND longer than the receive `r` it takes: the receive completes
+    /// `LocalLengthError` with the message's length (as the NICs report it), and the responder
+    /// answers NAK "invalid request" (`on_data` then puts its QP in Error).
+    fn fail_recv_too_small(
+        &mut self,
+        pk: &Packet,
+        r: super::RecvWqe,
+        qpn: QpNum,
+        replies: &mut Vec<Reply>,
+        eff: &mut Effects,
+    ) {
+        let opcode = if pk.has_imm {
+            WcOpcode::RecvWithImm
+        } else {
+            WcOpcode::Recv
+        };
+        let mut c = wc(
+            r.wr.wr_id,
+            WcStatus::LocalLengthError,
+            opcode,
+            pk.msg_len,
+            qpn,
+        );
+        c.src_host = pk.src;
+        c.src_qp = pk.src_qp;
+        let cq = self.qps[qpn as usize].as_ref().unwrap().recv_cq;
+        self.push_cqe(cq, c, eff);
+        replies.push(Reply::InvalidNak { psn: pk.psn });
+    }
+}
+
+/// The bytes a scatter-gather list holds.
+fn sg_len(sg: &[Sge]) -> u64 {
+    sg.iter().map(|s| s.length as u64).sum()
 }

@@ -73,6 +73,7 @@ const AETH_ACK: u8 = 0x1F;
 const AETH_RNR: u8 = 0x20;
 const AETH_NAK_SEQ: u8 = 0x60;
 const AETH_NAK_ACCESS: u8 = 0x62;
+const AETH_NAK_INVALID: u8 = 0x61;
 
 /// The IPv4 address of a braid address (`node | k << 24`).
 pub fn ipv4(addr: u32) -> [u8; 4] {
@@ -227,10 +228,10 @@ pub fn layout(pk: &Packet, qp_type: QpType) -> Layout {
         }
         PktKind::Nak => {
             l.opcode = op::ACK;
-            l.aeth = Some(if pk.aux == crate::nic::NAK_REMOTE_ACCESS {
-                AETH_NAK_ACCESS
-            } else {
-                AETH_NAK_SEQ
+            l.aeth = Some(match pk.aux {
+                crate::nic::NAK_REMOTE_ACCESS => AETH_NAK_ACCESS,
+                crate::nic::NAK_INVALID_REQUEST => AETH_NAK_INVALID,
+                _ => AETH_NAK_SEQ,
             });
         }
         PktKind::RnrNak => {

@@ -240,6 +240,11 @@ pub enum Reply {
     AccessNak {
         psn: u32,
     },
+    /// Invalid request at `psn` (a SEND longer than the receive it takes, IBA 9.7.5.2.4): the
+    /// requester's WR fails `RemoteInvalidRequest` and both QPs go to Error. Sent by the NIC.
+    InvalidNak {
+        psn: u32,
+    },
     Cnp,
 }
 

@@ -109,9 +109,9 @@
 //!   contention, QP-context cache, WQE processing time or message-rate limits. ACKs take no link
 //!   time. Loss injection applies to the requests a QP sends, not to ACKs or READ responses.
 //! - RC recovery uses the timeout only (no NAK-sequence-error fast retransmit).
-//! - Statuses the seam lacks: a SEND longer than its RECV completes `LocalLengthError` at the
-//!   responder and `RemoteAccessError` at the requester (ibverbs: `IBV_WC_REM_INV_REQ_ERR`);
-//!   local key, bounds and permission errors are refused at post time (`BadKey`) instead of
+//! - Statuses: a SEND longer than its RECV completes `LocalLengthError` at the responder and
+//!   `RemoteInvalidRequest` at the requester (ibverbs: `IBV_WC_LOC_LEN_ERR`,
+//!   `IBV_WC_REM_INV_REQ_ERR`), both QPs in Error; local key, bounds and permission errors are refused at post time (`BadKey`) instead of
 //!   completing with `IBV_WC_LOC_PROT_ERR`; a UD message above the MTU is refused at post time.
 //! - CQ overrun: mlx5 raises a CQ error event; here the completion is dropped and counted.
 //! - Atomics, SRQs, memory windows, XRC, the SQD/SQE states, Rtr as a step of its own,

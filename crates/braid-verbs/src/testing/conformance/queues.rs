@@ -3,8 +3,9 @@
 //! so a backend must know which queue each came from), a full send queue (`ibv_post_send`
 //! takes a list's head, fails with ENOMEM and points `bad_wr` at the first WR it refused), a
 //! SEND that meets receiver-not-ready and succeeds on retry once a receive is posted
-//! (`rnr_retry` 7: retry forever), a receive too small for its SEND (IBV_WC_LOC_LEN_ERR at the
-//! responder; what the requester sees differs by backend, see docs/rdma.md), and a READ with an rkey
+//! (`rnr_retry` 7: retry forever), a receive too small for its SEND (the receive fails at the
+//! responder, IBV_WC_LOC_LEN_ERR; the SEND fails at the requester, IBV_WC_REM_INV_REQ_ERR or rxe's
+//! IBV_WC_REM_OP_ERR, see docs/rdma.md), and a READ with an rkey
 //! that names no region (IBV_WC_REM_ACCESS_ERR, nothing landed).
 
 use super::*;
@@ -179,10 +180,20 @@ pub(super) fn recv_too_small(out: SharedOutcome) -> Box<dyn App> {
                 || format!("receiver {b:?}: the too-small receive did not fail"),
             )?;
             // ibverbs (RC): the responder NAKs (Invalid Request) and goes to Error, the requester
-            // completes with IBV_WC_REM_INV_REQ_ERR. The backends differ there (docs/rdma.md,
-            // conformance): noted, not required.
+            // completes with IBV_WC_REM_INV_REQ_ERR (`RemoteInvalidRequest`, as the simulator and
+            // the fake NIC do); rxe (6.1) gives IBV_WC_REM_OP_ERR (`Other(11)`). Either way the
+            // SEND fails: a backend whose requester believes it landed fails the case.
+            let a: Vec<_> = c.a_wcs().iter().map(|w| (w.wr_id, w.status)).collect();
+            check(
+                a.first().is_some_and(|&(id, st)| {
+                    id == 2 && matches!(st, WcStatus::RemoteInvalidRequest | WcStatus::Other(11))
+                }),
+                || format!("requester {a:?}: expected the SEND to fail (invalid request)"),
+            )?;
             let s = v.query_qp(c.qb).map_err(err)?.state;
             c.note(format!("responder after: {s:?}"));
+            let s = v.query_qp(c.qa).map_err(err)?.state;
+            c.note(format!("requester after: {s:?}"));
             Ok(Wait::Go)
         },
     ];

@@ -271,7 +271,7 @@ fn a_send_longer_than_its_recv_fails_both_ends() {
     assert_eq!(state(&net, &b), QpState::Error);
     assert_eq!(
         statuses(&poll(&mut net, &a)),
-        vec![(9, WcStatus::RemoteAccessError)]
+        vec![(9, WcStatus::RemoteInvalidRequest)]
     );
     assert_eq!(state(&net, &a), QpState::Error);
 }
@@ -2079,7 +2079,7 @@ fn a_requester_exceeding_the_responders_read_resources_gets_invalid_request() {
     net.run();
     let wcs = poll(&mut net, &a);
     assert_eq!(wcs[0].status, WcStatus::Success, "the first READ is served");
-    assert_eq!(wcs[1].status, WcStatus::RemoteAccessError, "{wcs:?}");
+    assert_eq!(wcs[1].status, WcStatus::RemoteInvalidRequest, "{wcs:?}");
     assert_eq!(state(&net, &b), QpState::Error);
     // Within the responder's resources, the same pair carries them all.
     let (mut net, a, b) = pair_with(&|cq| QpInit {

@@ -337,11 +337,10 @@ impl FakeNic {
                 );
                 self.retire(s, qpn);
             }
-            ReplyKind::RemoteAccess | ReplyKind::InvalidRequest => {
-                // The seam has no REM_INV_REQ status; a SEND too long for its RECV reports as
-                // a remote access error too (the requester's QP goes to Error either way).
-                self.fail_at(s, qpn, idx, WcStatus::RemoteAccessError);
-            }
+            ReplyKind::RemoteAccess => self.fail_at(s, qpn, idx, WcStatus::RemoteAccessError),
+            // IBV_WC_REM_INV_REQ_ERR: a SEND too long for its RECV, a READ beyond the
+            // responder's READ resources.
+            ReplyKind::InvalidRequest => self.fail_at(s, qpn, idx, WcStatus::RemoteInvalidRequest),
         }
     }
 
@@ -490,8 +489,8 @@ impl FakeNic {
             // A new READ needs one of the responder's `max_dest_rd_atomic` READ resources, each
             // held until its response has left. A requester that exceeds them (it ignored its
             // `max_rd_atomic`) gets NAK Invalid Request, and the responder's QP goes to Error
-            // (the requester sees IBV_WC_REM_INV_REQ_ERR on ibverbs; the seam has no such
-            // status and reports RemoteAccessError, as for a SEND too long for its RECV).
+            // (the requester sees IBV_WC_REM_INV_REQ_ERR, `RemoteInvalidRequest`, as for a SEND
+            // too long for its RECV).
             let q = self.qps.get_mut(&qpn).expect("present");
             q.reads_served_until.retain(|&t| t > now);
             if q.reads_served_until.len() >= q.init.max_dest_rd_atomic as usize {
