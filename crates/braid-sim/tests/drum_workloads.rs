@@ -519,16 +519,34 @@ fn print_online_solver_counters() {
                    "size": "4KB", "min_size": "32B", "duration": "1ms", "start": "100us"})
         })
         .collect();
-    let s = json!({"duration": "1.5ms", "nic": nic(), "topology": star(7),
-                   "middleware": {"default": mw}, "apps": apps});
+    // DIAG_TC4_MS: the run's length in ms (the traffic lasts it minus 0.5 ms); the paper
+    // averages its CPU over "a few seconds".
+    let ms: f64 = std::env::var("DIAG_TC4_MS").map_or(1.5, |v| v.parse().expect("DIAG_TC4_MS"));
+    let apps: Vec<Value> = apps
+        .into_iter()
+        .map(|mut a| {
+            a["duration"] = json!(format!("{}us", (ms * 1000.0 - 500.0) as u64));
+            a
+        })
+        .collect();
+    let s = json!({"duration": format!("{}us", (ms * 1000.0) as u64), "nic": nic(),
+                   "topology": star(7), "middleware": {"default": mw}, "apps": apps});
     let (_, r) = run(&s);
-    println!("tc4 240 clients, solve_interval {iv}:");
+    println!("tc4 240 clients, solve_interval {iv}, {ms} ms:");
     print_agent_row(&r, 0, &["online_", "cpu_ns", "decisions", "wr_posted"]);
     if std::env::var("DIAG_TC3").is_err() {
         return;
     }
-    // Test case 3's two-sided KV, 50/50, 300 clients, beside the batch tenant.
-    let mw = json!([{"kind": "drum", "decider": "online", "beta": 1e-3, "path_delay": true}]);
+    // Test case 3's two-sided KV, 50/50, 300 clients, beside the batch tenant. DIAG_DRUM: a
+    // JSON object of drum keys merged in (e.g. '{"online": {"demand": false}}').
+    let mut drum = json!({"kind": "drum", "decider": "online", "beta": 1e-3, "path_delay": true});
+    if let Ok(extra) = std::env::var("DIAG_DRUM") {
+        let extra: Value = serde_json::from_str(&extra).expect("DIAG_DRUM: a JSON object");
+        for (k, v) in extra.as_object().expect("DIAG_DRUM: a JSON object") {
+            drum[k] = v.clone();
+        }
+    }
+    let mw = json!([drum]);
     let mut apps: Vec<Value> = (1..=6)
         .map(|h| {
             let mut a = kv_two(0.5);

@@ -35,7 +35,7 @@ use braid_drum::online::{
 };
 use braid_units::{Bytes, Duration};
 use braid_verbs::{BuildError, Event, Verbs};
-pub use config::OnlineDecider;
+pub use config::{OnlineDecider, SolverThread};
 use ctrl::{Ctrl, CtrlKind};
 use gap::GapBook;
 pub use rounds::{RoundRecord, SolverCpu};
@@ -144,6 +144,8 @@ pub struct OnlineSolve {
     /// `delay`: the last round whose rates are out (its id and the rates).
     released: Option<(u32, u64)>,
     released_rates: RatesById,
+    /// `delay`: rounds run and not yet out: when each is computed, its id and rates.
+    computing: std::collections::VecDeque<(u64, (u32, u64), RatesById)>,
     /// `delay`: control messages that arrived while the thread was busy, in order.
     inbox: Vec<(u32, Vec<u8>)>,
 }
@@ -209,6 +211,7 @@ impl OnlineSolve {
             ready_at: 0,
             released: None,
             released_rates: BTreeMap::new(),
+            computing: std::collections::VecDeque::new(),
             inbox: Vec::new(),
             p,
         }
@@ -235,10 +238,25 @@ impl OnlineSolve {
         self.delay && now_ps < self.ready_at
     }
 
-    /// `delay`: lets out the last finished round's rates once their rounds are computed.
+    /// `delay`: lets out the rates of the last round computed by `now_ps` (each round's rates
+    /// leave when that round is done, so a solve's rounds change the rates one by one).
     fn release(&mut self, now_ps: u64) {
-        if self.delay && !self.busy(now_ps) && self.current_id() != self.released {
-            (self.released, self.released_rates) = self.current();
+        if !self.delay {
+            return;
+        }
+        while self.computing.front().is_some_and(|c| c.0 <= now_ps) {
+            let (_, id, rates) = self.computing.pop_front().expect("front");
+            (self.released, self.released_rates) = (Some(id), rates);
+        }
+    }
+
+    /// `cost` ps of the solver's work at `now_ps`: the `solver` CPU, and with `delay` time on
+    /// the solver's thread (its outputs wait for it).
+    fn spend(&mut self, now_ps: u64, cost: u64) {
+        self.cpu_pending_ps += cost;
+        self.cpu_total_ps += cost;
+        if self.delay && cost > 0 {
+            self.ready_at = self.ready_at.max(now_ps) + cost;
         }
     }
 
@@ -419,6 +437,13 @@ impl OnlineSolve {
             self.errors += 1;
             return;
         }
+        if self.delay {
+            // one round per timeout, each taking its cost (`braid_drum::online`'s round gap)
+            let gap = self.p.cpu.round_ps(&inst) / 1000;
+            if let Some(s) = &mut self.solver {
+                s.set_round_gap_ns(gap.max(1));
+            }
+        }
         self.inst = Some(inst);
         if self.ep_start.is_none() {
             self.ep_start = Some(r0);
@@ -457,25 +482,33 @@ impl OnlineSolve {
     /// Records a finished round and opens or closes a convergence episode.
     fn note(&mut self, now_ps: u64) {
         let rounds = self.rounds();
-        let Some(s) = &self.solver else {
+        if self.solver.is_none() {
             return;
-        };
+        }
         // Every round run since the last look costs a round of CPU (a one-sided host runs a
         // whole solve inside one timeout).
         if rounds > self.charged_rounds {
             let per = self.inst.as_ref().map_or(0, |i| self.p.cpu.round_ps(i));
             let cost = per * (rounds - self.charged_rounds);
-            self.cpu_pending_ps += cost;
-            self.cpu_total_ps += cost;
             self.charged_rounds = rounds;
-            if self.delay {
-                // One round after the other on the agent's thread (`SolverCpu`'s model).
-                self.ready_at = self.ready_at.max(now_ps) + cost;
-            }
+            // One round after the other on the solver's thread (`SolverCpu`'s model).
+            self.spend(now_ps, cost);
         }
+        let Some(s) = &self.solver else {
+            return;
+        };
         let idle = s.is_idle();
         let cur = s.rates().map(|r| (r.epoch, r.round));
         let new_round = cur.is_some() && cur != self.seen;
+        if new_round && self.delay {
+            // out when this round is computed
+            let (id, rates) = self.current();
+            self.computing
+                .push_back((self.ready_at.max(now_ps), id.expect("a round"), rates));
+        }
+        let Some(s) = &self.solver else {
+            return;
+        };
         if new_round {
             self.seen = cur;
             let x: BTreeMap<u32, f64> = s
@@ -584,8 +617,7 @@ impl OnlineSolve {
         peers.dedup();
         let waiting = self.ctrl.setup(v, &peers);
         let cost = self.p.cpu.message_ps() * out.len() as u64;
-        self.cpu_pending_ps += cost;
-        self.cpu_total_ps += cost;
+        self.spend(now, cost);
         for (to, b) in out {
             if !self.ctrl.send(v, to, b) {
                 // No control QP could be made for that peer (counted in ctrl_errors): lost.
@@ -628,10 +660,12 @@ impl RateDecider for OnlineSolve {
         }
         let active = select_active(&mut self.ages, self.k, self.max_wait, stats);
         let inst = self.observe(stats, &active);
-        let cost = self.p.cpu.build_ps(stats.len());
-        self.cpu_pending_ps += cost;
-        self.cpu_total_ps += cost;
         if self.inst.as_ref() != Some(&inst) {
+            // Building the solver's instance from the statistics (`build_ns` per connection)
+            // is paid when it changed: a decision that finds the same instance (most of those
+            // a finished round triggers) hands the solver nothing.
+            let cost = self.p.cpu.build_ps(stats.len());
+            self.spend(now, cost);
             self.install(inst);
         }
         self.pump(now);
@@ -675,8 +709,7 @@ impl RateDecider for OnlineSolve {
                 let got = self.ctrl.poll(v);
                 let now_ns = v.now() / 1000;
                 let cost = self.p.cpu.message_ps() * got.len() as u64;
-                self.cpu_pending_ps += cost;
-                self.cpu_total_ps += cost;
+                self.spend(v.now(), cost);
                 if self.busy(v.now()) {
                     // The thread is computing rounds: the messages wait for it.
                     self.inbox.extend(got);
