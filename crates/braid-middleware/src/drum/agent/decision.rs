@@ -86,6 +86,7 @@ impl DrumAgent {
         }
         let mut s = self.st.borrow_mut();
         s.resolve = false;
+        s.resolve_soon = false;
         self.last_solve = now;
         let mut active = 0;
         for (i, st) in stats.iter().enumerate() {
