@@ -132,7 +132,14 @@ fn with_a_round_gap_a_one_sided_host_runs_one_round_per_timeout() {
     // after, and the rates change round by round — to the same settled answer.
     let inst = tc3_instances(6, 1, 4).swap_remove(0);
     let one_sided = LocalInstance {
-        conns: inst.conns.iter().map(|c| Connection { out: vec![], ..c.clone() }).collect(),
+        conns: inst
+            .conns
+            .iter()
+            .map(|c| Connection {
+                out: vec![],
+                ..c.clone()
+            })
+            .collect(),
         inbound: vec![],
         ..inst
     };
@@ -150,7 +157,10 @@ fn with_a_round_gap_a_one_sided_host_runs_one_round_per_timeout() {
     for k in 1..=n {
         paced.handle_timeout(now);
         assert_eq!(paced.stats().rounds, k, "one round at {now} ns");
-        assert_eq!(paced.rates().unwrap().round, free.rates().unwrap().round - n + k);
+        assert_eq!(
+            paced.rates().unwrap().round,
+            free.rates().unwrap().round - n + k
+        );
         if k < n {
             assert_eq!(paced.poll_timeout(), Some(now + 700));
             // Early: nothing happens.

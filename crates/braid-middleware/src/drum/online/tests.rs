@@ -809,7 +809,10 @@ fn by_default_the_solver_has_a_thread_of_its_own() {
     let m = SolverCpu::default();
     let round_ps = ((m.round_ns + m.conn_ns) * 1000.0) as u64;
     // Timed: the first solve's rounds a round's cost apart.
-    assert!(iters.len() >= 2 && iters[0] == 1 && iters[1] == 2, "{iters:?}");
+    assert!(
+        iters.len() >= 2 && iters[0] == 1 && iters[1] == 2,
+        "{iters:?}"
+    );
     assert_eq!(times[1] - times[0], round_ps, "{times:?}");
     let busy = counter(&net, H1, "busy_ns_scheduler");
     let solver = counter(&net, H1, "cpu_ns_solver");
