@@ -195,8 +195,9 @@ const SCHEMA: u64 = 0xb2a4564d9354e7ac;
 // DRUM agent's `path_delay`, `post_ns`, `poll_cqe_ns` (docs/drum-agent.md); then `nic.mtt`
 // (the translation cache, docs/scenario.md), HPCC (`transport.cc.kind = "hpcc"`), IRN's
 // `loss_detection`/`reo_wnd`, the flowlet `table_size` and Swift; then DRUM's `online.timed_rounds`
-// (docs/drum-agent.md; re-pinned after the last merge).
-const WHOLE_SCHEMA: u64 = 0x51d9bf0b4b14f42e;
+// (docs/drum-agent.md; re-pinned after the last merge); then DRUM's `online.thread` and
+// `online.timed_rounds` on by default (issue 31 §2, "Rounds that fit").
+const WHOLE_SCHEMA: u64 = 0xd43aa19b9c5e82ee;
 
 /// A key set on kinds that do not take it, and the other per-kind refusals: (path, message).
 fn refusals() -> Vec<(String, String)> {

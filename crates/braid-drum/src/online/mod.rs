@@ -35,6 +35,8 @@
 
 pub mod build;
 pub mod net;
+#[cfg(test)]
+mod round_cost;
 mod solver;
 pub mod wire;
 
@@ -143,6 +145,11 @@ pub struct OnlineConfig {
     pub quiet_rounds: u32,
     /// rounds of one solve before it stops unconverged
     pub max_rounds: u32,
+    /// time between the end of a round and the start of the next, ns: the round's computation
+    /// when the host's CPU is modelled (the agent sets it to a round's cost, so that a host
+    /// without two-sided traffic runs one round per timeout instead of a whole solve inside
+    /// one, and its rates change round by round); 0: the next round starts at once
+    pub round_gap_ns: u64,
 }
 
 impl Default for OnlineConfig {
@@ -156,6 +163,7 @@ impl Default for OnlineConfig {
             eps: 1e-4,
             quiet_rounds: 3,
             max_rounds: 3000,
+            round_gap_ns: 0,
         }
     }
 }

@@ -521,6 +521,11 @@ impl DrumAgent {
         if !st.has_done.is_empty() && !self.poller.free(now) {
             at(self.poller.free_at());
         }
+        if st.resolve_soon && st.mode == Mode::Drum && !st.conns.is_empty() {
+            // A connection turned two-sided: the next periodic decision takes it (SHARE
+            // decides nothing; without connections there is nothing to decide).
+            at(self.last_solve + st.cfg.solve_interval.0);
+        }
         for c in conns {
             let waits_x = !c.pool.is_empty() && c.active && c.x_tokens < 1.0 && c.x > 0.0;
             if waits_x {

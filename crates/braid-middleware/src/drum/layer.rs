@@ -458,7 +458,7 @@ impl Middleware for DrumLayer {
         c.signaled += (wr.signaled || sig_all) as u64;
         st.dirty = true;
         // Its first two-sided WR changes the host's instance: the rates are decided again.
-        st.resolve |= first_two_sided;
+        st.resolve_soon |= first_two_sided;
         drop(st);
         self.posted += 1;
         self.poke_agent(below);

@@ -225,6 +225,10 @@ pub struct HostState {
     pub(crate) dirty: bool,
     /// Connections arrived or left since the last decision.
     pub(crate) resolve: bool,
+    /// A connection's traffic turned two-sided (its first two-sided WR or arrival): taken at
+    /// the next periodic decision (`solve_interval`), so that the first replies of many
+    /// connections, arriving one by one, are one change of the instance and not one each.
+    pub(crate) resolve_soon: bool,
     pub(crate) lock_ps: u64,
     /// Connections with completions waiting for the poller.
     pub(crate) has_done: std::collections::BTreeSet<QpNum>,
@@ -259,6 +263,7 @@ impl HostState {
             global: None,
             dirty: false,
             resolve: true,
+            resolve_soon: false,
             lock_ps: 0,
             has_done: Default::default(),
             tracking: false,
@@ -678,8 +683,9 @@ impl HostState {
         };
         c.received += 1;
         if c.received == 1 {
-            // The connection now receives two-sided traffic: its rates are decided again.
-            self.resolve = true;
+            // The connection now receives two-sided traffic: its rates are decided again at
+            // the next periodic decision (one change for every connection that turned so).
+            self.resolve_soon = true;
         }
         c.arrived.push_back(a);
         self.match_recvs(vqpn);

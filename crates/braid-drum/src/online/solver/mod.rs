@@ -38,6 +38,8 @@ enum Phase {
     Contribs(u64, u64),
     /// waiting for the replies of round r until the deadline
     Replies(u64, u64),
+    /// the last round is being computed (`round_gap_ns`): the next starts at the time given
+    Next(u64),
     Idle,
 }
 
@@ -481,7 +483,7 @@ impl HostSolver {
     pub fn poll_timeout(&self) -> Option<u64> {
         match self.phase {
             Phase::Start => Some(self.now),
-            Phase::Contribs(_, d) | Phase::Replies(_, d) => Some(d),
+            Phase::Contribs(_, d) | Phase::Replies(_, d) | Phase::Next(d) => Some(d),
             Phase::Idle => None,
         }
     }
@@ -520,8 +522,10 @@ impl HostSolver {
 
     pub fn handle_timeout(&mut self, now_ns: u64) {
         self.now = self.now.max(now_ns);
-        if self.phase == Phase::Start {
-            self.start_solve();
+        match self.phase {
+            Phase::Start => self.start_solve(),
+            Phase::Next(at) if self.now >= at => self.next_round(),
+            _ => {}
         }
         self.advance(true);
     }
@@ -663,14 +667,18 @@ impl HostSolver {
     /// Round r, first half: send this host's contributions, wait for its senders'.
     fn start_round(&mut self, r: u64) {
         self.round = r;
-        for t in 0..self.out_hosts.len() {
-            let h = self.out_hosts[t];
-            let mut items = Vec::new();
-            for e in &self.ents {
-                for o in e.outs.iter().filter(|o| o.host == h) {
-                    items.push(((e.id, o.conn), o.frac * e.x));
+        // one pass over the pairs, each to its host's message (in the entries' order, as a
+        // pass per host gave them: that was hosts × pairs of work per round)
+        let mut per: Vec<Vec<(PairKey, f64)>> = vec![Vec::new(); self.out_hosts.len()];
+        for e in &self.ents {
+            for o in &e.outs {
+                if let Ok(t) = self.out_hosts.binary_search(&o.host) {
+                    per[t].push(((e.id, o.conn), o.frac * e.x));
                 }
             }
+        }
+        for (t, items) in per.into_iter().enumerate() {
+            let h = self.out_hosts[t];
             self.send(h, Kind::Contrib, r, Body::Contrib(items));
         }
         self.own_link_contribs();
@@ -708,7 +716,7 @@ impl HostSolver {
                     self.x_round(r);
                     self.end_round(r);
                 }
-                Phase::Start | Phase::Idle => return,
+                Phase::Start | Phase::Next(_) | Phase::Idle => return,
             }
         }
     }
@@ -738,11 +746,23 @@ impl HostSolver {
                 self.send(h, Kind::Idle, r, Body::Idle);
             }
             self.phase = Phase::Idle;
+        } else if self.cfg.round_gap_ns > 0 {
+            // the round just run is being computed: the next starts when it is done
+            self.phase = Phase::Next(self.now.saturating_add(self.cfg.round_gap_ns));
         } else {
-            // labels follow the round the peers are in (a Lamport clock): a host one label
-            // behind would make every half-round wait out the window (each side waiting for
-            // the other's next message)
-            self.start_round(r.saturating_add(1).max(self.ahead));
+            self.next_round();
         }
+    }
+
+    /// Sets `round_gap_ns` (the time a round's computation takes), from the next round on.
+    pub fn set_round_gap_ns(&mut self, ns: u64) {
+        self.cfg.round_gap_ns = ns;
+    }
+
+    fn next_round(&mut self) {
+        // labels follow the round the peers are in (a Lamport clock): a host one label
+        // behind would make every half-round wait out the window (each side waiting for
+        // the other's next message)
+        self.start_round(self.round.saturating_add(1).max(self.ahead));
     }
 }

@@ -168,15 +168,19 @@ impl HostSolver {
             e.self_qa = rho * e.a * e.a;
             e.self_qb = rho * e.a * (e.self_y - e.v);
         }
-        for t in 0..self.in_hosts.len() {
-            let h = self.in_hosts[t];
-            let mut items = Vec::new();
-            for e in &self.ents {
-                let rho = self.factor * e.rho_base;
-                for p in e.ins.iter().filter(|p| p.host == h && p.init) {
-                    items.push(((p.conn, e.id), rho * e.a * e.a, rho * e.a * (p.y - e.v)));
+        // one pass over the pairs, each to its host's reply (in the entries' order, as a pass
+        // per host gave them: that was hosts × pairs of work per round)
+        let mut per: Vec<Vec<(PairKey, f64, f64)>> = vec![Vec::new(); self.in_hosts.len()];
+        for e in &self.ents {
+            let rho = self.factor * e.rho_base;
+            for p in e.ins.iter().filter(|p| p.init) {
+                if let Ok(t) = self.in_hosts.binary_search(&p.host) {
+                    per[t].push(((p.conn, e.id), rho * e.a * e.a, rho * e.a * (p.y - e.v)));
                 }
             }
+        }
+        for (t, mut items) in per.into_iter().enumerate() {
+            let h = self.in_hosts[t];
             items.extend(self.link_replies(h));
             self.send(h, Kind::Reply, r, Body::Reply(items));
         }

@@ -62,7 +62,7 @@ impl DrumAgent {
                 if c > 0 {
                     v.charge(Work::Ns(c / 1000));
                     self.cpu_solver_ps += c;
-                    if self.timed_rounds() {
+                    if self.rounds_on_scheduler() {
                         self.sched.run(now, c);
                     }
                 }
@@ -86,6 +86,7 @@ impl DrumAgent {
         }
         let mut s = self.st.borrow_mut();
         s.resolve = false;
+        s.resolve_soon = false;
         self.last_solve = now;
         let mut active = 0;
         for (i, st) in stats.iter().enumerate() {
@@ -113,9 +114,12 @@ impl DrumAgent {
             if cost > 0 {
                 v.charge(Work::Ns(cost / 1000));
                 self.cpu_solver_ps += cost;
-                // The solver runs on the scheduler's thread (§IV: the scheduler's "main
-                // overhead lies in the allocation rate computation"): WRs wait behind it.
-                if self.timed_rounds() {
+                // `online.thread = "scheduler"`: the solver runs on the scheduler's thread
+                // (§IV: the scheduler's "main overhead lies in the allocation rate
+                // computation"), WRs wait behind it; on its own thread (the default) the
+                // decider holds its outputs until its rounds are computed and the tenants'
+                // WRs wait for nothing.
+                if self.rounds_on_scheduler() {
                     self.sched.run(v.now(), cost);
                 }
             }
@@ -123,9 +127,11 @@ impl DrumAgent {
     }
 
     /// The solver's rounds take the scheduler thread's time (`path_delay` with
-    /// `online.timed_rounds`).
-    fn timed_rounds(&self) -> bool {
+    /// `online.timed_rounds` and `online.thread = "scheduler"`).
+    fn rounds_on_scheduler(&self) -> bool {
         let s = self.st.borrow();
-        s.cfg.path_delay && s.cfg.online.timed_rounds
+        s.cfg.path_delay
+            && s.cfg.online.timed_rounds
+            && s.cfg.online.thread == crate::drum::online::SolverThread::Scheduler
     }
 }

@@ -47,13 +47,24 @@ pub struct OnlineDecider {
     /// `"fabric"`: the fabric's links in the instance, their rows kept by owner hosts
     /// ([`links`]); `"none"`: the NICs' capacities only.
     pub links: links::OnlineLinks,
-    /// With `path_delay`: the solver's rounds take time on the scheduler's thread (one after
-    /// the other at `cpu`'s cost; their rates and messages held until computed, tenants' WRs
-    /// waiting behind them). Off by default: at braid's measured round cost the solver does
-    /// not fit on the thread at §V's scale (test case 3's two-sided KV goes from 28% below
-    /// SHARE to 84% above, docs/drum-agent.md), so it is a sensitivity setting, not the model
-    /// the §V rows use.
+    /// With `path_delay`: the solver's rounds take time (one after the other at `cpu`'s cost;
+    /// their rates and messages held until computed) on the thread `thread` names. On by
+    /// default since the solver has a thread of its own (issue 31 §2, docs/drum-agent.md);
+    /// false: the rounds cost CPU only, their outputs leave at once.
     pub timed_rounds: bool,
+    /// Where the timed rounds run: `"own"` (default: a thread of the solver's own, a CPU
+    /// resource beside the IO monitor and scheduler's, so tenants' WRs never wait behind a
+    /// round) or `"scheduler"` (the scheduler's thread: WRs wait behind the rounds).
+    pub thread: SolverThread,
+}
+
+/// `online.thread`: which of the agent's threads runs the solver's timed rounds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum SolverThread {
+    #[default]
+    Own,
+    Scheduler,
 }
 
 impl Default for OnlineDecider {
@@ -77,7 +88,8 @@ impl Default for OnlineDecider {
             ctrl_recvs: 32,
             cpu: SolverCpu::default(),
             links: links::OnlineLinks::None,
-            timed_rounds: false,
+            timed_rounds: true,
+            thread: SolverThread::Own,
         }
     }
 }

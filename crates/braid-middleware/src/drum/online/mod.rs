@@ -26,6 +26,7 @@ pub mod ctrl;
 pub mod ctrl_ud;
 pub mod gap;
 pub mod links;
+mod observe;
 mod rounds;
 
 use super::decide::{select_active, DeciderCtx, DeciderFactory, Decision, RateDecider, Stat};
@@ -35,7 +36,7 @@ use braid_drum::online::{
 };
 use braid_units::{Bytes, Duration};
 use braid_verbs::{BuildError, Event, Verbs};
-pub use config::OnlineDecider;
+pub use config::{OnlineDecider, SolverThread};
 use ctrl::{Ctrl, CtrlKind};
 use gap::GapBook;
 pub use rounds::{RoundRecord, SolverCpu};
@@ -144,6 +145,8 @@ pub struct OnlineSolve {
     /// `delay`: the last round whose rates are out (its id and the rates).
     released: Option<(u32, u64)>,
     released_rates: RatesById,
+    /// `delay`: rounds run and not yet out: when each is computed, its id and rates.
+    computing: std::collections::VecDeque<(u64, (u32, u64), RatesById)>,
     /// `delay`: control messages that arrived while the thread was busy, in order.
     inbox: Vec<(u32, Vec<u8>)>,
 }
@@ -209,6 +212,7 @@ impl OnlineSolve {
             ready_at: 0,
             released: None,
             released_rates: BTreeMap::new(),
+            computing: std::collections::VecDeque::new(),
             inbox: Vec::new(),
             p,
         }
@@ -235,10 +239,25 @@ impl OnlineSolve {
         self.delay && now_ps < self.ready_at
     }
 
-    /// `delay`: lets out the last finished round's rates once their rounds are computed.
+    /// `delay`: lets out the rates of the last round computed by `now_ps` (each round's rates
+    /// leave when that round is done, so a solve's rounds change the rates one by one).
     fn release(&mut self, now_ps: u64) {
-        if self.delay && !self.busy(now_ps) && self.current_id() != self.released {
-            (self.released, self.released_rates) = self.current();
+        if !self.delay {
+            return;
+        }
+        while self.computing.front().is_some_and(|c| c.0 <= now_ps) {
+            let (_, id, rates) = self.computing.pop_front().expect("front");
+            (self.released, self.released_rates) = (Some(id), rates);
+        }
+    }
+
+    /// `cost` ps of the solver's work at `now_ps`: the `solver` CPU, and with `delay` time on
+    /// the solver's thread (its outputs wait for it).
+    fn spend(&mut self, now_ps: u64, cost: u64) {
+        self.cpu_pending_ps += cost;
+        self.cpu_total_ps += cost;
+        if self.delay && cost > 0 {
+            self.ready_at = self.ready_at.max(now_ps) + cost;
         }
     }
 
@@ -278,115 +297,6 @@ impl OnlineSolve {
         self.base.rounds + self.stats().rounds
     }
 
-    /// Folds what the IO monitor saw into the observations; the host's instance.
-    fn observe(&mut self, stats: &[Stat], active: &[bool]) -> LocalInstance {
-        let floor = self.q * 1e-4;
-        let mut conns = Vec::new();
-        let mut inbound = Vec::new();
-        let mut keep = BTreeMap::new();
-        for (s, &act) in stats.iter().zip(active) {
-            let mut o = self.obs.get(&s.conn).copied().unwrap_or(Obs {
-                arrivals: 0,
-                window: 0,
-                backlogged: false,
-                demand: f64::INFINITY,
-                frac: 0.0,
-                a: 1.0,
-                receives: false,
-            });
-            o.arrivals += s.arrivals;
-            o.window += s.window_ps;
-            // A WR that waited for a token was held by the decision, not by the tenant: its
-            // arrivals measure the rate decided, and a closed-loop tenant (one request
-            // outstanding) paced at a low rate would keep its estimate there for good.
-            let waiting = s.backlog > 0 || s.paced > 0;
-            o.backlogged |= waiting;
-            if waiting && o.demand.is_finite() {
-                // New work: unbounded at once.
-                o.demand = f64::INFINITY;
-                (o.arrivals, o.window, o.backlogged) = (0, 0, false);
-            } else if o.window >= self.demand_window {
-                let d = if o.backlogged {
-                    f64::INFINITY
-                } else {
-                    (2.0 * o.arrivals as f64 / (o.window as f64 * 1e-12)).max(floor)
-                };
-                let moved = d.is_finite() != o.demand.is_finite()
-                    || (d.is_finite() && (d - o.demand).abs() > self.p.demand_tolerance * o.demand);
-                if moved {
-                    o.demand = d;
-                }
-                (o.arrivals, o.window, o.backlogged) = (0, 0, false);
-            }
-            let f = if s.posted > 0 {
-                s.two_sided as f64 / s.posted as f64
-            } else {
-                0.0
-            };
-            if (f > 0.0) != (o.frac > 0.0) || (f - o.frac).abs() > FRAC_STEP {
-                o.frac = f;
-            }
-            // The tenant's completions per WR (its signaling, 1 / the batch of a `cq_mod`): the
-            // joint QP and CQ allocation of eq. 13. Declared again only when it moved by a
-            // quarter; floored at 1/64, so that a tenant that rarely signals keeps a CQE rate.
-            let a = if s.posted > 0 {
-                (s.signaled as f64 / s.posted as f64).clamp(A_FLOOR, 1.0)
-            } else {
-                1.0
-            };
-            if (a - o.a).abs() > 0.25 * o.a {
-                o.a = a;
-            }
-            o.receives = s.received > 0;
-            keep.insert(s.conn, o);
-            if !act {
-                continue;
-            }
-            let peer = s.remote.filter(|r| r.0 != self.me);
-            let out = match peer {
-                Some((h, c)) if o.frac > 0.0 => vec![Outbound {
-                    host: h,
-                    conn: c,
-                    frac: o.frac.min(1.0),
-                }],
-                _ => Vec::new(),
-            };
-            if let (Some((h, c)), true) = (peer, o.receives) {
-                inbound.push(Inbound {
-                    host: h,
-                    conn: c,
-                    row: s.conn,
-                });
-            }
-            conns.push(Connection {
-                id: s.conn,
-                weight: s.weight,
-                a: o.a,
-                demand: if self.p.demand {
-                    o.demand / MOPS
-                } else {
-                    f64::INFINITY
-                },
-                out,
-                links: Vec::new(),
-            });
-        }
-        self.obs = keep;
-        let owned = match &mut self.fabric {
-            Some(f) => f.annotate(self.me, stats, &mut conns),
-            None => Vec::new(),
-        };
-        LocalInstance {
-            alpha: self.alpha,
-            beta: self.beta,
-            q_cap: self.q / MOPS,
-            c_cap: self.c / MOPS,
-            conns,
-            inbound,
-            links: owned,
-        }
-    }
-
     /// A new epoch: the solver re-solves warm (or a new one starts cold).
     fn install(&mut self, inst: LocalInstance) {
         self.changes += 1;
@@ -418,6 +328,13 @@ impl OnlineSolve {
         if !ok {
             self.errors += 1;
             return;
+        }
+        if self.delay {
+            // one round per timeout, each taking its cost (`braid_drum::online`'s round gap)
+            let gap = self.p.cpu.round_ps(&inst) / 1000;
+            if let Some(s) = &mut self.solver {
+                s.set_round_gap_ns(gap.max(1));
+            }
         }
         self.inst = Some(inst);
         if self.ep_start.is_none() {
@@ -457,25 +374,33 @@ impl OnlineSolve {
     /// Records a finished round and opens or closes a convergence episode.
     fn note(&mut self, now_ps: u64) {
         let rounds = self.rounds();
-        let Some(s) = &self.solver else {
+        if self.solver.is_none() {
             return;
-        };
+        }
         // Every round run since the last look costs a round of CPU (a one-sided host runs a
         // whole solve inside one timeout).
         if rounds > self.charged_rounds {
             let per = self.inst.as_ref().map_or(0, |i| self.p.cpu.round_ps(i));
             let cost = per * (rounds - self.charged_rounds);
-            self.cpu_pending_ps += cost;
-            self.cpu_total_ps += cost;
             self.charged_rounds = rounds;
-            if self.delay {
-                // One round after the other on the agent's thread (`SolverCpu`'s model).
-                self.ready_at = self.ready_at.max(now_ps) + cost;
-            }
+            // One round after the other on the solver's thread (`SolverCpu`'s model).
+            self.spend(now_ps, cost);
         }
+        let Some(s) = &self.solver else {
+            return;
+        };
         let idle = s.is_idle();
         let cur = s.rates().map(|r| (r.epoch, r.round));
         let new_round = cur.is_some() && cur != self.seen;
+        if new_round && self.delay {
+            // out when this round is computed
+            let (id, rates) = self.current();
+            self.computing
+                .push_back((self.ready_at.max(now_ps), id.expect("a round"), rates));
+        }
+        let Some(s) = &self.solver else {
+            return;
+        };
         if new_round {
             self.seen = cur;
             let x: BTreeMap<u32, f64> = s
@@ -584,8 +509,7 @@ impl OnlineSolve {
         peers.dedup();
         let waiting = self.ctrl.setup(v, &peers);
         let cost = self.p.cpu.message_ps() * out.len() as u64;
-        self.cpu_pending_ps += cost;
-        self.cpu_total_ps += cost;
+        self.spend(now, cost);
         for (to, b) in out {
             if !self.ctrl.send(v, to, b) {
                 // No control QP could be made for that peer (counted in ctrl_errors): lost.
@@ -628,10 +552,12 @@ impl RateDecider for OnlineSolve {
         }
         let active = select_active(&mut self.ages, self.k, self.max_wait, stats);
         let inst = self.observe(stats, &active);
-        let cost = self.p.cpu.build_ps(stats.len());
-        self.cpu_pending_ps += cost;
-        self.cpu_total_ps += cost;
         if self.inst.as_ref() != Some(&inst) {
+            // Building the solver's instance from the statistics (`build_ns` per connection)
+            // is paid when it changed: a decision that finds the same instance (most of those
+            // a finished round triggers) hands the solver nothing.
+            let cost = self.p.cpu.build_ps(stats.len());
+            self.spend(now, cost);
             self.install(inst);
         }
         self.pump(now);
@@ -675,8 +601,7 @@ impl RateDecider for OnlineSolve {
                 let got = self.ctrl.poll(v);
                 let now_ns = v.now() / 1000;
                 let cost = self.p.cpu.message_ps() * got.len() as u64;
-                self.cpu_pending_ps += cost;
-                self.cpu_total_ps += cost;
+                self.spend(v.now(), cost);
                 if self.busy(v.now()) {
                     // The thread is computing rounds: the messages wait for it.
                     self.inbox.extend(got);

@@ -739,37 +739,48 @@ fn one_sided_writes(c: &DrumConfig, n: u64) -> (FakeNet, u64) {
     (net, t0)
 }
 
-#[test]
-fn a_one_sided_hosts_rounds_take_time_on_the_schedulers_thread() {
-    // `path_delay`: a one-sided host's solve (all its rounds inside one timeout of the
-    // solver) is done only after its rounds' cost, one after the other, and that time is the
-    // scheduler thread's (WRs wait behind it). Without it the same solve takes no time.
+/// `cfg(lossless())` with the agent's software path as time and the solver's rounds on
+/// `thread`.
+fn timed(thread: super::SolverThread) -> DrumConfig {
     let base = cfg(lossless());
-    let delayed = DrumConfig {
+    DrumConfig {
         path_delay: true,
         online: super::OnlineDecider {
             timed_rounds: true,
+            thread,
             ..base.online.clone()
         },
         ..base
-    };
-    let (net, _) = one_sided_writes(&delayed, 4);
+    }
+}
+
+#[test]
+fn a_one_sided_hosts_rounds_take_time_one_by_one_on_the_schedulers_thread() {
+    // `path_delay` with `thread = "scheduler"`: a one-sided host's solve runs one round per
+    // timeout (the solver's round gap), each computed a round's cost after the last, and that
+    // time is the scheduler thread's (WRs wait behind it). Without the delay the whole solve
+    // runs inside one timeout and takes no time.
+    let (net, _) = one_sided_writes(&timed(super::SolverThread::Scheduler), 4);
     let (free, _) = one_sided_writes(&cfg(lossless()), 4);
     let t = rounds_table(&net, H1);
-    let (times, rounds) = (col_u(&t, "time_ps"), col_u(&t, "iterations"));
-    let free_times = col_u(&rounds_table(&free, H1), "time_ps");
-    // The first solve starts at the same decision in both runs (nothing differs before it);
-    // its last round is recorded when computed: its rounds' cost later.
-    let n = rounds[0];
-    assert!(n >= 2, "a solve of several rounds: {rounds:?}");
+    let (times, iters) = (col_u(&t, "time_ps"), col_u(&t, "iterations"));
+    let free_t = rounds_table(&free, H1);
+    let (free_times, free_iters) = (col_u(&free_t, "time_ps"), col_u(&free_t, "iterations"));
+    // Untimed: the first solve is one record (its last round); timed: a record per round.
+    let n = free_iters[0];
+    assert!(n >= 2, "a solve of several rounds: {free_iters:?}");
+    assert_eq!(&iters[..n as usize], &(1..=n).collect::<Vec<_>>()[..]);
     let m = SolverCpu::default();
-    // One connection, no remote pair.
+    // One connection, no remote pair; the instance's build (one connection) comes first.
     let round_ps = ((m.round_ns + m.conn_ns) * 1000.0) as u64;
-    assert_eq!(
-        times[0] - free_times[0],
-        n * round_ps,
-        "{n} rounds of {round_ps} ps: {times:?} against {free_times:?}"
-    );
+    let build_ps = (m.build_ns * 1000.0) as u64;
+    for k in 1..=n {
+        assert_eq!(
+            times[k as usize - 1] - free_times[0],
+            build_ps + k * round_ps,
+            "round {k} of {n}, rounds of {round_ps} ps: {times:?} against {free_times:?}"
+        );
+    }
     let busy = counter(&net, H1, "busy_ns_scheduler");
     let solver = counter(&net, H1, "cpu_ns_solver");
     assert!(
@@ -778,6 +789,79 @@ fn a_one_sided_hosts_rounds_take_time_on_the_schedulers_thread() {
     );
     // The rates still reach Q (Algorithm 1, solved locally), once computed.
     assert!(close(counter(&net, H1, "online_x_total"), 10e6, 1e-3));
+}
+
+#[test]
+fn by_default_the_solver_has_a_thread_of_its_own() {
+    // The default under `path_delay`: rounds timed (one per timeout, outputs held until
+    // computed) on the solver's own thread, so the scheduler's thread spends only the WRs'
+    // time (convert + qp_map + post each) and nothing of the solver's.
+    let base = cfg(lossless());
+    let c = DrumConfig {
+        path_delay: true,
+        ..base
+    };
+    let (net, _) = one_sided_writes(&c, 4);
+    let (sched, _) = one_sided_writes(&timed(super::SolverThread::Scheduler), 4);
+    let t = rounds_table(&net, H1);
+    let times = col_u(&t, "time_ps");
+    let iters = col_u(&t, "iterations");
+    let m = SolverCpu::default();
+    let round_ps = ((m.round_ns + m.conn_ns) * 1000.0) as u64;
+    // Timed: the first solve's rounds a round's cost apart.
+    assert!(
+        iters.len() >= 2 && iters[0] == 1 && iters[1] == 2,
+        "{iters:?}"
+    );
+    assert_eq!(times[1] - times[0], round_ps, "{times:?}");
+    let busy = counter(&net, H1, "busy_ns_scheduler");
+    let solver = counter(&net, H1, "cpu_ns_solver");
+    let posted = counter(&net, H1, "wr_posted");
+    let per_wr = c.convert_ns + c.qp_map_ns + c.post_ns;
+    assert!(solver > 0.0, "the solver's CPU is still counted");
+    assert!(
+        close(busy, posted * per_wr, 1e-9),
+        "the scheduler's thread: {busy} ns for {posted} WRs of {per_wr} ns (solver {solver} ns)"
+    );
+    assert!(
+        counter(&sched, H1, "busy_ns_scheduler") >= busy + solver * 0.99,
+        "on the scheduler's thread the same work is the scheduler's"
+    );
+}
+
+#[test]
+fn a_decision_that_finds_the_same_instance_charges_no_build() {
+    // The instance is built from the statistics (`build_ns` per connection) only when it
+    // changed: a decision a finished round triggers, with the same statistics, hands the
+    // solver nothing and costs nothing.
+    let c = DrumConfig {
+        decider: DeciderKind::Online,
+        ..DrumConfig::default()
+    };
+    let stat = Stat {
+        conn: 7,
+        weight: 1.0,
+        backlog: 3,
+        arrivals: 1,
+        paced: 0,
+        window_ps: c.solve_interval.0,
+        remote: None,
+        posted: 1,
+        posted_bytes: 64,
+        two_sided: 0,
+        signaled: 1,
+        received: 0,
+        sport: None,
+    };
+    let mut d = lone_decider(&c);
+    d.decide(0, &[stat]);
+    let first = d.take_cpu_ps().unwrap();
+    let m = SolverCpu::default();
+    assert!(first >= (m.build_ns * 1000.0) as u64, "{first}");
+    // The solve settled inside the first decision (one-sided, untimed): nothing is left.
+    assert!(d.solver().unwrap().is_idle());
+    d.decide(c.solve_interval.0, &[stat]);
+    assert_eq!(d.take_cpu_ps(), Some(0));
 }
 
 /// The online decider of host 1, alone (no network), for its demand estimate.
