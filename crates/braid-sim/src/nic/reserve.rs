@@ -56,3 +56,41 @@ impl Nic {
         self.create_qp_numbered(init, p, qpn)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::*;
+    use crate::nic::config::NicConfig;
+    use crate::transport::config::TransportConfig;
+
+    /// Reserved numbers are skipped by ordinary creation, and created later at their own
+    /// number with the port and PSN their number gives; a number never handed out, or one whose
+    /// QP exists, is refused (a tenant cannot take a QP number it was not given).
+    #[test]
+    fn reserved_numbers_are_created_late_as_they_would_have_been_early() {
+        let p = NicParams::new(NicConfig::default(), TransportConfig::default());
+        let mut eager = Nic::new(3, 100_000_000_000, &p, 1);
+        let mut lazy = Nic::new(3, 100_000_000_000, &p, 1);
+        let (ce, cl) = (eager.create_cq(64), lazy.create_cq(64));
+        let early: Vec<QpNum> = (0..5)
+            .map(|_| eager.create_qp(&QpInit::rc(ce), &p).unwrap())
+            .collect();
+        assert_eq!(lazy.create_qp(&QpInit::rc(cl), &p).unwrap(), 0);
+        let base = lazy.reserve_qps(3);
+        assert_eq!(base, 1);
+        // The next ordinary QP comes after the reservation.
+        assert_eq!(lazy.create_qp(&QpInit::rc(cl), &p).unwrap(), 4);
+        assert_eq!(lazy.qps_created(), 5);
+        assert_eq!(lazy.sport_of(2), Some(eager.qp(2).unwrap().sport));
+        assert_eq!(lazy.sport_of(9), None);
+        for n in [3, 1] {
+            assert_eq!(lazy.create_qp_at(&QpInit::rc(cl), &p, n).unwrap(), n);
+            let (a, b) = (lazy.qp(n).unwrap(), eager.qp(early[n as usize]).unwrap());
+            assert_eq!((a.sport, a.sq_psn), (b.sport, b.sq_psn));
+        }
+        assert!(lazy.create_qp_at(&QpInit::rc(cl), &p, 5).is_err(), "never handed out");
+        assert!(lazy.create_qp_at(&QpInit::rc(cl), &p, 3).is_err(), "exists");
+        assert!(lazy.create_qp_at(&QpInit::rc(cl), &p, 4).is_err(), "exists");
+        assert_eq!(lazy.qps_created(), 5);
+    }
+}
