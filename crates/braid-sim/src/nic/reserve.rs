@@ -88,7 +88,10 @@ mod tests {
             let (a, b) = (lazy.qp(n).unwrap(), eager.qp(early[n as usize]).unwrap());
             assert_eq!((a.sport, a.sq_psn), (b.sport, b.sq_psn));
         }
-        assert!(lazy.create_qp_at(&QpInit::rc(cl), &p, 5).is_err(), "never handed out");
+        assert!(
+            lazy.create_qp_at(&QpInit::rc(cl), &p, 5).is_err(),
+            "never handed out"
+        );
         assert!(lazy.create_qp_at(&QpInit::rc(cl), &p, 3).is_err(), "exists");
         assert!(lazy.create_qp_at(&QpInit::rc(cl), &p, 4).is_err(), "exists");
         assert_eq!(lazy.qps_created(), 5);
