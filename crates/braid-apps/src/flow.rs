@@ -2,6 +2,34 @@
 
 use crate::*;
 use braid_verbs::rendezvous::{Endpoint, Side};
+use std::cell::Cell;
+use std::rc::Rc;
+
+/// A reservation of QP numbers made for a tenant below its verbs stack by the runner (the
+/// simulator), not a verb: ibverbs has none. When the tenant starts, the runner reserves `n`
+/// consecutive numbers on its NIC and sets `base` (the numbers its eager creation would have
+/// got); the tenant creates QP `base + i` later by setting `pin` just before `create_qp`, which
+/// the runner's bottom verbs take instead of the NIC's next free number. A runner without
+/// reservations never gives a plan, and the tenant creates its QPs when it starts.
+#[derive(Debug, Default)]
+pub struct QpPlan {
+    pub n: u32,
+    pub base: Cell<QpNum>,
+    pub pin: Cell<Option<QpNum>>,
+}
+
+impl QpPlan {
+    pub fn new(n: u32) -> Rc<Self> {
+        Rc::new(QpPlan {
+            n,
+            ..Default::default()
+        })
+    }
+    /// Whether `qpn` is one of the reserved numbers (once `base` is set).
+    pub fn holds(&self, qpn: QpNum) -> bool {
+        qpn >= self.base.get() && qpn - self.base.get() < self.n
+    }
+}
 
 pub struct SendFlow {
     pub flow: u32,
@@ -28,8 +56,13 @@ impl SendFlow {
 }
 
 /// Sends each of its flows as one RDMA WRITE on a QP of its own (as HPCC ns-3 does).
+///
+/// With a [`QpPlan`] (lazy), a flow's QP (and with it its transport) is created and connected
+/// when the flow starts, numbered as it would have been at the sender's start; without one, every
+/// flow's QP is created when the sender starts and connected one tick later.
 pub struct FlowSender {
     log: SharedMeter,
+    plan: Option<Rc<QpPlan>>,
     rdv: Rendezvous,
     flows: Vec<SendFlow>,
     base: u64,
@@ -49,6 +82,7 @@ impl FlowSender {
     ) -> Self {
         FlowSender {
             log,
+            plan: None,
             rdv,
             flows,
             base,
@@ -56,6 +90,30 @@ impl FlowSender {
             cq: 0,
             lkey: 0,
             done: 0,
+        }
+    }
+
+    /// Its number of flows.
+    pub fn flows(&self) -> usize {
+        self.flows.len()
+    }
+
+    /// Creates each flow's QP when the flow starts, at the number `plan` reserves for it
+    /// (`plan.n` must be the number of flows).
+    pub fn lazy(mut self, plan: Rc<QpPlan>) -> Self {
+        assert_eq!(
+            plan.n as usize,
+            self.flows.len(),
+            "one reserved QP per flow"
+        );
+        self.plan = Some(plan);
+        self
+    }
+
+    fn init(&self, f: &SendFlow) -> QpInit {
+        QpInit {
+            priority: Some(f.priority),
+            ..QpInit::rc(self.cq)
         }
     }
 }
@@ -70,13 +128,14 @@ impl App for FlowSender {
             .expect("register memory");
         self.lkey = mr.lkey;
         let mut off = 0;
-        for f in &mut self.flows {
-            f.qp = v
-                .create_qp(&QpInit {
-                    priority: Some(f.priority),
-                    ..QpInit::rc(self.cq)
-                })
-                .expect("create QP");
+        let base = self.plan.as_ref().map(|p| p.base.get());
+        for i in 0..self.flows.len() {
+            let qp = match base {
+                Some(b) => b + i as QpNum,
+                None => v.create_qp(&self.init(&self.flows[i])).expect("create QP"),
+            };
+            let f = &mut self.flows[i];
+            f.qp = qp;
             f.addr = self.base + off;
             if self.data_check {
                 v.write_local(f.addr, &pattern(f.flow, f.size as usize))
@@ -103,15 +162,28 @@ impl App for FlowSender {
     fn on_event(&mut self, v: &mut dyn Verbs, ev: Event) {
         match ev {
             Event::Timer(CONNECT) => {
+                let lazy = self.plan.is_some();
                 for (i, f) in self.flows.iter().enumerate() {
-                    let r = lookup(&self.rdv, f.conn, Side::Server);
-                    v.connect_qp(f.qp, r.remote()).expect("connect");
+                    if !lazy {
+                        let r = lookup(&self.rdv, f.conn, Side::Server);
+                        v.connect_qp(f.qp, r.remote()).expect("connect");
+                    }
                     v.set_timer(f.start.max(v.now()), i as u64);
                 }
             }
             Event::Timer(i) => {
                 let f = &self.flows[i as usize];
                 let r = lookup(&self.rdv, f.conn, Side::Server);
+                if let Some(plan) = &self.plan {
+                    // The flow's QP, as the eager sender would have made it at its start.
+                    plan.pin.set(Some(f.qp));
+                    let qp = v
+                        .create_qp(&self.init(f))
+                        .expect("create the flow's reserved QP");
+                    plan.pin.set(None);
+                    assert_eq!(qp, f.qp, "the reserved QP number");
+                    v.connect_qp(f.qp, r.remote()).expect("connect");
+                }
                 let mut wr = SendWr::new(i, SendOp::Write, sges(f.addr, f.size, self.lkey));
                 wr.remote_addr = r.addr;
                 wr.rkey = r.rkey;

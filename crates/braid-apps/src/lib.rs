@@ -110,7 +110,7 @@ mod client;
 mod flow;
 mod perf;
 pub(crate) use client::Client;
-pub use flow::{FlowSender, FlowSink, SendFlow};
+pub use flow::{FlowSender, FlowSink, QpPlan, SendFlow};
 pub use perf::{peak_bandwidth, PerfApp, PerfClient, PerfKind, PerfServer, PerfSpec};
 
 #[cfg(test)]

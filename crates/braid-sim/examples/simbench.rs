@@ -4,6 +4,8 @@
 //! 1KB) among N hosts on one switch (100G links, 1 us, DCQCN). `--repeat R` runs each R times and
 //! reports the median wall time. `SIMBENCH_RSS=1` prints the resident memory (now and peak, from
 //! /proc/self/status) after the build, the run and the results, to tell which stage holds it.
+//! `SIMBENCH_EAGER=1` creates every traffic flow's QP when its sender starts (as before lazy flow
+//! generation, `braid_sim::lazy_flows`), for comparing memory; results are the same.
 
 use braid_sim::Simulation;
 use std::path::Path;
@@ -24,6 +26,9 @@ fn a2a(n: u32, size: &str) -> String {
 fn main() {
     if std::env::var_os("SIMBENCH_SIZES").is_some() {
         sizes();
+    }
+    if std::env::var_os("SIMBENCH_EAGER").is_some() {
+        braid_sim::lazy_flows::set_eager(true);
     }
     let mut args: Vec<String> = std::env::args().skip(1).collect();
     let mut repeat = 1;

@@ -242,6 +242,15 @@ struct TenantSpec<'a> {
     transport: usize,
 }
 
+/// A tenant's slot but its application.
+struct TenantRest<'a> {
+    host: u32,
+    own: Option<(&'a Vec<MiddlewareEntry>, String)>,
+    label: String,
+    flow: Option<u32>,
+    transport: usize,
+}
+
 impl<'s> Tenants<'s> {
     pub fn new(sc: &'s Scenario, seed: u64) -> Self {
         let log: SharedLog = Rc::new(RefCell::new(FlowLog::default()));
@@ -267,6 +276,32 @@ impl<'s> Tenants<'s> {
 
     /// Adds one tenant to its host, with its stack.
     fn add(&mut self, world: &mut World, t: TenantSpec<'_>) -> Result<(), ScenarioError> {
+        let TenantSpec {
+            host,
+            app,
+            own,
+            label,
+            flow,
+            transport,
+        } = t;
+        let rest = TenantRest {
+            host,
+            own,
+            label,
+            flow,
+            transport,
+        };
+        self.add_with(world, rest, |_| (app, None))
+    }
+
+    /// Adds one tenant whose application is made once its stack is known (`make` is told
+    /// whether it is plain RDMA: no layers but `raw`), with the QP reservation it asks for.
+    fn add_with(
+        &mut self,
+        world: &mut World,
+        t: TenantRest<'_>,
+        make: impl FnOnce(bool) -> (Box<dyn App>, Option<Rc<braid_apps::QpPlan>>),
+    ) -> Result<(), ScenarioError> {
         let h = t.host;
         let idx = world.hosts[h as usize].apps.len() as u32;
         let (entries, path) = match t.own {
@@ -274,7 +309,9 @@ impl<'s> Tenants<'s> {
             None => self.sc.middleware.stack_for(h),
         };
         let stack = self.stacks.build(world, h, idx, entries, &path)?;
-        let mut slot = AppSlot::new(t.app, stack, t.label);
+        let (app, plan) = make(stack.iter().all(|m| m.name() == "raw"));
+        let mut slot = AppSlot::new(app, stack, t.label);
+        slot.plan = plan;
         slot.params = self.transports.params(t.transport);
         slot.flow = t.flow;
         world.hosts[h as usize].apps.push(slot);
@@ -411,15 +448,25 @@ impl<'s> Tenants<'s> {
                 base,
                 sc.nic.data_check,
             );
-            self.add(
+            let n = app.flows() as u32;
+            let cpu_delay = world.cpu_delay;
+            self.add_with(
                 world,
-                TenantSpec {
+                TenantRest {
                     host: h,
-                    app: Box::new(app),
                     own: own(table),
                     label: format!("traffic[{table}].sender"),
                     flow: None,
                     transport: tr,
+                },
+                // Each flow's QP is created when the flow starts (`lazy_flows.rs`).
+                |raw| {
+                    if crate::lazy_flows::lazy_sender(raw, cpu_delay) {
+                        let plan = braid_apps::QpPlan::new(n);
+                        (Box::new(app.lazy(plan.clone())), Some(plan))
+                    } else {
+                        (Box::new(app), None)
+                    }
                 },
             )?;
         }

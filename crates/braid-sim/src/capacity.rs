@@ -10,10 +10,14 @@
 //!   (switch, edge switch) (4 B) and one 12 B record per host (`world/table.rs`); measured: the
 //!   k = 48 fat-tree's tables 13.6 MB, its build 280 MB (docs/performance.md);
 //! * a QP about 2.2 KB once running (measured with 20,000 and 100,000 QPs of one write_bw);
-//! * a generated flow two QPs (sender and sink are created with the run: every flow of the
-//!   run is held at once) and its record, less the send queue's buffer that a finished flow's
-//!   sender QP gives back (room for four 168 B WQEs, measured with heaptrack: 4.59 MB over 6,829
-//!   flows; `nic/build.rs`); with `nic.data_check` its bytes twice (sent, landed);
+//! * a generated flow two QPs (every flow's sink QP is created with the run, its sender QP when
+//!   the flow starts, `lazy_flows.rs`, and neither is freed: every flow started is held at once)
+//!   and its record, less the send queue's buffer that a finished flow's sender QP gives back
+//!   (room for four 168 B WQEs, measured with heaptrack: 4.59 MB over 6,829 flows;
+//!   `nic/build.rs`); a flow that starts after the run's end only its sink QP, its record and
+//!   its start timer (when its senders are lazy; the share of flows started is taken as
+//!   duration / last start, an upper bound for arrivals that begin after time 0); with
+//!   `nic.data_check` its bytes twice (sent, landed);
 //! * a time-series sample (a row of `throughput` or `queues`) about 64 B through the run and its
 //!   results: intervals × series alive at once (at most the flows, taken as at most 4 per host,
 //!   plus the applications and the sampled ports);
@@ -45,6 +49,9 @@ const BYTES_PER_FLOW_RECORD: f64 = 200.0;
 /// What a generated flow's sender QP holds no more once its one WRITE is done: its send queue's
 /// buffer (module doc). Most of a run's flows are finished at its peak.
 const SEND_QUEUE_RETURNED: f64 = 672.0;
+/// What a lazy sender keeps of a flow that has not started: its entry (`SendFlow`, 40 B) and
+/// its start timer in the event queue (32 B).
+const BYTES_PER_UNSTARTED_FLOW: f64 = 72.0;
 const BYTES_PER_SAMPLE: f64 = 64.0;
 const BYTES_PER_CC_SAMPLE: f64 = 400.0;
 /// The front (interpreter, polars, numpy) and the core before any scenario: the peak RSS of
@@ -222,7 +229,15 @@ pub fn estimate(sc: &Scenario, base_dir: &Path) -> Estimate {
             continue;
         };
         e.flows += v.flows;
-        e.qps += 2.0 * v.flows;
+        // Flows whose sender QP is never created: those starting after the run's end, when
+        // its senders create QPs lazily.
+        let unstarted = match v.last_start_ps {
+            Some(last) if last > duration && crate::lazy_flows::lazy_table(sc, i) => {
+                v.flows * (1.0 - duration as f64 / last as f64)
+            }
+            _ => 0.0,
+        };
+        e.qps += 2.0 * v.flows - unstarted;
         let data = if sc.nic.data_check {
             2.0 * v.bytes
         } else {
@@ -230,7 +245,9 @@ pub fn estimate(sc: &Scenario, base_dir: &Path) -> Estimate {
         };
         e.add(
             format!("traffic[{i}]"),
-            v.flows * (2.0 * BYTES_PER_QP - SEND_QUEUE_RETURNED + BYTES_PER_FLOW_RECORD) + data,
+            v.flows * (2.0 * BYTES_PER_QP - SEND_QUEUE_RETURNED + BYTES_PER_FLOW_RECORD)
+                - unstarted * (BYTES_PER_QP - SEND_QUEUE_RETURNED - BYTES_PER_UNSTARTED_FLOW)
+                + data,
             format!("{} flows", count(v.flows)),
         );
         if let Some(last) = v.last_start_ps.filter(|&l| l > duration) {

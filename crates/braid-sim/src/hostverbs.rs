@@ -95,6 +95,9 @@ pub struct HostVerbs<'a> {
     pub sink: &'a mut HostSink,
     /// QPs created in this callback, in order (read by `world::facing`).
     pub created: &'a std::cell::RefCell<Vec<QpNum>>,
+    /// The tenant's reserved QP numbers (a lazy flow sender), if any: a number pinned in it is
+    /// the one the next `create_qp` creates (`nic/reserve.rs`).
+    pub plan: Option<&'a braid_apps::QpPlan>,
 }
 
 impl HostVerbs<'_> {
@@ -214,8 +217,20 @@ impl Verbs for HostVerbs<'_> {
                 "cross-channel QPs (nic.cross_channel = false)",
             ));
         }
-        self.spend("verbs", Work::Control);
-        let qp = self.nic.create_qp(init, self.params)?;
+        // A reserved QP's creation was accounted when its numbers were reserved
+        // (`lazy_flows::reserve_at_start`).
+        let qp = match self.plan.and_then(|p| p.pin.get().map(|n| (p, n))) {
+            Some((p, n)) if !p.holds(n) => {
+                return Err(VerbsError::InvalidArgument(
+                    "a pinned QP number outside the tenant's reservation",
+                ))
+            }
+            Some((_, n)) => self.nic.create_qp_at(init, self.params, n)?,
+            None => {
+                self.spend("verbs", Work::Control);
+                self.nic.create_qp(init, self.params)?
+            }
+        };
         self.nic.set_qp_domain(qp, self.tenant, pd);
         Owners::set(&mut self.owners.qp, qp, self.tenant);
         self.created.borrow_mut().push(qp);
@@ -223,7 +238,9 @@ impl Verbs for HostVerbs<'_> {
     }
     fn connect_qp(&mut self, qp: QpNum, remote: RemoteQp) -> Result<(), VerbsError> {
         self.own_qp(qp)?;
-        self.spend("verbs", Work::Control);
+        if !self.plan.is_some_and(|p| p.holds(qp)) {
+            self.spend("verbs", Work::Control);
+        }
         self.nic.connect_qp(qp, remote)
     }
     fn modify_qp(&mut self, qp: QpNum, m: QpModify) -> Result<(), VerbsError> {

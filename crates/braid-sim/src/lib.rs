@@ -17,6 +17,7 @@ pub mod cc;
 pub mod config;
 pub mod dcqcn;
 pub mod hostverbs;
+pub mod lazy_flows;
 pub mod measure;
 pub mod memory;
 pub mod net;

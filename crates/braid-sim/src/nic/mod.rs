@@ -29,6 +29,7 @@ pub mod config;
 mod feedback;
 mod limits;
 pub mod mtt;
+mod reserve;
 mod rx;
 mod rx_data;
 mod tx;
@@ -396,6 +397,11 @@ pub struct Nic {
     pub addresses: u8,
     pub line_rate: u64,
     qps: Vec<Option<Qp>>,
+    /// QP numbers handed out so far, reservations included (`nic/reserve.rs`): the next QP
+    /// created gets this number, never one below it.
+    qp_next: QpNum,
+    /// Reserved ranges [first, end) (one per lazy flow sender).
+    reserved: Vec<(QpNum, QpNum)>,
     cqs: Vec<Option<Cq>>,
     pub mem: Memory,
     /// Control packets (ACK, NAK, CNP, PFC) as queued.
@@ -445,6 +451,8 @@ impl Nic {
             addresses: p.nic.addresses.max(1),
             line_rate,
             qps: Vec::new(),
+            qp_next: 0,
+            reserved: Vec::new(),
             cqs: Vec::new(),
             mem: Memory::new(p.nic.data_check).with_limits(RegLimits {
                 max_mr: p.nic.max_mr,
@@ -495,9 +503,10 @@ impl Nic {
     pub fn qps(&self) -> impl Iterator<Item = &Qp> {
         self.qps.iter().flatten()
     }
-    /// QPs ever created on this NIC (QP numbers are not reused).
+    /// QP numbers ever handed out on this NIC (QP numbers are not reused): created QPs and
+    /// reserved numbers (a reserved number counts as the QP its tenant would have created).
     pub fn qps_created(&self) -> u64 {
-        self.qps.len() as u64
+        self.qp_next as u64
     }
     pub fn cache_uses_rx_pipeline(&self) -> bool {
         self.cache.enabled()

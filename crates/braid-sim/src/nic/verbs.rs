@@ -205,12 +205,22 @@ impl Nic {
     }
 
     pub fn create_qp(&mut self, init: &QpInit, p: &NicParams) -> Result<QpNum, VerbsError> {
+        let qpn = self.qp_next;
+        self.create_qp_numbered(init, p, qpn)
+    }
+
+    /// Creates QP `qpn` (the next number, or a reserved one: `nic/reserve.rs`).
+    pub(super) fn create_qp_numbered(
+        &mut self,
+        init: &QpInit,
+        p: &NicParams,
+        qpn: QpNum,
+    ) -> Result<QpNum, VerbsError> {
         for cq in [init.send_cq, init.recv_cq] {
             if !matches!(self.cqs.get(cq as usize), Some(Some(_))) {
                 return Err(VerbsError::NoSuchCq(cq));
             }
         }
-        let qpn = self.qps.len() as QpNum;
         if qpn > QPN_MASK {
             return Err(VerbsError::Unsupported("QP numbers are 24 bits"));
         }
@@ -229,17 +239,18 @@ impl Nic {
             retry_cnt: init.retry_cnt,
             rnr_retry: init.rnr_retry,
         };
-        // RoCEv2 NICs derive the UDP source port from the QP; here a seeded hash, in 49152..65535.
-        let sport = 0xC000
-            | (braid_engine::derive_seed(self.sport_seed, "sport", &[self.host as u64, qpn as u64])
-                & 0x3FFF) as u16;
+        let sport = self.default_sport(qpn);
         let t = self.make_transport(init.qp_type, qpn, sport, retry, init.max_dest_rd_atomic, p);
         // Every connected QP, MP-RDMA's too: a multipath receiver maps a wire PSN back near its
         // expected PSN (an ACK near what is acknowledged), and its out-of-order window is far
         // below the 2^23 the modulo rule leaves either side.
         let wire_psn = init.qp_type != QpType::Ud;
         let sq_psn = self.initial_psn(self.host, qpn);
-        self.qps.push(Some(Qp {
+        if self.qps.len() <= qpn as usize {
+            self.qps.resize_with(qpn as usize + 1, || None);
+        }
+        self.qp_next = self.qp_next.max(qpn + 1);
+        self.qps[qpn as usize] = Some(Qp {
             qpn,
             qp_type: init.qp_type,
             pd: 0,
@@ -289,8 +300,16 @@ impl Nic {
             rx_bytes: 0,
             tx_bytes: 0,
             retx_pkts: 0,
-        }));
+        });
         Ok(qpn)
+    }
+
+    /// The UDP source port QP `qpn` is created with: RoCEv2 NICs derive it from the QP; here a
+    /// seeded hash, in 49152..65535.
+    pub(super) fn default_sport(&self, qpn: QpNum) -> u16 {
+        0xC000
+            | (braid_engine::derive_seed(self.sport_seed, "sport", &[self.host as u64, qpn as u64])
+                & 0x3FFF) as u16
     }
 
     /// The transport a new QP runs (per the scenario's `transport.kind`).

@@ -83,8 +83,7 @@ fn build(src: &Source) -> Table {
             .and_then(|(node, qpn)| {
                 world.hosts[world.host_index[node as usize] as usize]
                     .nic
-                    .qp(qpn)
-                    .map(|q| q.sport)
+                    .sport_of(qpn)
             })
             .unwrap_or(0);
         // The routes' own choice per switch; None under a per-packet or per-flowlet policy.

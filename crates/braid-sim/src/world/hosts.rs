@@ -88,6 +88,14 @@ impl World {
             } else {
                 now
             };
+            if ev.is_none() {
+                crate::lazy_flows::reserve_at_start(
+                    slot.plan.as_deref(),
+                    &mut host.nic,
+                    &mut slot.cpu,
+                    &self.cpu_cost,
+                );
+            }
             let mut bottom = crate::hostverbs::HostVerbs {
                 nic: &mut host.nic,
                 params,
@@ -101,6 +109,7 @@ impl World {
                 cpu: &mut slot.cpu,
                 sink: &mut sink,
                 created: &created,
+                plan: slot.plan.as_deref(),
             };
             let mut stack = Stack::new(&mut slot.stack, &mut bottom);
             let family = match ev {

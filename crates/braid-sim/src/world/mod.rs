@@ -112,6 +112,8 @@ pub struct AppSlot {
     /// The NIC parameters its QPs are created with when its tenant runs a transport of its own
     /// (`[[apps]].transport`, `[[traffic]].transport`, `transport.per_host`); None = the world's.
     pub params: Option<std::rc::Rc<NicParams>>,
+    /// QP numbers reserved for it when it starts (a lazy flow sender: `lazy_flows.rs`).
+    pub plan: Option<std::rc::Rc<braid_apps::QpPlan>>,
 }
 
 pub struct Host {
@@ -133,6 +135,7 @@ impl AppSlot {
             cpu: Default::default(),
             flow: None,
             params: None,
+            plan: None,
         }
     }
 }
