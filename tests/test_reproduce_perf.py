@@ -115,12 +115,12 @@ def test_apps_rows(perf_outcomes):
     o = perf_outcomes["perf/apps"]
     _rows_ok(o)
     m = o.measures
-    # PeRF brings rping's tail back within 2x of alone. Crail keeps only about half its
-    # throughput: each 16 KiB sub-WR's 16 0_WAITs take 15 x 80.6 ns of its QP's WQE slots after
-    # the sub-WR's 1.31 us of wire (ConnectX-6's 12.4 Mmsg/s per QP; docs/perf.md, "PeRF under
-    # the RNIC's message-rate limits").
+    # PeRF brings rping's tail back within 2x of alone. Crail, now at the B_App stand-in's depth
+    # 128 beside HERD as M_App (lists of 32 at 128), keeps 75% of alone under PeRF (74.0 of 98.4
+    # Gbit/s; 58.1 at its former depth 16), B_App's 76% beside M_App in b-vs-m.toml: short of
+    # "without starving Crail" (docs/perf.md, "Workloads as the artifacts run them").
     crail = _app(m, "PeRF", "apps[0]", "goodput_gbps") / _app(m, "Crail alone", "apps[0]", "goodput_gbps")
-    assert 0.45 < crail < 0.6, crail
+    assert 0.65 < crail < 0.85, crail
     assert _app(m, "PeRF", "apps[2]", "lat_p99_us") <= 2 * _app(m, "rping alone", "apps[2]", "lat_p99_us")
 
 

@@ -133,7 +133,9 @@ def _anomaly_runs(full: bool) -> List[Run]:
         Run("sweep alone", ANOMALY, 1, measure_tenants, ("apps[1].enabled=false",)),
     ]
     runs += [Run(f"sweep {s}", ANOMALY, 1, measure_tenants, (f'apps[1].size="{s}"', "apps[1].tx_depth=128")) for s in SWEEP]
-    # "Adding an app sending larger messages (1, 2, or 4KB)" beside the small-message app.
+    # "Adding an app sending larger messages (1, 2, or 4KB)" beside the small-message app, at
+    # perftest's default depth 128 (DEF_TX_BW). The slides run five small-message apps (16-256 B,
+    # batches); braid runs one, M_App as the artifact runs it (b-vs-m.toml: ib_write_bw -s 16 -l 32).
     runs += [Run(f"M beside {s}", B_M, 1, measure_tenants, (f'apps[1].size="{s}"', "apps[1].tx_depth=128")) for s in M_SWEEP]
     return runs
 

@@ -33,11 +33,15 @@ FILE = "perf/matrix.toml"
 ALPHA = 0.8
 MS = 1_000_000_000  # picoseconds per millisecond
 
-# Victims: (name, overrides over the file's D_App, fair part of alone).
+# Victims: (name, overrides over the file's D_App, fair part of alone). The workloads are the
+# PeRF artifact's perftest runs (its README; the slides' "B_App 1MB, M_App 16B x 32, D_App 16B"):
+# D_App `ib_write_lat -s 16` (one message in flight, the file's apps[0]); M_App `ib_write_bw -s 16
+# -l 32`: post lists of 32 at perftest's default depth 128 (DEF_TX_BW); B_App `ib_write_bw -s
+# 1048576` at depth 128 (1 MiB: perftest's -s is in bytes).
 VICTIMS: Dict[str, Tuple[str, Tuple[str, ...], float]] = {
     "D": ("delay-sensitive: write_lat 16 B", ("measure.messages=true",), 1.0),
-    "M": ("message-intensive: write_bw 16 B × 32", ('apps[0].kind="write_bw"', "apps[0].tx_depth=32"), 1.0),
-    "B": ("bandwidth: write_bw 1 MB", ('apps[0].kind="write_bw"', 'apps[0].size="1MB"'), 0.5),
+    "M": ("message-intensive: write_bw 16 B, lists of 32, depth 128", ('apps[0].kind="write_bw"', "apps[0].tx_depth=128", "apps[0].post_list=32"), 1.0),
+    "B": ("bandwidth: write_bw 1 MiB, depth 128", ('apps[0].kind="write_bw"', 'apps[0].size="1MiB"', "apps[0].tx_depth=128"), 0.5),
 }
 
 # Timelines: PeRF limits active QPs only every 10 ms, so the multi-QP attackers run 25 ms and the
@@ -48,9 +52,12 @@ TIMELINES: Dict[str, Tuple[Tuple[str, ...], float, float]] = {
     "short": (('duration="10ms"', 'apps[0].duration="5.6ms"', 'apps[1].duration="6ms"'), 1.5, 5.5),
 }
 
-# Attackers: (name, overrides over the file's 1 MB write_bw, timeline, ETS type: B weighs 16).
+# Attackers: (name, overrides over the file's 1 MiB write_bw at perftest's depth 128, timeline, ETS
+# type: B weighs 16). Every attacker keeps perftest's defaults for what it does not set: depth 128
+# per QP (ib_write_bw / ib_send_bw / ib_read_bw DEF_TX_BW; READs are further held to the QP's 16
+# outstanding, max_rd_atomic, as perftest's `-o` default on ConnectX), one WR per post (no -l).
 ATTACKERS: Dict[str, Tuple[str, Tuple[str, ...], str, str]] = {
-    "large": ("large messages: write_bw 1 MB", (), "short", "B"),
+    "large": ("large messages: write_bw 1 MiB", (), "short", "B"),
     "qps": ("many QPs: write_bw 4 KB × 16 QPs", ('apps[1].size="4KB"', "apps[1].qps=16"), "long", "B"),
     "deep": ("deep batches: write_bw 64 B, depth 128", ('apps[1].size="64B"', "apps[1].tx_depth=128"), "short", "M"),
     "thrash": ("QP-cache thrashing: write_bw 1 KB × 256 QPs, qp_cache 64", ('apps[1].size="1KB"', "apps[1].qps=256", "nic.qp_cache=64"), "long", "B"),
