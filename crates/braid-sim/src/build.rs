@@ -450,6 +450,7 @@ impl<'s> Tenants<'s> {
             );
             let n = app.flows() as u32;
             let cpu_delay = world.cpu_delay;
+            let cc_sampled = sc.measure.cc.enabled();
             self.add_with(
                 world,
                 TenantRest {
@@ -461,7 +462,7 @@ impl<'s> Tenants<'s> {
                 },
                 // Each flow's QP is created when the flow starts (`lazy_flows.rs`).
                 |raw| {
-                    if crate::lazy_flows::lazy_sender(raw, cpu_delay) {
+                    if crate::lazy_flows::lazy_sender(raw, cpu_delay, cc_sampled) {
                         let plan = braid_apps::QpPlan::new(n);
                         (Box::new(app.lazy(plan.clone())), Some(plan))
                     } else {

@@ -21,7 +21,8 @@
 //! When it applies: a sender whose verbs stack is plain RDMA (`raw` layers only: a middleware may
 //! do anything in `create_qp`) on a host whose CPU time does not delay tenants
 //! (`host.cpu.delay`: creating a QP would then hold the sender's thread at the flow's start
-//! instead of its own). The CPU time of creating and connecting every flow's QP is accounted
+//! instead of its own), in a run that does not sample QPs' congestion control (`measure.cc`
+//! reads a QP's window from the run's start, before its flow starts). The CPU time of creating and connecting every flow's QP is accounted
 //! when the sender starts, as before ([`reserve_at_start`]).
 
 use crate::hostverbs::TenantCpu;
@@ -39,9 +40,10 @@ pub fn set_eager(eager: bool) {
     EAGER.with(|e| e.set(eager));
 }
 
-/// Whether a flow sender with this stack creates its QPs lazily.
-pub(crate) fn lazy_sender(raw_stack: bool, cpu_delay: bool) -> bool {
-    raw_stack && !cpu_delay && !EAGER.with(|e| e.get())
+/// Whether a flow sender with this stack creates its QPs lazily. Not when `measure.cc` samples
+/// QPs: the sampler reads a QP's window from the run's start, before its flow starts.
+pub(crate) fn lazy_sender(raw_stack: bool, cpu_delay: bool, cc_sampled: bool) -> bool {
+    raw_stack && !cpu_delay && !cc_sampled && !EAGER.with(|e| e.get())
 }
 
 /// A tenant with a plan gets its QP numbers reserved when it starts, before its stack and its
@@ -75,5 +77,5 @@ pub(crate) fn lazy_table(sc: &crate::Scenario, i: usize) -> bool {
         Some(m) => raw(m),
         None => raw(&sc.middleware.default) && sc.middleware.per_host.values().all(raw),
     };
-    stacks_raw && !sc.host.cpu.delay && !EAGER.with(|e| e.get())
+    stacks_raw && !sc.host.cpu.delay && !sc.measure.cc.enabled() && !EAGER.with(|e| e.get())
 }

@@ -395,11 +395,10 @@ impl Nic {
             // A repeated READ is answered with the resource its first execution held.
             if !selective && q.reads.len() >= q.max_dest_rd_atomic as usize {
                 // Every READ resource (`max_dest_rd_atomic`) is answering a READ: the requester
-                // ignored its `max_rd_atomic`. NAK Invalid Request (reported as a remote access
-                // error: the seam has no REM_INV_REQ status) and the responder goes to Error,
-                // as the fake NIC does.
+                // ignored its `max_rd_atomic`. NAK Invalid Request (the requester's
+                // REM_INV_REQ_ERR) and the responder goes to Error, as the fake NIC does.
                 self.stats.access_errors += 1;
-                replies.push(Reply::AccessNak { psn: pk.psn });
+                replies.push(Reply::InvalidNak { psn: pk.psn });
                 self.send_replies(now, pk, &mut replies, p, pool, eff);
                 self.enter_error(pk.dst_qp, None, eff);
                 return;

@@ -344,12 +344,15 @@ fn a_send_longer_than_its_receive_fails_both_ends() {
     use WcStatus::*;
     let raw = too_long_run(&crate::RawConfig::default());
     // Raw RC (the fake NIC, as IBA class C): the receiver's LOC_LEN_ERR, its QP in Error; the
-    // sender's error (the seam has no REM_INV_REQ_ERR: the fake NIC reports
-    // RemoteAccessError), its QP in Error.
+    // sender's REM_INV_REQ_ERR (the responder's NAK "invalid request"), its QP in Error.
     assert_eq!(
         raw,
         (
-            vec![(1, RemoteAccessError, 0), (2, Flushed, 0), (80, Flushed, 0)],
+            vec![
+                (1, RemoteInvalidRequest, 0),
+                (2, Flushed, 0),
+                (80, Flushed, 0)
+            ],
             QpState::Error,
             vec![
                 (70, LocalLengthError, 4096),
